@@ -1,0 +1,453 @@
+//! The arena: one large, position-independent memory region that holds *all* keyspace
+//! memory — the index, keys, values, expiry data and the allocator's own metadata.
+//!
+//! Why: the snapshot engine streams the arena's raw pages, and restart maps an image back
+//! without parsing. For that the arena must hold no pointer to memory outside itself, and
+//! nothing inside it may depend on the address it is mapped at. Every reference inside the
+//! arena is therefore a [`Ref`]: a 32-bit offset in 8-byte units from the arena's base
+//! (so one arena addresses at most 32 GiB; see ARCHITECTURE.md).
+//!
+//! The allocator is segregated-fit with size classes (8-byte steps up to 128 B, then eight
+//! classes per doubling, ≤ 12.5 % internal waste). Freed blocks go on an intrusive per-class
+//! free list whose heads live in the arena header; large blocks (≥ 32 KiB, page aligned) give
+//! their pages back to the kernel on free (`MADV_DONTNEED`) so RSS follows live data. The
+//! caller passes the size on free (as Rust's `dealloc` does), so blocks carry no header.
+
+pub mod chunked;
+pub mod dict;
+
+use siphasher::sip::SipHasher13;
+use std::hash::Hasher;
+use std::io;
+use std::ptr;
+
+/// Offset of an arena block in 8-byte units. 0 is the null reference (the arena header
+/// lives at offset 0, so no block can ever start there).
+pub type Ref = u32;
+pub const NULL: Ref = 0;
+
+/// Granularity of [`Ref`] offsets and of every block's alignment.
+pub const ALIGN_BYTES: usize = 8;
+/// Blocks of this class size or more are page aligned and return pages to the kernel on free.
+pub const LARGE_BLOCK_BYTES: usize = 32 * 1024;
+pub const PAGE_BYTES: usize = 4096;
+/// The most a [`Ref`] can address.
+pub const ARENA_MAX_BYTES: usize = (u32::MAX as usize + 1) * ALIGN_BYTES;
+
+const SMALL_CLASSES: usize = 16; // 8, 16, ..., 128
+const CLASSES_PER_DOUBLING: usize = 8;
+/// Classes up to 2^35 bytes (the whole addressable arena).
+pub const NUM_CLASSES: usize = SMALL_CLASSES + (35 - 7) * CLASSES_PER_DOUBLING;
+
+const ARENA_MAGIC: u64 = u64::from_le_bytes(*b"CAIRNAR1");
+/// Bumped whenever the layout of anything stored in the arena changes. Part of the
+/// layout fingerprint that snapshot images carry.
+pub const ARENA_LAYOUT_VERSION: u32 = 1;
+
+/// Number of root slots the arena header offers to the structures built on it.
+pub const ROOT_SLOTS: usize = 8;
+
+/// The arena header, at offset 0 of the region. Everything the allocator knows is here.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Header {
+    magic: u64,
+    layout_version: u32,
+    header_bytes: u32,
+    /// Bytes handed out from the region so far (the high-water mark).
+    bump_bytes: u64,
+    /// Bytes in live blocks, counted at their class size.
+    used_bytes: u64,
+    /// Bytes callers asked for in live blocks.
+    requested_bytes: u64,
+    live_blocks: u64,
+    /// Keys for the keyspace's hash function: kept in the image so a restored arena
+    /// hashes exactly as before.
+    hash_seed: [u64; 2],
+    roots: [u64; ROOT_SLOTS],
+    free_heads: [Ref; NUM_CLASSES],
+    free_bytes: [u64; 2], // [small, large] bytes sitting on free lists
+}
+
+/// Size class of a request: (class index, class size in bytes).
+#[inline]
+pub fn size_class(size: usize) -> (usize, usize) {
+    let size = size.max(1);
+    if size <= 128 {
+        let idx = (size + 7) / 8 - 1;
+        return (idx, (idx + 1) * 8);
+    }
+    let s = size - 1;
+    let p = usize::BITS as usize - 1 - s.leading_zeros() as usize; // floor(log2(size-1)), >= 7
+    let step_shift = p - 3;
+    let k = (s - (1usize << p)) >> step_shift;
+    let idx = SMALL_CLASSES + (p - 7) * CLASSES_PER_DOUBLING + k;
+    (idx, (1usize << p) + ((k + 1) << step_shift))
+}
+
+/// The memory region and its allocator. Owned by the executor thread; not `Sync`.
+pub struct Arena {
+    base: *mut u8,
+    reserved_bytes: usize,
+    /// Keyed from the header's `hash_seed`, so hashing survives an image restore.
+    hasher: SipHasher13,
+}
+
+// The executor thread owns the arena, but it is created on another thread and moved there.
+unsafe impl Send for Arena {}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ArenaError {
+    #[error("cannot reserve {bytes} bytes of address space for the arena: {source}")]
+    Reserve { bytes: usize, source: io::Error },
+}
+
+impl Arena {
+    /// Reserves `reserved_bytes` of address space (nothing is committed until touched).
+    pub fn new(reserved_bytes: usize, hash_seed: [u64; 2]) -> Result<Arena, ArenaError> {
+        let reserved_bytes = reserved_bytes.clamp(1 << 20, ARENA_MAX_BYTES);
+        // SAFETY: an anonymous private mapping with no fixed address has no preconditions.
+        let base = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                reserved_bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(ArenaError::Reserve {
+                bytes: reserved_bytes,
+                source: io::Error::last_os_error(),
+            });
+        }
+        let arena = Arena {
+            base: base as *mut u8,
+            reserved_bytes,
+            hasher: SipHasher13::new_with_keys(hash_seed[0], hash_seed[1]),
+        };
+        let header_bytes = std::mem::size_of::<Header>().next_multiple_of(64);
+        let header = Header {
+            magic: ARENA_MAGIC,
+            layout_version: ARENA_LAYOUT_VERSION,
+            header_bytes: header_bytes as u32,
+            bump_bytes: header_bytes as u64,
+            used_bytes: header_bytes as u64,
+            requested_bytes: header_bytes as u64,
+            live_blocks: 0,
+            hash_seed,
+            roots: [0; ROOT_SLOTS],
+            free_heads: [NULL; NUM_CLASSES],
+            free_bytes: [0; 2],
+        };
+        // SAFETY: the region is at least 1 MiB, mapped writable, and aligned to a page.
+        unsafe { ptr::write(arena.base as *mut Header, header) };
+        arena.check_header();
+        Ok(arena)
+    }
+
+    fn check_header(&self) {
+        let h = self.header();
+        assert_eq!(h.magic, ARENA_MAGIC, "arena header magic");
+        assert_eq!(
+            h.layout_version, ARENA_LAYOUT_VERSION,
+            "arena layout version"
+        );
+        assert!(h.bump_bytes as usize <= self.reserved_bytes);
+    }
+
+    #[inline]
+    fn header(&self) -> &Header {
+        // SAFETY: offset 0 always holds an initialised Header (written in `new`).
+        unsafe { &*(self.base as *const Header) }
+    }
+
+    #[inline]
+    fn header_mut(&mut self) -> &mut Header {
+        // SAFETY: as `header`; `&mut self` gives exclusive access.
+        unsafe { &mut *(self.base as *mut Header) }
+    }
+
+    pub fn base_addr(&self) -> usize {
+        self.base as usize
+    }
+    pub fn reserved_bytes(&self) -> usize {
+        self.reserved_bytes
+    }
+    pub fn bump_bytes(&self) -> u64 {
+        self.header().bump_bytes
+    }
+    /// Bytes in live blocks at their class size, plus the header.
+    pub fn used_bytes(&self) -> u64 {
+        self.header().used_bytes
+    }
+    /// Bytes callers asked for in live blocks, plus the header.
+    pub fn requested_bytes(&self) -> u64 {
+        self.header().requested_bytes
+    }
+    pub fn live_blocks(&self) -> u64 {
+        self.header().live_blocks
+    }
+    /// Bytes sitting on the free lists, (small, large).
+    pub fn free_list_bytes(&self) -> (u64, u64) {
+        let f = self.header().free_bytes;
+        (f[0], f[1])
+    }
+    pub fn hash_seed(&self) -> [u64; 2] {
+        self.header().hash_seed
+    }
+    /// The keyspace hash: SipHash-1-3 keyed by the arena's seed (as Redis, so a client
+    /// cannot choose keys that collide).
+    #[inline]
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        let mut h = self.hasher;
+        h.write(key);
+        h.finish()
+    }
+    pub fn root(&self, slot: usize) -> u64 {
+        self.header().roots[slot]
+    }
+    pub fn set_root(&mut self, slot: usize, value: u64) {
+        self.header_mut().roots[slot] = value;
+    }
+    /// Room left before the address space reserved for the arena runs out (free lists not
+    /// counted). Write commands are refused when this gets low, instead of failing mid-way.
+    pub fn headroom_bytes(&self) -> u64 {
+        self.reserved_bytes as u64 - self.header().bump_bytes
+    }
+
+    /// Allocates a block of at least `size` bytes, 8-byte aligned, contents unspecified.
+    ///
+    /// Panics only if the reserved address space is exhausted; the server keeps a margin
+    /// (see `headroom_bytes`) so that network input cannot get here.
+    pub fn alloc(&mut self, size: usize) -> Ref {
+        let (class, class_bytes) = size_class(size);
+        let head = self.header().free_heads[class];
+        let r = if head != NULL {
+            let next = self.read_u32(head, 0);
+            let h = self.header_mut();
+            h.free_heads[class] = next;
+            h.free_bytes[(class_bytes >= LARGE_BLOCK_BYTES) as usize] -= class_bytes as u64;
+            head
+        } else {
+            self.bump(class_bytes)
+        };
+        let h = self.header_mut();
+        h.used_bytes += class_bytes as u64;
+        h.requested_bytes += size as u64;
+        h.live_blocks += 1;
+        r
+    }
+
+    /// Allocates a zero-filled block.
+    pub fn alloc_zeroed(&mut self, size: usize) -> Ref {
+        let r = self.alloc(size);
+        let (_, class_bytes) = size_class(size);
+        if class_bytes >= LARGE_BLOCK_BYTES {
+            // Only the first page of a recycled large block may be non-zero: the rest was
+            // given back with MADV_DONTNEED on free, or never touched.
+            let n = PAGE_BYTES.min(size);
+            self.bytes_mut(r, 0, n).fill(0);
+        } else {
+            self.bytes_mut(r, 0, size).fill(0);
+        }
+        r
+    }
+
+    fn bump(&mut self, class_bytes: usize) -> Ref {
+        let h = self.header();
+        let mut start = h.bump_bytes as usize;
+        if class_bytes >= LARGE_BLOCK_BYTES {
+            start = start.next_multiple_of(PAGE_BYTES);
+        }
+        let end = start + class_bytes;
+        assert!(
+            end <= self.reserved_bytes,
+            "arena address space exhausted ({} bytes reserved)",
+            self.reserved_bytes
+        );
+        self.header_mut().bump_bytes = end as u64;
+        (start / ALIGN_BYTES) as Ref
+    }
+
+    /// Frees a block; `size` must be the size it was allocated with.
+    pub fn free(&mut self, r: Ref, size: usize) {
+        debug_assert!(r != NULL);
+        let (class, class_bytes) = size_class(size);
+        let large = class_bytes >= LARGE_BLOCK_BYTES;
+        if large {
+            // Keep the first page (it holds the free-list link); give the rest back.
+            let start = self.ptr(r) as usize + PAGE_BYTES;
+            let len = class_bytes - PAGE_BYTES;
+            if len > 0 {
+                // SAFETY: [start, start+len) lies inside this block, page aligned, inside
+                // our private mapping. DONTNEED on private anonymous memory zero-fills.
+                unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_DONTNEED) };
+            }
+        }
+        let head = self.header().free_heads[class];
+        self.write_u32(r, 0, head);
+        let h = self.header_mut();
+        h.free_heads[class] = r;
+        h.free_bytes[large as usize] += class_bytes as u64;
+        h.used_bytes -= class_bytes as u64;
+        h.requested_bytes -= size as u64;
+        h.live_blocks -= 1;
+    }
+
+    /// Resizes a block, copying `min(old, new)` bytes when the class changes.
+    pub fn realloc(&mut self, r: Ref, old_size: usize, new_size: usize) -> Ref {
+        if size_class(old_size).0 == size_class(new_size).0 {
+            let h = self.header_mut();
+            h.requested_bytes = h.requested_bytes + new_size as u64 - old_size as u64;
+            return r;
+        }
+        let n = self.alloc(new_size);
+        let keep = old_size.min(new_size);
+        // SAFETY: distinct live blocks of at least `keep` bytes each.
+        unsafe { ptr::copy_nonoverlapping(self.ptr(r), self.ptr(n), keep) };
+        self.free(r, old_size);
+        n
+    }
+
+    #[inline]
+    pub fn ptr(&self, r: Ref) -> *mut u8 {
+        debug_assert!((r as usize) * ALIGN_BYTES < self.reserved_bytes);
+        // SAFETY: every Ref handed out lies inside the reserved region.
+        unsafe { self.base.add(r as usize * ALIGN_BYTES) }
+    }
+
+    #[inline]
+    pub fn bytes(&self, r: Ref, offset: usize, len: usize) -> &[u8] {
+        debug_assert!(r as usize * ALIGN_BYTES + offset + len <= self.header().bump_bytes as usize);
+        // SAFETY: callers address inside a live block; the region outlives `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr(r).add(offset), len) }
+    }
+
+    #[inline]
+    pub fn bytes_mut(&mut self, r: Ref, offset: usize, len: usize) -> &mut [u8] {
+        debug_assert!(r as usize * ALIGN_BYTES + offset + len <= self.header().bump_bytes as usize);
+        // SAFETY: as `bytes`; `&mut self` gives exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr(r).add(offset), len) }
+    }
+
+    /// Copies `len` bytes between (possibly overlapping) places in the arena.
+    pub fn copy_within(&mut self, src: Ref, src_off: usize, dst: Ref, dst_off: usize, len: usize) {
+        // SAFETY: both ranges lie in live blocks of the region; `copy` allows overlap.
+        unsafe { ptr::copy(self.ptr(src).add(src_off), self.ptr(dst).add(dst_off), len) };
+    }
+
+    #[inline]
+    pub fn read_u32(&self, r: Ref, offset: usize) -> u32 {
+        // SAFETY: callers address inside a live block.
+        unsafe { ptr::read_unaligned(self.ptr(r).add(offset) as *const u32) }
+    }
+    #[inline]
+    pub fn write_u32(&mut self, r: Ref, offset: usize, v: u32) {
+        // SAFETY: as `read_u32`.
+        unsafe { ptr::write_unaligned(self.ptr(r).add(offset) as *mut u32, v) }
+    }
+    #[inline]
+    pub fn read_u64(&self, r: Ref, offset: usize) -> u64 {
+        // SAFETY: as `read_u32`.
+        unsafe { ptr::read_unaligned(self.ptr(r).add(offset) as *const u64) }
+    }
+    #[inline]
+    pub fn write_u64(&mut self, r: Ref, offset: usize, v: u64) {
+        // SAFETY: as `read_u32`.
+        unsafe { ptr::write_unaligned(self.ptr(r).add(offset) as *mut u64, v) }
+    }
+
+    /// Reads a plain-old-data struct stored at `r`.
+    #[inline]
+    pub fn read<T: Pod>(&self, r: Ref) -> T {
+        // SAFETY: T is Pod (any bit pattern valid); r addresses a live block of >= size_of T.
+        unsafe { ptr::read_unaligned(self.ptr(r) as *const T) }
+    }
+    #[inline]
+    pub fn write<T: Pod>(&mut self, r: Ref, v: &T) {
+        // SAFETY: as `read`.
+        unsafe { ptr::write_unaligned(self.ptr(r) as *mut T, *v) }
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        // SAFETY: we own the mapping and nothing borrows it past `self`.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.reserved_bytes) };
+    }
+}
+
+/// Types that may be stored in the arena byte-for-byte: `repr(C)`, no pointers, every bit
+/// pattern valid.
+///
+/// # Safety
+/// Implementors must be `repr(C)` structs of integers (or arrays of them) only.
+pub unsafe trait Pod: Copy {}
+unsafe impl Pod for u32 {}
+unsafe impl Pod for u64 {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_classes_cover_and_bound_waste() {
+        let mut last = 0;
+        for size in 1..200_000usize {
+            let (idx, class) = size_class(size);
+            assert!(class >= size, "class {class} < size {size}");
+            assert!(class % 8 == 0);
+            if size > 128 {
+                assert!((class - size) * 8 <= size, "waste over 12.5% at {size}");
+            }
+            assert!(idx >= last);
+            last = idx;
+        }
+        assert!(size_class(ARENA_MAX_BYTES - 1).0 < NUM_CLASSES);
+        assert_eq!(size_class(128), (15, 128));
+        assert_eq!(size_class(129).1, 144);
+        assert_eq!(size_class(256).1, 256);
+        assert_eq!(size_class(257).1, 288);
+        // Every class of 32 KiB or more is a whole number of pages.
+        for size in (LARGE_BLOCK_BYTES..(1 << 26)).step_by(777) {
+            let (_, class) = size_class(size);
+            assert_eq!(class % PAGE_BYTES, 0);
+        }
+    }
+
+    #[test]
+    fn alloc_free_reuses_memory() {
+        let mut a = Arena::new(64 << 20, [1, 2]).unwrap();
+        let base_used = a.used_bytes();
+        let r1 = a.alloc(100);
+        a.bytes_mut(r1, 0, 100).fill(7);
+        assert_eq!(a.used_bytes(), base_used + 104);
+        a.free(r1, 100);
+        assert_eq!(a.used_bytes(), base_used);
+        let r2 = a.alloc(97);
+        assert_eq!(r1, r2, "same class reuses the freed block");
+        let big = a.alloc_zeroed(100_000);
+        assert_eq!(a.ptr(big) as usize % PAGE_BYTES, 0);
+        a.bytes_mut(big, 0, 100_000).fill(9);
+        a.free(big, 100_000);
+        let big2 = a.alloc_zeroed(99_000);
+        assert_eq!(big, big2);
+        assert!(a.bytes(big2, 0, 99_000).iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn realloc_keeps_prefix() {
+        let mut a = Arena::new(64 << 20, [1, 2]).unwrap();
+        let r = a.alloc(10);
+        a.bytes_mut(r, 0, 10).copy_from_slice(b"0123456789");
+        let r = a.realloc(r, 10, 1000);
+        assert_eq!(a.bytes(r, 0, 10), b"0123456789");
+        let r = a.realloc(r, 1000, 4);
+        assert_eq!(a.bytes(r, 0, 4), b"0123");
+        a.free(r, 4);
+        assert_eq!(a.live_blocks(), 0);
+    }
+}

@@ -1,0 +1,479 @@
+//! Connection commands: PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET, CLIENT.
+
+use super::{
+    CmdError, CmdResult, CommandSpec, Ctx, ADMIN, FAST, LOADING, NOSCRIPT, NO_AUTH, PUBSUB_OK,
+    STALE,
+};
+use crate::protocol::reply::Resp;
+use crate::server::client::ReplyMode;
+use crate::server::Client;
+
+/// The Redis version cairn reports to clients (HELLO, INFO redis_version), so client
+/// libraries enable the features cairn implements.
+pub const COMPAT_REDIS_VERSION: &str = "7.0.15";
+
+const CONN: u32 = NOSCRIPT | LOADING | STALE | FAST;
+
+pub static COMMANDS: &[CommandSpec] = &[
+    CommandSpec::new("ping", -1, FAST | PUBSUB_OK, "connection", ping)
+        .doc("Returns the server's liveliness response.", "1.0.0"),
+    CommandSpec::new("echo", 2, FAST, "connection", echo).doc("Returns the given string.", "1.0.0"),
+    CommandSpec::new(
+        "hello",
+        -1,
+        CONN | NO_AUTH | ALLOW_BUSY_FLAG,
+        "connection",
+        hello,
+    )
+    .doc("Handshakes with the Redis server.", "6.0.0"),
+    CommandSpec::new(
+        "auth",
+        -2,
+        CONN | NO_AUTH | ALLOW_BUSY_FLAG,
+        "connection",
+        auth,
+    )
+    .doc("Authenticates the connection.", "1.0.0"),
+    CommandSpec::new("select", 2, LOADING | STALE | FAST, "connection", select)
+        .doc("Changes the selected database.", "1.0.0"),
+    CommandSpec::new(
+        "quit",
+        -1,
+        CONN | NO_AUTH | ALLOW_BUSY_FLAG,
+        "connection",
+        quit,
+    )
+    .doc("Closes the connection.", "1.0.0"),
+    CommandSpec::new(
+        "reset",
+        1,
+        CONN | NO_AUTH | PUBSUB_OK | ALLOW_BUSY_FLAG,
+        "connection",
+        reset,
+    )
+    .doc("Resets the connection.", "6.2.0"),
+    CommandSpec::new("client", -2, 0, "connection", client_help)
+        .doc("A container for client connection commands.", "2.4.0")
+        .subs(CLIENT_SUBS),
+];
+
+const ALLOW_BUSY_FLAG: u32 = super::ALLOW_BUSY;
+
+static CLIENT_SUBS: &[CommandSpec] = &[
+    CommandSpec::new("id", 2, CONN, "connection", client_id)
+        .doc("Returns the unique client ID of the connection.", "5.0.0"),
+    CommandSpec::new("setname", 3, CONN, "connection", client_setname)
+        .doc("Sets the connection name.", "2.6.9"),
+    CommandSpec::new("getname", 2, CONN, "connection", client_getname)
+        .doc("Returns the name of the connection.", "2.6.9"),
+    CommandSpec::new("list", -2, ADMIN | CONN, "connection", client_list)
+        .doc("Lists open connections.", "2.4.0"),
+    CommandSpec::new("info", 2, CONN, "connection", client_info)
+        .doc("Returns information about the connection.", "6.2.0"),
+    CommandSpec::new("kill", -3, ADMIN | CONN, "connection", client_kill)
+        .doc("Terminates open connections.", "2.4.0"),
+    CommandSpec::new("no-evict", 3, ADMIN | CONN, "connection", client_no_evict)
+        .doc("Sets the client eviction mode of the connection.", "7.0.0"),
+    CommandSpec::new("reply", 3, CONN, "connection", client_reply).doc(
+        "Instructs the server whether to reply to commands.",
+        "3.2.0",
+    ),
+    CommandSpec::new("help", 2, CONN, "connection", client_help).doc(
+        "Returns helpful text about the different subcommands.",
+        "5.0.0",
+    ),
+];
+
+fn ping(ctx: &mut Ctx) -> CmdResult {
+    match ctx.args.len() {
+        1 => ctx.out.simple("PONG"),
+        2 => ctx.out.bulk(ctx.args.get(1)),
+        _ => {
+            return Err(CmdError::err(
+                "wrong number of arguments for 'ping' command",
+            ))
+        }
+    }
+    Ok(())
+}
+
+fn echo(ctx: &mut Ctx) -> CmdResult {
+    ctx.out.bulk(ctx.args.get(1));
+    Ok(())
+}
+
+/// Checks a password for `user` (only the `default` user exists without ACLs).
+fn check_password(ctx: &Ctx, user: &[u8], pass: &[u8]) -> bool {
+    if user != b"default" {
+        return false;
+    }
+    match &ctx.srv.config.settings().requirepass {
+        None => true,
+        Some(p) => constant_time_eq(p, pass),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+
+fn hello(ctx: &mut Ctx) -> CmdResult {
+    let mut proto = None;
+    let mut i = 1;
+    if ctx.args.len() >= 2 {
+        let v = crate::util::parse_i64(ctx.args.get(1))
+            .ok_or_else(|| CmdError::err("Protocol version is not an integer or out of range"))?;
+        if !(2..=3).contains(&v) {
+            return Err(CmdError::raw("NOPROTO unsupported protocol version"));
+        }
+        proto = Some(v);
+        i = 2;
+    }
+    let mut auth: Option<(Vec<u8>, Vec<u8>)> = None;
+    let mut setname: Option<Vec<u8>> = None;
+    while i < ctx.args.len() {
+        let more = ctx.args.len() - i - 1;
+        if ctx.args.is(i, "AUTH") && more >= 2 {
+            auth = Some((ctx.args.get(i + 1).to_vec(), ctx.args.get(i + 2).to_vec()));
+            i += 3;
+        } else if ctx.args.is(i, "SETNAME") && more >= 1 {
+            setname = Some(ctx.args.get(i + 1).to_vec());
+            i += 2;
+        } else {
+            return Err(CmdError::err(format!(
+                "Syntax error in HELLO option '{}'",
+                ctx.args.str(i)
+            )));
+        }
+    }
+    let needs_auth = ctx.srv.config.settings().requirepass.is_some() && !ctx.client.authenticated;
+    if let Some((user, pass)) = &auth {
+        if !check_password(ctx, user, pass) {
+            return Err(CmdError::raw(WRONGPASS));
+        }
+        ctx.client.authenticated = true;
+    } else if needs_auth {
+        return Err(CmdError::raw("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
+    }
+    if let Some(name) = setname {
+        validate_client_name(&name)?;
+        ctx.client.name = if name.is_empty() { None } else { Some(name) };
+    }
+    if let Some(p) = proto {
+        ctx.client.resp = if p == 3 { Resp::V3 } else { Resp::V2 };
+        ctx.out.resp = ctx.client.resp;
+    }
+    ctx.out.map(7);
+    ctx.out.bulk_str("server");
+    ctx.out.bulk_str("redis");
+    ctx.out.bulk_str("version");
+    ctx.out.bulk_str(COMPAT_REDIS_VERSION);
+    ctx.out.bulk_str("proto");
+    ctx.out.int(if ctx.client.resp == Resp::V3 { 3 } else { 2 });
+    ctx.out.bulk_str("id");
+    ctx.out.int(ctx.client.id as i64);
+    ctx.out.bulk_str("mode");
+    ctx.out.bulk_str("standalone");
+    ctx.out.bulk_str("role");
+    ctx.out.bulk_str("master");
+    ctx.out.bulk_str("modules");
+    ctx.out.array(0);
+    Ok(())
+}
+
+fn auth(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len() > 3 {
+        return Err(CmdError::Syntax);
+    }
+    let (user, pass) = if ctx.args.len() == 2 {
+        if ctx.srv.config.settings().requirepass.is_none() {
+            return Err(CmdError::err("AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"));
+        }
+        (&b"default"[..], ctx.args.get(1))
+    } else {
+        (ctx.args.get(1), ctx.args.get(2))
+    };
+    if check_password(ctx, user, pass) {
+        ctx.client.authenticated = true;
+        ctx.out.ok();
+        Ok(())
+    } else {
+        Err(CmdError::raw(WRONGPASS))
+    }
+}
+
+fn select(ctx: &mut Ctx) -> CmdResult {
+    let idx = crate::util::parse_i64(ctx.args.get(1))
+        .filter(|v| *v >= i32::MIN as i64 && *v <= i32::MAX as i64)
+        .ok_or(CmdError::NotInteger)?;
+    if idx < 0 || idx as usize >= ctx.srv.ks.num_dbs() {
+        return Err(CmdError::DbIndexOutOfRange);
+    }
+    ctx.client.db = idx as usize;
+    ctx.out.ok();
+    Ok(())
+}
+
+fn quit(ctx: &mut Ctx) -> CmdResult {
+    ctx.out.ok();
+    ctx.client.close_after_reply = true;
+    Ok(())
+}
+
+fn reset(ctx: &mut Ctx) -> CmdResult {
+    let c = &mut ctx.client;
+    c.db = 0;
+    c.resp = Resp::V2;
+    ctx.out.resp = Resp::V2;
+    c.name = None;
+    c.reply_mode = ReplyMode::On;
+    c.no_evict = false;
+    if ctx.srv.config.settings().requirepass.is_some() {
+        c.authenticated = false;
+    }
+    ctx.out.simple("RESET");
+    Ok(())
+}
+
+fn client_help(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len() == 1 {
+        return Err(CmdError::err(
+            "wrong number of arguments for 'client' command",
+        ));
+    }
+    let lines = [
+        "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "GETNAME",
+        "    Return the name of the current connection.",
+        "ID",
+        "    Return the ID of the current connection.",
+        "INFO",
+        "    Return information about the current client connection.",
+        "KILL <ip:port>",
+        "    Kill connection made from <ip:port>.",
+        "KILL <option> <value> [<option> <value> [...]]",
+        "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>, LADDR <ip:port>,",
+        "    TYPE (normal|master|replica|pubsub), USER <username>, SKIPME (YES|NO).",
+        "LIST [options ...]",
+        "    Return information about client connections. Options: TYPE, ID.",
+        "NO-EVICT (ON|OFF)",
+        "    Protect current client connection from eviction.",
+        "REPLY (ON|OFF|SKIP)",
+        "    Control the replies sent to the current connection.",
+        "SETNAME <name>",
+        "    Assign the name <name> to the current connection.",
+        "HELP",
+        "    Print this help.",
+    ];
+    ctx.out.array(lines.len());
+    for l in lines {
+        ctx.out.simple(l);
+    }
+    Ok(())
+}
+
+fn client_id(ctx: &mut Ctx) -> CmdResult {
+    ctx.out.int(ctx.client.id as i64);
+    Ok(())
+}
+
+fn validate_client_name(name: &[u8]) -> CmdResult {
+    if name.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
+        return Err(CmdError::err(
+            "Client names cannot contain spaces, newlines or special characters.",
+        ));
+    }
+    Ok(())
+}
+
+fn client_setname(ctx: &mut Ctx) -> CmdResult {
+    let name = ctx.args.get(2);
+    validate_client_name(name)?;
+    ctx.client.name = if name.is_empty() {
+        None
+    } else {
+        Some(name.to_vec())
+    };
+    ctx.out.ok();
+    Ok(())
+}
+
+fn client_getname(ctx: &mut Ctx) -> CmdResult {
+    match &ctx.client.name {
+        Some(n) => ctx.out.bulk(n),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+/// Every connected client, the current one included, ordered by id.
+fn all_clients<'a>(srv_clients: &'a [Option<Box<Client>>], me: &'a Client) -> Vec<&'a Client> {
+    let mut v: Vec<&Client> = srv_clients.iter().flatten().map(|b| &**b).collect();
+    v.push(me);
+    v.sort_by_key(|c| c.id);
+    v
+}
+
+fn client_list(ctx: &mut Ctx) -> CmdResult {
+    let mut ids: Option<Vec<u64>> = None;
+    let mut i = 2;
+    while i < ctx.args.len() {
+        if ctx.args.is(i, "TYPE") && i + 1 < ctx.args.len() {
+            let t = ctx.args.str(i + 1).to_ascii_lowercase();
+            match t.as_str() {
+                "normal" => {}
+                "master" | "replica" | "slave" | "pubsub" => ids = Some(vec![]),
+                _ => {
+                    return Err(CmdError::err(format!(
+                        "Unknown client type '{}'",
+                        ctx.args.str(i + 1)
+                    )))
+                }
+            }
+            i += 2;
+        } else if ctx.args.is(i, "ID") && i + 1 < ctx.args.len() {
+            let mut v = Vec::new();
+            for j in i + 1..ctx.args.len() {
+                match crate::util::parse_i64(ctx.args.get(j)) {
+                    Some(id) if id > 0 => v.push(id as u64),
+                    _ => return Err(CmdError::err("Invalid client ID")),
+                }
+            }
+            ids = Some(v);
+            i = ctx.args.len();
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let now = ctx.now_ms;
+    let mut text = String::new();
+    for c in all_clients(&ctx.srv.clients, ctx.client) {
+        if ids.as_ref().is_some_and(|ids| !ids.contains(&c.id)) {
+            continue;
+        }
+        text.push_str(&c.info_line(now));
+        text.push('\n');
+    }
+    ctx.out.verbatim(text.as_bytes());
+    Ok(())
+}
+
+fn client_info(ctx: &mut Ctx) -> CmdResult {
+    let mut line = ctx.client.info_line(ctx.now_ms);
+    line.push('\n');
+    ctx.out.verbatim(line.as_bytes());
+    Ok(())
+}
+
+fn client_kill(ctx: &mut Ctx) -> CmdResult {
+    // Old form: CLIENT KILL addr:port.
+    if ctx.args.len() == 3 {
+        let addr = ctx.args.str(2);
+        let found = all_clients(&ctx.srv.clients, ctx.client)
+            .iter()
+            .find(|c| c.addr == addr)
+            .map(|c| c.id);
+        return match found {
+            Some(id) if id == ctx.client.id => {
+                ctx.client.close_after_reply = true;
+                ctx.out.ok();
+                Ok(())
+            }
+            Some(id) => {
+                ctx.srv.kill_queue.push(id);
+                ctx.out.ok();
+                Ok(())
+            }
+            None => Err(CmdError::err("No such client")),
+        };
+    }
+    if ctx.args.len() % 2 != 0 {
+        return Err(CmdError::Syntax);
+    }
+    let (mut id, mut addr, mut laddr, mut skipme, mut user) = (None, None, None, true, None);
+    let mut type_none = false;
+    for i in (2..ctx.args.len()).step_by(2) {
+        let v = ctx.args.str(i + 1);
+        if ctx.args.is(i, "ID") {
+            id = Some(
+                crate::util::parse_i64(ctx.args.get(i + 1))
+                    .filter(|v| *v > 0)
+                    .ok_or_else(|| CmdError::err("client-id should be greater than 0"))?
+                    as u64,
+            );
+        } else if ctx.args.is(i, "ADDR") {
+            addr = Some(v);
+        } else if ctx.args.is(i, "LADDR") {
+            laddr = Some(v);
+        } else if ctx.args.is(i, "USER") {
+            user = Some(v);
+        } else if ctx.args.is(i, "TYPE") {
+            match v.to_ascii_lowercase().as_str() {
+                "normal" => {}
+                "master" | "replica" | "slave" | "pubsub" => type_none = true,
+                _ => return Err(CmdError::err(format!("Unknown client type '{v}'"))),
+            }
+        } else if ctx.args.is(i, "SKIPME") {
+            skipme = match v.to_ascii_lowercase().as_str() {
+                "yes" => true,
+                "no" => false,
+                _ => return Err(CmdError::Syntax),
+            };
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    if user.as_deref().is_some_and(|u| u != "default") {
+        type_none = true;
+    }
+    let me = ctx.client.id;
+    let victims: Vec<u64> = all_clients(&ctx.srv.clients, ctx.client)
+        .iter()
+        .filter(|_| !type_none)
+        .filter(|c| id.is_none_or(|i| c.id == i))
+        .filter(|c| addr.as_ref().is_none_or(|a| &c.addr == a))
+        .filter(|c| laddr.as_ref().is_none_or(|a| &c.laddr == a))
+        .filter(|c| !(skipme && c.id == me))
+        .map(|c| c.id)
+        .collect();
+    for &v in &victims {
+        if v == me {
+            ctx.client.close_after_reply = true;
+        } else {
+            ctx.srv.kill_queue.push(v);
+        }
+    }
+    ctx.out.int(victims.len() as i64);
+    Ok(())
+}
+
+fn client_no_evict(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.is(2, "ON") {
+        ctx.client.no_evict = true;
+    } else if ctx.args.is(2, "OFF") {
+        ctx.client.no_evict = false;
+    } else {
+        return Err(CmdError::Syntax);
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+fn client_reply(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.is(2, "ON") {
+        ctx.client.reply_mode = ReplyMode::On;
+        ctx.out.ok();
+    } else if ctx.args.is(2, "OFF") {
+        ctx.client.reply_mode = ReplyMode::Off;
+    } else if ctx.args.is(2, "SKIP") {
+        ctx.client.reply_mode = ReplyMode::SkipNext;
+    } else {
+        return Err(CmdError::Syntax);
+    }
+    Ok(())
+}

@@ -1,0 +1,274 @@
+//! Command families and their registration tables. Each family file exports
+//! `COMMANDS: &[CommandSpec]` — metadata as data (arity, flags, key positions) plus the
+//! handler — and this module merges them into one lookup table.
+//!
+//! Architecture invariant: command code never touches a socket or a file descriptor; it
+//! reads its arguments from [`Ctx::args`] and writes RESP into [`Ctx::out`].
+
+pub mod connection;
+pub mod keys;
+pub mod server;
+pub mod strings;
+
+use crate::protocol::reply::Reply;
+use crate::server::{Client, Server};
+use std::collections::HashMap;
+
+// Command flags (Redis's names).
+pub const WRITE: u32 = 1 << 0;
+pub const READONLY: u32 = 1 << 1;
+pub const DENYOOM: u32 = 1 << 2;
+pub const ADMIN: u32 = 1 << 3;
+pub const PUBSUB: u32 = 1 << 4;
+pub const NOSCRIPT: u32 = 1 << 5;
+pub const BLOCKING: u32 = 1 << 6;
+pub const LOADING: u32 = 1 << 7;
+pub const STALE: u32 = 1 << 8;
+pub const SKIP_MONITOR: u32 = 1 << 9;
+pub const SKIP_SLOWLOG: u32 = 1 << 10;
+pub const FAST: u32 = 1 << 11;
+pub const NO_AUTH: u32 = 1 << 12;
+pub const MAY_REPLICATE: u32 = 1 << 13;
+pub const NO_MULTI: u32 = 1 << 14;
+pub const ALLOW_BUSY: u32 = 1 << 15;
+/// Runs even when the client is in RESP2 pubsub mode (PING, SUBSCRIBE...).
+pub const PUBSUB_OK: u32 = 1 << 16;
+/// DEBUG and friends: gated by `enable-debug-command`.
+pub const PROTECTED: u32 = 1 << 17;
+
+pub const FLAG_NAMES: &[(u32, &str)] = &[
+    (WRITE, "write"),
+    (READONLY, "readonly"),
+    (DENYOOM, "denyoom"),
+    (ADMIN, "admin"),
+    (PUBSUB, "pubsub"),
+    (NOSCRIPT, "noscript"),
+    (BLOCKING, "blocking"),
+    (LOADING, "loading"),
+    (STALE, "stale"),
+    (SKIP_MONITOR, "skip_monitor"),
+    (SKIP_SLOWLOG, "skip_slowlog"),
+    (FAST, "fast"),
+    (NO_AUTH, "no_auth"),
+    (MAY_REPLICATE, "may_replicate"),
+    (NO_MULTI, "no_multi"),
+    (ALLOW_BUSY, "allow_busy"),
+];
+
+pub type CmdResult = Result<(), CmdError>;
+pub type Handler = fn(&mut Ctx) -> CmdResult;
+
+#[derive(Clone, Copy)]
+pub struct CommandSpec {
+    /// Lowercase name (for a subcommand, the part after the container).
+    pub name: &'static str,
+    /// Redis arity: N exact, -N at least N (counting the command name).
+    pub arity: i32,
+    pub flags: u32,
+    pub first_key: i32,
+    pub last_key: i32,
+    pub key_step: i32,
+    /// Redis's command group ("string", "generic", "server", "connection", ...).
+    pub group: &'static str,
+    pub summary: &'static str,
+    pub since: &'static str,
+    pub handler: Handler,
+    pub subcommands: &'static [CommandSpec],
+}
+
+impl CommandSpec {
+    /// A command with no keys.
+    pub const fn new(
+        name: &'static str,
+        arity: i32,
+        flags: u32,
+        group: &'static str,
+        handler: Handler,
+    ) -> CommandSpec {
+        CommandSpec {
+            name,
+            arity,
+            flags,
+            first_key: 0,
+            last_key: 0,
+            key_step: 0,
+            group,
+            summary: "",
+            since: "1.0.0",
+            handler,
+            subcommands: &[],
+        }
+    }
+    pub const fn keys(mut self, first: i32, last: i32, step: i32) -> CommandSpec {
+        self.first_key = first;
+        self.last_key = last;
+        self.key_step = step;
+        self
+    }
+    pub const fn doc(mut self, summary: &'static str, since: &'static str) -> CommandSpec {
+        self.summary = summary;
+        self.since = since;
+        self
+    }
+    pub const fn subs(mut self, subs: &'static [CommandSpec]) -> CommandSpec {
+        self.subcommands = subs;
+        self
+    }
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i32;
+        (self.arity > 0 && argc == self.arity) || (self.arity < 0 && argc >= -self.arity)
+    }
+}
+
+/// Errors a command returns; rendered with Redis's exact texts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CmdError {
+    #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
+    WrongType,
+    #[error("ERR syntax error")]
+    Syntax,
+    #[error("ERR value is not an integer or out of range")]
+    NotInteger,
+    #[error("ERR value is not a valid float")]
+    NotFloat,
+    #[error("ERR increment or decrement would overflow")]
+    Overflow,
+    #[error("ERR no such key")]
+    NoSuchKey,
+    #[error("ERR DB index is out of range")]
+    DbIndexOutOfRange,
+    #[error("ERR invalid expire time in '{0}' command")]
+    InvalidExpire(&'static str),
+    #[error("OOM command not allowed when used memory > 'maxmemory'.")]
+    Oom,
+    /// Any other error: the full text including its code (`ERR ...`).
+    #[error("{0}")]
+    Other(String),
+}
+
+impl CmdError {
+    pub fn err(msg: impl Into<String>) -> CmdError {
+        let m = msg.into();
+        CmdError::Other(format!("ERR {m}"))
+    }
+    pub fn raw(msg: impl Into<String>) -> CmdError {
+        CmdError::Other(msg.into())
+    }
+}
+
+/// A command's arguments: ranges into a buffer (zero copy).
+#[derive(Clone, Copy)]
+pub struct Args<'a> {
+    buf: &'a [u8],
+    ranges: &'a [(usize, usize)],
+}
+
+impl<'a> Args<'a> {
+    pub fn new(buf: &'a [u8], ranges: &'a [(usize, usize)]) -> Args<'a> {
+        Args { buf, ranges }
+    }
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.ranges.len()
+    }
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+    #[inline]
+    pub fn get(&self, i: usize) -> &'a [u8] {
+        let (s, l) = self.ranges[i];
+        &self.buf[s..s + l]
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + '_ {
+        (0..self.len()).map(|i| self.get(i))
+    }
+    /// Argument `i` as UTF-8 (lossy), for messages and option names.
+    pub fn str(&self, i: usize) -> String {
+        String::from_utf8_lossy(self.get(i)).into_owned()
+    }
+    pub fn is(&self, i: usize, word: &str) -> bool {
+        self.get(i).eq_ignore_ascii_case(word.as_bytes())
+    }
+    pub fn i64(&self, i: usize) -> Result<i64, CmdError> {
+        crate::util::parse_i64(self.get(i)).ok_or(CmdError::NotInteger)
+    }
+}
+
+/// Everything a command handler can reach.
+pub struct Ctx<'a> {
+    pub srv: &'a mut Server,
+    pub client: &'a mut Client,
+    pub args: Args<'a>,
+    pub out: Reply<'a>,
+    pub now_ms: i64,
+    pub spec: &'static CommandSpec,
+}
+
+impl Ctx<'_> {
+    #[inline]
+    pub fn db(&self) -> usize {
+        self.client.db
+    }
+    /// Counts a change for `rdb_changes_since_last_save` and key-modification hooks.
+    #[inline]
+    pub fn dirty(&mut self, n: u64) {
+        self.srv.dirty += n;
+    }
+}
+
+/// The merged table, built once.
+pub struct CommandTable {
+    by_name: HashMap<Vec<u8>, &'static CommandSpec>,
+    pub all: Vec<&'static CommandSpec>,
+}
+
+pub fn all_families() -> [&'static [CommandSpec]; 4] {
+    [
+        connection::COMMANDS,
+        keys::COMMANDS,
+        server::COMMANDS,
+        strings::COMMANDS,
+    ]
+}
+
+impl CommandTable {
+    pub fn build() -> CommandTable {
+        let mut by_name = HashMap::new();
+        let mut all = Vec::new();
+        for fam in all_families() {
+            for spec in fam {
+                let prev = by_name.insert(spec.name.as_bytes().to_vec(), spec);
+                assert!(prev.is_none(), "command {} registered twice", spec.name);
+                all.push(spec);
+            }
+        }
+        all.sort_by_key(|s| s.name);
+        CommandTable { by_name, all }
+    }
+
+    #[inline]
+    pub fn lookup(&self, name: &[u8]) -> Option<&'static CommandSpec> {
+        let mut buf = [0u8; 32];
+        if name.len() <= buf.len() {
+            for (d, s) in buf.iter_mut().zip(name) {
+                *d = s.to_ascii_lowercase();
+            }
+            self.by_name.get(&buf[..name.len()]).copied()
+        } else {
+            self.by_name.get(&name.to_ascii_lowercase()).copied()
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.all.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.all.is_empty()
+    }
+}
+
+/// `container|sub` name of a subcommand, as Redis's `fullname`.
+pub fn full_name(parent: &CommandSpec, sub: &CommandSpec) -> String {
+    format!("{}|{}", parent.name, sub.name)
+}

@@ -1,0 +1,1353 @@
+//! Configuration in redis.conf syntax: the option table (names, types, defaults as Redis 7),
+//! loading from a file plus `--option value` arguments, CONFIG GET/SET/REWRITE.
+//!
+//! Every option Redis 7 knows is in [`OPTIONS`], so an existing redis.conf starts. Options
+//! cairn does not act on yet are marked `acted_on: false`: setting one logs a warning once.
+//! Values are kept as their canonical CONFIG GET text; [`Settings`] is the typed view the
+//! server reads on hot paths, rebuilt after every change.
+
+use crate::keyspace::evict::EvictionPolicy;
+use crate::protocol::parser::split_args;
+use std::fmt;
+
+#[derive(Clone, Copy, Debug)]
+pub enum OptKind {
+    Bool,
+    /// Integer with inclusive bounds.
+    Int(i64, i64),
+    /// A size in bytes with Redis's unit suffixes (k, kb, m, mb, g, gb).
+    Memory(i64, i64),
+    /// A size in bytes or a percentage (`maxmemory-clients`).
+    MemoryOrPercent,
+    Str,
+    Enum(&'static [&'static str]),
+    /// Parsed by a dedicated function (save, bind, client-output-buffer-limit, ...).
+    Special,
+}
+
+pub const F_IMMUTABLE: u32 = 1;
+pub const F_SENSITIVE: u32 = 2;
+/// Accepted and reported, but cairn does not act on it yet (a warning is logged).
+pub const F_NOT_ACTED: u32 = 4;
+/// May be given more than once in a config file (values accumulate).
+pub const F_MULTI: u32 = 8;
+
+#[derive(Clone, Copy, Debug)]
+pub struct OptSpec {
+    pub name: &'static str,
+    pub alias: Option<&'static str>,
+    pub kind: OptKind,
+    pub default: &'static str,
+    pub flags: u32,
+}
+
+const fn opt(name: &'static str, kind: OptKind, default: &'static str, flags: u32) -> OptSpec {
+    OptSpec {
+        name,
+        alias: None,
+        kind,
+        default,
+        flags,
+    }
+}
+const fn aliased(
+    name: &'static str,
+    alias: &'static str,
+    kind: OptKind,
+    default: &'static str,
+    flags: u32,
+) -> OptSpec {
+    OptSpec {
+        name,
+        alias: Some(alias),
+        kind,
+        default,
+        flags,
+    }
+}
+
+const I64MAX: i64 = i64::MAX;
+const INTMAX: i64 = i32::MAX as i64;
+const LONGMAX: i64 = i64::MAX;
+const NA: u32 = F_NOT_ACTED;
+const IMM: u32 = F_IMMUTABLE;
+const LOGLEVELS: &[&str] = &["debug", "verbose", "notice", "warning"];
+const YES_NO_ENABLE: &[&str] = &["no", "yes", "local"];
+const POLICIES: &[&str] = &[
+    "volatile-lru",
+    "volatile-lfu",
+    "volatile-random",
+    "volatile-ttl",
+    "allkeys-lru",
+    "allkeys-lfu",
+    "allkeys-random",
+    "noeviction",
+];
+
+/// Redis 7.0's options (config.c), with cairn's own at the end.
+pub static OPTIONS: &[OptSpec] = &[
+    // --- network and clients (acted on)
+    opt("bind", OptKind::Special, "127.0.0.1 -::1", 0),
+    opt("port", OptKind::Int(0, 65535), "6379", 0),
+    opt("protected-mode", OptKind::Bool, "yes", 0),
+    opt("timeout", OptKind::Int(0, INTMAX), "0", 0),
+    opt("tcp-keepalive", OptKind::Int(0, INTMAX), "300", 0),
+    opt("tcp-backlog", OptKind::Int(0, INTMAX), "511", IMM),
+    opt("maxclients", OptKind::Int(1, INTMAX), "10000", 0),
+    opt("requirepass", OptKind::Str, "", F_SENSITIVE),
+    opt("io-threads", OptKind::Int(1, 128), "1", IMM),
+    opt("io-threads-do-reads", OptKind::Bool, "no", IMM),
+    opt(
+        "proto-max-bulk-len",
+        OptKind::Memory(1024 * 1024, LONGMAX),
+        "536870912",
+        0,
+    ),
+    opt(
+        "client-query-buffer-limit",
+        OptKind::Memory(1024 * 1024, LONGMAX),
+        "1073741824",
+        0,
+    ),
+    opt("client-output-buffer-limit", OptKind::Special, "", 0),
+    opt("databases", OptKind::Int(1, INTMAX), "16", IMM),
+    opt("hz", OptKind::Int(1, 500), "10", 0),
+    opt("dynamic-hz", OptKind::Bool, "yes", 0),
+    opt(
+        "enable-debug-command",
+        OptKind::Enum(YES_NO_ENABLE),
+        "no",
+        IMM,
+    ),
+    opt(
+        "enable-protected-configs",
+        OptKind::Enum(YES_NO_ENABLE),
+        "no",
+        IMM,
+    ),
+    opt(
+        "enable-module-command",
+        OptKind::Enum(YES_NO_ENABLE),
+        "no",
+        IMM | NA,
+    ),
+    // --- logging and process
+    opt("loglevel", OptKind::Enum(LOGLEVELS), "notice", 0),
+    opt("logfile", OptKind::Str, "", IMM),
+    opt("dir", OptKind::Special, "", 0),
+    opt("pidfile", OptKind::Str, "", 0),
+    opt("daemonize", OptKind::Bool, "no", IMM | NA),
+    opt(
+        "supervised",
+        OptKind::Enum(&["no", "upstart", "systemd", "auto"]),
+        "no",
+        IMM | NA,
+    ),
+    opt("syslog-enabled", OptKind::Bool, "no", IMM | NA),
+    opt("syslog-ident", OptKind::Str, "redis", IMM | NA),
+    opt("syslog-facility", OptKind::Str, "local0", IMM | NA),
+    opt("crash-log-enabled", OptKind::Bool, "yes", NA),
+    opt("crash-memcheck-enabled", OptKind::Bool, "yes", NA),
+    opt("always-show-logo", OptKind::Bool, "no", IMM | NA),
+    opt("set-proc-title", OptKind::Bool, "yes", IMM | NA),
+    opt(
+        "proc-title-template",
+        OptKind::Str,
+        "{title} {listen-addr} {server-mode}",
+        NA,
+    ),
+    opt("unixsocket", OptKind::Str, "", IMM | NA),
+    opt("unixsocketperm", OptKind::Int(0, 0o777), "0", IMM | NA),
+    opt("socket-mark-id", OptKind::Int(0, INTMAX), "0", NA),
+    opt("locale-collate", OptKind::Str, "", NA),
+    // --- memory and eviction (acted on)
+    opt("maxmemory", OptKind::Memory(0, LONGMAX), "0", 0),
+    opt("maxmemory-policy", OptKind::Enum(POLICIES), "noeviction", 0),
+    opt("maxmemory-samples", OptKind::Int(1, 64), "5", 0),
+    opt("maxmemory-eviction-tenacity", OptKind::Int(0, 100), "10", 0),
+    opt("maxmemory-clients", OptKind::MemoryOrPercent, "0", NA),
+    opt("lfu-log-factor", OptKind::Int(0, INTMAX), "10", 0),
+    opt("lfu-decay-time", OptKind::Int(0, INTMAX), "1", 0),
+    opt("active-expire-effort", OptKind::Int(1, 10), "1", 0),
+    opt("lazyfree-lazy-eviction", OptKind::Bool, "no", 0),
+    opt("lazyfree-lazy-expire", OptKind::Bool, "no", 0),
+    opt("lazyfree-lazy-server-del", OptKind::Bool, "no", 0),
+    opt("lazyfree-lazy-user-del", OptKind::Bool, "no", 0),
+    opt("lazyfree-lazy-user-flush", OptKind::Bool, "no", 0),
+    opt("replica-lazy-flush", OptKind::Bool, "no", NA),
+    opt("activerehashing", OptKind::Bool, "yes", 0),
+    opt("activedefrag", OptKind::Bool, "no", NA),
+    opt(
+        "active-defrag-ignore-bytes",
+        OptKind::Memory(1, LONGMAX),
+        "104857600",
+        NA,
+    ),
+    opt(
+        "active-defrag-threshold-lower",
+        OptKind::Int(0, 1000),
+        "10",
+        NA,
+    ),
+    opt(
+        "active-defrag-threshold-upper",
+        OptKind::Int(0, 1000),
+        "100",
+        NA,
+    ),
+    opt("active-defrag-cycle-min", OptKind::Int(1, 99), "1", NA),
+    opt("active-defrag-cycle-max", OptKind::Int(1, 99), "25", NA),
+    opt(
+        "active-defrag-max-scan-fields",
+        OptKind::Int(1, LONGMAX),
+        "1000",
+        NA,
+    ),
+    opt("jemalloc-bg-thread", OptKind::Bool, "yes", NA),
+    opt(
+        "oom-score-adj",
+        OptKind::Enum(&["no", "yes", "relative", "absolute"]),
+        "no",
+        NA,
+    ),
+    opt("oom-score-adj-values", OptKind::Str, "0 200 800", NA),
+    opt("disable-thp", OptKind::Bool, "yes", NA),
+    // --- slowlog, latency, tracking
+    opt(
+        "slowlog-log-slower-than",
+        OptKind::Int(-1, I64MAX),
+        "10000",
+        0,
+    ),
+    opt("slowlog-max-len", OptKind::Int(0, LONGMAX), "128", 0),
+    opt("latency-monitor-threshold", OptKind::Int(0, I64MAX), "0", 0),
+    opt("latency-tracking", OptKind::Bool, "yes", NA),
+    opt(
+        "latency-tracking-info-percentiles",
+        OptKind::Str,
+        "50 99 99.9",
+        NA,
+    ),
+    opt("busy-reply-threshold", OptKind::Int(0, I64MAX), "5000", NA),
+    aliased(
+        "lua-time-limit",
+        "busy-reply-threshold",
+        OptKind::Int(0, I64MAX),
+        "5000",
+        NA,
+    ),
+    opt(
+        "tracking-table-max-keys",
+        OptKind::Int(0, LONGMAX),
+        "1000000",
+        NA,
+    ),
+    opt("notify-keyspace-events", OptKind::Str, "", NA),
+    opt("lua-replicate-commands", OptKind::Bool, "yes", NA),
+    // --- encodings (used by collection types)
+    aliased(
+        "hash-max-listpack-entries",
+        "hash-max-ziplist-entries",
+        OptKind::Int(0, LONGMAX),
+        "128",
+        0,
+    ),
+    aliased(
+        "hash-max-listpack-value",
+        "hash-max-ziplist-value",
+        OptKind::Int(0, LONGMAX),
+        "64",
+        0,
+    ),
+    aliased(
+        "list-max-listpack-size",
+        "list-max-ziplist-size",
+        OptKind::Int(i32::MIN as i64, INTMAX),
+        "-2",
+        0,
+    ),
+    opt("list-compress-depth", OptKind::Int(0, INTMAX), "0", NA),
+    opt("set-max-intset-entries", OptKind::Int(0, LONGMAX), "512", 0),
+    opt(
+        "set-max-listpack-entries",
+        OptKind::Int(0, LONGMAX),
+        "128",
+        0,
+    ),
+    opt("set-max-listpack-value", OptKind::Int(0, LONGMAX), "64", 0),
+    aliased(
+        "zset-max-listpack-entries",
+        "zset-max-ziplist-entries",
+        OptKind::Int(0, LONGMAX),
+        "128",
+        0,
+    ),
+    aliased(
+        "zset-max-listpack-value",
+        "zset-max-ziplist-value",
+        OptKind::Int(0, LONGMAX),
+        "64",
+        0,
+    ),
+    opt(
+        "stream-node-max-bytes",
+        OptKind::Memory(0, LONGMAX),
+        "4096",
+        NA,
+    ),
+    opt(
+        "stream-node-max-entries",
+        OptKind::Int(0, LONGMAX),
+        "100",
+        NA,
+    ),
+    opt(
+        "hll-sparse-max-bytes",
+        OptKind::Memory(0, LONGMAX),
+        "3000",
+        NA,
+    ),
+    // --- persistence: RDB
+    opt(
+        "save",
+        OptKind::Special,
+        "3600 1 300 100 60 10000",
+        NA | F_MULTI,
+    ),
+    opt("dbfilename", OptKind::Str, "dump.rdb", NA),
+    opt("rdbcompression", OptKind::Bool, "yes", NA),
+    opt("rdbchecksum", OptKind::Bool, "yes", NA),
+    opt("rdb-del-sync-files", OptKind::Bool, "no", NA),
+    opt(
+        "rdb-key-save-delay",
+        OptKind::Int(i32::MIN as i64, INTMAX),
+        "0",
+        NA,
+    ),
+    opt("rdb-save-incremental-fsync", OptKind::Bool, "yes", NA),
+    opt("stop-writes-on-bgsave-error", OptKind::Bool, "yes", NA),
+    opt(
+        "sanitize-dump-payload",
+        OptKind::Enum(&["no", "yes", "clients"]),
+        "no",
+        NA,
+    ),
+    // --- persistence: AOF
+    opt("appendonly", OptKind::Bool, "no", NA),
+    opt("appendfilename", OptKind::Str, "appendonly.aof", IMM | NA),
+    opt("appenddirname", OptKind::Str, "appendonlydir", IMM | NA),
+    opt(
+        "appendfsync",
+        OptKind::Enum(&["always", "everysec", "no"]),
+        "everysec",
+        NA,
+    ),
+    opt("no-appendfsync-on-rewrite", OptKind::Bool, "no", NA),
+    opt(
+        "auto-aof-rewrite-percentage",
+        OptKind::Int(0, INTMAX),
+        "100",
+        NA,
+    ),
+    opt(
+        "auto-aof-rewrite-min-size",
+        OptKind::Memory(0, LONGMAX),
+        "67108864",
+        NA,
+    ),
+    opt("aof-load-truncated", OptKind::Bool, "yes", NA),
+    opt("aof-use-rdb-preamble", OptKind::Bool, "yes", NA),
+    opt("aof-timestamp-enabled", OptKind::Bool, "no", NA),
+    opt("aof-rewrite-incremental-fsync", OptKind::Bool, "yes", NA),
+    // --- replication
+    aliased("replicaof", "slaveof", OptKind::Special, "", NA),
+    aliased(
+        "masterauth",
+        "masterauth",
+        OptKind::Str,
+        "",
+        F_SENSITIVE | NA,
+    ),
+    opt("masteruser", OptKind::Str, "", NA),
+    aliased(
+        "replica-serve-stale-data",
+        "slave-serve-stale-data",
+        OptKind::Bool,
+        "yes",
+        NA,
+    ),
+    aliased(
+        "replica-read-only",
+        "slave-read-only",
+        OptKind::Bool,
+        "yes",
+        NA,
+    ),
+    aliased(
+        "replica-priority",
+        "slave-priority",
+        OptKind::Int(0, INTMAX),
+        "100",
+        NA,
+    ),
+    aliased(
+        "replica-announced",
+        "slave-announced",
+        OptKind::Bool,
+        "yes",
+        NA,
+    ),
+    aliased(
+        "replica-announce-ip",
+        "slave-announce-ip",
+        OptKind::Str,
+        "",
+        NA,
+    ),
+    aliased(
+        "replica-announce-port",
+        "slave-announce-port",
+        OptKind::Int(0, 65535),
+        "0",
+        NA,
+    ),
+    aliased(
+        "replica-ignore-maxmemory",
+        "slave-ignore-maxmemory",
+        OptKind::Bool,
+        "yes",
+        NA,
+    ),
+    opt("replica-ignore-disk-write-errors", OptKind::Bool, "no", NA),
+    opt("repl-diskless-sync", OptKind::Bool, "yes", NA),
+    opt("repl-diskless-sync-delay", OptKind::Int(0, INTMAX), "5", NA),
+    opt(
+        "repl-diskless-sync-max-replicas",
+        OptKind::Int(0, INTMAX),
+        "0",
+        NA,
+    ),
+    opt(
+        "repl-diskless-load",
+        OptKind::Enum(&["disabled", "on-empty-db", "swapdb"]),
+        "disabled",
+        NA,
+    ),
+    aliased(
+        "repl-ping-replica-period",
+        "repl-ping-slave-period",
+        OptKind::Int(1, INTMAX),
+        "10",
+        NA,
+    ),
+    opt("repl-timeout", OptKind::Int(1, INTMAX), "60", NA),
+    opt("repl-disable-tcp-nodelay", OptKind::Bool, "no", NA),
+    opt(
+        "repl-backlog-size",
+        OptKind::Memory(1, LONGMAX),
+        "1048576",
+        NA,
+    ),
+    opt("repl-backlog-ttl", OptKind::Int(0, INTMAX), "3600", NA),
+    aliased(
+        "min-replicas-to-write",
+        "min-slaves-to-write",
+        OptKind::Int(0, INTMAX),
+        "0",
+        NA,
+    ),
+    aliased(
+        "min-replicas-max-lag",
+        "min-slaves-max-lag",
+        OptKind::Int(0, INTMAX),
+        "10",
+        NA,
+    ),
+    // --- cluster
+    opt("cluster-enabled", OptKind::Bool, "no", IMM | NA),
+    opt("cluster-config-file", OptKind::Str, "nodes.conf", IMM | NA),
+    opt(
+        "cluster-node-timeout",
+        OptKind::Int(0, LONGMAX),
+        "15000",
+        NA,
+    ),
+    aliased(
+        "cluster-replica-validity-factor",
+        "cluster-slave-validity-factor",
+        OptKind::Int(0, INTMAX),
+        "10",
+        NA,
+    ),
+    opt(
+        "cluster-migration-barrier",
+        OptKind::Int(0, INTMAX),
+        "1",
+        NA,
+    ),
+    opt("cluster-allow-replica-migration", OptKind::Bool, "yes", NA),
+    opt("cluster-require-full-coverage", OptKind::Bool, "yes", NA),
+    aliased(
+        "cluster-replica-no-failover",
+        "cluster-slave-no-failover",
+        OptKind::Bool,
+        "no",
+        NA,
+    ),
+    opt("cluster-allow-reads-when-down", OptKind::Bool, "no", NA),
+    opt(
+        "cluster-allow-pubsubshard-when-down",
+        OptKind::Bool,
+        "yes",
+        NA,
+    ),
+    opt("cluster-announce-ip", OptKind::Str, "", NA),
+    opt("cluster-announce-hostname", OptKind::Str, "", NA),
+    opt("cluster-announce-human-nodename", OptKind::Str, "", NA),
+    opt("cluster-announce-port", OptKind::Int(0, 65535), "0", NA),
+    opt("cluster-announce-bus-port", OptKind::Int(0, 65535), "0", NA),
+    opt("cluster-announce-tls-port", OptKind::Int(0, 65535), "0", NA),
+    opt("cluster-port", OptKind::Int(0, 65535), "0", IMM | NA),
+    opt(
+        "cluster-preferred-endpoint-type",
+        OptKind::Enum(&["ip", "hostname", "unknown-endpoint"]),
+        "ip",
+        NA,
+    ),
+    opt(
+        "cluster-link-sendbuf-limit",
+        OptKind::Memory(0, LONGMAX),
+        "0",
+        NA,
+    ),
+    // --- scripting, modules, ACL, TLS
+    opt("lua-time-limit-unused", OptKind::Int(0, 0), "0", NA),
+    opt("loadmodule", OptKind::Str, "", IMM | NA | F_MULTI),
+    opt("aclfile", OptKind::Str, "", IMM | NA),
+    opt("acllog-max-len", OptKind::Int(0, LONGMAX), "128", NA),
+    opt(
+        "acl-pubsub-default",
+        OptKind::Enum(&["allchannels", "resetchannels"]),
+        "resetchannels",
+        NA,
+    ),
+    opt("user", OptKind::Str, "", IMM | NA | F_MULTI),
+    opt("rename-command", OptKind::Str, "", IMM | NA | F_MULTI),
+    opt("ignore-warnings", OptKind::Str, "", NA),
+    opt("include", OptKind::Str, "", IMM | F_MULTI),
+    opt("tls-port", OptKind::Int(0, 65535), "0", NA),
+    opt("tls-cluster", OptKind::Bool, "no", NA),
+    opt("tls-replication", OptKind::Bool, "no", NA),
+    opt(
+        "tls-auth-clients",
+        OptKind::Enum(&["no", "yes", "optional"]),
+        "yes",
+        NA,
+    ),
+    opt("tls-prefer-server-ciphers", OptKind::Bool, "no", NA),
+    opt("tls-session-caching", OptKind::Bool, "yes", NA),
+    opt(
+        "tls-session-cache-size",
+        OptKind::Int(0, INTMAX),
+        "20480",
+        NA,
+    ),
+    opt(
+        "tls-session-cache-timeout",
+        OptKind::Int(0, INTMAX),
+        "300",
+        NA,
+    ),
+    opt("tls-cert-file", OptKind::Str, "", NA),
+    opt("tls-key-file", OptKind::Str, "", NA),
+    opt("tls-key-file-pass", OptKind::Str, "", F_SENSITIVE | NA),
+    opt("tls-client-cert-file", OptKind::Str, "", NA),
+    opt("tls-client-key-file", OptKind::Str, "", NA),
+    opt(
+        "tls-client-key-file-pass",
+        OptKind::Str,
+        "",
+        F_SENSITIVE | NA,
+    ),
+    opt("tls-dh-params-file", OptKind::Str, "", NA),
+    opt("tls-ca-cert-file", OptKind::Str, "", NA),
+    opt("tls-ca-cert-dir", OptKind::Str, "", NA),
+    opt("tls-protocols", OptKind::Str, "", NA),
+    opt("tls-ciphers", OptKind::Str, "", NA),
+    opt("tls-ciphersuites", OptKind::Str, "", NA),
+    // --- misc
+    opt(
+        "lazyfree-lazy-user-flush-unused",
+        OptKind::Int(0, 0),
+        "0",
+        NA,
+    ),
+    opt("shutdown-timeout", OptKind::Int(0, INTMAX), "10", NA),
+    opt("shutdown-on-sigint", OptKind::Str, "default", NA),
+    opt("shutdown-on-sigterm", OptKind::Str, "default", NA),
+    // --- cairn's own
+    opt(
+        "arena-reserve-bytes",
+        OptKind::Memory(1 << 20, 32 << 30),
+        "34359738368",
+        IMM,
+    ),
+];
+
+/// Per-class output buffer limits (`client-output-buffer-limit <class> <hard> <soft> <secs>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct OutputLimit {
+    pub hard_bytes: u64,
+    pub soft_bytes: u64,
+    pub soft_seconds: u64,
+}
+
+/// The typed view of the options the server acts on.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub bind: Vec<String>,
+    pub port: u16,
+    pub protected_mode: bool,
+    pub timeout_s: u64,
+    pub tcp_keepalive_s: u64,
+    pub maxclients: usize,
+    pub requirepass: Option<Vec<u8>>,
+    pub io_threads: usize,
+    pub proto_max_bulk_len: i64,
+    pub client_query_buffer_limit: u64,
+    pub obuf_normal: OutputLimit,
+    pub obuf_replica: OutputLimit,
+    pub obuf_pubsub: OutputLimit,
+    pub databases: usize,
+    pub hz: u32,
+    pub enable_debug_command: String,
+    pub loglevel: String,
+    pub logfile: String,
+    pub dir: String,
+    pub pidfile: String,
+    pub maxmemory: u64,
+    pub maxmemory_policy: EvictionPolicy,
+    pub maxmemory_samples: usize,
+    pub lfu_log_factor: u32,
+    pub lfu_decay_time: u32,
+    pub active_expire_effort: u32,
+    pub lazyfree_lazy_user_del: bool,
+    pub lazyfree_lazy_user_flush: bool,
+    pub activerehashing: bool,
+    pub slowlog_log_slower_than: i64,
+    pub slowlog_max_len: usize,
+    pub latency_monitor_threshold: i64,
+    pub arena_reserve_bytes: usize,
+}
+
+#[derive(Debug)]
+pub struct ConfigError {
+    pub line: Option<usize>,
+    pub text: String,
+    pub msg: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "\n*** FATAL CONFIG FILE ERROR (cairn {}) ***",
+            env!("CARGO_PKG_VERSION")
+        )?;
+        match self.line {
+            Some(l) => writeln!(f, "Reading the configuration file, at line {l}")?,
+            None => writeln!(f, "Reading the command line arguments")?,
+        }
+        writeln!(f, ">>> '{}'", self.text)?;
+        write!(f, "{}", self.msg)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    values: Vec<String>,
+    /// Which options were set explicitly (for REWRITE and warnings).
+    set_explicitly: Vec<bool>,
+    pub config_file: Option<String>,
+    settings: Settings,
+    /// Warnings to log once at startup (options accepted but not acted on).
+    pub warnings: Vec<String>,
+}
+
+fn find_spec(name: &str) -> Option<usize> {
+    OPTIONS.iter().position(|o| {
+        o.name.eq_ignore_ascii_case(name) || o.alias.is_some_and(|a| a.eq_ignore_ascii_case(name))
+    })
+}
+
+/// Redis's `memtoull`: a byte count with an optional unit (k=1000, kb=1024, m, mb, g, gb).
+pub fn parse_memory(s: &str) -> Option<i64> {
+    let lower = s.to_ascii_lowercase();
+    let (num, mul): (&str, i64) = if let Some(n) = lower.strip_suffix("gb") {
+        (n, 1024 * 1024 * 1024)
+    } else if let Some(n) = lower.strip_suffix("mb") {
+        (n, 1024 * 1024)
+    } else if let Some(n) = lower.strip_suffix("kb") {
+        (n, 1024)
+    } else if let Some(n) = lower.strip_suffix('g') {
+        (n, 1000 * 1000 * 1000)
+    } else if let Some(n) = lower.strip_suffix('m') {
+        (n, 1000 * 1000)
+    } else if let Some(n) = lower.strip_suffix('k') {
+        (n, 1000)
+    } else if let Some(n) = lower.strip_suffix('b') {
+        (n, 1)
+    } else {
+        (lower.as_str(), 1)
+    };
+    if num.is_empty() || !num.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let v: i64 = num.parse().ok()?;
+    v.checked_mul(mul)
+}
+
+fn parse_bool(s: &str) -> Option<bool> {
+    match s.to_ascii_lowercase().as_str() {
+        "yes" => Some(true),
+        "no" => Some(false),
+        _ => None,
+    }
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        let mut c = Config {
+            values: OPTIONS.iter().map(|o| o.default.to_string()).collect(),
+            set_explicitly: vec![false; OPTIONS.len()],
+            config_file: None,
+            settings: placeholder_settings(),
+            warnings: vec![],
+        };
+        let cobl = find_spec("client-output-buffer-limit").expect("in table");
+        c.values[cobl] =
+            "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60".into();
+        let dir = find_spec("dir").expect("in table");
+        c.values[dir] = std::env::current_dir()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| ".".into());
+        c.settings = c.build_settings();
+        c
+    }
+}
+
+fn placeholder_settings() -> Settings {
+    Settings {
+        bind: vec![],
+        port: 0,
+        protected_mode: true,
+        timeout_s: 0,
+        tcp_keepalive_s: 0,
+        maxclients: 0,
+        requirepass: None,
+        io_threads: 1,
+        proto_max_bulk_len: 0,
+        client_query_buffer_limit: 0,
+        obuf_normal: OutputLimit::default(),
+        obuf_replica: OutputLimit::default(),
+        obuf_pubsub: OutputLimit::default(),
+        databases: 16,
+        hz: 10,
+        enable_debug_command: String::new(),
+        loglevel: String::new(),
+        logfile: String::new(),
+        dir: String::new(),
+        pidfile: String::new(),
+        maxmemory: 0,
+        maxmemory_policy: EvictionPolicy::NoEviction,
+        maxmemory_samples: 5,
+        lfu_log_factor: 10,
+        lfu_decay_time: 1,
+        active_expire_effort: 1,
+        lazyfree_lazy_user_del: false,
+        lazyfree_lazy_user_flush: false,
+        activerehashing: true,
+        slowlog_log_slower_than: 10000,
+        slowlog_max_len: 128,
+        latency_monitor_threshold: 0,
+        arena_reserve_bytes: 0,
+    }
+}
+
+/// Parses `client-output-buffer-limit` (one or more `class hard soft seconds` groups).
+fn parse_cobl(v: &str, current: &str) -> Result<String, String> {
+    let words: Vec<&str> = v.split_whitespace().collect();
+    if words.is_empty() || words.len() % 4 != 0 {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    let mut classes: Vec<(String, [i64; 3])> = Vec::new();
+    for group in current.split_whitespace().collect::<Vec<_>>().chunks(4) {
+        let vals = [
+            group[1].parse().unwrap_or(0),
+            group[2].parse().unwrap_or(0),
+            group[3].parse().unwrap_or(0),
+        ];
+        classes.push((group[0].to_string(), vals));
+    }
+    for group in words.chunks(4) {
+        let class = match group[0].to_ascii_lowercase().as_str() {
+            "normal" => "normal",
+            "slave" | "replica" => "slave",
+            "pubsub" => "pubsub",
+            _ => {
+                return Err("Invalid client class specified in buffer limit configuration.".into())
+            }
+        };
+        let hard = parse_memory(group[1]);
+        let soft = parse_memory(group[2]);
+        let secs = group[3].parse::<i64>().ok().filter(|s| *s >= 0);
+        let (Some(hard), Some(soft), Some(secs)) = (hard, soft, secs) else {
+            return Err(
+                "Error in hard, soft or soft_seconds setting in buffer limit configuration.".into(),
+            );
+        };
+        match classes.iter_mut().find(|(c, _)| c == class) {
+            Some(entry) => entry.1 = [hard, soft, secs],
+            None => classes.push((class.to_string(), [hard, soft, secs])),
+        }
+    }
+    Ok(classes
+        .iter()
+        .map(|(c, v)| format!("{c} {} {} {}", v[0], v[1], v[2]))
+        .collect::<Vec<_>>()
+        .join(" "))
+}
+
+fn parse_save(v: &str) -> Result<String, String> {
+    let words: Vec<&str> = v.split_whitespace().collect();
+    if words.is_empty() {
+        return Ok(String::new());
+    }
+    if words.len() % 2 != 0 {
+        return Err("Invalid save parameters".into());
+    }
+    for w in &words {
+        if w.parse::<i64>().map(|n| n < 0).unwrap_or(true) {
+            return Err("Invalid save parameters".into());
+        }
+    }
+    Ok(words.join(" "))
+}
+
+impl Config {
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub fn get_value(&self, name: &str) -> Option<&str> {
+        find_spec(name).map(|i| self.values[i].as_str())
+    }
+
+    /// Validates `value` for option `idx`, returning its canonical text.
+    fn canonical(&self, idx: usize, value: &str) -> Result<String, String> {
+        let spec = &OPTIONS[idx];
+        match spec.kind {
+            OptKind::Bool => parse_bool(value)
+                .map(|b| if b { "yes" } else { "no" }.to_string())
+                .ok_or_else(|| "argument must be 'yes' or 'no'".into()),
+            OptKind::Int(min, max) => {
+                let v: i64 = value
+                    .parse()
+                    .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+                if v < min || v > max {
+                    return Err(format!(
+                        "argument must be between {min} and {max} inclusive"
+                    ));
+                }
+                Ok(v.to_string())
+            }
+            OptKind::Memory(min, max) => {
+                let v = parse_memory(value)
+                    .ok_or_else(|| "argument must be a memory value".to_string())?;
+                if v < min || v > max {
+                    return Err(format!(
+                        "argument must be between {min} and {max} inclusive"
+                    ));
+                }
+                Ok(v.to_string())
+            }
+            OptKind::MemoryOrPercent => {
+                if let Some(p) = value.strip_suffix('%') {
+                    let v: i64 = p
+                        .parse()
+                        .map_err(|_| "argument must be a memory or percent value".to_string())?;
+                    if v < 0 {
+                        return Err("argument must be a memory or percent value".into());
+                    }
+                    Ok(format!("{v}%"))
+                } else {
+                    parse_memory(value)
+                        .map(|v| v.to_string())
+                        .ok_or_else(|| "argument must be a memory or percent value".into())
+                }
+            }
+            OptKind::Str => Ok(value.to_string()),
+            OptKind::Enum(choices) => choices
+                .iter()
+                .find(|c| c.eq_ignore_ascii_case(value))
+                .map(|c| c.to_string())
+                .ok_or_else(|| {
+                    format!(
+                        "argument(s) must be one of the following: {}",
+                        choices.join(", ")
+                    )
+                }),
+            OptKind::Special => match spec.name {
+                "client-output-buffer-limit" => parse_cobl(value, &self.values[idx]),
+                "save" => parse_save(value),
+                "bind" => {
+                    if value.split_whitespace().count() == 0 {
+                        Err("Too many bind addresses specified.".into())
+                    } else {
+                        Ok(value.split_whitespace().collect::<Vec<_>>().join(" "))
+                    }
+                }
+                "dir" => {
+                    let p = std::path::Path::new(value);
+                    if !p.is_dir() {
+                        return Err(format!("No such file or directory"));
+                    }
+                    std::fs::canonicalize(p)
+                        .map(|p| p.display().to_string())
+                        .map_err(|e| e.to_string())
+                }
+                "replicaof" => {
+                    let w: Vec<&str> = value.split_whitespace().collect();
+                    if w.len() != 2 {
+                        return Err("wrong number of arguments".into());
+                    }
+                    Ok(w.join(" "))
+                }
+                _ => Ok(value.to_string()),
+            },
+        }
+    }
+
+    /// Applies `name value` from a config file or the command line.
+    fn apply_directive(
+        &mut self,
+        args: &[String],
+        line: Option<usize>,
+        text: &str,
+    ) -> Result<(), ConfigError> {
+        let err = |msg: String| ConfigError {
+            line,
+            text: text.to_string(),
+            msg,
+        };
+        let name = args[0].to_ascii_lowercase();
+        let Some(idx) = find_spec(&name) else {
+            return Err(err("Bad directive or wrong number of arguments".into()));
+        };
+        let spec = OPTIONS[idx];
+        if spec.name == "include" {
+            if args.len() != 2 {
+                return Err(err("Bad directive or wrong number of arguments".into()));
+            }
+            let content = std::fs::read_to_string(&args[1]).map_err(|e| {
+                err(format!(
+                    "Fatal error, can't open config file '{}': {e}",
+                    args[1]
+                ))
+            })?;
+            return self.load_text(&content);
+        }
+        let value = match spec.kind {
+            OptKind::Special | OptKind::Str if args.len() >= 2 => args[1..].join(" "),
+            _ if args.len() == 2 => args[1].clone(),
+            _ => return Err(err("wrong number of arguments".into())),
+        };
+        // A multi-valued option accumulates across lines (e.g. several `save` lines).
+        let value = if spec.flags & F_MULTI != 0
+            && self.set_explicitly[idx]
+            && spec.name == "save"
+            && !value.is_empty()
+        {
+            format!("{} {}", self.values[idx], value)
+        } else {
+            value
+        };
+        let canon = self.canonical(idx, &value).map_err(|m| {
+            err(format!(
+                "Invalid argument '{}' for CONFIG SET '{}' - {m}",
+                value, spec.name
+            ))
+        })?;
+        self.values[idx] = canon;
+        if spec.flags & F_NOT_ACTED != 0 && !self.set_explicitly[idx] {
+            self.warnings.push(format!(
+                "WARNING: option '{}' is accepted for compatibility but not acted on by cairn yet",
+                spec.name
+            ));
+        }
+        self.set_explicitly[idx] = true;
+        Ok(())
+    }
+
+    fn load_text(&mut self, content: &str) -> Result<(), ConfigError> {
+        for (i, raw) in content.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let mut scratch = Vec::new();
+            let mut ranges = Vec::new();
+            if split_args(line.as_bytes(), &mut scratch, &mut ranges).is_err() {
+                return Err(ConfigError {
+                    line: Some(i + 1),
+                    text: line.to_string(),
+                    msg: "Unbalanced quotes in configuration line".into(),
+                });
+            }
+            let args: Vec<String> = ranges
+                .iter()
+                .map(|&(s, l)| String::from_utf8_lossy(&scratch[s..s + l]).into_owned())
+                .collect();
+            if args.is_empty() {
+                continue;
+            }
+            self.apply_directive(&args, Some(i + 1), line)?;
+        }
+        Ok(())
+    }
+
+    /// `cairn-server [config-file] [--name value ...]`, as redis-server.
+    pub fn from_args(argv: &[String]) -> Result<Config, ConfigError> {
+        let mut c = Config::default();
+        let mut rest = argv;
+        if let Some(first) = argv.first() {
+            if !first.starts_with("--") {
+                let content = std::fs::read_to_string(first).map_err(|e| ConfigError {
+                    line: None,
+                    text: first.clone(),
+                    msg: format!("Fatal error, can't open config file '{first}': {e}"),
+                })?;
+                c.config_file = Some(
+                    std::fs::canonicalize(first)
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|_| first.clone()),
+                );
+                c.load_text(&content)?;
+                rest = &argv[1..];
+            }
+        }
+        // Options on the command line: `--name v1 v2 --other v`.
+        let mut i = 0;
+        while i < rest.len() {
+            let Some(name) = rest[i].strip_prefix("--") else {
+                return Err(ConfigError {
+                    line: None,
+                    text: rest[i].clone(),
+                    msg: "Bad directive or wrong number of arguments".into(),
+                });
+            };
+            let mut args = vec![name.to_string()];
+            i += 1;
+            while i < rest.len() && !rest[i].starts_with("--") {
+                args.push(rest[i].clone());
+                i += 1;
+            }
+            // `--save ""` means no save points.
+            if args.len() == 1 {
+                args.push(String::new());
+            }
+            let text = args.join(" ");
+            c.apply_directive(&args, None, &text)?;
+        }
+        c.settings = c.build_settings();
+        Ok(c)
+    }
+
+    /// CONFIG GET: (name, value) pairs for every option matching any pattern.
+    pub fn get_matching(&self, patterns: &[&[u8]]) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for (i, spec) in OPTIONS.iter().enumerate() {
+            if spec.name == "include" || spec.name.ends_with("-unused") {
+                continue;
+            }
+            for name in std::iter::once(spec.name).chain(spec.alias) {
+                if patterns
+                    .iter()
+                    .any(|p| crate::util::glob_match(p, name.as_bytes(), true))
+                    && !out.iter().any(|(n, _)| n == name)
+                {
+                    out.push((name.to_string(), self.values[i].clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// CONFIG SET name value [name value ...]: all or nothing, with Redis's error texts.
+    pub fn set_many(&mut self, pairs: &[(&str, &str)]) -> Result<(), String> {
+        let mut staged = self.clone();
+        for (i, (name, value)) in pairs.iter().enumerate() {
+            if pairs[..i].iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                return Err(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"));
+            }
+            let Some(idx) = find_spec(name) else {
+                return Err(format!(
+                    "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+                ));
+            };
+            let spec = OPTIONS[idx];
+            if spec.flags & F_IMMUTABLE != 0 {
+                return Err(format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
+                ));
+            }
+            let canon = staged.canonical(idx, value).map_err(|m| {
+                format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {m}")
+            })?;
+            staged.values[idx] = canon;
+            staged.set_explicitly[idx] = true;
+        }
+        staged.settings = staged.build_settings();
+        *self = staged;
+        Ok(())
+    }
+
+    /// CONFIG REWRITE: rewrites the config file keeping comments and unknown lines,
+    /// replacing lines of options that changed and appending new ones.
+    pub fn rewrite(&self) -> Result<(), String> {
+        let Some(path) = &self.config_file else {
+            return Err("ERR The server is running without a config file".into());
+        };
+        let old = std::fs::read_to_string(path).unwrap_or_default();
+        let mut written = vec![false; OPTIONS.len()];
+        let mut out = String::new();
+        for raw in old.lines() {
+            let line = raw.trim();
+            let name = line.split_whitespace().next().unwrap_or("");
+            match (line.starts_with('#') || line.is_empty(), find_spec(name)) {
+                (false, Some(idx)) if OPTIONS[idx].name != "include" => {
+                    if !written[idx] {
+                        out.push_str(&self.render_line(idx));
+                        out.push('\n');
+                        written[idx] = true;
+                    }
+                }
+                _ => {
+                    out.push_str(raw);
+                    out.push('\n');
+                }
+            }
+        }
+        let mut header = false;
+        for (idx, spec) in OPTIONS.iter().enumerate() {
+            if written[idx] || spec.name == "include" {
+                continue;
+            }
+            if self.values[idx] != self.default_value(idx) && spec.flags & F_SENSITIVE == 0
+                || (self.set_explicitly[idx] && self.values[idx] != self.default_value(idx))
+            {
+                if !header {
+                    out.push_str("# Generated by CONFIG REWRITE\n");
+                    header = true;
+                }
+                out.push_str(&self.render_line(idx));
+                out.push('\n');
+            }
+        }
+        let tmp = format!("{path}.tmp-{}", std::process::id());
+        std::fs::write(&tmp, out).map_err(|e| format!("ERR Rewriting config file: {e}"))?;
+        std::fs::rename(&tmp, path).map_err(|e| format!("ERR Rewriting config file: {e}"))?;
+        Ok(())
+    }
+
+    fn default_value(&self, idx: usize) -> String {
+        Config::default().values[idx].clone()
+    }
+
+    fn render_line(&self, idx: usize) -> String {
+        let spec = OPTIONS[idx];
+        let v = &self.values[idx];
+        match spec.name {
+            "save" if v.is_empty() => "save \"\"".to_string(),
+            "save" => v
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .chunks(2)
+                .map(|c| format!("save {} {}", c[0], c[1]))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            "client-output-buffer-limit" => v
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .chunks(4)
+                .map(|c| format!("client-output-buffer-limit {}", c.join(" ")))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ if v.is_empty() || v.contains(' ') && matches!(spec.kind, OptKind::Str) => {
+                format!("{} \"{}\"", spec.name, v.replace('"', "\\\""))
+            }
+            _ => format!("{} {}", spec.name, v),
+        }
+    }
+
+    fn int(&self, name: &str) -> i64 {
+        self.get_value(name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("config {name} is not an integer"))
+    }
+    fn boolean(&self, name: &str) -> bool {
+        self.get_value(name) == Some("yes")
+    }
+
+    fn obuf(&self, class: &str) -> OutputLimit {
+        let v = self.get_value("client-output-buffer-limit").unwrap_or("");
+        let words: Vec<&str> = v.split_whitespace().collect();
+        for g in words.chunks(4) {
+            if g[0] == class {
+                return OutputLimit {
+                    hard_bytes: g[1].parse().unwrap_or(0),
+                    soft_bytes: g[2].parse().unwrap_or(0),
+                    soft_seconds: g[3].parse().unwrap_or(0),
+                };
+            }
+        }
+        OutputLimit::default()
+    }
+
+    fn build_settings(&self) -> Settings {
+        let pass = self.get_value("requirepass").unwrap_or("");
+        Settings {
+            bind: self
+                .get_value("bind")
+                .unwrap_or("")
+                .split_whitespace()
+                .map(String::from)
+                .collect(),
+            port: self.int("port") as u16,
+            protected_mode: self.boolean("protected-mode"),
+            timeout_s: self.int("timeout") as u64,
+            tcp_keepalive_s: self.int("tcp-keepalive") as u64,
+            maxclients: self.int("maxclients") as usize,
+            requirepass: if pass.is_empty() {
+                None
+            } else {
+                Some(pass.as_bytes().to_vec())
+            },
+            io_threads: self.int("io-threads") as usize,
+            proto_max_bulk_len: self.int("proto-max-bulk-len"),
+            client_query_buffer_limit: self.int("client-query-buffer-limit") as u64,
+            obuf_normal: self.obuf("normal"),
+            obuf_replica: self.obuf("slave"),
+            obuf_pubsub: self.obuf("pubsub"),
+            databases: self.int("databases") as usize,
+            hz: self.int("hz") as u32,
+            enable_debug_command: self
+                .get_value("enable-debug-command")
+                .unwrap_or("no")
+                .into(),
+            loglevel: self.get_value("loglevel").unwrap_or("notice").into(),
+            logfile: self.get_value("logfile").unwrap_or("").into(),
+            dir: self.get_value("dir").unwrap_or(".").into(),
+            pidfile: self.get_value("pidfile").unwrap_or("").into(),
+            maxmemory: self.int("maxmemory") as u64,
+            maxmemory_policy: EvictionPolicy::parse(
+                self.get_value("maxmemory-policy").unwrap_or(""),
+            )
+            .unwrap_or(EvictionPolicy::NoEviction),
+            maxmemory_samples: self.int("maxmemory-samples") as usize,
+            lfu_log_factor: self.int("lfu-log-factor") as u32,
+            lfu_decay_time: self.int("lfu-decay-time") as u32,
+            active_expire_effort: self.int("active-expire-effort") as u32,
+            lazyfree_lazy_user_del: self.boolean("lazyfree-lazy-user-del"),
+            lazyfree_lazy_user_flush: self.boolean("lazyfree-lazy-user-flush"),
+            activerehashing: self.boolean("activerehashing"),
+            slowlog_log_slower_than: self.int("slowlog-log-slower-than"),
+            slowlog_max_len: self.int("slowlog-max-len") as usize,
+            latency_monitor_threshold: self.int("latency-monitor-threshold"),
+            arena_reserve_bytes: self.int("arena-reserve-bytes") as usize,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn defaults_match_redis7() {
+        let c = Config::default();
+        let s = c.settings();
+        assert_eq!(s.port, 6379);
+        assert_eq!(s.databases, 16);
+        assert_eq!(s.maxclients, 10000);
+        assert_eq!(s.proto_max_bulk_len, 512 * 1024 * 1024);
+        assert_eq!(s.client_query_buffer_limit, 1 << 30);
+        assert_eq!(s.obuf_pubsub.hard_bytes, 32 << 20);
+        assert_eq!(c.get_value("bind"), Some("127.0.0.1 -::1"));
+        assert_eq!(c.get_value("loglevel"), Some("notice"));
+    }
+
+    #[test]
+    fn command_line_and_errors() {
+        let c = Config::from_args(&args(&[
+            "--port",
+            "7000",
+            "--maxmemory",
+            "1gb",
+            "--save",
+            "",
+        ]))
+        .unwrap();
+        assert_eq!(c.settings().port, 7000);
+        assert_eq!(c.settings().maxmemory, 1 << 30);
+        assert_eq!(c.get_value("save"), Some(""));
+        let e = Config::from_args(&args(&["--no-such-option", "1"])).unwrap_err();
+        assert!(e.to_string().contains("no-such-option"), "{e}");
+        let e = Config::from_args(&args(&["--port", "70000"])).unwrap_err();
+        assert!(e.to_string().contains("port"), "{e}");
+    }
+
+    #[test]
+    fn config_file_errors_name_the_line() {
+        let dir = std::env::temp_dir().join(format!("cairn-conf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bad.conf");
+        std::fs::write(
+            &path,
+            "# comment\nport 7001\n\nmaxmemory-policy sometimes\n",
+        )
+        .unwrap();
+        let e = Config::from_args(&args(&[path.to_str().unwrap()])).unwrap_err();
+        assert_eq!(e.line, Some(4));
+        assert!(e.to_string().contains("maxmemory-policy"));
+        std::fs::write(&path, "port 7001\nsave 900 1\nsave 300 10\nappendonly no\n").unwrap();
+        let c = Config::from_args(&args(&[path.to_str().unwrap()])).unwrap();
+        assert_eq!(c.get_value("save"), Some("900 1 300 10"));
+        assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
+    }
+
+    #[test]
+    fn config_set_is_atomic() {
+        let mut c = Config::default();
+        assert!(c
+            .set_many(&[("maxmemory", "10mb"), ("port", "notanumber")])
+            .is_err());
+        assert_eq!(c.settings().maxmemory, 0);
+        c.set_many(&[("maxmemory", "10mb"), ("maxmemory-policy", "ALLKEYS-LRU")])
+            .unwrap();
+        assert_eq!(c.settings().maxmemory, 10 << 20);
+        assert_eq!(c.settings().maxmemory_policy, EvictionPolicy::AllKeysLru);
+        let err = c.set_many(&[("databases", "4")]).unwrap_err();
+        assert!(err.contains("immutable"), "{err}");
+        c.set_many(&[("client-output-buffer-limit", "pubsub 1mb 0 0")])
+            .unwrap();
+        assert_eq!(c.settings().obuf_pubsub.hard_bytes, 1 << 20);
+        assert_eq!(c.settings().obuf_replica.hard_bytes, 256 << 20);
+        let got = c.get_matching(&[b"maxmemory*"]);
+        assert!(got.iter().any(|(n, v)| n == "maxmemory" && v == "10485760"));
+    }
+}

@@ -1,0 +1,918 @@
+//! The keyspace: `databases` logical databases, each a [`DictHeader`] of entries plus a
+//! chunked index of the keys that carry a TTL, all inside the arena.
+//!
+//! Entry layout (one arena block per key; see ARCHITECTURE.md):
+//!
+//! | offset            | size | field                                          |
+//! |-------------------|------|------------------------------------------------|
+//! | 0                 | 4    | next entry in the bucket chain (Ref)           |
+//! | 4                 | 4    | key length                                     |
+//! | 8                 | 4    | value length in bytes                          |
+//! | 12                | 4    | LRU clock (24 bits) or LFU (16-bit time, 8-bit counter) |
+//! | 16                | 1    | value kind                                     |
+//! | 17                | 1    | encoding                                       |
+//! | 18                | 1    | flags (bit 0: has expire)                      |
+//! | 19                | 1    | reserved                                       |
+//! | 20                | 4    | index in the db's volatile-key vector          |
+//! | 24                | klen | key bytes                                      |
+//! | 24+klen           | vlen | value bytes                                    |
+//! | 24+klen+vlen      | 8    | expire time, ms since epoch (only with flag)   |
+
+pub mod evict;
+pub mod expire;
+
+use crate::arena::chunked::ChunkedVecHeader;
+use crate::arena::dict::DictHeader;
+use crate::arena::{Arena, Pod, Ref, NULL};
+use crate::util::Rng;
+
+pub const ENTRY_HEADER_BYTES: usize = 24;
+const OFF_VAL_LEN: usize = 8;
+const OFF_LRU: usize = 12;
+const OFF_KIND: usize = 16;
+const OFF_ENC: usize = 17;
+const OFF_FLAGS: usize = 18;
+const OFF_VIDX: usize = 20;
+const FLAG_EXPIRE: u8 = 1;
+
+/// Arena root slots used by the keyspace.
+const ROOT_DBS: usize = 0;
+const ROOT_NUM_DBS: usize = 1;
+const ROOT_GRAVEYARD: usize = 2;
+
+/// The type of the value an entry holds (Redis's `TYPE` names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    String = 0,
+    List = 1,
+    Set = 2,
+    ZSet = 3,
+    Hash = 4,
+}
+
+impl Kind {
+    pub fn from_u8(v: u8) -> Kind {
+        match v {
+            0 => Kind::String,
+            1 => Kind::List,
+            2 => Kind::Set,
+            3 => Kind::ZSet,
+            4 => Kind::Hash,
+            _ => panic!("corrupt entry kind {v}"),
+        }
+    }
+    pub fn type_name(self) -> &'static str {
+        match self {
+            Kind::String => "string",
+            Kind::List => "list",
+            Kind::Set => "set",
+            Kind::ZSet => "zset",
+            Kind::Hash => "hash",
+        }
+    }
+}
+
+/// String encodings, reported by OBJECT ENCODING with Redis's names and chosen by Redis's
+/// rules (the bytes are stored the same way whatever the encoding).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum StrEnc {
+    Raw = 0,
+    Embstr = 1,
+    Int = 2,
+}
+
+/// Redis stores a string as `embstr` up to 44 bytes.
+pub const EMBSTR_MAX_BYTES: usize = 44;
+
+impl StrEnc {
+    /// The encoding Redis gives a value set by SET (tryObjectEncoding).
+    pub fn for_value(v: &[u8]) -> StrEnc {
+        if v.len() <= 20 && crate::util::parse_i64(v).is_some() {
+            StrEnc::Int
+        } else if v.len() <= EMBSTR_MAX_BYTES {
+            StrEnc::Embstr
+        } else {
+            StrEnc::Raw
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            StrEnc::Raw => "raw",
+            StrEnc::Embstr => "embstr",
+            StrEnc::Int => "int",
+        }
+    }
+    fn from_u8(v: u8) -> StrEnc {
+        match v {
+            1 => StrEnc::Embstr,
+            2 => StrEnc::Int,
+            _ => StrEnc::Raw,
+        }
+    }
+}
+
+/// What a write does to the key's TTL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ttl {
+    /// Remove any TTL (plain SET).
+    Clear,
+    /// Keep the existing TTL (SET KEEPTTL, APPEND, INCR...).
+    Keep,
+    /// Set this absolute expire time in ms.
+    At(i64),
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct DbHeader {
+    dict: DictHeader,
+    /// Entry refs of keys with a TTL (for sampling by active expiry and volatile eviction).
+    volatile: ChunkedVecHeader,
+}
+unsafe impl Pod for DbHeader {}
+
+const DB_HEADER_BYTES: usize = std::mem::size_of::<DbHeader>();
+
+/// A detached database waiting to be freed in slices (FLUSHALL ASYNC, FLUSHDB).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct GraveNode {
+    next: Ref,
+    _pad: u32,
+    db: DbHeader,
+}
+unsafe impl Pod for GraveNode {}
+
+/// Counters the keyspace keeps for INFO stats.
+#[derive(Default, Debug, Clone)]
+pub struct KeyspaceStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub expired_keys: u64,
+    pub evicted_keys: u64,
+    pub lazyfreed_objects: u64,
+    pub expired_stale_perc: f64,
+    pub expired_time_cap_reached_count: u64,
+}
+
+pub struct Keyspace {
+    pub arena: Arena,
+    dbs: Ref,
+    num_dbs: usize,
+    pub stats: KeyspaceStats,
+    pub rng: Rng,
+    /// Track LFU counters instead of LRU clocks (an LFU maxmemory policy is active).
+    pub lfu: bool,
+    pub lfu_log_factor: u32,
+    pub lfu_decay_time_min: u32,
+    /// Entries waiting in the graveyard (for INFO lazyfree_pending_objects).
+    pub lazyfree_pending: u64,
+}
+
+#[inline]
+pub fn entry_key_len(a: &Arena, e: Ref) -> usize {
+    a.read_u32(e, 4) as usize
+}
+#[inline]
+fn entry_val_len(a: &Arena, e: Ref) -> usize {
+    a.read_u32(e, OFF_VAL_LEN) as usize
+}
+#[inline]
+fn entry_flags(a: &Arena, e: Ref) -> u8 {
+    a.bytes(e, OFF_FLAGS, 1)[0]
+}
+#[inline]
+fn entry_bytes(key_len: usize, val_len: usize, has_expire: bool) -> usize {
+    ENTRY_HEADER_BYTES + key_len + val_len + if has_expire { 8 } else { 0 }
+}
+/// The size an entry was allocated with.
+pub fn entry_size(a: &Arena, e: Ref) -> usize {
+    entry_bytes(
+        entry_key_len(a, e),
+        entry_val_len(a, e),
+        entry_flags(a, e) & FLAG_EXPIRE != 0,
+    )
+}
+
+/// The LRU clock: seconds, 24 bits, as Redis.
+pub const LRU_CLOCK_MAX: u32 = (1 << 24) - 1;
+pub fn lru_clock() -> u32 {
+    ((crate::util::now_ms() / 1000) as u32) & LRU_CLOCK_MAX
+}
+/// LFU's initial counter value (Redis's LFU_INIT_VAL).
+pub const LFU_INIT_VAL: u32 = 5;
+fn lfu_minutes() -> u32 {
+    ((crate::util::now_ms() / 60_000) as u32) & 0xFFFF
+}
+
+impl Keyspace {
+    pub fn new(arena: Arena, num_dbs: usize) -> Keyspace {
+        let mut arena = arena;
+        assert!(num_dbs >= 1);
+        let dbs = arena.alloc(DB_HEADER_BYTES * num_dbs);
+        let mut ks = Keyspace {
+            arena,
+            dbs,
+            num_dbs,
+            stats: KeyspaceStats::default(),
+            rng: Rng::from_time(),
+            lfu: false,
+            lfu_log_factor: 10,
+            lfu_decay_time_min: 1,
+            lazyfree_pending: 0,
+        };
+        for i in 0..num_dbs {
+            ks.write_db(i, &Self::empty_db());
+        }
+        ks.arena.set_root(ROOT_DBS, dbs as u64);
+        ks.arena.set_root(ROOT_NUM_DBS, num_dbs as u64);
+        ks.arena.set_root(ROOT_GRAVEYARD, NULL as u64);
+        ks
+    }
+
+    fn empty_db() -> DbHeader {
+        DbHeader {
+            dict: DictHeader::new(ENTRY_HEADER_BYTES as u32),
+            volatile: ChunkedVecHeader::default(),
+        }
+    }
+
+    pub fn num_dbs(&self) -> usize {
+        self.num_dbs
+    }
+
+    #[inline]
+    fn db_ref(&self, db: usize) -> Ref {
+        assert!(db < self.num_dbs, "db index {db} out of range");
+        self.dbs + (db * DB_HEADER_BYTES / 8) as Ref
+    }
+    #[inline]
+    fn read_db(&self, db: usize) -> DbHeader {
+        self.arena.read(self.db_ref(db))
+    }
+    #[inline]
+    fn write_db(&mut self, db: usize, h: &DbHeader) {
+        let r = self.db_ref(db);
+        self.arena.write(r, h);
+    }
+
+    pub fn dbsize(&self, db: usize) -> u64 {
+        self.read_db(db).dict.len()
+    }
+    pub fn volatile_count(&self, db: usize) -> u64 {
+        self.read_db(db).volatile.len() as u64
+    }
+    /// Bucket count of db's table(s) (INFO keyspace and DEBUG HTSTATS style figures).
+    pub fn buckets(&self, db: usize) -> u64 {
+        self.read_db(db).dict.buckets()
+    }
+
+    // ---- entry accessors -------------------------------------------------------------
+
+    #[inline]
+    pub fn key<'a>(&'a self, e: Ref) -> &'a [u8] {
+        self.arena
+            .bytes(e, ENTRY_HEADER_BYTES, entry_key_len(&self.arena, e))
+    }
+    #[inline]
+    pub fn kind(&self, e: Ref) -> Kind {
+        Kind::from_u8(self.arena.bytes(e, OFF_KIND, 1)[0])
+    }
+    #[inline]
+    pub fn str_enc(&self, e: Ref) -> StrEnc {
+        StrEnc::from_u8(self.arena.bytes(e, OFF_ENC, 1)[0])
+    }
+    pub fn set_str_enc(&mut self, e: Ref, enc: StrEnc) {
+        self.arena.bytes_mut(e, OFF_ENC, 1)[0] = enc as u8;
+    }
+    /// The raw value bytes (the string itself for strings).
+    #[inline]
+    pub fn value<'a>(&'a self, e: Ref) -> &'a [u8] {
+        let kl = entry_key_len(&self.arena, e);
+        let vl = entry_val_len(&self.arena, e);
+        self.arena.bytes(e, ENTRY_HEADER_BYTES + kl, vl)
+    }
+    pub fn value_mut(&mut self, e: Ref) -> &mut [u8] {
+        let kl = entry_key_len(&self.arena, e);
+        let vl = entry_val_len(&self.arena, e);
+        self.arena.bytes_mut(e, ENTRY_HEADER_BYTES + kl, vl)
+    }
+    #[inline]
+    pub fn has_expire(&self, e: Ref) -> bool {
+        entry_flags(&self.arena, e) & FLAG_EXPIRE != 0
+    }
+    /// Absolute expire time in ms, if the key has one.
+    pub fn expire_at(&self, e: Ref) -> Option<i64> {
+        if !self.has_expire(e) {
+            return None;
+        }
+        let off =
+            ENTRY_HEADER_BYTES + entry_key_len(&self.arena, e) + entry_val_len(&self.arena, e);
+        Some(self.arena.read_u64(e, off) as i64)
+    }
+    pub fn lru(&self, e: Ref) -> u32 {
+        self.arena.read_u32(e, OFF_LRU)
+    }
+    pub fn set_lru(&mut self, e: Ref, v: u32) {
+        self.arena.write_u32(e, OFF_LRU, v)
+    }
+    /// Bytes the entry takes in the arena (its block's class size).
+    pub fn entry_alloc_bytes(&self, e: Ref) -> usize {
+        crate::arena::size_class(entry_size(&self.arena, e)).1
+    }
+
+    fn initial_lru(&self) -> u32 {
+        if self.lfu {
+            (lfu_minutes() << 8) | LFU_INIT_VAL
+        } else {
+            lru_clock()
+        }
+    }
+
+    /// Records an access (LRU clock or LFU counter), as Redis's lookupKey does.
+    pub fn touch(&mut self, e: Ref) {
+        let v = if self.lfu {
+            let counter = self.lfu_decr_and_return(e);
+            let counter = self.lfu_log_incr(counter);
+            (lfu_minutes() << 8) | counter
+        } else {
+            lru_clock()
+        };
+        self.set_lru(e, v);
+    }
+
+    /// LFU counter after decay (Redis's LFUDecrAndReturn).
+    pub fn lfu_decr_and_return(&self, e: Ref) -> u32 {
+        let v = self.lru(e);
+        let ldt = v >> 8;
+        let counter = v & 0xFF;
+        let now = lfu_minutes();
+        let elapsed = if now >= ldt {
+            now - ldt
+        } else {
+            65535 - ldt + now
+        };
+        let periods = if self.lfu_decay_time_min > 0 {
+            elapsed / self.lfu_decay_time_min
+        } else {
+            0
+        };
+        counter.saturating_sub(periods)
+    }
+
+    fn lfu_log_incr(&mut self, counter: u32) -> u32 {
+        if counter == 255 {
+            return 255;
+        }
+        let r = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let base = counter.saturating_sub(LFU_INIT_VAL) as f64;
+        let p = 1.0 / (base * self.lfu_log_factor as f64 + 1.0);
+        if r < p {
+            counter + 1
+        } else {
+            counter
+        }
+    }
+
+    // ---- lookups ---------------------------------------------------------------------
+
+    /// Finds a key without expiring it or touching its access time.
+    pub fn find_raw(&self, db: usize, key: &[u8]) -> Option<Ref> {
+        let h = self.arena.hash(key);
+        self.read_db(db).dict.find(&self.arena, key, h)
+    }
+
+    /// True if the entry's TTL has passed (Redis: now > when).
+    pub fn is_expired(&self, e: Ref, now_ms: i64) -> bool {
+        matches!(self.expire_at(e), Some(t) if now_ms > t)
+    }
+
+    /// Finds a live key, deleting it first if it has expired (lazy expiry).
+    pub fn find(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<Ref> {
+        let e = self.find_raw(db, key)?;
+        if self.is_expired(e, now_ms) {
+            self.delete_entry(db, e);
+            self.stats.expired_keys += 1;
+            return None;
+        }
+        Some(e)
+    }
+
+    /// A read lookup: lazy expiry, hit/miss stats and an access-time touch.
+    pub fn lookup_read(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<Ref> {
+        match self.find(db, key, now_ms) {
+            Some(e) => {
+                self.stats.hits += 1;
+                self.touch(e);
+                Some(e)
+            }
+            None => {
+                self.stats.misses += 1;
+                None
+            }
+        }
+    }
+
+    /// A write lookup: lazy expiry and a touch, no hit/miss stats.
+    pub fn lookup_write(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<Ref> {
+        let e = self.find(db, key, now_ms)?;
+        self.touch(e);
+        Some(e)
+    }
+
+    // ---- writes ------------------------------------------------------------------------
+
+    fn write_new_entry(
+        &mut self,
+        key: &[u8],
+        kind: Kind,
+        enc: u8,
+        value: &[u8],
+        expire: Option<i64>,
+        lru: u32,
+    ) -> Ref {
+        let size = entry_bytes(key.len(), value.len(), expire.is_some());
+        let e = self.arena.alloc(size);
+        let a = &mut self.arena;
+        a.write_u32(e, 0, NULL);
+        a.write_u32(e, 4, key.len() as u32);
+        a.write_u32(e, OFF_VAL_LEN, value.len() as u32);
+        a.write_u32(e, OFF_LRU, lru);
+        let hdr = a.bytes_mut(e, OFF_KIND, 4);
+        hdr[0] = kind as u8;
+        hdr[1] = enc;
+        hdr[2] = if expire.is_some() { FLAG_EXPIRE } else { 0 };
+        hdr[3] = 0;
+        a.write_u32(e, OFF_VIDX, u32::MAX);
+        a.bytes_mut(e, ENTRY_HEADER_BYTES, key.len())
+            .copy_from_slice(key);
+        a.bytes_mut(e, ENTRY_HEADER_BYTES + key.len(), value.len())
+            .copy_from_slice(value);
+        if let Some(t) = expire {
+            a.write_u64(e, ENTRY_HEADER_BYTES + key.len() + value.len(), t as u64);
+        }
+        e
+    }
+
+    /// Sets `key` to a string value. Returns the new entry.
+    pub fn set_string(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        value: &[u8],
+        enc: StrEnc,
+        ttl: Ttl,
+    ) -> Ref {
+        self.set_value(db, key, Kind::String, enc as u8, value, ttl)
+    }
+
+    /// Sets `key` to a value of any kind (the bytes are the kind's own encoding).
+    pub fn set_value(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        kind: Kind,
+        enc: u8,
+        value: &[u8],
+        ttl: Ttl,
+    ) -> Ref {
+        let h = self.arena.hash(key);
+        let mut dbh = self.read_db(db);
+        let old = dbh.dict.find(&self.arena, key, h);
+        let old_expire = old.and_then(|o| self.expire_at(o));
+        let expire = match ttl {
+            Ttl::Clear => None,
+            Ttl::Keep => old_expire,
+            Ttl::At(t) => Some(t),
+        };
+        // As Redis's dbSetValue: a new value gets a fresh access time, but keeps the old
+        // value's LFU counter so overwriting a hot key does not make it look cold.
+        let lru = match old {
+            Some(o) if self.lfu => self.lru(o),
+            _ => self.initial_lru(),
+        };
+        let e = self.write_new_entry(key, kind, enc, value, expire, lru);
+        match old {
+            Some(o) => {
+                dbh.dict.replace(&mut self.arena, o, e, h);
+                self.fix_volatile_after_move(
+                    &mut dbh,
+                    o,
+                    e,
+                    old_expire.is_some(),
+                    expire.is_some(),
+                );
+                let size = entry_size(&self.arena, o);
+                self.arena.free(o, size);
+            }
+            None => {
+                dbh.dict.insert_new(&mut self.arena, e, h);
+                if expire.is_some() {
+                    let idx = dbh.volatile.push(&mut self.arena, e);
+                    self.arena.write_u32(e, OFF_VIDX, idx as u32);
+                }
+            }
+        }
+        self.write_db(db, &dbh);
+        e
+    }
+
+    /// After entry `old` was replaced by `new` keep the volatile index pointing right.
+    fn fix_volatile_after_move(
+        &mut self,
+        dbh: &mut DbHeader,
+        old: Ref,
+        new: Ref,
+        old_vol: bool,
+        new_vol: bool,
+    ) {
+        match (old_vol, new_vol) {
+            (true, true) => {
+                let idx = self.arena.read_u32(old, OFF_VIDX);
+                dbh.volatile.set(&mut self.arena, idx as usize, new);
+                self.arena.write_u32(new, OFF_VIDX, idx);
+            }
+            (true, false) => {
+                let idx = self.arena.read_u32(old, OFF_VIDX) as usize;
+                self.volatile_remove(dbh, idx);
+            }
+            (false, true) => {
+                let idx = dbh.volatile.push(&mut self.arena, new);
+                self.arena.write_u32(new, OFF_VIDX, idx as u32);
+            }
+            (false, false) => {}
+        }
+    }
+
+    fn volatile_remove(&mut self, dbh: &mut DbHeader, idx: usize) {
+        if let Some(moved) = dbh.volatile.swap_remove(&mut self.arena, idx) {
+            self.arena.write_u32(moved, OFF_VIDX, idx as u32);
+        }
+    }
+
+    /// Replaces an existing entry's value bytes in place when the size allows, else moves
+    /// it. TTL and access time are kept. Returns the (possibly new) entry.
+    pub fn resize_value(&mut self, db: usize, e: Ref, new_len: usize) -> Ref {
+        let kl = entry_key_len(&self.arena, e);
+        let vl = entry_val_len(&self.arena, e);
+        if vl == new_len {
+            return e;
+        }
+        let expire = self.expire_at(e);
+        let old_size = entry_bytes(kl, vl, expire.is_some());
+        let new_size = entry_bytes(kl, new_len, expire.is_some());
+        if crate::arena::size_class(old_size).0 == crate::arena::size_class(new_size).0 {
+            self.arena.realloc(e, old_size, new_size);
+            self.arena.write_u32(e, OFF_VAL_LEN, new_len as u32);
+            if new_len > vl {
+                self.arena
+                    .bytes_mut(e, ENTRY_HEADER_BYTES + kl + vl, new_len - vl)
+                    .fill(0);
+            }
+            if let Some(t) = expire {
+                self.arena
+                    .write_u64(e, ENTRY_HEADER_BYTES + kl + new_len, t as u64);
+            }
+            return e;
+        }
+        let n = self.arena.alloc(new_size);
+        let keep = ENTRY_HEADER_BYTES + kl + vl.min(new_len);
+        self.arena.copy_within(e, 0, n, 0, keep);
+        self.arena.write_u32(n, OFF_VAL_LEN, new_len as u32);
+        if new_len > vl {
+            self.arena
+                .bytes_mut(n, ENTRY_HEADER_BYTES + kl + vl, new_len - vl)
+                .fill(0);
+        }
+        if let Some(t) = expire {
+            self.arena
+                .write_u64(n, ENTRY_HEADER_BYTES + kl + new_len, t as u64);
+        }
+        let h = self.arena.hash(self.key(e));
+        let mut dbh = self.read_db(db);
+        dbh.dict.replace(&mut self.arena, e, n, h);
+        if expire.is_some() {
+            let idx = self.arena.read_u32(e, OFF_VIDX);
+            dbh.volatile.set(&mut self.arena, idx as usize, n);
+        }
+        self.write_db(db, &dbh);
+        self.arena.free(e, old_size);
+        n
+    }
+
+    /// Sets or clears the TTL of an existing entry. Returns the (possibly moved) entry.
+    pub fn set_expire(&mut self, db: usize, e: Ref, expire: Option<i64>) -> Ref {
+        let had = self.has_expire(e);
+        match (had, expire) {
+            (true, Some(t)) => {
+                let off = ENTRY_HEADER_BYTES
+                    + entry_key_len(&self.arena, e)
+                    + entry_val_len(&self.arena, e);
+                self.arena.write_u64(e, off, t as u64);
+                e
+            }
+            (false, None) => e,
+            _ => {
+                let kl = entry_key_len(&self.arena, e);
+                let vl = entry_val_len(&self.arena, e);
+                let old_size = entry_bytes(kl, vl, had);
+                let new_size = entry_bytes(kl, vl, expire.is_some());
+                let n = self.arena.alloc(new_size);
+                self.arena
+                    .copy_within(e, 0, n, 0, ENTRY_HEADER_BYTES + kl + vl);
+                let flags = &mut self.arena.bytes_mut(n, OFF_FLAGS, 1)[0];
+                if let Some(t) = expire {
+                    *flags |= FLAG_EXPIRE;
+                    self.arena
+                        .write_u64(n, ENTRY_HEADER_BYTES + kl + vl, t as u64);
+                } else {
+                    *flags &= !FLAG_EXPIRE;
+                }
+                let h = self.arena.hash(self.key(e));
+                let mut dbh = self.read_db(db);
+                dbh.dict.replace(&mut self.arena, e, n, h);
+                self.fix_volatile_after_move(&mut dbh, e, n, had, expire.is_some());
+                self.write_db(db, &dbh);
+                self.arena.free(e, old_size);
+                n
+            }
+        }
+    }
+
+    /// Unlinks and frees an entry.
+    pub fn delete_entry(&mut self, db: usize, e: Ref) {
+        let h = self.arena.hash(self.key(e));
+        let mut dbh = self.read_db(db);
+        dbh.dict.unlink(&mut self.arena, e, h);
+        if self.has_expire(e) {
+            let idx = self.arena.read_u32(e, OFF_VIDX) as usize;
+            self.volatile_remove(&mut dbh, idx);
+        }
+        self.write_db(db, &dbh);
+        let size = entry_size(&self.arena, e);
+        self.arena.free(e, size);
+    }
+
+    /// Deletes a key (expired keys count as absent). Returns whether a live key was removed.
+    pub fn delete(&mut self, db: usize, key: &[u8], now_ms: i64) -> bool {
+        match self.find(db, key, now_ms) {
+            Some(e) => {
+                self.delete_entry(db, e);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Copies entry `e` under a new key/db (RENAME, COPY, MOVE). The source stays.
+    /// `ttl` decides the copy's TTL. An existing destination key must be deleted first.
+    pub fn clone_entry_to(&mut self, e: Ref, dst_db: usize, dst_key: &[u8], ttl: Ttl) -> Ref {
+        let kind = self.kind(e);
+        let enc = self.arena.bytes(e, OFF_ENC, 1)[0];
+        let lru = self.lru(e);
+        let expire = match ttl {
+            Ttl::Keep => self.expire_at(e),
+            Ttl::Clear => None,
+            Ttl::At(t) => Some(t),
+        };
+        // The value is copied through a temporary: the source may move while we allocate.
+        let value = self.value(e).to_vec();
+        let n = self.write_new_entry(dst_key, kind, enc, &value, expire, lru);
+        let h = self.arena.hash(dst_key);
+        let mut dbh = self.read_db(dst_db);
+        debug_assert!(dbh.dict.find(&self.arena, dst_key, h).is_none());
+        dbh.dict.insert_new(&mut self.arena, n, h);
+        if expire.is_some() {
+            let idx = dbh.volatile.push(&mut self.arena, n);
+            self.arena.write_u32(n, OFF_VIDX, idx as u32);
+        }
+        self.write_db(dst_db, &dbh);
+        n
+    }
+
+    /// Swaps two databases (SWAPDB): O(1), only the headers move.
+    pub fn swap_dbs(&mut self, a: usize, b: usize) {
+        let ha = self.read_db(a);
+        let hb = self.read_db(b);
+        self.write_db(a, &hb);
+        self.write_db(b, &ha);
+    }
+
+    /// Empties a database in O(1): its tables move to the graveyard, freed in slices by
+    /// [`Keyspace::lazyfree_step`]. Returns the number of keys it had.
+    pub fn flush_db(&mut self, db: usize) -> u64 {
+        let old = self.read_db(db);
+        let n = old.dict.len();
+        self.write_db(db, &Self::empty_db());
+        if old.dict.buckets() == 0 && old.volatile.dir == NULL {
+            return n;
+        }
+        let node = self.arena.alloc(std::mem::size_of::<GraveNode>());
+        let head = self.arena.root(ROOT_GRAVEYARD) as Ref;
+        self.arena.write(
+            node,
+            &GraveNode {
+                next: head,
+                _pad: 0,
+                db: old,
+            },
+        );
+        self.arena.set_root(ROOT_GRAVEYARD, node as u64);
+        self.lazyfree_pending += n;
+        n
+    }
+
+    /// Frees up to `budget` entries of flushed databases. Returns true if work remains.
+    pub fn lazyfree_step(&mut self, budget: usize) -> bool {
+        let node = self.arena.root(ROOT_GRAVEYARD) as Ref;
+        if node == NULL {
+            return false;
+        }
+        let mut g: GraveNode = self.arena.read(node);
+        let before = g.db.dict.len();
+        let done = g.db.dict.destroy_some(&mut self.arena, budget, |a, e| {
+            let size = entry_size(a, e);
+            a.free(e, size);
+        });
+        let freed = before - g.db.dict.len();
+        self.lazyfree_pending -= freed.min(self.lazyfree_pending);
+        self.stats.lazyfreed_objects += freed;
+        if done {
+            g.db.volatile.free_all(&mut self.arena);
+            self.arena.set_root(ROOT_GRAVEYARD, g.next as u64);
+            self.arena.free(node, std::mem::size_of::<GraveNode>());
+        } else {
+            self.arena.write(node, &g);
+        }
+        self.arena.root(ROOT_GRAVEYARD) as Ref != NULL
+    }
+
+    /// Incremental rehash work for every db, and shrinking of sparse tables (cron).
+    pub fn rehash_step_all(&mut self, steps: usize) -> bool {
+        let mut more = false;
+        for db in 0..self.num_dbs {
+            let mut h = self.read_db(db);
+            if !h.dict.is_rehashing() {
+                h.dict.shrink_if_sparse(&mut self.arena);
+            }
+            if h.dict.is_rehashing() {
+                more |= h.dict.rehash_step(&mut self.arena, steps);
+            }
+            self.write_db(db, &h);
+        }
+        more
+    }
+
+    // ---- iteration and sampling ------------------------------------------------------------
+
+    /// One SCAN step over db; `f` gets each entry of the visited buckets.
+    pub fn scan(&self, db: usize, cursor: u64, f: impl FnMut(Ref)) -> u64 {
+        self.read_db(db).dict.scan(&self.arena, cursor, f)
+    }
+
+    /// A uniformly random entry of db (may be expired; callers check).
+    pub fn random_entry(&mut self, db: usize) -> Option<Ref> {
+        let h = self.read_db(db);
+        h.dict.random(&self.arena, &mut self.rng)
+    }
+
+    /// A uniformly random entry among keys with a TTL.
+    pub fn random_volatile(&mut self, db: usize) -> Option<Ref> {
+        let h = self.read_db(db);
+        if h.volatile.is_empty() {
+            return None;
+        }
+        let i = self.rng.below(h.volatile.len() as u64) as usize;
+        Some(h.volatile.get(&self.arena, i))
+    }
+
+    /// Average TTL (ms) over a sample of volatile keys, for INFO keyspace's avg_ttl.
+    pub fn avg_ttl_ms(&mut self, db: usize, now_ms: i64) -> i64 {
+        let n = self.volatile_count(db).min(20);
+        if n == 0 {
+            return 0;
+        }
+        let mut sum = 0i64;
+        let mut count = 0i64;
+        for _ in 0..n {
+            if let Some(e) = self.random_volatile(db) {
+                if let Some(t) = self.expire_at(e) {
+                    sum += (t - now_ms).max(0);
+                    count += 1;
+                }
+            }
+        }
+        if count == 0 {
+            0
+        } else {
+            sum / count
+        }
+    }
+
+    /// Bytes of index structures (bucket arrays) across dbs.
+    pub fn index_bytes(&self) -> u64 {
+        (0..self.num_dbs)
+            .map(|d| self.read_db(d).dict.table_bytes())
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ks() -> Keyspace {
+        Keyspace::new(Arena::new(1 << 30, [9, 9]).unwrap(), 4)
+    }
+
+    #[test]
+    fn set_get_overwrite_delete() {
+        let mut k = ks();
+        let used0 = k.arena.used_bytes();
+        k.set_string(0, b"a", b"1", StrEnc::Int, Ttl::Clear);
+        let e = k.find(0, b"a", 0).unwrap();
+        assert_eq!(k.value(e), b"1");
+        assert_eq!(k.str_enc(e), StrEnc::Int);
+        k.set_string(0, b"a", &[b'x'; 1000], StrEnc::Raw, Ttl::Clear);
+        let e = k.find(0, b"a", 0).unwrap();
+        assert_eq!(k.value(e).len(), 1000);
+        assert!(k.find(1, b"a", 0).is_none());
+        assert!(k.delete(0, b"a", 0));
+        assert!(!k.delete(0, b"a", 0));
+        assert_eq!(k.dbsize(0), 0);
+        // Only the initial bucket array stays.
+        assert!(k.arena.used_bytes() - used0 <= 64);
+    }
+
+    #[test]
+    fn ttl_moves_keep_volatile_index_consistent() {
+        let mut k = ks();
+        for i in 0..1000 {
+            let key = format!("k{i}");
+            k.set_string(0, key.as_bytes(), b"v", StrEnc::Embstr, Ttl::At(1000 + i));
+        }
+        assert_eq!(k.volatile_count(0), 1000);
+        // Persist half, grow the values of a quarter (entries move), delete some.
+        for i in (0..1000).step_by(2) {
+            let e = k.find_raw(0, format!("k{i}").as_bytes()).unwrap();
+            k.set_expire(0, e, None);
+        }
+        assert_eq!(k.volatile_count(0), 500);
+        for i in (1..1000).step_by(4) {
+            let e = k.find_raw(0, format!("k{i}").as_bytes()).unwrap();
+            let e = k.resize_value(0, e, 300);
+            assert_eq!(k.expire_at(e), Some(1000 + i));
+        }
+        for i in (3..1000).step_by(4) {
+            assert!(k.delete(0, format!("k{i}").as_bytes(), 0));
+        }
+        assert_eq!(k.volatile_count(0), 250);
+        for _ in 0..200 {
+            let e = k.random_volatile(0).unwrap();
+            assert!(k.expire_at(e).is_some());
+            let key = k.key(e).to_vec();
+            assert_eq!(k.find_raw(0, &key), Some(e));
+        }
+        // Lazy expiry.
+        assert!(k.find(0, b"k1", 2000).is_none());
+        assert_eq!(k.stats.expired_keys, 1);
+    }
+
+    #[test]
+    fn flush_frees_in_slices() {
+        let mut k = ks();
+        let used0 = k.arena.used_bytes();
+        for i in 0..20_000 {
+            k.set_string(
+                2,
+                format!("k{i}").as_bytes(),
+                b"value",
+                StrEnc::Embstr,
+                Ttl::At(i),
+            );
+        }
+        assert_eq!(k.flush_db(2), 20_000);
+        assert_eq!(k.dbsize(2), 0);
+        let mut slices = 0;
+        while k.lazyfree_step(1000) {
+            slices += 1;
+        }
+        assert!(slices >= 19);
+        // The fresh db allocates nothing until used, so all memory is back.
+        assert_eq!(k.arena.used_bytes(), used0);
+    }
+
+    #[test]
+    fn swapdb_and_clone() {
+        let mut k = ks();
+        k.set_string(0, b"x", b"0", StrEnc::Int, Ttl::At(5000));
+        let e = k.find_raw(0, b"x").unwrap();
+        k.clone_entry_to(e, 1, b"y", Ttl::Keep);
+        k.swap_dbs(0, 1);
+        let y = k.find_raw(0, b"y").unwrap();
+        assert_eq!(k.expire_at(y), Some(5000));
+        assert!(k.find_raw(1, b"x").is_some());
+    }
+}

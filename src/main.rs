@@ -1,0 +1,94 @@
+//! `cairn-server [cairn.conf] [--option value ...]` — started like redis-server.
+
+use cairn::config::Config;
+use cairn::server::{event_loop, log, Server};
+use cairn::{notice, warning};
+
+fn main() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.iter().any(|a| a == "-v" || a == "--version") {
+        println!(
+            "cairn server v={} (Redis 7.0 compatible)",
+            env!("CARGO_PKG_VERSION")
+        );
+        return;
+    }
+    if argv.iter().any(|a| a == "-h" || a == "--help") {
+        println!("Usage: cairn-server [/path/to/cairn.conf] [options]");
+        println!("       cairn-server -v or --version");
+        println!("Examples:");
+        println!("       cairn-server (run the server with default config)");
+        println!("       cairn-server /etc/redis/6379.conf");
+        println!("       cairn-server --port 7777");
+        println!("       cairn-server /etc/mycairn.conf --loglevel verbose");
+        return;
+    }
+    let config = match Config::from_args(&argv) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    };
+    let s = config.settings().clone();
+    if let Err(e) = log::init(&s.loglevel, &s.logfile) {
+        eprintln!("Can't open the log file: {e}");
+        std::process::exit(1);
+    }
+    if let Err(e) = std::env::set_current_dir(&s.dir) {
+        warning!("Can't chdir to '{}': {e}", s.dir);
+        std::process::exit(1);
+    }
+    notice!("oO0OoO0OoO0Oo cairn is starting oO0OoO0OoO0Oo");
+    notice!(
+        "cairn version={}, bits=64, pid={}, just started",
+        env!("CARGO_PKG_VERSION"),
+        std::process::id()
+    );
+    match &config.config_file {
+        Some(f) => notice!("Configuration loaded from {f}"),
+        None => warning!("Warning: no config file specified, using the default config. In order to specify a config file use cairn-server /path/to/cairn.conf"),
+    }
+    for w in &config.warnings {
+        warning!("{w}");
+    }
+    if !s.pidfile.is_empty() {
+        if let Err(e) = std::fs::write(&s.pidfile, format!("{}\n", std::process::id())) {
+            warning!("Failed to write PID file: {e}");
+        }
+    }
+    raise_fd_limit(s.maxclients as u64 + 32);
+    event_loop::install_signal_handlers();
+    let srv = match Server::new(config) {
+        Ok(s) => s,
+        Err(e) => {
+            warning!("Fatal: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = event_loop::serve(srv) {
+        warning!("{e}");
+        std::process::exit(1);
+    }
+    if !s.pidfile.is_empty() {
+        let _ = std::fs::remove_file(&s.pidfile);
+    }
+}
+
+/// Raises RLIMIT_NOFILE so `maxclients` connections fit, as Redis does.
+fn raise_fd_limit(want: u64) {
+    // SAFETY: getrlimit/setrlimit with a valid, initialised struct.
+    unsafe {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < want {
+            let target = want.min(lim.rlim_max);
+            lim.rlim_cur = target;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 || target < want {
+                warning!("You requested maxclients of {} requiring at least {want} max file descriptors; the limit is {target}.", want - 32);
+            }
+        }
+    }
+}

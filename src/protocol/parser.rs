@@ -1,0 +1,460 @@
+//! Incremental RESP request parser: multibulk (`*N\r\n$len\r\n...`) and inline commands,
+//! resumable across reads, with Redis's limits and error texts.
+//!
+//! Arguments are returned as byte ranges into the caller's query buffer (no copy), except
+//! for inline commands, whose arguments may contain escapes and are unescaped into
+//! `inline_scratch`.
+
+/// Longest line (multibulk count, bulk length, inline request) accepted without a newline
+/// (Redis's PROTO_INLINE_MAX_SIZE).
+pub const INLINE_MAX_BYTES: usize = 64 * 1024;
+/// Before AUTH, at most this many arguments and bytes per argument (as Redis 7).
+pub const UNAUTH_MAX_ARGS: i64 = 10;
+pub const UNAUTH_MAX_BULK_BYTES: i64 = 16 * 1024;
+/// Largest multibulk count (Redis: INT_MAX).
+pub const MULTIBULK_MAX: i64 = i32::MAX as i64;
+
+#[derive(Debug, Clone, Copy)]
+pub struct ParseLimits {
+    pub proto_max_bulk_len: i64,
+    pub auth_required: bool,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parse {
+    /// A whole command is in `args` (empty commands are skipped, never returned).
+    Command,
+    /// More bytes are needed.
+    Incomplete,
+    /// The client sent something Redis rejects; the text follows `-ERR ` and the connection
+    /// is closed after it is sent.
+    Error(String),
+}
+
+/// Where a parsed command's argument bytes live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgSource {
+    QueryBuffer,
+    InlineScratch,
+}
+
+#[derive(Debug, Default)]
+pub struct RequestParser {
+    /// Parse position in the query buffer.
+    pos: usize,
+    /// Arguments still to read in the current multibulk; 0 at a command boundary.
+    multibulk_left: i64,
+    /// Length of the bulk being read, or -1 when its `$` header comes next.
+    bulk_len: i64,
+    pub args: Vec<(usize, usize)>,
+    pub source: Option<ArgSource>,
+    pub inline_scratch: Vec<u8>,
+}
+
+fn find_crlf_or_cr(buf: &[u8]) -> Option<usize> {
+    memchr(b'\r', buf)
+}
+
+#[inline]
+fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|&b| b == needle)
+}
+
+impl RequestParser {
+    pub fn new() -> RequestParser {
+        RequestParser {
+            bulk_len: -1,
+            ..Default::default()
+        }
+    }
+
+    /// Bytes of the buffer fully consumed by returned commands (safe to drain).
+    pub fn consumed(&self) -> usize {
+        if self.multibulk_left == 0 {
+            self.pos
+        } else {
+            // Mid-command: nothing before the command start may go, as args point there.
+            self.args
+                .first()
+                .map(|a| a.0)
+                .unwrap_or(self.pos)
+                .min(self.pos)
+        }
+    }
+
+    /// The caller removed `n` bytes (n <= consumed()) from the front of the buffer.
+    pub fn shift(&mut self, n: usize) {
+        debug_assert!(n <= self.consumed());
+        self.pos -= n;
+        if self.multibulk_left != 0 {
+            for a in &mut self.args {
+                a.0 -= n;
+            }
+        }
+    }
+
+    /// Bytes the current bulk still needs beyond what is buffered (to size a read).
+    pub fn pending_bulk_bytes(&self, buf_len: usize) -> usize {
+        if self.multibulk_left > 0 && self.bulk_len >= 0 {
+            (self.pos + self.bulk_len as usize + 2).saturating_sub(buf_len)
+        } else {
+            0
+        }
+    }
+
+    /// True while a command is half-read.
+    pub fn in_command(&self) -> bool {
+        self.multibulk_left != 0
+    }
+
+    /// Parses the next command from `buf[self.pos..]`.
+    pub fn next(&mut self, buf: &[u8], limits: &ParseLimits) -> Parse {
+        loop {
+            if self.multibulk_left == 0 {
+                if self.pos >= buf.len() {
+                    return Parse::Incomplete;
+                }
+                self.args.clear();
+                if buf[self.pos] == b'*' {
+                    match self.multibulk_header(buf, limits) {
+                        Ok(true) => {}
+                        Ok(false) => return Parse::Incomplete,
+                        Err(e) => return Parse::Error(e),
+                    }
+                    if self.multibulk_left == 0 {
+                        continue; // "*0" or "*-1": nothing to run
+                    }
+                } else {
+                    match self.inline(buf) {
+                        Ok(Some(true)) => return Parse::Command,
+                        Ok(Some(false)) => continue, // empty line
+                        Ok(None) => return Parse::Incomplete,
+                        Err(e) => return Parse::Error(e),
+                    }
+                }
+            }
+            match self.bulks(buf, limits) {
+                Ok(true) => {
+                    self.source = Some(ArgSource::QueryBuffer);
+                    return Parse::Command;
+                }
+                Ok(false) => return Parse::Incomplete,
+                Err(e) => return Parse::Error(e),
+            }
+        }
+    }
+
+    fn multibulk_header(&mut self, buf: &[u8], limits: &ParseLimits) -> Result<bool, String> {
+        let rest = &buf[self.pos..];
+        let Some(cr) = find_crlf_or_cr(rest) else {
+            if rest.len() > INLINE_MAX_BYTES {
+                return Err("Protocol error: too big mbulk count string".into());
+            }
+            return Ok(false);
+        };
+        if cr + 1 >= rest.len() {
+            return Ok(false); // need the '\n'
+        }
+        let n = crate::util::parse_i64(&rest[1..cr]);
+        let n = match n {
+            Some(n) if n <= MULTIBULK_MAX => n,
+            _ => return Err("Protocol error: invalid multibulk length".into()),
+        };
+        if n > UNAUTH_MAX_ARGS && limits.auth_required {
+            return Err("Protocol error: unauthenticated multibulk length".into());
+        }
+        self.pos += cr + 2;
+        self.multibulk_left = n.max(0);
+        self.bulk_len = -1;
+        if n > 0 {
+            self.args.reserve(n.min(1024) as usize);
+        }
+        Ok(true)
+    }
+
+    /// Reads bulks until the command is complete (true) or bytes run out (false).
+    fn bulks(&mut self, buf: &[u8], limits: &ParseLimits) -> Result<bool, String> {
+        while self.multibulk_left > 0 {
+            if self.bulk_len < 0 {
+                let rest = &buf[self.pos..];
+                let Some(cr) = find_crlf_or_cr(rest) else {
+                    if rest.len() > INLINE_MAX_BYTES {
+                        return Err("Protocol error: too big bulk count string".into());
+                    }
+                    return Ok(false);
+                };
+                if cr + 1 >= rest.len() {
+                    return Ok(false);
+                }
+                if rest[0] != b'$' {
+                    return Err(format!(
+                        "Protocol error: expected '$', got '{}'",
+                        rest[0] as char
+                    ));
+                }
+                let len = match crate::util::parse_i64(&rest[1..cr]) {
+                    Some(l) if l >= 0 && l <= limits.proto_max_bulk_len => l,
+                    _ => return Err("Protocol error: invalid bulk length".into()),
+                };
+                if len > UNAUTH_MAX_BULK_BYTES && limits.auth_required {
+                    return Err("Protocol error: unauthenticated bulk length".into());
+                }
+                self.pos += cr + 2;
+                self.bulk_len = len;
+            }
+            let len = self.bulk_len as usize;
+            // Like Redis, the two bytes after the bulk are skipped, not checked.
+            if buf.len() - self.pos < len + 2 {
+                return Ok(false);
+            }
+            self.args.push((self.pos, len));
+            self.pos += len + 2;
+            self.bulk_len = -1;
+            self.multibulk_left -= 1;
+        }
+        Ok(true)
+    }
+
+    /// Parses an inline command line. Some(true): a command; Some(false): an empty line.
+    fn inline(&mut self, buf: &[u8]) -> Result<Option<bool>, String> {
+        let rest = &buf[self.pos..];
+        let Some(nl) = memchr(b'\n', rest) else {
+            if rest.len() > INLINE_MAX_BYTES {
+                return Err("Protocol error: too big inline request".into());
+            }
+            return Ok(None);
+        };
+        let mut line = &rest[..nl];
+        if line.last() == Some(&b'\r') {
+            line = &line[..line.len() - 1];
+        }
+        self.inline_scratch.clear();
+        self.args.clear();
+        split_args(line, &mut self.inline_scratch, &mut self.args)
+            .map_err(|_| "Protocol error: unbalanced quotes in request".to_string())?;
+        self.pos += nl + 1;
+        if self.args.is_empty() {
+            return Ok(Some(false));
+        }
+        self.source = Some(ArgSource::InlineScratch);
+        Ok(Some(true))
+    }
+}
+
+fn hex_val(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|v| v as u8)
+}
+
+/// Redis's `sdssplitargs`: whitespace-separated words, "double quotes" with C escapes and
+/// \xHH, 'single quotes' with only \' escaped. A closing quote must be followed by a
+/// space or the end of the line.
+pub fn split_args(
+    line: &[u8],
+    out: &mut Vec<u8>,
+    ranges: &mut Vec<(usize, usize)>,
+) -> Result<(), ()> {
+    let mut i = 0;
+    let n = line.len();
+    loop {
+        while i < n && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= n {
+            return Ok(());
+        }
+        let start = out.len();
+        let (mut inq, mut insq, mut done) = (false, false, false);
+        while !done {
+            if inq {
+                if i >= n {
+                    return Err(());
+                }
+                if line[i] == b'\\' && i + 3 < n && line[i + 1] == b'x' {
+                    if let (Some(h), Some(l)) = (hex_val(line[i + 2]), hex_val(line[i + 3])) {
+                        out.push(h * 16 + l);
+                        i += 4;
+                        continue;
+                    }
+                }
+                if line[i] == b'\\' && i + 1 < n {
+                    i += 1;
+                    out.push(match line[i] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 8,
+                        b'a' => 7,
+                        c => c,
+                    });
+                } else if line[i] == b'"' {
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return Err(());
+                    }
+                    done = true;
+                } else {
+                    out.push(line[i]);
+                }
+            } else if insq {
+                if i >= n {
+                    return Err(());
+                }
+                if line[i] == b'\\' && i + 1 < n && line[i + 1] == b'\'' {
+                    i += 1;
+                    out.push(b'\'');
+                } else if line[i] == b'\'' {
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return Err(());
+                    }
+                    done = true;
+                } else {
+                    out.push(line[i]);
+                }
+            } else if i >= n {
+                done = true;
+            } else {
+                match line[i] {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => done = true,
+                    b'"' => inq = true,
+                    b'\'' => insq = true,
+                    c => out.push(c),
+                }
+            }
+            if i < n {
+                i += 1;
+            }
+        }
+        ranges.push((start, out.len() - start));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIM: ParseLimits = ParseLimits {
+        proto_max_bulk_len: 512 * 1024 * 1024,
+        auth_required: false,
+    };
+
+    fn args_of(p: &RequestParser, buf: &[u8]) -> Vec<Vec<u8>> {
+        let src = match p.source {
+            Some(ArgSource::InlineScratch) => &p.inline_scratch[..],
+            _ => buf,
+        };
+        p.args
+            .iter()
+            .map(|&(s, l)| src[s..s + l].to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn multibulk_in_pieces() {
+        let full = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\n*1\r\n$4\r\nPING\r\n";
+        for cut in 0..full.len() {
+            let mut p = RequestParser::new();
+            let mut buf = full[..cut].to_vec();
+            let mut got = vec![];
+            let mut fed = false;
+            loop {
+                match p.next(&buf, &LIM) {
+                    Parse::Command => got.push(args_of(&p, &buf)),
+                    Parse::Incomplete if !fed => {
+                        let n = p.consumed();
+                        buf.drain(..n);
+                        p.shift(n);
+                        buf.extend_from_slice(&full[cut..]);
+                        fed = true;
+                    }
+                    Parse::Incomplete => break,
+                    Parse::Error(e) => panic!("{e}"),
+                }
+            }
+            assert_eq!(got.len(), 2, "cut at {cut}");
+            assert_eq!(
+                got[0],
+                vec![b"SET".to_vec(), b"k".to_vec(), b"hello".to_vec()]
+            );
+            assert_eq!(got[1], vec![b"PING".to_vec()]);
+        }
+    }
+
+    #[test]
+    fn inline_with_quotes() {
+        let buf = b"set \"a b\\x41\" 'it\\'s'\r\n\r\nPING\n";
+        let mut p = RequestParser::new();
+        assert_eq!(p.next(buf, &LIM), Parse::Command);
+        assert_eq!(
+            args_of(&p, buf),
+            vec![b"set".to_vec(), b"a bA".to_vec(), b"it's".to_vec()]
+        );
+        assert_eq!(p.next(buf, &LIM), Parse::Command);
+        assert_eq!(args_of(&p, buf), vec![b"PING".to_vec()]);
+        let mut p = RequestParser::new();
+        assert!(matches!(p.next(b"set \"a b\r\n", &LIM), Parse::Error(_)));
+        let mut p = RequestParser::new();
+        assert!(matches!(p.next(b"set \"a\"b\r\n", &LIM), Parse::Error(_)));
+    }
+
+    #[test]
+    fn limits_and_errors() {
+        let err = |input: &[u8], lim: &ParseLimits| {
+            let mut p = RequestParser::new();
+            match p.next(input, lim) {
+                Parse::Error(e) => e,
+                other => panic!("{other:?} for {:?}", String::from_utf8_lossy(input)),
+            }
+        };
+        assert_eq!(
+            err(b"*1\r\nx\r\n", &LIM),
+            "Protocol error: expected '$', got 'x'"
+        );
+        assert_eq!(
+            err(b"*1\r\n$-1\r\n", &LIM),
+            "Protocol error: invalid bulk length"
+        );
+        assert_eq!(
+            err(b"*a\r\n", &LIM),
+            "Protocol error: invalid multibulk length"
+        );
+        let small = ParseLimits {
+            proto_max_bulk_len: 10,
+            auth_required: false,
+        };
+        // N accepted, N+1 refused.
+        let mut p = RequestParser::new();
+        assert_eq!(
+            p.next(b"*1\r\n$10\r\n0123456789\r\n", &small),
+            Parse::Command
+        );
+        assert_eq!(
+            err(b"*1\r\n$11\r\n", &small),
+            "Protocol error: invalid bulk length"
+        );
+        let unauth = ParseLimits {
+            proto_max_bulk_len: 1 << 29,
+            auth_required: true,
+        };
+        let mut p = RequestParser::new();
+        assert_eq!(p.next(b"*10\r\n", &unauth), Parse::Incomplete);
+        assert_eq!(
+            err(b"*11\r\n", &unauth),
+            "Protocol error: unauthenticated multibulk length"
+        );
+        let mut p = RequestParser::new();
+        assert_eq!(p.next(b"*1\r\n$16384\r\n", &unauth), Parse::Incomplete);
+        assert_eq!(
+            err(b"*1\r\n$16385\r\n", &unauth),
+            "Protocol error: unauthenticated bulk length"
+        );
+        let long = vec![b'a'; INLINE_MAX_BYTES + 1];
+        assert_eq!(err(&long, &LIM), "Protocol error: too big inline request");
+        let mut p = RequestParser::new();
+        assert_eq!(p.next(&long[..INLINE_MAX_BYTES], &LIM), Parse::Incomplete);
+        let mut star = b"*".to_vec();
+        star.extend(std::iter::repeat_n(b'1', INLINE_MAX_BYTES + 1));
+        assert_eq!(
+            err(&star, &LIM),
+            "Protocol error: too big mbulk count string"
+        );
+    }
+}

@@ -1,0 +1,615 @@
+//! The socket side: accept, read, parse, execute, write, on mio (epoll, edge-triggered).
+//!
+//! With `io-threads 1` (the default) the executor thread runs this loop itself, as Redis
+//! does. Limits enforced here: `maxclients`, `client-query-buffer-limit`,
+//! `proto-max-bulk-len` (through the parser), `client-output-buffer-limit`, `timeout`.
+
+use super::Server;
+use crate::commands::Args;
+use crate::protocol::parser::{ArgSource, Parse, ParseLimits, RequestParser};
+use crate::util::now_ms;
+use crate::{notice, verbose, warning};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+use std::io::{self, Write};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Bytes read from one connection per loop iteration before others get a turn.
+pub const READ_BUDGET_BYTES: usize = 1 << 20;
+/// Smallest read into the query buffer (Redis's PROTO_IOBUF_LEN).
+pub const READ_CHUNK_BYTES: usize = 16 * 1024;
+/// Bytes written to one connection per loop iteration before others get a turn.
+pub const WRITE_BUDGET_BYTES: usize = 4 << 20;
+const LISTENER_TOKENS: usize = 16;
+const EVENTS_CAPACITY: usize = 1024;
+
+pub static SHUTDOWN_SIGNAL: AtomicBool = AtomicBool::new(false);
+pub static SIGNAL_NUMBER: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNAL_NUMBER.store(sig as u32, Ordering::SeqCst);
+    SHUTDOWN_SIGNAL.store(true, Ordering::SeqCst);
+}
+
+/// SIGTERM/SIGINT request a clean shutdown; SIGPIPE is ignored (errors come back as EPIPE).
+pub fn install_signal_handlers() {
+    // SAFETY: the handler only stores to atomics, which is async-signal-safe.
+    unsafe {
+        let handler: extern "C" fn(libc::c_int) = on_signal;
+        libc::signal(libc::SIGTERM, handler as libc::sighandler_t);
+        libc::signal(libc::SIGINT, handler as libc::sighandler_t);
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
+pub struct Conn {
+    stream: TcpStream,
+    parser: RequestParser,
+    qbuf: Vec<u8>,
+    out: Vec<u8>,
+    out_pos: usize,
+    /// Read budget ran out with data possibly left in the socket.
+    more_to_read: bool,
+    closing: bool,
+}
+
+fn resolve_bind(addr: &str, port: u16) -> Option<SocketAddr> {
+    let host = addr.trim_start_matches('-');
+    let ip = match host {
+        "*" => "0.0.0.0",
+        "::*" => "::",
+        h => h,
+    };
+    let s = if ip.contains(':') {
+        format!("[{ip}]:{port}")
+    } else {
+        format!("{ip}:{port}")
+    };
+    s.parse().ok()
+}
+
+/// Binds every `bind` address (a leading `-` marks one whose failure is ignored).
+pub fn bind_listeners(binds: &[String], port: u16) -> io::Result<Vec<TcpListener>> {
+    let mut out = Vec::new();
+    for b in binds {
+        let optional = b.starts_with('-');
+        let Some(addr) = resolve_bind(b, port) else {
+            if optional {
+                continue;
+            }
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("Invalid bind address '{b}'"),
+            ));
+        };
+        match TcpListener::bind(addr) {
+            Ok(l) => out.push(l),
+            Err(e) if optional => {
+                verbose!("Skipping optional bind address {b}: {e}");
+            }
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("Could not create server TCP listening socket {addr}: {e}"),
+                ));
+            }
+        }
+    }
+    if out.len() > LISTENER_TOKENS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "Too many bind addresses specified.",
+        ));
+    }
+    Ok(out)
+}
+
+pub struct EventLoop {
+    poll: Poll,
+    listeners: Vec<TcpListener>,
+    conns: Vec<Option<Conn>>,
+    free_slots: Vec<usize>,
+    connected: usize,
+    /// Connections with unsent output to flush before the next poll.
+    pending_write: Vec<usize>,
+    pending_read: Vec<usize>,
+}
+
+impl EventLoop {
+    pub fn new(listeners: Vec<TcpListener>) -> io::Result<EventLoop> {
+        let poll = Poll::new()?;
+        let mut listeners = listeners;
+        for (i, l) in listeners.iter_mut().enumerate() {
+            poll.registry().register(l, Token(i), Interest::READABLE)?;
+        }
+        Ok(EventLoop {
+            poll,
+            listeners,
+            conns: Vec::new(),
+            free_slots: Vec::new(),
+            connected: 0,
+            pending_write: Vec::new(),
+            pending_read: Vec::new(),
+        })
+    }
+
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect()
+    }
+
+    /// Runs until SHUTDOWN or a signal. Returns the shutdown request.
+    pub fn run(&mut self, srv: &mut Server) -> io::Result<()> {
+        let mut events = Events::with_capacity(EVENTS_CAPACITY);
+        let mut next_cron = Instant::now();
+        loop {
+            let hz = srv.config.settings().hz.max(1) as u64;
+            let now = Instant::now();
+            if now >= next_cron {
+                self.cron(srv);
+                next_cron = now + Duration::from_millis(1000 / hz);
+            }
+            if SHUTDOWN_SIGNAL.load(Ordering::SeqCst) {
+                let sig = SIGNAL_NUMBER.load(Ordering::SeqCst);
+                let name = if sig == libc::SIGINT as u32 {
+                    "SIGINT"
+                } else {
+                    "SIGTERM"
+                };
+                warning!("Received {name} scheduling shutdown...");
+                srv.shutdown.get_or_insert(super::ShutdownRequest::Default);
+            }
+            if srv.shutdown.is_some() {
+                self.flush_all(srv);
+                return Ok(());
+            }
+            let busy = !self.pending_read.is_empty() || srv.ks.lazyfree_pending > 0;
+            let timeout = if busy {
+                Duration::ZERO
+            } else {
+                next_cron.saturating_duration_since(Instant::now())
+            };
+            match self.poll.poll(&mut events, Some(timeout)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            for ev in events.iter() {
+                let t = ev.token().0;
+                if t < LISTENER_TOKENS {
+                    self.accept(srv, t);
+                    continue;
+                }
+                let slot = t - LISTENER_TOKENS;
+                if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                    self.read_and_process(srv, slot);
+                }
+                if ev.is_writable() {
+                    self.write(srv, slot);
+                }
+            }
+            let again = std::mem::take(&mut self.pending_read);
+            for slot in again {
+                self.read_and_process(srv, slot);
+            }
+            self.flush_all(srv);
+            self.apply_kills(srv);
+            if srv.ks.lazyfree_pending > 0 {
+                srv.lazyfree_slice(Duration::from_micros(500));
+            }
+        }
+    }
+
+    fn accept(&mut self, srv: &mut Server, listener: usize) {
+        loop {
+            let (mut stream, peer) = match self.listeners[listener].accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    warning!("Accepting client connection: {e}");
+                    return;
+                }
+            };
+            srv.stats.total_connections_received += 1;
+            if self.connected >= srv.config.settings().maxclients {
+                srv.stats.rejected_connections += 1;
+                let _ = stream.write(b"-ERR max number of clients reached\r\n");
+                continue;
+            }
+            let _ = stream.set_nodelay(true);
+            set_keepalive(&stream, srv.config.settings().tcp_keepalive_s);
+            let laddr = stream
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            let mut client = srv.alloc_client(peer.to_string(), laddr);
+            client.fd = stream.as_raw_fd();
+            let s = srv.config.settings();
+            if s.protected_mode && s.requirepass.is_none() && !client.is_local() {
+                let _ = stream.write(PROTECTED_MODE_DENIED.as_bytes());
+                continue;
+            }
+            let slot = match self.free_slots.pop() {
+                Some(s) => s,
+                None => {
+                    self.conns.push(None);
+                    self.conns.len() - 1
+                }
+            };
+            if let Err(e) = self.poll.registry().register(
+                &mut stream,
+                Token(slot + LISTENER_TOKENS),
+                Interest::READABLE | Interest::WRITABLE,
+            ) {
+                warning!("Registering client connection: {e}");
+                self.free_slots.push(slot);
+                continue;
+            }
+            if srv.clients.len() <= slot {
+                srv.clients.resize_with(slot + 1, || None);
+            }
+            srv.clients[slot] = Some(client);
+            self.conns[slot] = Some(Conn {
+                stream,
+                parser: RequestParser::new(),
+                qbuf: Vec::new(),
+                out: Vec::new(),
+                out_pos: 0,
+                more_to_read: false,
+                closing: false,
+            });
+            self.connected += 1;
+        }
+    }
+
+    fn read_and_process(&mut self, srv: &mut Server, slot: usize) {
+        let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        if conn.closing {
+            return;
+        }
+        let limit = srv.config.settings().client_query_buffer_limit as usize;
+        let mut read_total = 0usize;
+        let mut eof = false;
+        loop {
+            let want = READ_CHUNK_BYTES.max(
+                conn.parser
+                    .pending_bulk_bytes(conn.qbuf.len())
+                    .min(READ_BUDGET_BYTES),
+            );
+            conn.qbuf.reserve(want);
+            let spare = conn.qbuf.spare_capacity_mut();
+            let fd = conn.stream.as_raw_fd();
+            // SAFETY: reading into the Vec's spare capacity; set_len only covers bytes read.
+            let n = unsafe { libc::read(fd, spare.as_mut_ptr() as *mut libc::c_void, spare.len()) };
+            if n > 0 {
+                let n = n as usize;
+                // SAFETY: the kernel initialised n bytes.
+                unsafe { conn.qbuf.set_len(conn.qbuf.len() + n) };
+                read_total += n;
+                srv.stats.net_input_bytes += n as u64;
+                if conn.qbuf.len() > limit {
+                    break;
+                }
+                if read_total >= READ_BUDGET_BYTES {
+                    conn.more_to_read = true;
+                    self.pending_read.push(slot);
+                    break;
+                }
+                continue;
+            }
+            if n == 0 {
+                eof = true;
+                break;
+            }
+            let err = io::Error::last_os_error();
+            match err.kind() {
+                io::ErrorKind::WouldBlock => break,
+                io::ErrorKind::Interrupted => continue,
+                _ => {
+                    eof = true;
+                    break;
+                }
+            }
+        }
+        self.process(srv, slot);
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        if conn.qbuf.len() > limit {
+            let client = srv.clients[slot]
+                .as_ref()
+                .map(|c| c.info_line(now_ms()))
+                .unwrap_or_default();
+            warning!("Closing client that reached max query buffer length: {client} (qbuf initial bytes: {:?})", String::from_utf8_lossy(&conn.qbuf[..conn.qbuf.len().min(64)]));
+            srv.stats.client_query_buffer_limit_disconnections += 1;
+            self.close(srv, slot);
+            return;
+        }
+        if eof {
+            // Send what was produced for the last commands, then close.
+            self.write(srv, slot);
+            self.close(srv, slot);
+        }
+    }
+
+    /// Parses and runs every complete command in the query buffer.
+    fn process(&mut self, srv: &mut Server, slot: usize) {
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        let Some(mut client) = srv.clients[slot].take() else {
+            return;
+        };
+        let out_before = conn.out.len();
+        loop {
+            if client.close_after_reply {
+                break;
+            }
+            let limits = ParseLimits {
+                proto_max_bulk_len: srv.config.settings().proto_max_bulk_len,
+                auth_required: srv.config.settings().requirepass.is_some() && !client.authenticated,
+            };
+            match conn.parser.next(&conn.qbuf, &limits) {
+                Parse::Command => {
+                    let buf: &[u8] = match conn.parser.source {
+                        Some(ArgSource::InlineScratch) => &conn.parser.inline_scratch,
+                        _ => &conn.qbuf,
+                    };
+                    let args = Args::new(buf, &conn.parser.args);
+                    srv.execute(&mut client, args, &mut conn.out);
+                    if srv.shutdown.is_some() {
+                        break;
+                    }
+                }
+                Parse::Incomplete => break,
+                Parse::Error(msg) => {
+                    verbose!(
+                        "Protocol error ({msg}) from client: {}",
+                        client.info_line(now_ms())
+                    );
+                    conn.out.extend_from_slice(b"-ERR ");
+                    conn.out.extend_from_slice(msg.as_bytes());
+                    conn.out.extend_from_slice(b"\r\n");
+                    client.close_after_reply = true;
+                    break;
+                }
+            }
+        }
+        let consumed = conn.parser.consumed();
+        if consumed == conn.qbuf.len() {
+            conn.qbuf.clear();
+            conn.parser.shift(consumed);
+        } else if consumed > 0 {
+            conn.qbuf.drain(..consumed);
+            conn.parser.shift(consumed);
+        }
+        // Give back memory of a query buffer that held a big argument.
+        if conn.qbuf.is_empty() && conn.qbuf.capacity() > 4 * READ_CHUNK_BYTES {
+            conn.qbuf = Vec::new();
+        }
+        client.qbuf_bytes = conn.qbuf.len() as u64;
+        client.obuf_bytes = (conn.out.len() - conn.out_pos) as u64;
+        let close = client.close_after_reply;
+        let over = output_over_limit(srv, &mut client);
+        srv.clients[slot] = Some(client);
+        if conn.out.len() > out_before || close {
+            if !self.pending_write.contains(&slot) {
+                self.pending_write.push(slot);
+            }
+        }
+        if over {
+            self.close(srv, slot);
+        }
+    }
+
+    fn write(&mut self, srv: &mut Server, slot: usize) {
+        let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        let mut written = 0usize;
+        while conn.out_pos < conn.out.len() && written < WRITE_BUDGET_BYTES {
+            match conn.stream.write(&conn.out[conn.out_pos..]) {
+                Ok(0) => break,
+                Ok(n) => {
+                    conn.out_pos += n;
+                    written += n;
+                    srv.stats.net_output_bytes += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.close(srv, slot);
+                    return;
+                }
+            }
+        }
+        if conn.out_pos == conn.out.len() {
+            conn.out.clear();
+            conn.out_pos = 0;
+            if conn.out.capacity() > 1 << 20 {
+                conn.out = Vec::new();
+            }
+        } else if written >= WRITE_BUDGET_BYTES && !self.pending_write.contains(&slot) {
+            self.pending_write.push(slot);
+        }
+        let done = conn.out_pos == conn.out.len();
+        if let Some(c) = srv.clients[slot].as_mut() {
+            c.obuf_bytes = (conn.out.len() - conn.out_pos) as u64;
+            if done && c.close_after_reply {
+                self.close(srv, slot);
+            }
+        }
+    }
+
+    fn flush_all(&mut self, srv: &mut Server) {
+        let pending = std::mem::take(&mut self.pending_write);
+        for slot in pending {
+            self.write(srv, slot);
+        }
+    }
+
+    fn close(&mut self, srv: &mut Server, slot: usize) {
+        if let Some(mut conn) = self.conns[slot].take() {
+            let _ = self.poll.registry().deregister(&mut conn.stream);
+            self.connected -= 1;
+            self.free_slots.push(slot);
+            srv.clients[slot] = None;
+            self.pending_read.retain(|&s| s != slot);
+        }
+    }
+
+    fn apply_kills(&mut self, srv: &mut Server) {
+        if srv.kill_queue.is_empty() {
+            return;
+        }
+        let ids = std::mem::take(&mut srv.kill_queue);
+        for slot in 0..self.conns.len() {
+            let kill = srv.clients[slot]
+                .as_ref()
+                .is_some_and(|c| ids.contains(&c.id));
+            if kill {
+                self.write(srv, slot);
+                self.close(srv, slot);
+            }
+        }
+    }
+
+    fn cron(&mut self, srv: &mut Server) {
+        srv.cron();
+        let now = now_ms();
+        let timeout_ms = srv.config.settings().timeout_s as i64 * 1000;
+        let mut buffers = 0u64;
+        for slot in 0..self.conns.len() {
+            let Some(conn) = self.conns[slot].as_ref() else {
+                continue;
+            };
+            buffers += (conn.qbuf.capacity() + conn.out.capacity()) as u64;
+            let Some(client) = srv.clients[slot].as_mut() else {
+                continue;
+            };
+            let idle = now - client.last_interaction_ms;
+            if timeout_ms > 0 && idle > timeout_ms {
+                verbose!("Closing idle client");
+                self.close(srv, slot);
+                continue;
+            }
+            let lim = srv.config.settings().obuf_normal;
+            if output_over(lim, &mut srv.stats, client) {
+                self.close(srv, slot);
+            }
+        }
+        srv.client_buffer_bytes = buffers;
+        let _ = io::stdout().flush();
+    }
+
+    pub fn connected(&self) -> usize {
+        self.connected
+    }
+}
+
+/// Checks `client-output-buffer-limit` for a client. True when it must be closed.
+fn output_over_limit(srv: &mut Server, client: &mut super::Client) -> bool {
+    let lim = srv.config.settings().obuf_normal;
+    output_over(lim, &mut srv.stats, client)
+}
+
+fn output_over(
+    lim: crate::config::OutputLimit,
+    stats: &mut super::stats::Stats,
+    client: &mut super::Client,
+) -> bool {
+    let pending = client.obuf_bytes;
+    let now = now_ms();
+    let mut over = lim.hard_bytes > 0 && pending >= lim.hard_bytes;
+    if lim.soft_bytes > 0 && pending >= lim.soft_bytes {
+        if client.obuf_soft_since_ms == 0 {
+            client.obuf_soft_since_ms = now;
+        } else if now - client.obuf_soft_since_ms >= lim.soft_seconds as i64 * 1000 {
+            over = true;
+        }
+    } else {
+        client.obuf_soft_since_ms = 0;
+    }
+    if over {
+        stats.client_output_buffer_limit_disconnections += 1;
+        warning!(
+            "Client {} scheduled to be closed ASAP for overcoming of output buffer limits.",
+            client.info_line(now)
+        );
+    }
+    over
+}
+
+pub const PROTECTED_MODE_DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+
+fn set_keepalive(stream: &TcpStream, secs: u64) {
+    if secs == 0 {
+        return;
+    }
+    let fd = stream.as_raw_fd();
+    let on: libc::c_int = 1;
+    let idle = secs as libc::c_int;
+    let intvl = (secs / 3).max(1) as libc::c_int;
+    let cnt: libc::c_int = 3;
+    // SAFETY: plain setsockopt calls on a socket we own, with correctly sized ints.
+    unsafe {
+        let sz = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_KEEPALIVE,
+            &on as *const _ as *const libc::c_void,
+            sz,
+        );
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_KEEPIDLE,
+            &idle as *const _ as *const libc::c_void,
+            sz,
+        );
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_KEEPINTVL,
+            &intvl as *const _ as *const libc::c_void,
+            sz,
+        );
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_KEEPCNT,
+            &cnt as *const _ as *const libc::c_void,
+            sz,
+        );
+    }
+}
+
+/// Starts the server: binds, logs, serves until shutdown.
+pub fn serve(mut srv: Server) -> io::Result<()> {
+    let s = srv.config.settings().clone();
+    let listeners = if s.port == 0 {
+        vec![]
+    } else {
+        bind_listeners(&s.bind, s.port)?
+    };
+    let mut el = EventLoop::new(listeners)?;
+    let addrs = el.local_addrs();
+    if let Some(a) = addrs.first() {
+        srv.tcp_port = a.port();
+    }
+    notice!("Server initialized");
+    notice!("Ready to accept connections tcp");
+    let result = el.run(&mut srv);
+    notice!("User requested shutdown...");
+    notice!("cairn is now ready to exit, bye bye...");
+    let _ = el.connected();
+    result
+}

@@ -1,0 +1,355 @@
+//! The executor's state and the command pipeline: lookup, arity, auth, memory checks,
+//! execution, statistics. The socket side lives in [`event_loop`] (and I/O threads).
+//!
+//! Architecture invariant: everything here runs on the executor thread, one command at a
+//! time; nothing here blocks on a socket or a disk.
+
+pub mod client;
+pub mod event_loop;
+pub mod log;
+pub mod stats;
+
+pub use client::Client;
+
+use crate::arena::Arena;
+use crate::commands::{self, Args, CmdError, CommandSpec, CommandTable, Ctx};
+use crate::config::Config;
+use crate::keyspace::evict::EvictionPool;
+use crate::keyspace::Keyspace;
+use crate::protocol::reply::Reply;
+use crate::util::{now_ms, now_us};
+use stats::{CommandStats, LatencyMonitor, SlowLog, Stats};
+use std::time::Instant;
+
+/// Fixed overhead counted in `used_memory` besides the arena (executor structures).
+pub const BASE_OVERHEAD_BYTES: u64 = 1 << 20;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShutdownRequest {
+    Save,
+    NoSave,
+    Default,
+}
+
+pub struct Server {
+    pub ks: Keyspace,
+    pub config: Config,
+    pub commands: CommandTable,
+    pub cmdstats: CommandStats,
+    pub stats: Stats,
+    pub slowlog: SlowLog,
+    pub latency: LatencyMonitor,
+    pub eviction_pool: EvictionPool,
+    pub run_id: String,
+    pub start_ms: i64,
+    pub start_instant: Instant,
+    /// Changes since the last save (INFO rdb_changes_since_last_save).
+    pub dirty: u64,
+    pub lastsave_s: i64,
+    pub shutdown: Option<ShutdownRequest>,
+    pub active_expire_enabled: bool,
+    pub next_client_id: u64,
+    /// Clients by slot; the one executing is taken out for the duration of its command.
+    pub clients: Vec<Option<Box<Client>>>,
+    /// Client ids to disconnect (CLIENT KILL), applied by the event loop.
+    pub kill_queue: Vec<u64>,
+    /// Bytes held by client query/output buffers (maintained by the event loop).
+    pub client_buffer_bytes: u64,
+    pub tcp_port: u16,
+    pub executable: String,
+}
+
+impl Server {
+    pub fn new(config: Config) -> Result<Server, crate::arena::ArenaError> {
+        let s = config.settings().clone();
+        let seed = {
+            let mut r = crate::util::Rng::from_time();
+            [r.next_u64(), r.next_u64()]
+        };
+        let arena = Arena::new(s.arena_reserve_bytes, seed)?;
+        let mut ks = Keyspace::new(arena, s.databases);
+        ks.lfu = s.maxmemory_policy.is_lfu();
+        ks.lfu_log_factor = s.lfu_log_factor;
+        ks.lfu_decay_time_min = s.lfu_decay_time;
+        let mut rng = crate::util::Rng::from_time();
+        let run_id: String = (0..40)
+            .map(|_| char::from_digit(rng.below(16) as u32, 16).unwrap_or('0'))
+            .collect();
+        let commands = CommandTable::build();
+        Ok(Server {
+            ks,
+            cmdstats: CommandStats::default(),
+            commands,
+            stats: Stats::default(),
+            slowlog: SlowLog::default(),
+            latency: LatencyMonitor::default(),
+            eviction_pool: EvictionPool::default(),
+            run_id,
+            start_ms: now_ms(),
+            start_instant: Instant::now(),
+            dirty: 0,
+            lastsave_s: now_ms() / 1000,
+            shutdown: None,
+            active_expire_enabled: true,
+            next_client_id: 1,
+            clients: Vec::new(),
+            kill_queue: Vec::new(),
+            client_buffer_bytes: 0,
+            tcp_port: s.port,
+            executable: std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            config,
+        })
+    }
+
+    /// Re-reads settings after CONFIG SET.
+    pub fn apply_config(&mut self) {
+        let s = self.config.settings();
+        self.ks.lfu = s.maxmemory_policy.is_lfu();
+        self.ks.lfu_log_factor = s.lfu_log_factor;
+        self.ks.lfu_decay_time_min = s.lfu_decay_time;
+        let max = s.slowlog_max_len;
+        self.slowlog.trim(max);
+    }
+
+    /// `used_memory`: the arena's real use plus client buffers and a fixed overhead.
+    pub fn used_memory(&self) -> u64 {
+        self.ks.arena.used_bytes() + self.client_buffer_bytes + BASE_OVERHEAD_BYTES
+    }
+
+    /// Memory counted against `maxmemory` (as Redis, client buffers count too).
+    fn memory_for_maxmemory(&self) -> u64 {
+        self.used_memory()
+    }
+
+    /// Evicts until under `maxmemory`. Err when the policy cannot free enough.
+    pub fn perform_evictions(&mut self) -> Result<(), CmdError> {
+        let s = self.config.settings();
+        let max = s.maxmemory;
+        if max == 0 {
+            return Ok(());
+        }
+        let (policy, samples) = (s.maxmemory_policy, s.maxmemory_samples);
+        let start = Instant::now();
+        while self.memory_for_maxmemory() > max {
+            if !self
+                .ks
+                .evict_one(policy, samples, &mut self.eviction_pool, now_ms())
+            {
+                return Err(CmdError::Oom);
+            }
+            // Bounded effort per command, as Redis's eviction tenacity.
+            if start.elapsed().as_micros() > 500 {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn alloc_client(&mut self, addr: String, laddr: String) -> Box<Client> {
+        let id = self.next_client_id;
+        self.next_client_id += 1;
+        Box::new(Client::new(id, addr, laddr, now_ms()))
+    }
+
+    /// Runs one command for `client`, appending its reply to `out`.
+    pub fn execute(&mut self, client: &mut Client, args: Args, out: &mut Vec<u8>) {
+        let now = now_ms();
+        client.last_interaction_ms = now;
+        let mark = out.len();
+        self.execute_inner(client, args, out, now);
+        match client.reply_mode {
+            client::ReplyMode::On => {}
+            client::ReplyMode::Off => out.truncate(mark),
+            client::ReplyMode::SkipNext => client.reply_mode = client::ReplyMode::Skip,
+            client::ReplyMode::Skip => {
+                out.truncate(mark);
+                client.reply_mode = client::ReplyMode::On;
+            }
+        }
+    }
+
+    fn execute_inner(&mut self, client: &mut Client, args: Args, out: &mut Vec<u8>, now: i64) {
+        let mut reply = Reply::new(out, client.resp);
+        let name = args.get(0);
+        let Some(mut spec) = self.commands.lookup(name) else {
+            self.stats.unknown_commands += 1;
+            let mut rest = String::new();
+            for i in 1..args.len() {
+                if rest.len() >= 128 {
+                    break;
+                }
+                let a = String::from_utf8_lossy(args.get(i));
+                let room = 128 - rest.len();
+                let a: String = a.chars().take(room).collect();
+                rest.push_str(&format!("'{a}' "));
+            }
+            let name = String::from_utf8_lossy(name);
+            let name: String = name.chars().take(128).collect();
+            reply.error(&format!(
+                "ERR unknown command '{name}', with args beginning with: {rest}"
+            ));
+            return;
+        };
+        let mut parent: Option<&'static CommandSpec> = None;
+        if !spec.subcommands.is_empty() && args.len() >= 2 {
+            let sub = args.get(1);
+            match spec
+                .subcommands
+                .iter()
+                .find(|s| s.name.as_bytes().eq_ignore_ascii_case(sub))
+            {
+                Some(s) => {
+                    parent = Some(spec);
+                    spec = s;
+                }
+                None => {
+                    if !self.client_may_run(client, spec) {
+                        reply.error("NOAUTH Authentication required.");
+                        return;
+                    }
+                    let sub = String::from_utf8_lossy(sub);
+                    let sub: String = sub.chars().take(128).collect();
+                    reply.error(&format!(
+                        "ERR unknown subcommand '{sub}'. Try {} HELP.",
+                        spec.name.to_uppercase()
+                    ));
+                    return;
+                }
+            }
+        }
+        if !self.client_may_run(client, spec) {
+            reply.error("NOAUTH Authentication required.");
+            return;
+        }
+        if !spec.arity_ok(args.len()) {
+            let full = match parent {
+                Some(p) => commands::full_name(p, spec),
+                None => spec.name.to_string(),
+            };
+            self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
+            if parent.is_none() && !spec.subcommands.is_empty() {
+                reply.error(&format!(
+                    "ERR wrong number of arguments for '{full}' command"
+                ));
+            } else {
+                reply.error(&format!(
+                    "ERR wrong number of arguments for '{full}' command"
+                ));
+            }
+            return;
+        }
+        if spec.flags & commands::PROTECTED != 0 {
+            let setting = self.config.settings().enable_debug_command.as_str();
+            let allowed = setting == "yes" || (setting == "local" && client.is_local());
+            if !allowed {
+                self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
+                reply.error(&format!(
+                    "ERR {} command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
+                    spec.name.to_uppercase()
+                ));
+                return;
+            }
+        }
+        if spec.flags & commands::DENYOOM != 0 && self.config.settings().maxmemory > 0 {
+            if let Err(e) = self.perform_evictions() {
+                self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
+                reply.error(&e.to_string());
+                return;
+            }
+        }
+        // Leave room in the arena's address space so a write can never exhaust it.
+        if spec.flags & commands::WRITE != 0
+            && self.ks.arena.headroom_bytes() < ARENA_HEADROOM_BYTES
+        {
+            self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
+            reply.error(&CmdError::Oom.to_string());
+            return;
+        }
+        client.last_cmd = spec.name;
+        let start = now_us();
+        let mut ctx = Ctx {
+            srv: self,
+            client,
+            args,
+            out: reply,
+            now_ms: now,
+            spec,
+        };
+        let result = (spec.handler)(&mut ctx);
+        let failed = if let Err(e) = result {
+            ctx.out.error(&e.to_string());
+            true
+        } else {
+            false
+        };
+        let dur_us = (now_us() - start).max(0) as u64;
+        self.stats.total_commands_processed += 1;
+        let st = self.cmdstats.get_mut(spec, parent);
+        st.calls += 1;
+        st.usec += dur_us;
+        if failed {
+            st.failed_calls += 1;
+        }
+        if spec.flags & commands::SKIP_SLOWLOG == 0 {
+            let threshold = self.config.settings().slowlog_log_slower_than;
+            if threshold >= 0 && dur_us as i64 >= threshold {
+                let max = self.config.settings().slowlog_max_len;
+                self.slowlog.push(args, dur_us, client, max);
+            }
+        }
+        let lat_threshold_ms = self.config.settings().latency_monitor_threshold;
+        if lat_threshold_ms > 0 && dur_us / 1000 >= lat_threshold_ms as u64 {
+            let event = if spec.flags & commands::FAST != 0 {
+                "fast-command"
+            } else {
+                "command"
+            };
+            self.latency.add(event, dur_us / 1000, now / 1000);
+        }
+    }
+
+    fn client_may_run(&self, client: &Client, spec: &CommandSpec) -> bool {
+        client.authenticated
+            || spec.flags & commands::NO_AUTH != 0
+            || self.config.settings().requirepass.is_none()
+    }
+
+    /// Periodic work (Redis's serverCron), run `hz` times a second by the event loop.
+    /// Every step is bounded in time.
+    pub fn cron(&mut self) {
+        let s = self.config.settings();
+        let hz = s.hz.max(1);
+        let effort = s.active_expire_effort;
+        if self.active_expire_enabled {
+            // Redis's slow cycle: at most 25 % of the time between two cron runs.
+            let budget = std::time::Duration::from_micros(250_000 / hz as u64);
+            self.ks.active_expire_cycle(now_ms(), budget, effort);
+        }
+        if s.activerehashing {
+            let start = Instant::now();
+            while self.ks.rehash_step_all(100) && start.elapsed().as_micros() < 1000 {}
+        }
+        self.lazyfree_slice(std::time::Duration::from_millis(2));
+        if self.config.settings().maxmemory > 0 {
+            let _ = self.perform_evictions();
+        }
+    }
+
+    /// Frees flushed databases for at most `budget`. Returns true if work remains.
+    pub fn lazyfree_slice(&mut self, budget: std::time::Duration) -> bool {
+        let start = Instant::now();
+        while self.ks.lazyfree_step(LAZYFREE_ENTRIES_PER_STEP) {
+            if start.elapsed() >= budget {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// Entries freed per lazy-free step (a step takes well under 100 µs).
+pub const LAZYFREE_ENTRIES_PER_STEP: usize = 1024;
+/// Writes are refused when the arena's reserved address space has less than this left.
+pub const ARENA_HEADROOM_BYTES: u64 = 1 << 30;

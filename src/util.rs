@@ -1,0 +1,316 @@
+//! Small helpers shared by the command families: Redis's strict number parsing, glob
+//! matching, a fast PRNG and clocks.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Wall-clock milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Wall-clock microseconds since the Unix epoch.
+pub fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+/// xorshift64* — fast, good enough for sampling; never for anything secret.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn from_time() -> Rng {
+        Rng::new(now_us() as u64 ^ (std::process::id() as u64) << 32)
+    }
+    #[inline]
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in `0..n` (n > 0).
+    #[inline]
+    pub fn below(&mut self, n: u64) -> u64 {
+        debug_assert!(n > 0);
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+/// Redis's `string2ll`: strict decimal i64 — no spaces, no '+', no leading zeros, no "-0".
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    if s == b"0" {
+        return Some(0);
+    }
+    let (neg, digits) = match s[0] {
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || !(b'1'..=b'9').contains(&digits[0]) {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+    }
+    if neg {
+        if v > i64::MAX as u64 + 1 {
+            None
+        } else {
+            Some((v as i64).wrapping_neg())
+        }
+    } else if v > i64::MAX as u64 {
+        None
+    } else {
+        Some(v as i64)
+    }
+}
+
+/// Redis's `string2ull`-style unsigned parse (used by a few commands).
+pub fn parse_u64(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 20 || s[0] == b'-' || s[0] == b'+' {
+        return None;
+    }
+    if s.len() > 1 && s[0] == b'0' {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in s {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+    }
+    Some(v)
+}
+
+/// Redis's `strtod`-based float parsing for commands such as INCRBYFLOAT's argument and
+/// score arguments: rejects empty strings, leading spaces, trailing garbage and NaN.
+pub fn parse_f64(s: &[u8]) -> Option<f64> {
+    if s.is_empty() || s[0].is_ascii_whitespace() {
+        return None;
+    }
+    let st = std::str::from_utf8(s).ok()?;
+    let lower = st.to_ascii_lowercase();
+    let v = match lower.as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        _ => {
+            // Rust accepts forms strtod would not ("1_0" no, but "infinity" handled above);
+            // reject anything but [+-]digits[.digits][e[+-]digits] and hex is not needed.
+            if !st
+                .bytes()
+                .all(|c| c.is_ascii_digit() || matches!(c, b'+' | b'-' | b'.' | b'e' | b'E'))
+            {
+                return None;
+            }
+            st.parse::<f64>().ok()?
+        }
+    };
+    if v.is_nan() {
+        None
+    } else {
+        Some(v)
+    }
+}
+
+/// Formats an i64 into `buf` without allocating; returns the written slice.
+pub fn fmt_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut n = v.unsigned_abs();
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    &buf[i..]
+}
+
+/// Redis's `stringmatchlen`: glob-style matching with `*`, `?`, `[...]`, `[^...]`, ranges
+/// and `\` escapes. `nocase` folds ASCII case.
+pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
+    glob_match_impl(pattern, string, nocase, 0)
+}
+
+const GLOB_MAX_DEPTH: usize = 1000;
+
+fn glob_match_impl(mut p: &[u8], mut s: &[u8], nocase: bool, depth: usize) -> bool {
+    // Redis bounds the recursion too (pathological patterns like "a*a*a*...").
+    if depth > GLOB_MAX_DEPTH {
+        return false;
+    }
+    let fold = |c: u8| if nocase { c.to_ascii_lowercase() } else { c };
+    while !p.is_empty() && !s.is_empty() {
+        match p[0] {
+            b'*' => {
+                while p.len() > 1 && p[1] == b'*' {
+                    p = &p[1..];
+                }
+                if p.len() == 1 {
+                    return true;
+                }
+                while !s.is_empty() {
+                    if glob_match_impl(&p[1..], s, nocase, depth + 1) {
+                        return true;
+                    }
+                    s = &s[1..];
+                }
+                return false;
+            }
+            b'?' => {
+                s = &s[1..];
+            }
+            b'[' => {
+                p = &p[1..];
+                let not = !p.is_empty() && p[0] == b'^';
+                if not {
+                    p = &p[1..];
+                }
+                let mut matched = false;
+                loop {
+                    if p.is_empty() {
+                        // Unterminated class: Redis steps back so the '[' is consumed.
+                        break;
+                    }
+                    if p[0] == b'\\' && p.len() >= 2 {
+                        p = &p[1..];
+                        if p[0] == s[0] {
+                            matched = true;
+                        }
+                    } else if p[0] == b']' {
+                        break;
+                    } else if p.len() >= 3 && p[1] == b'-' {
+                        let (mut start, mut end) = (p[0], p[2]);
+                        if start > end {
+                            std::mem::swap(&mut start, &mut end);
+                        }
+                        let c = fold(s[0]);
+                        if c >= fold(start) && c <= fold(end) {
+                            matched = true;
+                        }
+                        p = &p[2..];
+                    } else if fold(p[0]) == fold(s[0]) {
+                        matched = true;
+                    }
+                    p = &p[1..];
+                }
+                if p.is_empty() {
+                    // Pattern ended inside the class; keep Redis's lenient behaviour.
+                    if not {
+                        matched = !matched;
+                    }
+                    if !matched {
+                        return false;
+                    }
+                    s = &s[1..];
+                    return s.is_empty();
+                }
+                if not {
+                    matched = !matched;
+                }
+                if !matched {
+                    return false;
+                }
+                s = &s[1..];
+            }
+            b'\\' if p.len() >= 2 => {
+                p = &p[1..];
+                if fold(p[0]) != fold(s[0]) {
+                    return false;
+                }
+                s = &s[1..];
+            }
+            c => {
+                if fold(c) != fold(s[0]) {
+                    return false;
+                }
+                s = &s[1..];
+            }
+        }
+        p = &p[1..];
+        if s.is_empty() {
+            while !p.is_empty() && p[0] == b'*' {
+                p = &p[1..];
+            }
+            break;
+        }
+    }
+    p.is_empty() && s.is_empty()
+}
+
+/// ASCII-lowercases into a stack buffer when short (command names), else allocates.
+pub fn eq_ignore_case(a: &[u8], b: &str) -> bool {
+    a.eq_ignore_ascii_case(b.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_i64_is_strict_like_redis() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"-1"), Some(-1));
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        for bad in [
+            &b""[..],
+            b"-0",
+            b"01",
+            b"+1",
+            b" 1",
+            b"1 ",
+            b"9223372036854775808",
+            b"1.0",
+            b"-",
+        ] {
+            assert_eq!(parse_i64(bad), None, "{:?}", std::str::from_utf8(bad));
+        }
+    }
+
+    #[test]
+    fn glob_matches_like_redis() {
+        assert!(glob_match(b"*", b"anything", false));
+        assert!(glob_match(b"h?llo", b"hello", false));
+        assert!(glob_match(b"h[ae]llo", b"hallo", false));
+        assert!(!glob_match(b"h[^e]llo", b"hello", false));
+        assert!(glob_match(b"h[a-b]llo", b"hbllo", false));
+        assert!(glob_match(b"h\\*llo", b"h*llo", false));
+        assert!(!glob_match(b"h\\*llo", b"hello", false));
+        assert!(glob_match(b"HELLO", b"hello", true));
+        assert!(glob_match(b"a*", b"a", false));
+        assert!(!glob_match(b"a*b", b"a", false));
+        assert!(glob_match(b"*a*a*a*b", b"aaaaaaab", false));
+    }
+
+    #[test]
+    fn fmt_i64_round_trips() {
+        let mut b = [0u8; 20];
+        for v in [0, 1, -1, 42, i64::MAX, i64::MIN, 1000] {
+            assert_eq!(fmt_i64(v, &mut b), v.to_string().as_bytes());
+        }
+    }
+}

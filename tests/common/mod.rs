@@ -1,0 +1,230 @@
+//! Shared helpers for black-box tests: start a real `cairn-server` (or Debian's
+//! `redis-server` for differential tests) on a free loopback port, talk to it with the
+//! `redis` crate or raw RESP bytes.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A server process that is killed when dropped.
+pub struct ServerProc {
+    pub child: Child,
+    pub port: u16,
+    pub dir: PathBuf,
+}
+
+impl Drop for ServerProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let d = std::env::temp_dir().join(format!("cairn-test-{tag}-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn wait_ready(port: u16, child: &mut Child) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            if s.write_all(b"PING\r\n").is_ok() {
+                let mut buf = [0u8; 64];
+                if let Ok(n) = s.read(&mut buf) {
+                    if n > 0 {
+                        return;
+                    }
+                }
+            }
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("server exited during startup: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("server on port {port} did not become ready");
+}
+
+/// Starts cairn-server with extra `--option value` arguments.
+pub fn start_cairn(args: &[&str]) -> ServerProc {
+    let port = free_port();
+    let dir = temp_dir("cairn");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn-server"));
+    cmd.arg("--port")
+        .arg(port.to_string())
+        .arg("--dir")
+        .arg(&dir);
+    cmd.args(args);
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("spawn cairn-server");
+    wait_ready(port, &mut child);
+    ServerProc { child, port, dir }
+}
+
+/// Path of Debian's redis-server, or a panic that says how to install it.
+pub fn redis_server_path() -> String {
+    for p in ["/usr/bin/redis-server", "/usr/local/bin/redis-server"] {
+        if std::path::Path::new(p).exists() {
+            return p.to_string();
+        }
+    }
+    panic!("redis-server is needed for differential tests: apt-get install -y redis-server redis-tools");
+}
+
+/// Starts Debian's redis-server 7 with persistence off and extra arguments.
+pub fn start_redis(args: &[&str]) -> ServerProc {
+    let port = free_port();
+    let dir = temp_dir("redis");
+    let mut cmd = Command::new(redis_server_path());
+    cmd.arg("--port")
+        .arg(port.to_string())
+        .arg("--dir")
+        .arg(&dir);
+    cmd.args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"]);
+    cmd.args(args);
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("spawn redis-server");
+    wait_ready(port, &mut child);
+    ServerProc { child, port, dir }
+}
+
+pub fn client(port: u16) -> redis::Connection {
+    let c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    c.get_connection().unwrap()
+}
+
+/// A raw RESP connection for byte-exact checks.
+pub struct Raw {
+    pub s: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Raw {
+    pub fn connect(port: u16) -> Raw {
+        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.set_nodelay(true).unwrap();
+        Raw { s, buf: Vec::new() }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.s.write_all(bytes).unwrap();
+    }
+
+    /// Encodes args as a RESP multibulk command and sends it.
+    pub fn cmd(&mut self, args: &[&[u8]]) {
+        self.send(&encode(args));
+    }
+
+    /// Reads exactly one RESP reply (any type, nested) and returns its raw bytes.
+    pub fn reply(&mut self) -> Vec<u8> {
+        loop {
+            if let Some(n) = reply_len(&self.buf) {
+                return self.buf.drain(..n).collect();
+            }
+            let mut tmp = [0u8; 65536];
+            let n = self.s.read(&mut tmp).expect("read reply");
+            assert!(
+                n > 0,
+                "connection closed while waiting for a reply; got so far {:?}",
+                String::from_utf8_lossy(&self.buf)
+            );
+            self.buf.extend_from_slice(&tmp[..n]);
+        }
+    }
+
+    /// Sends a command and returns its raw reply.
+    pub fn call(&mut self, args: &[&str]) -> Vec<u8> {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        self.cmd(&a);
+        self.reply()
+    }
+
+    /// True if the server closed the connection (reads EOF) within the timeout.
+    pub fn closed(&mut self) -> bool {
+        let mut tmp = [0u8; 4096];
+        loop {
+            match self.s.read(&mut tmp) {
+                Ok(0) => return true,
+                Ok(n) => self.buf.extend_from_slice(&tmp[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+pub fn encode(args: &[&[u8]]) -> Vec<u8> {
+    let mut v = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        v.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        v.extend_from_slice(a);
+        v.extend_from_slice(b"\r\n");
+    }
+    v
+}
+
+fn line_end(b: &[u8], from: usize) -> Option<usize> {
+    b[from..]
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .map(|p| from + p)
+}
+
+/// Length of the first complete RESP value in `b`, if complete.
+pub fn reply_len(b: &[u8]) -> Option<usize> {
+    value_end(b, 0)
+}
+
+fn value_end(b: &[u8], at: usize) -> Option<usize> {
+    if at >= b.len() {
+        return None;
+    }
+    let e = line_end(b, at)?;
+    let head = std::str::from_utf8(&b[at + 1..e]).ok()?;
+    match b[at] {
+        b'+' | b'-' | b':' | b',' | b'#' | b'_' | b'(' => Some(e + 2),
+        b'$' | b'=' | b'!' => {
+            let n: i64 = head.parse().ok()?;
+            if n < 0 {
+                return Some(e + 2);
+            }
+            let end = e + 2 + n as usize + 2;
+            (end <= b.len()).then_some(end)
+        }
+        b'*' | b'~' | b'>' | b'%' | b'|' => {
+            let n: i64 = head.parse().ok()?;
+            let mut pos = e + 2;
+            if n < 0 {
+                return Some(pos);
+            }
+            let items = if matches!(b[at], b'%' | b'|') {
+                2 * n
+            } else {
+                n
+            };
+            for _ in 0..items {
+                pos = value_end(b, pos)?;
+            }
+            Some(pos)
+        }
+        _ => panic!("not RESP: {:?}", String::from_utf8_lossy(&b[at..])),
+    }
+}
