@@ -5,6 +5,7 @@
 //! Architecture invariant: command code never touches a socket or a file descriptor; it
 //! reads its arguments from [`Ctx::args`] and writes RESP into [`Ctx::out`].
 
+pub mod bits;
 pub mod connection;
 pub mod keys;
 pub mod server;
@@ -223,8 +224,9 @@ pub struct CommandTable {
     pub all: Vec<&'static CommandSpec>,
 }
 
-pub fn all_families() -> [&'static [CommandSpec]; 4] {
+pub fn all_families() -> [&'static [CommandSpec]; 5] {
     [
+        bits::COMMANDS,
         connection::COMMANDS,
         keys::COMMANDS,
         server::COMMANDS,
