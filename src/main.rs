@@ -66,7 +66,13 @@ fn main() {
             std::process::exit(1);
         }
     };
-    if let Err(e) = event_loop::serve(srv) {
+    // As Valkey: `io-threads N` counts the main thread, so N - 1 threads do socket I/O.
+    let result = if s.io_threads > 1 {
+        cairn::server::io_threads::serve_threaded(srv, s.io_threads - 1)
+    } else {
+        event_loop::serve(srv)
+    };
+    if let Err(e) = result {
         warning!("{e}");
         std::process::exit(1);
     }

@@ -14,6 +14,8 @@ pub enum ReplyMode {
 #[derive(Debug)]
 pub struct Client {
     pub id: u64,
+    /// The I/O thread's connection id (threaded mode only).
+    pub conn_id: u64,
     pub name: Option<Vec<u8>>,
     pub db: usize,
     pub resp: Resp,
@@ -39,6 +41,7 @@ impl Client {
     pub fn new(id: u64, addr: String, laddr: String, now_ms: i64) -> Client {
         Client {
             id,
+            conn_id: 0,
             name: None,
             db: 0,
             resp: Resp::V2,

@@ -187,7 +187,7 @@ impl EventLoop {
                 }
                 let slot = t - LISTENER_TOKENS;
                 if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                    self.read_and_process(srv, slot);
+                    self.read_and_process(srv, slot, ev.is_read_closed() || ev.is_error());
                 }
                 if ev.is_writable() {
                     self.write(srv, slot);
@@ -195,7 +195,7 @@ impl EventLoop {
             }
             let again = std::mem::take(&mut self.pending_read);
             for slot in again {
-                self.read_and_process(srv, slot);
+                self.read_and_process(srv, slot, true);
             }
             self.flush_all(srv);
             self.apply_kills(srv);
@@ -267,7 +267,9 @@ impl EventLoop {
         }
     }
 
-    fn read_and_process(&mut self, srv: &mut Server, slot: usize) {
+    /// Reads what the socket has and runs the complete commands. `drain` reads until EOF
+    /// or EAGAIN even after a short read (the peer may have closed).
+    fn read_and_process(&mut self, srv: &mut Server, slot: usize, drain: bool) {
         let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
             return;
         };
@@ -285,9 +287,10 @@ impl EventLoop {
             );
             conn.qbuf.reserve(want);
             let spare = conn.qbuf.spare_capacity_mut();
+            let room = spare.len();
             let fd = conn.stream.as_raw_fd();
             // SAFETY: reading into the Vec's spare capacity; set_len only covers bytes read.
-            let n = unsafe { libc::read(fd, spare.as_mut_ptr() as *mut libc::c_void, spare.len()) };
+            let n = unsafe { libc::read(fd, spare.as_mut_ptr() as *mut libc::c_void, room) };
             if n > 0 {
                 let n = n as usize;
                 // SAFETY: the kernel initialised n bytes.
@@ -300,6 +303,11 @@ impl EventLoop {
                 if read_total >= READ_BUDGET_BYTES {
                     conn.more_to_read = true;
                     self.pending_read.push(slot);
+                    break;
+                }
+                // A short read drained the socket: with edge-triggered epoll, bytes that
+                // arrive later raise a new event, so no second read (EAGAIN) is needed.
+                if n < room && !drain {
                     break;
                 }
                 continue;

@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod event_loop;
+pub mod io_threads;
 pub mod log;
 pub mod stats;
 

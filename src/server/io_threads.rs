@@ -1,0 +1,760 @@
+//! I/O threads (`io-threads N`, N > 1): N threads own the sockets — accept, read, parse
+//! RESP, write replies — and the executor thread only runs commands.
+//!
+//! Flow, per connection: an I/O thread parses every complete command it has into one
+//! [`Batch`] and sends it to the executor; it reads no further commands of that connection
+//! until the executor's [`Reply`] comes back (one batch in flight per connection keeps
+//! commands in order and bounds every queue by the number of connections). The executor
+//! answers through a per-thread inbox and wakes the thread with its mio `Waker`.
+
+use super::stats::Stats;
+use super::Server;
+use crate::commands::Args;
+use crate::protocol::parser::{ArgSource, Parse, ParseLimits, RequestParser};
+use crate::util::now_ms;
+use crate::{notice, verbose, warning};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::event_loop::{bind_listeners, READ_BUDGET_BYTES, READ_CHUNK_BYTES, SHUTDOWN_SIGNAL, WRITE_BUDGET_BYTES};
+
+/// Messages queued from all I/O threads to the executor. The queue is bounded; a thread
+/// that finds it full keeps its batches locally (at most one per connection) and retries.
+pub const EXECUTOR_QUEUE_LEN: usize = 4096;
+const WAKER_TOKEN: Token = Token(usize::MAX - 1);
+const LISTENER_TOKEN_BASE: usize = usize::MAX - 64;
+
+/// Connection id: thread index in the top 8 bits, a per-thread sequence below.
+type ConnId = u64;
+
+/// Complete commands of one connection, copied out of its query buffer.
+pub struct Batch {
+    conn: ConnId,
+    data: Vec<u8>,
+    args: Vec<(usize, usize)>,
+    /// (first arg index, argc) per command.
+    cmds: Vec<(usize, usize)>,
+    /// A protocol error after the commands: reply with it and close.
+    error: Option<String>,
+}
+
+enum ToExecutor {
+    Connected { conn: ConnId, addr: String, laddr: String, fd: i32 },
+    Batch(Batch),
+    Closed { conn: ConnId },
+}
+
+struct ToIo {
+    conn: ConnId,
+    out: Vec<u8>,
+    close: bool,
+    authenticated: bool,
+}
+
+/// Settings the I/O threads read; the executor refreshes them after CONFIG SET.
+#[derive(Default)]
+pub struct SharedLimits {
+    pub proto_max_bulk_len: AtomicU64,
+    pub client_query_buffer_limit: AtomicU64,
+    pub obuf_hard_bytes: AtomicU64,
+    pub obuf_soft_bytes: AtomicU64,
+    pub obuf_soft_seconds: AtomicU64,
+    pub maxclients: AtomicUsize,
+    pub requirepass_set: AtomicBool,
+    pub timeout_s: AtomicU64,
+}
+
+impl SharedLimits {
+    fn refresh(&self, srv: &Server) {
+        let s = srv.config.settings();
+        self.proto_max_bulk_len.store(s.proto_max_bulk_len as u64, Ordering::Relaxed);
+        self.client_query_buffer_limit.store(s.client_query_buffer_limit, Ordering::Relaxed);
+        self.obuf_hard_bytes.store(s.obuf_normal.hard_bytes, Ordering::Relaxed);
+        self.obuf_soft_bytes.store(s.obuf_normal.soft_bytes, Ordering::Relaxed);
+        self.obuf_soft_seconds.store(s.obuf_normal.soft_seconds, Ordering::Relaxed);
+        self.maxclients.store(s.maxclients, Ordering::Relaxed);
+        self.requirepass_set.store(s.requirepass.is_some(), Ordering::Relaxed);
+        self.timeout_s.store(s.timeout_s, Ordering::Relaxed);
+    }
+}
+
+/// Counters the I/O threads keep (summed into INFO by the executor).
+#[derive(Default)]
+pub struct IoCounters {
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+    pub reads_processed: AtomicU64,
+    pub writes_processed: AtomicU64,
+    pub connections_received: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub qbuf_limit_disconnections: AtomicU64,
+    pub obuf_limit_disconnections: AtomicU64,
+}
+
+struct ThreadHandle {
+    inbox: Arc<Mutex<Inbox>>,
+    waker: Arc<Waker>,
+}
+
+#[derive(Default)]
+struct Inbox {
+    replies: Vec<ToIo>,
+    new_conns: Vec<(TcpStream, std::net::SocketAddr)>,
+    shutdown: bool,
+}
+
+struct IoConn {
+    stream: TcpStream,
+    id: ConnId,
+    parser: RequestParser,
+    qbuf: Vec<u8>,
+    out: Vec<u8>,
+    out_pos: usize,
+    in_flight: bool,
+    close_after_write: bool,
+    authenticated: bool,
+    last_activity_ms: i64,
+    obuf_soft_since_ms: i64,
+}
+
+struct IoThread {
+    index: usize,
+    poll: Poll,
+    listeners: Vec<TcpListener>,
+    peers: Vec<ThreadHandle>,
+    me: ThreadHandle,
+    to_exec: SyncSender<ToExecutor>,
+    backlog: Vec<ToExecutor>,
+    conns: Vec<Option<IoConn>>,
+    free: Vec<usize>,
+    by_id: HashMap<ConnId, usize>,
+    next_seq: u64,
+    next_peer: usize,
+    limits: Arc<SharedLimits>,
+    counters: Arc<IoCounters>,
+    connected: Arc<AtomicUsize>,
+}
+
+impl IoThread {
+    fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
+        let mut last_cron = Instant::now();
+        loop {
+            let timeout = if self.backlog.is_empty() {
+                Duration::from_millis(100)
+            } else {
+                Duration::from_millis(1)
+            };
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    warning!("I/O thread {} poll: {e}", self.index);
+                    return;
+                }
+            }
+            for ev in events.iter() {
+                let t = ev.token().0;
+                if t == WAKER_TOKEN.0 {
+                    continue;
+                }
+                if t >= LISTENER_TOKEN_BASE {
+                    self.accept(t - LISTENER_TOKEN_BASE);
+                    continue;
+                }
+                if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                    self.read(t);
+                }
+                if ev.is_writable() {
+                    self.write(t);
+                }
+            }
+            if self.drain_inbox() {
+                // Shutdown: flush what we have and stop.
+                for slot in 0..self.conns.len() {
+                    self.write(slot);
+                }
+                return;
+            }
+            self.flush_backlog();
+            if last_cron.elapsed() >= Duration::from_millis(100) {
+                last_cron = Instant::now();
+                self.cron();
+            }
+        }
+    }
+
+    fn accept(&mut self, li: usize) {
+        loop {
+            let (stream, peer) = match self.listeners[li].accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    warning!("Accepting client connection: {e}");
+                    return;
+                }
+            };
+            self.counters.connections_received.fetch_add(1, Ordering::Relaxed);
+            if self.connected.load(Ordering::Relaxed) >= self.limits.maxclients.load(Ordering::Relaxed) {
+                self.counters.rejected_connections.fetch_add(1, Ordering::Relaxed);
+                let mut s = stream;
+                let _ = s.write(b"-ERR max number of clients reached\r\n");
+                continue;
+            }
+            self.connected.fetch_add(1, Ordering::Relaxed);
+            // Spread connections over the threads round-robin.
+            let target = self.next_peer % (self.peers.len() + 1);
+            self.next_peer += 1;
+            if target == self.index || target > self.peers.len() {
+                self.adopt(stream, peer);
+            } else {
+                let h = &self.peers[if target < self.index { target } else { target - 1 }];
+                h.inbox.lock().unwrap_or_else(|e| e.into_inner()).new_conns.push((stream, peer));
+                let _ = h.waker.wake();
+            }
+        }
+    }
+
+    fn adopt(&mut self, mut stream: TcpStream, peer: std::net::SocketAddr) {
+        let _ = stream.set_nodelay(true);
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        if self
+            .poll
+            .registry()
+            .register(&mut stream, Token(slot), Interest::READABLE | Interest::WRITABLE)
+            .is_err()
+        {
+            self.free.push(slot);
+            self.connected.fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
+        let id = ((self.index as u64) << 56) | self.next_seq;
+        self.next_seq += 1;
+        let laddr = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        let fd = stream.as_raw_fd();
+        self.conns[slot] = Some(IoConn {
+            stream,
+            id,
+            parser: RequestParser::new(),
+            qbuf: Vec::new(),
+            out: Vec::new(),
+            out_pos: 0,
+            in_flight: false,
+            close_after_write: false,
+            authenticated: !self.limits.requirepass_set.load(Ordering::Relaxed),
+            last_activity_ms: now_ms(),
+            obuf_soft_since_ms: 0,
+        });
+        self.by_id.insert(id, slot);
+        self.send(ToExecutor::Connected {
+            conn: id,
+            addr: peer.to_string(),
+            laddr,
+            fd,
+        });
+    }
+
+    fn send(&mut self, msg: ToExecutor) {
+        if !self.backlog.is_empty() {
+            self.backlog.push(msg);
+            return;
+        }
+        match self.to_exec.try_send(msg) {
+            Ok(()) => {}
+            Err(TrySendError::Full(m)) => self.backlog.push(m),
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+
+    fn flush_backlog(&mut self) {
+        while !self.backlog.is_empty() {
+            let m = self.backlog.remove(0);
+            match self.to_exec.try_send(m) {
+                Ok(()) => {}
+                Err(TrySendError::Full(m)) => {
+                    self.backlog.insert(0, m);
+                    return;
+                }
+                Err(TrySendError::Disconnected(_)) => return,
+            }
+        }
+    }
+
+    fn read(&mut self, slot: usize) {
+        let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else { return };
+        let limit = self.limits.client_query_buffer_limit.load(Ordering::Relaxed) as usize;
+        let mut eof = false;
+        let mut total = 0;
+        loop {
+            let want = READ_CHUNK_BYTES.max(conn.parser.pending_bulk_bytes(conn.qbuf.len()).min(READ_BUDGET_BYTES));
+            conn.qbuf.reserve(want);
+            let spare = conn.qbuf.spare_capacity_mut();
+            // SAFETY: reading into the Vec's spare capacity; set_len only covers bytes read.
+            let n = unsafe { libc::read(conn.stream.as_raw_fd(), spare.as_mut_ptr() as *mut libc::c_void, spare.len()) };
+            if n > 0 {
+                // SAFETY: the kernel initialised n bytes.
+                unsafe { conn.qbuf.set_len(conn.qbuf.len() + n as usize) };
+                total += n as usize;
+                if conn.qbuf.len() > limit || total >= READ_BUDGET_BYTES {
+                    break;
+                }
+                continue;
+            }
+            if n == 0 {
+                eof = true;
+                break;
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::WouldBlock => break,
+                io::ErrorKind::Interrupted => continue,
+                _ => {
+                    eof = true;
+                    break;
+                }
+            }
+        }
+        conn.last_activity_ms = now_ms();
+        self.counters.net_input_bytes.fetch_add(total as u64, Ordering::Relaxed);
+        self.counters.reads_processed.fetch_add(1, Ordering::Relaxed);
+        if conn.qbuf.len() > limit {
+            warning!("Closing client that reached max query buffer length");
+            self.counters.qbuf_limit_disconnections.fetch_add(1, Ordering::Relaxed);
+            self.close(slot);
+            return;
+        }
+        self.dispatch(slot);
+        if eof {
+            self.write(slot);
+            self.close(slot);
+        } else if total >= READ_BUDGET_BYTES {
+            // Edge-triggered: come back for the rest after others had their turn.
+            let _ = self.me.waker.wake();
+        }
+    }
+
+    /// Sends the connection's complete commands to the executor (if none are in flight).
+    fn dispatch(&mut self, slot: usize) {
+        let Some(conn) = self.conns[slot].as_mut() else { return };
+        if conn.in_flight || conn.close_after_write {
+            return;
+        }
+        let limits = ParseLimits {
+            proto_max_bulk_len: self.limits.proto_max_bulk_len.load(Ordering::Relaxed) as i64,
+            auth_required: !conn.authenticated,
+        };
+        let mut batch = Batch {
+            conn: conn.id,
+            data: Vec::new(),
+            args: Vec::new(),
+            cmds: Vec::new(),
+            error: None,
+        };
+        loop {
+            match conn.parser.next(&conn.qbuf, &limits) {
+                Parse::Command => {
+                    let src: &[u8] = match conn.parser.source {
+                        Some(ArgSource::InlineScratch) => &conn.parser.inline_scratch,
+                        _ => &conn.qbuf,
+                    };
+                    let first = batch.args.len();
+                    for &(s, l) in &conn.parser.args {
+                        batch.args.push((batch.data.len(), l));
+                        batch.data.extend_from_slice(&src[s..s + l]);
+                    }
+                    batch.cmds.push((first, conn.parser.args.len()));
+                    // Before AUTH the limits depend on the executor's answer: one at a time.
+                    if !conn.authenticated {
+                        break;
+                    }
+                }
+                Parse::Incomplete => break,
+                Parse::Error(e) => {
+                    batch.error = Some(e);
+                    conn.close_after_write = true;
+                    break;
+                }
+            }
+        }
+        let consumed = conn.parser.consumed();
+        if consumed == conn.qbuf.len() {
+            conn.qbuf.clear();
+        } else if consumed > 0 {
+            conn.qbuf.drain(..consumed);
+        }
+        conn.parser.shift(consumed);
+        if conn.qbuf.is_empty() && conn.qbuf.capacity() > 4 * READ_CHUNK_BYTES {
+            conn.qbuf = Vec::new();
+        }
+        if batch.cmds.is_empty() && batch.error.is_none() {
+            return;
+        }
+        conn.in_flight = true;
+        self.send(ToExecutor::Batch(batch));
+    }
+
+    fn write(&mut self, slot: usize) {
+        let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else { return };
+        let mut written = 0;
+        while conn.out_pos < conn.out.len() && written < WRITE_BUDGET_BYTES {
+            match conn.stream.write(&conn.out[conn.out_pos..]) {
+                Ok(0) => break,
+                Ok(n) => {
+                    conn.out_pos += n;
+                    written += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.close(slot);
+                    return;
+                }
+            }
+        }
+        if written > 0 {
+            self.counters.net_output_bytes.fetch_add(written as u64, Ordering::Relaxed);
+            self.counters.writes_processed.fetch_add(1, Ordering::Relaxed);
+        }
+        if conn.out_pos == conn.out.len() {
+            conn.out.clear();
+            conn.out_pos = 0;
+            if conn.out.capacity() > 1 << 20 {
+                conn.out = Vec::new();
+            }
+            if conn.close_after_write && !conn.in_flight {
+                self.close(slot);
+            }
+        } else if written >= WRITE_BUDGET_BYTES {
+            let _ = self.me.waker.wake();
+        }
+    }
+
+    fn close(&mut self, slot: usize) {
+        if let Some(mut conn) = self.conns[slot].take() {
+            let _ = self.poll.registry().deregister(&mut conn.stream);
+            self.by_id.remove(&conn.id);
+            self.free.push(slot);
+            self.connected.fetch_sub(1, Ordering::Relaxed);
+            self.send(ToExecutor::Closed { conn: conn.id });
+        }
+    }
+
+    /// Applies the executor's replies and new connections. True on shutdown.
+    fn drain_inbox(&mut self) -> bool {
+        let (replies, new_conns, shutdown) = {
+            let mut inbox = self.me.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            (
+                std::mem::take(&mut inbox.replies),
+                std::mem::take(&mut inbox.new_conns),
+                inbox.shutdown,
+            )
+        };
+        for (stream, peer) in new_conns {
+            self.adopt(stream, peer);
+        }
+        for r in replies {
+            let Some(&slot) = self.by_id.get(&r.conn) else { continue };
+            let Some(conn) = self.conns[slot].as_mut() else { continue };
+            conn.in_flight = false;
+            conn.authenticated = r.authenticated;
+            if conn.out.is_empty() {
+                conn.out = r.out;
+                conn.out_pos = 0;
+            } else {
+                conn.out.extend_from_slice(&r.out);
+            }
+            if r.close {
+                conn.close_after_write = true;
+            }
+            if self.obuf_over_limit(slot) {
+                self.close(slot);
+                continue;
+            }
+            self.write(slot);
+            // Commands that arrived meanwhile go next.
+            if self.conns[slot].is_some() {
+                self.dispatch(slot);
+            }
+        }
+        // Connections whose budgeted reads or writes left work behind.
+        for slot in 0..self.conns.len() {
+            if let Some(c) = self.conns[slot].as_ref() {
+                if c.out_pos < c.out.len() {
+                    self.write(slot);
+                }
+            }
+        }
+        shutdown
+    }
+
+    fn obuf_over_limit(&mut self, slot: usize) -> bool {
+        let Some(conn) = self.conns[slot].as_mut() else { return false };
+        let pending = (conn.out.len() - conn.out_pos) as u64;
+        let hard = self.limits.obuf_hard_bytes.load(Ordering::Relaxed);
+        let soft = self.limits.obuf_soft_bytes.load(Ordering::Relaxed);
+        let secs = self.limits.obuf_soft_seconds.load(Ordering::Relaxed) as i64;
+        let now = now_ms();
+        let mut over = hard > 0 && pending >= hard;
+        if soft > 0 && pending >= soft {
+            if conn.obuf_soft_since_ms == 0 {
+                conn.obuf_soft_since_ms = now;
+            } else if now - conn.obuf_soft_since_ms >= secs * 1000 {
+                over = true;
+            }
+        } else {
+            conn.obuf_soft_since_ms = 0;
+        }
+        if over {
+            self.counters.obuf_limit_disconnections.fetch_add(1, Ordering::Relaxed);
+            warning!("Client scheduled to be closed ASAP for overcoming of output buffer limits.");
+        }
+        over
+    }
+
+    fn cron(&mut self) {
+        let timeout_ms = self.limits.timeout_s.load(Ordering::Relaxed) as i64 * 1000;
+        let now = now_ms();
+        for slot in 0..self.conns.len() {
+            let idle = match self.conns[slot].as_ref() {
+                Some(c) => !c.in_flight && timeout_ms > 0 && now - c.last_activity_ms > timeout_ms,
+                None => continue,
+            };
+            if idle || self.obuf_over_limit(slot) {
+                verbose!("Closing client (timeout or output buffer limit)");
+                self.close(slot);
+            }
+        }
+    }
+}
+
+/// Runs the server with `n` I/O threads; this thread becomes the executor.
+pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
+    let s = srv.config.settings().clone();
+    let mut listeners = if s.port == 0 { vec![] } else { bind_listeners(&s.bind, s.port)? };
+    if let Some(a) = listeners.first().and_then(|l| l.local_addr().ok()) {
+        srv.tcp_port = a.port();
+    }
+    let limits = Arc::new(SharedLimits::default());
+    limits.refresh(&srv);
+    let counters = Arc::new(IoCounters::default());
+    let connected = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = mpsc::sync_channel::<ToExecutor>(EXECUTOR_QUEUE_LEN);
+    let mut polls = Vec::new();
+    let mut handles = Vec::new();
+    for _ in 0..n {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER_TOKEN)?);
+        handles.push(ThreadHandle {
+            inbox: Arc::new(Mutex::new(Inbox::default())),
+            waker,
+        });
+        polls.push(poll);
+    }
+    let mut joins = Vec::new();
+    for (i, poll) in polls.into_iter().enumerate() {
+        let my_listeners = if i == 0 { std::mem::take(&mut listeners) } else { vec![] };
+        let mut my_listeners = my_listeners;
+        for (li, l) in my_listeners.iter_mut().enumerate() {
+            poll.registry().register(l, Token(LISTENER_TOKEN_BASE + li), Interest::READABLE)?;
+        }
+        let peers = handles
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, h)| ThreadHandle {
+                inbox: h.inbox.clone(),
+                waker: h.waker.clone(),
+            })
+            .collect();
+        let t = IoThread {
+            index: i,
+            poll,
+            listeners: my_listeners,
+            peers,
+            me: ThreadHandle {
+                inbox: handles[i].inbox.clone(),
+                waker: handles[i].waker.clone(),
+            },
+            to_exec: tx.clone(),
+            backlog: Vec::new(),
+            conns: Vec::new(),
+            free: Vec::new(),
+            by_id: HashMap::new(),
+            next_seq: 1,
+            next_peer: 0,
+            limits: limits.clone(),
+            counters: counters.clone(),
+            connected: connected.clone(),
+        };
+        joins.push(
+            std::thread::Builder::new()
+                .name(format!("cairn-io-{i}"))
+                .spawn(move || t.run())?,
+        );
+    }
+    drop(tx);
+    notice!("Server initialized with {n} I/O threads");
+    notice!("Ready to accept connections tcp");
+    executor_loop(&mut srv, &rx, &handles, &limits, &counters);
+    for h in &handles {
+        h.inbox.lock().unwrap_or_else(|e| e.into_inner()).shutdown = true;
+        let _ = h.waker.wake();
+    }
+    for j in joins {
+        let _ = j.join();
+    }
+    notice!("cairn is now ready to exit, bye bye...");
+    Ok(())
+}
+
+fn executor_loop(
+    srv: &mut Server,
+    rx: &Receiver<ToExecutor>,
+    threads: &[ThreadHandle],
+    limits: &SharedLimits,
+    counters: &IoCounters,
+) {
+    let mut slots: HashMap<ConnId, usize> = HashMap::new();
+    let mut free: Vec<usize> = Vec::new();
+    let mut outgoing: Vec<Vec<ToIo>> = (0..threads.len()).map(|_| Vec::new()).collect();
+    let mut next_cron = Instant::now();
+    loop {
+        let hz = srv.config.settings().hz.max(1) as u64;
+        if Instant::now() >= next_cron {
+            srv.cron();
+            limits.refresh(srv);
+            sync_counters(&mut srv.stats, counters);
+            next_cron = Instant::now() + Duration::from_millis(1000 / hz);
+        }
+        if SHUTDOWN_SIGNAL.load(Ordering::SeqCst) {
+            srv.shutdown.get_or_insert(super::ShutdownRequest::Default);
+        }
+        if srv.shutdown.is_some() {
+            return;
+        }
+        let wait = if srv.ks.lazyfree_pending > 0 {
+            Duration::ZERO
+        } else {
+            next_cron.saturating_duration_since(Instant::now())
+        };
+        let first = match rx.recv_timeout(wait) {
+            Ok(m) => Some(m),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        let mut handled = 0;
+        let mut msg = first;
+        while let Some(m) = msg {
+            handle_message(srv, m, &mut slots, &mut free, &mut outgoing);
+            handled += 1;
+            if handled >= EXECUTOR_QUEUE_LEN || srv.shutdown.is_some() {
+                break;
+            }
+            msg = rx.try_recv().ok();
+        }
+        // Kills requested by CLIENT KILL go to the owning threads as close requests.
+        for client_id in std::mem::take(&mut srv.kill_queue) {
+            let Some(id) = srv.clients.iter().flatten().find(|c| c.id == client_id).map(|c| c.conn_id) else {
+                continue;
+            };
+            let t = (id >> 56) as usize;
+            if t < outgoing.len() {
+                outgoing[t].push(ToIo {
+                    conn: id,
+                    out: Vec::new(),
+                    close: true,
+                    authenticated: true,
+                });
+            }
+        }
+        for (t, replies) in outgoing.iter_mut().enumerate() {
+            if replies.is_empty() {
+                continue;
+            }
+            let h = &threads[t];
+            h.inbox
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .replies
+                .append(replies);
+            let _ = h.waker.wake();
+        }
+        if srv.ks.lazyfree_pending > 0 {
+            srv.lazyfree_slice(Duration::from_micros(500));
+        }
+        limits.refresh(srv);
+    }
+}
+
+fn handle_message(
+    srv: &mut Server,
+    m: ToExecutor,
+    slots: &mut HashMap<ConnId, usize>,
+    free: &mut Vec<usize>,
+    outgoing: &mut [Vec<ToIo>],
+) {
+    match m {
+        ToExecutor::Connected { conn, addr, laddr, fd } => {
+            let mut client = srv.alloc_client(addr, laddr);
+            client.conn_id = conn;
+            client.fd = fd;
+            let slot = free.pop().unwrap_or_else(|| {
+                srv.clients.push(None);
+                srv.clients.len() - 1
+            });
+            srv.clients[slot] = Some(client);
+            slots.insert(conn, slot);
+        }
+        ToExecutor::Closed { conn } => {
+            if let Some(slot) = slots.remove(&conn) {
+                srv.clients[slot] = None;
+                free.push(slot);
+            }
+        }
+        ToExecutor::Batch(b) => {
+            let Some(&slot) = slots.get(&b.conn) else { return };
+            let Some(mut client) = srv.clients[slot].take() else { return };
+            let mut out = Vec::new();
+            for &(first, argc) in &b.cmds {
+                if client.close_after_reply || srv.shutdown.is_some() {
+                    break;
+                }
+                let args = Args::new(&b.data, &b.args[first..first + argc]);
+                srv.execute(&mut client, args, &mut out);
+            }
+            if let Some(e) = &b.error {
+                out.extend_from_slice(b"-ERR ");
+                out.extend_from_slice(e.as_bytes());
+                out.extend_from_slice(b"\r\n");
+                client.close_after_reply = true;
+            }
+            let t = (b.conn >> 56) as usize;
+            outgoing[t].push(ToIo {
+                conn: b.conn,
+                out,
+                close: client.close_after_reply,
+                authenticated: client.authenticated || srv.config.settings().requirepass.is_none(),
+            });
+            srv.clients[slot] = Some(client);
+        }
+    }
+}
+
+fn sync_counters(stats: &mut Stats, c: &IoCounters) {
+    stats.net_input_bytes = c.net_input_bytes.load(Ordering::Relaxed);
+    stats.net_output_bytes = c.net_output_bytes.load(Ordering::Relaxed);
+    stats.io_threaded_reads_processed = c.reads_processed.load(Ordering::Relaxed);
+    stats.io_threaded_writes_processed = c.writes_processed.load(Ordering::Relaxed);
+    stats.total_connections_received = c.connections_received.load(Ordering::Relaxed);
+    stats.rejected_connections = c.rejected_connections.load(Ordering::Relaxed);
+    stats.client_query_buffer_limit_disconnections = c.qbuf_limit_disconnections.load(Ordering::Relaxed);
+    stats.client_output_buffer_limit_disconnections = c.obuf_limit_disconnections.load(Ordering::Relaxed);
+}
