@@ -777,7 +777,7 @@ fn placeholder_settings() -> Settings {
 /// Parses `client-output-buffer-limit` (one or more `class hard soft seconds` groups).
 fn parse_cobl(v: &str, current: &str) -> Result<String, String> {
     let words: Vec<&str> = v.split_whitespace().collect();
-    if words.is_empty() || words.len() % 4 != 0 {
+    if words.is_empty() || !words.len().is_multiple_of(4) {
         return Err("Wrong number of arguments in buffer limit configuration.".into());
     }
     let mut classes: Vec<(String, [i64; 3])> = Vec::new();
@@ -823,7 +823,7 @@ fn parse_save(v: &str) -> Result<String, String> {
     if words.is_empty() {
         return Ok(String::new());
     }
-    if words.len() % 2 != 0 {
+    if !words.len().is_multiple_of(2) {
         return Err("Invalid save parameters".into());
     }
     for w in &words {
@@ -910,7 +910,7 @@ impl Config {
                 "dir" => {
                     let p = std::path::Path::new(value);
                     if !p.is_dir() {
-                        return Err(format!("No such file or directory"));
+                        return Err("No such file or directory".to_string());
                     }
                     std::fs::canonicalize(p)
                         .map(|p| p.display().to_string())

@@ -13,7 +13,11 @@ fn pipelines_from_many_clients_keep_order() {
                 let mut raw = Raw::connect(port);
                 let mut pipeline = Vec::new();
                 for i in 0..500 {
-                    pipeline.extend(encode(&[b"SET", format!("k{t}:{i}").as_bytes(), format!("{i}").as_bytes()]));
+                    pipeline.extend(encode(&[
+                        b"SET",
+                        format!("k{t}:{i}").as_bytes(),
+                        format!("{i}").as_bytes(),
+                    ]));
                     pipeline.extend(encode(&[b"INCR", format!("k{t}:{i}").as_bytes()]));
                 }
                 raw.send(&pipeline);
@@ -56,13 +60,21 @@ fn large_values_and_protocol_errors() {
 fn auth_and_client_kill_work_across_threads() {
     let srv = start_cairn(&["--io-threads", "3", "--requirepass", "pw"]);
     let mut a = Raw::connect(srv.port);
-    assert_eq!(a.call(&["GET", "x"]), b"-NOAUTH Authentication required.\r\n");
+    assert_eq!(
+        a.call(&["GET", "x"]),
+        b"-NOAUTH Authentication required.\r\n"
+    );
     a.send(b"*11\r\n");
-    assert_eq!(a.reply(), b"-ERR Protocol error: unauthenticated multibulk length\r\n");
+    assert_eq!(
+        a.reply(),
+        b"-ERR Protocol error: unauthenticated multibulk length\r\n"
+    );
     assert!(a.closed());
     let mut b = Raw::connect(srv.port);
     assert_eq!(b.call(&["AUTH", "pw"]), b"+OK\r\n");
-    let big: Vec<&str> = std::iter::once("MGET").chain(std::iter::repeat_n("k", 20)).collect();
+    let big: Vec<&str> = std::iter::once("MGET")
+        .chain(std::iter::repeat_n("k", 20))
+        .collect();
     assert!(b.call(&big).starts_with(b"*20\r\n"));
     let mut victim = Raw::connect(srv.port);
     assert_eq!(victim.call(&["AUTH", "pw"]), b"+OK\r\n");

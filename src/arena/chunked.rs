@@ -44,7 +44,7 @@ impl ChunkedVecHeader {
     pub fn push(&mut self, arena: &mut Arena, v: u32) -> usize {
         let i = self.len();
         let chunk_idx = i / CHUNK_ELEMS;
-        if i % CHUNK_ELEMS == 0 {
+        if i.is_multiple_of(CHUNK_ELEMS) {
             if chunk_idx as u32 >= self.dir_cap {
                 let new_cap = (self.dir_cap * 2).max(4);
                 let nd = arena.alloc_zeroed(new_cap as usize * 4);
@@ -75,7 +75,7 @@ impl ChunkedVecHeader {
             None
         };
         self.len -= 1;
-        if last % CHUNK_ELEMS == 0 {
+        if last.is_multiple_of(CHUNK_ELEMS) {
             // The last chunk became empty: give it back.
             let c = self.chunk(arena, last);
             arena.free(c, CHUNK_ELEMS * 4);

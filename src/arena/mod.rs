@@ -74,7 +74,7 @@ struct Header {
 pub fn size_class(size: usize) -> (usize, usize) {
     let size = size.max(1);
     if size <= 128 {
-        let idx = (size + 7) / 8 - 1;
+        let idx = size.div_ceil(8) - 1;
         return (idx, (idx + 1) * 8);
     }
     let s = size - 1;

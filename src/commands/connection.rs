@@ -392,7 +392,7 @@ fn client_kill(ctx: &mut Ctx) -> CmdResult {
             None => Err(CmdError::err("No such client")),
         };
     }
-    if ctx.args.len() % 2 != 0 {
+    if !ctx.args.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
     let (mut id, mut addr, mut laddr, mut skipme, mut user) = (None, None, None, true, None);

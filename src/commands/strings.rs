@@ -216,7 +216,7 @@ fn mget(ctx: &mut Ctx) -> CmdResult {
 }
 
 fn mset_generic(ctx: &mut Ctx, nx: bool) -> CmdResult {
-    if ctx.args.len() % 2 == 0 {
+    if ctx.args.len().is_multiple_of(2) {
         return Err(CmdError::err(format!(
             "wrong number of arguments for '{}' command",
             ctx.spec.name

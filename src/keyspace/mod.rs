@@ -272,7 +272,7 @@ impl Keyspace {
     // ---- entry accessors -------------------------------------------------------------
 
     #[inline]
-    pub fn key<'a>(&'a self, e: Ref) -> &'a [u8] {
+    pub fn key(&self, e: Ref) -> &[u8] {
         self.arena
             .bytes(e, ENTRY_HEADER_BYTES, entry_key_len(&self.arena, e))
     }
@@ -289,7 +289,7 @@ impl Keyspace {
     }
     /// The raw value bytes (the string itself for strings).
     #[inline]
-    pub fn value<'a>(&'a self, e: Ref) -> &'a [u8] {
+    pub fn value(&self, e: Ref) -> &[u8] {
         let kl = entry_key_len(&self.arena, e);
         let vl = entry_val_len(&self.arena, e);
         self.arena.bytes(e, ENTRY_HEADER_BYTES + kl, vl)
@@ -354,11 +354,7 @@ impl Keyspace {
         } else {
             65535 - ldt + now
         };
-        let periods = if self.lfu_decay_time_min > 0 {
-            elapsed / self.lfu_decay_time_min
-        } else {
-            0
-        };
+        let periods = elapsed.checked_div(self.lfu_decay_time_min).unwrap_or(0);
         counter.saturating_sub(periods)
     }
 

@@ -245,6 +245,10 @@ fn hex_val(c: u8) -> Option<u8> {
     (c as char).to_digit(16).map(|v| v as u8)
 }
 
+/// An inline line or config line whose quotes do not close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnbalancedQuotes;
+
 /// Redis's `sdssplitargs`: whitespace-separated words, "double quotes" with C escapes and
 /// \xHH, 'single quotes' with only \' escaped. A closing quote must be followed by a
 /// space or the end of the line.
@@ -252,7 +256,7 @@ pub fn split_args(
     line: &[u8],
     out: &mut Vec<u8>,
     ranges: &mut Vec<(usize, usize)>,
-) -> Result<(), ()> {
+) -> Result<(), UnbalancedQuotes> {
     let mut i = 0;
     let n = line.len();
     loop {
@@ -267,7 +271,7 @@ pub fn split_args(
         while !done {
             if inq {
                 if i >= n {
-                    return Err(());
+                    return Err(UnbalancedQuotes);
                 }
                 if line[i] == b'\\' && i + 3 < n && line[i + 1] == b'x' {
                     if let (Some(h), Some(l)) = (hex_val(line[i + 2]), hex_val(line[i + 3])) {
@@ -288,7 +292,7 @@ pub fn split_args(
                     });
                 } else if line[i] == b'"' {
                     if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
-                        return Err(());
+                        return Err(UnbalancedQuotes);
                     }
                     done = true;
                 } else {
@@ -296,14 +300,14 @@ pub fn split_args(
                 }
             } else if insq {
                 if i >= n {
-                    return Err(());
+                    return Err(UnbalancedQuotes);
                 }
                 if line[i] == b'\\' && i + 1 < n && line[i + 1] == b'\'' {
                     i += 1;
                     out.push(b'\'');
                 } else if line[i] == b'\'' {
                     if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
-                        return Err(());
+                        return Err(UnbalancedQuotes);
                     }
                     done = true;
                 } else {

@@ -23,7 +23,9 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::event_loop::{bind_listeners, READ_BUDGET_BYTES, READ_CHUNK_BYTES, SHUTDOWN_SIGNAL, WRITE_BUDGET_BYTES};
+use super::event_loop::{
+    bind_listeners, READ_BUDGET_BYTES, READ_CHUNK_BYTES, SHUTDOWN_SIGNAL, WRITE_BUDGET_BYTES,
+};
 
 /// Messages queued from all I/O threads to the executor. The queue is bounded; a thread
 /// that finds it full keeps its batches locally (at most one per connection) and retries.
@@ -46,9 +48,16 @@ pub struct Batch {
 }
 
 enum ToExecutor {
-    Connected { conn: ConnId, addr: String, laddr: String, fd: i32 },
+    Connected {
+        conn: ConnId,
+        addr: String,
+        laddr: String,
+        fd: i32,
+    },
     Batch(Batch),
-    Closed { conn: ConnId },
+    Closed {
+        conn: ConnId,
+    },
 }
 
 struct ToIo {
@@ -74,13 +83,19 @@ pub struct SharedLimits {
 impl SharedLimits {
     fn refresh(&self, srv: &Server) {
         let s = srv.config.settings();
-        self.proto_max_bulk_len.store(s.proto_max_bulk_len as u64, Ordering::Relaxed);
-        self.client_query_buffer_limit.store(s.client_query_buffer_limit, Ordering::Relaxed);
-        self.obuf_hard_bytes.store(s.obuf_normal.hard_bytes, Ordering::Relaxed);
-        self.obuf_soft_bytes.store(s.obuf_normal.soft_bytes, Ordering::Relaxed);
-        self.obuf_soft_seconds.store(s.obuf_normal.soft_seconds, Ordering::Relaxed);
+        self.proto_max_bulk_len
+            .store(s.proto_max_bulk_len as u64, Ordering::Relaxed);
+        self.client_query_buffer_limit
+            .store(s.client_query_buffer_limit, Ordering::Relaxed);
+        self.obuf_hard_bytes
+            .store(s.obuf_normal.hard_bytes, Ordering::Relaxed);
+        self.obuf_soft_bytes
+            .store(s.obuf_normal.soft_bytes, Ordering::Relaxed);
+        self.obuf_soft_seconds
+            .store(s.obuf_normal.soft_seconds, Ordering::Relaxed);
         self.maxclients.store(s.maxclients, Ordering::Relaxed);
-        self.requirepass_set.store(s.requirepass.is_some(), Ordering::Relaxed);
+        self.requirepass_set
+            .store(s.requirepass.is_some(), Ordering::Relaxed);
         self.timeout_s.store(s.timeout_s, Ordering::Relaxed);
     }
 }
@@ -199,9 +214,15 @@ impl IoThread {
                     return;
                 }
             };
-            self.counters.connections_received.fetch_add(1, Ordering::Relaxed);
-            if self.connected.load(Ordering::Relaxed) >= self.limits.maxclients.load(Ordering::Relaxed) {
-                self.counters.rejected_connections.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .connections_received
+                .fetch_add(1, Ordering::Relaxed);
+            if self.connected.load(Ordering::Relaxed)
+                >= self.limits.maxclients.load(Ordering::Relaxed)
+            {
+                self.counters
+                    .rejected_connections
+                    .fetch_add(1, Ordering::Relaxed);
                 let mut s = stream;
                 let _ = s.write(b"-ERR max number of clients reached\r\n");
                 continue;
@@ -213,8 +234,16 @@ impl IoThread {
             if target == self.index || target > self.peers.len() {
                 self.adopt(stream, peer);
             } else {
-                let h = &self.peers[if target < self.index { target } else { target - 1 }];
-                h.inbox.lock().unwrap_or_else(|e| e.into_inner()).new_conns.push((stream, peer));
+                let h = &self.peers[if target < self.index {
+                    target
+                } else {
+                    target - 1
+                }];
+                h.inbox
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .new_conns
+                    .push((stream, peer));
                 let _ = h.waker.wake();
             }
         }
@@ -229,7 +258,11 @@ impl IoThread {
         if self
             .poll
             .registry()
-            .register(&mut stream, Token(slot), Interest::READABLE | Interest::WRITABLE)
+            .register(
+                &mut stream,
+                Token(slot),
+                Interest::READABLE | Interest::WRITABLE,
+            )
             .is_err()
         {
             self.free.push(slot);
@@ -238,7 +271,10 @@ impl IoThread {
         }
         let id = ((self.index as u64) << 56) | self.next_seq;
         self.next_seq += 1;
-        let laddr = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        let laddr = stream
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
         let fd = stream.as_raw_fd();
         self.conns[slot] = Some(IoConn {
             stream,
@@ -289,16 +325,31 @@ impl IoThread {
     }
 
     fn read(&mut self, slot: usize) {
-        let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else { return };
-        let limit = self.limits.client_query_buffer_limit.load(Ordering::Relaxed) as usize;
+        let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        let limit = self
+            .limits
+            .client_query_buffer_limit
+            .load(Ordering::Relaxed) as usize;
         let mut eof = false;
         let mut total = 0;
         loop {
-            let want = READ_CHUNK_BYTES.max(conn.parser.pending_bulk_bytes(conn.qbuf.len()).min(READ_BUDGET_BYTES));
+            let want = READ_CHUNK_BYTES.max(
+                conn.parser
+                    .pending_bulk_bytes(conn.qbuf.len())
+                    .min(READ_BUDGET_BYTES),
+            );
             conn.qbuf.reserve(want);
             let spare = conn.qbuf.spare_capacity_mut();
             // SAFETY: reading into the Vec's spare capacity; set_len only covers bytes read.
-            let n = unsafe { libc::read(conn.stream.as_raw_fd(), spare.as_mut_ptr() as *mut libc::c_void, spare.len()) };
+            let n = unsafe {
+                libc::read(
+                    conn.stream.as_raw_fd(),
+                    spare.as_mut_ptr() as *mut libc::c_void,
+                    spare.len(),
+                )
+            };
             if n > 0 {
                 // SAFETY: the kernel initialised n bytes.
                 unsafe { conn.qbuf.set_len(conn.qbuf.len() + n as usize) };
@@ -323,11 +374,17 @@ impl IoThread {
             }
         }
         conn.last_activity_ms = now_ms();
-        self.counters.net_input_bytes.fetch_add(total as u64, Ordering::Relaxed);
-        self.counters.reads_processed.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .net_input_bytes
+            .fetch_add(total as u64, Ordering::Relaxed);
+        self.counters
+            .reads_processed
+            .fetch_add(1, Ordering::Relaxed);
         if conn.qbuf.len() > limit {
             warning!("Closing client that reached max query buffer length");
-            self.counters.qbuf_limit_disconnections.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .qbuf_limit_disconnections
+                .fetch_add(1, Ordering::Relaxed);
             self.close(slot);
             return;
         }
@@ -343,7 +400,9 @@ impl IoThread {
 
     /// Sends the connection's complete commands to the executor (if none are in flight).
     fn dispatch(&mut self, slot: usize) {
-        let Some(conn) = self.conns[slot].as_mut() else { return };
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
         if conn.in_flight || conn.close_after_write {
             return;
         }
@@ -402,7 +461,9 @@ impl IoThread {
     }
 
     fn write(&mut self, slot: usize) {
-        let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else { return };
+        let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return;
+        };
         let mut written = 0;
         while conn.out_pos < conn.out.len() && written < WRITE_BUDGET_BYTES {
             match conn.stream.write(&conn.out[conn.out_pos..]) {
@@ -420,8 +481,12 @@ impl IoThread {
             }
         }
         if written > 0 {
-            self.counters.net_output_bytes.fetch_add(written as u64, Ordering::Relaxed);
-            self.counters.writes_processed.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .net_output_bytes
+                .fetch_add(written as u64, Ordering::Relaxed);
+            self.counters
+                .writes_processed
+                .fetch_add(1, Ordering::Relaxed);
         }
         if conn.out_pos == conn.out.len() {
             conn.out.clear();
@@ -461,8 +526,12 @@ impl IoThread {
             self.adopt(stream, peer);
         }
         for r in replies {
-            let Some(&slot) = self.by_id.get(&r.conn) else { continue };
-            let Some(conn) = self.conns[slot].as_mut() else { continue };
+            let Some(&slot) = self.by_id.get(&r.conn) else {
+                continue;
+            };
+            let Some(conn) = self.conns[slot].as_mut() else {
+                continue;
+            };
             conn.in_flight = false;
             conn.authenticated = r.authenticated;
             if conn.out.is_empty() {
@@ -496,7 +565,9 @@ impl IoThread {
     }
 
     fn obuf_over_limit(&mut self, slot: usize) -> bool {
-        let Some(conn) = self.conns[slot].as_mut() else { return false };
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return false;
+        };
         let pending = (conn.out.len() - conn.out_pos) as u64;
         let hard = self.limits.obuf_hard_bytes.load(Ordering::Relaxed);
         let soft = self.limits.obuf_soft_bytes.load(Ordering::Relaxed);
@@ -513,7 +584,9 @@ impl IoThread {
             conn.obuf_soft_since_ms = 0;
         }
         if over {
-            self.counters.obuf_limit_disconnections.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .obuf_limit_disconnections
+                .fetch_add(1, Ordering::Relaxed);
             warning!("Client scheduled to be closed ASAP for overcoming of output buffer limits.");
         }
         over
@@ -538,7 +611,11 @@ impl IoThread {
 /// Runs the server with `n` I/O threads; this thread becomes the executor.
 pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
     let s = srv.config.settings().clone();
-    let mut listeners = if s.port == 0 { vec![] } else { bind_listeners(&s.bind, s.port)? };
+    let mut listeners = if s.port == 0 {
+        vec![]
+    } else {
+        bind_listeners(&s.bind, s.port)?
+    };
     if let Some(a) = listeners.first().and_then(|l| l.local_addr().ok()) {
         srv.tcp_port = a.port();
     }
@@ -560,10 +637,15 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
     }
     let mut joins = Vec::new();
     for (i, poll) in polls.into_iter().enumerate() {
-        let my_listeners = if i == 0 { std::mem::take(&mut listeners) } else { vec![] };
+        let my_listeners = if i == 0 {
+            std::mem::take(&mut listeners)
+        } else {
+            vec![]
+        };
         let mut my_listeners = my_listeners;
         for (li, l) in my_listeners.iter_mut().enumerate() {
-            poll.registry().register(l, Token(LISTENER_TOKEN_BASE + li), Interest::READABLE)?;
+            poll.registry()
+                .register(l, Token(LISTENER_TOKEN_BASE + li), Interest::READABLE)?;
         }
         let peers = handles
             .iter()
@@ -662,7 +744,13 @@ fn executor_loop(
         }
         // Kills requested by CLIENT KILL go to the owning threads as close requests.
         for client_id in std::mem::take(&mut srv.kill_queue) {
-            let Some(id) = srv.clients.iter().flatten().find(|c| c.id == client_id).map(|c| c.conn_id) else {
+            let Some(id) = srv
+                .clients
+                .iter()
+                .flatten()
+                .find(|c| c.id == client_id)
+                .map(|c| c.conn_id)
+            else {
                 continue;
             };
             let t = (id >> 56) as usize;
@@ -702,7 +790,12 @@ fn handle_message(
     outgoing: &mut [Vec<ToIo>],
 ) {
     match m {
-        ToExecutor::Connected { conn, addr, laddr, fd } => {
+        ToExecutor::Connected {
+            conn,
+            addr,
+            laddr,
+            fd,
+        } => {
             let mut client = srv.alloc_client(addr, laddr);
             client.conn_id = conn;
             client.fd = fd;
@@ -720,8 +813,12 @@ fn handle_message(
             }
         }
         ToExecutor::Batch(b) => {
-            let Some(&slot) = slots.get(&b.conn) else { return };
-            let Some(mut client) = srv.clients[slot].take() else { return };
+            let Some(&slot) = slots.get(&b.conn) else {
+                return;
+            };
+            let Some(mut client) = srv.clients[slot].take() else {
+                return;
+            };
             let mut out = Vec::new();
             for &(first, argc) in &b.cmds {
                 if client.close_after_reply || srv.shutdown.is_some() {
@@ -755,6 +852,8 @@ fn sync_counters(stats: &mut Stats, c: &IoCounters) {
     stats.io_threaded_writes_processed = c.writes_processed.load(Ordering::Relaxed);
     stats.total_connections_received = c.connections_received.load(Ordering::Relaxed);
     stats.rejected_connections = c.rejected_connections.load(Ordering::Relaxed);
-    stats.client_query_buffer_limit_disconnections = c.qbuf_limit_disconnections.load(Ordering::Relaxed);
-    stats.client_output_buffer_limit_disconnections = c.obuf_limit_disconnections.load(Ordering::Relaxed);
+    stats.client_query_buffer_limit_disconnections =
+        c.qbuf_limit_disconnections.load(Ordering::Relaxed);
+    stats.client_output_buffer_limit_disconnections =
+        c.obuf_limit_disconnections.load(Ordering::Relaxed);
 }

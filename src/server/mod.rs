@@ -230,15 +230,9 @@ impl Server {
                 None => spec.name.to_string(),
             };
             self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
-            if parent.is_none() && !spec.subcommands.is_empty() {
-                reply.error(&format!(
-                    "ERR wrong number of arguments for '{full}' command"
-                ));
-            } else {
-                reply.error(&format!(
-                    "ERR wrong number of arguments for '{full}' command"
-                ));
-            }
+            reply.error(&format!(
+                "ERR wrong number of arguments for '{full}' command"
+            ));
             return;
         }
         if spec.flags & commands::PROTECTED != 0 {
