@@ -628,7 +628,7 @@ mod tests {
         assert_eq!(ld(Some("1"), "1e99999"), Err(LdError::BadIncrement));
         assert_eq!(ld(Some("1"), "inf"), Err(LdError::NotFinite));
         assert_eq!(
-            incr_long_double(Some(b"1\01"), b"1"),
+            incr_long_double(Some(b"1\x001"), b"1"),
             Err(LdError::BadCurrent)
         );
         let long = "1".repeat(LD_MAX_CHARS);
