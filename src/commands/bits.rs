@@ -59,7 +59,7 @@ const ERR_BITFIELD_TYPE: &str =
 /// than an entry can hold (value lengths are 32-bit in the arena).
 fn max_string_bytes(ctx: &Ctx) -> u64 {
     let proto = ctx.srv.config.settings().proto_max_bulk_len.max(0) as u64;
-    proto.min(u32::MAX as u64 - 64)
+    proto.min(super::strings::MAX_STRING_BYTES)
 }
 
 /// Parses a bit offset (Redis's getBitOffsetFromArgument). With `hash_bits` > 0 the
@@ -1039,5 +1039,72 @@ mod tests {
         );
         run(&mut s, &mut c, &["SET", "y", &long[..700]]);
         assert_eq!(run(&mut s, &mut c, &["LCS", "x", "y", "LEN"]), ":700\r\n");
+    }
+
+    /// Every string and bit command against a non-string key (no other type's commands
+    /// exist in this crate yet, so the key is made through the keyspace API). Expected
+    /// replies are Redis 7.0.15's.
+    #[test]
+    fn wrong_type_replies() {
+        let (mut s, mut c) = server(&[]);
+        let wt = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+        let cases: &[(&[&str], &str)] = &[
+            (&["SETBIT", "l", "1", "1"], wt),
+            (
+                &["SETBIT", "l", "x", "1"],
+                "-ERR bit offset is not an integer or out of range\r\n",
+            ),
+            (&["GETBIT", "l", "1"], wt),
+            (&["BITCOUNT", "l"], wt),
+            (&["BITCOUNT", "l", "x"], wt),
+            (&["BITPOS", "l", "1"], wt),
+            (
+                &["BITPOS", "l", "2"],
+                "-ERR The bit argument must be 1 or 0.\r\n",
+            ),
+            (&["BITFIELD", "l", "GET", "u8", "0"], wt),
+            (&["BITFIELD", "l", "SET", "u8", "0", "1"], wt),
+            (&["BITFIELD_RO", "l", "GET", "u8", "0"], wt),
+            (
+                &["LCS", "l", "x"],
+                "-ERR The specified keys must contain string values\r\n",
+            ),
+            (
+                &["LCS", "x", "l", "LEN"],
+                "-ERR The specified keys must contain string values\r\n",
+            ),
+            (&["INCRBYFLOAT", "l", "1"], wt),
+            (&["INCRBYFLOAT", "l", "x"], wt),
+            (&["SET", "l", "v", "GET"], wt),
+            (&["GETEX", "l"], wt),
+            (&["GETEX", "l", "EX", "x"], wt),
+            (&["GETDEL", "l"], wt),
+            (&["GETSET", "l", "v"], wt),
+            (&["APPEND", "l", "x"], wt),
+            (&["SETRANGE", "l", "0", ""], wt),
+            (&["GETRANGE", "l", "0", "1"], wt),
+            (
+                &["GETRANGE", "l", "x", "1"],
+                "-ERR value is not an integer or out of range\r\n",
+            ),
+            (&["STRLEN", "l"], wt),
+            (&["INCR", "l"], wt),
+            (
+                &["INCRBY", "l", "x"],
+                "-ERR value is not an integer or out of range\r\n",
+            ),
+            (&["MGET", "l"], "*1\r\n$-1\r\n"),
+            (&["BITOP", "OR", "x", "l"], wt),
+            (&["TYPE", "l"], "+list\r\n"),
+        ];
+        for (args, want) in cases {
+            s.ks.set_value(0, b"l", Kind::List, 0, b"", Ttl::Clear);
+            run(&mut s, &mut c, &["SET", "x", "abc"]);
+            assert_eq!(run(&mut s, &mut c, args), *want, "{args:?}");
+        }
+        // A non-string destination is simply replaced.
+        s.ks.set_value(0, b"l", Kind::List, 0, b"", Ttl::Clear);
+        assert_eq!(run(&mut s, &mut c, &["BITOP", "OR", "l", "x"]), ":3\r\n");
+        assert_eq!(run(&mut s, &mut c, &["GET", "l"]), "$3\r\nabc\r\n");
     }
 }

@@ -45,9 +45,15 @@ pub fn write_string(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Ref>, CmdError> 
     }
 }
 
+/// The largest value an arena entry can hold (its length field is 32-bit), with room to
+/// spare for the entry header; a write never grows a string past it whatever
+/// proto-max-bulk-len says.
+pub const MAX_STRING_BYTES: u64 = u32::MAX as u64 - 64;
+
 /// The largest string a write may produce (Redis checks against proto-max-bulk-len).
 fn check_string_length(ctx: &Ctx, len: u64) -> CmdResult {
-    if len > ctx.srv.config.settings().proto_max_bulk_len as u64 {
+    let limit = (ctx.srv.config.settings().proto_max_bulk_len.max(0) as u64).min(MAX_STRING_BYTES);
+    if len > limit {
         return Err(CmdError::err(
             "string exceeds maximum allowed size (proto-max-bulk-len)",
         ));
