@@ -23,6 +23,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("decr", 2, WRITE | DENYOOM | FAST, "string", decr).keys(1, 1, 1).doc("Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", "1.0.0"),
     CommandSpec::new("incrby", 3, WRITE | DENYOOM | FAST, "string", incrby).keys(1, 1, 1).doc("Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.", "1.0.0"),
     CommandSpec::new("decrby", 3, WRITE | DENYOOM | FAST, "string", decrby).keys(1, 1, 1).doc("Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.", "1.0.0"),
+    CommandSpec::new("incrbyfloat", 3, WRITE | DENYOOM | FAST, "string", incrbyfloat).keys(1, 1, 1).doc("Increment the float value of a key by the given amount", "2.6.0"),
     CommandSpec::new("getrange", 4, READONLY, "string", getrange).keys(1, 1, 1).doc("Returns a substring of the string stored at a key.", "2.4.0"),
     CommandSpec::new("substr", 4, READONLY, "string", getrange).keys(1, 1, 1).doc("Returns a substring from a string value.", "1.0.0"),
     CommandSpec::new("setrange", 4, WRITE | DENYOOM, "string", setrange).keys(1, 1, 1).doc("Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", "2.2.0"),
@@ -44,9 +45,15 @@ pub fn write_string(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Ref>, CmdError> 
     }
 }
 
+/// The largest value an arena entry can hold (its length field is 32-bit), with room to
+/// spare for the entry header; a write never grows a string past it whatever
+/// proto-max-bulk-len says.
+pub const MAX_STRING_BYTES: u64 = u32::MAX as u64 - 64;
+
 /// The largest string a write may produce (Redis checks against proto-max-bulk-len).
 fn check_string_length(ctx: &Ctx, len: u64) -> CmdResult {
-    if len > ctx.srv.config.settings().proto_max_bulk_len as u64 {
+    let limit = (ctx.srv.config.settings().proto_max_bulk_len.max(0) as u64).min(MAX_STRING_BYTES);
+    if len > limit {
         return Err(CmdError::err(
             "string exceeds maximum allowed size (proto-max-bulk-len)",
         ));
@@ -106,28 +113,65 @@ pub fn parse_expire_arg(
     }
 }
 
-fn set(ctx: &mut Ctx) -> CmdResult {
-    let mut cond = Cond::None;
-    let mut want_get = false;
-    let mut expire = ExpireOpt::None;
-    let mut i = 3;
+/// Options of SET and GETEX, parsed with Redis's rules: an option may repeat (the last
+/// expire argument wins) but may not be combined with one it conflicts with (NX with XX,
+/// KEEPTTL or PERSIST with an expire, two different expire units).
+struct ExtOpts {
+    cond: Cond,
+    want_get: bool,
+    keepttl: bool,
+    persist: bool,
+    /// The expire unit word (EX/PX/EXAT/PXAT) and the index of its argument. The number is
+    /// validated later, as Redis does, so syntax errors win over bad numbers.
+    expire: Option<(&'static [u8], usize)>,
+}
+
+fn parse_ext_opts(ctx: &Ctx, from: usize, set: bool) -> Result<ExtOpts, CmdError> {
+    let mut o = ExtOpts {
+        cond: Cond::None,
+        want_get: false,
+        keepttl: false,
+        persist: false,
+        expire: None,
+    };
+    let mut i = from;
     while i < ctx.args.len() {
-        let a = ctx.args.get(i).to_ascii_uppercase();
+        let a = ctx.args.get(i);
         let has_next = i + 1 < ctx.args.len();
-        match a.as_slice() {
-            b"NX" if cond == Cond::None => cond = Cond::Nx,
-            b"XX" if cond == Cond::None => cond = Cond::Xx,
-            b"GET" => want_get = true,
-            b"KEEPTTL" if expire == ExpireOpt::None => expire = ExpireOpt::KeepTtl,
-            b"EX" | b"PX" | b"EXAT" | b"PXAT" if expire == ExpireOpt::None && has_next => {
-                let t = parse_expire_arg(ctx, &a, ctx.args.get(i + 1), "set")?;
-                expire = ExpireOpt::At(t);
-                i += 1;
-            }
-            _ => return Err(CmdError::Syntax),
+        let unit: Option<&'static [u8]> = [&b"EX"[..], b"PX", b"EXAT", b"PXAT"]
+            .into_iter()
+            .find(|u| a.eq_ignore_ascii_case(u));
+        if set && a.eq_ignore_ascii_case(b"NX") && o.cond != Cond::Xx {
+            o.cond = Cond::Nx;
+        } else if set && a.eq_ignore_ascii_case(b"XX") && o.cond != Cond::Nx {
+            o.cond = Cond::Xx;
+        } else if set && a.eq_ignore_ascii_case(b"GET") {
+            o.want_get = true;
+        } else if set && a.eq_ignore_ascii_case(b"KEEPTTL") && o.expire.is_none() {
+            o.keepttl = true;
+        } else if !set && a.eq_ignore_ascii_case(b"PERSIST") && o.expire.is_none() {
+            o.persist = true;
+        } else if let Some(u) = unit.filter(|u| {
+            has_next && !o.keepttl && !o.persist && o.expire.map_or(true, |(prev, _)| prev == *u)
+        }) {
+            o.expire = Some((u, i + 1));
+            i += 1;
+        } else {
+            return Err(CmdError::Syntax);
         }
         i += 1;
     }
+    Ok(o)
+}
+
+fn set(ctx: &mut Ctx) -> CmdResult {
+    let opts = parse_ext_opts(ctx, 3, true)?;
+    let (cond, want_get) = (opts.cond, opts.want_get);
+    let expire = match opts.expire {
+        Some((unit, at)) => ExpireOpt::At(parse_expire_arg(ctx, unit, ctx.args.get(at), "set")?),
+        None if opts.keepttl => ExpireOpt::KeepTtl,
+        None => ExpireOpt::None,
+    };
     let key = ctx.args.get(1);
     let value = ctx.args.get(2);
     let db = ctx.client.db;
@@ -261,7 +305,7 @@ fn msetnx(ctx: &mut Ctx) -> CmdResult {
 
 fn getset(ctx: &mut Ctx) -> CmdResult {
     let (key, value) = (ctx.args.get(1), ctx.args.get(2));
-    match write_string(ctx, key)? {
+    match read_string(ctx, key)? {
         Some(e) => ctx.out.bulk(ctx.srv.ks.value(e)),
         None => ctx.out.null(),
     }
@@ -288,25 +332,17 @@ fn getdel(ctx: &mut Ctx) -> CmdResult {
 }
 
 fn getex(ctx: &mut Ctx) -> CmdResult {
-    let mut opt = ExpireOpt::None;
-    let mut i = 2;
-    while i < ctx.args.len() {
-        let a = ctx.args.get(i).to_ascii_uppercase();
-        let has_next = i + 1 < ctx.args.len();
-        match a.as_slice() {
-            b"PERSIST" if opt == ExpireOpt::None => opt = ExpireOpt::Persist,
-            b"EX" | b"PX" | b"EXAT" | b"PXAT" if opt == ExpireOpt::None && has_next => {
-                opt = ExpireOpt::At(parse_expire_arg(ctx, &a, ctx.args.get(i + 1), "getex")?);
-                i += 1;
-            }
-            _ => return Err(CmdError::Syntax),
-        }
-        i += 1;
-    }
+    let opts = parse_ext_opts(ctx, 2, false)?;
     let key = ctx.args.get(1);
     let Some(e) = read_string(ctx, key)? else {
         ctx.out.null();
         return Ok(());
+    };
+    // Redis validates the time only once it knows the key exists.
+    let opt = match opts.expire {
+        Some((unit, at)) => ExpireOpt::At(parse_expire_arg(ctx, unit, ctx.args.get(at), "getex")?),
+        None if opts.persist => ExpireOpt::Persist,
+        None => ExpireOpt::None,
     };
     ctx.out.bulk(ctx.srv.ks.value(e));
     let db = ctx.client.db;
@@ -334,9 +370,10 @@ fn append(ctx: &mut Ctx) -> CmdResult {
     let db = ctx.client.db;
     let new_len = match write_string(ctx, key)? {
         None => {
+            // A new key gets the argument's own encoding (Redis's tryObjectEncoding).
             ctx.srv
                 .ks
-                .set_string(db, key, tail, StrEnc::Raw, Ttl::Clear);
+                .set_string(db, key, tail, StrEnc::for_value(tail), Ttl::Clear);
             tail.len()
         }
         Some(e) => {
@@ -472,4 +509,135 @@ fn setrange(ctx: &mut Ctx) -> CmdResult {
     let n = ctx.srv.ks.value(e).len();
     ctx.out.int(n as i64);
     Ok(())
+}
+
+// ---- INCRBYFLOAT: extended-precision arithmetic through the C shim ----------------------
+
+extern "C" {
+    /// See src/native/longdouble.c. `current` may be null (missing key = 0).
+    fn cairn_ld_incr(
+        current: *const u8,
+        current_len: usize,
+        incr: *const u8,
+        incr_len: usize,
+        out: *mut u8,
+        out_cap: usize,
+        out_len: *mut usize,
+    ) -> i32;
+}
+
+/// Redis formats into (and refuses to parse numbers longer than) 5 KiB.
+const LD_MAX_CHARS: usize = 5 * 1024;
+
+/// Why an extended-precision increment failed; callers pick their command's error text
+/// (HINCRBYFLOAT says "hash value is not a float" for a bad stored value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LdError {
+    /// The stored value is not a float Redis's `string2ld` accepts.
+    BadCurrent,
+    /// The increment is not a float Redis's `string2ld` accepts.
+    BadIncrement,
+    /// The sum is NaN or infinite.
+    NotFinite,
+}
+
+impl From<LdError> for CmdError {
+    fn from(e: LdError) -> CmdError {
+        match e {
+            LdError::BadCurrent | LdError::BadIncrement => CmdError::NotFloat,
+            LdError::NotFinite => CmdError::err("increment would produce NaN or Infinity"),
+        }
+    }
+}
+
+/// `current + incr` computed in C `long double` (80-bit on x86-64) and formatted the way
+/// Redis's INCRBYFLOAT/HINCRBYFLOAT store it ("%.17Lf", trailing zeros trimmed), so
+/// `0.1 + 0.2` gives `0.3` exactly as Redis does. `current` None counts as 0.
+pub fn incr_long_double(current: Option<&[u8]>, incr: &[u8]) -> Result<Vec<u8>, LdError> {
+    let mut out = vec![0u8; LD_MAX_CHARS];
+    let mut out_len = 0usize;
+    let (cur_ptr, cur_len) = match current {
+        Some(c) => (c.as_ptr(), c.len()),
+        None => (std::ptr::null(), 0),
+    };
+    // SAFETY: every pointer/length pair describes a live buffer for the duration of the
+    // call; the C side reads at most `*_len` bytes from the inputs (copying them into its
+    // own NUL-terminated buffer) and writes at most `out_cap` bytes into `out`.
+    let rc = unsafe {
+        cairn_ld_incr(
+            cur_ptr,
+            cur_len,
+            incr.as_ptr(),
+            incr.len(),
+            out.as_mut_ptr(),
+            out.len(),
+            &mut out_len,
+        )
+    };
+    match rc {
+        0 => {
+            out.truncate(out_len.min(LD_MAX_CHARS));
+            Ok(out)
+        }
+        1 => Err(LdError::BadCurrent),
+        2 => Err(LdError::BadIncrement),
+        // 3, and 4 (no room: impossible for a finite long double in 5 KiB).
+        _ => Err(LdError::NotFinite),
+    }
+}
+
+fn incrbyfloat(ctx: &mut Ctx) -> CmdResult {
+    let (key, incr) = (ctx.args.get(1), ctx.args.get(2));
+    let db = ctx.client.db;
+    let existing = write_string(ctx, key)?;
+    let current = existing.map(|e| ctx.srv.ks.value(e));
+    let text = incr_long_double(current, incr)?;
+    // The TTL stays (Redis overwrites the value only); encoding as createStringObject.
+    let enc = if text.len() <= crate::keyspace::EMBSTR_MAX_BYTES {
+        StrEnc::Embstr
+    } else {
+        StrEnc::Raw
+    };
+    ctx.srv.ks.set_string(db, key, &text, enc, Ttl::Keep);
+    ctx.dirty(1);
+    ctx.out.bulk(&text);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ld(cur: Option<&str>, incr: &str) -> Result<String, LdError> {
+        incr_long_double(cur.map(str::as_bytes), incr.as_bytes())
+            .map(|v| String::from_utf8(v).unwrap())
+    }
+
+    #[test]
+    fn long_double_sums_match_redis() {
+        assert_eq!(ld(Some("10.5"), "0.1").unwrap(), "10.6");
+        assert_eq!(ld(Some("0.1"), "0.2").unwrap(), "0.3");
+        assert_eq!(ld(None, "5.0e3").unwrap(), "5000");
+        assert_eq!(ld(Some("3"), "-3").unwrap(), "0");
+        assert_eq!(ld(Some("-0.0"), "0").unwrap(), "0");
+        assert_eq!(ld(Some("1"), "-1.5").unwrap(), "-0.5");
+        assert_eq!(ld(Some("0x10"), "1").unwrap(), "17");
+    }
+
+    #[test]
+    fn long_double_rejects_what_redis_rejects() {
+        assert_eq!(ld(Some("abc"), "1"), Err(LdError::BadCurrent));
+        assert_eq!(ld(Some("1"), " 1"), Err(LdError::BadIncrement));
+        assert_eq!(ld(Some("1"), "1 "), Err(LdError::BadIncrement));
+        assert_eq!(ld(Some("1"), ""), Err(LdError::BadIncrement));
+        assert_eq!(ld(Some("1"), "nan"), Err(LdError::BadIncrement));
+        assert_eq!(ld(Some("1"), "1e99999"), Err(LdError::BadIncrement));
+        assert_eq!(ld(Some("1"), "inf"), Err(LdError::NotFinite));
+        assert_eq!(
+            incr_long_double(Some(b"1\x001"), b"1"),
+            Err(LdError::BadCurrent)
+        );
+        let long = "1".repeat(LD_MAX_CHARS);
+        assert_eq!(ld(Some("1"), &long), Err(LdError::BadIncrement));
+    }
 }
