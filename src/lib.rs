@@ -6,6 +6,7 @@ pub mod arena;
 pub mod commands;
 pub mod config;
 pub mod keyspace;
+pub mod persistence;
 pub mod protocol;
 pub mod server;
 pub mod util;

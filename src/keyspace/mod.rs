@@ -203,7 +203,8 @@ pub fn lru_clock() -> u32 {
 }
 /// LFU's initial counter value (Redis's LFU_INIT_VAL).
 pub const LFU_INIT_VAL: u32 = 5;
-fn lfu_minutes() -> u32 {
+/// LFU's 16-bit clock: minutes, wrapping (Redis's LFUGetTimeInMinutes).
+pub fn lfu_minutes() -> u32 {
     ((crate::util::now_ms() / 60_000) as u32) & 0xFFFF
 }
 
@@ -284,6 +285,11 @@ impl Keyspace {
     pub fn str_enc(&self, e: Ref) -> StrEnc {
         StrEnc::from_u8(self.arena.bytes(e, OFF_ENC, 1)[0])
     }
+    /// The raw encoding byte (a [`StrEnc`] for strings; the kind's own code otherwise).
+    #[inline]
+    pub fn enc(&self, e: Ref) -> u8 {
+        self.arena.bytes(e, OFF_ENC, 1)[0]
+    }
     pub fn set_str_enc(&mut self, e: Ref, enc: StrEnc) {
         self.arena.bytes_mut(e, OFF_ENC, 1)[0] = enc as u8;
     }
@@ -323,7 +329,8 @@ impl Keyspace {
         crate::arena::size_class(entry_size(&self.arena, e)).1
     }
 
-    fn initial_lru(&self) -> u32 {
+    /// The access field a newly created value gets (LRU clock now, or LFU_INIT_VAL).
+    pub fn initial_lru(&self) -> u32 {
         if self.lfu {
             (lfu_minutes() << 8) | LFU_INIT_VAL
         } else {
