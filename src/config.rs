@@ -1085,7 +1085,7 @@ impl Config {
                 "dir" => {
                     let p = std::path::Path::new(value);
                     if !p.is_dir() {
-                        return Err(format!("No such file or directory"));
+                        return Err("No such file or directory".to_string());
                     }
                     std::fs::canonicalize(p)
                         .map(|p| p.display().to_string())

@@ -1249,7 +1249,7 @@ fn memory_stats(ctx: &mut Ctx) -> CmdResult {
     int(
         out,
         "keys.bytes-per-key",
-        if keys > 0 { m.dataset / keys } else { 0 },
+        m.dataset.checked_div(keys).unwrap_or(0),
     );
     int(out, "dataset.bytes", m.dataset);
     let pct = |a: u64, b: u64| ratio(a, b) * 100.0;
@@ -1349,9 +1349,10 @@ fn slowlog_get(ctx: &mut Ctx) -> CmdResult {
     } else if ctx.args.len() == 2 {
         10
     } else {
-        return Err(CmdError::err(
-            "wrong number of arguments for 'slowlog|get' command",
-        ));
+        return Err(CmdError::err(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try SLOWLOG HELP.",
+            ctx.args.str(1)
+        )));
     };
     let total = ctx.srv.slowlog.entries.len();
     let n = if count == -1 {
@@ -1590,21 +1591,16 @@ fn rdb_len_bytes(n: u64) -> u64 {
 /// compression (integers in their compact 1/2/4-byte forms).
 fn serialized_length(ks: &Keyspace, e: crate::arena::Ref) -> u64 {
     let v = ks.value(e);
-    if ks.kind(e) == Kind::String {
-        if v.len() <= 11 {
-            if let Some(n) = crate::util::parse_i64(v) {
-                // Only canonical integers take the integer form.
-                if n.to_string().as_bytes() == v {
-                    if (-128..=127).contains(&n) {
-                        return 2;
-                    } else if (-32768..=32767).contains(&n) {
-                        return 3;
-                    } else if (i32::MIN as i64..=i32::MAX as i64).contains(&n) {
-                        return 5;
-                    }
-                }
-            }
-        }
+    // Only canonical integers that fit 32 bits take RDB's integer forms.
+    let int = (ks.kind(e) == Kind::String && v.len() <= 11)
+        .then(|| crate::util::parse_i64(v))
+        .flatten()
+        .filter(|n| n.to_string().as_bytes() == v);
+    match int {
+        Some(n) if (-128..=127).contains(&n) => return 2,
+        Some(n) if (-32768..=32767).contains(&n) => return 3,
+        Some(n) if (i32::MIN as i64..=i32::MAX as i64).contains(&n) => return 5,
+        _ => {}
     }
     rdb_len_bytes(v.len() as u64) + v.len() as u64
 }
@@ -1749,7 +1745,7 @@ mod sha1 {
             );
             assert_eq!(
                 hex(super::digest(b"abc")),
-                "a9993e364706816aba3e25717850c26c9cd0d089"
+                "a9993e364706816aba3e25717850c26c9cd0d89d"
             );
             let long = vec![b'a'; 1000];
             assert_eq!(
