@@ -31,6 +31,14 @@ pub const F_SENSITIVE: u32 = 2;
 pub const F_NOT_ACTED: u32 = 4;
 /// May be given more than once in a config file (values accumulate).
 pub const F_MULTI: u32 = 8;
+/// Refused by CONFIG SET unless `enable-protected-configs` allows it (Redis's PROTECTED_CONFIG).
+pub const F_PROTECTED: u32 = 16;
+/// Accepted in a config file but never shown by CONFIG GET nor set by CONFIG SET
+/// (directives such as `include`, options Redis 7.0 deprecated, and later Redis
+/// versions' options kept so their files load).
+pub const F_UNLISTED: u32 = 32;
+/// Not listed by CONFIG GET patterns, only by its exact name (Redis's HIDDEN_CONFIG).
+pub const F_HIDDEN: u32 = 64;
 
 #[derive(Clone, Copy, Debug)]
 pub struct OptSpec {
@@ -71,8 +79,11 @@ const INTMAX: i64 = i32::MAX as i64;
 const LONGMAX: i64 = i64::MAX;
 const NA: u32 = F_NOT_ACTED;
 const IMM: u32 = F_IMMUTABLE;
+const HID: u32 = F_UNLISTED;
+const UINTMAX: i64 = u32::MAX as i64;
 const LOGLEVELS: &[&str] = &["debug", "verbose", "notice", "warning"];
 const YES_NO_ENABLE: &[&str] = &["no", "yes", "local"];
+const SHUTDOWN_FLAGS: &[&str] = &["default", "save", "nosave", "now", "force"];
 const POLICIES: &[&str] = &[
     "volatile-lru",
     "volatile-lfu",
@@ -93,7 +104,7 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("timeout", OptKind::Int(0, INTMAX), "0", 0),
     opt("tcp-keepalive", OptKind::Int(0, INTMAX), "300", 0),
     opt("tcp-backlog", OptKind::Int(0, INTMAX), "511", IMM),
-    opt("maxclients", OptKind::Int(1, INTMAX), "10000", 0),
+    opt("maxclients", OptKind::Int(1, UINTMAX), "10000", 0),
     opt("requirepass", OptKind::Str, "", F_SENSITIVE),
     opt("io-threads", OptKind::Int(1, 128), "1", IMM),
     opt("io-threads-do-reads", OptKind::Bool, "no", IMM),
@@ -111,7 +122,8 @@ pub static OPTIONS: &[OptSpec] = &[
     ),
     opt("client-output-buffer-limit", OptKind::Special, "", 0),
     opt("databases", OptKind::Int(1, INTMAX), "16", IMM),
-    opt("hz", OptKind::Int(1, 500), "10", 0),
+    // Out-of-range values are clamped to 1..=500 (as Redis), see `Config::canonical`.
+    opt("hz", OptKind::Int(0, INTMAX), "10", 0),
     opt("dynamic-hz", OptKind::Bool, "yes", 0),
     opt(
         "enable-debug-command",
@@ -134,8 +146,8 @@ pub static OPTIONS: &[OptSpec] = &[
     // --- logging and process
     opt("loglevel", OptKind::Enum(LOGLEVELS), "notice", 0),
     opt("logfile", OptKind::Str, "", IMM),
-    opt("dir", OptKind::Special, "", 0),
-    opt("pidfile", OptKind::Str, "", 0),
+    opt("dir", OptKind::Special, "", F_PROTECTED),
+    opt("pidfile", OptKind::Str, "", IMM),
     opt("daemonize", OptKind::Bool, "no", IMM | NA),
     opt(
         "supervised",
@@ -145,7 +157,14 @@ pub static OPTIONS: &[OptSpec] = &[
     ),
     opt("syslog-enabled", OptKind::Bool, "no", IMM | NA),
     opt("syslog-ident", OptKind::Str, "redis", IMM | NA),
-    opt("syslog-facility", OptKind::Str, "local0", IMM | NA),
+    opt(
+        "syslog-facility",
+        OptKind::Enum(&[
+            "user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7",
+        ]),
+        "local0",
+        IMM | NA,
+    ),
     opt("crash-log-enabled", OptKind::Bool, "yes", NA),
     opt("crash-memcheck-enabled", OptKind::Bool, "yes", NA),
     opt("always-show-logo", OptKind::Bool, "no", IMM | NA),
@@ -158,12 +177,12 @@ pub static OPTIONS: &[OptSpec] = &[
     ),
     opt("unixsocket", OptKind::Str, "", IMM | NA),
     opt("unixsocketperm", OptKind::Int(0, 0o777), "0", IMM | NA),
-    opt("socket-mark-id", OptKind::Int(0, INTMAX), "0", NA),
-    opt("locale-collate", OptKind::Str, "", NA),
+    opt("socket-mark-id", OptKind::Int(0, UINTMAX), "0", IMM | NA),
+    opt("locale-collate", OptKind::Str, "", NA | HID),
     // --- memory and eviction (acted on)
     opt("maxmemory", OptKind::Memory(0, LONGMAX), "0", 0),
     opt("maxmemory-policy", OptKind::Enum(POLICIES), "noeviction", 0),
-    opt("maxmemory-samples", OptKind::Int(1, 64), "5", 0),
+    opt("maxmemory-samples", OptKind::Int(1, INTMAX), "5", 0),
     opt("maxmemory-eviction-tenacity", OptKind::Int(0, 100), "10", 0),
     opt("maxmemory-clients", OptKind::MemoryOrPercent, "0", NA),
     opt("lfu-log-factor", OptKind::Int(0, INTMAX), "10", 0),
@@ -174,7 +193,13 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("lazyfree-lazy-server-del", OptKind::Bool, "no", 0),
     opt("lazyfree-lazy-user-del", OptKind::Bool, "no", 0),
     opt("lazyfree-lazy-user-flush", OptKind::Bool, "no", 0),
-    opt("replica-lazy-flush", OptKind::Bool, "no", NA),
+    aliased(
+        "replica-lazy-flush",
+        "slave-lazy-flush",
+        OptKind::Bool,
+        "no",
+        NA,
+    ),
     opt("activerehashing", OptKind::Bool, "yes", 0),
     opt("activedefrag", OptKind::Bool, "no", NA),
     opt(
@@ -211,7 +236,7 @@ pub static OPTIONS: &[OptSpec] = &[
         NA,
     ),
     opt("oom-score-adj-values", OptKind::Str, "0 200 800", NA),
-    opt("disable-thp", OptKind::Bool, "yes", NA),
+    opt("disable-thp", OptKind::Bool, "yes", IMM | NA),
     // --- slowlog, latency, tracking
     opt(
         "slowlog-log-slower-than",
@@ -224,7 +249,7 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("latency-tracking", OptKind::Bool, "yes", NA),
     opt(
         "latency-tracking-info-percentiles",
-        OptKind::Str,
+        OptKind::Special,
         "50 99 99.9",
         NA,
     ),
@@ -242,20 +267,20 @@ pub static OPTIONS: &[OptSpec] = &[
         "1000000",
         NA,
     ),
-    opt("notify-keyspace-events", OptKind::Str, "", NA),
-    opt("lua-replicate-commands", OptKind::Bool, "yes", NA),
+    opt("notify-keyspace-events", OptKind::Special, "", NA),
+    opt("lua-replicate-commands", OptKind::Bool, "yes", NA | HID),
     // --- encodings (used by collection types)
     aliased(
         "hash-max-listpack-entries",
         "hash-max-ziplist-entries",
         OptKind::Int(0, LONGMAX),
-        "128",
+        "512",
         0,
     ),
     aliased(
         "hash-max-listpack-value",
         "hash-max-ziplist-value",
-        OptKind::Int(0, LONGMAX),
+        OptKind::Memory(0, LONGMAX),
         "64",
         0,
     ),
@@ -268,13 +293,19 @@ pub static OPTIONS: &[OptSpec] = &[
     ),
     opt("list-compress-depth", OptKind::Int(0, INTMAX), "0", NA),
     opt("set-max-intset-entries", OptKind::Int(0, LONGMAX), "512", 0),
+    // Redis 7.2's set listpack options: read by the set type, hidden from CONFIG GET.
     opt(
         "set-max-listpack-entries",
         OptKind::Int(0, LONGMAX),
         "128",
-        0,
+        HID,
     ),
-    opt("set-max-listpack-value", OptKind::Int(0, LONGMAX), "64", 0),
+    opt(
+        "set-max-listpack-value",
+        OptKind::Int(0, LONGMAX),
+        "64",
+        HID,
+    ),
     aliased(
         "zset-max-listpack-entries",
         "zset-max-ziplist-entries",
@@ -285,7 +316,7 @@ pub static OPTIONS: &[OptSpec] = &[
     aliased(
         "zset-max-listpack-value",
         "zset-max-ziplist-value",
-        OptKind::Int(0, LONGMAX),
+        OptKind::Memory(0, LONGMAX),
         "64",
         0,
     ),
@@ -314,15 +345,21 @@ pub static OPTIONS: &[OptSpec] = &[
         "3600 1 300 100 60 10000",
         NA | F_MULTI,
     ),
-    opt("dbfilename", OptKind::Str, "dump.rdb", NA),
+    opt("dbfilename", OptKind::Str, "dump.rdb", F_PROTECTED | NA),
     opt("rdbcompression", OptKind::Bool, "yes", NA),
-    opt("rdbchecksum", OptKind::Bool, "yes", NA),
+    opt("rdbchecksum", OptKind::Bool, "yes", IMM | NA),
     opt("rdb-del-sync-files", OptKind::Bool, "no", NA),
     opt(
         "rdb-key-save-delay",
         OptKind::Int(i32::MIN as i64, INTMAX),
         "0",
-        NA,
+        NA | F_HIDDEN,
+    ),
+    opt(
+        "key-load-delay",
+        OptKind::Int(i32::MIN as i64, INTMAX),
+        "0",
+        NA | F_HIDDEN,
     ),
     opt("rdb-save-incremental-fsync", OptKind::Bool, "yes", NA),
     opt("stop-writes-on-bgsave-error", OptKind::Bool, "yes", NA),
@@ -358,9 +395,10 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("aof-load-truncated", OptKind::Bool, "yes", NA),
     opt("aof-use-rdb-preamble", OptKind::Bool, "yes", NA),
     opt("aof-timestamp-enabled", OptKind::Bool, "no", NA),
+    opt("aof-disable-auto-gc", OptKind::Bool, "no", NA),
     opt("aof-rewrite-incremental-fsync", OptKind::Bool, "yes", NA),
     // --- replication
-    aliased("replicaof", "slaveof", OptKind::Special, "", NA),
+    aliased("replicaof", "slaveof", OptKind::Special, "", IMM | NA),
     aliased(
         "masterauth",
         "masterauth",
@@ -390,13 +428,7 @@ pub static OPTIONS: &[OptSpec] = &[
         "100",
         NA,
     ),
-    aliased(
-        "replica-announced",
-        "slave-announced",
-        OptKind::Bool,
-        "yes",
-        NA,
-    ),
+    opt("replica-announced", OptKind::Bool, "yes", NA),
     aliased(
         "replica-announce-ip",
         "slave-announce-ip",
@@ -503,7 +535,12 @@ pub static OPTIONS: &[OptSpec] = &[
     ),
     opt("cluster-announce-ip", OptKind::Str, "", NA),
     opt("cluster-announce-hostname", OptKind::Str, "", NA),
-    opt("cluster-announce-human-nodename", OptKind::Str, "", NA),
+    opt(
+        "cluster-announce-human-nodename",
+        OptKind::Str,
+        "",
+        NA | HID,
+    ),
     opt("cluster-announce-port", OptKind::Int(0, 65535), "0", NA),
     opt("cluster-announce-bus-port", OptKind::Int(0, 65535), "0", NA),
     opt("cluster-announce-tls-port", OptKind::Int(0, 65535), "0", NA),
@@ -521,8 +558,8 @@ pub static OPTIONS: &[OptSpec] = &[
         NA,
     ),
     // --- scripting, modules, ACL, TLS
-    opt("lua-time-limit-unused", OptKind::Int(0, 0), "0", NA),
-    opt("loadmodule", OptKind::Str, "", IMM | NA | F_MULTI),
+    opt("lua-time-limit-unused", OptKind::Int(0, 0), "0", NA | HID),
+    opt("loadmodule", OptKind::Str, "", IMM | NA | F_MULTI | HID),
     opt("aclfile", OptKind::Str, "", IMM | NA),
     opt("acllog-max-len", OptKind::Int(0, LONGMAX), "128", NA),
     opt(
@@ -531,10 +568,10 @@ pub static OPTIONS: &[OptSpec] = &[
         "resetchannels",
         NA,
     ),
-    opt("user", OptKind::Str, "", IMM | NA | F_MULTI),
-    opt("rename-command", OptKind::Str, "", IMM | NA | F_MULTI),
+    opt("user", OptKind::Str, "", IMM | NA | F_MULTI | HID),
+    opt("rename-command", OptKind::Str, "", IMM | NA | F_MULTI | HID),
     opt("ignore-warnings", OptKind::Str, "", NA),
-    opt("include", OptKind::Str, "", IMM | F_MULTI),
+    opt("include", OptKind::Str, "", IMM | F_MULTI | HID),
     opt("tls-port", OptKind::Int(0, 65535), "0", NA),
     opt("tls-cluster", OptKind::Bool, "no", NA),
     opt("tls-replication", OptKind::Bool, "no", NA),
@@ -580,11 +617,33 @@ pub static OPTIONS: &[OptSpec] = &[
         "lazyfree-lazy-user-flush-unused",
         OptKind::Int(0, 0),
         "0",
-        NA,
+        NA | HID,
     ),
     opt("shutdown-timeout", OptKind::Int(0, INTMAX), "10", NA),
-    opt("shutdown-on-sigint", OptKind::Str, "default", NA),
-    opt("shutdown-on-sigterm", OptKind::Str, "default", NA),
+    opt(
+        "shutdown-on-sigint",
+        OptKind::Enum(SHUTDOWN_FLAGS),
+        "default",
+        NA,
+    ),
+    opt(
+        "shutdown-on-sigterm",
+        OptKind::Enum(SHUTDOWN_FLAGS),
+        "default",
+        NA,
+    ),
+    opt(
+        "propagation-error-behavior",
+        OptKind::Enum(&["ignore", "panic", "panic-on-replicas"]),
+        "ignore",
+        NA,
+    ),
+    opt("bind-source-addr", OptKind::Str, "", NA),
+    // CPU affinity lists (Redis's names use underscores).
+    opt("server_cpulist", OptKind::Str, "", IMM | NA),
+    opt("bio_cpulist", OptKind::Str, "", IMM | NA),
+    opt("aof_rewrite_cpulist", OptKind::Str, "", IMM | NA),
+    opt("bgsave_cpulist", OptKind::Str, "", IMM | NA),
     // --- cairn's own
     opt(
         "arena-reserve-bytes",
@@ -678,6 +737,82 @@ fn find_spec(name: &str) -> Option<usize> {
     OPTIONS.iter().position(|o| {
         o.name.eq_ignore_ascii_case(name) || o.alias.is_some_and(|a| a.eq_ignore_ascii_case(name))
     })
+}
+
+/// Most addresses `bind` takes (Redis's CONFIG_BINDADDR_MAX).
+const MAX_BIND_ADDRESSES: usize = 16;
+
+// notify-keyspace-events classes (bit per letter).
+const NOTIFY_KEYSPACE: u32 = 1 << 0; // K
+const NOTIFY_KEYEVENT: u32 = 1 << 1; // E
+const NOTIFY_KEY_MISS: u32 = 1 << 11; // m (not part of A)
+const NOTIFY_NEW: u32 = 1 << 13; // n (not part of A)
+/// The classes `A` stands for, in the order CONFIG GET prints them.
+const NOTIFY_CLASSES: &[(char, u32)] = &[
+    ('g', 1 << 2),
+    ('$', 1 << 3),
+    ('l', 1 << 4),
+    ('s', 1 << 5),
+    ('h', 1 << 6),
+    ('z', 1 << 7),
+    ('x', 1 << 8),
+    ('e', 1 << 9),
+    ('t', 1 << 10),
+    ('d', 1 << 12),
+];
+const NOTIFY_ALL: u32 = (1 << 2)
+    | (1 << 3)
+    | (1 << 4)
+    | (1 << 5)
+    | (1 << 6)
+    | (1 << 7)
+    | (1 << 8)
+    | (1 << 9)
+    | (1 << 10)
+    | (1 << 12);
+
+/// Parses `notify-keyspace-events` letters into class bits.
+pub fn parse_notify_flags(v: &str) -> Result<u32, String> {
+    let mut flags = 0;
+    for c in v.chars() {
+        flags |= match c {
+            'A' => NOTIFY_ALL,
+            'K' => NOTIFY_KEYSPACE,
+            'E' => NOTIFY_KEYEVENT,
+            'm' => NOTIFY_KEY_MISS,
+            'n' => NOTIFY_NEW,
+            _ => match NOTIFY_CLASSES.iter().find(|(l, _)| *l == c) {
+                Some((_, f)) => *f,
+                None => return Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
+            },
+        };
+    }
+    Ok(flags)
+}
+
+/// The canonical text of notify flags, in Redis's order (`KEA` reads back as `AKE`).
+pub fn notify_flags_text(flags: u32) -> String {
+    let mut s = String::new();
+    if flags & NOTIFY_ALL == NOTIFY_ALL {
+        s.push('A');
+    } else {
+        for (c, f) in NOTIFY_CLASSES {
+            if flags & f != 0 {
+                s.push(*c);
+            }
+        }
+    }
+    for (c, f) in [
+        ('K', NOTIFY_KEYSPACE),
+        ('E', NOTIFY_KEYEVENT),
+        ('m', NOTIFY_KEY_MISS),
+        ('n', NOTIFY_NEW),
+    ] {
+        if flags & f != 0 {
+            s.push(c);
+        }
+    }
+    s
 }
 
 /// Redis's `memtoull`: a byte count with an optional unit (k=1000, kb=1024, m, mb, g, gb).
@@ -859,6 +994,10 @@ impl Config {
                         "argument must be between {min} and {max} inclusive"
                     ));
                 }
+                // Redis accepts any hz and clamps it to what the cron can do.
+                if spec.name == "hz" {
+                    return Ok(v.clamp(1, 500).to_string());
+                }
                 Ok(v.to_string())
             }
             OptKind::Memory(min, max) => {
@@ -879,12 +1018,28 @@ impl Config {
                     if v < 0 {
                         return Err("argument must be a memory or percent value".into());
                     }
+                    if v > 100 {
+                        return Err("percentage argument must be less or equal to 100".into());
+                    }
                     Ok(format!("{v}%"))
                 } else {
                     parse_memory(value)
                         .map(|v| v.to_string())
                         .ok_or_else(|| "argument must be a memory or percent value".into())
                 }
+            }
+            OptKind::Str if spec.name == "oom-score-adj-values" => {
+                let w: Vec<&str> = value.split_whitespace().collect();
+                if w.len() != 3 {
+                    return Err("wrong number of arguments".into());
+                }
+                for x in &w {
+                    match x.parse::<i64>() {
+                        Ok(v) if (-2000..=2000).contains(&v) => {}
+                        _ => return Err("Invalid oom-score-adj-values".into()),
+                    }
+                }
+                Ok(w.join(" "))
             }
             OptKind::Str => Ok(value.to_string()),
             OptKind::Enum(choices) => choices
@@ -901,11 +1056,31 @@ impl Config {
                 "client-output-buffer-limit" => parse_cobl(value, &self.values[idx]),
                 "save" => parse_save(value),
                 "bind" => {
-                    if value.split_whitespace().count() == 0 {
+                    let n = value.split_whitespace().count();
+                    if n == 0 || n > MAX_BIND_ADDRESSES {
                         Err("Too many bind addresses specified.".into())
                     } else {
                         Ok(value.split_whitespace().collect::<Vec<_>>().join(" "))
                     }
+                }
+                "notify-keyspace-events" => parse_notify_flags(value).map(notify_flags_text),
+                "latency-tracking-info-percentiles" => {
+                    let mut out = Vec::new();
+                    for w in value.split_whitespace() {
+                        let v: f64 =
+                            w.parse()
+                                .ok()
+                                .filter(|v: &f64| v.is_finite())
+                                .ok_or_else(|| {
+                                    "Invalid latency-tracking-info-percentiles parameters"
+                                        .to_string()
+                                })?;
+                        if !(0.0..=100.0).contains(&v) {
+                            return Err("latency-tracking-info-percentiles parameters should sit between [0.0,100.0]".into());
+                        }
+                        out.push(v.to_string());
+                    }
+                    Ok(out.join(" "))
                 }
                 "dir" => {
                     let p = std::path::Path::new(value);
@@ -1063,47 +1238,77 @@ impl Config {
         Ok(c)
     }
 
-    /// CONFIG GET: (name, value) pairs for every option matching any pattern.
+    /// CONFIG GET: (name, value) pairs for every option matching any pattern. A pattern
+    /// without glob characters is a plain lookup (aliases and hidden options included) and
+    /// echoes the name as given, as Redis does.
     pub fn get_matching(&self, patterns: &[&[u8]]) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = Vec::new();
-        for (i, spec) in OPTIONS.iter().enumerate() {
-            if spec.name == "include" || spec.name.ends_with("-unused") {
+        let mut push = |name: String, value: &str| {
+            if !out.iter().any(|(n, _)| *n == name) {
+                out.push((name, value.to_string()));
+            }
+        };
+        for p in patterns {
+            if !p.iter().any(|c| matches!(c, b'*' | b'?' | b'[')) {
+                let name = String::from_utf8_lossy(p);
+                if let Some(idx) = find_spec(&name) {
+                    if OPTIONS[idx].flags & F_UNLISTED == 0 {
+                        push(name.into_owned(), &self.values[idx]);
+                    }
+                }
                 continue;
             }
-            for name in std::iter::once(spec.name).chain(spec.alias) {
-                if patterns
-                    .iter()
-                    .any(|p| crate::util::glob_match(p, name.as_bytes(), true))
-                    && !out.iter().any(|(n, _)| n == name)
-                {
-                    out.push((name.to_string(), self.values[i].clone()));
+            for (i, spec) in OPTIONS.iter().enumerate() {
+                if spec.flags & (F_HIDDEN | F_UNLISTED) != 0 {
+                    continue;
+                }
+                for name in std::iter::once(spec.name).chain(spec.alias) {
+                    if crate::util::glob_match(p, name.as_bytes(), true) {
+                        push(name.to_string(), &self.values[i]);
+                    }
                 }
             }
         }
         out
     }
 
-    /// CONFIG SET name value [name value ...]: all or nothing, with Redis's error texts.
-    pub fn set_many(&mut self, pairs: &[(&str, &str)]) -> Result<(), String> {
-        let mut staged = self.clone();
-        for (i, (name, value)) in pairs.iter().enumerate() {
-            if pairs[..i].iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
-                return Err(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"));
-            }
-            let Some(idx) = find_spec(name) else {
-                return Err(format!(
-                    "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
-                ));
+    /// CONFIG SET name value [name value ...]: all or nothing, with Redis's error texts
+    /// and checks in Redis's order (names, mutability and duplicates first, then values).
+    /// `allow_protected`: the client may change PROTECTED options (enable-protected-configs).
+    pub fn set_many(
+        &mut self,
+        pairs: &[(&str, &str)],
+        allow_protected: bool,
+    ) -> Result<(), String> {
+        let fail = |name: &str, m: &str| {
+            format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {m}")
+        };
+        let mut idxs = Vec::with_capacity(pairs.len());
+        for (name, _) in pairs {
+            let idx = match find_spec(name) {
+                Some(idx) if OPTIONS[idx].flags & F_UNLISTED == 0 => idx,
+                _ => {
+                    return Err(format!(
+                        "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+                    ))
+                }
             };
             let spec = OPTIONS[idx];
             if spec.flags & F_IMMUTABLE != 0 {
-                return Err(format!(
-                    "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
-                ));
+                return Err(fail(name, "can't set immutable config"));
             }
-            let canon = staged.canonical(idx, value).map_err(|m| {
-                format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {m}")
-            })?;
+            if spec.flags & F_PROTECTED != 0 && !allow_protected {
+                return Err(fail(name, "can't set protected config"));
+            }
+            // Aliases name the same option: `maxmemory` twice or `slaveof`+`replicaof`.
+            if idxs.contains(&idx) {
+                return Err(fail(name, "duplicate parameter"));
+            }
+            idxs.push(idx);
+        }
+        let mut staged = self.clone();
+        for ((name, value), &idx) in pairs.iter().zip(&idxs) {
+            let canon = staged.canonical(idx, value).map_err(|m| fail(name, &m))?;
             staged.values[idx] = canon;
             staged.set_explicitly[idx] = true;
         }
@@ -1334,16 +1539,19 @@ mod tests {
     fn config_set_is_atomic() {
         let mut c = Config::default();
         assert!(c
-            .set_many(&[("maxmemory", "10mb"), ("port", "notanumber")])
+            .set_many(&[("maxmemory", "10mb"), ("port", "notanumber")], false)
             .is_err());
         assert_eq!(c.settings().maxmemory, 0);
-        c.set_many(&[("maxmemory", "10mb"), ("maxmemory-policy", "ALLKEYS-LRU")])
-            .unwrap();
+        c.set_many(
+            &[("maxmemory", "10mb"), ("maxmemory-policy", "ALLKEYS-LRU")],
+            false,
+        )
+        .unwrap();
         assert_eq!(c.settings().maxmemory, 10 << 20);
         assert_eq!(c.settings().maxmemory_policy, EvictionPolicy::AllKeysLru);
-        let err = c.set_many(&[("databases", "4")]).unwrap_err();
+        let err = c.set_many(&[("databases", "4")], false).unwrap_err();
         assert!(err.contains("immutable"), "{err}");
-        c.set_many(&[("client-output-buffer-limit", "pubsub 1mb 0 0")])
+        c.set_many(&[("client-output-buffer-limit", "pubsub 1mb 0 0")], false)
             .unwrap();
         assert_eq!(c.settings().obuf_pubsub.hard_bytes, 1 << 20);
         assert_eq!(c.settings().obuf_replica.hard_bytes, 256 << 20);

@@ -58,6 +58,8 @@ pub struct Server {
     pub client_buffer_bytes: u64,
     pub tcp_port: u16,
     pub executable: String,
+    /// Replication id reported by INFO replication (cairn is always a master).
+    pub master_replid: String,
 }
 
 impl Server {
@@ -74,6 +76,9 @@ impl Server {
         ks.lfu_decay_time_min = s.lfu_decay_time;
         let mut rng = crate::util::Rng::from_time();
         let run_id: String = (0..40)
+            .map(|_| char::from_digit(rng.below(16) as u32, 16).unwrap_or('0'))
+            .collect();
+        let master_replid: String = (0..40)
             .map(|_| char::from_digit(rng.below(16) as u32, 16).unwrap_or('0'))
             .collect();
         let commands = CommandTable::build();
@@ -100,6 +105,7 @@ impl Server {
             executable: std::env::current_exe()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
+            master_replid,
             config,
         })
     }
@@ -160,6 +166,11 @@ impl Server {
         client.last_interaction_ms = now;
         let mark = out.len();
         self.execute_inner(client, args, out, now);
+        // A reply that starts with '-' is an error reply (INFO errorstats counts them all,
+        // whichever path wrote them).
+        if out.get(mark) == Some(&b'-') {
+            self.stats.record_error(&out[mark + 1..]);
+        }
         match client.reply_mode {
             client::ReplyMode::On => {}
             client::ReplyMode::Off => out.truncate(mark),
@@ -314,6 +325,8 @@ impl Server {
     /// Periodic work (Redis's serverCron), run `hz` times a second by the event loop.
     /// Every step is bounded in time.
     pub fn cron(&mut self) {
+        self.stats.sample_instantaneous(now_ms());
+        self.stats.peak_memory = self.stats.peak_memory.max(self.used_memory());
         let s = self.config.settings();
         let hz = s.hz.max(1);
         let effort = s.active_expire_effort;

@@ -3,7 +3,8 @@
 
 use super::Client;
 use crate::commands::{Args, CommandSpec};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
 #[derive(Default, Debug, Clone)]
 pub struct Stats {
@@ -18,6 +19,94 @@ pub struct Stats {
     pub total_error_replies: u64,
     pub io_threaded_reads_processed: u64,
     pub io_threaded_writes_processed: u64,
+    /// Error replies by their code (`ERR`, `WRONGTYPE`, ...) for INFO errorstats.
+    pub errors_by_code: BTreeMap<String, u64>,
+    /// Highest `used_memory` seen (INFO used_memory_peak).
+    pub peak_memory: u64,
+    pub inst_ops: InstantaneousMetric,
+    pub inst_net_input: InstantaneousMetric,
+    pub inst_net_output: InstantaneousMetric,
+}
+
+/// Distinct error codes tracked before new ones are folded away (Redis caps its error
+/// table at 128 codes, so a client inventing codes cannot grow it without bound).
+pub const ERROR_STATS_MAX_CODES: usize = 128;
+
+impl Stats {
+    /// Counts one error reply; `msg` is the reply text after the `-`.
+    pub fn record_error(&mut self, msg: &[u8]) {
+        self.total_error_replies += 1;
+        let code_end = msg
+            .iter()
+            .position(|&b| b == b' ' || b == b'\r')
+            .unwrap_or(msg.len());
+        let code = String::from_utf8_lossy(&msg[..code_end.min(64)]);
+        if let Some(n) = self.errors_by_code.get_mut(code.as_ref()) {
+            *n += 1;
+        } else if self.errors_by_code.len() < ERROR_STATS_MAX_CODES {
+            self.errors_by_code.insert(code.into_owned(), 1);
+        }
+    }
+
+    /// Takes one sample of the instantaneous metrics (called from the cron, ~every 100 ms).
+    pub fn sample_instantaneous(&mut self, now_ms: i64) {
+        self.inst_ops.sample(now_ms, self.total_commands_processed);
+        self.inst_net_input.sample(now_ms, self.net_input_bytes);
+        self.inst_net_output.sample(now_ms, self.net_output_bytes);
+    }
+
+    /// CONFIG RESETSTAT: zeroes the counters (not the instantaneous rings' baselines).
+    pub fn reset(&mut self) {
+        let keep = (
+            self.inst_ops.clone(),
+            self.inst_net_input.clone(),
+            self.inst_net_output.clone(),
+        );
+        *self = Stats::default();
+        (self.inst_ops, self.inst_net_input, self.inst_net_output) = keep;
+        // Re-base the samplers on the zeroed counters.
+        self.inst_ops.last_value = 0;
+        self.inst_net_input.last_value = 0;
+        self.inst_net_output.last_value = 0;
+    }
+}
+
+/// Samples kept per instantaneous metric (Redis's STATS_METRIC_SAMPLES).
+pub const INST_METRIC_SAMPLES: usize = 16;
+/// Minimum spacing between two samples (Redis samples every 100 ms).
+pub const INST_METRIC_PERIOD_MS: i64 = 100;
+
+/// A per-second rate averaged over the last [`INST_METRIC_SAMPLES`] samples, as Redis's
+/// `instantaneous_ops_per_sec`.
+#[derive(Default, Debug, Clone)]
+pub struct InstantaneousMetric {
+    samples: [u64; INST_METRIC_SAMPLES],
+    idx: usize,
+    last_ms: i64,
+    last_value: u64,
+}
+
+impl InstantaneousMetric {
+    pub fn sample(&mut self, now_ms: i64, value: u64) {
+        if self.last_ms == 0 {
+            self.last_ms = now_ms;
+            self.last_value = value;
+            return;
+        }
+        let dt = now_ms - self.last_ms;
+        if dt < INST_METRIC_PERIOD_MS {
+            return;
+        }
+        let delta = value.saturating_sub(self.last_value);
+        self.samples[self.idx] = delta.saturating_mul(1000) / dt as u64;
+        self.idx = (self.idx + 1) % INST_METRIC_SAMPLES;
+        self.last_ms = now_ms;
+        self.last_value = value;
+    }
+    /// Mean rate per second over the ring.
+    pub fn per_sec(&self) -> u64 {
+        self.samples.iter().sum::<u64>() / INST_METRIC_SAMPLES as u64
+    }
 }
 
 #[derive(Default, Debug, Clone, Copy)]
@@ -28,26 +117,69 @@ pub struct CommandStat {
     pub failed_calls: u64,
 }
 
-/// Per-command counters, keyed by Redis's `cmdstat_<name>` / `<parent>|<sub>` names.
+/// Per-command counters. The dispatcher updates them on every command, so they are keyed
+/// by the address of the command's static `CommandSpec` (unique per command and
+/// subcommand) through an identity-style hasher: no string formatting, no tree walk.
+/// The display name (`get`, `config|get`) is built once, when a command is first counted.
 #[derive(Default)]
 pub struct CommandStats {
-    pub by_name: BTreeMap<String, CommandStat>,
+    by_spec: HashMap<usize, (String, CommandStat), BuildHasherDefault<AddrHasher>>,
 }
 
 impl CommandStats {
+    #[inline]
     pub fn get_mut(
         &mut self,
-        spec: &CommandSpec,
-        parent: Option<&CommandSpec>,
+        spec: &'static CommandSpec,
+        parent: Option<&'static CommandSpec>,
     ) -> &mut CommandStat {
-        let key = match parent {
-            Some(p) => format!("{}|{}", p.name, spec.name),
-            None => spec.name.to_string(),
-        };
-        self.by_name.entry(key).or_default()
+        let key = spec as *const CommandSpec as usize;
+        &mut self
+            .by_spec
+            .entry(key)
+            .or_insert_with(|| {
+                let name = match parent {
+                    Some(p) => crate::commands::full_name(p, spec),
+                    None => spec.name.to_string(),
+                };
+                (name, CommandStat::default())
+            })
+            .1
+    }
+    /// (name, stats) of every command run since the last reset, sorted by name.
+    pub fn sorted(&self) -> Vec<(&str, CommandStat)> {
+        let mut v: Vec<(&str, CommandStat)> = self
+            .by_spec
+            .values()
+            .map(|(n, s)| (n.as_str(), *s))
+            .collect();
+        v.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        v
     }
     pub fn reset(&mut self) {
-        self.by_name.clear();
+        self.by_spec.clear();
+    }
+}
+
+/// Hashes a pointer-sized key with one multiply (Fibonacci hashing): spec addresses are
+/// distinct and well spread, and hashbrown uses the top bits, which the multiply mixes.
+#[derive(Default)]
+pub struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    #[inline]
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
 

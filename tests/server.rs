@@ -1,0 +1,864 @@
+//! Black-box tests of the server family: INFO, CONFIG, TIME, LASTSAVE, COMMAND, MEMORY,
+//! SLOWLOG, LATENCY and DEBUG, several of them differential against redis-server 7.0.
+mod common;
+use common::*;
+use redis::Value;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+fn s(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `CONFIG GET *` as (name, value) pairs.
+fn config_all(port: u16) -> Vec<(String, String)> {
+    let mut c = client(port);
+    let v: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("*")
+        .query(&mut c)
+        .unwrap();
+    v.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect()
+}
+
+/// INFO over a raw connection (the redis crate sends CLIENT SETINFO on connect, which
+/// would count as error replies in the statistics under test).
+fn info(port: u16, args: &[&str]) -> String {
+    let mut raw = Raw::connect(port);
+    let mut cmd = vec!["INFO"];
+    cmd.extend_from_slice(args);
+    let reply = s(&raw.call(&cmd));
+    assert!(reply.starts_with('$'), "{reply}");
+    let body = reply.split_once("\r\n").unwrap().1;
+    body[..body.len() - 2].to_string()
+}
+
+/// `field` of an INFO text.
+fn info_field(text: &str, field: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim_end().to_string())
+}
+
+fn headers(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with("# "))
+        .map(|l| l.trim_end().to_string())
+        .collect()
+}
+
+/// Sends the same commands to both servers and asserts byte-identical replies.
+fn same_replies(a: u16, b: u16, cmds: &[&[&str]]) {
+    let mut ra = Raw::connect(a);
+    let mut rb = Raw::connect(b);
+    for cmd in cmds {
+        let x = ra.call(cmd);
+        let y = rb.call(cmd);
+        assert_eq!(s(&x), s(&y), "reply to {cmd:?} differs (redis vs cairn)");
+    }
+}
+
+#[test]
+fn config_get_star_has_redis_names_and_defaults() {
+    let redis = start_redis(&[]);
+    let cairn = start_cairn(&["--save", ""]);
+    let r = config_all(redis.port);
+    let c = config_all(cairn.port);
+    let rn: BTreeSet<&str> = r.iter().map(|(n, _)| n.as_str()).collect();
+    let cn: BTreeSet<&str> = c.iter().map(|(n, _)| n.as_str()).collect();
+    let missing: Vec<_> = rn.difference(&cn).collect();
+    assert!(missing.is_empty(), "options missing in cairn: {missing:?}");
+    // cairn's only own option.
+    let extra: Vec<_> = cn.difference(&rn).collect();
+    assert_eq!(extra, vec![&"arena-reserve-bytes"], "unexpected options");
+    // Every default prints as Redis prints it, except what differs on purpose.
+    let on_purpose = ["bind", "dir", "port"];
+    for (name, rv) in &r {
+        if on_purpose.contains(&name.as_str()) {
+            continue;
+        }
+        let cv = &c.iter().find(|(n, _)| n == name).unwrap().1;
+        assert_eq!(cv, rv, "default of {name}");
+    }
+    let pairs = |port: u16| -> BTreeSet<String> {
+        let mut c = client(port);
+        let v: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("hash-max-*-entries")
+            .arg("zset-max-listpack-value")
+            .query(&mut c)
+            .unwrap();
+        v.chunks(2).map(|p| format!("{}={}", p[0], p[1])).collect()
+    };
+    assert_eq!(pairs(redis.port), pairs(cairn.port));
+    // Hidden options answer only to their exact name (as Redis's).
+    same_replies(
+        redis.port,
+        cairn.port,
+        &[
+            &["CONFIG", "GET", "rdb-key-save-delay"],
+            &["CONFIG", "GET", "rdb-key-*"],
+            &["CONFIG", "GET", "MAXMEMORY"],
+            &["CONFIG", "GET", "nosuch"],
+            &["CONFIG", "GET", "set-max-listpack-entries"],
+        ],
+    );
+}
+
+#[test]
+fn config_errors_match_redis() {
+    let redis = start_redis(&[]);
+    let cairn = start_cairn(&["--save", ""]);
+    same_replies(
+        redis.port,
+        cairn.port,
+        &[
+            &["CONFIG"],
+            &["CONFIG", "GET"],
+            &["CONFIG", "SET"],
+            &["CONFIG", "SET", "maxmemory"],
+            &["CONFIG", "SET", "maxmemory", "10", "port"],
+            &["CONFIG", "SET", "nosuch", "1"],
+            &["CONFIG", "SET", "maxmemory", "abc"],
+            &["CONFIG", "SET", "port", "abc"],
+            &["CONFIG", "SET", "port", "99999"],
+            &["CONFIG", "SET", "timeout", "-1"],
+            &["CONFIG", "SET", "maxclients", "0"],
+            &["CONFIG", "SET", "databases", "4"],
+            &["CONFIG", "SET", "enable-debug-command", "yes"],
+            &["CONFIG", "SET", "dir", "/tmp"],
+            &["CONFIG", "SET", "dbfilename", "x.rdb"],
+            &["CONFIG", "SET", "maxmemory", "1mb", "maxmemory", "2mb"],
+            &["CONFIG", "SET", "maxmemory", "1mb", "nosuch", "2"],
+            &["CONFIG", "SET", "maxmemory-policy", "foo"],
+            &["CONFIG", "SET", "appendonly", "maybe"],
+            &["CONFIG", "SET", "save", "1 2 3"],
+            &["CONFIG", "SET", "maxmemory-clients", "101%"],
+            &["CONFIG", "SET", "maxmemory-clients", "-1"],
+            &["CONFIG", "SET", "client-output-buffer-limit", "foo 1 2 3"],
+            &["CONFIG", "SET", "client-output-buffer-limit", "normal 1 2"],
+            &["CONFIG", "SET", "notify-keyspace-events", "Z"],
+            &["CONFIG", "SET", "lua-replicate-commands", "yes"],
+            &[
+                "CONFIG",
+                "SET",
+                "latency-tracking-info-percentiles",
+                "50 101",
+            ],
+            &["CONFIG", "RESETSTAT", "x"],
+            &["CONFIG", "REWRITE"],
+            &["CONFIG", "BOGUS"],
+            &["CONFIG", "HELP"],
+            // Accepted values read back canonically.
+            &["CONFIG", "SET", "notify-keyspace-events", "KEA"],
+            &["CONFIG", "GET", "notify-keyspace-events"],
+            &["CONFIG", "SET", "hz", "1000"],
+            &["CONFIG", "GET", "hz"],
+            &["CONFIG", "SET", "hz", "0"],
+            &["CONFIG", "GET", "hz"],
+            &["CONFIG", "SET", "maxmemory-clients", "10%"],
+            &["CONFIG", "GET", "maxmemory-clients"],
+            &["CONFIG", "SET", "loglevel", "WARNING", "maxmemory", "1gb"],
+            &["CONFIG", "GET", "loglevel"],
+            &["CONFIG", "GET", "maxmemory"],
+            &["CONFIG", "SET", "slaveof", "no one"],
+            &["CONFIG", "SET", "list-max-ziplist-size", "5"],
+            &["CONFIG", "GET", "list-max-listpack-size"],
+            &["CONFIG", "SET", "save", "100 1 200 2"],
+            &["CONFIG", "GET", "save"],
+        ],
+    );
+}
+
+#[test]
+fn config_set_is_atomic_and_applied() {
+    let srv = start_cairn(&[]);
+    let mut raw = Raw::connect(srv.port);
+    // The second pair is invalid: nothing changes.
+    let r = raw.call(&[
+        "CONFIG",
+        "SET",
+        "maxmemory",
+        "10mb",
+        "maxmemory-policy",
+        "bad",
+    ]);
+    assert!(r.starts_with(b"-ERR CONFIG SET failed"), "{}", s(&r));
+    assert_eq!(
+        raw.call(&["CONFIG", "GET", "maxmemory"]),
+        b"*2\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n"
+    );
+    assert_eq!(
+        raw.call(&[
+            "CONFIG",
+            "SET",
+            "maxmemory",
+            "10mb",
+            "maxmemory-policy",
+            "allkeys-lru"
+        ]),
+        b"+OK\r\n"
+    );
+    let mem = info(srv.port, &["memory"]);
+    assert_eq!(info_field(&mem, "maxmemory").as_deref(), Some("10485760"));
+    assert_eq!(
+        info_field(&mem, "maxmemory_human").as_deref(),
+        Some("10.00M")
+    );
+    assert_eq!(
+        info_field(&mem, "maxmemory_policy").as_deref(),
+        Some("allkeys-lru")
+    );
+    // hz is clamped and INFO reports the new value.
+    raw.call(&["CONFIG", "SET", "hz", "100"]);
+    assert_eq!(
+        info_field(&info(srv.port, &["server"]), "hz").as_deref(),
+        Some("100")
+    );
+    // slowlog-max-len applies at once.
+    raw.call(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    for i in 0..5 {
+        raw.call(&["SET", &format!("k{i}"), "v"]);
+    }
+    raw.call(&["CONFIG", "SET", "slowlog-max-len", "2"]);
+    assert_eq!(raw.call(&["SLOWLOG", "LEN"]), b":2\r\n");
+    // RESP3: CONFIG GET is a map.
+    raw.call(&["HELLO", "3"]);
+    assert_eq!(
+        raw.call(&["CONFIG", "GET", "maxmemory"]),
+        b"%1\r\n$9\r\nmaxmemory\r\n$8\r\n10485760\r\n"
+    );
+}
+
+#[test]
+fn config_rewrite_updates_the_file() {
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("cairn-server-rw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("cairn.conf");
+    std::fs::write(
+        &conf,
+        format!("# my settings\nport {port}\nmaxmemory 1mb\nsave \"\"\n"),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cairn-server"))
+        .arg(&conf)
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let mut raw = loop {
+        if let Ok(st) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            drop(st);
+            break Raw::connect(port);
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        raw.call(&["CONFIG", "SET", "maxmemory", "2mb", "hz", "20"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(raw.call(&["CONFIG", "REWRITE"]), b"+OK\r\n");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(text.contains("# my settings"), "{text}");
+    assert!(text.contains("maxmemory 2097152"), "{text}");
+    assert!(!text.contains("maxmemory 1mb"), "{text}");
+    assert!(text.contains("hz 20"), "{text}");
+}
+
+#[test]
+fn info_sections_and_format_match_redis() {
+    let redis = start_redis(&[]);
+    let cairn = start_cairn(&[]);
+    for port in [redis.port, cairn.port] {
+        let mut c = client(port);
+        let _: () = redis::cmd("SET").arg("a").arg("1").query(&mut c).unwrap();
+        let _: () = redis::cmd("SET")
+            .arg("b")
+            .arg("2")
+            .arg("EX")
+            .arg("100")
+            .query(&mut c)
+            .unwrap();
+        let _: Result<i64, _> = redis::cmd("INCR").arg("nosuch-type").arg("x").query(&mut c);
+        let _: Result<i64, _> = redis::cmd("CONFIG").arg("GET").arg("x").query(&mut c);
+    }
+    // Same sections in the same order for INFO, INFO default and INFO all (cairn keeps
+    // no latency histograms, so INFO all has no Latencystats).
+    let strip = |v: Vec<String>| -> Vec<String> {
+        v.into_iter().filter(|h| h != "# Latencystats").collect()
+    };
+    for args in [&[][..], &["default"], &["all"], &["everything"]] {
+        assert_eq!(
+            strip(headers(&info(redis.port, args))),
+            headers(&info(cairn.port, args)),
+            "INFO {args:?}"
+        );
+    }
+    // Sections come in canonical order whatever the argument order; unknown ones are ignored.
+    assert_eq!(
+        headers(&info(cairn.port, &["keyspace", "SERVER", "nosuch"])),
+        vec!["# Server", "# Keyspace"]
+    );
+    let mut raw_r = Raw::connect(redis.port);
+    let mut raw_c = Raw::connect(cairn.port);
+    assert_eq!(
+        raw_c.call(&["INFO", "nosuch"]),
+        raw_r.call(&["INFO", "nosuch"])
+    );
+    // RESP3: a verbatim string.
+    raw_c.call(&["HELLO", "3"]);
+    raw_r.call(&["HELLO", "3"]);
+    assert_eq!(
+        raw_c.call(&["INFO", "nosuch"]),
+        raw_r.call(&["INFO", "nosuch"])
+    );
+    assert_eq!(
+        raw_c.call(&["INFO", "errorstats"]),
+        raw_r.call(&["INFO", "errorstats"])
+    );
+
+    // Every field Redis prints in these sections, cairn prints too.
+    for sec in [
+        "server",
+        "clients",
+        "memory",
+        "persistence",
+        "replication",
+        "cpu",
+    ] {
+        let r = info(redis.port, &[sec]);
+        let c = info(cairn.port, &[sec]);
+        for line in r.lines().filter(|l| l.contains(':')) {
+            let name = line.split(':').next().unwrap();
+            assert!(
+                info_field(&c, name).is_some(),
+                "INFO {sec}: cairn lacks {name}"
+            );
+        }
+    }
+    let srv = info(cairn.port, &["server"]);
+    assert_eq!(info_field(&srv, "redis_version").as_deref(), Some("7.0.15"));
+    assert!(info_field(&srv, "cairn_version").is_some());
+    assert_eq!(info_field(&srv, "tcp_port"), Some(cairn.port.to_string()));
+    assert_eq!(info_field(&srv, "run_id").unwrap().len(), 40);
+    let mem = info(cairn.port, &["memory"]);
+    assert_eq!(
+        info_field(&mem, "mem_allocator").as_deref(),
+        Some("cairn-arena")
+    );
+    let used: u64 = info_field(&mem, "used_memory").unwrap().parse().unwrap();
+    let rss: u64 = info_field(&mem, "used_memory_rss")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let peak: u64 = info_field(&mem, "used_memory_peak")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(used > 0 && rss > 0 && peak >= used, "{mem}");
+    let stats = info(cairn.port, &["stats"]);
+    assert_eq!(info_field(&stats, "keyspace_misses").as_deref(), Some("0"));
+    assert!(
+        info_field(&stats, "total_commands_processed")
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            >= 4
+    );
+    // Both servers got the same commands, so the same error replies.
+    assert_eq!(
+        info_field(&stats, "total_error_replies"),
+        info_field(&info(redis.port, &["stats"]), "total_error_replies")
+    );
+    let repl = info(cairn.port, &["replication"]);
+    assert_eq!(info_field(&repl, "role").as_deref(), Some("master"));
+    assert_eq!(info_field(&repl, "master_replid").unwrap().len(), 40);
+    let cs = info(cairn.port, &["commandstats"]);
+    assert!(cs.contains("cmdstat_set:calls=2,usec="), "{cs}");
+    assert!(cs.contains("cmdstat_config|get:calls=1,"), "{cs}");
+    assert!(cs.contains(",rejected_calls=0,failed_calls=0"), "{cs}");
+    // INCR with a wrong arity is a rejected call.
+    assert!(
+        cs.contains(
+            "cmdstat_incr:calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0"
+        ),
+        "{cs}"
+    );
+    let ks = info(cairn.port, &["keyspace"]);
+    assert_eq!(
+        ks.lines()
+            .nth(1)
+            .map(|l| l.split(",avg_ttl").next().unwrap()),
+        Some("db0:keys=2,expires=1")
+    );
+}
+
+#[test]
+fn info_counters_and_resetstat() {
+    let srv = start_cairn(&[]);
+    let mut raw = Raw::connect(srv.port);
+    raw.call(&["SET", "k", "v"]);
+    raw.call(&["GET", "k"]);
+    raw.call(&["GET", "missing"]);
+    raw.call(&["NOSUCHCOMMAND"]);
+    let st = info(srv.port, &["stats"]);
+    assert_eq!(info_field(&st, "keyspace_hits").as_deref(), Some("1"));
+    assert_eq!(info_field(&st, "keyspace_misses").as_deref(), Some("1"));
+    assert!(
+        info_field(&st, "total_connections_received")
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            >= 2
+    );
+    let es = info(srv.port, &["errorstats"]);
+    assert!(es.contains("errorstat_ERR:count=1"), "{es}");
+    let p = info(srv.port, &["persistence"]);
+    assert_eq!(
+        info_field(&p, "rdb_changes_since_last_save").as_deref(),
+        Some("1")
+    );
+    assert_eq!(info_field(&p, "loading").as_deref(), Some("0"));
+    assert_eq!(info_field(&p, "aof_enabled").as_deref(), Some("0"));
+    // Load for a while: instantaneous_ops_per_sec sees it.
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(1200) {
+        raw.call(&["PING"]);
+    }
+    let st = info(srv.port, &["stats"]);
+    let ops: u64 = info_field(&st, "instantaneous_ops_per_sec")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ops > 0, "{st}");
+    assert_eq!(raw.call(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
+    let st = info(srv.port, &["stats"]);
+    assert_eq!(info_field(&st, "keyspace_hits").as_deref(), Some("0"));
+    assert_eq!(info_field(&st, "total_error_replies").as_deref(), Some("0"));
+    let cs = info(srv.port, &["commandstats"]);
+    // Only the RESETSTAT itself (counted once it returns, as Redis) and the INFO.
+    let names: Vec<&str> = cs
+        .lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_"))
+        .map(|l| l.split(':').next().unwrap())
+        .collect();
+    assert_eq!(names, vec!["config|resetstat", "info"], "{cs}");
+    assert_eq!(info(srv.port, &["errorstats"]).trim_end(), "# Errorstats");
+}
+
+#[test]
+fn time_and_lastsave() {
+    let redis = start_redis(&[]);
+    let srv = start_cairn(&[]);
+    let mut c = client(srv.port);
+    let (sec, usec): (i64, i64) = redis::cmd("TIME").query(&mut c).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert!((sec - now).abs() <= 2);
+    assert!((0..1_000_000).contains(&usec));
+    let last: i64 = redis::cmd("LASTSAVE").query(&mut c).unwrap();
+    assert!(last <= now + 1 && last > now - 60);
+    same_replies(redis.port, srv.port, &[&["TIME", "x"], &["LASTSAVE", "x"]]);
+}
+
+#[test]
+fn command_introspection() {
+    let redis = start_redis(&[]);
+    let srv = start_cairn(&[]);
+    let mut c = client(srv.port);
+    let count: i64 = redis::cmd("COMMAND").arg("COUNT").query(&mut c).unwrap();
+    let all: Vec<Value> = redis::cmd("COMMAND").query(&mut c).unwrap();
+    assert_eq!(all.len() as i64, count);
+    assert!(count >= 20);
+    // COMMAND INFO entry shape: same as Redis's for GET except for the key-spec flags.
+    let mut rr = Raw::connect(redis.port);
+    let mut rc = Raw::connect(srv.port);
+    let want = s(&rr.call(&["COMMAND", "INFO", "get"]));
+    let got = s(&rc.call(&["COMMAND", "INFO", "get"]));
+    assert_eq!(got, want);
+    let info: Vec<Value> = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("config")
+        .arg("nosuch")
+        .arg("config|get")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(info.len(), 3);
+    assert_eq!(info[1], Value::Nil);
+    let Value::Array(cfg) = &info[0] else {
+        panic!("{info:?}")
+    };
+    assert_eq!(cfg.len(), 10);
+    assert_eq!(cfg[0], Value::BulkString(b"config".to_vec()));
+    assert_eq!(cfg[1], Value::Int(-2));
+    let Value::Array(subs) = &cfg[9] else {
+        panic!("{cfg:?}")
+    };
+    assert_eq!(subs.len(), 5);
+    let Value::Array(get) = &info[2] else {
+        panic!("{info:?}")
+    };
+    assert_eq!(get[0], Value::BulkString(b"config|get".to_vec()));
+    assert_eq!(get[1], Value::Int(-3));
+    // COMMAND LIST and its filters.
+    let list: Vec<String> = redis::cmd("COMMAND").arg("LIST").query(&mut c).unwrap();
+    assert!(list.contains(&"get".to_string()) && list.contains(&"config|set".to_string()));
+    let mut r = client(redis.port);
+    let conf: BTreeSet<String> = redis::cmd("COMMAND")
+        .arg("LIST")
+        .arg("FILTERBY")
+        .arg("PATTERN")
+        .arg("conf*")
+        .query(&mut c)
+        .unwrap();
+    let want: BTreeSet<String> = redis::cmd("COMMAND")
+        .arg("LIST")
+        .arg("FILTERBY")
+        .arg("PATTERN")
+        .arg("conf*")
+        .query(&mut r)
+        .unwrap();
+    assert_eq!(conf, want);
+    let strings: Vec<String> = redis::cmd("COMMAND")
+        .arg("LIST")
+        .arg("FILTERBY")
+        .arg("ACLCAT")
+        .arg("string")
+        .query(&mut c)
+        .unwrap();
+    assert!(strings.contains(&"get".to_string()) && !strings.contains(&"del".to_string()));
+    same_replies(
+        redis.port,
+        srv.port,
+        &[
+            &["COMMAND", "LIST", "FILTERBY", "MODULE", "foo"],
+            &["COMMAND", "LIST", "FILTERBY", "bogus", "x"],
+            &["COMMAND", "LIST", "FILTERBY"],
+            &["COMMAND", "LIST", "bogus"],
+            &["COMMAND", "COUNT", "x"],
+            &["COMMAND", "GETKEYS"],
+            &["COMMAND", "GETKEYS", "get", "a", "b"],
+            &["COMMAND", "GETKEYS", "ping", "x"],
+            &["COMMAND", "GETKEYS", "nosuch", "a"],
+            &["COMMAND", "GETKEYS", "set", "a", "b"],
+            &["COMMAND", "GETKEYS", "mset", "a", "1", "b", "2"],
+            &["COMMAND", "GETKEYS", "config", "get", "x"],
+            &["COMMAND", "GETKEYS", "del", "a", "b", "c"],
+            &["COMMAND", "DOCS", "nosuch"],
+            &["COMMAND", "INFO", "nosuch"],
+            &["COMMAND", "BOGUS"],
+            &["COMMAND", "HELP"],
+        ],
+    );
+    // COMMAND DOCS: a map (RESP3) of name -> doc map, subcommands nested.
+    rc.call(&["HELLO", "3"]);
+    let docs = s(&rc.call(&["COMMAND", "DOCS", "get", "nosuch", "config"]));
+    assert!(
+        docs.starts_with("%2\r\n$3\r\nget\r\n%3\r\n$7\r\nsummary\r\n"),
+        "{docs}"
+    );
+    assert!(docs.contains("$11\r\nsubcommands\r\n%5\r\n"), "{docs}");
+    assert!(docs.contains("$10\r\nconfig|get\r\n"), "{docs}");
+    // All docs, as redis-cli asks at startup, parse as a map.
+    let mut c3 = client(srv.port);
+    let all_docs: Value = redis::cmd("COMMAND").arg("DOCS").query(&mut c3).unwrap();
+    let Value::Array(items) = all_docs else {
+        panic!("RESP2 map is a flat array")
+    };
+    assert_eq!(items.len() as i64, 2 * count);
+}
+
+#[test]
+fn redis_cli_talks_to_cairn() {
+    let srv = start_cairn(&[]);
+    let out = std::process::Command::new("redis-cli")
+        .args([
+            "-p",
+            &srv.port.to_string(),
+            "config",
+            "get",
+            "maxmemory-policy",
+        ])
+        .output()
+        .expect("redis-cli");
+    assert_eq!(s(&out.stdout), "maxmemory-policy\nnoeviction\n");
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &srv.port.to_string(), "info", "server"])
+        .output()
+        .unwrap();
+    assert!(s(&out.stdout).contains("redis_version:7.0.15"));
+}
+
+#[test]
+fn memory_usage_and_help() {
+    let redis = start_redis(&[]);
+    let srv = start_cairn(&[]);
+    let mut c = client(srv.port);
+    let _: () = redis::cmd("SET")
+        .arg("small")
+        .arg("x")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("big")
+        .arg(vec![b'x'; 10_000])
+        .query(&mut c)
+        .unwrap();
+    let small: i64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg("small")
+        .query(&mut c)
+        .unwrap();
+    let big: i64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg("big")
+        .arg("SAMPLES")
+        .arg("0")
+        .query(&mut c)
+        .unwrap();
+    assert!(small > 24 && small < 200, "{small}");
+    assert!(big >= 10_000 && big < 20_000, "{big}");
+    for port in [redis.port, srv.port] {
+        let mut c = client(port);
+        let _: () = redis::cmd("SET")
+            .arg("foo")
+            .arg("bar")
+            .query(&mut c)
+            .unwrap();
+    }
+    same_replies(
+        redis.port,
+        srv.port,
+        &[
+            &["MEMORY", "USAGE", "nosuch"],
+            &["MEMORY", "USAGE", "foo", "SAMPLES"],
+            &["MEMORY", "USAGE", "foo", "SAMPLES", "x"],
+            &["MEMORY", "USAGE", "foo", "SAMPLES", "-1"],
+            &["MEMORY", "USAGE", "foo", "bogus", "1"],
+            &["MEMORY", "USAGE"],
+            &["MEMORY", "BOGUS"],
+            &["MEMORY"],
+        ],
+    );
+    let help: Vec<String> = redis::cmd("MEMORY").arg("HELP").query(&mut c).unwrap();
+    assert!(help[0].starts_with("MEMORY <subcommand>"));
+    let stats: Vec<Value> = redis::cmd("MEMORY").arg("STATS").query(&mut c).unwrap();
+    assert!(stats.contains(&Value::BulkString(b"keys.count".to_vec())));
+    let doctor: String = redis::cmd("MEMORY").arg("DOCTOR").query(&mut c).unwrap();
+    assert!(!doctor.is_empty());
+}
+
+#[test]
+fn slowlog_entries() {
+    let redis = start_redis(&[]);
+    let srv = start_cairn(&[]);
+    let mut c = client(srv.port);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg("0")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg("me")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("key")
+        .arg("value")
+        .query(&mut c)
+        .unwrap();
+    let entries: Vec<Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg("1")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(entries.len(), 1);
+    let Value::Array(e) = &entries[0] else {
+        panic!("{entries:?}")
+    };
+    assert_eq!(e.len(), 6);
+    assert!(matches!(e[0], Value::Int(id) if id >= 1));
+    assert!(matches!(e[1], Value::Int(t) if t > 1_600_000_000));
+    assert!(matches!(e[2], Value::Int(us) if us >= 0));
+    assert_eq!(
+        e[3],
+        Value::Array(vec![
+            Value::BulkString(b"SET".to_vec()),
+            Value::BulkString(b"key".to_vec()),
+            Value::BulkString(b"value".to_vec()),
+        ])
+    );
+    assert!(matches!(&e[4], Value::BulkString(p) if p.starts_with(b"127.0.0.1:")));
+    assert_eq!(e[5], Value::BulkString(b"me".to_vec()));
+    let all: Vec<Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg("-1")
+        .query(&mut c)
+        .unwrap();
+    assert!(all.len() >= 3);
+    let len: i64 = redis::cmd("SLOWLOG").arg("LEN").query(&mut c).unwrap();
+    assert!(len >= 3);
+    let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut c).unwrap();
+    let len: i64 = redis::cmd("SLOWLOG").arg("LEN").query(&mut c).unwrap();
+    assert!(len <= 1, "only the LEN/RESET themselves may be logged");
+    same_replies(
+        redis.port,
+        srv.port,
+        &[
+            &["SLOWLOG", "GET", "x"],
+            &["SLOWLOG", "GET", "-2"],
+            &["SLOWLOG", "GET", "1", "2"],
+            &["SLOWLOG", "LEN", "x"],
+            &["SLOWLOG", "BOGUS"],
+            &["SLOWLOG", "HELP"],
+        ],
+    );
+}
+
+#[test]
+fn latency_monitor() {
+    let redis = start_redis(&[]);
+    let srv = start_cairn(&["--enable-debug-command", "yes"]);
+    let mut raw = Raw::connect(srv.port);
+    assert_eq!(raw.call(&["LATENCY", "LATEST"]), b"*0\r\n");
+    raw.call(&["CONFIG", "SET", "latency-monitor-threshold", "10"]);
+    assert_eq!(raw.call(&["DEBUG", "SLEEP", "0.05"]), b"+OK\r\n");
+    let mut c = client(srv.port);
+    let latest: Vec<(String, i64, i64, i64)> =
+        redis::cmd("LATENCY").arg("LATEST").query(&mut c).unwrap();
+    assert_eq!(latest.len(), 1);
+    assert_eq!(latest[0].0, "command");
+    assert!(latest[0].2 >= 50 && latest[0].3 >= 50, "{latest:?}");
+    let hist: Vec<(i64, i64)> = redis::cmd("LATENCY")
+        .arg("HISTORY")
+        .arg("command")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(hist.len(), 1);
+    let doctor: String = redis::cmd("LATENCY").arg("DOCTOR").query(&mut c).unwrap();
+    assert!(doctor.contains("command"), "{doctor}");
+    assert_eq!(raw.call(&["LATENCY", "RESET", "nosuch"]), b":0\r\n");
+    assert_eq!(raw.call(&["LATENCY", "RESET"]), b":1\r\n");
+    same_replies(
+        redis.port,
+        srv.port,
+        &[
+            &["LATENCY", "HISTORY", "nosuch"],
+            &["LATENCY", "HISTORY"],
+            &["LATENCY", "BOGUS"],
+            &["LATENCY", "LATEST", "x"],
+        ],
+    );
+}
+
+#[test]
+fn debug_is_gated_by_enable_debug_command() {
+    let redis = start_redis(&[]);
+    let srv = start_cairn(&[]);
+    same_replies(
+        redis.port,
+        srv.port,
+        &[&["DEBUG", "DIGEST"], &["DEBUG", "SLEEP", "0"], &["DEBUG"]],
+    );
+}
+
+#[test]
+fn debug_digest_matches_redis_for_strings() {
+    let redis = start_redis(&["--enable-debug-command", "yes"]);
+    let srv = start_cairn(&["--enable-debug-command", "yes"]);
+    for port in [redis.port, srv.port] {
+        let mut raw = Raw::connect(port);
+        assert_eq!(
+            raw.call(&["DEBUG", "DIGEST"]),
+            b"+0000000000000000000000000000000000000000\r\n"
+        );
+    }
+    let setup: &[&[&str]] = &[
+        &["MSET", "a", "1", "b", "hello", "c", &"x".repeat(100)],
+        &["SET", "ttl", "v", "EX", "1000"],
+        &["SELECT", "5"],
+        &["SET", "a", "other-db"],
+        &["SELECT", "0"],
+    ];
+    same_replies(redis.port, srv.port, setup);
+    same_replies(
+        redis.port,
+        srv.port,
+        &[
+            &["DEBUG", "DIGEST"],
+            &["DEBUG", "DIGEST-VALUE", "a", "ttl", "nosuch"],
+            &["DEBUG", "OBJECT", "nosuch"],
+            &["DEBUG", "BOGUS"],
+            &["DEBUG", "SLEEP", "x"],
+            &["DEBUG", "SET-ACTIVE-EXPIRE", "1"],
+            &["DEBUG", "DIGEST", "extra"],
+        ],
+    );
+    // Order independence: the same data written in another order digests the same.
+    let other = start_cairn(&["--enable-debug-command", "yes"]);
+    let mut raw = Raw::connect(other.port);
+    raw.call(&["SELECT", "5"]);
+    raw.call(&["SET", "a", "other-db"]);
+    raw.call(&["SELECT", "0"]);
+    raw.call(&["SET", "ttl", "v", "EX", "500"]);
+    raw.call(&["MSET", "c", &"x".repeat(100), "b", "hello", "a", "1"]);
+    let mut r = Raw::connect(redis.port);
+    assert_eq!(raw.call(&["DEBUG", "DIGEST"]), r.call(&["DEBUG", "DIGEST"]));
+    // A change anywhere changes the digest.
+    raw.call(&["SET", "b", "hellO"]);
+    assert_ne!(raw.call(&["DEBUG", "DIGEST"]), r.call(&["DEBUG", "DIGEST"]));
+}
+
+#[test]
+fn debug_object_sleep_and_active_expire() {
+    let srv = start_cairn(&["--enable-debug-command", "yes"]);
+    let mut raw = Raw::connect(srv.port);
+    raw.call(&["SET", "n", "123"]);
+    raw.call(&["SET", "s", "hello"]);
+    let line = s(&raw.call(&["DEBUG", "OBJECT", "n"]));
+    assert!(line.starts_with("+Value at:0x"), "{line}");
+    assert!(
+        line.contains(" encoding:int serializedlength:2 lru:"),
+        "{line}"
+    );
+    assert!(line.contains(" lru_seconds_idle:"), "{line}");
+    let line = s(&raw.call(&["DEBUG", "OBJECT", "s"]));
+    assert!(
+        line.contains(" refcount:1 encoding:embstr serializedlength:6 "),
+        "{line}"
+    );
+    let start = Instant::now();
+    assert_eq!(raw.call(&["DEBUG", "SLEEP", "0.2"]), b"+OK\r\n");
+    assert!(start.elapsed() >= Duration::from_millis(200));
+    let help = s(&raw.call(&["DEBUG", "HELP"]));
+    assert!(help.contains("DEBUG <subcommand>") && help.contains("SET-ACTIVE-EXPIRE"));
+    // With active expiry off, an expired key nobody touches stays in DBSIZE.
+    assert_eq!(raw.call(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");
+    raw.call(&["SET", "gone", "v", "PX", "20"]);
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(raw.call(&["DBSIZE"]), b":3\r\n");
+    assert_eq!(raw.call(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]), b"+OK\r\n");
+    let start = Instant::now();
+    while raw.call(&["DBSIZE"]) != b":2\r\n" {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "active expiry did not resume"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
