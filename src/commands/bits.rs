@@ -925,7 +925,7 @@ mod tests {
 
     fn server(opts: &[(&str, &str)]) -> (Server, Box<Client>) {
         let mut cfg = Config::default();
-        cfg.set_many(opts).unwrap();
+        cfg.set_many(opts, false).unwrap();
         let mut srv = Server::new(cfg).unwrap();
         let c = srv.alloc_client("127.0.0.1:1".into(), "127.0.0.1:2".into());
         (srv, c)

@@ -596,7 +596,7 @@ fn expire_generic(ctx: &mut Ctx, base_ms: i64, seconds: bool) -> CmdResult {
         let refuse = (flags & EXPIRE_NX != 0 && current.is_some())
             || (flags & EXPIRE_XX != 0 && current.is_none())
             // No TTL counts as an infinite one: GT can never beat it, LT always does.
-            || (flags & EXPIRE_GT != 0 && current.map_or(true, |c| when <= c))
+            || (flags & EXPIRE_GT != 0 && current.is_none_or(|c| when <= c))
             || (flags & EXPIRE_LT != 0 && current.is_some_and(|c| when >= c));
         if refuse {
             ctx.out.int(0);

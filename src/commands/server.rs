@@ -755,7 +755,7 @@ fn config_get(ctx: &mut Ctx) -> CmdResult {
 }
 
 fn config_set(ctx: &mut Ctx) -> CmdResult {
-    if (ctx.args.len() - 2) % 2 != 0 {
+    if !(ctx.args.len() - 2).is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
     let owned: Vec<String> = (2..ctx.args.len()).map(|i| ctx.args.str(i)).collect();

@@ -152,7 +152,7 @@ fn parse_ext_opts(ctx: &Ctx, from: usize, set: bool) -> Result<ExtOpts, CmdError
         } else if !set && a.eq_ignore_ascii_case(b"PERSIST") && o.expire.is_none() {
             o.persist = true;
         } else if let Some(u) = unit.filter(|u| {
-            has_next && !o.keepttl && !o.persist && o.expire.map_or(true, |(prev, _)| prev == *u)
+            has_next && !o.keepttl && !o.persist && o.expire.is_none_or(|(prev, _)| prev == *u)
         }) {
             o.expire = Some((u, i + 1));
             i += 1;
