@@ -534,3 +534,43 @@ mod tests {
         assert_eq!(a.used_bytes(), before);
     }
 }
+
+#[cfg(test)]
+mod chain_tests {
+    use super::*;
+
+    #[test]
+    fn chains_stay_short_for_benchmark_keys() {
+        let mut a = Arena::new(1 << 30, [123, 456]).unwrap();
+        let mut d = DictHeader::new(8);
+        let mut rng = crate::util::Rng::new(1);
+        for _ in 0..300_000 {
+            let k = format!("key:{:012}", rng.below(1_000_000));
+            let h = a.hash(k.as_bytes());
+            if d.find(&a, k.as_bytes(), h).is_none() {
+                let e = a.alloc(8 + k.len());
+                a.write_u32(e, 0, NULL);
+                a.write_u32(e, 4, k.len() as u32);
+                a.bytes_mut(e, 8, k.len()).copy_from_slice(k.as_bytes());
+                d.insert_new(&mut a, e, h);
+            }
+        }
+        let mut max_chain = 0;
+        let mut total = 0u64;
+        for t in 0..2 {
+            for i in 0..d.size(t) {
+                let mut n = 0;
+                let mut e = d.bucket(&a, t, i);
+                while e != NULL {
+                    n += 1;
+                    e = entry_next(&a, e);
+                }
+                total += n;
+                max_chain = max_chain.max(n);
+            }
+        }
+        eprintln!("len={} buckets={} rehashing={} max_chain={max_chain} total={total}", d.len(), d.buckets(), d.is_rehashing());
+        assert_eq!(total, d.len());
+        assert!(max_chain < 16, "max chain {max_chain}");
+    }
+}

@@ -123,6 +123,7 @@ impl Arena {
                 source: io::Error::last_os_error(),
             });
         }
+
         let arena = Arena {
             base: base as *mut u8,
             reserved_bytes,

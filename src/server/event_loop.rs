@@ -356,6 +356,7 @@ impl EventLoop {
             return;
         };
         let out_before = conn.out.len();
+        srv.begin_batch();
         loop {
             if client.close_after_reply {
                 break;

@@ -820,6 +820,7 @@ fn handle_message(
                 return;
             };
             let mut out = Vec::new();
+            srv.begin_batch();
             for &(first, argc) in &b.cmds {
                 if client.close_after_reply || srv.shutdown.is_some() {
                     break;

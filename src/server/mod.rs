@@ -48,6 +48,8 @@ pub struct Server {
     pub dirty: u64,
     pub lastsave_s: i64,
     pub shutdown: Option<ShutdownRequest>,
+    /// Microseconds since the epoch at the start of the command being run (see `execute`).
+    pub clock_us: i64,
     pub active_expire_enabled: bool,
     pub next_client_id: u64,
     /// Clients by slot; the one executing is taken out for the duration of its command.
@@ -96,6 +98,7 @@ impl Server {
             dirty: 0,
             lastsave_s: now_ms() / 1000,
             shutdown: None,
+            clock_us: now_us(),
             active_expire_enabled: true,
             next_client_id: 1,
             clients: Vec::new(),
@@ -108,6 +111,12 @@ impl Server {
             master_replid,
             config,
         })
+    }
+
+    /// Refreshes the command clock; call before running a batch of commands.
+    #[inline]
+    pub fn begin_batch(&mut self) {
+        self.clock_us = now_us();
     }
 
     /// Re-reads settings after CONFIG SET.
@@ -161,8 +170,12 @@ impl Server {
     }
 
     /// Runs one command for `client`, appending its reply to `out`.
+    ///
+    /// The command's clock is `self.clock_us`, refreshed by [`Server::begin_batch`] before
+    /// a run of commands and advanced to each command's end time, so a pipeline costs one
+    /// clock read per command (the end of one is the start of the next).
     pub fn execute(&mut self, client: &mut Client, args: Args, out: &mut Vec<u8>) {
-        let now = now_ms();
+        let now = self.clock_us / 1000;
         client.last_interaction_ms = now;
         let mark = out.len();
         self.execute_inner(client, args, out, now);
@@ -274,7 +287,7 @@ impl Server {
             return;
         }
         client.last_cmd = spec.name;
-        let start = now_us();
+        let start = self.clock_us;
         let mut ctx = Ctx {
             srv: self,
             client,
@@ -290,7 +303,9 @@ impl Server {
         } else {
             false
         };
-        let dur_us = (now_us() - start).max(0) as u64;
+        let end = now_us();
+        self.clock_us = end;
+        let dur_us = (end - start).max(0) as u64;
         self.stats.total_commands_processed += 1;
         let st = self.cmdstats.get_mut(spec, parent);
         st.calls += 1;
