@@ -18,7 +18,12 @@ fn active_expiry_removes_untouched_keys() {
     let mut c = client(srv.port);
     let mut p = redis::pipe();
     for i in 0..20_000 {
-        p.cmd("SET").arg(format!("e{i}")).arg("v").arg("PX").arg(50).ignore();
+        p.cmd("SET")
+            .arg(format!("e{i}"))
+            .arg("v")
+            .arg("PX")
+            .arg(50)
+            .ignore();
     }
     for i in 0..100 {
         p.cmd("SET").arg(format!("keep{i}")).arg("v").ignore();
@@ -30,7 +35,10 @@ fn active_expiry_removes_untouched_keys() {
         if n == 100 {
             break;
         }
-        assert!(start.elapsed().as_secs() < 20, "active expiry stalled at {n} keys");
+        assert!(
+            start.elapsed().as_secs() < 20,
+            "active expiry stalled at {n} keys"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let info: String = redis::cmd("INFO").arg("stats").query(&mut c).unwrap();
@@ -62,7 +70,14 @@ fn noeviction_refuses_writes_with_redis_text() {
 
 #[test]
 fn allkeys_lru_keeps_memory_under_the_limit_and_keeps_hot_keys() {
-    let srv = start_cairn(&["--maxmemory", "16mb", "--maxmemory-policy", "allkeys-lru", "--maxmemory-samples", "10"]);
+    let srv = start_cairn(&[
+        "--maxmemory",
+        "16mb",
+        "--maxmemory-policy",
+        "allkeys-lru",
+        "--maxmemory-samples",
+        "10",
+    ]);
     let mut c = client(srv.port);
     let value = "y".repeat(1000);
     // A hot key touched all the time must survive.
@@ -70,15 +85,25 @@ fn allkeys_lru_keeps_memory_under_the_limit_and_keeps_hot_keys() {
     for chunk in 0..50 {
         let mut p = redis::pipe();
         for i in 0..1000 {
-            p.cmd("SET").arg(format!("k{chunk}:{i}")).arg(&value).ignore();
+            p.cmd("SET")
+                .arg(format!("k{chunk}:{i}"))
+                .arg(&value)
+                .ignore();
         }
         p.cmd("GET").arg("hot").ignore();
         let _: () = p.query(&mut c).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(if chunk % 10 == 0 { 1100 } else { 0 }));
+        std::thread::sleep(std::time::Duration::from_millis(if chunk % 10 == 0 {
+            1100
+        } else {
+            0
+        }));
     }
     let info: String = redis::cmd("INFO").arg("memory").query(&mut c).unwrap();
     let used = info_field(&info, "used_memory");
-    assert!(used <= 16 * 1024 * 1024 + 64 * 1024, "used_memory {used} over maxmemory");
+    assert!(
+        used <= 16 * 1024 * 1024 + 64 * 1024,
+        "used_memory {used} over maxmemory"
+    );
     let stats: String = redis::cmd("INFO").arg("stats").query(&mut c).unwrap();
     assert!(info_field(&stats, "evicted_keys") > 10_000);
     let hot: Option<String> = redis::cmd("GET").arg("hot").query(&mut c).unwrap();

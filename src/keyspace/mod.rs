@@ -381,6 +381,25 @@ impl Keyspace {
 
     // ---- lookups ---------------------------------------------------------------------
 
+    /// First stage of a batched lookup: prefetch `key`'s bucket slot; returns the hash
+    /// for [`Keyspace::prefetch_entry`].
+    #[inline]
+    pub fn prefetch_bucket(&self, db: usize, key: &[u8]) -> u64 {
+        let h = self.arena.hash(key);
+        if db < self.num_dbs {
+            self.read_db(db).dict.prefetch_bucket(&self.arena, h);
+        }
+        h
+    }
+
+    /// Second stage: prefetch the first entry of the bucket chain.
+    #[inline]
+    pub fn prefetch_entry(&self, db: usize, hash: u64) {
+        if db < self.num_dbs {
+            self.read_db(db).dict.prefetch_entry(&self.arena, hash);
+        }
+    }
+
     /// Finds a key without expiring it or touching its access time.
     pub fn find_raw(&self, db: usize, key: &[u8]) -> Option<Ref> {
         let h = self.arena.hash(key);

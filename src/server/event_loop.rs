@@ -116,6 +116,72 @@ pub struct EventLoop {
     /// Connections with unsent output to flush before the next poll.
     pending_write: Vec<usize>,
     pending_read: Vec<usize>,
+    /// Parsed-but-not-run commands of the connection being processed (reused).
+    batch: Batch,
+}
+
+/// Commands parsed ahead before running them, so their keys' cache misses overlap.
+pub const BATCH_MAX_COMMANDS: usize = 64;
+
+/// Commands of one connection whose arguments are ranges into its query buffer.
+#[derive(Default)]
+struct Batch {
+    args: Vec<(usize, usize)>,
+    /// (first index in `args`, argc) per command.
+    cmds: Vec<(usize, usize)>,
+    hashes: Vec<u64>,
+}
+
+impl Batch {
+    fn push(&mut self, args: &[(usize, usize)]) {
+        self.cmds.push((self.args.len(), args.len()));
+        self.args.extend_from_slice(args);
+    }
+}
+
+/// Runs the batched commands: first prefetches each command's key bucket, then the
+/// bucket's first entry, then executes them in order. With pipelining this turns a
+/// chain of dependent cache misses per command into misses that overlap.
+fn run_batch(
+    srv: &mut Server,
+    client: &mut super::Client,
+    qbuf: &[u8],
+    batch: &mut Batch,
+    out: &mut Vec<u8>,
+) {
+    if batch.cmds.is_empty() {
+        return;
+    }
+    if batch.cmds.len() > 1 {
+        batch.hashes.clear();
+        for &(first, argc) in &batch.cmds {
+            let args = Args::new(qbuf, &batch.args[first..first + argc]);
+            let key_first = srv
+                .commands
+                .lookup(args.get(0))
+                .is_some_and(|s| s.first_key == 1);
+            let h = if key_first && argc >= 2 {
+                srv.ks.prefetch_bucket(client.db, args.get(1))
+            } else {
+                0
+            };
+            batch.hashes.push(h);
+        }
+        for (i, &h) in batch.hashes.iter().enumerate() {
+            if h != 0 || batch.cmds[i].1 >= 2 {
+                srv.ks.prefetch_entry(client.db, h);
+            }
+        }
+    }
+    for &(first, argc) in &batch.cmds {
+        if client.close_after_reply || srv.shutdown.is_some() {
+            break;
+        }
+        let args = Args::new(qbuf, &batch.args[first..first + argc]);
+        srv.execute(client, args, out);
+    }
+    batch.args.clear();
+    batch.cmds.clear();
 }
 
 impl EventLoop {
@@ -133,6 +199,7 @@ impl EventLoop {
             connected: 0,
             pending_write: Vec::new(),
             pending_read: Vec::new(),
+            batch: Batch::default(),
         })
     }
 
@@ -365,20 +432,33 @@ impl EventLoop {
                 proto_max_bulk_len: srv.config.settings().proto_max_bulk_len,
                 auth_required: srv.config.settings().requirepass.is_some() && !client.authenticated,
             };
+            // Before AUTH the parser's limits depend on each command's outcome: no batching.
+            let can_batch = !limits.auth_required;
             match conn.parser.next(&conn.qbuf, &limits) {
                 Parse::Command => {
-                    let buf: &[u8] = match conn.parser.source {
-                        Some(ArgSource::InlineScratch) => &conn.parser.inline_scratch,
-                        _ => &conn.qbuf,
-                    };
-                    let args = Args::new(buf, &conn.parser.args);
-                    srv.execute(&mut client, args, &mut conn.out);
+                    let inline = conn.parser.source == Some(ArgSource::InlineScratch);
+                    if inline || !can_batch {
+                        run_batch(srv, &mut client, &conn.qbuf, &mut self.batch, &mut conn.out);
+                        let buf: &[u8] = if inline {
+                            &conn.parser.inline_scratch
+                        } else {
+                            &conn.qbuf
+                        };
+                        let args = Args::new(buf, &conn.parser.args);
+                        srv.execute(&mut client, args, &mut conn.out);
+                    } else {
+                        self.batch.push(&conn.parser.args);
+                        if self.batch.cmds.len() >= BATCH_MAX_COMMANDS {
+                            run_batch(srv, &mut client, &conn.qbuf, &mut self.batch, &mut conn.out);
+                        }
+                    }
                     if srv.shutdown.is_some() {
                         break;
                     }
                 }
                 Parse::Incomplete => break,
                 Parse::Error(msg) => {
+                    run_batch(srv, &mut client, &conn.qbuf, &mut self.batch, &mut conn.out);
                     verbose!(
                         "Protocol error ({msg}) from client: {}",
                         client.info_line(now_ms())
@@ -391,6 +471,7 @@ impl EventLoop {
                 }
             }
         }
+        run_batch(srv, &mut client, &conn.qbuf, &mut self.batch, &mut conn.out);
         let consumed = conn.parser.consumed();
         if consumed == conn.qbuf.len() {
             conn.qbuf.clear();
