@@ -51,13 +51,14 @@ pub struct RequestParser {
     pub inline_scratch: Vec<u8>,
 }
 
+/// The '\r' ending a `*N` or `$N` header line. Redis looks for it with strchr, which
+/// stops at a NUL byte, so a NUL before the '\r' means "no line end yet" (the header then
+/// waits for more bytes until it exceeds the inline limit), not "invalid length".
 fn find_crlf_or_cr(buf: &[u8]) -> Option<usize> {
-    memchr(b'\r', buf)
-}
-
-#[inline]
-fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|&b| b == needle)
+    match buf.iter().position(|&b| b == b'\r' || b == 0) {
+        Some(i) if buf[i] == b'\r' => Some(i),
+        _ => None,
+    }
 }
 
 impl RequestParser {
@@ -100,6 +101,13 @@ impl RequestParser {
         } else {
             0
         }
+    }
+
+    /// Query-buffer bytes not yet parsed into a complete argument: the measure Redis
+    /// compares with `client-query-buffer-limit` (its query buffer holds only what it has
+    /// not turned into arguments; a big bulk being read counts from its first byte).
+    pub fn unparsed_bytes(&self, buf_len: usize) -> usize {
+        buf_len.saturating_sub(self.pos)
     }
 
     /// True while a command is half-read.
@@ -218,7 +226,14 @@ impl RequestParser {
     /// Parses an inline command line. Some(true): a command; Some(false): an empty line.
     fn inline(&mut self, buf: &[u8]) -> Result<Option<bool>, String> {
         let rest = &buf[self.pos..];
-        let Some(nl) = memchr(b'\n', rest) else {
+        // Redis finds the end of an inline line with strchr, which stops at a NUL byte: a
+        // NUL before the newline makes the line "incomplete" until it grows past the
+        // inline limit. Matching that keeps replies identical for such input.
+        let nl = match rest.iter().position(|&b| b == b'\n' || b == 0) {
+            Some(i) if rest[i] == b'\n' => Some(i),
+            _ => None,
+        };
+        let Some(nl) = nl else {
             if rest.len() > INLINE_MAX_BYTES {
                 return Err("Protocol error: too big inline request".into());
             }
