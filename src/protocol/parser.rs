@@ -256,6 +256,10 @@ impl RequestParser {
     }
 }
 
+/// `split_args` found a quote that is not closed, or closed but followed by a non-space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnbalancedQuotes;
+
 fn hex_val(c: u8) -> Option<u8> {
     (c as char).to_digit(16).map(|v| v as u8)
 }
@@ -267,7 +271,7 @@ pub fn split_args(
     line: &[u8],
     out: &mut Vec<u8>,
     ranges: &mut Vec<(usize, usize)>,
-) -> Result<(), ()> {
+) -> Result<(), UnbalancedQuotes> {
     let mut i = 0;
     let n = line.len();
     loop {
@@ -282,7 +286,7 @@ pub fn split_args(
         while !done {
             if inq {
                 if i >= n {
-                    return Err(());
+                    return Err(UnbalancedQuotes);
                 }
                 if line[i] == b'\\' && i + 3 < n && line[i + 1] == b'x' {
                     if let (Some(h), Some(l)) = (hex_val(line[i + 2]), hex_val(line[i + 3])) {
@@ -303,7 +307,7 @@ pub fn split_args(
                     });
                 } else if line[i] == b'"' {
                     if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
-                        return Err(());
+                        return Err(UnbalancedQuotes);
                     }
                     done = true;
                 } else {
@@ -311,14 +315,14 @@ pub fn split_args(
                 }
             } else if insq {
                 if i >= n {
-                    return Err(());
+                    return Err(UnbalancedQuotes);
                 }
                 if line[i] == b'\\' && i + 1 < n && line[i + 1] == b'\'' {
                     i += 1;
                     out.push(b'\'');
                 } else if line[i] == b'\'' {
                     if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
-                        return Err(());
+                        return Err(UnbalancedQuotes);
                     }
                     done = true;
                 } else {

@@ -413,10 +413,8 @@ impl EventLoop {
         let close = client.close_after_reply;
         let over = output_over_limit(srv, &mut client);
         srv.clients[slot] = Some(client);
-        if conn.out.len() > out_before || close {
-            if !self.pending_write.contains(&slot) {
-                self.pending_write.push(slot);
-            }
+        if (conn.out.len() > out_before || close) && !self.pending_write.contains(&slot) {
+            self.pending_write.push(slot);
         }
         if over {
             self.close(srv, slot);

@@ -193,8 +193,8 @@ pub enum Cmp {
     /// (CLIENT ID) and the value after "id" (HELLO's map) is replaced by 0.
     ClientId,
     /// CLIENT LIST/INFO lines: fields whose values depend on addresses, timing, ids or
-    /// memory accounting (id addr laddr fd age idle qbuf qbuf-free argv-mem multi-mem rbp
-    /// obl oll omem tot-mem events) are blanked; field names, their order, and the other values
+    /// memory accounting (id addr laddr fd age idle qbuf qbuf-free argv-mem multi-mem rbs
+    /// rbp obl oll omem tot-mem events) are blanked; field names, their order, and the other values
     /// (name db sub psub multi flags cmd user redir resp) must match.
     ClientFields,
 }
@@ -355,6 +355,7 @@ const VOLATILE_CLIENT_FIELDS: &[&str] = &[
     "omem",
     "tot-mem",
     "events",
+    "rbs",
     "rbp",
 ];
 
@@ -520,7 +521,7 @@ fn state_diff(pair: &Pair, password: Option<&str>) -> String {
         b"k 0".to_vec(),
         b"\xff".to_vec(),
     ]);
-    let mut probe = |port: u16| -> Result<Vec<Vec<u8>>, String> {
+    let probe = |port: u16| -> Result<Vec<Vec<u8>>, String> {
         let mut c = Conn::connect(port);
         if let Some(p) = password {
             c.send(&encode(&[b"AUTH", p.as_bytes()]))?;
