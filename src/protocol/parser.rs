@@ -51,13 +51,14 @@ pub struct RequestParser {
     pub inline_scratch: Vec<u8>,
 }
 
+/// The '\r' ending a `*N` or `$N` header line. Redis looks for it with strchr, which
+/// stops at a NUL byte, so a NUL before the '\r' means "no line end yet" (the header then
+/// waits for more bytes until it exceeds the inline limit), not "invalid length".
 fn find_crlf_or_cr(buf: &[u8]) -> Option<usize> {
-    memchr(b'\r', buf)
-}
-
-#[inline]
-fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|&b| b == needle)
+    match buf.iter().position(|&b| b == b'\r' || b == 0) {
+        Some(i) if buf[i] == b'\r' => Some(i),
+        _ => None,
+    }
 }
 
 impl RequestParser {
@@ -100,6 +101,13 @@ impl RequestParser {
         } else {
             0
         }
+    }
+
+    /// Query-buffer bytes not yet parsed into a complete argument: the measure Redis
+    /// compares with `client-query-buffer-limit` (its query buffer holds only what it has
+    /// not turned into arguments; a big bulk being read counts from its first byte).
+    pub fn unparsed_bytes(&self, buf_len: usize) -> usize {
+        buf_len.saturating_sub(self.pos)
     }
 
     /// True while a command is half-read.
@@ -218,7 +226,14 @@ impl RequestParser {
     /// Parses an inline command line. Some(true): a command; Some(false): an empty line.
     fn inline(&mut self, buf: &[u8]) -> Result<Option<bool>, String> {
         let rest = &buf[self.pos..];
-        let Some(nl) = memchr(b'\n', rest) else {
+        // Redis finds the end of an inline line with strchr, which stops at a NUL byte: a
+        // NUL before the newline makes the line "incomplete" until it grows past the
+        // inline limit. Matching that keeps replies identical for such input.
+        let nl = match rest.iter().position(|&b| b == b'\n' || b == 0) {
+            Some(i) if rest[i] == b'\n' => Some(i),
+            _ => None,
+        };
+        let Some(nl) = nl else {
             if rest.len() > INLINE_MAX_BYTES {
                 return Err("Protocol error: too big inline request".into());
             }
@@ -241,13 +256,13 @@ impl RequestParser {
     }
 }
 
+/// `split_args` found a quote that is not closed, or closed but followed by a non-space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnbalancedQuotes;
+
 fn hex_val(c: u8) -> Option<u8> {
     (c as char).to_digit(16).map(|v| v as u8)
 }
-
-/// An inline line or config line whose quotes do not close.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UnbalancedQuotes;
 
 /// Redis's `sdssplitargs`: whitespace-separated words, "double quotes" with C escapes and
 /// \xHH, 'single quotes' with only \' escaped. A closing quote must be followed by a
@@ -460,5 +475,164 @@ mod tests {
             err(&star, &LIM),
             "Protocol error: too big mbulk count string"
         );
+    }
+}
+
+/// Property tests: the same checks as the cargo-fuzz target (`fuzz/fuzz_targets/
+/// resp_parser.rs`), bounded so they run in CI on stable in a few seconds.
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    /// Feeds `data` to a parser in the chunks given by `cuts`, the way the event loop does
+    /// (append, parse until Incomplete, drain what was consumed), checking the invariants
+    /// after every step. Returns the commands parsed, and the protocol error if any.
+    fn drive(
+        data: &[u8],
+        cuts: &[usize],
+        limits: &ParseLimits,
+    ) -> (Vec<Vec<Vec<u8>>>, Option<String>) {
+        let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (data.len() + 1)).collect();
+        cuts.push(data.len());
+        cuts.sort_unstable();
+        let mut p = RequestParser::new();
+        let mut buf: Vec<u8> = Vec::new();
+        let mut fed = 0;
+        let mut out = Vec::new();
+        for &cut in &cuts {
+            buf.extend_from_slice(&data[fed..cut]);
+            fed = cut;
+            // Each Command consumes at least one byte, so this bounds the loop.
+            let mut steps = 0;
+            loop {
+                steps += 1;
+                assert!(steps <= buf.len() + 2, "parser does not make progress");
+                let r = p.next(&buf, limits);
+                assert!(p.consumed() <= buf.len(), "consumed past the buffer");
+                match r {
+                    Parse::Command => {
+                        assert!(!p.args.is_empty(), "empty command returned");
+                        let src: &[u8] = match p.source {
+                            Some(ArgSource::InlineScratch) => &p.inline_scratch,
+                            _ => &buf,
+                        };
+                        let mut cmd = Vec::new();
+                        for &(s, l) in &p.args {
+                            assert!(s.checked_add(l).is_some_and(|e| e <= src.len()));
+                            cmd.push(src[s..s + l].to_vec());
+                        }
+                        out.push(cmd);
+                    }
+                    Parse::Incomplete => break,
+                    Parse::Error(e) => return (out, Some(e)),
+                }
+            }
+            let n = p.consumed();
+            buf.drain(..n);
+            p.shift(n);
+            assert!(p.pending_bulk_bytes(buf.len()) <= limits.proto_max_bulk_len as usize + 2);
+        }
+        (out, None)
+    }
+
+    fn resp(cmds: &[Vec<Vec<u8>>]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for c in cmds {
+            v.extend_from_slice(format!("*{}\r\n", c.len()).as_bytes());
+            for a in c {
+                v.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+                v.extend_from_slice(a);
+                v.extend_from_slice(b"\r\n");
+            }
+        }
+        v
+    }
+
+    /// Inline form with every byte escaped as \xHH inside double quotes.
+    fn inline(cmds: &[Vec<Vec<u8>>]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for c in cmds {
+            for (i, a) in c.iter().enumerate() {
+                if i > 0 {
+                    v.push(b' ');
+                }
+                v.push(b'"');
+                for b in a {
+                    v.extend_from_slice(format!("\\x{b:02x}").as_bytes());
+                }
+                v.push(b'"');
+            }
+            v.extend_from_slice(b"\r\n");
+        }
+        v
+    }
+
+    /// Bytes that look like RESP often enough to reach deep parser states.
+    fn protocolish() -> impl Strategy<Value = Vec<u8>> {
+        let atom = prop_oneof![
+            any::<u8>().prop_map(|b| vec![b]),
+            Just(b"\r\n".to_vec()),
+            Just(b"*".to_vec()),
+            Just(b"$".to_vec()),
+            (-3i64..40).prop_map(|n| n.to_string().into_bytes()),
+            Just(b"99999999999999999999".to_vec()),
+            Just(b"\"".to_vec()),
+            Just(b"'".to_vec()),
+            Just(b"\\x4".to_vec()),
+            Just(b" ".to_vec()),
+            Just(b"\0".to_vec()),
+        ];
+        vec(atom, 0..120).prop_map(|v| v.concat())
+    }
+
+    fn limits() -> impl Strategy<Value = ParseLimits> {
+        (
+            prop_oneof![Just(512 * 1024 * 1024i64), 0i64..64],
+            any::<bool>(),
+        )
+            .prop_map(|(proto_max_bulk_len, auth_required)| ParseLimits {
+                proto_max_bulk_len,
+                auth_required,
+            })
+    }
+
+    fn args() -> impl Strategy<Value = Vec<Vec<Vec<u8>>>> {
+        vec(vec(vec(any::<u8>(), 0..40), 1..6), 1..5)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1500))]
+
+        /// Arbitrary bytes split anywhere: no panic, no infinite loop, consumed <= len,
+        /// every argument range inside its buffer.
+        #[test]
+        fn arbitrary_bytes_keep_the_invariants(
+            data in prop_oneof![vec(any::<u8>(), 0..300), protocolish()],
+            cuts in vec(any::<usize>(), 0..8),
+            lim in limits(),
+        ) {
+            drive(&data, &cuts, &lim);
+        }
+
+        /// Random commands encoded as RESP multibulk, then parsed back in random chunks,
+        /// give the same arguments.
+        #[test]
+        fn resp_round_trip(cmds in args(), cuts in vec(any::<usize>(), 0..10)) {
+            let lim = ParseLimits { proto_max_bulk_len: 512 * 1024 * 1024, auth_required: false };
+            let (got, err) = drive(&resp(&cmds), &cuts, &lim);
+            prop_assert_eq!(err, None);
+            prop_assert_eq!(got, cmds);
+        }
+
+        /// The same through inline commands with every byte \xHH-escaped.
+        #[test]
+        fn inline_round_trip(cmds in args(), cuts in vec(any::<usize>(), 0..10)) {
+            let lim = ParseLimits { proto_max_bulk_len: 512 * 1024 * 1024, auth_required: false };
+            let (got, err) = drive(&inline(&cmds), &cuts, &lim);
+            prop_assert_eq!(err, None);
+            prop_assert_eq!(got, cmds);
+        }
     }
 }

@@ -334,47 +334,60 @@ impl EventLoop {
         }
     }
 
-    /// Reads what the socket has and runs the complete commands. `drain` reads until EOF
-    /// or EAGAIN even after a short read (the peer may have closed).
+    /// Reads what the socket has and runs the complete commands, one read at a time as
+    /// Redis does, so `client-query-buffer-limit` is checked against the same measure at
+    /// the same moments: after each read, before parsing, the bytes not yet parsed into
+    /// arguments (for a big bulk, the bulk bytes received so far and its CRLF) must not
+    /// exceed the limit, or the client is closed without a reply. `drain` keeps reading
+    /// after a short read until EOF or EAGAIN (the peer may have closed).
     fn read_and_process(&mut self, srv: &mut Server, slot: usize, drain: bool) {
-        let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
-            return;
-        };
-        if conn.closing {
-            return;
-        }
         let limit = srv.config.settings().client_query_buffer_limit as usize;
         let mut read_total = 0usize;
         let mut eof = false;
+        let mut over_limit = false;
         loop {
-            let want = READ_CHUNK_BYTES.max(
-                conn.parser
-                    .pending_bulk_bytes(conn.qbuf.len())
-                    .min(READ_BUDGET_BYTES),
-            );
+            let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
+                return;
+            };
+            if conn.closing {
+                return;
+            }
+            let pending = conn.parser.pending_bulk_bytes(conn.qbuf.len());
+            // Inside a big bulk, read exactly its remaining bytes (at most the budget) so
+            // the limit check never counts the start of the next command.
+            let want = if pending > 0 {
+                pending.min(READ_BUDGET_BYTES)
+            } else {
+                READ_CHUNK_BYTES
+            };
             conn.qbuf.reserve(want);
             let spare = conn.qbuf.spare_capacity_mut();
-            let room = spare.len();
+            let len = spare.len().min(want);
             let fd = conn.stream.as_raw_fd();
-            // SAFETY: reading into the Vec's spare capacity; set_len only covers bytes read.
-            let n = unsafe { libc::read(fd, spare.as_mut_ptr() as *mut libc::c_void, room) };
+            // SAFETY: reading at most `len` bytes into the Vec's spare capacity; set_len
+            // only covers bytes the kernel wrote.
+            let n = unsafe { libc::read(fd, spare.as_mut_ptr() as *mut libc::c_void, len) };
             if n > 0 {
                 let n = n as usize;
                 // SAFETY: the kernel initialised n bytes.
                 unsafe { conn.qbuf.set_len(conn.qbuf.len() + n) };
                 read_total += n;
                 srv.stats.net_input_bytes += n as u64;
-                if conn.qbuf.len() > limit {
+                if conn.parser.unparsed_bytes(conn.qbuf.len()) > limit {
+                    over_limit = true;
                     break;
                 }
+                self.process(srv, slot);
                 if read_total >= READ_BUDGET_BYTES {
-                    conn.more_to_read = true;
-                    self.pending_read.push(slot);
+                    if let Some(conn) = self.conns[slot].as_mut() {
+                        conn.more_to_read = true;
+                        self.pending_read.push(slot);
+                    }
                     break;
                 }
                 // A short read drained the socket: with edge-triggered epoll, bytes that
                 // arrive later raise a new event, so no second read (EAGAIN) is needed.
-                if n < room && !drain {
+                if n < len && !drain {
                     break;
                 }
                 continue;
@@ -393,11 +406,10 @@ impl EventLoop {
                 }
             }
         }
-        self.process(srv, slot);
         let Some(conn) = self.conns[slot].as_mut() else {
             return;
         };
-        if conn.qbuf.len() > limit {
+        if over_limit {
             let client = srv.clients[slot]
                 .as_ref()
                 .map(|c| c.info_line(now_ms()))
