@@ -54,6 +54,8 @@ pub struct Conn {
     /// Read budget ran out with data possibly left in the socket.
     more_to_read: bool,
     closing: bool,
+    /// Registered for writable events (only while output is waiting on the socket).
+    want_writable: bool,
 }
 
 fn resolve_bind(addr: &str, port: u16) -> Option<SocketAddr> {
@@ -311,7 +313,7 @@ impl EventLoop {
             if let Err(e) = self.poll.registry().register(
                 &mut stream,
                 Token(slot + LISTENER_TOKENS),
-                Interest::READABLE | Interest::WRITABLE,
+                Interest::READABLE,
             ) {
                 warning!("Registering client connection: {e}");
                 self.free_slots.push(slot);
@@ -329,6 +331,7 @@ impl EventLoop {
                 out_pos: 0,
                 more_to_read: false,
                 closing: false,
+                want_writable: false,
             });
             self.connected += 1;
         }
@@ -518,8 +521,13 @@ impl EventLoop {
             match conn.stream.write(&conn.out[conn.out_pos..]) {
                 Ok(0) => break,
                 Ok(n) => {
+                    let asked = conn.out.len() - conn.out_pos;
                     conn.out_pos += n;
                     written += n;
+                    if n < asked {
+                        // The socket buffer is full: wait for a writable event.
+                        break;
+                    }
                     srv.stats.net_output_bytes += n as u64;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -538,6 +546,24 @@ impl EventLoop {
             }
         } else if written >= WRITE_BUDGET_BYTES && !self.pending_write.contains(&slot) {
             self.pending_write.push(slot);
+        }
+        // Writable events only while output is stuck: otherwise every reply the client
+        // reads would wake the loop for nothing (Redis installs its write handler the same way).
+        let stuck = conn.out_pos < conn.out.len();
+        if stuck != conn.want_writable {
+            let interest = if stuck {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                Interest::READABLE
+            };
+            if self
+                .poll
+                .registry()
+                .reregister(&mut conn.stream, Token(slot + LISTENER_TOKENS), interest)
+                .is_ok()
+            {
+                conn.want_writable = stuck;
+            }
         }
         let done = conn.out_pos == conn.out.len();
         if let Some(c) = srv.clients[slot].as_mut() {

@@ -137,6 +137,8 @@ struct IoConn {
     authenticated: bool,
     last_activity_ms: i64,
     obuf_soft_since_ms: i64,
+    /// Registered for writable events (only while output waits on the socket).
+    want_writable: bool,
 }
 
 struct IoThread {
@@ -258,11 +260,7 @@ impl IoThread {
         if self
             .poll
             .registry()
-            .register(
-                &mut stream,
-                Token(slot),
-                Interest::READABLE | Interest::WRITABLE,
-            )
+            .register(&mut stream, Token(slot), Interest::READABLE)
             .is_err()
         {
             self.free.push(slot);
@@ -288,6 +286,7 @@ impl IoThread {
             authenticated: !self.limits.requirepass_set.load(Ordering::Relaxed),
             last_activity_ms: now_ms(),
             obuf_soft_since_ms: 0,
+            want_writable: false,
         });
         self.by_id.insert(id, slot);
         self.send(ToExecutor::Connected {
@@ -469,8 +468,13 @@ impl IoThread {
             match conn.stream.write(&conn.out[conn.out_pos..]) {
                 Ok(0) => break,
                 Ok(n) => {
+                    let asked = conn.out.len() - conn.out_pos;
                     conn.out_pos += n;
                     written += n;
+                    if n < asked {
+                        // The socket buffer is full: wait for a writable event.
+                        break;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -487,6 +491,23 @@ impl IoThread {
             self.counters
                 .writes_processed
                 .fetch_add(1, Ordering::Relaxed);
+        }
+        // Writable events only while output is stuck on a full socket buffer.
+        let stuck = conn.out_pos < conn.out.len();
+        if stuck != conn.want_writable {
+            let interest = if stuck {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                Interest::READABLE
+            };
+            if self
+                .poll
+                .registry()
+                .reregister(&mut conn.stream, Token(slot), interest)
+                .is_ok()
+            {
+                conn.want_writable = stuck;
+            }
         }
         if conn.out_pos == conn.out.len() {
             conn.out.clear();
