@@ -432,12 +432,37 @@ fn read_exact_at<R: Read>(
     }
 }
 
+/// Reads the header block: a short file whose first bytes are not our magic is "not an
+/// image" (e.g. a Redis RDB file), one that starts like an image is truncated.
+fn read_header_block<R: Read>(r: &mut R) -> Result<ImageHeader, LoadError> {
+    let mut hb = [0u8; HEADER_BYTES];
+    let mut n = 0;
+    while n < HEADER_BYTES {
+        match r.read(&mut hb[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(LoadError::Io(e)),
+        }
+    }
+    let m = n.min(FILE_MAGIC.len());
+    if hb[..m] != FILE_MAGIC[..m] || n == 0 {
+        return Err(LoadError::NotAnImage {
+            magic: hb[..m].to_vec(),
+        });
+    }
+    if n < HEADER_BYTES {
+        return Err(LoadError::Truncated {
+            what: "the header",
+            offset: 0,
+        });
+    }
+    ImageHeader::decode(&hb)
+}
+
 /// Reads and checks only the header (INFO, tools, tests).
 pub fn read_header(path: &Path) -> Result<ImageHeader, LoadError> {
-    let mut f = File::open(path)?;
-    let mut hb = [0u8; HEADER_BYTES];
-    read_exact_at(&mut f, &mut hb, "the header", 0)?;
-    ImageHeader::decode(&hb)
+    read_header_block(&mut File::open(path)?)
 }
 
 /// Restores an image into a fresh region of `reserve_bytes`. Every check runs before the
@@ -446,9 +471,7 @@ pub fn load(path: &Path, reserve_bytes: usize) -> Result<(RawRegion, ImageHeader
     let file = File::open(path)?;
     let file_len = file.metadata()?.len();
     let mut f = io::BufReader::with_capacity(1 << 20, file);
-    let mut hb = [0u8; HEADER_BYTES];
-    read_exact_at(&mut f, &mut hb, "the header", 0)?;
-    let header = ImageHeader::decode(&hb)?;
+    let header = read_header_block(&mut f)?;
     if let Some((field, image, binary)) = header.fingerprint.mismatch(&Fingerprint::current()) {
         return Err(LoadError::Fingerprint {
             field,
