@@ -245,9 +245,8 @@ fn bgsave_streams_live_and_restores() {
 #[test]
 fn point_in_time_consistency_under_writes() {
     let dir = test_dir("pit");
-    let port;
     let s = start(&dir, &[]);
-    port = s.port;
+    let port = s.port;
     {
         let mut r = Raw::connect(port);
         // Ballast so the first pass takes a while and later passes have work.
