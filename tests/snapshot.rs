@@ -61,9 +61,11 @@ fn start_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Srv {
         if let Ok(mut r) = std::net::TcpStream::connect(("127.0.0.1", port)) {
             use std::io::Write;
             r.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            // Ready means loaded: PING answers -LOADING while the image loads.
             if r.write_all(b"PING\r\n").is_ok() {
                 let mut b = [0u8; 16];
-                if r.read(&mut b).unwrap_or(0) > 0 {
+                let n = r.read(&mut b).unwrap_or(0);
+                if b[..n].starts_with(b"+PONG") {
                     break;
                 }
             }
@@ -586,6 +588,46 @@ fn save_points_misconf_and_shutdown() {
     let s = start(&dir, &[]);
     let mut r = Raw::connect(s.port);
     assert_eq!(cmd(&mut r, &["GET", "e"]), "$1\r\n5\r\n");
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// While the image loads (slowed by `key-load-delay`, µs per record), the server answers
+/// `-LOADING`, INFO says `loading:1`, and SHUTDOWN does not overwrite the image.
+#[test]
+fn loading_state_while_the_image_loads() {
+    let (dir, _) = saved_image("loading");
+    let (mut child, port) = spawn(&dir, &["--key-load-delay", "300000"], &[]);
+    let t = Instant::now();
+    let mut r = loop {
+        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            drop(s);
+            break Raw::connect(port);
+        }
+        assert!(t.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(
+        cmd(&mut r, &["GET", "k:1"]),
+        "-LOADING Redis is loading the dataset in memory\r\n"
+    );
+    assert_eq!(info_field(&mut r, "loading"), "1");
+    assert!(
+        info_field(&mut r, "loading_total_bytes")
+            .parse::<u64>()
+            .unwrap()
+            > 0
+    );
+    shutdown(&mut r, &["SAVE"]);
+    let _ = child.wait();
+    let s = start(&dir, &[]);
+    let mut r = Raw::connect(s.port);
+    assert_eq!(info_field(&mut r, "loading"), "0");
+    assert_eq!(
+        cmd(&mut r, &["DBSIZE"]),
+        ":5021\r\n",
+        "the image was not replaced"
+    );
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -600,8 +600,32 @@ fn info_memory(srv: &mut Server, s: &mut Section) {
 fn info_persistence(srv: &Server, s: &mut Section) {
     let st = &srv.snapshot.stats;
     let job = srv.snapshot.job.as_ref();
-    s.line("loading", 0);
+    s.line("loading", srv.is_loading() as u8);
     s.line("async_loading", 0);
+    if let Some(l) = srv.snapshot.loading.as_ref() {
+        // Redis's loading_* fields, present only while loading.
+        let done = l
+            .progress
+            .loaded_bytes
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let elapsed = l.started.elapsed().as_secs_f64();
+        let perc = if l.total_bytes > 0 {
+            done as f64 * 100.0 / l.total_bytes as f64
+        } else {
+            0.0
+        };
+        let eta = if done > 0 {
+            ((l.total_bytes.saturating_sub(done)) as f64 * elapsed / done as f64) as u64
+        } else {
+            1
+        };
+        s.line("loading_start_time", l.started_ms / 1000);
+        s.line("loading_total_bytes", l.total_bytes);
+        s.line("loading_rdb_used_mem", 0);
+        s.line("loading_loaded_bytes", done);
+        s.line("loading_loaded_perc", format!("{perc:.2}"));
+        s.line("loading_eta_seconds", eta);
+    }
     s.line("current_cow_peak", 0);
     s.line("current_cow_size", 0);
     s.line("current_cow_size_age", 0);

@@ -270,6 +270,12 @@ impl Server {
                 return;
             }
         }
+        // While the startup image loads, only commands flagged `loading` run (INFO...).
+        if spec.flags & commands::LOADING == 0 && self.is_loading() {
+            self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
+            reply.error("LOADING Redis is loading the dataset in memory");
+            return;
+        }
         // Redis 7.0 refuses writes (and PING, so clients notice) after a failed background
         // save while `stop-writes-on-bgsave-error` is on and save points exist.
         if (spec.flags & commands::WRITE != 0 || spec.name == "ping")

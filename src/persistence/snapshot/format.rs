@@ -468,6 +468,24 @@ pub fn read_header(path: &Path) -> Result<ImageHeader, LoadError> {
 /// Restores an image into a fresh region of `reserve_bytes`. Every check runs before the
 /// region is handed over: nothing partial or unchecked is ever served.
 pub fn load(path: &Path, reserve_bytes: usize) -> Result<(RawRegion, ImageHeader), LoadError> {
+    load_with_progress(path, reserve_bytes, &LoadProgress::default())
+}
+
+/// What a loader thread reports while it works (INFO `loading_*`).
+#[derive(Default)]
+pub struct LoadProgress {
+    pub loaded_bytes: std::sync::atomic::AtomicU64,
+    /// Test hook (`key-load-delay`, µs): sleep this long after each record.
+    pub record_delay_us: std::sync::atomic::AtomicU64,
+}
+
+/// [`load`], publishing the file bytes consumed so far.
+pub fn load_with_progress(
+    path: &Path,
+    reserve_bytes: usize,
+    progress: &LoadProgress,
+) -> Result<(RawRegion, ImageHeader), LoadError> {
+    use std::sync::atomic::Ordering::Relaxed;
     let file = File::open(path)?;
     let file_len = file.metadata()?.len();
     let mut f = io::BufReader::with_capacity(1 << 20, file);
@@ -621,6 +639,11 @@ pub fn load(path: &Path, reserve_bytes: usize) -> Result<(RawRegion, ImageHeader
             at += e.len as usize;
         }
         pos += RECORD_HEADER_BYTES as u64 + body;
+        progress.loaded_bytes.store(pos, Relaxed);
+        let delay = progress.record_delay_us.load(Relaxed);
+        if delay > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(delay));
+        }
         records += 1;
     }
     Ok((region, header))

@@ -574,6 +574,8 @@ pub fn mode_name(m: CutMode) -> &'static str {
 pub struct SnapshotEngine {
     pub gate: Arc<PauseGate>,
     pub job: Option<BgJob>,
+    /// The startup load, while it runs.
+    pub loading: Option<LoadJob>,
     pub stats: SnapStats,
     /// The refusal of userfaultfd is logged once, not at every snapshot.
     fallback_logged: bool,
@@ -584,6 +586,7 @@ impl Default for SnapshotEngine {
         SnapshotEngine {
             gate: Arc::new(PauseGate::new()),
             job: None,
+            loading: None,
             stats: SnapStats::default(),
             fallback_logged: false,
         }
@@ -623,19 +626,59 @@ impl SnapshotEngine {
     }
 }
 
-/// Loads the image at `path` into a new arena (startup). None when there is no image.
+/// Loads the image at `path` into a new arena. None when there is no image.
 pub fn load_image(
     path: &Path,
     reserve_bytes: usize,
+    progress: &format::LoadProgress,
 ) -> Result<Option<(Arena, ImageHeader)>, String> {
     if !path.exists() {
         return Ok(None);
     }
-    let (region, header) =
-        format::load(path, reserve_bytes).map_err(|e| format!("{e} (file {})", path.display()))?;
+    let (region, header) = format::load_with_progress(path, reserve_bytes, progress)
+        .map_err(|e| format!("{e} (file {})", path.display()))?;
     let arena = Arena::from_region(region, header.arena_bytes)
         .map_err(|e| format!("{e} (file {})", path.display()))?;
     Ok(Some((arena, header)))
+}
+
+/// An image being loaded at startup on its own thread while the executor answers
+/// `-LOADING` (and INFO shows `loading:1`).
+pub struct LoadJob {
+    handle: JoinHandle<Result<Option<(Arena, ImageHeader)>, String>>,
+    pub started: Instant,
+    pub started_ms: i64,
+    pub total_bytes: u64,
+    pub progress: Arc<format::LoadProgress>,
+}
+
+impl LoadJob {
+    pub fn start(path: PathBuf, reserve_bytes: usize, record_delay_us: u64) -> io::Result<LoadJob> {
+        let total_bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let progress = Arc::new(format::LoadProgress::default());
+        progress
+            .record_delay_us
+            .store(record_delay_us, Ordering::Relaxed);
+        let p = progress.clone();
+        let handle = std::thread::Builder::new()
+            .name("cairn-load".into())
+            .spawn(move || load_image(&path, reserve_bytes, &p))?;
+        Ok(LoadJob {
+            handle,
+            started: Instant::now(),
+            started_ms: crate::util::now_ms(),
+            total_bytes,
+            progress,
+        })
+    }
+    pub fn is_finished(&self) -> bool {
+        self.handle.is_finished()
+    }
+    pub fn join(self) -> Result<Option<(Arena, ImageHeader)>, String> {
+        self.handle
+            .join()
+            .unwrap_or_else(|_| Err("the image loader thread panicked".into()))
+    }
 }
 
 #[cfg(test)]

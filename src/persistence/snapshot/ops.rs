@@ -45,32 +45,76 @@ fn params(srv: &Server) -> SnapParams {
 }
 
 impl Server {
-    /// Builds the server, restoring `dir/dbfilename` when it exists. Any problem with the
-    /// image stops startup with a message saying what and where.
+    /// Builds the server; when `dir/dbfilename` exists, a loader thread restores it while
+    /// the server answers `-LOADING` (see [`Server::loading_poll`]).
     pub fn open(config: crate::config::Config) -> Result<Server, String> {
         let mut srv = Server::new(config).map_err(|e| e.to_string())?;
         let path = image_path(&srv);
-        let s = srv.config.settings().clone();
-        let start = std::time::Instant::now();
-        let loaded = super::load_image(&path, s.arena_reserve_bytes)?;
-        let Some((arena, header)) = loaded else {
+        if !path.exists() {
             return Ok(srv);
-        };
-        let mut ks = Keyspace::from_arena(arena, s.databases)
-            .map_err(|e| format!("snapshot image {}: {e}", path.display()))?;
-        ks.lfu = srv.ks.lfu;
-        ks.lfu_log_factor = srv.ks.lfu_log_factor;
-        ks.lfu_decay_time_min = srv.ks.lfu_decay_time_min;
-        srv.ks = ks;
-        srv.lastsave_s = header.created_ms / 1000;
-        notice!(
-            "DB loaded from disk: {:.3} seconds ({} keys, {} bytes of arena, image taken {})",
-            start.elapsed().as_secs_f64(),
-            srv.ks.total_keys(),
-            header.arena_bytes,
-            super::mode_name(header.mode)
-        );
+        }
+        let s = srv.config.settings();
+        let delay = srv
+            .config
+            .get_value("key-load-delay")
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(0)
+            .max(0) as u64;
+        let job = super::LoadJob::start(path, s.arena_reserve_bytes, delay)
+            .map_err(|e| format!("cannot start the image loader: {e}"))?;
+        srv.snapshot.loading = Some(job);
         Ok(srv)
+    }
+
+    pub fn is_loading(&self) -> bool {
+        self.snapshot.loading.is_some()
+    }
+
+    /// Cron: installs the loaded keyspace once the loader is done. A bad image stops the
+    /// server with the loader's message (which check failed, and where).
+    pub fn loading_poll(&mut self) {
+        if !self
+            .snapshot
+            .loading
+            .as_ref()
+            .is_some_and(|j| j.is_finished())
+        {
+            return;
+        }
+        let Some(job) = self.snapshot.loading.take() else {
+            return;
+        };
+        let started = job.started;
+        let path = image_path(self);
+        let loaded = job.join().and_then(|l| {
+            let (arena, header) =
+                l.ok_or_else(|| "the image vanished while loading".to_string())?;
+            let ks = Keyspace::from_arena(arena, self.config.settings().databases)
+                .map_err(|e| format!("snapshot image {}: {e}", path.display()))?;
+            Ok((ks, header))
+        });
+        match loaded {
+            Ok((mut ks, header)) => {
+                ks.lfu = self.ks.lfu;
+                ks.lfu_log_factor = self.ks.lfu_log_factor;
+                ks.lfu_decay_time_min = self.ks.lfu_decay_time_min;
+                self.ks = ks;
+                self.lastsave_s = header.created_ms / 1000;
+                self.dirty = 0;
+                notice!(
+                    "DB loaded from disk: {:.3} seconds ({} keys, {} bytes of arena, image taken {})",
+                    started.elapsed().as_secs_f64(),
+                    self.ks.total_keys(),
+                    header.arena_bytes,
+                    super::mode_name(header.mode)
+                );
+            }
+            Err(e) => {
+                warning!("Fatal error loading the DB: {e}. Exiting.");
+                let _ = std::io::Write::flush(&mut std::io::stdout());
+                std::process::exit(1);
+            }
+        }
     }
 
     /// The executor's check between commands (see `PauseGate`).
@@ -178,8 +222,9 @@ impl Server {
     /// (Redis's rule: enough changes, enough seconds since the last save, and not within
     /// the retry delay after a failure).
     pub fn snapshot_cron(&mut self) {
+        self.loading_poll();
         self.bgsave_collect();
-        if self.snapshot.in_progress() {
+        if self.snapshot.in_progress() || self.is_loading() {
             return;
         }
         let now = now_ms();
@@ -210,7 +255,10 @@ impl Server {
             job.cancel();
             self.ks.arena.set_keep_pages(false);
         }
+        // As Redis: never save while loading (it would replace the image with a partial,
+        // here empty, dataset).
         let save = match req {
+            _ if self.is_loading() => false,
             Save => true,
             NoSave => false,
             Default => !self.config.settings().save_points.is_empty(),
