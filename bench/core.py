@@ -32,7 +32,7 @@ def start(kind, binary, extra=()):
     if kind == "redis":
         cmd = [binary, "--port", str(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"]
     else:
-        cmd = [binary, "--port", str(port), "--bind", "127.0.0.1"]
+        cmd = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
     proc = subprocess.Popen(list(cmd) + list(extra), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(200):
         try:

@@ -339,13 +339,8 @@ pub static OPTIONS: &[OptSpec] = &[
         NA,
     ),
     // --- persistence: RDB
-    opt(
-        "save",
-        OptKind::Special,
-        "3600 1 300 100 60 10000",
-        NA | F_MULTI,
-    ),
-    opt("dbfilename", OptKind::Str, "dump.rdb", F_PROTECTED | NA),
+    opt("save", OptKind::Special, "3600 1 300 100 60 10000", F_MULTI),
+    opt("dbfilename", OptKind::Str, "dump.rdb", F_PROTECTED),
     opt("rdbcompression", OptKind::Bool, "yes", NA),
     opt("rdbchecksum", OptKind::Bool, "yes", IMM | NA),
     opt("rdb-del-sync-files", OptKind::Bool, "no", NA),
@@ -362,7 +357,7 @@ pub static OPTIONS: &[OptSpec] = &[
         NA | F_HIDDEN,
     ),
     opt("rdb-save-incremental-fsync", OptKind::Bool, "yes", NA),
-    opt("stop-writes-on-bgsave-error", OptKind::Bool, "yes", NA),
+    opt("stop-writes-on-bgsave-error", OptKind::Bool, "yes", 0),
     opt(
         "sanitize-dump-payload",
         OptKind::Enum(&["no", "yes", "clients"]),
@@ -651,6 +646,22 @@ pub static OPTIONS: &[OptSpec] = &[
         "34359738368",
         IMM,
     ),
+    // Snapshot engine: compression workers, the final pause's budget, and the mode
+    // (`auto` streams live with userfaultfd and falls back to stop-the-world where it is
+    // refused; `stop-the-world` always stops the executor for the copy).
+    opt("snapshot-threads", OptKind::Int(1, 64), "2", 0),
+    opt(
+        "snapshot-pause-budget-us",
+        OptKind::Int(10, 60_000_000),
+        "2000",
+        0,
+    ),
+    opt(
+        "snapshot-mode",
+        OptKind::Enum(&["auto", "stop-the-world"]),
+        "auto",
+        0,
+    ),
 ];
 
 /// Per-class output buffer limits (`client-output-buffer-limit <class> <hard> <soft> <secs>`).
@@ -697,6 +708,13 @@ pub struct Settings {
     pub slowlog_max_len: usize,
     pub latency_monitor_threshold: i64,
     pub arena_reserve_bytes: usize,
+    /// `save` points: (seconds, changes).
+    pub save_points: Vec<(u64, u64)>,
+    pub dbfilename: String,
+    pub stop_writes_on_bgsave_error: bool,
+    pub snapshot_threads: usize,
+    pub snapshot_pause_budget_us: u64,
+    pub snapshot_stop_the_world: bool,
 }
 
 #[derive(Debug)]
@@ -906,6 +924,12 @@ fn placeholder_settings() -> Settings {
         slowlog_max_len: 128,
         latency_monitor_threshold: 0,
         arena_reserve_bytes: 0,
+        save_points: Vec::new(),
+        dbfilename: String::new(),
+        stop_writes_on_bgsave_error: true,
+        snapshot_threads: 2,
+        snapshot_pause_budget_us: 2000,
+        snapshot_stop_the_world: false,
     }
 }
 
@@ -1470,6 +1494,20 @@ impl Config {
             slowlog_max_len: self.int("slowlog-max-len") as usize,
             latency_monitor_threshold: self.int("latency-monitor-threshold"),
             arena_reserve_bytes: self.int("arena-reserve-bytes") as usize,
+            save_points: {
+                let w: Vec<u64> = self
+                    .get_value("save")
+                    .unwrap_or("")
+                    .split_whitespace()
+                    .filter_map(|x| x.parse().ok())
+                    .collect();
+                w.chunks_exact(2).map(|c| (c[0], c[1])).collect()
+            },
+            dbfilename: self.get_value("dbfilename").unwrap_or("dump.rdb").into(),
+            stop_writes_on_bgsave_error: self.boolean("stop-writes-on-bgsave-error"),
+            snapshot_threads: self.int("snapshot-threads") as usize,
+            snapshot_pause_budget_us: self.int("snapshot-pause-budget-us") as u64,
+            snapshot_stop_the_world: self.get_value("snapshot-mode") == Some("stop-the-world"),
         }
     }
 }

@@ -59,7 +59,7 @@ fn main() {
     }
     raise_fd_limit(s.maxclients as u64 + 32);
     event_loop::install_signal_handlers();
-    let srv = match Server::new(config) {
+    let srv = match Server::open(config) {
         Ok(s) => s,
         Err(e) => {
             warning!("Fatal: {e}");

@@ -47,6 +47,11 @@ pub const ARENA_LAYOUT_VERSION: u32 = 1;
 /// Number of root slots the arena header offers to the structures built on it.
 pub const ROOT_SLOTS: usize = 8;
 
+/// Written at offset 4 of a free large block whose pages were *not* given back to the
+/// kernel (a snapshot was tracking the region, see [`Arena::set_keep_pages`]): its pages past
+/// the first are not known to be zero, so `alloc_zeroed` must clear all of it.
+const LARGE_FREE_NOT_ZEROED: u32 = 0xD1A7_0001;
+
 /// The arena header, at offset 0 of the region. Everything the allocator knows is here.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -91,6 +96,11 @@ pub struct Arena {
     reserved_bytes: usize,
     /// Keyed from the header's `hash_seed`, so hashing survives an image restore.
     hasher: SipHasher13,
+    /// While a snapshot tracks the region, freed large blocks keep their pages: a
+    /// `MADV_DONTNEED` would zero pages behind the write-protect tracking's back (a zapped
+    /// page does not show as written), so the image would keep stale bytes where the live
+    /// arena has zeros — and `alloc_zeroed` relies on those zeros.
+    keep_pages: bool,
 }
 
 // The executor thread owns the arena, but it is created on another thread and moved there.
@@ -100,36 +110,105 @@ unsafe impl Send for Arena {}
 pub enum ArenaError {
     #[error("cannot reserve {bytes} bytes of address space for the arena: {source}")]
     Reserve { bytes: usize, source: io::Error },
+    #[error("restored arena is inconsistent: {0}")]
+    Corrupt(String),
+}
+
+/// Size of the arena header at offset 0 (rounded to a cache line). Part of the layout
+/// fingerprint of snapshot images.
+pub const HEADER_BYTES: usize = std::mem::size_of::<Header>().next_multiple_of(64);
+/// Byte offset of the high-water mark (`u64`) inside the header: the snapshot thread reads
+/// it (racily, then again during the pause) to know how much of the region is in use.
+pub const BUMP_BYTES_OFFSET: usize = std::mem::offset_of!(Header, bump_bytes);
+
+/// A reserved, zero-filled region not yet holding a valid arena: an image is decompressed
+/// into it, then [`Arena::from_region`] checks the header and takes it over.
+pub struct RawRegion {
+    base: *mut u8,
+    reserved_bytes: usize,
+}
+
+// The loader fills the region from worker threads before the arena exists.
+unsafe impl Send for RawRegion {}
+
+fn reserve(reserved_bytes: usize) -> Result<*mut u8, ArenaError> {
+    // SAFETY: an anonymous private mapping with no fixed address has no preconditions.
+    let base = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            reserved_bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return Err(ArenaError::Reserve {
+            bytes: reserved_bytes,
+            source: io::Error::last_os_error(),
+        });
+    }
+    Ok(base as *mut u8)
+}
+
+impl RawRegion {
+    pub fn new(reserved_bytes: usize) -> Result<RawRegion, ArenaError> {
+        let reserved_bytes = reserved_bytes.clamp(1 << 20, ARENA_MAX_BYTES);
+        Ok(RawRegion {
+            base: reserve(reserved_bytes)?,
+            reserved_bytes,
+        })
+    }
+    pub fn reserved_bytes(&self) -> usize {
+        self.reserved_bytes
+    }
+    /// The bytes `[offset, offset + len)` of the region, or None when out of range.
+    pub fn slice_mut(&mut self, offset: u64, len: usize) -> Option<&mut [u8]> {
+        let end = offset.checked_add(len as u64)?;
+        if end > self.reserved_bytes as u64 {
+            return None;
+        }
+        // SAFETY: in range of our mapping; `&mut self` gives exclusive access.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.base.add(offset as usize), len) })
+    }
+}
+
+impl Drop for RawRegion {
+    fn drop(&mut self) {
+        if !self.base.is_null() {
+            // SAFETY: we own the mapping.
+            unsafe { libc::munmap(self.base as *mut libc::c_void, self.reserved_bytes) };
+        }
+    }
+}
+
+/// crc32c of the size-class table: part of an image's layout fingerprint, so a binary
+/// whose classes differ (free lists would mean other sizes) refuses the image.
+pub fn size_class_table_crc() -> u32 {
+    let mut crc = 0u32;
+    let mut size = 1usize;
+    while size <= ARENA_MAX_BYTES {
+        let (idx, class) = size_class(size);
+        crc = crc32c::crc32c_append(crc, &(idx as u64).to_le_bytes());
+        crc = crc32c::crc32c_append(crc, &(class as u64).to_le_bytes());
+        size = class + 1;
+    }
+    crc
 }
 
 impl Arena {
     /// Reserves `reserved_bytes` of address space (nothing is committed until touched).
     pub fn new(reserved_bytes: usize, hash_seed: [u64; 2]) -> Result<Arena, ArenaError> {
         let reserved_bytes = reserved_bytes.clamp(1 << 20, ARENA_MAX_BYTES);
-        // SAFETY: an anonymous private mapping with no fixed address has no preconditions.
-        let base = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                reserved_bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(ArenaError::Reserve {
-                bytes: reserved_bytes,
-                source: io::Error::last_os_error(),
-            });
-        }
-
+        let base = reserve(reserved_bytes)?;
         let arena = Arena {
-            base: base as *mut u8,
+            base,
             reserved_bytes,
             hasher: SipHasher13::new_with_keys(hash_seed[0], hash_seed[1]),
+            keep_pages: false,
         };
-        let header_bytes = std::mem::size_of::<Header>().next_multiple_of(64);
+        let header_bytes = HEADER_BYTES;
         let header = Header {
             magic: ARENA_MAGIC,
             layout_version: ARENA_LAYOUT_VERSION,
@@ -147,6 +226,64 @@ impl Arena {
         unsafe { ptr::write(arena.base as *mut Header, header) };
         arena.check_header();
         Ok(arena)
+    }
+
+    /// Takes over a region into which a snapshot image of `image_bytes` bytes was restored.
+    /// The header is checked (magic, layout, counters within the image) before anything
+    /// trusts it; the structures above check their own roots.
+    pub fn from_region(region: RawRegion, image_bytes: u64) -> Result<Arena, ArenaError> {
+        if (image_bytes as usize) < HEADER_BYTES || image_bytes as usize > region.reserved_bytes {
+            return Err(ArenaError::Corrupt(format!(
+                "image of {image_bytes} bytes does not fit a region of {} bytes",
+                region.reserved_bytes
+            )));
+        }
+        // SAFETY: the region is mapped and at least HEADER_BYTES long; Header is plain data.
+        let h: Header = unsafe { ptr::read(region.base as *const Header) };
+        let bad = |what: String| Err(ArenaError::Corrupt(what));
+        if h.magic != ARENA_MAGIC {
+            return bad(format!("arena header magic is {:#x}", h.magic));
+        }
+        if h.layout_version != ARENA_LAYOUT_VERSION {
+            return bad(format!(
+                "arena layout version {} (this binary: {ARENA_LAYOUT_VERSION})",
+                h.layout_version
+            ));
+        }
+        if h.header_bytes as usize != HEADER_BYTES {
+            return bad(format!("arena header of {} bytes", h.header_bytes));
+        }
+        if h.bump_bytes > image_bytes || h.bump_bytes < HEADER_BYTES as u64 {
+            return bad(format!(
+                "high-water mark {} outside the image ({image_bytes} bytes)",
+                h.bump_bytes
+            ));
+        }
+        if h.used_bytes > h.bump_bytes {
+            return bad(format!(
+                "{} bytes in use above a high-water mark of {}",
+                h.used_bytes, h.bump_bytes
+            ));
+        }
+        for (class, &head) in h.free_heads.iter().enumerate() {
+            if head as u64 * ALIGN_BYTES as u64 >= h.bump_bytes {
+                return bad(format!("free list {class} starts outside the arena"));
+            }
+        }
+        let arena = Arena {
+            base: region.base,
+            reserved_bytes: region.reserved_bytes,
+            hasher: SipHasher13::new_with_keys(h.hash_seed[0], h.hash_seed[1]),
+            keep_pages: false,
+        };
+        std::mem::forget(region);
+        Ok(arena)
+    }
+
+    /// While true, freed large blocks keep their pages (see the field's comment). Set by
+    /// the executor for the duration of a snapshot.
+    pub fn set_keep_pages(&mut self, keep: bool) {
+        self.keep_pages = keep;
     }
 
     fn check_header(&self) {
@@ -246,7 +383,7 @@ impl Arena {
     pub fn alloc_zeroed(&mut self, size: usize) -> Ref {
         let r = self.alloc(size);
         let (_, class_bytes) = size_class(size);
-        if class_bytes >= LARGE_BLOCK_BYTES {
+        if class_bytes >= LARGE_BLOCK_BYTES && self.read_u32(r, 4) != LARGE_FREE_NOT_ZEROED {
             // Only the first page of a recycled large block may be non-zero: the rest was
             // given back with MADV_DONTNEED on free, or never touched.
             let n = PAGE_BYTES.min(size);
@@ -279,10 +416,17 @@ impl Arena {
         let (class, class_bytes) = size_class(size);
         let large = class_bytes >= LARGE_BLOCK_BYTES;
         if large {
-            // Keep the first page (it holds the free-list link); give the rest back.
+            // Keep the first page (it holds the free-list link); give the rest back, unless
+            // a snapshot is tracking the region (then mark the block as not zeroed).
             let start = self.ptr(r) as usize + PAGE_BYTES;
             let len = class_bytes - PAGE_BYTES;
-            if len > 0 {
+            let mark = if self.keep_pages && len > 0 {
+                LARGE_FREE_NOT_ZEROED
+            } else {
+                0
+            };
+            self.write_u32(r, 4, mark);
+            if len > 0 && mark == 0 {
                 // SAFETY: [start, start+len) lies inside this block, page aligned, inside
                 // our private mapping. DONTNEED on private anonymous memory zero-fills.
                 unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_DONTNEED) };

@@ -8,6 +8,7 @@
 pub mod bits;
 pub mod connection;
 pub mod keys;
+pub mod persistence;
 pub mod server;
 pub mod strings;
 
@@ -224,11 +225,12 @@ pub struct CommandTable {
     pub all: Vec<&'static CommandSpec>,
 }
 
-pub fn all_families() -> [&'static [CommandSpec]; 5] {
+pub fn all_families() -> [&'static [CommandSpec]; 6] {
     [
         bits::COMMANDS,
         connection::COMMANDS,
         keys::COMMANDS,
+        persistence::COMMANDS,
         server::COMMANDS,
         strings::COMMANDS,
     ]

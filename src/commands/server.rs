@@ -219,7 +219,11 @@ fn shutdown(ctx: &mut Ctx) -> CmdResult {
             return Err(CmdError::Syntax);
         }
     }
-    ctx.srv.shutdown = Some(req);
+    // Save (or not) here, so a failure is this command's reply and the server stays up.
+    if ctx.srv.shutdown_save(req).is_err() {
+        return Err(CmdError::err("Errors trying to SHUTDOWN. Check logs."));
+    }
+    ctx.srv.shutdown = Some(ShutdownRequest::NoSave);
     Ok(())
 }
 
@@ -594,8 +598,34 @@ fn info_memory(srv: &mut Server, s: &mut Section) {
 }
 
 fn info_persistence(srv: &Server, s: &mut Section) {
-    s.line("loading", 0);
+    let st = &srv.snapshot.stats;
+    let job = srv.snapshot.job.as_ref();
+    s.line("loading", srv.is_loading() as u8);
     s.line("async_loading", 0);
+    if let Some(l) = srv.snapshot.loading.as_ref() {
+        // Redis's loading_* fields, present only while loading.
+        let done = l
+            .progress
+            .loaded_bytes
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let elapsed = l.started.elapsed().as_secs_f64();
+        let perc = if l.total_bytes > 0 {
+            done as f64 * 100.0 / l.total_bytes as f64
+        } else {
+            0.0
+        };
+        let eta = if done > 0 {
+            ((l.total_bytes.saturating_sub(done)) as f64 * elapsed / done as f64) as u64
+        } else {
+            1
+        };
+        s.line("loading_start_time", l.started_ms / 1000);
+        s.line("loading_total_bytes", l.total_bytes);
+        s.line("loading_rdb_used_mem", 0);
+        s.line("loading_loaded_bytes", done);
+        s.line("loading_loaded_perc", format!("{perc:.2}"));
+        s.line("loading_eta_seconds", eta);
+    }
     s.line("current_cow_peak", 0);
     s.line("current_cow_size", 0);
     s.line("current_cow_size_age", 0);
@@ -603,12 +633,18 @@ fn info_persistence(srv: &Server, s: &mut Section) {
     s.line("current_save_keys_processed", 0);
     s.line("current_save_keys_total", 0);
     s.line("rdb_changes_since_last_save", srv.dirty);
-    s.line("rdb_bgsave_in_progress", 0);
+    s.line("rdb_bgsave_in_progress", job.is_some() as u8);
     s.line("rdb_last_save_time", srv.lastsave_s);
-    s.line("rdb_last_bgsave_status", "ok");
-    s.line("rdb_last_bgsave_time_sec", -1);
-    s.line("rdb_current_bgsave_time_sec", -1);
-    s.line("rdb_saves", 0);
+    s.line(
+        "rdb_last_bgsave_status",
+        if st.last_bgsave_ok { "ok" } else { "err" },
+    );
+    s.line("rdb_last_bgsave_time_sec", st.last_bgsave_time_sec);
+    s.line(
+        "rdb_current_bgsave_time_sec",
+        job.map_or(-1, |j| j.started.elapsed().as_secs() as i64),
+    );
+    s.line("rdb_saves", st.saves);
     s.line("rdb_last_cow_size", 0);
     s.line("rdb_last_load_keys_expired", 0);
     s.line("rdb_last_load_keys_loaded", 0);
@@ -624,6 +660,16 @@ fn info_persistence(srv: &Server, s: &mut Section) {
     s.line("aof_last_cow_size", 0);
     s.line("module_fork_in_progress", 0);
     s.line("module_fork_last_cow_size", 0);
+    s.line("snapshot_mode", st.mode);
+    s.line(
+        "snapshot_rounds",
+        job.map_or(st.rounds, |j| {
+            j.progress.passes.load(std::sync::atomic::Ordering::Relaxed) as u64
+        }),
+    );
+    s.line("snapshot_pause_us_max", st.pause_us_max);
+    s.line("snapshot_extra_bytes_peak", st.extra_bytes_peak);
+    s.line("snapshot_bytes_written", st.bytes_written);
 }
 
 fn info_stats(srv: &Server, s: &mut Section) {

@@ -133,7 +133,8 @@ struct DbHeader {
 }
 unsafe impl Pod for DbHeader {}
 
-const DB_HEADER_BYTES: usize = std::mem::size_of::<DbHeader>();
+/// Size of one database header in the arena (part of a snapshot image's layout fingerprint).
+pub const DB_HEADER_BYTES: usize = std::mem::size_of::<DbHeader>();
 
 /// A detached database waiting to be freed in slices (FLUSHALL ASYNC, FLUSHDB).
 #[repr(C)]
@@ -231,6 +232,71 @@ impl Keyspace {
         ks.arena.set_root(ROOT_NUM_DBS, num_dbs as u64);
         ks.arena.set_root(ROOT_GRAVEYARD, NULL as u64);
         ks
+    }
+
+    /// Rebuilds the Rust-side handles over an arena restored from a snapshot image: the
+    /// databases and the graveyard are found through the arena header's roots; nothing is
+    /// parsed per key. An image with fewer databases than `num_dbs` gets empty ones added;
+    /// one with more is refused (its keys would be unreachable).
+    pub fn from_arena(arena: Arena, num_dbs: usize) -> Result<Keyspace, String> {
+        assert!(num_dbs >= 1);
+        let bump = arena.bump_bytes();
+        let dbs = arena.root(ROOT_DBS);
+        let image_dbs = arena.root(ROOT_NUM_DBS);
+        if image_dbs == 0 || image_dbs > 1 << 20 {
+            return Err(format!("the image records {image_dbs} databases"));
+        }
+        let image_dbs = image_dbs as usize;
+        if dbs == 0 || dbs * 8 + (image_dbs * DB_HEADER_BYTES) as u64 > bump {
+            return Err("the database table lies outside the arena".into());
+        }
+        if image_dbs > num_dbs {
+            return Err(format!(
+                "the image holds {image_dbs} databases but 'databases' is {num_dbs}"
+            ));
+        }
+        let mut ks = Keyspace {
+            arena,
+            dbs: dbs as Ref,
+            num_dbs: image_dbs,
+            stats: KeyspaceStats::default(),
+            rng: Rng::from_time(),
+            lfu: false,
+            lfu_log_factor: 10,
+            lfu_decay_time_min: 1,
+            lazyfree_pending: 0,
+        };
+        if image_dbs < num_dbs {
+            let grown = ks.arena.alloc(DB_HEADER_BYTES * num_dbs);
+            ks.arena
+                .copy_within(dbs as Ref, 0, grown, 0, DB_HEADER_BYTES * image_dbs);
+            ks.arena.free(dbs as Ref, DB_HEADER_BYTES * image_dbs);
+            ks.dbs = grown;
+            ks.num_dbs = num_dbs;
+            for i in image_dbs..num_dbs {
+                ks.write_db(i, &Self::empty_db());
+            }
+            ks.arena.set_root(ROOT_DBS, grown as u64);
+            ks.arena.set_root(ROOT_NUM_DBS, num_dbs as u64);
+        }
+        // Entries still waiting in the graveyard (INFO lazyfree_pending_objects).
+        let mut node = ks.arena.root(ROOT_GRAVEYARD);
+        let mut hops = 0u64;
+        while node != NULL as u64 {
+            if node * 8 >= bump || hops > bump {
+                return Err("the graveyard list leaves the arena".into());
+            }
+            let g: GraveNode = ks.arena.read(node as Ref);
+            ks.lazyfree_pending += g.db.dict.len();
+            node = g.next as u64;
+            hops += 1;
+        }
+        Ok(ks)
+    }
+
+    /// Keys in all databases (for logs and the image header).
+    pub fn total_keys(&self) -> u64 {
+        (0..self.num_dbs).map(|db| self.dbsize(db)).sum()
     }
 
     fn empty_db() -> DbHeader {

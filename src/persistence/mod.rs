@@ -1,4 +1,5 @@
-//! Persistence formats. For now the RDB value codec, shared by DUMP/RESTORE and (next) the
-//! RDB file loader and saver, so that both speak exactly Redis's serialization.
+//! Persistence: the RDB value codec (shared by DUMP/RESTORE and, next, the RDB file loader
+//! and saver) and the snapshot engine (SAVE, BGSAVE, restart from an image).
 
 pub mod rdb_value;
+pub mod snapshot;

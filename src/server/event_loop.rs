@@ -233,7 +233,15 @@ impl EventLoop {
                 warning!("Received {name} scheduling shutdown...");
                 srv.shutdown.get_or_insert(super::ShutdownRequest::Default);
             }
-            if srv.shutdown.is_some() {
+            if let Some(req) = srv.shutdown {
+                // A signal (or a SHUTDOWN that did not save itself) saves here; when the
+                // save fails the server keeps running, as Redis.
+                if srv.shutdown_save(req).is_err() {
+                    warning!("Errors trying to shut down the server, check the logs for more information");
+                    srv.shutdown = None;
+                    SHUTDOWN_SIGNAL.store(false, Ordering::SeqCst);
+                    continue;
+                }
                 self.flush_all(srv);
                 return Ok(());
             }
@@ -243,7 +251,12 @@ impl EventLoop {
             } else {
                 next_cron.saturating_duration_since(Instant::now())
             };
-            match self.poll.poll(&mut events, Some(timeout)) {
+            // While blocked in poll the executor touches no arena memory: a snapshot's
+            // final pause may run meanwhile (and holds us back when poll returns).
+            srv.snapshot_idle_begin();
+            let polled = self.poll.poll(&mut events, Some(timeout));
+            srv.snapshot_idle_end();
+            match polled {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),

@@ -740,7 +740,15 @@ fn executor_loop(
         if SHUTDOWN_SIGNAL.load(Ordering::SeqCst) {
             srv.shutdown.get_or_insert(super::ShutdownRequest::Default);
         }
-        if srv.shutdown.is_some() {
+        if let Some(req) = srv.shutdown {
+            if srv.shutdown_save(req).is_err() {
+                warning!(
+                    "Errors trying to shut down the server, check the logs for more information"
+                );
+                srv.shutdown = None;
+                SHUTDOWN_SIGNAL.store(false, Ordering::SeqCst);
+                continue;
+            }
             return;
         }
         let wait = if srv.ks.lazyfree_pending > 0 {
@@ -748,7 +756,11 @@ fn executor_loop(
         } else {
             next_cron.saturating_duration_since(Instant::now())
         };
-        let first = match rx.recv_timeout(wait) {
+        // Waiting for a batch touches no arena memory: a snapshot's final pause may run.
+        srv.snapshot_idle_begin();
+        let received = rx.recv_timeout(wait);
+        srv.snapshot_idle_end();
+        let first = match received {
             Ok(m) => Some(m),
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => return,

@@ -62,6 +62,8 @@ pub struct Server {
     pub executable: String,
     /// Replication id reported by INFO replication (cairn is always a master).
     pub master_replid: String,
+    /// SAVE/BGSAVE state and counters (src/persistence/snapshot).
+    pub snapshot: crate::persistence::snapshot::SnapshotEngine,
 }
 
 impl Server {
@@ -109,6 +111,7 @@ impl Server {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
             master_replid,
+            snapshot: Default::default(),
             config,
         })
     }
@@ -175,6 +178,10 @@ impl Server {
     /// a run of commands and advanced to each command's end time, so a pipeline costs one
     /// clock read per command (the end of one is the start of the next).
     pub fn execute(&mut self, client: &mut Client, args: Args, out: &mut Vec<u8>) {
+        // A command boundary: where a snapshot's final pause may stop the executor.
+        if self.snapshot_checkpoint() {
+            self.begin_batch();
+        }
         let now = self.clock_us / 1000;
         client.last_interaction_ms = now;
         let mark = out.len();
@@ -278,6 +285,21 @@ impl Server {
                 return;
             }
         }
+        // While the startup image loads, only commands flagged `loading` run (INFO...).
+        if spec.flags & commands::LOADING == 0 && self.is_loading() {
+            self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
+            reply.error("LOADING Redis is loading the dataset in memory");
+            return;
+        }
+        // Redis 7.0 refuses writes (and PING, so clients notice) after a failed background
+        // save while `stop-writes-on-bgsave-error` is on and save points exist.
+        if (spec.flags & commands::WRITE != 0 || spec.name == "ping")
+            && self.writes_denied_by_disk_error()
+        {
+            self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
+            reply.error(crate::persistence::snapshot::ops::MISCONF_ERR);
+            return;
+        }
         // Leave room in the arena's address space so a write can never exhaust it.
         if spec.flags & commands::WRITE != 0
             && self.ks.arena.headroom_bytes() < ARENA_HEADROOM_BYTES
@@ -340,6 +362,7 @@ impl Server {
     /// Periodic work (Redis's serverCron), run `hz` times a second by the event loop.
     /// Every step is bounded in time.
     pub fn cron(&mut self) {
+        self.snapshot_cron();
         self.stats.sample_instantaneous(now_ms());
         self.stats.peak_memory = self.stats.peak_memory.max(self.used_memory());
         let s = self.config.settings();

@@ -1,0 +1,742 @@
+//! The snapshot image file: a fixed header (with the layout fingerprint and the replication
+//! position at the cut), then a log of records that each carry compressed arena bytes for a
+//! list of extents, then a trailer. Byte layouts: `docs/formats/snapshot.md`.
+//!
+//! Records are applied in file order and a later record overwrites an earlier one where
+//! their extents overlap: the live snapshot streams every page once, then re-sends pages
+//! that were written meanwhile. Every record header and payload carries a crc32c, the
+//! header a crc32c of its own, and the trailer the record count — so a flipped byte,
+//! a truncated file and an image from another build are each told apart, with where.
+
+use crate::arena::{self, RawRegion};
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+pub const FILE_MAGIC: [u8; 8] = *b"CAIRNIMG";
+pub const FORMAT_VERSION: u32 = 1;
+pub const HEADER_BYTES: usize = 256;
+pub const RECORD_MAGIC: [u8; 4] = *b"CREC";
+pub const RECORD_HEADER_BYTES: usize = 32;
+pub const EXTENT_BYTES: usize = 16;
+pub const TRAILER_MAGIC: [u8; 4] = *b"CEND";
+pub const TRAILER_BYTES: usize = 32;
+
+/// Record flag: the payload is one LZ4 block (else the raw bytes).
+pub const REC_LZ4: u16 = 1;
+/// Record flag: the extents are all zero bytes; no payload.
+pub const REC_ZERO: u16 = 2;
+
+/// Uncompressed bytes per record: big enough for LZ4 to find long matches and for the
+/// per-record overhead (32 + 16 bytes) to vanish, small enough to keep workers' buffers
+/// and the loader's reads modest.
+pub const CHUNK_BYTES: usize = 1 << 20;
+/// The most extents one record may list (scattered dirty pages: 1 MiB of 4 KiB pages).
+pub const MAX_EXTENTS: usize = CHUNK_BYTES / arena::PAGE_BYTES;
+
+/// How the image was taken (header field, reported by INFO `snapshot_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CutMode {
+    /// Live streaming with userfaultfd write-protect tracking and a final pause.
+    UffdLive = 1,
+    /// The executor was stopped for the whole copy (SAVE, SHUTDOWN, fallback).
+    StopTheWorld = 2,
+}
+
+/// What must match between the binary and an image for the raw arena bytes to mean the
+/// same thing. Each field is checked on its own so a refusal names what differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fingerprint {
+    pub arena_layout_version: u32,
+    pub arena_header_bytes: u32,
+    pub entry_header_bytes: u32,
+    pub db_header_bytes: u32,
+    pub ref_bytes: u32,
+    pub ref_unit_bytes: u32,
+    pub page_bytes: u32,
+    pub size_classes: u32,
+    pub size_class_table_crc: u32,
+    pub root_slots: u32,
+    pub large_block_bytes: u32,
+}
+
+impl Fingerprint {
+    pub fn current() -> Fingerprint {
+        Fingerprint {
+            arena_layout_version: arena::ARENA_LAYOUT_VERSION,
+            arena_header_bytes: arena::HEADER_BYTES as u32,
+            entry_header_bytes: crate::keyspace::ENTRY_HEADER_BYTES as u32,
+            db_header_bytes: crate::keyspace::DB_HEADER_BYTES as u32,
+            ref_bytes: std::mem::size_of::<arena::Ref>() as u32,
+            ref_unit_bytes: arena::ALIGN_BYTES as u32,
+            page_bytes: arena::PAGE_BYTES as u32,
+            size_classes: arena::NUM_CLASSES as u32,
+            size_class_table_crc: arena::size_class_table_crc(),
+            root_slots: arena::ROOT_SLOTS as u32,
+            large_block_bytes: arena::LARGE_BLOCK_BYTES as u32,
+        }
+    }
+    fn fields(&self) -> [(&'static str, u32); 11] {
+        [
+            ("arena layout version", self.arena_layout_version),
+            ("arena header bytes", self.arena_header_bytes),
+            ("entry header bytes", self.entry_header_bytes),
+            ("database header bytes", self.db_header_bytes),
+            ("ref width", self.ref_bytes),
+            ("ref unit", self.ref_unit_bytes),
+            ("page size", self.page_bytes),
+            ("size-class count", self.size_classes),
+            ("size-class table crc32c", self.size_class_table_crc),
+            ("root slots", self.root_slots),
+            ("large block bytes", self.large_block_bytes),
+        ]
+    }
+    /// The first field that differs: (name, image value, binary value).
+    pub fn mismatch(&self, binary: &Fingerprint) -> Option<(&'static str, u32, u32)> {
+        self.fields()
+            .iter()
+            .zip(binary.fields().iter())
+            .find(|(a, b)| a.1 != b.1)
+            .map(|(a, b)| (a.0, a.1, b.1))
+    }
+}
+
+/// The image header (see the doc for offsets).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageHeader {
+    pub fingerprint: Fingerprint,
+    /// Length of the arena region the image restores (its high-water mark at the cut,
+    /// rounded up to a page).
+    pub arena_bytes: u64,
+    pub chunk_bytes: u32,
+    pub databases: u32,
+    pub created_ms: i64,
+    pub keys: u64,
+    pub repl_id: [u8; 40],
+    pub repl_offset: u64,
+    pub mode: CutMode,
+    pub passes: u32,
+}
+
+fn put32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+}
+fn put64(b: &mut [u8], off: usize, v: u64) {
+    b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+}
+fn get16(b: &[u8], off: usize) -> u16 {
+    u16::from_le_bytes([b[off], b[off + 1]])
+}
+fn get32(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes(b[off..off + 4].try_into().expect("4 bytes"))
+}
+fn get64(b: &[u8], off: usize) -> u64 {
+    u64::from_le_bytes(b[off..off + 8].try_into().expect("8 bytes"))
+}
+
+impl ImageHeader {
+    pub fn encode(&self) -> [u8; HEADER_BYTES] {
+        let mut b = [0u8; HEADER_BYTES];
+        b[0..8].copy_from_slice(&FILE_MAGIC);
+        put32(&mut b, 8, FORMAT_VERSION);
+        put32(&mut b, 12, HEADER_BYTES as u32);
+        for (i, (_, v)) in self.fingerprint.fields().iter().enumerate() {
+            put32(&mut b, 16 + 4 * i, *v);
+        }
+        // 60..64 reserved (zero)
+        put64(&mut b, 64, self.arena_bytes);
+        put32(&mut b, 72, self.chunk_bytes);
+        put32(&mut b, 76, self.databases);
+        put64(&mut b, 80, self.created_ms as u64);
+        put64(&mut b, 88, self.keys);
+        b[96..136].copy_from_slice(&self.repl_id);
+        put64(&mut b, 136, self.repl_offset);
+        put32(&mut b, 144, self.mode as u32);
+        put32(&mut b, 148, self.passes);
+        let crc = crc32c::crc32c(&b[..HEADER_BYTES - 4]);
+        put32(&mut b, HEADER_BYTES - 4, crc);
+        b
+    }
+
+    pub fn decode(b: &[u8; HEADER_BYTES]) -> Result<ImageHeader, LoadError> {
+        if b[0..8] != FILE_MAGIC {
+            return Err(LoadError::NotAnImage {
+                magic: b[0..8].to_vec(),
+            });
+        }
+        let version = get32(b, 8);
+        if version != FORMAT_VERSION {
+            return Err(LoadError::Version { found: version });
+        }
+        let want = get32(b, HEADER_BYTES - 4);
+        let got = crc32c::crc32c(&b[..HEADER_BYTES - 4]);
+        if want != got || get32(b, 12) != HEADER_BYTES as u32 {
+            return Err(LoadError::HeaderChecksum);
+        }
+        let f = |i: usize| get32(b, 16 + 4 * i);
+        let fingerprint = Fingerprint {
+            arena_layout_version: f(0),
+            arena_header_bytes: f(1),
+            entry_header_bytes: f(2),
+            db_header_bytes: f(3),
+            ref_bytes: f(4),
+            ref_unit_bytes: f(5),
+            page_bytes: f(6),
+            size_classes: f(7),
+            size_class_table_crc: f(8),
+            root_slots: f(9),
+            large_block_bytes: f(10),
+        };
+        let mode = match get32(b, 144) {
+            1 => CutMode::UffdLive,
+            _ => CutMode::StopTheWorld,
+        };
+        let mut repl_id = [0u8; 40];
+        repl_id.copy_from_slice(&b[96..136]);
+        Ok(ImageHeader {
+            fingerprint,
+            arena_bytes: get64(b, 64),
+            chunk_bytes: get32(b, 72),
+            databases: get32(b, 76),
+            created_ms: get64(b, 80) as i64,
+            keys: get64(b, 88),
+            repl_id,
+            repl_offset: get64(b, 136),
+            mode,
+            passes: get32(b, 148),
+        })
+    }
+}
+
+/// One contiguous run of arena bytes carried by a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    pub offset: u64,
+    pub len: u32,
+}
+
+/// A record ready to be written: its extents and its encoded payload.
+pub struct Record {
+    pub extents: Vec<Extent>,
+    pub flags: u16,
+    pub payload: Vec<u8>,
+    /// Sum of the extents' lengths.
+    pub raw_bytes: u32,
+}
+
+fn all_zero(b: &[u8]) -> bool {
+    let (head, mid, tail) = unsafe { b.align_to::<u64>() };
+    head.iter().all(|&x| x == 0) && mid.iter().all(|&x| x == 0) && tail.iter().all(|&x| x == 0)
+}
+
+impl Record {
+    /// Encodes `raw` (the concatenated bytes of `extents`): a zero record when it is all
+    /// zeros, LZ4 when that is smaller, the raw bytes otherwise.
+    pub fn encode(extents: Vec<Extent>, raw: &[u8]) -> Record {
+        debug_assert_eq!(
+            extents.iter().map(|e| e.len as usize).sum::<usize>(),
+            raw.len()
+        );
+        let raw_bytes = raw.len() as u32;
+        if all_zero(raw) {
+            return Record {
+                extents,
+                flags: REC_ZERO,
+                payload: Vec::new(),
+                raw_bytes,
+            };
+        }
+        let c = lz4_flex::block::compress(raw);
+        if c.len() < raw.len() {
+            Record {
+                extents,
+                flags: REC_LZ4,
+                payload: c,
+                raw_bytes,
+            }
+        } else {
+            Record {
+                extents,
+                flags: 0,
+                payload: raw.to_vec(),
+                raw_bytes,
+            }
+        }
+    }
+
+    fn extent_table(&self) -> Vec<u8> {
+        let mut t = vec![0u8; self.extents.len() * EXTENT_BYTES];
+        for (i, e) in self.extents.iter().enumerate() {
+            put64(&mut t, i * EXTENT_BYTES, e.offset);
+            put32(&mut t, i * EXTENT_BYTES + 8, e.len);
+        }
+        t
+    }
+
+    fn header(&self, table: &[u8]) -> [u8; RECORD_HEADER_BYTES] {
+        let mut h = [0u8; RECORD_HEADER_BYTES];
+        h[0..4].copy_from_slice(&RECORD_MAGIC);
+        h[4..6].copy_from_slice(&self.flags.to_le_bytes());
+        put32(&mut h, 8, self.extents.len() as u32);
+        put32(&mut h, 12, self.raw_bytes);
+        put32(&mut h, 16, self.payload.len() as u32);
+        let crc = crc32c::crc32c_append(crc32c::crc32c(table), &self.payload);
+        put32(&mut h, 20, crc);
+        let hcrc = crc32c::crc32c(&h[..28]);
+        put32(&mut h, 28, hcrc);
+        h
+    }
+
+    /// Bytes this record takes in the file.
+    pub fn file_bytes(&self) -> u64 {
+        (RECORD_HEADER_BYTES + self.extents.len() * EXTENT_BYTES + self.payload.len()) as u64
+    }
+}
+
+/// Writes an image to `<final>.tmp-<pid>`; [`ImageWriter::commit`] makes it the image.
+pub struct ImageWriter {
+    file: BufWriter<File>,
+    tmp: PathBuf,
+    path: PathBuf,
+    records: u64,
+    /// crc32c over every record header, in order (the trailer carries it).
+    chain_crc: u32,
+    pub bytes_written: u64,
+}
+
+impl ImageWriter {
+    pub fn create(path: &Path) -> io::Result<ImageWriter> {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "dump".into());
+        let tmp = path.with_file_name(format!("temp-{}-{name}", std::process::id()));
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        let mut w = ImageWriter {
+            file: BufWriter::with_capacity(1 << 20, file),
+            tmp,
+            path: path.to_path_buf(),
+            records: 0,
+            chain_crc: 0,
+            bytes_written: 0,
+        };
+        // A placeholder header whose magic is zero: an image torn before `commit` rewrote
+        // it can never be mistaken for a complete one (it never reaches the final name
+        // anyway, but a temp file may be inspected by hand).
+        w.file.write_all(&[0u8; HEADER_BYTES])?;
+        w.bytes_written = HEADER_BYTES as u64;
+        Ok(w)
+    }
+
+    pub fn write_record(&mut self, r: &Record) -> io::Result<()> {
+        let table = r.extent_table();
+        let h = r.header(&table);
+        self.chain_crc = crc32c::crc32c_append(self.chain_crc, &h);
+        self.file.write_all(&h)?;
+        self.file.write_all(&table)?;
+        self.file.write_all(&r.payload)?;
+        self.records += 1;
+        self.bytes_written += r.file_bytes();
+        Ok(())
+    }
+
+    /// Writes the trailer and the real header, fsyncs, renames over the previous image and
+    /// fsyncs the directory. Until the rename the previous image is untouched; after it the
+    /// new one is complete on disk.
+    pub fn commit(mut self, header: &ImageHeader) -> io::Result<u64> {
+        let mut t = [0u8; TRAILER_BYTES];
+        t[0..4].copy_from_slice(&TRAILER_MAGIC);
+        put64(&mut t, 8, self.records);
+        put64(&mut t, 16, header.arena_bytes);
+        put32(&mut t, 24, self.chain_crc);
+        let crc = crc32c::crc32c(&t[..28]);
+        put32(&mut t, 28, crc);
+        self.file.write_all(&t)?;
+        self.bytes_written += TRAILER_BYTES as u64;
+        let mut file = self.file.into_inner().map_err(|e| e.into_error())?;
+        file.seek(SeekFrom::Start(0))?;
+        file.write_all(&header.encode())?;
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&self.tmp, &self.path)?;
+        let dir = match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        File::open(dir)?.sync_all()?;
+        Ok(self.bytes_written)
+    }
+
+    /// Gives up: removes the temp file (the previous image stays as it was).
+    pub fn abort(self) {
+        let tmp = self.tmp.clone();
+        drop(self);
+        let _ = std::fs::remove_file(tmp);
+    }
+}
+
+/// Why an image cannot be loaded. Every variant says which check failed and where.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read the snapshot image: {0}")]
+    Io(#[from] io::Error),
+    #[error("not a cairn snapshot image (magic {magic:?})")]
+    NotAnImage { magic: Vec<u8> },
+    #[error("snapshot image format version {found} is not supported (this binary reads {FORMAT_VERSION})")]
+    Version { found: u32 },
+    #[error("snapshot image header checksum mismatch (bytes 0..{HEADER_BYTES})")]
+    HeaderChecksum,
+    #[error("snapshot image layout fingerprint mismatch: {field} is {image} in the image but {binary} in this binary")]
+    Fingerprint {
+        field: &'static str,
+        image: u32,
+        binary: u32,
+    },
+    #[error(
+        "snapshot image is truncated: {what} at file offset {offset} ends past the end of the file"
+    )]
+    Truncated { what: &'static str, offset: u64 },
+    #[error("snapshot image record {record} at file offset {offset}: {what}")]
+    Record {
+        record: u64,
+        offset: u64,
+        what: String,
+    },
+    #[error("snapshot image trailer at file offset {offset}: {what}")]
+    Trailer { offset: u64, what: String },
+    #[error(
+        "snapshot image needs {need} bytes of arena but {have} are reserved (arena-reserve-bytes)"
+    )]
+    TooLarge { need: u64, have: u64 },
+    #[error("{0}")]
+    Arena(String),
+}
+
+/// Reads exactly `buf.len()` bytes or reports a truncation of `what` at `offset`.
+fn read_exact_at<R: Read>(
+    r: &mut R,
+    buf: &mut [u8],
+    what: &'static str,
+    offset: u64,
+) -> Result<(), LoadError> {
+    match r.read_exact(buf) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            Err(LoadError::Truncated { what, offset })
+        }
+        Err(e) => Err(LoadError::Io(e)),
+    }
+}
+
+/// Reads the header block: a short file whose first bytes are not our magic is "not an
+/// image" (e.g. a Redis RDB file), one that starts like an image is truncated.
+fn read_header_block<R: Read>(r: &mut R) -> Result<ImageHeader, LoadError> {
+    let mut hb = [0u8; HEADER_BYTES];
+    let mut n = 0;
+    while n < HEADER_BYTES {
+        match r.read(&mut hb[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(LoadError::Io(e)),
+        }
+    }
+    let m = n.min(FILE_MAGIC.len());
+    if hb[..m] != FILE_MAGIC[..m] || n == 0 {
+        return Err(LoadError::NotAnImage {
+            magic: hb[..m].to_vec(),
+        });
+    }
+    if n < HEADER_BYTES {
+        return Err(LoadError::Truncated {
+            what: "the header",
+            offset: 0,
+        });
+    }
+    ImageHeader::decode(&hb)
+}
+
+/// Reads and checks only the header (INFO, tools, tests).
+pub fn read_header(path: &Path) -> Result<ImageHeader, LoadError> {
+    read_header_block(&mut File::open(path)?)
+}
+
+/// Restores an image into a fresh region of `reserve_bytes`. Every check runs before the
+/// region is handed over: nothing partial or unchecked is ever served.
+pub fn load(path: &Path, reserve_bytes: usize) -> Result<(RawRegion, ImageHeader), LoadError> {
+    load_with_progress(path, reserve_bytes, &LoadProgress::default())
+}
+
+/// What a loader thread reports while it works (INFO `loading_*`).
+#[derive(Default)]
+pub struct LoadProgress {
+    pub loaded_bytes: std::sync::atomic::AtomicU64,
+    /// Test hook (`key-load-delay`, µs): sleep this long after each record.
+    pub record_delay_us: std::sync::atomic::AtomicU64,
+}
+
+/// [`load`], publishing the file bytes consumed so far.
+pub fn load_with_progress(
+    path: &Path,
+    reserve_bytes: usize,
+    progress: &LoadProgress,
+) -> Result<(RawRegion, ImageHeader), LoadError> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let file = File::open(path)?;
+    let file_len = file.metadata()?.len();
+    let mut f = io::BufReader::with_capacity(1 << 20, file);
+    let header = read_header_block(&mut f)?;
+    if let Some((field, image, binary)) = header.fingerprint.mismatch(&Fingerprint::current()) {
+        return Err(LoadError::Fingerprint {
+            field,
+            image,
+            binary,
+        });
+    }
+    let mut region = RawRegion::new(reserve_bytes).map_err(|e| LoadError::Arena(e.to_string()))?;
+    if header.arena_bytes > region.reserved_bytes() as u64 {
+        return Err(LoadError::TooLarge {
+            need: header.arena_bytes,
+            have: region.reserved_bytes() as u64,
+        });
+    }
+    let mut pos = HEADER_BYTES as u64;
+    let mut records = 0u64;
+    let mut chain_crc = 0u32;
+    let mut payload = Vec::new();
+    let mut raw = Vec::new();
+    let mut table = Vec::new();
+    loop {
+        let mut rh = [0u8; RECORD_HEADER_BYTES];
+        if pos + 4 > file_len {
+            return Err(LoadError::Truncated {
+                what: "the trailer",
+                offset: pos,
+            });
+        }
+        read_exact_at(&mut f, &mut rh[..4], "a record header", pos)?;
+        if rh[..4] == TRAILER_MAGIC {
+            let mut t = [0u8; TRAILER_BYTES];
+            t[..4].copy_from_slice(&rh[..4]);
+            read_exact_at(&mut f, &mut t[4..], "the trailer", pos)?;
+            let bad = |what: String| LoadError::Trailer { offset: pos, what };
+            if get32(&t, 28) != crc32c::crc32c(&t[..28]) {
+                return Err(bad("checksum mismatch".into()));
+            }
+            if get64(&t, 8) != records {
+                return Err(bad(format!(
+                    "says {} records, the file holds {records}",
+                    get64(&t, 8)
+                )));
+            }
+            if get64(&t, 16) != header.arena_bytes {
+                return Err(bad("arena size differs from the header's".into()));
+            }
+            if get32(&t, 24) != chain_crc {
+                return Err(bad("record header chain checksum mismatch".into()));
+            }
+            if pos + TRAILER_BYTES as u64 != file_len {
+                return Err(bad(format!(
+                    "{} unexpected bytes after it",
+                    file_len - pos - TRAILER_BYTES as u64
+                )));
+            }
+            break;
+        }
+        read_exact_at(&mut f, &mut rh[4..], "a record header", pos)?;
+        let rec_err = |what: String| LoadError::Record {
+            record: records,
+            offset: pos,
+            what,
+        };
+        if rh[..4] != RECORD_MAGIC {
+            return Err(rec_err(format!("bad record magic {:?}", &rh[..4])));
+        }
+        if get32(&rh, 28) != crc32c::crc32c(&rh[..28]) {
+            return Err(rec_err("record header checksum mismatch".into()));
+        }
+        chain_crc = crc32c::crc32c_append(chain_crc, &rh);
+        let flags = get16(&rh, 4);
+        let n = get32(&rh, 8) as usize;
+        let raw_bytes = get32(&rh, 12) as usize;
+        let stored = get32(&rh, 16) as usize;
+        let want_crc = get32(&rh, 20);
+        if n == 0 || n > MAX_EXTENTS || raw_bytes > CHUNK_BYTES || stored > CHUNK_BYTES + 4096 {
+            return Err(rec_err(format!(
+                "implausible sizes ({n} extents, {raw_bytes} bytes, {stored} stored)"
+            )));
+        }
+        let body = (n * EXTENT_BYTES + stored) as u64;
+        if pos + RECORD_HEADER_BYTES as u64 + body > file_len {
+            return Err(LoadError::Truncated {
+                what: "a record",
+                offset: pos,
+            });
+        }
+        table.resize(n * EXTENT_BYTES, 0);
+        read_exact_at(&mut f, &mut table, "a record's extents", pos)?;
+        payload.resize(stored, 0);
+        read_exact_at(&mut f, &mut payload, "a record's payload", pos)?;
+        let got_crc = crc32c::crc32c_append(crc32c::crc32c(&table), &payload);
+        if got_crc != want_crc {
+            return Err(rec_err(format!(
+                "payload checksum mismatch (crc32c {got_crc:#010x}, expected {want_crc:#010x})"
+            )));
+        }
+        let mut extents = Vec::with_capacity(n);
+        let mut sum = 0usize;
+        for i in 0..n {
+            let e = Extent {
+                offset: get64(&table, i * EXTENT_BYTES),
+                len: get32(&table, i * EXTENT_BYTES + 8),
+            };
+            if e.offset
+                .checked_add(e.len as u64)
+                .is_none_or(|end| end > header.arena_bytes)
+            {
+                return Err(rec_err(format!(
+                    "extent {i} ({} bytes at arena offset {}) lies outside the arena ({} bytes)",
+                    e.len, e.offset, header.arena_bytes
+                )));
+            }
+            sum += e.len as usize;
+            extents.push(e);
+        }
+        if sum != raw_bytes {
+            return Err(rec_err("extent lengths do not add up".into()));
+        }
+        let data: &[u8] = if flags & REC_ZERO != 0 {
+            raw.clear();
+            raw.resize(raw_bytes, 0);
+            &raw
+        } else if flags & REC_LZ4 != 0 {
+            raw.resize(raw_bytes, 0);
+            match lz4_flex::block::decompress_into(&payload, &mut raw) {
+                Ok(k) if k == raw_bytes => &raw,
+                Ok(k) => {
+                    return Err(rec_err(format!(
+                        "decompressed to {k} bytes, not {raw_bytes}"
+                    )))
+                }
+                Err(e) => return Err(rec_err(format!("LZ4 payload does not decompress: {e}"))),
+            }
+        } else {
+            if stored != raw_bytes {
+                return Err(rec_err("raw payload of the wrong length".into()));
+            }
+            &payload
+        };
+        let mut at = 0usize;
+        for e in &extents {
+            let dst = region
+                .slice_mut(e.offset, e.len as usize)
+                .ok_or_else(|| rec_err("extent outside the region".into()))?;
+            dst.copy_from_slice(&data[at..at + e.len as usize]);
+            at += e.len as usize;
+        }
+        pos += RECORD_HEADER_BYTES as u64 + body;
+        progress.loaded_bytes.store(pos, Relaxed);
+        let delay = progress.record_delay_us.load(Relaxed);
+        if delay > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(delay));
+        }
+        records += 1;
+    }
+    Ok((region, header))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(arena_bytes: u64) -> ImageHeader {
+        ImageHeader {
+            fingerprint: Fingerprint::current(),
+            arena_bytes,
+            chunk_bytes: CHUNK_BYTES as u32,
+            databases: 16,
+            created_ms: 1,
+            keys: 0,
+            repl_id: [b'a'; 40],
+            repl_offset: 7,
+            mode: CutMode::StopTheWorld,
+            passes: 1,
+        }
+    }
+
+    #[test]
+    fn header_round_trips() {
+        let h = header(1 << 20);
+        assert_eq!(ImageHeader::decode(&h.encode()).unwrap(), h);
+        let mut b = h.encode();
+        b[70] ^= 1;
+        assert!(matches!(
+            ImageHeader::decode(&b),
+            Err(LoadError::HeaderChecksum)
+        ));
+    }
+
+    #[test]
+    fn later_records_overwrite_earlier_ones() {
+        let dir = std::env::temp_dir().join(format!("cairn-fmt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("img");
+        let mut w = ImageWriter::create(&path).unwrap();
+        let a = vec![7u8; 8192];
+        w.write_record(&Record::encode(
+            vec![Extent {
+                offset: 0,
+                len: 8192,
+            }],
+            &a,
+        ))
+        .unwrap();
+        let mut b = vec![0u8; 4096];
+        b[..5].copy_from_slice(b"hello");
+        w.write_record(&Record::encode(
+            vec![Extent {
+                offset: 4096,
+                len: 4096,
+            }],
+            &b,
+        ))
+        .unwrap();
+        w.write_record(&Record::encode(
+            vec![Extent {
+                offset: 100,
+                len: 4,
+            }],
+            &[0, 0, 0, 0],
+        ))
+        .unwrap();
+        w.commit(&header(8192)).unwrap();
+        let (mut region, h) = load(&path, 1 << 20).unwrap();
+        assert_eq!(h.arena_bytes, 8192);
+        let s = region.slice_mut(0, 8192).unwrap();
+        assert_eq!(&s[96..104], &[7, 7, 7, 7, 0, 0, 0, 0]);
+        assert_eq!(&s[4096..4101], b"hello");
+        assert!(s[4101..].iter().all(|&x| x == 0));
+        // Truncation anywhere is reported as such.
+        let full = std::fs::read(&path).unwrap();
+        for cut in [10, HEADER_BYTES + 3, full.len() - 40, full.len() - 1] {
+            std::fs::write(&path, &full[..cut]).unwrap();
+            let e = load(&path, 1 << 20).err().unwrap();
+            assert!(
+                matches!(e, LoadError::Truncated { .. }),
+                "cut at {cut}: {e}"
+            );
+        }
+        // Any flipped byte after the header is caught.
+        for at in (HEADER_BYTES..full.len()).step_by(7) {
+            let mut bad = full.clone();
+            bad[at] ^= 0x10;
+            std::fs::write(&path, &bad).unwrap();
+            assert!(load(&path, 1 << 20).is_err(), "flip at {at} not detected");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

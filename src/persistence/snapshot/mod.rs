@@ -1,0 +1,708 @@
+//! The snapshot engine (an in-process DollySave): SAVE, BGSAVE, restart from an image.
+//!
+//! **Live snapshot (BGSAVE).** A snapshot thread arms userfaultfd write-protect tracking
+//! (WP_ASYNC) over the arena, `snapshot-threads` workers stream every arena page compressed
+//! into the image while the executor keeps serving, then the pages written meanwhile are
+//! harvested with PAGEMAP_SCAN (re-protected in the same walk) and re-sent, pass after pass
+//! while the dirty set shrinks. Last, a pause at a command boundary: the snapshot thread
+//! harvests the final dirty set and copies it raw into a buffer, then lets the executor go
+//! and compresses the buffer afterwards. The image holds exactly the arena as it was at that
+//! command boundary: every page is either unwritten since its last copy, or in the final
+//! set. Nothing proportional to the dataset runs on the executor (it only sets a flag and
+//! later collects the outcome); `fork()` is never used.
+//!
+//! **Stop-the-world** where userfaultfd is refused (or `snapshot-mode stop-the-world`, or
+//! the environment variable `CAIRN_SNAPSHOT_NO_UFFD=1`): the pause covers the whole copy.
+//! SAVE and SHUTDOWN block the executor by definition and use this path directly.
+//!
+//! **Restart.** The image's records are decompressed into a fresh region at their offsets,
+//! the arena header is checked, and the keyspace handles are rebuilt from its roots
+//! (`Keyspace::from_arena`): no per-key parsing.
+//!
+//! File layout: [`format`] and `docs/formats/snapshot.md`.
+
+pub mod format;
+pub mod ops;
+pub mod pause;
+pub mod uffd;
+
+use crate::arena::{self, Arena, PAGE_BYTES};
+use crate::{notice, warning};
+use format::{CutMode, Extent, ImageHeader, ImageWriter, Record, CHUNK_BYTES, MAX_EXTENTS};
+pub use pause::PauseGate;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// Live passes before the final pause, at most (each later pass is normally several times
+/// shorter than the one before; past this the write rate is not converging).
+pub const MAX_LIVE_PASSES: u32 = 8;
+/// Assumed raw copy speed during the pause, bytes per µs (a conservative 1 GB/s), used to
+/// turn `snapshot-pause-budget-us` into a dirty-set size to converge to.
+pub const PAUSE_COPY_BYTES_PER_US: u64 = 1000;
+/// Environment switch that makes userfaultfd look refused (tests of the fallback path).
+pub const ENV_NO_UFFD: &str = "CAIRN_SNAPSHOT_NO_UFFD";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapError {
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("snapshot cancelled")]
+    Cancelled,
+}
+
+/// What a finished snapshot reports to the executor.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub mode: CutMode,
+    /// The executor's `dirty` counter at the cut.
+    pub dirty_at_cut: u64,
+    pub keys: u64,
+    pub bytes_written: u64,
+    pub passes: u32,
+    pub pause_us: u64,
+    /// Bytes held outside the arena for the final dirty set.
+    pub extra_bytes: u64,
+    /// Why userfaultfd was not used, when it was tried and refused.
+    pub fallback_reason: Option<String>,
+}
+
+/// Parameters of one snapshot.
+#[derive(Clone)]
+pub struct SnapParams {
+    pub path: PathBuf,
+    pub threads: usize,
+    pub pause_budget_us: u64,
+    pub force_stw: bool,
+    pub repl_id: [u8; 40],
+    pub repl_offset: u64,
+    pub databases: u32,
+}
+
+/// Address and size of the arena for threads other than the executor. Reads through it
+/// race with the executor's writes *by design*: a page read while being written is torn,
+/// but it was written after it was protected, so the harvest re-sends it (or the final
+/// pause copies it with the executor stopped). Only the bytes copied during a pause, or
+/// while the executor is blocked, are taken as they are.
+#[derive(Clone, Copy)]
+struct RegionView {
+    base: usize,
+    reserved: usize,
+}
+
+impl RegionView {
+    fn of(a: &Arena) -> RegionView {
+        RegionView {
+            base: a.base_addr(),
+            reserved: a.reserved_bytes(),
+        }
+    }
+    /// The arena's high-water mark rounded up to a page.
+    fn end(&self) -> u64 {
+        // SAFETY: the header is at offset 0 of a live mapping; a volatile read of an aligned
+        // u64 is never torn on the platforms we build for.
+        let bump = unsafe {
+            std::ptr::read_volatile((self.base + arena::BUMP_BYTES_OFFSET) as *const u64)
+        };
+        (bump.next_multiple_of(PAGE_BYTES as u64)).min(self.reserved as u64)
+    }
+}
+
+/// A unit of work for a compression worker: extents with where to read each one from.
+struct Job {
+    extents: Vec<Extent>,
+    /// Source address of each extent's bytes (arena or a pause buffer).
+    srcs: Vec<usize>,
+}
+
+/// Splits `[start, end)` of the arena into whole-chunk jobs.
+fn range_jobs(view: RegionView, start: u64, end: u64, jobs: &mut Vec<Job>) {
+    let mut off = start;
+    while off < end {
+        let len = (end - off).min(CHUNK_BYTES as u64);
+        jobs.push(Job {
+            extents: vec![Extent {
+                offset: off,
+                len: len as u32,
+            }],
+            srcs: vec![view.base + off as usize],
+        });
+        off += len;
+    }
+}
+
+/// Packs runs of pages (arena offset, length, source address) into jobs of at most one
+/// chunk of raw bytes and [`MAX_EXTENTS`] extents.
+struct Packer {
+    jobs: Vec<Job>,
+    cur: Job,
+    cur_bytes: usize,
+}
+
+impl Packer {
+    fn new() -> Packer {
+        Packer {
+            jobs: Vec::new(),
+            cur: Job {
+                extents: Vec::new(),
+                srcs: Vec::new(),
+            },
+            cur_bytes: 0,
+        }
+    }
+    fn add(&mut self, mut offset: u64, mut len: u64, mut src: usize) {
+        while len > 0 {
+            let room = (CHUNK_BYTES - self.cur_bytes) as u64;
+            let take = len.min(room);
+            self.cur.extents.push(Extent {
+                offset,
+                len: take as u32,
+            });
+            self.cur.srcs.push(src);
+            self.cur_bytes += take as usize;
+            offset += take;
+            src += take as usize;
+            len -= take;
+            if self.cur_bytes == CHUNK_BYTES || self.cur.extents.len() == MAX_EXTENTS {
+                self.flush();
+            }
+        }
+    }
+    fn flush(&mut self) {
+        if !self.cur.extents.is_empty() {
+            let j = std::mem::replace(
+                &mut self.cur,
+                Job {
+                    extents: Vec::new(),
+                    srcs: Vec::new(),
+                },
+            );
+            self.jobs.push(j);
+            self.cur_bytes = 0;
+        }
+    }
+    fn finish(mut self) -> Vec<Job> {
+        self.flush();
+        self.jobs
+    }
+}
+
+/// Compresses `jobs` on `threads` workers and writes the records in job order (order
+/// matters: a record must land after every earlier record it overlaps). Returns raw bytes.
+fn stream_jobs(
+    jobs: &[Job],
+    threads: usize,
+    w: &mut ImageWriter,
+    cancel: &AtomicBool,
+) -> Result<u64, SnapError> {
+    if jobs.is_empty() {
+        return Ok(0);
+    }
+    let threads = threads.clamp(1, 64).min(jobs.len());
+    let next = AtomicUsize::new(0);
+    let mut raw_total = 0u64;
+    std::thread::scope(|s| -> Result<(), SnapError> {
+        // Bounded: workers run at most a few chunks ahead of the file.
+        let (tx, rx) = mpsc::sync_channel::<(usize, Record)>(threads * 2);
+        for _ in 0..threads {
+            let tx = tx.clone();
+            let next = &next;
+            s.spawn(move || {
+                let mut buf = vec![0u8; CHUNK_BYTES];
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(job) = jobs.get(i) else { break };
+                    let mut at = 0usize;
+                    for (e, &src) in job.extents.iter().zip(&job.srcs) {
+                        let n = e.len as usize;
+                        // SAFETY: `src` addresses `n` readable bytes (the arena mapping or a
+                        // pause buffer that outlives the scope). See RegionView on races.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                src as *const u8,
+                                buf.as_mut_ptr().add(at),
+                                n,
+                            )
+                        };
+                        at += n;
+                    }
+                    let rec = Record::encode(job.extents.clone(), &buf[..at]);
+                    if tx.send((i, rec)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        // Reorder: workers finish out of order, the file needs job order.
+        let mut pending: std::collections::BTreeMap<usize, Record> = Default::default();
+        let mut want = 0usize;
+        for (i, rec) in rx.iter() {
+            pending.insert(i, rec);
+            while let Some(rec) = pending.remove(&want) {
+                if cancel.load(Ordering::Relaxed) {
+                    next.store(jobs.len(), Ordering::Relaxed);
+                    return Err(SnapError::Cancelled);
+                }
+                raw_total += rec.raw_bytes as u64;
+                if let Err(e) = w.write_record(&rec) {
+                    next.store(jobs.len(), Ordering::Relaxed);
+                    return Err(e.into());
+                }
+                want += 1;
+            }
+        }
+        Ok(())
+    })?;
+    Ok(raw_total)
+}
+
+fn header(p: &SnapParams, arena_bytes: u64, keys: u64, mode: CutMode, passes: u32) -> ImageHeader {
+    ImageHeader {
+        fingerprint: format::Fingerprint::current(),
+        arena_bytes,
+        chunk_bytes: CHUNK_BYTES as u32,
+        databases: p.databases,
+        created_ms: crate::util::now_ms(),
+        keys,
+        repl_id: p.repl_id,
+        repl_offset: p.repl_offset,
+        mode,
+        passes,
+    }
+}
+
+/// Stop-the-world save, run by a caller that guarantees the executor does not touch the
+/// arena meanwhile (the executor itself in SAVE/SHUTDOWN, or the snapshot thread holding
+/// a pause). The caller commits.
+fn write_stw(
+    view: RegionView,
+    p: &SnapParams,
+    cancel: &AtomicBool,
+) -> Result<(ImageWriter, u64), SnapError> {
+    let mut w = ImageWriter::create(&p.path)?;
+    let end = view.end();
+    let mut jobs = Vec::new();
+    range_jobs(view, 0, end, &mut jobs);
+    match stream_jobs(&jobs, p.threads, &mut w, cancel) {
+        Ok(_) => Ok((w, end)),
+        Err(e) => {
+            w.abort();
+            Err(e)
+        }
+    }
+}
+
+/// SAVE / SHUTDOWN: the executor blocks while workers compress the arena into the image.
+pub fn save_blocking(arena: &Arena, keys: u64, p: &SnapParams) -> Result<Outcome, SnapError> {
+    let never = AtomicBool::new(false);
+    let view = RegionView::of(arena);
+    let started = Instant::now();
+    let (w, end) = write_stw(view, p, &never)?;
+    let bytes = w.commit(&header(p, end, keys, CutMode::StopTheWorld, 1))?;
+    Ok(Outcome {
+        mode: CutMode::StopTheWorld,
+        dirty_at_cut: 0,
+        keys,
+        bytes_written: bytes,
+        passes: 1,
+        pause_us: started.elapsed().as_micros() as u64,
+        extra_bytes: 0,
+        fallback_reason: None,
+    })
+}
+
+/// Live progress of a background snapshot, for INFO.
+#[derive(Default)]
+pub struct Progress {
+    pub passes: AtomicUsize,
+}
+
+/// The background snapshot, run on its own thread.
+fn run_background(
+    view: RegionView,
+    p: SnapParams,
+    gate: Arc<PauseGate>,
+    cancel: Arc<AtomicBool>,
+    progress: Arc<Progress>,
+) -> Result<Outcome, SnapError> {
+    let mut fallback_reason = None;
+    if !p.force_stw {
+        if std::env::var_os(ENV_NO_UFFD).is_some_and(|v| v == "1") {
+            fallback_reason = Some(format!("{ENV_NO_UFFD}=1"));
+        } else {
+            match uffd::WpTracker::new(view.base, view.reserved) {
+                Ok(t) => return run_live(view, p, t, &gate, &cancel, &progress),
+                Err(e) => fallback_reason = Some(e.to_string()),
+            }
+        }
+    }
+    // Stop-the-world: the pause covers the copy; fsync and rename happen after it.
+    let guard = gate.pause(&cancel).ok_or(SnapError::Cancelled)?;
+    let dirty_at_cut = gate.dirty_at_park();
+    let keys = gate.keys_at_park();
+    let (w, end) = write_stw(view, &p, &cancel)?;
+    let pause_us = guard.started.elapsed().as_micros() as u64;
+    drop(guard);
+    let bytes = w.commit(&header(&p, end, keys, CutMode::StopTheWorld, 1))?;
+    progress.passes.store(1, Ordering::Relaxed);
+    Ok(Outcome {
+        mode: CutMode::StopTheWorld,
+        dirty_at_cut,
+        keys,
+        bytes_written: bytes,
+        passes: 1,
+        pause_us,
+        extra_bytes: 0,
+        fallback_reason,
+    })
+}
+
+fn run_live(
+    view: RegionView,
+    p: SnapParams,
+    mut t: uffd::WpTracker,
+    gate: &PauseGate,
+    cancel: &AtomicBool,
+    progress: &Progress,
+) -> Result<Outcome, SnapError> {
+    let mut w = ImageWriter::create(&p.path)?;
+    let result = live_passes(view, &p, &mut t, gate, cancel, progress, &mut w);
+    drop(t);
+    match result {
+        Ok((o, end)) => {
+            let bytes = w.commit(&header(&p, end, o.keys, CutMode::UffdLive, o.passes))?;
+            Ok(Outcome {
+                bytes_written: bytes,
+                ..o
+            })
+        }
+        Err(e) => {
+            w.abort();
+            Err(e)
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn live_passes(
+    view: RegionView,
+    p: &SnapParams,
+    t: &mut uffd::WpTracker,
+    gate: &PauseGate,
+    cancel: &AtomicBool,
+    progress: &Progress,
+    w: &mut ImageWriter,
+) -> Result<(Outcome, u64), SnapError> {
+    // Pass 1: protect what is in use, then stream all of it.
+    let mut end = view.end();
+    t.protect(0, end)?;
+    let mut jobs = Vec::new();
+    range_jobs(view, 0, end, &mut jobs);
+    stream_jobs(&jobs, p.threads, w, cancel)?;
+    let mut passes = 1u32;
+    progress.passes.store(1, Ordering::Relaxed);
+    let target = p.pause_budget_us.saturating_mul(PAUSE_COPY_BYTES_PER_US);
+    let mut last = u64::MAX;
+    // Later passes: what was written (or newly allocated past `end`) since, until the set
+    // is small enough for the pause budget or stops shrinking.
+    while passes < MAX_LIVE_PASSES {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(SnapError::Cancelled);
+        }
+        let new_end = view.end();
+        let mut packer = Packer::new();
+        let mut dirty = 0u64;
+        t.harvest(0, end, |off, len| {
+            packer.add(off, len, view.base + off as usize);
+            dirty += len;
+        })?;
+        if new_end > end {
+            // Pages past the old end were never protected: protect them, then copy them.
+            t.protect(end, new_end - end)?;
+            packer.add(end, new_end - end, view.base + end as usize);
+            dirty += new_end - end;
+            end = new_end;
+        }
+        stream_jobs(&packer.finish(), p.threads, w, cancel)?;
+        passes += 1;
+        progress.passes.store(passes as usize, Ordering::Relaxed);
+        if dirty <= target || dirty >= last {
+            break;
+        }
+        last = dirty;
+    }
+    // The final pause: harvest and copy raw, then release the executor at once.
+    let guard = gate.pause(cancel).ok_or(SnapError::Cancelled)?;
+    let final_end = view.end();
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    t.harvest(0, end, |off, len| runs.push((off, len)))?;
+    if final_end > end {
+        runs.push((end, final_end - end));
+    }
+    let total: u64 = runs.iter().map(|r| r.1).sum();
+    // No memset: the copy initialises every byte.
+    let mut buf: Vec<u8> = Vec::with_capacity(total as usize);
+    let mut at = 0usize;
+    for &(off, len) in &runs {
+        // SAFETY: the executor is stopped; [off, off+len) lies inside the arena mapping;
+        // the destination is within the buffer's capacity.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (view.base + off as usize) as *const u8,
+                buf.as_mut_ptr().add(at),
+                len as usize,
+            )
+        };
+        at += len as usize;
+    }
+    // SAFETY: `at == total` bytes were written above.
+    unsafe { buf.set_len(at) };
+    let dirty_at_cut = gate.dirty_at_park();
+    let keys = gate.keys_at_park();
+    let pause_us = guard.started.elapsed().as_micros() as u64;
+    drop(guard);
+    let mut packer = Packer::new();
+    let mut at = 0usize;
+    for &(off, len) in &runs {
+        packer.add(off, len, buf.as_ptr() as usize + at);
+        at += len as usize;
+    }
+    stream_jobs(&packer.finish(), p.threads, w, cancel)?;
+    passes += 1;
+    progress.passes.store(passes as usize, Ordering::Relaxed);
+    Ok((
+        Outcome {
+            mode: CutMode::UffdLive,
+            dirty_at_cut,
+            keys,
+            bytes_written: 0,
+            passes,
+            pause_us,
+            extra_bytes: total,
+            fallback_reason: None,
+        },
+        final_end,
+    ))
+}
+
+/// A background snapshot in flight (owned by the executor).
+pub struct BgJob {
+    handle: JoinHandle<Result<Outcome, SnapError>>,
+    cancel: Arc<AtomicBool>,
+    pub started: Instant,
+    pub progress: Arc<Progress>,
+}
+
+impl BgJob {
+    /// Starts the snapshot thread. The caller must keep the arena's large-block pages
+    /// (`Arena::set_keep_pages(true)`) until the job is collected.
+    pub fn start(arena: &Arena, p: SnapParams, gate: Arc<PauseGate>) -> io::Result<BgJob> {
+        let view = RegionView::of(arena);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let progress = Arc::new(Progress::default());
+        let (c, pr) = (cancel.clone(), progress.clone());
+        let handle = std::thread::Builder::new()
+            .name("cairn-snapshot".into())
+            .spawn(move || run_background(view, p, gate, c, pr))?;
+        Ok(BgJob {
+            handle,
+            cancel,
+            started: Instant::now(),
+            progress,
+        })
+    }
+    pub fn is_finished(&self) -> bool {
+        self.handle.is_finished()
+    }
+    /// Waits for the thread (immediate when `is_finished`).
+    pub fn join(self) -> Result<Outcome, SnapError> {
+        self.handle
+            .join()
+            .unwrap_or_else(|_| Err(SnapError::Io(io::Error::other("snapshot thread panicked"))))
+    }
+    /// Stops the snapshot (SHUTDOWN): the temp file is removed, the previous image stays.
+    pub fn cancel(self) {
+        self.cancel.store(true, Ordering::SeqCst);
+        let _ = self.join();
+    }
+}
+
+/// Counters behind INFO persistence.
+#[derive(Debug, Clone)]
+pub struct SnapStats {
+    pub saves: u64,
+    pub last_bgsave_ok: bool,
+    pub last_bgsave_time_sec: i64,
+    /// When the last BGSAVE was tried (ms), for the 5 s retry delay after a failure.
+    pub last_bgsave_try_ms: i64,
+    /// How the last snapshot was taken: "none", "uffd-wp-async", "stop-the-world".
+    pub mode: &'static str,
+    pub rounds: u64,
+    pub pause_us_max: u64,
+    pub extra_bytes_peak: u64,
+    pub bytes_written: u64,
+}
+
+impl Default for SnapStats {
+    fn default() -> Self {
+        SnapStats {
+            saves: 0,
+            last_bgsave_ok: true,
+            last_bgsave_time_sec: -1,
+            last_bgsave_try_ms: 0,
+            mode: "none",
+            rounds: 0,
+            pause_us_max: 0,
+            extra_bytes_peak: 0,
+            bytes_written: 0,
+        }
+    }
+}
+
+pub fn mode_name(m: CutMode) -> &'static str {
+    match m {
+        CutMode::UffdLive => "uffd-wp-async",
+        CutMode::StopTheWorld => "stop-the-world",
+    }
+}
+
+/// The executor's side of the engine.
+pub struct SnapshotEngine {
+    pub gate: Arc<PauseGate>,
+    pub job: Option<BgJob>,
+    /// The startup load, while it runs.
+    pub loading: Option<LoadJob>,
+    pub stats: SnapStats,
+    /// The refusal of userfaultfd is logged once, not at every snapshot.
+    fallback_logged: bool,
+}
+
+impl Default for SnapshotEngine {
+    fn default() -> Self {
+        SnapshotEngine {
+            gate: Arc::new(PauseGate::new()),
+            job: None,
+            loading: None,
+            stats: SnapStats::default(),
+            fallback_logged: false,
+        }
+    }
+}
+
+impl SnapshotEngine {
+    pub fn in_progress(&self) -> bool {
+        self.job.is_some()
+    }
+
+    /// Records a finished snapshot's outcome (counters, logs).
+    pub fn record(&mut self, o: &Outcome, background: bool) {
+        self.stats.saves += 1;
+        self.stats.mode = mode_name(o.mode);
+        self.stats.rounds = o.passes as u64;
+        self.stats.pause_us_max = self.stats.pause_us_max.max(o.pause_us);
+        self.stats.extra_bytes_peak = self.stats.extra_bytes_peak.max(o.extra_bytes);
+        self.stats.bytes_written += o.bytes_written;
+        if let Some(r) = &o.fallback_reason {
+            if !self.fallback_logged {
+                self.fallback_logged = true;
+                warning!("userfaultfd write-protect tracking is not available ({r}): background snapshots stop the world while they copy the arena");
+            }
+        }
+        if background {
+            notice!(
+                "Background saving terminated with success ({}, {} passes, pause {} us, {} bytes)",
+                self.stats.mode,
+                o.passes,
+                o.pause_us,
+                o.bytes_written
+            );
+        } else {
+            notice!("DB saved on disk");
+        }
+    }
+}
+
+/// Loads the image at `path` into a new arena. None when there is no image.
+pub fn load_image(
+    path: &Path,
+    reserve_bytes: usize,
+    progress: &format::LoadProgress,
+) -> Result<Option<(Arena, ImageHeader)>, String> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let (region, header) = format::load_with_progress(path, reserve_bytes, progress)
+        .map_err(|e| format!("{e} (file {})", path.display()))?;
+    let arena = Arena::from_region(region, header.arena_bytes)
+        .map_err(|e| format!("{e} (file {})", path.display()))?;
+    Ok(Some((arena, header)))
+}
+
+/// An image being loaded at startup on its own thread while the executor answers
+/// `-LOADING` (and INFO shows `loading:1`).
+pub struct LoadJob {
+    handle: JoinHandle<Result<Option<(Arena, ImageHeader)>, String>>,
+    pub started: Instant,
+    pub started_ms: i64,
+    pub total_bytes: u64,
+    pub progress: Arc<format::LoadProgress>,
+}
+
+impl LoadJob {
+    pub fn start(path: PathBuf, reserve_bytes: usize, record_delay_us: u64) -> io::Result<LoadJob> {
+        let total_bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let progress = Arc::new(format::LoadProgress::default());
+        progress
+            .record_delay_us
+            .store(record_delay_us, Ordering::Relaxed);
+        let p = progress.clone();
+        let handle = std::thread::Builder::new()
+            .name("cairn-load".into())
+            .spawn(move || load_image(&path, reserve_bytes, &p))?;
+        Ok(LoadJob {
+            handle,
+            started: Instant::now(),
+            started_ms: crate::util::now_ms(),
+            total_bytes,
+            progress,
+        })
+    }
+    pub fn is_finished(&self) -> bool {
+        self.handle.is_finished()
+    }
+    pub fn join(self) -> Result<Option<(Arena, ImageHeader)>, String> {
+        self.handle
+            .join()
+            .unwrap_or_else(|_| Err("the image loader thread panicked".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packer_respects_chunk_and_extent_limits() {
+        let mut p = Packer::new();
+        for i in 0..600u64 {
+            p.add(i * 8192, 4096, 0x1000 + i as usize * 4096);
+        }
+        p.add(10 << 20, 3 << 20, 0);
+        let jobs = p.finish();
+        for j in &jobs {
+            let bytes: u64 = j.extents.iter().map(|e| e.len as u64).sum();
+            assert!(bytes <= CHUNK_BYTES as u64);
+            assert!(j.extents.len() <= MAX_EXTENTS);
+        }
+        let total: u64 = jobs
+            .iter()
+            .flat_map(|j| j.extents.iter())
+            .map(|e| e.len as u64)
+            .sum();
+        assert_eq!(total, 600 * 4096 + (3 << 20));
+    }
+}

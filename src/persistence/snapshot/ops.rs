@@ -1,0 +1,275 @@
+//! The executor's snapshot operations: SAVE, BGSAVE, collecting a finished background
+//! snapshot, `save` points, SHUTDOWN's save, and the startup load. Everything here runs on
+//! the executor and is O(1) in the dataset except SAVE / SHUTDOWN, which block by
+//! definition (as in Redis).
+
+use super::{BgJob, SnapParams};
+use crate::keyspace::Keyspace;
+use crate::server::Server;
+use crate::util::now_ms;
+use crate::{notice, warning};
+use std::path::PathBuf;
+
+/// Redis's CONFIG_BGSAVE_RETRY_DELAY: after a failed BGSAVE, save points wait this long.
+pub const BGSAVE_RETRY_DELAY_MS: i64 = 5000;
+
+/// Redis's reply when writes are refused after a failed background save.
+pub const MISCONF_ERR: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
+
+/// Where the image lives: `dir/dbfilename`.
+pub fn image_path(srv: &Server) -> PathBuf {
+    let s = srv.config.settings();
+    let dir = if s.dir.is_empty() {
+        "."
+    } else {
+        s.dir.as_str()
+    };
+    PathBuf::from(dir).join(&s.dbfilename)
+}
+
+fn params(srv: &Server) -> SnapParams {
+    let s = srv.config.settings();
+    let mut repl_id = [b'0'; 40];
+    let id = srv.master_replid.as_bytes();
+    let n = id.len().min(40);
+    repl_id[..n].copy_from_slice(&id[..n]);
+    SnapParams {
+        path: image_path(srv),
+        threads: s.snapshot_threads,
+        pause_budget_us: s.snapshot_pause_budget_us,
+        force_stw: s.snapshot_stop_the_world,
+        repl_id,
+        repl_offset: 0,
+        databases: srv.ks.num_dbs() as u32,
+    }
+}
+
+impl Server {
+    /// Builds the server; when `dir/dbfilename` exists, a loader thread restores it while
+    /// the server answers `-LOADING` (see [`Server::loading_poll`]).
+    pub fn open(config: crate::config::Config) -> Result<Server, String> {
+        let mut srv = Server::new(config).map_err(|e| e.to_string())?;
+        let path = image_path(&srv);
+        if !path.exists() {
+            return Ok(srv);
+        }
+        let s = srv.config.settings();
+        let delay = srv
+            .config
+            .get_value("key-load-delay")
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(0)
+            .max(0) as u64;
+        let job = super::LoadJob::start(path, s.arena_reserve_bytes, delay)
+            .map_err(|e| format!("cannot start the image loader: {e}"))?;
+        srv.snapshot.loading = Some(job);
+        Ok(srv)
+    }
+
+    pub fn is_loading(&self) -> bool {
+        self.snapshot.loading.is_some()
+    }
+
+    /// Cron: installs the loaded keyspace once the loader is done. A bad image stops the
+    /// server with the loader's message (which check failed, and where).
+    pub fn loading_poll(&mut self) {
+        if !self
+            .snapshot
+            .loading
+            .as_ref()
+            .is_some_and(|j| j.is_finished())
+        {
+            return;
+        }
+        let Some(job) = self.snapshot.loading.take() else {
+            return;
+        };
+        let started = job.started;
+        let path = image_path(self);
+        let loaded = job.join().and_then(|l| {
+            let (arena, header) =
+                l.ok_or_else(|| "the image vanished while loading".to_string())?;
+            let ks = Keyspace::from_arena(arena, self.config.settings().databases)
+                .map_err(|e| format!("snapshot image {}: {e}", path.display()))?;
+            Ok((ks, header))
+        });
+        match loaded {
+            Ok((mut ks, header)) => {
+                ks.lfu = self.ks.lfu;
+                ks.lfu_log_factor = self.ks.lfu_log_factor;
+                ks.lfu_decay_time_min = self.ks.lfu_decay_time_min;
+                self.ks = ks;
+                self.lastsave_s = header.created_ms / 1000;
+                self.dirty = 0;
+                notice!(
+                    "DB loaded from disk: {:.3} seconds ({} keys, {} bytes of arena, image taken {})",
+                    started.elapsed().as_secs_f64(),
+                    self.ks.total_keys(),
+                    header.arena_bytes,
+                    super::mode_name(header.mode)
+                );
+            }
+            Err(e) => {
+                warning!("Fatal error loading the DB: {e}. Exiting.");
+                let _ = std::io::Write::flush(&mut std::io::stdout());
+                std::process::exit(1);
+            }
+        }
+    }
+
+    /// The executor's check between commands (see `PauseGate`).
+    #[inline]
+    /// Returns true if the executor was parked for a snapshot's final pause.
+    pub fn snapshot_checkpoint(&self) -> bool {
+        self.snapshot
+            .gate
+            .checkpoint(self.dirty, || self.ks.total_keys())
+    }
+    /// The executor is about to wait for I/O.
+    pub fn snapshot_idle_begin(&self) {
+        self.snapshot
+            .gate
+            .idle_begin(self.dirty, || self.ks.total_keys());
+    }
+    /// The executor is back from waiting for I/O.
+    pub fn snapshot_idle_end(&self) {
+        self.snapshot
+            .gate
+            .idle_end(self.dirty, || self.ks.total_keys());
+    }
+
+    /// True when writes must be refused with MISCONF (Redis's writeCommandsDeniedByDiskError).
+    pub fn writes_denied_by_disk_error(&self) -> bool {
+        let s = self.config.settings();
+        s.stop_writes_on_bgsave_error
+            && !s.save_points.is_empty()
+            && !self.snapshot.stats.last_bgsave_ok
+    }
+
+    /// SAVE: a blocking stop-the-world save on the executor.
+    pub fn save_now(&mut self) -> Result<(), String> {
+        if self.snapshot.in_progress() {
+            return Err("Background save already in progress".into());
+        }
+        let p = params(self);
+        let keys = self.ks.total_keys();
+        match super::save_blocking(&self.ks.arena, keys, &p) {
+            Ok(o) => {
+                self.snapshot.record(&o, false);
+                self.dirty = 0;
+                self.lastsave_s = now_ms() / 1000;
+                self.snapshot.stats.last_bgsave_ok = true;
+                Ok(())
+            }
+            Err(e) => {
+                warning!("Failed saving the DB: {e}");
+                Err(e.to_string())
+            }
+        }
+    }
+
+    /// BGSAVE: starts the snapshot thread (O(1) here).
+    pub fn bgsave_start(&mut self) -> Result<(), String> {
+        if self.snapshot.in_progress() {
+            return Err("Background save already in progress".into());
+        }
+        self.snapshot.stats.last_bgsave_try_ms = now_ms();
+        let p = params(self);
+        // Freed large blocks must keep their pages while tracking is armed (see Arena).
+        self.ks.arena.set_keep_pages(true);
+        match BgJob::start(&self.ks.arena, p, self.snapshot.gate.clone()) {
+            Ok(job) => {
+                notice!("Background saving started");
+                self.snapshot.job = Some(job);
+                Ok(())
+            }
+            Err(e) => {
+                self.ks.arena.set_keep_pages(false);
+                self.snapshot.stats.last_bgsave_ok = false;
+                warning!("Can't start the snapshot thread: {e}");
+                Err(e.to_string())
+            }
+        }
+    }
+
+    /// Collects a finished background snapshot (cron).
+    pub fn bgsave_collect(&mut self) {
+        let done = self.snapshot.job.as_ref().is_some_and(|j| j.is_finished());
+        if !done {
+            return;
+        }
+        let Some(job) = self.snapshot.job.take() else {
+            return;
+        };
+        let started = job.started;
+        let result = job.join();
+        self.ks.arena.set_keep_pages(false);
+        self.snapshot.stats.last_bgsave_time_sec = started.elapsed().as_secs() as i64;
+        match result {
+            Ok(o) => {
+                self.snapshot.record(&o, true);
+                self.dirty = self.dirty.saturating_sub(o.dirty_at_cut);
+                self.lastsave_s = now_ms() / 1000;
+                self.snapshot.stats.last_bgsave_ok = true;
+            }
+            Err(e) => {
+                warning!("Background saving error: {e}");
+                self.snapshot.stats.last_bgsave_ok = false;
+            }
+        }
+    }
+
+    /// Cron: collect a finished snapshot, then start one when a `save` point is due
+    /// (Redis's rule: enough changes, enough seconds since the last save, and not within
+    /// the retry delay after a failure).
+    pub fn snapshot_cron(&mut self) {
+        self.loading_poll();
+        self.bgsave_collect();
+        if self.snapshot.in_progress() || self.is_loading() {
+            return;
+        }
+        let now = now_ms();
+        let now_s = now / 1000;
+        let ok = self.snapshot.stats.last_bgsave_ok;
+        let retry_ok = now - self.snapshot.stats.last_bgsave_try_ms > BGSAVE_RETRY_DELAY_MS;
+        let due = self
+            .config
+            .settings()
+            .save_points
+            .iter()
+            .find(|&&(secs, changes)| {
+                self.dirty >= changes && now_s - self.lastsave_s > secs as i64 && (ok || retry_ok)
+            })
+            .copied();
+        if let Some((secs, changes)) = due {
+            notice!("{changes} changes in {secs} seconds. Saving...");
+            let _ = self.bgsave_start();
+        }
+    }
+
+    /// Before exiting: cancel a background snapshot, and save when asked to (SHUTDOWN SAVE)
+    /// or by default when save points exist. Err means: do not exit.
+    pub fn shutdown_save(&mut self, req: crate::server::ShutdownRequest) -> Result<(), String> {
+        use crate::server::ShutdownRequest::*;
+        if let Some(job) = self.snapshot.job.take() {
+            warning!("There is a background snapshot in progress: stopping it");
+            job.cancel();
+            self.ks.arena.set_keep_pages(false);
+        }
+        // As Redis: never save while loading (it would replace the image with a partial,
+        // here empty, dataset).
+        let save = match req {
+            _ if self.is_loading() => false,
+            Save => true,
+            NoSave => false,
+            Default => !self.config.settings().save_points.is_empty(),
+        };
+        if !save {
+            return Ok(());
+        }
+        notice!("Saving the final snapshot before exiting.");
+        self.save_now().inspect_err(|_| {
+            warning!("Error trying to save the DB, can't exit.");
+        })
+    }
+}

@@ -1,0 +1,284 @@
+//! Dirty-page tracking for the live snapshot: userfaultfd in asynchronous write-protect
+//! mode (`UFFD_FEATURE_WP_ASYNC`: the kernel resolves the write fault itself and only
+//! records that the page was written — no user-space handler, no copy) plus the
+//! `PAGEMAP_SCAN` ioctl, which lists written pages and write-protects them again in the
+//! same walk. `UFFD_FEATURE_WP_UNPOPULATED` makes pages that were never touched (or were
+//! zapped) trackable too.
+//!
+//! Neither `libc` nor `rustix` wraps these; the structs below mirror
+//! `include/uapi/linux/userfaultfd.h` and `include/uapi/linux/fs.h` (x86-64 and aarch64
+//! share the ioctl numbers).
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+const UFFD_API: u64 = 0xAA;
+const UFFD_USER_MODE_ONLY: libc::c_int = 1;
+const UFFD_FEATURE_WP_UNPOPULATED: u64 = 1 << 13;
+const UFFD_FEATURE_WP_ASYNC: u64 = 1 << 15;
+const UFFDIO_API: libc::c_ulong = 0xC018_AA3F;
+const UFFDIO_REGISTER: libc::c_ulong = 0xC020_AA00;
+const UFFDIO_UNREGISTER: libc::c_ulong = 0x8010_AA01;
+const UFFDIO_WRITEPROTECT: libc::c_ulong = 0xC018_AA06;
+const UFFDIO_REGISTER_MODE_WP: u64 = 1 << 1;
+const UFFDIO_WRITEPROTECT_MODE_WP: u64 = 1 << 0;
+
+const PAGEMAP_SCAN: libc::c_ulong = 0xC060_6610;
+const PM_SCAN_WP_MATCHING: u64 = 1 << 0;
+const PM_SCAN_CHECK_WPASYNC: u64 = 1 << 1;
+const PAGE_IS_WRITTEN: u64 = 1 << 1;
+
+#[repr(C)]
+struct UffdioApi {
+    api: u64,
+    features: u64,
+    ioctls: u64,
+}
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct UffdioRange {
+    start: u64,
+    len: u64,
+}
+#[repr(C)]
+struct UffdioRegister {
+    range: UffdioRange,
+    mode: u64,
+    ioctls: u64,
+}
+#[repr(C)]
+struct UffdioWriteprotect {
+    range: UffdioRange,
+    mode: u64,
+}
+#[repr(C)]
+struct PmScanArg {
+    size: u64,
+    flags: u64,
+    start: u64,
+    end: u64,
+    walk_end: u64,
+    vec: u64,
+    vec_len: u64,
+    max_pages: u64,
+    category_inverted: u64,
+    category_mask: u64,
+    category_anyof_mask: u64,
+    return_mask: u64,
+}
+/// One run of pages `[start, end)` reported by PAGEMAP_SCAN.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct PageRegion {
+    pub start: u64,
+    pub end: u64,
+    pub categories: u64,
+}
+
+/// Regions fetched per PAGEMAP_SCAN call.
+const SCAN_VEC_LEN: usize = 4096;
+
+/// Write-protect tracking over one registered range (the arena's reservation).
+pub struct WpTracker {
+    uffd: OwnedFd,
+    pagemap: std::fs::File,
+    base: u64,
+    len: u64,
+    regions: Vec<PageRegion>,
+}
+
+fn check(rc: libc::c_int, what: &str) -> io::Result<()> {
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("{what}: {e}")));
+    }
+    Ok(())
+}
+
+impl WpTracker {
+    /// Opens a userfaultfd with WP_ASYNC + WP_UNPOPULATED and registers `[base, base+len)`
+    /// for write-protect tracking. Nothing is protected yet. Fails where the kernel or a
+    /// sandbox refuses (then the caller falls back to a stop-the-world copy).
+    pub fn new(base: usize, len: usize) -> io::Result<WpTracker> {
+        // Kernel-mode faults never touch the arena (sockets read into client buffers), so
+        // user-mode-only tracking is enough where full userfaultfd is not permitted.
+        let mut fd =
+            unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) }
+                as libc::c_int;
+        if fd < 0 {
+            fd = unsafe {
+                libc::syscall(
+                    libc::SYS_userfaultfd,
+                    libc::O_CLOEXEC | libc::O_NONBLOCK | UFFD_USER_MODE_ONLY,
+                )
+            } as libc::c_int;
+        }
+        check(fd, "userfaultfd")?;
+        // SAFETY: a fresh descriptor we own.
+        let uffd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let want = UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED;
+        let mut api = UffdioApi {
+            api: UFFD_API,
+            features: want,
+            ioctls: 0,
+        };
+        // SAFETY: UFFDIO_API with a correctly laid out struct.
+        check(
+            unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_API, &mut api) },
+            "UFFDIO_API (WP_ASYNC | WP_UNPOPULATED)",
+        )?;
+        if api.features & want != want {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "userfaultfd lacks WP_ASYNC / WP_UNPOPULATED",
+            ));
+        }
+        let mut reg = UffdioRegister {
+            range: UffdioRange {
+                start: base as u64,
+                len: len as u64,
+            },
+            mode: UFFDIO_REGISTER_MODE_WP,
+            ioctls: 0,
+        };
+        // SAFETY: as above; the range is our own private anonymous mapping.
+        check(
+            unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_REGISTER, &mut reg) },
+            "UFFDIO_REGISTER (WP)",
+        )?;
+        let pagemap = match std::fs::File::open("/proc/self/pagemap") {
+            Ok(f) => f,
+            Err(e) => {
+                let mut range = UffdioRange {
+                    start: base as u64,
+                    len: len as u64,
+                };
+                // SAFETY: undo the registration above.
+                unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_UNREGISTER, &mut range) };
+                return Err(e);
+            }
+        };
+        Ok(WpTracker {
+            uffd,
+            pagemap,
+            base: base as u64,
+            len: len as u64,
+            regions: vec![PageRegion::default(); SCAN_VEC_LEN],
+        })
+    }
+
+    /// Write-protects `[off, off+len)` of the range: a later write marks a page written.
+    pub fn protect(&self, off: u64, len: u64) -> io::Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let mut wp = UffdioWriteprotect {
+            range: UffdioRange {
+                start: self.base + off,
+                len,
+            },
+            mode: UFFDIO_WRITEPROTECT_MODE_WP,
+        };
+        // SAFETY: a correctly laid out struct over a registered range.
+        check(
+            unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_WRITEPROTECT, &mut wp) },
+            "UFFDIO_WRITEPROTECT",
+        )
+    }
+
+    /// Calls `f(offset, len)` for every run of pages in `[off, off+len)` written since it
+    /// was last protected, and write-protects those pages again in the same walk (so a
+    /// write that lands after the walk passed a page shows up in the next harvest).
+    pub fn harvest(&mut self, off: u64, len: u64, mut f: impl FnMut(u64, u64)) -> io::Result<()> {
+        let end = self.base + off + len;
+        let mut start = self.base + off;
+        while start < end {
+            let mut arg = PmScanArg {
+                size: std::mem::size_of::<PmScanArg>() as u64,
+                flags: PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+                start,
+                end,
+                walk_end: 0,
+                vec: self.regions.as_mut_ptr() as u64,
+                vec_len: self.regions.len() as u64,
+                max_pages: 0,
+                category_inverted: 0,
+                category_mask: PAGE_IS_WRITTEN,
+                category_anyof_mask: 0,
+                return_mask: PAGE_IS_WRITTEN,
+            };
+            // SAFETY: `vec` points at `vec_len` writable PageRegion slots we own.
+            let n = unsafe { libc::ioctl(self.pagemap.as_raw_fd(), PAGEMAP_SCAN, &mut arg) };
+            check(n, "PAGEMAP_SCAN")?;
+            for r in &self.regions[..n as usize] {
+                f(r.start - self.base, r.end - r.start);
+            }
+            if arg.walk_end <= start {
+                break;
+            }
+            start = arg.walk_end;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for WpTracker {
+    fn drop(&mut self) {
+        let mut range = UffdioRange {
+            start: self.base,
+            len: self.len,
+        };
+        // SAFETY: unregistering our own range; this also drops the write protection, so
+        // the executor's writes stop faulting at once.
+        unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_UNREGISTER, &mut range) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tracks_writes_after_protect() {
+        let len = 64 * 4096;
+        // SAFETY: a private anonymous mapping for the test.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        } as *mut u8;
+        assert_ne!(base as *mut libc::c_void, libc::MAP_FAILED);
+        unsafe { *base.add(3 * 4096) = 1 };
+        let mut t = match WpTracker::new(base as usize, len) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("userfaultfd unavailable here, skipping: {e}");
+                return;
+            }
+        };
+        t.protect(0, len as u64).unwrap();
+        let mut seen = Vec::new();
+        t.harvest(0, len as u64, |o, l| seen.push((o, l))).unwrap();
+        assert!(seen.is_empty(), "nothing written yet: {seen:?}");
+        unsafe {
+            *base.add(5 * 4096 + 9) = 2; // populated? no: unpopulated page, tracked too
+            *base.add(3 * 4096) = 3;
+            *base.add(4 * 4096) = 3;
+        }
+        t.harvest(0, len as u64, |o, l| seen.push((o, l))).unwrap();
+        assert_eq!(seen, vec![(3 * 4096, 3 * 4096)]);
+        seen.clear();
+        t.harvest(0, len as u64, |o, l| seen.push((o, l))).unwrap();
+        assert!(seen.is_empty(), "re-protected by the scan: {seen:?}");
+        unsafe { *base.add(40 * 4096) = 2 };
+        t.harvest(0, len as u64, |o, l| seen.push((o, l))).unwrap();
+        assert_eq!(seen, vec![(40 * 4096, 4096)]);
+        drop(t);
+        unsafe { libc::munmap(base as *mut libc::c_void, len) };
+    }
+}

@@ -1,0 +1,633 @@
+//! Black-box tests of the snapshot engine: SAVE / BGSAVE / restart, point-in-time
+//! consistency under concurrent writes, FLUSHALL and big DELs during a snapshot, kill -9
+//! during snapshots, corruption and fingerprint checks, the stop-the-world fallback, save
+//! points, MISCONF and SHUTDOWN.
+
+mod common;
+
+use cairn::persistence::snapshot::format::{self, HEADER_BYTES};
+use common::{free_port, Raw};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A cairn-server on a directory the test owns (so a restart finds the image).
+struct Srv {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Srv {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn test_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("cairn-snap-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn spawn(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Child, u16) {
+    let port = free_port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn-server"));
+    cmd.arg("--port")
+        .arg(port.to_string())
+        .arg("--dir")
+        .arg(dir)
+        .arg("--logfile")
+        .arg(dir.join("log.txt"))
+        .arg("--enable-debug-command")
+        .arg("yes")
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    (cmd.spawn().expect("spawn cairn-server"), port)
+}
+
+fn start(dir: &Path, args: &[&str]) -> Srv {
+    start_env(dir, args, &[])
+}
+
+fn start_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Srv {
+    let (mut child, port) = spawn(dir, args, env);
+    let t = Instant::now();
+    loop {
+        if let Ok(mut r) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            use std::io::Write;
+            r.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            // Ready means loaded: PING answers -LOADING while the image loads.
+            if r.write_all(b"PING\r\n").is_ok() {
+                let mut b = [0u8; 16];
+                let n = r.read(&mut b).unwrap_or(0);
+                if b[..n].starts_with(b"+PONG") {
+                    break;
+                }
+            }
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            let log = std::fs::read_to_string(dir.join("log.txt")).unwrap_or_default();
+            panic!("server exited at startup ({st}):\n{log}");
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "server not ready");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Srv { child, port }
+}
+
+/// Starts a server expected to refuse to start; returns its log.
+fn start_fails(dir: &Path) -> String {
+    let (mut child, _) = spawn(dir, &[], &[]);
+    let t = Instant::now();
+    loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            assert!(!st.success(), "startup should fail");
+            break;
+        }
+        if t.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("server started although its image is bad");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::read_to_string(dir.join("log.txt")).unwrap_or_default()
+}
+
+fn cmd(r: &mut Raw, args: &[&str]) -> String {
+    String::from_utf8_lossy(&r.call(args)).into_owned()
+}
+
+/// Sends without waiting for the reply (pipelining).
+fn pipe(r: &mut Raw, args: &[&str]) {
+    let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+    r.cmd(&a);
+}
+
+/// SHUTDOWN [args]: the server closes the connection without a reply.
+fn shutdown(r: &mut Raw, args: &[&str]) {
+    let mut a = vec!["SHUTDOWN"];
+    a.extend_from_slice(args);
+    pipe(r, &a);
+    assert!(r.closed(), "SHUTDOWN did not close the connection");
+}
+
+fn info_field(r: &mut Raw, field: &str) -> String {
+    let info = cmd(r, &["INFO", "persistence"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in INFO"))
+        .trim()
+        .to_string()
+}
+
+fn wait_bgsave(r: &mut Raw) {
+    let t = Instant::now();
+    while info_field(r, "rdb_bgsave_in_progress") != "0" {
+        assert!(t.elapsed() < Duration::from_secs(60), "BGSAVE never ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn digest(r: &mut Raw) -> String {
+    cmd(r, &["DEBUG", "DIGEST"])
+}
+
+/// Keys of every kind of size: small, embstr, raw, large blocks (> 32 KiB), with TTLs,
+/// in several databases.
+fn fill(r: &mut Raw, n: usize) {
+    for i in 0..n {
+        let v = format!("{i}:").repeat(1 + i % 40);
+        pipe(r, &["SET", &format!("k:{i}"), &v]);
+    }
+    for _ in 0..n {
+        r.reply();
+    }
+    for i in 0..20 {
+        let big = format!("{i}-").repeat(20_000 + i * 3000);
+        cmd(r, &["SET", &format!("big:{i}"), &big]);
+    }
+    cmd(r, &["SET", "ttl", "v", "EX", "100000"]);
+    cmd(r, &["SELECT", "3"]);
+    cmd(r, &["SET", "in3", "three"]);
+    cmd(r, &["SELECT", "0"]);
+}
+
+#[test]
+fn save_then_restart_restores_everything() {
+    let dir = test_dir("save");
+    let (d0, ttl);
+    {
+        let s = start(&dir, &[]);
+        let mut r = Raw::connect(s.port);
+        fill(&mut r, 20_000);
+        d0 = digest(&mut r);
+        let before = cmd(&mut r, &["LASTSAVE"]);
+        std::thread::sleep(Duration::from_millis(1100));
+        assert_eq!(cmd(&mut r, &["SAVE"]), "+OK\r\n");
+        assert_ne!(cmd(&mut r, &["LASTSAVE"]), before);
+        assert_eq!(info_field(&mut r, "rdb_changes_since_last_save"), "0");
+        assert_eq!(info_field(&mut r, "rdb_saves"), "1");
+        assert!(
+            info_field(&mut r, "snapshot_bytes_written")
+                .parse::<u64>()
+                .unwrap()
+                > 0
+        );
+        ttl = cmd(&mut r, &["PTTL", "ttl"]);
+        shutdown(&mut r, &["NOSAVE"]);
+    }
+    let s = start(&dir, &[]);
+    let mut r = Raw::connect(s.port);
+    assert_eq!(digest(&mut r), d0);
+    assert_eq!(cmd(&mut r, &["DBSIZE"]), ":20021\r\n");
+    assert_eq!(cmd(&mut r, &["GET", "k:7"]), "$16\r\n7:7:7:7:7:7:7:7:\r\n");
+    let pttl: i64 = ttl[1..ttl.len() - 2].parse().unwrap();
+    let now = cmd(&mut r, &["PTTL", "ttl"]);
+    let now: i64 = now[1..now.len() - 2].parse().unwrap();
+    assert!(now <= pttl && now > pttl - 10_000, "{now} vs {pttl}");
+    cmd(&mut r, &["SELECT", "3"]);
+    assert_eq!(cmd(&mut r, &["GET", "in3"]), "$5\r\nthree\r\n");
+    // The restored arena keeps working: grow, overwrite, delete, then save again.
+    cmd(&mut r, &["SELECT", "0"]);
+    for i in 0..5000 {
+        pipe(&mut r, &["SET", &format!("n:{i}"), &"y".repeat(i % 300)]);
+    }
+    for _ in 0..5000 {
+        r.reply();
+    }
+    cmd(&mut r, &["DEL", "big:3", "big:4"]);
+    assert_eq!(cmd(&mut r, &["DBSIZE"]), ":25019\r\n");
+    assert_eq!(cmd(&mut r, &["SAVE"]), "+OK\r\n");
+    drop(r);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bgsave_streams_live_and_restores() {
+    let dir = test_dir("bgsave");
+    let d0;
+    {
+        let s = start(&dir, &[]);
+        let mut r = Raw::connect(s.port);
+        fill(&mut r, 20_000);
+        d0 = digest(&mut r);
+        assert_eq!(cmd(&mut r, &["BGSAVE"]), "+Background saving started\r\n");
+        wait_bgsave(&mut r);
+        assert_eq!(info_field(&mut r, "rdb_last_bgsave_status"), "ok");
+        assert_eq!(info_field(&mut r, "snapshot_mode"), "uffd-wp-async");
+        assert!(
+            info_field(&mut r, "snapshot_rounds")
+                .parse::<u64>()
+                .unwrap()
+                >= 2
+        );
+        assert_eq!(info_field(&mut r, "rdb_changes_since_last_save"), "0");
+        assert_eq!(
+            cmd(&mut r, &["BGSAVE", "NOW"]),
+            "-ERR syntax error\r\n",
+            "only SCHEDULE is an option"
+        );
+        shutdown(&mut r, &["NOSAVE"]);
+    }
+    let s = start(&dir, &[]);
+    let mut r = Raw::connect(s.port);
+    assert_eq!(digest(&mut r), d0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One writer runs `SET j:<i> <value(i)>` then `INCR n` for i = 1, 2, ... while BGSAVEs
+/// run. At any command boundary, n = k means j:1..=k exist with their values, and nothing
+/// past j:(k+1) does. A restored image must satisfy that, whatever the cut.
+#[test]
+fn point_in_time_consistency_under_writes() {
+    let dir = test_dir("pit");
+    let s = start(&dir, &[]);
+    let port = s.port;
+    {
+        let mut r = Raw::connect(port);
+        // Ballast so the first pass takes a while and later passes have work.
+        fill(&mut r, 50_000);
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let st = stop.clone();
+    let writer = std::thread::spawn(move || {
+        let mut w = Raw::connect(port);
+        let mut i = 1u64;
+        while !st.load(std::sync::atomic::Ordering::Relaxed) {
+            for _ in 0..64 {
+                let v = format!("{i}").repeat(1 + (i % 13) as usize * 7);
+                pipe(&mut w, &["SET", &format!("j:{i}"), &v]);
+                pipe(&mut w, &["INCR", "n"]);
+                // Rewrites across the ballast dirty pages all over the arena.
+                pipe(&mut w, &["SET", &format!("k:{}", (i * 7919) % 50_000), &v]);
+                i += 1;
+            }
+            for _ in 0..64 * 3 {
+                w.reply();
+            }
+        }
+        i
+    });
+    let mut r = Raw::connect(port);
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(cmd(&mut r, &["BGSAVE"]), "+Background saving started\r\n");
+        wait_bgsave(&mut r);
+        assert_eq!(info_field(&mut r, "rdb_last_bgsave_status"), "ok");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    assert!(written > 100, "the writer made progress ({written})");
+    drop(r);
+    drop(s);
+    let s = start(&dir, &[]);
+    let mut r = Raw::connect(s.port);
+    let n = cmd(&mut r, &["GET", "n"]);
+    let n: u64 = n.lines().nth(1).unwrap().parse().unwrap();
+    assert!(n > 0, "the cut is after some writes");
+    for i in (1..=n).step_by(1.max(n as usize / 3000)) {
+        let v = format!("{i}").repeat(1 + (i % 13) as usize * 7);
+        let got = cmd(&mut r, &["GET", &format!("j:{i}")]);
+        assert_eq!(
+            got,
+            format!("${}\r\n{v}\r\n", v.len()),
+            "j:{i} with n = {n}"
+        );
+    }
+    let got = cmd(&mut r, &["GET", &format!("j:{n}")]);
+    assert!(got.starts_with('$') && !got.starts_with("$-1"));
+    assert_eq!(cmd(&mut r, &["EXISTS", &format!("j:{}", n + 2)]), ":0\r\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// FLUSHALL and DELs of large values while a snapshot streams: the image is one of the
+/// command-boundary states, and the restored allocator is sound (recycled large blocks
+/// are zeroed where they must be).
+#[test]
+fn flushall_and_big_dels_during_snapshot() {
+    let dir = test_dir("flush");
+    let s = start(&dir, &[]);
+    let mut r = Raw::connect(s.port);
+    fill(&mut r, 60_000);
+    // BGSAVE, then at once the destructive commands, pipelined behind it.
+    pipe(&mut r, &["BGSAVE"]);
+    for i in 0..10 {
+        pipe(&mut r, &["DEL", &format!("big:{i}")]);
+    }
+    pipe(&mut r, &["FLUSHALL"]);
+    for i in 0..30_000 {
+        pipe(&mut r, &["SET", &format!("after:{i}"), &format!("{i}")]);
+    }
+    for i in 0..10 {
+        pipe(
+            &mut r,
+            &[
+                "SET",
+                &format!("newbig:{i}"),
+                &"z".repeat(50_000 + i * 4096),
+            ],
+        );
+    }
+    for _ in 0..(1 + 10 + 1 + 30_000 + 10) {
+        r.reply();
+    }
+    wait_bgsave(&mut r);
+    assert_eq!(info_field(&mut r, "rdb_last_bgsave_status"), "ok");
+    let d_live = digest(&mut r);
+    shutdown(&mut r, &["NOSAVE"]);
+    drop(r);
+    drop(s);
+    let s = start(&dir, &[]);
+    let mut r = Raw::connect(s.port);
+    // The cut is at a command boundary: either before the FLUSHALL (then no `after:` key)
+    // or after it (then a prefix of `after:` keys and no `k:` key).
+    let dbsize = cmd(&mut r, &["DBSIZE"]);
+    let exists_k = cmd(&mut r, &["EXISTS", "k:1"]) == ":1\r\n";
+    let exists_after = cmd(&mut r, &["EXISTS", "after:0"]) == ":1\r\n";
+    assert!(!(exists_k && exists_after), "mixed state: {dbsize}");
+    if dbsize == ":30010\r\n" {
+        assert_eq!(digest(&mut r), d_live);
+    }
+    // The restored arena allocates and frees soundly: rebuild big tables and values.
+    for i in 0..40_000 {
+        pipe(&mut r, &["SET", &format!("x:{i}"), &format!("{i}")]);
+    }
+    for _ in 0..40_000 {
+        r.reply();
+    }
+    for i in 0..10 {
+        let v = "q".repeat(70_000 + i * 1000);
+        cmd(&mut r, &["SET", &format!("qbig:{i}"), &v]);
+        assert_eq!(
+            cmd(&mut r, &["STRLEN", &format!("qbig:{i}")]),
+            format!(":{}\r\n", v.len())
+        );
+    }
+    assert_eq!(cmd(&mut r, &["GET", "x:39999"]), "$5\r\n39999\r\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// kill -9 at any moment of a snapshot leaves the previous image loadable.
+#[test]
+fn kill_during_snapshot_keeps_previous_image() {
+    let dir = test_dir("kill");
+    let mut expected = None;
+    for round in 0..4u64 {
+        let s = start(&dir, &[]);
+        let mut r = Raw::connect(s.port);
+        if let Some(d) = &expected {
+            assert_eq!(&digest(&mut r), d, "round {round}: previous image");
+        } else {
+            fill(&mut r, 40_000);
+            assert_eq!(cmd(&mut r, &["SAVE"]), "+OK\r\n");
+            expected = Some(digest(&mut r));
+        }
+        // Change the data, start a snapshot of it, and kill the process mid-way (or at
+        // the start): the image on disk is the old one or... only ever the old one here,
+        // as every round's new data is unsaved when the kill lands before the rename.
+        for i in 0..20_000 {
+            pipe(&mut r, &["SET", &format!("k:{i}"), &format!("new{round}")]);
+        }
+        for _ in 0..20_000 {
+            r.reply();
+        }
+        pipe(&mut r, &["BGSAVE"]);
+        std::thread::sleep(Duration::from_micros(round * 700));
+        let mut s = s;
+        let _ = s.child.kill(); // SIGKILL
+        let _ = s.child.wait();
+        // Either the old image survived, or the snapshot finished first: both must load.
+        let s2 = start(&dir, &[]);
+        let mut r2 = Raw::connect(s2.port);
+        let d = digest(&mut r2);
+        let v = cmd(&mut r2, &["GET", "k:1"]);
+        if v.contains(&format!("new{round}")) {
+            // The rename happened before the kill: that image is the new baseline.
+            expected = Some(d);
+        } else {
+            assert_eq!(Some(&d), expected.as_ref(), "round {round}");
+        }
+        shutdown(&mut r2, &["NOSAVE"]);
+        drop(r2);
+        drop(s2);
+        // No temp file is mistaken for the image; leftovers are only temp-* files.
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            assert!(
+                name == "dump.rdb" || name == "log.txt" || name.starts_with("temp-"),
+                "{name}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn saved_image(tag: &str) -> (PathBuf, Vec<u8>) {
+    let dir = test_dir(tag);
+    let s = start(&dir, &[]);
+    let mut r = Raw::connect(s.port);
+    fill(&mut r, 5000);
+    assert_eq!(cmd(&mut r, &["SAVE"]), "+OK\r\n");
+    shutdown(&mut r, &["NOSAVE"]);
+    drop(r);
+    drop(s);
+    let img = std::fs::read(dir.join("dump.rdb")).unwrap();
+    (dir, img)
+}
+
+#[test]
+fn flipped_byte_in_a_chunk_is_detected() {
+    let (dir, img) = saved_image("flip");
+    let mut bad = img.clone();
+    let at = HEADER_BYTES + 32 + 16 + 100; // inside the first record's payload
+    bad[at] ^= 0x01;
+    std::fs::write(dir.join("dump.rdb"), &bad).unwrap();
+    let log = start_fails(&dir);
+    assert!(
+        log.contains("record 0 at file offset 256") && log.contains("checksum mismatch"),
+        "{log}"
+    );
+    // Truncation is told apart from corruption.
+    std::fs::write(dir.join("log.txt"), "").unwrap();
+    std::fs::write(dir.join("dump.rdb"), &img[..img.len() - 10]).unwrap();
+    let log = start_fails(&dir);
+    assert!(log.contains("truncated"), "{log}");
+    // The untouched image loads.
+    std::fs::write(dir.join("dump.rdb"), &img).unwrap();
+    let s = start(&dir, &[]);
+    let mut r = Raw::connect(s.port);
+    assert_eq!(cmd(&mut r, &["DBSIZE"]), ":5021\r\n");
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn foreign_fingerprint_is_refused() {
+    let (dir, img) = saved_image("fp");
+    let mut h: [u8; HEADER_BYTES] = img[..HEADER_BYTES].try_into().unwrap();
+    let mut header = format::ImageHeader::decode(&h).unwrap();
+    header.fingerprint.entry_header_bytes += 8;
+    h = header.encode(); // a valid header checksum: only the fingerprint differs
+    let mut bad = img.clone();
+    bad[..HEADER_BYTES].copy_from_slice(&h);
+    std::fs::write(dir.join("dump.rdb"), &bad).unwrap();
+    let log = start_fails(&dir);
+    assert!(
+        log.contains("layout fingerprint mismatch: entry header bytes is 32 in the image but 24"),
+        "{log}"
+    );
+    // A file that is not an image at all (e.g. a Redis RDB) is refused, not parsed.
+    std::fs::write(dir.join("log.txt"), "").unwrap();
+    std::fs::write(dir.join("dump.rdb"), b"REDIS0011\xfa\x09redis-ver").unwrap();
+    let log = start_fails(&dir);
+    assert!(log.contains("not a cairn snapshot image"), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn stop_the_world_fallback() {
+    let dir = test_dir("stw");
+    let d0;
+    {
+        let s = start_env(&dir, &[], &[("CAIRN_SNAPSHOT_NO_UFFD", "1")]);
+        let mut r = Raw::connect(s.port);
+        fill(&mut r, 10_000);
+        d0 = digest(&mut r);
+        for _ in 0..2 {
+            assert_eq!(cmd(&mut r, &["BGSAVE"]), "+Background saving started\r\n");
+            wait_bgsave(&mut r);
+        }
+        assert_eq!(info_field(&mut r, "snapshot_mode"), "stop-the-world");
+        assert_eq!(info_field(&mut r, "rdb_last_bgsave_status"), "ok");
+        assert_eq!(info_field(&mut r, "rdb_saves"), "2");
+        shutdown(&mut r, &["NOSAVE"]);
+    }
+    let log = std::fs::read_to_string(dir.join("log.txt")).unwrap();
+    assert_eq!(
+        log.matches("userfaultfd write-protect tracking is not available")
+            .count(),
+        1,
+        "logged once: {log}"
+    );
+    let s = start(&dir, &["--snapshot-mode", "stop-the-world"]);
+    let mut r = Raw::connect(s.port);
+    assert_eq!(digest(&mut r), d0);
+    cmd(&mut r, &["SET", "more", "1"]);
+    assert_eq!(cmd(&mut r, &["BGSAVE"]), "+Background saving started\r\n");
+    wait_bgsave(&mut r);
+    assert_eq!(info_field(&mut r, "snapshot_mode"), "stop-the-world");
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn save_points_misconf_and_shutdown() {
+    let dir = test_dir("points");
+    let s = start(&dir, &["--save", "1 1"]);
+    let mut r = Raw::connect(s.port);
+    cmd(&mut r, &["SET", "a", "1"]);
+    let t = Instant::now();
+    while info_field(&mut r, "rdb_saves") == "0" {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "save point never fired"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    wait_bgsave(&mut r);
+    assert_eq!(info_field(&mut r, "rdb_changes_since_last_save"), "0");
+    // A failing background save (the directory vanished) stops writes and PING.
+    std::fs::remove_dir_all(&dir).unwrap();
+    cmd(&mut r, &["SET", "b", "2"]);
+    assert_eq!(cmd(&mut r, &["BGSAVE"]), "+Background saving started\r\n");
+    wait_bgsave(&mut r);
+    assert_eq!(info_field(&mut r, "rdb_last_bgsave_status"), "err");
+    let misconf = format!("-{}\r\n", cairn::persistence::snapshot::ops::MISCONF_ERR);
+    assert_eq!(cmd(&mut r, &["SET", "c", "3"]), misconf);
+    assert_eq!(cmd(&mut r, &["PING"]), misconf);
+    assert_eq!(cmd(&mut r, &["GET", "a"]), "$1\r\n1\r\n");
+    assert_eq!(
+        cmd(&mut r, &["SHUTDOWN"]),
+        "-ERR Errors trying to SHUTDOWN. Check logs.\r\n"
+    );
+    assert_eq!(cmd(&mut r, &["SAVE"]), "-ERR\r\n");
+    // Back on its feet once the directory is there again.
+    std::fs::create_dir_all(&dir).unwrap();
+    assert_eq!(cmd(&mut r, &["BGSAVE"]), "+Background saving started\r\n");
+    wait_bgsave(&mut r);
+    assert_eq!(cmd(&mut r, &["SET", "c", "3"]), "+OK\r\n");
+    // SHUTDOWN saves when save points exist.
+    cmd(&mut r, &["SET", "d", "4"]);
+    shutdown(&mut r, &[]);
+    drop(r);
+    drop(s);
+    let s = start(&dir, &["--save", ""]);
+    let mut r = Raw::connect(s.port);
+    assert_eq!(cmd(&mut r, &["GET", "d"]), "$1\r\n4\r\n");
+    // Without save points, SIGTERM exits without saving.
+    cmd(&mut r, &["SET", "e", "5"]);
+    let mut s = s;
+    unsafe { libc::kill(s.child.id() as i32, libc::SIGTERM) };
+    let _ = s.child.wait();
+    drop(s);
+    let s = start(&dir, &[]);
+    let mut r = Raw::connect(s.port);
+    assert_eq!(cmd(&mut r, &["EXISTS", "e"]), ":0\r\n");
+    // With them (the default), SIGTERM saves.
+    cmd(&mut r, &["SET", "e", "5"]);
+    let mut s = s;
+    unsafe { libc::kill(s.child.id() as i32, libc::SIGTERM) };
+    let _ = s.child.wait();
+    drop(s);
+    let s = start(&dir, &[]);
+    let mut r = Raw::connect(s.port);
+    assert_eq!(cmd(&mut r, &["GET", "e"]), "$1\r\n5\r\n");
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// While the image loads (slowed by `key-load-delay`, µs per record), the server answers
+/// `-LOADING`, INFO says `loading:1`, and SHUTDOWN does not overwrite the image.
+#[test]
+fn loading_state_while_the_image_loads() {
+    let (dir, _) = saved_image("loading");
+    let (mut child, port) = spawn(&dir, &["--key-load-delay", "300000"], &[]);
+    let t = Instant::now();
+    let mut r = loop {
+        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            drop(s);
+            break Raw::connect(port);
+        }
+        assert!(t.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(
+        cmd(&mut r, &["GET", "k:1"]),
+        "-LOADING Redis is loading the dataset in memory\r\n"
+    );
+    assert_eq!(info_field(&mut r, "loading"), "1");
+    assert!(
+        info_field(&mut r, "loading_total_bytes")
+            .parse::<u64>()
+            .unwrap()
+            > 0
+    );
+    shutdown(&mut r, &["SAVE"]);
+    let _ = child.wait();
+    let s = start(&dir, &[]);
+    let mut r = Raw::connect(s.port);
+    assert_eq!(info_field(&mut r, "loading"), "0");
+    assert_eq!(
+        cmd(&mut r, &["DBSIZE"]),
+        ":5021\r\n",
+        "the image was not replaced"
+    );
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
