@@ -370,31 +370,31 @@ pub static OPTIONS: &[OptSpec] = &[
         NA,
     ),
     // --- persistence: AOF
-    opt("appendonly", OptKind::Bool, "no", NA),
-    opt("appendfilename", OptKind::Str, "appendonly.aof", IMM | NA),
-    opt("appenddirname", OptKind::Str, "appendonlydir", IMM | NA),
+    opt("appendonly", OptKind::Bool, "no", 0),
+    opt("appendfilename", OptKind::Str, "appendonly.aof", IMM),
+    opt("appenddirname", OptKind::Str, "appendonlydir", IMM),
     opt(
         "appendfsync",
         OptKind::Enum(&["always", "everysec", "no"]),
         "everysec",
-        NA,
+        0,
     ),
     opt("no-appendfsync-on-rewrite", OptKind::Bool, "no", NA),
     opt(
         "auto-aof-rewrite-percentage",
         OptKind::Int(0, INTMAX),
         "100",
-        NA,
+        0,
     ),
     opt(
         "auto-aof-rewrite-min-size",
         OptKind::Memory(0, LONGMAX),
         "67108864",
-        NA,
+        0,
     ),
-    opt("aof-load-truncated", OptKind::Bool, "yes", NA),
+    opt("aof-load-truncated", OptKind::Bool, "yes", 0),
     opt("aof-use-rdb-preamble", OptKind::Bool, "yes", NA),
-    opt("aof-timestamp-enabled", OptKind::Bool, "no", NA),
+    opt("aof-timestamp-enabled", OptKind::Bool, "no", 0),
     opt("aof-disable-auto-gc", OptKind::Bool, "no", NA),
     opt("aof-rewrite-incremental-fsync", OptKind::Bool, "yes", NA),
     // --- replication
@@ -645,6 +645,13 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("aof_rewrite_cpulist", OptKind::Str, "", IMM | NA),
     opt("bgsave_cpulist", OptKind::Str, "", IMM | NA),
     // --- cairn's own
+    // Writes get -MISCONF while the AOF's filesystem has less free space than this (0: off).
+    opt(
+        "aof-disk-min-free",
+        OptKind::Memory(0, LONGMAX),
+        "67108864",
+        0,
+    ),
     opt(
         "arena-reserve-bytes",
         OptKind::Memory(1 << 20, 32 << 30),
@@ -697,6 +704,15 @@ pub struct Settings {
     pub slowlog_max_len: usize,
     pub latency_monitor_threshold: i64,
     pub arena_reserve_bytes: usize,
+    pub appendonly: bool,
+    pub appendfilename: String,
+    pub appenddirname: String,
+    pub appendfsync: String,
+    pub auto_aof_rewrite_percentage: u64,
+    pub auto_aof_rewrite_min_size: u64,
+    pub aof_load_truncated: bool,
+    pub aof_timestamp_enabled: bool,
+    pub aof_disk_min_free: u64,
 }
 
 #[derive(Debug)]
@@ -906,6 +922,15 @@ fn placeholder_settings() -> Settings {
         slowlog_max_len: 128,
         latency_monitor_threshold: 0,
         arena_reserve_bytes: 0,
+        appendonly: false,
+        appendfilename: String::new(),
+        appenddirname: String::new(),
+        appendfsync: String::new(),
+        auto_aof_rewrite_percentage: 0,
+        auto_aof_rewrite_min_size: 0,
+        aof_load_truncated: true,
+        aof_timestamp_enabled: false,
+        aof_disk_min_free: 0,
     }
 }
 
@@ -1470,6 +1495,15 @@ impl Config {
             slowlog_max_len: self.int("slowlog-max-len") as usize,
             latency_monitor_threshold: self.int("latency-monitor-threshold"),
             arena_reserve_bytes: self.int("arena-reserve-bytes") as usize,
+            appendonly: self.boolean("appendonly"),
+            appendfilename: self.get_value("appendfilename").unwrap_or("").into(),
+            appenddirname: self.get_value("appenddirname").unwrap_or("").into(),
+            appendfsync: self.get_value("appendfsync").unwrap_or("everysec").into(),
+            auto_aof_rewrite_percentage: self.int("auto-aof-rewrite-percentage") as u64,
+            auto_aof_rewrite_min_size: self.int("auto-aof-rewrite-min-size") as u64,
+            aof_load_truncated: self.boolean("aof-load-truncated"),
+            aof_timestamp_enabled: self.boolean("aof-timestamp-enabled"),
+            aof_disk_min_free: self.int("aof-disk-min-free") as u64,
         }
     }
 }

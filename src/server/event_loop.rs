@@ -11,10 +11,12 @@ use crate::util::now_ms;
 use crate::{notice, verbose, warning};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
+use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Bytes read from one connection per loop iteration before others get a turn.
@@ -24,6 +26,8 @@ pub const READ_CHUNK_BYTES: usize = 16 * 1024;
 /// Bytes written to one connection per loop iteration before others get a turn.
 pub const WRITE_BUDGET_BYTES: usize = 4 << 20;
 const LISTENER_TOKENS: usize = 16;
+/// The AOF writer wakes the loop through this token when the log became durable.
+const WAKER_TOKEN: Token = Token(usize::MAX - 1);
 const EVENTS_CAPACITY: usize = 1024;
 
 pub static SHUTDOWN_SIGNAL: AtomicBool = AtomicBool::new(false);
@@ -54,6 +58,20 @@ pub struct Conn {
     /// Read budget ran out with data possibly left in the socket.
     more_to_read: bool,
     closing: bool,
+    /// `appendfsync always`: (offset in `out`, LSN) — bytes from that offset on wait
+    /// until the log is durable up to that LSN. LSNs rise along the queue.
+    holds: VecDeque<(usize, u64)>,
+    in_held_list: bool,
+}
+
+impl Conn {
+    /// End of the bytes that may be sent now (drops satisfied holds).
+    fn sendable_end(&mut self, durable_lsn: u64) -> usize {
+        while self.holds.front().is_some_and(|h| h.1 <= durable_lsn) {
+            self.holds.pop_front();
+        }
+        self.holds.front().map_or(self.out.len(), |h| h.0)
+    }
 }
 
 fn resolve_bind(addr: &str, port: u16) -> Option<SocketAddr> {
@@ -116,6 +134,9 @@ pub struct EventLoop {
     /// Connections with unsent output to flush before the next poll.
     pending_write: Vec<usize>,
     pending_read: Vec<usize>,
+    /// Connections with output held for the AOF (`appendfsync always`).
+    held: Vec<usize>,
+    waker: Arc<mio::Waker>,
 }
 
 impl EventLoop {
@@ -125,7 +146,10 @@ impl EventLoop {
         for (i, l) in listeners.iter_mut().enumerate() {
             poll.registry().register(l, Token(i), Interest::READABLE)?;
         }
+        let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER_TOKEN)?);
         Ok(EventLoop {
+            held: Vec::new(),
+            waker,
             poll,
             listeners,
             conns: Vec::new(),
@@ -181,6 +205,9 @@ impl EventLoop {
             }
             for ev in events.iter() {
                 let t = ev.token().0;
+                if ev.token() == WAKER_TOKEN {
+                    continue; // The log advanced: release_held below.
+                }
                 if t < LISTENER_TOKENS {
                     self.accept(srv, t);
                     continue;
@@ -197,6 +224,10 @@ impl EventLoop {
             for slot in again {
                 self.read_and_process(srv, slot, true);
             }
+            // Hand this turn's log entries to the AOF writer (group commit), then send
+            // what may be sent.
+            srv.aof.flush();
+            self.release_held(srv);
             self.flush_all(srv);
             self.apply_kills(srv);
             if srv.ks.lazyfree_pending > 0 {
@@ -262,6 +293,8 @@ impl EventLoop {
                 out_pos: 0,
                 more_to_read: false,
                 closing: false,
+                holds: VecDeque::new(),
+                in_held_list: false,
             });
             self.connected += 1;
         }
@@ -371,7 +404,18 @@ impl EventLoop {
                         _ => &conn.qbuf,
                     };
                     let args = Args::new(buf, &conn.parser.args);
+                    let mark = conn.out.len();
                     srv.execute(&mut client, args, &mut conn.out);
+                    // `appendfsync always`: this reply (and all after it) waits until the
+                    // log is durable up to the LSN the command wrote or read.
+                    let h = srv.aof.hold_lsn;
+                    if h > 0 && conn.holds.back().is_none_or(|b| b.1 < h) {
+                        conn.holds.push_back((mark, h));
+                        if !conn.in_held_list {
+                            conn.in_held_list = true;
+                            self.held.push(slot);
+                        }
+                    }
                     if srv.shutdown.is_some() {
                         break;
                     }
@@ -420,8 +464,13 @@ impl EventLoop {
             return;
         };
         let mut written = 0usize;
-        while conn.out_pos < conn.out.len() && written < WRITE_BUDGET_BYTES {
-            match conn.stream.write(&conn.out[conn.out_pos..]) {
+        let end = if conn.holds.is_empty() {
+            conn.out.len()
+        } else {
+            conn.sendable_end(srv.aof.durable_lsn())
+        };
+        while conn.out_pos < end && written < WRITE_BUDGET_BYTES {
+            match conn.stream.write(&conn.out[conn.out_pos..end]) {
                 Ok(0) => break,
                 Ok(n) => {
                     conn.out_pos += n;
@@ -437,6 +486,10 @@ impl EventLoop {
             }
         }
         if conn.out_pos == conn.out.len() {
+            // Holds may point at the very end (a held command with no reply).
+            for h in conn.holds.iter_mut() {
+                h.0 = 0;
+            }
             conn.out.clear();
             conn.out_pos = 0;
             if conn.out.capacity() > 1 << 20 {
@@ -450,6 +503,39 @@ impl EventLoop {
             c.obuf_bytes = (conn.out.len() - conn.out_pos) as u64;
             if done && c.close_after_reply {
                 self.close(srv, slot);
+            }
+        }
+    }
+
+    /// Queues for writing the connections whose held output the log now covers. After a
+    /// sticky AOF error those writes will never be durable: their clients are closed
+    /// (the outcome is unknown to them, as after a crash) instead of hanging.
+    fn release_held(&mut self, srv: &mut Server) {
+        if self.held.is_empty() {
+            return;
+        }
+        let durable = srv.aof.durable_lsn();
+        let failed = srv.aof.failed();
+        let list = std::mem::take(&mut self.held);
+        for slot in list {
+            let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
+                continue;
+            };
+            let before = conn.holds.len();
+            let _ = conn.sendable_end(durable);
+            if conn.holds.is_empty() {
+                conn.in_held_list = false;
+            } else if failed {
+                conn.in_held_list = false;
+                self.close(srv, slot);
+                continue;
+            } else {
+                self.held.push(slot);
+            }
+            if conn_released(before, self.conns[slot].as_ref())
+                && !self.pending_write.contains(&slot)
+            {
+                self.pending_write.push(slot);
             }
         }
     }
@@ -518,6 +604,10 @@ impl EventLoop {
     pub fn connected(&self) -> usize {
         self.connected
     }
+}
+
+fn conn_released(holds_before: usize, conn: Option<&Conn>) -> bool {
+    conn.is_some_and(|c| c.holds.len() < holds_before)
 }
 
 /// Checks `client-output-buffer-limit` for a client. True when it must be closed.
@@ -607,6 +697,10 @@ pub fn serve(mut srv: Server) -> io::Result<()> {
         bind_listeners(&s.bind, s.port)?
     };
     let mut el = EventLoop::new(listeners)?;
+    let waker = el.waker.clone();
+    srv.aof.set_waker(Arc::new(move || {
+        let _ = waker.wake();
+    }));
     let addrs = el.local_addrs();
     if let Some(a) = addrs.first() {
         srv.tcp_port = a.port();
