@@ -467,7 +467,7 @@ impl EventLoop {
         let end = if conn.holds.is_empty() {
             conn.out.len()
         } else {
-            conn.sendable_end(srv.aof.durable_lsn())
+            conn.sendable_end(srv.aof.release_lsn())
         };
         while conn.out_pos < end && written < WRITE_BUDGET_BYTES {
             match conn.stream.write(&conn.out[conn.out_pos..end]) {
@@ -514,7 +514,7 @@ impl EventLoop {
         if self.held.is_empty() {
             return;
         }
-        let durable = srv.aof.durable_lsn();
+        let durable = srv.aof.release_lsn();
         let failed = srv.aof.failed();
         let list = std::mem::take(&mut self.held);
         for slot in list {

@@ -187,9 +187,25 @@ impl Aof {
         }
     }
 
-    /// Replies wait for durability only with `appendfsync always`.
+    /// Replies of writes (and reads of keys they dirtied) are held until
+    /// [`Aof::release_lsn`] covers them, in every mode: see `release_lsn`.
     pub fn holds_replies(&self) -> bool {
-        self.enabled && self.mode == FsyncMode::Always && self.writer.is_some()
+        self.enabled && self.writer.is_some()
+    }
+
+    /// How far replies may be released. `always`: the durable LSN (on stable storage).
+    /// `everysec`/`no`: the written LSN (in the kernel), which is Redis's guarantee for
+    /// these modes — Redis write()s in beforeSleep before sending replies, so a killed
+    /// process never loses an acknowledged write; only a power loss can (up to 1 s).
+    pub fn release_lsn(&self) -> u64 {
+        let Some(w) = &self.writer else {
+            return self.last_lsn;
+        };
+        let sh = &w.shared;
+        match self.mode {
+            FsyncMode::Always => sh.durable_lsn.load(std::sync::atomic::Ordering::SeqCst),
+            _ => sh.written_lsn.load(std::sync::atomic::Ordering::SeqCst),
+        }
     }
 
     /// The sticky write/fsync error or the disk-space watermark: writes get -MISCONF.
@@ -241,7 +257,7 @@ impl Aof {
     /// Forgets dirty keys whose writes are durable (keeps the map as small as the
     /// not-yet-durable window).
     pub fn prune_dirty(&mut self) {
-        let durable = self.durable_lsn();
+        let durable = self.release_lsn();
         while let Some(&(lsn, h)) = self.dirty_order.front() {
             if lsn > durable {
                 break;
@@ -430,7 +446,7 @@ pub fn after_command(
         }
     }
     if holds {
-        let durable = srv.aof.durable_lsn();
+        let durable = srv.aof.release_lsn();
         let mut h = if srv.aof.last_lsn > before {
             srv.aof.last_lsn
         } else {

@@ -298,8 +298,13 @@ impl Thread {
                     }
                 }
             }
+            let written_before = self.shared.written_lsn.load(Ordering::SeqCst);
             self.write_batch(&mut batch, last_lsn);
             let written = self.shared.written_lsn.load(Ordering::SeqCst);
+            // everysec/no release replies once written (Redis's guarantee there).
+            if mode != FsyncMode::Always && written > written_before {
+                self.shared.notify();
+            }
             let due = match mode {
                 FsyncMode::Always => true,
                 FsyncMode::EverySec => self.last_sync.elapsed() >= Duration::from_secs(1),
