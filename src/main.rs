@@ -6,6 +6,9 @@ use cairn::{notice, warning};
 
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().is_some_and(|a| a == "--check-aof") {
+        std::process::exit(cairn::persistence::aof::check_aof_cli(&argv[1..]));
+    }
     if argv.iter().any(|a| a == "-v" || a == "--version") {
         println!(
             "cairn server v={} (Redis 7.0 compatible)",
@@ -16,6 +19,7 @@ fn main() {
     if argv.iter().any(|a| a == "-h" || a == "--help") {
         println!("Usage: cairn-server [/path/to/cairn.conf] [options]");
         println!("       cairn-server -v or --version");
+        println!("       cairn-server --check-aof [--fix] <file.manifest|file.aof>");
         println!("Examples:");
         println!("       cairn-server (run the server with default config)");
         println!("       cairn-server /etc/redis/6379.conf");
@@ -59,13 +63,18 @@ fn main() {
     }
     raise_fd_limit(s.maxclients as u64 + 32);
     event_loop::install_signal_handlers();
-    let srv = match Server::open(config) {
+    let mut srv = match Server::open(config) {
         Ok(s) => s,
         Err(e) => {
             warning!("Fatal: {e}");
             std::process::exit(1);
         }
     };
+    // Replays the append-only log (when `appendonly yes`) before serving anyone.
+    if let Err(e) = cairn::persistence::aof::startup(&mut srv) {
+        warning!("Fatal error loading the DB: {e}. Exiting.");
+        std::process::exit(1);
+    }
     // As Valkey: `io-threads N` counts the main thread, so N - 1 threads do socket I/O.
     let result = if s.io_threads > 1 {
         cairn::server::io_threads::serve_threaded(srv, s.io_threads - 1)

@@ -68,9 +68,19 @@ fn config_get_star_has_redis_names_and_defaults() {
     let cn: BTreeSet<&str> = c.iter().map(|(n, _)| n.as_str()).collect();
     let missing: Vec<_> = rn.difference(&cn).collect();
     assert!(missing.is_empty(), "options missing in cairn: {missing:?}");
-    // cairn's only own option.
+    // cairn's own options.
     let extra: Vec<_> = cn.difference(&rn).collect();
-    assert_eq!(extra, vec![&"arena-reserve-bytes"], "unexpected options");
+    assert_eq!(
+        extra,
+        vec![
+            &"aof-disk-min-free",
+            &"arena-reserve-bytes",
+            &"snapshot-mode",
+            &"snapshot-pause-budget-us",
+            &"snapshot-threads"
+        ],
+        "unexpected options"
+    );
     // Every default prints as Redis prints it, except what differs on purpose.
     let on_purpose = ["bind", "dir", "port"];
     for (name, rv) in &r {

@@ -5,6 +5,7 @@
 //! Architecture invariant: command code never touches a socket or a file descriptor; it
 //! reads its arguments from [`Ctx::args`] and writes RESP into [`Ctx::out`].
 
+pub mod aof;
 pub mod bits;
 pub mod connection;
 pub mod keys;
@@ -225,8 +226,9 @@ pub struct CommandTable {
     pub all: Vec<&'static CommandSpec>,
 }
 
-pub fn all_families() -> [&'static [CommandSpec]; 6] {
+pub fn all_families() -> [&'static [CommandSpec]; 7] {
     [
+        aof::COMMANDS,
         bits::COMMANDS,
         connection::COMMANDS,
         keys::COMMANDS,

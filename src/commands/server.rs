@@ -648,18 +648,10 @@ fn info_persistence(srv: &Server, s: &mut Section) {
     s.line("rdb_last_cow_size", 0);
     s.line("rdb_last_load_keys_expired", 0);
     s.line("rdb_last_load_keys_loaded", 0);
-    s.line("aof_enabled", 0);
-    s.line("aof_rewrite_in_progress", 0);
-    s.line("aof_rewrite_scheduled", 0);
-    s.line("aof_last_rewrite_time_sec", -1);
-    s.line("aof_current_rewrite_time_sec", -1);
-    s.line("aof_last_bgrewrite_status", "ok");
-    s.line("aof_rewrites", 0);
-    s.line("aof_rewrites_consecutive_failures", 0);
-    s.line("aof_last_write_status", "ok");
-    s.line("aof_last_cow_size", 0);
-    s.line("module_fork_in_progress", 0);
-    s.line("module_fork_last_cow_size", 0);
+    // The AOF's fields (Redis's, then cairn's log positions) come from the log itself.
+    for (name, value) in srv.aof.info_fields() {
+        s.line(name, value);
+    }
     s.line("snapshot_mode", st.mode);
     s.line(
         "snapshot_rounds",

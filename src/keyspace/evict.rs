@@ -136,7 +136,7 @@ impl Keyspace {
                     self.random_entry(db)
                 };
                 if let Some(e) = e {
-                    self.delete_entry(db, e);
+                    self.delete_and_propagate(db, e);
                     self.stats.evicted_keys += 1;
                     return true;
                 }
@@ -186,7 +186,7 @@ impl Keyspace {
                         continue;
                     }
                     let _ = now_ms;
-                    self.delete_entry(db, e);
+                    self.delete_and_propagate(db, e);
                     self.stats.evicted_keys += 1;
                     return true;
                 }

@@ -46,7 +46,7 @@ impl Keyspace {
                     };
                     out.sampled += 1;
                     if self.is_expired(e, now_ms) {
-                        self.delete_entry(db, e);
+                        self.delete_and_propagate(db, e);
                         self.stats.expired_keys += 1;
                         expired += 1;
                     }

@@ -170,6 +170,12 @@ pub struct Keyspace {
     pub lfu_decay_time_min: u32,
     /// Entries waiting in the graveyard (for INFO lazyfree_pending_objects).
     pub lazyfree_pending: u64,
+    /// Loading the AOF: no key counts as expired (replay must reach the state the log
+    /// recorded, as Redis's keyIsExpired during loading).
+    pub loading: bool,
+    /// When Some (the AOF is on), keys deleted by expiry or eviction are queued here so
+    /// the propagation hook logs a DEL for each (Redis's propagateDeletion).
+    pub deletions: Option<Vec<(usize, Vec<u8>)>>,
 }
 
 #[inline]
@@ -224,6 +230,8 @@ impl Keyspace {
             lfu_log_factor: 10,
             lfu_decay_time_min: 1,
             lazyfree_pending: 0,
+            loading: false,
+            deletions: None,
         };
         for i in 0..num_dbs {
             ks.write_db(i, &Self::empty_db());
@@ -265,6 +273,8 @@ impl Keyspace {
             lfu_log_factor: 10,
             lfu_decay_time_min: 1,
             lazyfree_pending: 0,
+            loading: false,
+            deletions: None,
         };
         if image_dbs < num_dbs {
             let grown = ks.arena.alloc(DB_HEADER_BYTES * num_dbs);
@@ -474,14 +484,25 @@ impl Keyspace {
 
     /// True if the entry's TTL has passed (Redis: now > when).
     pub fn is_expired(&self, e: Ref, now_ms: i64) -> bool {
-        matches!(self.expire_at(e), Some(t) if now_ms > t)
+        !self.loading && matches!(self.expire_at(e), Some(t) if now_ms > t)
+    }
+
+    /// Deletes an entry for expiry or eviction, queueing its key for propagation.
+    pub fn delete_and_propagate(&mut self, db: usize, e: Ref) {
+        if self.deletions.is_some() {
+            let key = self.key(e).to_vec();
+            if let Some(q) = self.deletions.as_mut() {
+                q.push((db, key));
+            }
+        }
+        self.delete_entry(db, e);
     }
 
     /// Finds a live key, deleting it first if it has expired (lazy expiry).
     pub fn find(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<Ref> {
         let e = self.find_raw(db, key)?;
         if self.is_expired(e, now_ms) {
-            self.delete_entry(db, e);
+            self.delete_and_propagate(db, e);
             self.stats.expired_keys += 1;
             return None;
         }

@@ -11,10 +11,12 @@ use crate::util::now_ms;
 use crate::{notice, verbose, warning};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
+use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Bytes read from one connection per loop iteration before others get a turn.
@@ -24,6 +26,8 @@ pub const READ_CHUNK_BYTES: usize = 16 * 1024;
 /// Bytes written to one connection per loop iteration before others get a turn.
 pub const WRITE_BUDGET_BYTES: usize = 4 << 20;
 const LISTENER_TOKENS: usize = 16;
+/// The AOF writer wakes the loop through this token when the log became durable.
+const WAKER_TOKEN: Token = Token(usize::MAX - 1);
 const EVENTS_CAPACITY: usize = 1024;
 
 pub static SHUTDOWN_SIGNAL: AtomicBool = AtomicBool::new(false);
@@ -56,6 +60,20 @@ pub struct Conn {
     closing: bool,
     /// Registered for writable events (only while output is waiting on the socket).
     want_writable: bool,
+    /// `appendfsync always`: (offset in `out`, LSN) — bytes from that offset on wait
+    /// until the log is durable up to that LSN. LSNs rise along the queue.
+    holds: VecDeque<(usize, u64)>,
+    in_held_list: bool,
+}
+
+impl Conn {
+    /// End of the bytes that may be sent now (drops satisfied holds).
+    fn sendable_end(&mut self, durable_lsn: u64) -> usize {
+        while self.holds.front().is_some_and(|h| h.1 <= durable_lsn) {
+            self.holds.pop_front();
+        }
+        self.holds.front().map_or(self.out.len(), |h| h.0)
+    }
 }
 
 fn resolve_bind(addr: &str, port: u16) -> Option<SocketAddr> {
@@ -120,6 +138,9 @@ pub struct EventLoop {
     pending_read: Vec<usize>,
     /// Parsed-but-not-run commands of the connection being processed (reused).
     batch: Batch,
+    /// Connections with output held for the AOF (`appendfsync always`).
+    held: Vec<usize>,
+    waker: Arc<mio::Waker>,
 }
 
 /// Commands parsed ahead before running them, so their keys' cache misses overlap.
@@ -144,15 +165,18 @@ impl Batch {
 /// Runs the batched commands: first prefetches each command's key bucket, then the
 /// bucket's first entry, then executes them in order. With pipelining this turns a
 /// chain of dependent cache misses per command into misses that overlap.
+/// Returns true if a reply was held for the AOF (see [`exec_holding`]).
 fn run_batch(
     srv: &mut Server,
     client: &mut super::Client,
     qbuf: &[u8],
     batch: &mut Batch,
     out: &mut Vec<u8>,
-) {
+    holds: &mut VecDeque<(usize, u64)>,
+) -> bool {
+    let mut held = false;
     if batch.cmds.is_empty() {
-        return;
+        return held;
     }
     if batch.cmds.len() > 1 {
         batch.hashes.clear();
@@ -180,10 +204,31 @@ fn run_batch(
             break;
         }
         let args = Args::new(qbuf, &batch.args[first..first + argc]);
-        srv.execute(client, args, out);
+        held |= exec_holding(srv, client, args, out, holds);
     }
     batch.args.clear();
     batch.cmds.clear();
+    held
+}
+
+/// Runs one command. Under `appendfsync always` its reply (and all after it) waits until
+/// the log is durable up to the LSN the command wrote or read: records that hold and
+/// returns true.
+fn exec_holding(
+    srv: &mut Server,
+    client: &mut super::Client,
+    args: Args,
+    out: &mut Vec<u8>,
+    holds: &mut VecDeque<(usize, u64)>,
+) -> bool {
+    let mark = out.len();
+    srv.execute(client, args, out);
+    let h = srv.aof.hold_lsn;
+    if h > 0 && holds.back().is_none_or(|b| b.1 < h) {
+        holds.push_back((mark, h));
+        return true;
+    }
+    false
 }
 
 impl EventLoop {
@@ -193,7 +238,10 @@ impl EventLoop {
         for (i, l) in listeners.iter_mut().enumerate() {
             poll.registry().register(l, Token(i), Interest::READABLE)?;
         }
+        let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER_TOKEN)?);
         Ok(EventLoop {
+            held: Vec::new(),
+            waker,
             poll,
             listeners,
             conns: Vec::new(),
@@ -263,6 +311,9 @@ impl EventLoop {
             }
             for ev in events.iter() {
                 let t = ev.token().0;
+                if ev.token() == WAKER_TOKEN {
+                    continue; // The log advanced: release_held below.
+                }
                 if t < LISTENER_TOKENS {
                     self.accept(srv, t);
                     continue;
@@ -279,6 +330,10 @@ impl EventLoop {
             for slot in again {
                 self.read_and_process(srv, slot, true);
             }
+            // Hand this turn's log entries to the AOF writer (group commit), then send
+            // what may be sent.
+            srv.aof.flush();
+            self.release_held(srv);
             self.flush_all(srv);
             self.apply_kills(srv);
             if srv.ks.lazyfree_pending > 0 {
@@ -345,6 +400,8 @@ impl EventLoop {
                 more_to_read: false,
                 closing: false,
                 want_writable: false,
+                holds: VecDeque::new(),
+                in_held_list: false,
             });
             self.connected += 1;
         }
@@ -451,6 +508,7 @@ impl EventLoop {
             return;
         };
         let out_before = conn.out.len();
+        let mut held = false;
         srv.begin_batch();
         loop {
             if client.close_after_reply {
@@ -466,18 +524,33 @@ impl EventLoop {
                 Parse::Command => {
                     let inline = conn.parser.source == Some(ArgSource::InlineScratch);
                     if inline || !can_batch {
-                        run_batch(srv, &mut client, &conn.qbuf, &mut self.batch, &mut conn.out);
+                        held |= run_batch(
+                            srv,
+                            &mut client,
+                            &conn.qbuf,
+                            &mut self.batch,
+                            &mut conn.out,
+                            &mut conn.holds,
+                        );
                         let buf: &[u8] = if inline {
                             &conn.parser.inline_scratch
                         } else {
                             &conn.qbuf
                         };
                         let args = Args::new(buf, &conn.parser.args);
-                        srv.execute(&mut client, args, &mut conn.out);
+                        held |=
+                            exec_holding(srv, &mut client, args, &mut conn.out, &mut conn.holds);
                     } else {
                         self.batch.push(&conn.parser.args);
                         if self.batch.cmds.len() >= BATCH_MAX_COMMANDS {
-                            run_batch(srv, &mut client, &conn.qbuf, &mut self.batch, &mut conn.out);
+                            held |= run_batch(
+                                srv,
+                                &mut client,
+                                &conn.qbuf,
+                                &mut self.batch,
+                                &mut conn.out,
+                                &mut conn.holds,
+                            );
                         }
                     }
                     if srv.shutdown.is_some() {
@@ -486,7 +559,14 @@ impl EventLoop {
                 }
                 Parse::Incomplete => break,
                 Parse::Error(msg) => {
-                    run_batch(srv, &mut client, &conn.qbuf, &mut self.batch, &mut conn.out);
+                    held |= run_batch(
+                        srv,
+                        &mut client,
+                        &conn.qbuf,
+                        &mut self.batch,
+                        &mut conn.out,
+                        &mut conn.holds,
+                    );
                     verbose!(
                         "Protocol error ({msg}) from client: {}",
                         client.info_line(now_ms())
@@ -499,7 +579,18 @@ impl EventLoop {
                 }
             }
         }
-        run_batch(srv, &mut client, &conn.qbuf, &mut self.batch, &mut conn.out);
+        held |= run_batch(
+            srv,
+            &mut client,
+            &conn.qbuf,
+            &mut self.batch,
+            &mut conn.out,
+            &mut conn.holds,
+        );
+        if held && !conn.in_held_list {
+            conn.in_held_list = true;
+            self.held.push(slot);
+        }
         let consumed = conn.parser.consumed();
         if consumed == conn.qbuf.len() {
             conn.qbuf.clear();
@@ -530,18 +621,23 @@ impl EventLoop {
             return;
         };
         let mut written = 0usize;
-        while conn.out_pos < conn.out.len() && written < WRITE_BUDGET_BYTES {
-            match conn.stream.write(&conn.out[conn.out_pos..]) {
+        let end = if conn.holds.is_empty() {
+            conn.out.len()
+        } else {
+            conn.sendable_end(srv.aof.release_lsn())
+        };
+        while conn.out_pos < end && written < WRITE_BUDGET_BYTES {
+            match conn.stream.write(&conn.out[conn.out_pos..end]) {
                 Ok(0) => break,
                 Ok(n) => {
-                    let asked = conn.out.len() - conn.out_pos;
+                    let asked = end - conn.out_pos;
                     conn.out_pos += n;
                     written += n;
+                    srv.stats.net_output_bytes += n as u64;
                     if n < asked {
                         // The socket buffer is full: wait for a writable event.
                         break;
                     }
-                    srv.stats.net_output_bytes += n as u64;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -552,6 +648,10 @@ impl EventLoop {
             }
         }
         if conn.out_pos == conn.out.len() {
+            // Holds may point at the very end (a held command with no reply).
+            for h in conn.holds.iter_mut() {
+                h.0 = 0;
+            }
             conn.out.clear();
             conn.out_pos = 0;
             if conn.out.capacity() > 1 << 20 {
@@ -562,7 +662,13 @@ impl EventLoop {
         }
         // Writable events only while output is stuck: otherwise every reply the client
         // reads would wake the loop for nothing (Redis installs its write handler the same way).
-        let stuck = conn.out_pos < conn.out.len();
+        // (Output held for the AOF is not stuck on the socket: it waits for the log.)
+        let sendable = if conn.holds.is_empty() {
+            conn.out.len()
+        } else {
+            end.min(conn.out.len())
+        };
+        let stuck = conn.out_pos < sendable;
         if stuck != conn.want_writable {
             let interest = if stuck {
                 Interest::READABLE | Interest::WRITABLE
@@ -583,6 +689,39 @@ impl EventLoop {
             c.obuf_bytes = (conn.out.len() - conn.out_pos) as u64;
             if done && c.close_after_reply {
                 self.close(srv, slot);
+            }
+        }
+    }
+
+    /// Queues for writing the connections whose held output the log now covers. After a
+    /// sticky AOF error those writes will never be durable: their clients are closed
+    /// (the outcome is unknown to them, as after a crash) instead of hanging.
+    fn release_held(&mut self, srv: &mut Server) {
+        if self.held.is_empty() {
+            return;
+        }
+        let durable = srv.aof.release_lsn();
+        let failed = srv.aof.failed();
+        let list = std::mem::take(&mut self.held);
+        for slot in list {
+            let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
+                continue;
+            };
+            let before = conn.holds.len();
+            let _ = conn.sendable_end(durable);
+            if conn.holds.is_empty() {
+                conn.in_held_list = false;
+            } else if failed {
+                conn.in_held_list = false;
+                self.close(srv, slot);
+                continue;
+            } else {
+                self.held.push(slot);
+            }
+            if conn_released(before, self.conns[slot].as_ref())
+                && !self.pending_write.contains(&slot)
+            {
+                self.pending_write.push(slot);
             }
         }
     }
@@ -651,6 +790,10 @@ impl EventLoop {
     pub fn connected(&self) -> usize {
         self.connected
     }
+}
+
+fn conn_released(holds_before: usize, conn: Option<&Conn>) -> bool {
+    conn.is_some_and(|c| c.holds.len() < holds_before)
 }
 
 /// Checks `client-output-buffer-limit` for a client. True when it must be closed.
@@ -740,6 +883,10 @@ pub fn serve(mut srv: Server) -> io::Result<()> {
         bind_listeners(&s.bind, s.port)?
     };
     let mut el = EventLoop::new(listeners)?;
+    let waker = el.waker.clone();
+    srv.aof.set_waker(Arc::new(move || {
+        let _ = waker.wake();
+    }));
     let addrs = el.local_addrs();
     if let Some(a) = addrs.first() {
         srv.tcp_port = a.port();

@@ -58,6 +58,8 @@ enum ToExecutor {
     Closed {
         conn: ConnId,
     },
+    /// The AOF writer made more of the log durable: held replies may go.
+    AofDurable,
 }
 
 struct ToIo {
@@ -703,6 +705,10 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
                 .spawn(move || t.run())?,
         );
     }
+    let wake_tx = tx.clone();
+    srv.aof.set_waker(Arc::new(move || {
+        let _ = wake_tx.try_send(ToExecutor::AofDurable);
+    }));
     drop(tx);
     notice!("Server initialized with {n} I/O threads");
     notice!("Ready to accept connections tcp");
@@ -728,6 +734,9 @@ fn executor_loop(
     let mut slots: HashMap<ConnId, usize> = HashMap::new();
     let mut free: Vec<usize> = Vec::new();
     let mut outgoing: Vec<Vec<ToIo>> = (0..threads.len()).map(|_| Vec::new()).collect();
+    // `appendfsync always`: a batch's replies wait here until the log is durable up to
+    // the highest LSN its commands wrote or read (LSN, thread, reply).
+    let mut held: Vec<(u64, usize, ToIo)> = Vec::new();
     let mut next_cron = Instant::now();
     loop {
         let hz = srv.config.settings().hz.max(1) as u64;
@@ -768,12 +777,34 @@ fn executor_loop(
         let mut handled = 0;
         let mut msg = first;
         while let Some(m) = msg {
-            handle_message(srv, m, &mut slots, &mut free, &mut outgoing);
+            handle_message(srv, m, &mut slots, &mut free, &mut outgoing, &mut held);
             handled += 1;
             if handled >= EXECUTOR_QUEUE_LEN || srv.shutdown.is_some() {
                 break;
             }
             msg = rx.try_recv().ok();
+        }
+        // Hand this turn's log entries to the AOF writer (group commit), then release the
+        // replies the log now covers. After a sticky AOF error they never will be: those
+        // connections are closed (their outcome is unknown, as after a crash).
+        srv.aof.flush();
+        if !held.is_empty() {
+            let durable = srv.aof.release_lsn();
+            let failed = srv.aof.failed();
+            let mut i = 0;
+            while i < held.len() {
+                if held[i].0 <= durable {
+                    let (_, t, r) = held.swap_remove(i);
+                    outgoing[t].push(r);
+                } else if failed {
+                    let (_, t, mut r) = held.swap_remove(i);
+                    r.out.clear();
+                    r.close = true;
+                    outgoing[t].push(r);
+                } else {
+                    i += 1;
+                }
+            }
         }
         // Kills requested by CLIENT KILL go to the owning threads as close requests.
         for client_id in std::mem::take(&mut srv.kill_queue) {
@@ -821,8 +852,10 @@ fn handle_message(
     slots: &mut HashMap<ConnId, usize>,
     free: &mut Vec<usize>,
     outgoing: &mut [Vec<ToIo>],
+    held: &mut Vec<(u64, usize, ToIo)>,
 ) {
     match m {
+        ToExecutor::AofDurable => {}
         ToExecutor::Connected {
             conn,
             addr,
@@ -854,12 +887,14 @@ fn handle_message(
             };
             let mut out = Vec::new();
             srv.begin_batch();
+            let mut hold = 0;
             for &(first, argc) in &b.cmds {
                 if client.close_after_reply || srv.shutdown.is_some() {
                     break;
                 }
                 let args = Args::new(&b.data, &b.args[first..first + argc]);
                 srv.execute(&mut client, args, &mut out);
+                hold = hold.max(srv.aof.hold_lsn);
             }
             if let Some(e) = &b.error {
                 out.extend_from_slice(b"-ERR ");
@@ -868,12 +903,17 @@ fn handle_message(
                 client.close_after_reply = true;
             }
             let t = (b.conn >> 56) as usize;
-            outgoing[t].push(ToIo {
+            let reply = ToIo {
                 conn: b.conn,
                 out,
                 close: client.close_after_reply,
                 authenticated: client.authenticated || srv.config.settings().requirepass.is_none(),
-            });
+            };
+            if hold > 0 {
+                held.push((hold, t, reply));
+            } else {
+                outgoing[t].push(reply);
+            }
             srv.clients[slot] = Some(client);
         }
     }

@@ -64,6 +64,10 @@ pub struct Server {
     pub master_replid: String,
     /// SAVE/BGSAVE state and counters (src/persistence/snapshot).
     pub snapshot: crate::persistence::snapshot::SnapshotEngine,
+    /// The append-only log (executor side).
+    pub aof: crate::persistence::aof::Aof,
+    /// Replaying the AOF at startup: commands are not logged again.
+    pub loading: bool,
 }
 
 impl Server {
@@ -113,6 +117,8 @@ impl Server {
             master_replid,
             snapshot: Default::default(),
             config,
+            aof: Default::default(),
+            loading: false,
         })
     }
 
@@ -130,6 +136,7 @@ impl Server {
         self.ks.lfu_decay_time_min = s.lfu_decay_time;
         let max = s.slowlog_max_len;
         self.slowlog.trim(max);
+        crate::persistence::aof::apply_config(self);
     }
 
     /// `used_memory`: the arena's real use plus client buffers and a fixed overhead.
@@ -185,6 +192,7 @@ impl Server {
         let now = self.clock_us / 1000;
         client.last_interaction_ms = now;
         let mark = out.len();
+        self.aof.hold_lsn = 0;
         self.execute_inner(client, args, out, now);
         // A reply that starts with '-' is an error reply (INFO errorstats counts them all,
         // whichever path wrote them).
@@ -278,7 +286,19 @@ impl Server {
                 return;
             }
         }
-        if spec.flags & commands::DENYOOM != 0 && self.config.settings().maxmemory > 0 {
+        // As Redis: after an AOF write/fsync error (sticky) or under the disk-space
+        // watermark, writes are refused and reads go on.
+        if spec.flags & commands::WRITE != 0 && self.aof.enabled && !self.loading {
+            if let Some(msg) = self.aof.refuse_writes() {
+                self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
+                reply.error(&msg);
+                return;
+            }
+        }
+        if spec.flags & commands::DENYOOM != 0
+            && self.config.settings().maxmemory > 0
+            && !self.loading
+        {
             if let Err(e) = self.perform_evictions() {
                 self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
                 reply.error(&e.to_string());
@@ -309,6 +329,8 @@ impl Server {
             return;
         }
         client.last_cmd = spec.name;
+        let dirty_before = self.dirty;
+        let db_before = client.db;
         let start = self.clock_us;
         let mut ctx = Ctx {
             srv: self,
@@ -325,6 +347,21 @@ impl Server {
         } else {
             false
         };
+        // Propagation hook (the AOF today, replication later): a command that counted a
+        // change (`Ctx::dirty`) is logged in its deterministic form, after the expiry and
+        // eviction deletions it caused. Also decides how long the reply is held under
+        // `appendfsync always` (`aof.hold_lsn`). Not while replaying the log itself.
+        if !self.loading {
+            crate::persistence::aof::after_command(
+                self,
+                spec,
+                parent.is_some(),
+                args,
+                db_before,
+                self.dirty > dirty_before,
+                now,
+            );
+        }
         let end = now_us();
         self.clock_us = end;
         let dur_us = (end - start).max(0) as u64;
@@ -381,6 +418,9 @@ impl Server {
         if self.config.settings().maxmemory > 0 {
             let _ = self.perform_evictions();
         }
+        // Active expiry and eviction deleted keys: log their DELs; advance a rewrite.
+        crate::persistence::aof::log_deletions(self, now_ms());
+        crate::persistence::aof::rewrite::cron(self);
     }
 
     /// Frees flushed databases for at most `budget`. Returns true if work remains.

@@ -50,7 +50,8 @@ impl Server {
     pub fn open(config: crate::config::Config) -> Result<Server, String> {
         let mut srv = Server::new(config).map_err(|e| e.to_string())?;
         let path = image_path(&srv);
-        if !path.exists() {
+        // As Redis: with `appendonly yes` the log alone is the source of truth at startup.
+        if !path.exists() || srv.config.settings().appendonly {
             return Ok(srv);
         }
         let s = srv.config.settings();

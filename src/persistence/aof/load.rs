@@ -1,0 +1,430 @@
+//! Startup: open (or create) the AOF directory, replay the base and incremental files
+//! through `Server::execute`, cut a torn tail, start the writer thread. Also
+//! `cairn-server --check-aof FILE [--fix]`.
+
+use super::format::{self, Bad, ScanOutcome};
+use super::manifest::Layout;
+use super::storage::{FsDir, LogDir};
+use super::writer::{FsyncMode, Writer};
+use crate::commands::Args;
+use crate::server::{Client, Server};
+use crate::{notice, warning};
+use std::path::{Path, PathBuf};
+
+/// A file mapped read-only (the loader parses it in place, without copying GBs).
+pub struct Mapped {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+impl Mapped {
+    pub fn open(path: &Path) -> std::io::Result<Mapped> {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::File::open(path)?;
+        let len = f.metadata()?.len() as usize;
+        if len == 0 {
+            return Ok(Mapped {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+            });
+        }
+        // SAFETY: a private read-only mapping of a whole regular file; unmapped on drop.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Mapped { ptr, len })
+    }
+    pub fn bytes(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: the mapping is live and `len` bytes long for the lifetime of self.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: unmapping exactly what open() mapped.
+            unsafe {
+                libc::munmap(self.ptr, self.len);
+            }
+        }
+    }
+}
+
+/// Replays one file. Returns the scan outcome (the caller decides about a bad tail).
+fn replay(srv: &mut Server, client: &mut Client, bytes: &[u8], first: Option<u64>) -> ScanOutcome {
+    let base = bytes.as_ptr() as usize;
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    let mut out = Vec::new();
+    format::scan(bytes, first, |e| {
+        ranges.clear();
+        ranges.extend(e.args.iter().map(|a| (a.as_ptr() as usize - base, a.len())));
+        let name = e.args[0];
+        if srv.commands.lookup(name).is_none() {
+            return Err(format!(
+                "Unknown command '{}' reading the append only file",
+                String::from_utf8_lossy(name)
+            ));
+        }
+        out.clear();
+        srv.execute(client, Args::new(bytes, &ranges), &mut out);
+        Ok(())
+    })
+}
+
+fn describe(path: &Path, bad: &Bad) -> String {
+    format!(
+        "{} at offset {} of {}{}",
+        bad.reason,
+        bad.offset,
+        path.display(),
+        match bad.expected_lsn {
+            Some(l) => format!(" (expected LSN {l})"),
+            None => String::new(),
+        }
+    )
+}
+
+/// Opens the log at startup when `appendonly yes`: loads it into `srv` and starts the writer.
+pub fn startup(srv: &mut Server) -> Result<(), String> {
+    let s = srv.config.settings().clone();
+    srv.aof.apply_settings(&s);
+    srv.aof.replid = srv.master_replid.clone();
+    if !s.appendonly {
+        return Ok(());
+    }
+    if s.appendfilename.contains('/') || s.appenddirname.contains('/') {
+        return Err("appendfilename and appenddirname can't be paths, just names".into());
+    }
+    let dir = PathBuf::from(&s.appenddirname);
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        format!(
+            "Can't open or create append-only dir {}: {e}",
+            dir.display()
+        )
+    })?;
+    let prefix = s.appendfilename.clone();
+    let mname = format!("{prefix}.manifest");
+    let mpath = dir.join(&mname);
+    let layout = if mpath.exists() {
+        let len = std::fs::metadata(&mpath).map(|m| m.len()).unwrap_or(0);
+        if len > super::manifest::MANIFEST_MAX_BYTES {
+            return Err(format!("The AOF manifest file {mname} is too large"));
+        }
+        let text = std::fs::read(&mpath).map_err(|e| format!("Can't read {mname}: {e}"))?;
+        Layout::parse(&prefix, &text).map_err(|e| format!("{e} ({})", mpath.display()))?
+    } else {
+        create_fresh(&dir, &prefix, &srv.master_replid)?
+    };
+    load_layout(srv, &dir, &layout, s.aof_load_truncated)?;
+    let mut fsdir = FsDir::new(&dir);
+    let Some(last) = layout.incrs.last().cloned() else {
+        return Err("The AOF manifest lists no incremental file".into());
+    };
+    let incr = fsdir
+        .open_append(&last.name)
+        .map_err(|e| format!("Can't open the append-only file {}: {e}", last.name))?;
+    let incr_len = fsdir.size_of(&last.name).unwrap_or(0);
+    let base_len = layout
+        .base
+        .as_ref()
+        .and_then(|b| fsdir.size_of(&b.name).ok())
+        .unwrap_or(0);
+    let w = Writer::start(
+        Box::new(fsdir),
+        incr,
+        incr_len,
+        srv.aof.last_lsn,
+        FsyncMode::parse(&s.appendfsync),
+        s.aof_disk_min_free,
+    )
+    .map_err(|e| format!("Can't start the AOF writer thread: {e}"))?;
+    w.shared
+        .base_bytes
+        .store(base_len, std::sync::atomic::Ordering::Relaxed);
+    srv.aof.writer = Some(w);
+    srv.aof.enabled = true;
+    srv.ks.deletions = Some(Vec::new());
+    srv.aof.rewrite_base_size = srv.aof.current_size();
+    srv.aof.layout = Some(layout);
+    notice!(
+        "Opening AOF incr file {} on server start (LSN {})",
+        last.name,
+        srv.aof.last_lsn
+    );
+    Ok(())
+}
+
+fn create_fresh(dir: &Path, prefix: &str, replid: &str) -> Result<Layout, String> {
+    let l = Layout::fresh(prefix);
+    let mut d = FsDir::new(dir);
+    let mut base = Vec::new();
+    format::encode_base_end(&mut base, 0, replid, 0, 0);
+    let err = |e: std::io::Error| format!("Can't create the append-only files: {e}");
+    if let Some(b) = &l.base {
+        d.write_atomic(&b.name, &base).map_err(err)?;
+    }
+    for i in &l.incrs {
+        d.write_atomic(&i.name, b"").map_err(err)?;
+    }
+    d.write_atomic(&l.manifest_name(), &l.render())
+        .map_err(err)?;
+    notice!(
+        "Creating AOF base file {} on server start",
+        Layout::base_name(prefix, 1)
+    );
+    notice!(
+        "Creating AOF incr file {} on server start",
+        Layout::incr_name(prefix, 1)
+    );
+    Ok(l)
+}
+
+/// Replays base then incremental files, checking that LSNs continue across files.
+pub fn load_layout(
+    srv: &mut Server,
+    dir: &Path,
+    layout: &Layout,
+    load_truncated: bool,
+) -> Result<(), String> {
+    let start = std::time::Instant::now();
+    let mut client = Client::new(0, "aof".into(), String::new(), crate::util::now_ms());
+    client.authenticated = true;
+    srv.loading = true;
+    srv.ks.loading = true;
+    let result = (|| -> Result<(), String> {
+        let mut next_lsn: Option<u64> = None;
+        if let Some(b) = &layout.base {
+            if b.name.ends_with(".rdb") {
+                return Err(format!(
+                    "The AOF base file {} is an RDB file; loading RDB preambles is not supported yet",
+                    b.name
+                ));
+            }
+            let path = dir.join(&b.name);
+            let m = Mapped::open(&path).map_err(|e| format!("Can't open {}: {e}", b.name))?;
+            // The base's entries are numbered 1.. by themselves; its trailer gives the log
+            // position it stands for.
+            let o = replay(srv, &mut client, m.bytes(), Some(1));
+            if let Some(bad) = &o.bad {
+                return Err(format!("Bad base file: {}", describe(&path, bad)));
+            }
+            if let Some(be) = &o.base_end {
+                next_lsn = Some(be.lsn + 1);
+                srv.aof.last_lsn = be.lsn;
+                srv.aof.replid = be.replid.clone();
+                srv.aof.reploff = be.reploff;
+            }
+            notice!("DB loaded from base file {}: {} entries", b.name, o.entries);
+        }
+        for (i, f) in layout.incrs.iter().enumerate() {
+            let last = i + 1 == layout.incrs.len();
+            let path = dir.join(&f.name);
+            let m = match Mapped::open(&path) {
+                Ok(m) => m,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && last => {
+                    // Created by the manifest commit but never written: empty.
+                    continue;
+                }
+                Err(e) => return Err(format!("Can't open {}: {e}", f.name)),
+            };
+            let o = replay(srv, &mut client, m.bytes(), next_lsn);
+            if let Some(l) = o.last_lsn {
+                srv.aof.last_lsn = l;
+                next_lsn = Some(l + 1);
+            }
+            if let Some(r) = &o.last_replid {
+                srv.aof.replid = r.clone();
+            }
+            if let Some(r) = o.last_reploff {
+                srv.aof.reploff = r;
+            }
+            if let Some(bad) = &o.bad {
+                if bad.torn_tail && last && load_truncated {
+                    warning!(
+                        "!!! Warning: short read while loading the AOF file {}!!! {}",
+                        f.name,
+                        describe(&path, bad)
+                    );
+                    warning!(
+                        "AOF {} loaded anyway because aof-load-truncated is enabled: truncated to {} bytes ({} bytes dropped, last LSN {})",
+                        f.name,
+                        o.valid_len,
+                        m.bytes().len() as u64 - o.valid_len,
+                        srv.aof.last_lsn
+                    );
+                    drop(m);
+                    truncate(&path, o.valid_len)?;
+                    srv.aof.loaded_truncated = true;
+                } else if bad.torn_tail && last {
+                    return Err(format!(
+                        "Unexpected end of file reading the append only file {}: {}. You can: 1) Make a backup of your AOF file, then use ./cairn-server --check-aof --fix <filename.manifest>. 2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server.",
+                        f.name,
+                        describe(&path, bad)
+                    ));
+                } else {
+                    return Err(format!(
+                        "Bad file format reading the append only file {}: {}. Make a backup of your AOF file, then use ./cairn-server --check-aof --fix <filename>",
+                        f.name,
+                        describe(&path, bad)
+                    ));
+                }
+            }
+            notice!("DB loaded from incr file {}: {} entries", f.name, o.entries);
+        }
+        Ok(())
+    })();
+    srv.loading = false;
+    srv.ks.loading = false;
+    // Whatever db the last entry selected, the next entry states its own.
+    notice!(
+        "DB loaded from append only file: {:.3} seconds",
+        start.elapsed().as_secs_f64()
+    );
+    result
+}
+
+fn truncate(path: &Path, len: u64) -> Result<(), String> {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| format!("Can't open {} to truncate it: {e}", path.display()))?;
+    f.set_len(len)
+        .and_then(|_| f.sync_all())
+        .map_err(|e| format!("Can't truncate {}: {e}", path.display()))
+}
+
+/// Checks one file; with `fix`, cuts it at the first bad byte. Returns (report, valid).
+pub fn check_file(
+    path: &Path,
+    first_lsn: Option<u64>,
+    fix: bool,
+) -> Result<(String, bool), String> {
+    let m = Mapped::open(path).map_err(|e| format!("Cannot open file {}: {e}", path.display()))?;
+    let size = m.bytes().len() as u64;
+    let o = format::scan(m.bytes(), first_lsn, |_| Ok(()));
+    let mut report = format!(
+        "AOF analyzed: filename={}, size={size}, ok_up_to={}, entries={}, last_lsn={}, diff={}\n",
+        path.display(),
+        o.valid_len,
+        o.entries,
+        o.last_lsn.map_or("-".into(), |l| l.to_string()),
+        size - o.valid_len
+    );
+    let Some(bad) = o.bad else {
+        report.push_str(&format!("AOF {} is valid\n", path.display()));
+        return Ok((report, true));
+    };
+    report.push_str(&format!(
+        "{}: {}\n",
+        if bad.torn_tail {
+            "Torn tail (an interrupted write)"
+        } else {
+            "Corruption in the middle of the log"
+        },
+        describe(path, &bad)
+    ));
+    if !fix {
+        report.push_str(&format!(
+            "AOF {} is not valid. Use the --fix option to try fixing it.\n",
+            path.display()
+        ));
+        return Ok((report, false));
+    }
+    drop(m);
+    truncate(path, o.valid_len)?;
+    report.push_str(&format!(
+        "Successfully truncated AOF {} to {} bytes ({} bytes dropped{})\n",
+        path.display(),
+        o.valid_len,
+        size - o.valid_len,
+        if bad.torn_tail {
+            String::new()
+        } else {
+            ", including valid entries after the corruption".into()
+        }
+    ));
+    Ok((report, true))
+}
+
+/// `cairn-server --check-aof FILE [--fix]`: FILE is one AOF file or a manifest (then every
+/// file it lists is checked, LSNs continuing across them). Returns the exit code.
+pub fn check_aof_cli(args: &[String]) -> i32 {
+    let fix = args.iter().any(|a| a == "--fix");
+    let Some(file) = args.iter().find(|a| !a.starts_with("--")) else {
+        eprintln!("Usage: cairn-server --check-aof [--fix] <file.manifest|file.aof>");
+        return 1;
+    };
+    let path = Path::new(file);
+    let mut files: Vec<(PathBuf, bool)> = Vec::new();
+    if file.ends_with(".manifest") {
+        let text = match std::fs::read(path) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("Cannot open file {file}: {e}");
+                return 1;
+            }
+        };
+        let prefix = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".manifest"))
+            .unwrap_or("appendonly.aof");
+        let l = match Layout::parse(prefix, &text) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("Invalid manifest {file}: {e}");
+                return 1;
+            }
+        };
+        let dir = path.parent().unwrap_or(Path::new("."));
+        if let Some(b) = &l.base {
+            files.push((dir.join(&b.name), true));
+        }
+        files.extend(l.incrs.iter().map(|f| (dir.join(&f.name), false)));
+    } else {
+        files.push((path.to_path_buf(), file.contains(".base.")));
+    }
+    let mut ok = true;
+    let mut next: Option<u64> = None;
+    for (p, is_base) in &files {
+        let first = if *is_base { Some(1) } else { next };
+        match check_file(p, first, fix) {
+            Ok((report, valid)) => {
+                print!("{report}");
+                ok &= valid;
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                return 1;
+            }
+        }
+        // LSNs continue from the base's trailer or the previous file's last entry.
+        if let Ok(m) = Mapped::open(p) {
+            let o = format::scan(m.bytes(), None, |_| Ok(()));
+            next = match (is_base, o.base_end, o.last_lsn) {
+                (true, Some(be), _) => Some(be.lsn + 1),
+                (false, _, Some(l)) => Some(l + 1),
+                _ => next,
+            };
+        }
+    }
+    if ok {
+        0
+    } else {
+        1
+    }
+}

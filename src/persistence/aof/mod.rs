@@ -1,0 +1,529 @@
+//! The append-only log (Redis 7's multi-part AOF, with per-entry headers).
+//!
+//! Layout (as Redis 7): `<dir>/<appenddirname>/` holds a manifest
+//! (`<appendfilename>.manifest`), one base file (`<appendfilename>.<seq>.base.aof`, a
+//! snapshot written by BGREWRITEAOF as commands) and incremental files
+//! (`<appendfilename>.<seq>.incr.aof`) with every write since. Each entry carries a
+//! `#HDR:` line (LSN, replication id/offset, CRC-64) that Redis 7 skips: see
+//! `docs/formats/aof.md` and [`format`].
+//!
+//! Who does what:
+//! - the executor ([`Aof`]): after a write command, [`Aof::feed`] frames its (deterministic)
+//!   form into an in-memory buffer; once per event-loop iteration [`Aof::flush`] hands the
+//!   buffer to the writer thread; with `appendfsync always` the event loop holds the
+//!   command's reply (and replies that read keys it dirtied) until `durable_lsn` covers it.
+//! - the writer thread ([`writer`]): writes, syncs (group commit), publishes `durable_lsn`.
+//! - startup ([`load`]): replays the base and incremental files through
+//!   `Server::execute`, verifying CRCs and LSNs; a torn tail is cut.
+//! - BGREWRITEAOF ([`rewrite`]): writes a new base from the keyspace in slices.
+
+pub mod format;
+pub mod load;
+pub mod manifest;
+pub mod propagate;
+pub mod rewrite;
+pub mod storage;
+pub mod writer;
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use writer::{FsyncMode, Job, Writer};
+
+pub use load::{check_aof_cli, startup};
+
+/// The executor's side of the log. Disabled (all calls cheap no-ops) when `appendonly no`.
+pub struct Aof {
+    pub enabled: bool,
+    pub mode: FsyncMode,
+    pub timestamps: bool,
+    /// Framed entries not yet handed to the writer.
+    buf: Vec<u8>,
+    scratch: Vec<u8>,
+    /// LSN of the last entry framed (0: none yet).
+    pub last_lsn: u64,
+    pub replid: String,
+    /// Replication offset after the last entry (sum of the logged commands' RESP bytes).
+    pub reploff: u64,
+    /// The db the log's last SELECT chose (None: the next entry needs a SELECT).
+    pub(crate) selected_db: Option<usize>,
+    last_ts_s: i64,
+    pub writer: Option<Writer>,
+    pub layout: Option<manifest::Layout>,
+    /// Reads of a key wait for its last write's LSN (`always` only): hash(db,key) → LSN.
+    dirty_keys: HashMap<u64, u64>,
+    dirty_order: VecDeque<(u64, u64)>,
+    /// LSN of the last command that changed keys it does not name (FLUSHALL, SWAPDB,
+    /// MOVE...): every reply waits for it.
+    barrier_lsn: u64,
+    /// Set by the propagation hook: the LSN the current command's reply waits for.
+    pub hold_lsn: u64,
+    pub rewrite: Option<rewrite::Rewrite>,
+    pub rewrite_scheduled: bool,
+    pub rewrites: u64,
+    pub last_rewrite_ok: bool,
+    pub last_rewrite_time_s: i64,
+    /// Total size (base + incr) after the last rewrite or load, for auto-rewrite.
+    pub rewrite_base_size: u64,
+    pub loaded_truncated: bool,
+    pub pending_switch: Option<rewrite::PendingSwitch>,
+    pub rewrite_failures_seen: u64,
+    /// Wakes the event loop when the log became durable (set by the event loop).
+    waker: Option<std::sync::Arc<dyn Fn() + Send + Sync>>,
+}
+
+impl Default for Aof {
+    fn default() -> Aof {
+        Aof {
+            enabled: false,
+            mode: FsyncMode::EverySec,
+            timestamps: false,
+            buf: Vec::new(),
+            scratch: Vec::new(),
+            last_lsn: 0,
+            replid: String::new(),
+            reploff: 0,
+            selected_db: None,
+            last_ts_s: 0,
+            writer: None,
+            layout: None,
+            dirty_keys: HashMap::new(),
+            dirty_order: VecDeque::new(),
+            barrier_lsn: 0,
+            hold_lsn: 0,
+            rewrite: None,
+            rewrite_scheduled: false,
+            rewrites: 0,
+            last_rewrite_ok: true,
+            last_rewrite_time_s: -1,
+            rewrite_base_size: 0,
+            loaded_truncated: false,
+            pending_switch: None,
+            rewrite_failures_seen: 0,
+            waker: None,
+        }
+    }
+}
+
+/// Hash of (db, key) for the dirty-key map: a collision only makes a read wait a little
+/// longer, never less, so 64 bits without the key itself are enough.
+pub fn key_hash(db: usize, key: &[u8]) -> u64 {
+    let mut h = siphasher::sip::SipHasher13::new_with_keys(0x6361_6972_6e00, db as u64);
+    key.hash(&mut h);
+    h.finish()
+}
+
+impl Aof {
+    /// Appends a command (already in its deterministic form) run in `db`, preceded by a
+    /// SELECT when the log's db differs. Returns the command's LSN.
+    pub fn feed<A: AsRef<[u8]>>(&mut self, db: usize, argv: &[A], now_ms: i64) -> u64 {
+        if self.timestamps {
+            let s = now_ms / 1000;
+            if s != self.last_ts_s {
+                self.last_ts_s = s;
+                self.buf
+                    .extend_from_slice(format!("#TS:{s}\r\n").as_bytes());
+            }
+        }
+        if self.selected_db != Some(db) {
+            let d = db.to_string();
+            self.frame(&[&b"SELECT"[..], d.as_bytes()]);
+            self.selected_db = Some(db);
+        }
+        self.frame(argv)
+    }
+
+    fn frame<A: AsRef<[u8]>>(&mut self, argv: &[A]) -> u64 {
+        self.scratch.clear();
+        format::encode_command(&mut self.scratch, argv);
+        self.reploff += self.scratch.len() as u64;
+        self.last_lsn += 1;
+        format::encode_entry(
+            &mut self.buf,
+            self.last_lsn,
+            &self.replid,
+            self.reploff,
+            &self.scratch,
+        );
+        self.last_lsn
+    }
+
+    /// Hands buffered entries to the writer (Redis's flushAppendOnlyFile in beforeSleep).
+    pub fn flush(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        let Some(w) = self.writer.as_ref() else {
+            self.buf.clear();
+            return;
+        };
+        let data = std::mem::take(&mut self.buf);
+        w.submit(Job::Append {
+            data,
+            last_lsn: self.last_lsn,
+        });
+        self.prune_dirty();
+    }
+
+    /// Installs the event loop's wake-up; applied to the writer now and to later ones.
+    pub fn set_waker(&mut self, f: std::sync::Arc<dyn Fn() + Send + Sync>) {
+        self.waker = Some(f);
+        self.install_waker();
+    }
+
+    fn install_waker(&self) {
+        if let (Some(w), Some(f)) = (&self.writer, &self.waker) {
+            let f = f.clone();
+            w.shared.set_notifier(Box::new(move || f()));
+        }
+    }
+
+    pub fn durable_lsn(&self) -> u64 {
+        match &self.writer {
+            Some(w) => w
+                .shared
+                .durable_lsn
+                .load(std::sync::atomic::Ordering::SeqCst),
+            None => self.last_lsn,
+        }
+    }
+
+    /// Replies of writes (and reads of keys they dirtied) are held until
+    /// [`Aof::release_lsn`] covers them, in every mode: see `release_lsn`.
+    pub fn holds_replies(&self) -> bool {
+        self.enabled && self.writer.is_some()
+    }
+
+    /// How far replies may be released. `always`: the durable LSN (on stable storage).
+    /// `everysec`/`no`: the written LSN (in the kernel), which is Redis's guarantee for
+    /// these modes — Redis write()s in beforeSleep before sending replies, so a killed
+    /// process never loses an acknowledged write; only a power loss can (up to 1 s).
+    pub fn release_lsn(&self) -> u64 {
+        let Some(w) = &self.writer else {
+            return self.last_lsn;
+        };
+        let sh = &w.shared;
+        match self.mode {
+            FsyncMode::Always => sh.durable_lsn.load(std::sync::atomic::Ordering::SeqCst),
+            _ => sh.written_lsn.load(std::sync::atomic::Ordering::SeqCst),
+        }
+    }
+
+    /// The sticky write/fsync error or the disk-space watermark: writes get -MISCONF.
+    pub fn refuse_writes(&self) -> Option<String> {
+        let w = self.writer.as_ref()?;
+        if let Some(e) = w.shared.error() {
+            return Some(format!("MISCONF Errors writing to the AOF file: {e}"));
+        }
+        if w.shared.disk_low.load(std::sync::atomic::Ordering::SeqCst) {
+            return Some(
+                "MISCONF Errors writing to the AOF file: No space left on device".to_string(),
+            );
+        }
+        None
+    }
+
+    pub fn failed(&self) -> bool {
+        self.writer
+            .as_ref()
+            .is_some_and(|w| w.shared.failed.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    /// Records that `lsn` wrote (db, key): later reads of it wait for that LSN.
+    pub fn mark_dirty(&mut self, db: usize, key: &[u8], lsn: u64) {
+        let h = key_hash(db, key);
+        self.dirty_keys.insert(h, lsn);
+        self.dirty_order.push_back((lsn, h));
+    }
+
+    pub fn mark_barrier(&mut self, lsn: u64) {
+        self.barrier_lsn = self.barrier_lsn.max(lsn);
+    }
+
+    /// The LSN a read of (db, key) must wait for (0: none).
+    pub fn key_wait_lsn(&self, db: usize, key: &[u8]) -> u64 {
+        if self.dirty_keys.is_empty() {
+            return 0;
+        }
+        self.dirty_keys
+            .get(&key_hash(db, key))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    pub fn barrier_wait_lsn(&self) -> u64 {
+        self.barrier_lsn
+    }
+
+    /// Forgets dirty keys whose writes are durable (keeps the map as small as the
+    /// not-yet-durable window).
+    pub fn prune_dirty(&mut self) {
+        let durable = self.release_lsn();
+        while let Some(&(lsn, h)) = self.dirty_order.front() {
+            if lsn > durable {
+                break;
+            }
+            self.dirty_order.pop_front();
+            if self.dirty_keys.get(&h) == Some(&lsn) {
+                self.dirty_keys.remove(&h);
+            }
+        }
+    }
+
+    /// Applies `appendfsync`, `aof-disk-min-free`, `aof-timestamp-enabled` after CONFIG SET.
+    pub fn apply_settings(&mut self, s: &crate::config::Settings) {
+        self.mode = FsyncMode::parse(&s.appendfsync);
+        self.timestamps = s.aof_timestamp_enabled;
+        if let Some(w) = &self.writer {
+            w.set_params(self.mode, s.aof_disk_min_free);
+        }
+    }
+
+    pub fn current_size(&self) -> u64 {
+        match &self.writer {
+            Some(w) => {
+                w.shared
+                    .incr_bytes
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    + w.shared
+                        .base_bytes
+                        .load(std::sync::atomic::Ordering::Relaxed)
+            }
+            None => 0,
+        }
+    }
+
+    /// INFO persistence's AOF fields (Redis's names, then cairn's log positions).
+    pub fn info_fields(&self) -> Vec<(&'static str, String)> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut v: Vec<(&'static str, String)> = vec![
+            ("aof_enabled", (self.enabled as u8).to_string()),
+            (
+                "aof_rewrite_in_progress",
+                ((self.rewrite.is_some() || self.pending_switch.is_some()) as u8).to_string(),
+            ),
+            (
+                "aof_rewrite_scheduled",
+                (self.rewrite_scheduled as u8).to_string(),
+            ),
+            (
+                "aof_last_rewrite_time_sec",
+                self.last_rewrite_time_s.to_string(),
+            ),
+            (
+                "aof_current_rewrite_time_sec",
+                match &self.rewrite {
+                    Some(r) => r.started.elapsed().as_secs().to_string(),
+                    None => "-1".into(),
+                },
+            ),
+            (
+                "aof_last_bgrewrite_status",
+                if self.last_rewrite_ok { "ok" } else { "err" }.into(),
+            ),
+            ("aof_rewrites", self.rewrites.to_string()),
+            ("aof_rewrites_consecutive_failures", "0".into()),
+            (
+                "aof_last_write_status",
+                if self.failed() { "err" } else { "ok" }.into(),
+            ),
+            ("aof_last_cow_size", "0".into()),
+            ("module_fork_in_progress", "0".into()),
+            ("module_fork_last_cow_size", "0".into()),
+        ];
+        if self.enabled {
+            if let Some(w) = &self.writer {
+                let sh = &w.shared;
+                v.extend([
+                    ("aof_current_size", self.current_size().to_string()),
+                    ("aof_base_size", sh.base_bytes.load(Relaxed).to_string()),
+                    ("aof_pending_rewrite", "0".into()),
+                    ("aof_buffer_length", self.buf.len().to_string()),
+                    ("aof_pending_bio_fsync", "0".into()),
+                    ("aof_delayed_fsync", "0".into()),
+                    ("aof_lsn", self.last_lsn.to_string()),
+                    ("aof_durable_lsn", self.durable_lsn().to_string()),
+                    (
+                        "aof_pending_bytes",
+                        (self.buf.len() as u64 + sh.queued_bytes.load(Relaxed)).to_string(),
+                    ),
+                    ("aof_fsync_us_p99", sh.fsync_p99_us().to_string()),
+                    ("aof_fsyncs", sh.fsyncs.load(Relaxed).to_string()),
+                    (
+                        "aof_disk_free_bytes",
+                        sh.free_bytes.load(Relaxed).to_string(),
+                    ),
+                ]);
+            }
+        }
+        v
+    }
+}
+
+impl Drop for Aof {
+    fn drop(&mut self) {
+        // Whatever was framed goes to the writer before it syncs and stops.
+        self.flush();
+        if let Some(mut w) = self.writer.take() {
+            w.shutdown();
+        }
+    }
+}
+
+/// Logs the DELs of keys that expiry or eviction removed since the last call.
+pub fn log_deletions(srv: &mut crate::server::Server, now_ms: i64) {
+    let Some(q) = srv.ks.deletions.as_mut() else {
+        return;
+    };
+    if q.is_empty() {
+        return;
+    }
+    let dels = std::mem::take(q);
+    for (db, key) in dels {
+        let lsn = srv.aof.feed(db, &[&b"DEL"[..], &key], now_ms);
+        if srv.aof.holds_replies() {
+            srv.aof.mark_dirty(db, &key, lsn);
+        }
+        if let Some(rw) = srv.aof.rewrite.as_mut() {
+            rw.note_key(db, &key);
+        }
+    }
+}
+
+/// The propagation hook, called by `Server::execute` after every command (not while
+/// loading). `changed`: the command counted a change (`Ctx::dirty`). Logs expiry/eviction
+/// deletions, then the command in its deterministic form, and decides how long the reply
+/// must wait (`aof.hold_lsn`) under `appendfsync always`.
+pub fn after_command(
+    srv: &mut crate::server::Server,
+    spec: &'static crate::commands::CommandSpec,
+    is_sub: bool,
+    args: crate::commands::Args,
+    db: usize,
+    changed: bool,
+    now_ms: i64,
+) {
+    srv.aof.hold_lsn = 0;
+    if !srv.aof.enabled {
+        return;
+    }
+    let before = srv.aof.last_lsn;
+    log_deletions(srv, now_ms);
+    let name = spec.name;
+    let holds = srv.aof.holds_replies();
+    if changed {
+        let form = if is_sub {
+            None
+        } else {
+            propagate::log_form(&srv.ks, name, db, args)
+        };
+        let lsn = match &form {
+            Some(v) => srv.aof.feed(db, v, now_ms),
+            None => {
+                let argv: Vec<&[u8]> = args.iter().collect();
+                srv.aof.feed(db, &argv, now_ms)
+            }
+        };
+        let barrier = !is_sub && propagate::is_barrier(name);
+        let extra = propagate::extra_written_keys(name, db, args);
+        if holds {
+            for i in propagate::key_indices(spec, args.len()) {
+                srv.aof.mark_dirty(db, args.get(i), lsn);
+            }
+            if barrier {
+                srv.aof.mark_barrier(lsn);
+            }
+        }
+        if let Some(rw) = srv.aof.rewrite.as_mut() {
+            for i in propagate::key_indices(spec, args.len()) {
+                rw.note_key(db, args.get(i));
+            }
+            for (d, k) in &extra {
+                rw.note_key(*d, k);
+            }
+            if matches!(name, "flushall" | "flushdb" | "swapdb") {
+                rw.restart = true;
+            }
+        }
+    }
+    if holds {
+        let durable = srv.aof.release_lsn();
+        let mut h = if srv.aof.last_lsn > before {
+            srv.aof.last_lsn
+        } else {
+            0
+        };
+        for i in propagate::key_indices(spec, args.len()) {
+            h = h.max(srv.aof.key_wait_lsn(db, args.get(i)));
+        }
+        h = h.max(srv.aof.barrier_wait_lsn());
+        // KEYS, SCAN, DBSIZE, RANDOMKEY... see every key: wait for every write.
+        if spec.first_key == 0 && spec.flags & crate::commands::READONLY != 0 {
+            h = h.max(srv.aof.last_lsn);
+        }
+        srv.aof.hold_lsn = if h > durable { h } else { 0 };
+    }
+}
+
+/// After CONFIG SET: fsync mode, watermark, timestamps; `appendonly` turned on or off at
+/// runtime (on: a new incremental file plus an immediate rewrite, as Redis's
+/// startAppendOnly; off: everything queued is written and synced, then the log closes).
+pub fn apply_config(srv: &mut crate::server::Server) {
+    let s = srv.config.settings().clone();
+    srv.aof.apply_settings(&s);
+    if s.appendonly && !srv.aof.enabled && !srv.loading {
+        if let Err(e) = enable_at_runtime(srv, &s) {
+            crate::warning!("Can't turn the append only file on: {e}");
+        }
+    } else if !s.appendonly && srv.aof.enabled {
+        srv.aof.flush();
+        if let Some(mut w) = srv.aof.writer.take() {
+            w.shutdown();
+        }
+        srv.aof.enabled = false;
+        srv.aof.rewrite = None;
+        srv.aof.pending_switch = None;
+        srv.ks.deletions = None;
+        crate::notice!("Append only file turned off");
+    }
+}
+
+fn enable_at_runtime(
+    srv: &mut crate::server::Server,
+    s: &crate::config::Settings,
+) -> Result<(), String> {
+    use storage::LogDir;
+    let dir = std::path::PathBuf::from(&s.appenddirname);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let prefix = s.appendfilename.clone();
+    let mpath = dir.join(format!("{prefix}.manifest"));
+    let mut layout = match std::fs::read(&mpath) {
+        Ok(t) => manifest::Layout::parse(&prefix, &t)?,
+        Err(_) => manifest::Layout {
+            prefix: prefix.clone(),
+            ..Default::default()
+        },
+    };
+    let seq = layout.next_incr_seq();
+    let name = manifest::Layout::incr_name(&prefix, seq);
+    let mut d = storage::FsDir::new(&dir);
+    let mut f = d.open_append(&name).map_err(|e| e.to_string())?;
+    f.set_len(0).map_err(|e| e.to_string())?;
+    layout.incrs.push(manifest::FileInfo { name, seq });
+    let w = Writer::start(
+        Box::new(d),
+        f,
+        0,
+        srv.aof.last_lsn,
+        FsyncMode::parse(&s.appendfsync),
+        s.aof_disk_min_free,
+    )
+    .map_err(|e| e.to_string())?;
+    srv.aof.writer = Some(w);
+    srv.aof.install_waker();
+    srv.aof.layout = Some(layout);
+    srv.aof.enabled = true;
+    srv.aof.selected_db = None;
+    srv.ks.deletions = Some(Vec::new());
+    // The new files only become the log when this rewrite commits its manifest.
+    rewrite::start(srv)
+}

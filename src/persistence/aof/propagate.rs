@@ -1,0 +1,129 @@
+//! What a command that changed data looks like in the log: Redis's deterministic forms
+//! (relative expiries become absolute `PEXPIREAT`/`PXAT`, INCRBYFLOAT becomes a `SET ...
+//! KEEPTTL` of the result, GETDEL a `DEL`), found from the keyspace *after* the command
+//! ran, so the family code needs no logging logic. Also which keys a command names (for
+//! the dirty-key tracking that holds reads until the writes they see are durable).
+
+use crate::commands::{Args, CommandSpec};
+use crate::keyspace::Keyspace;
+
+/// The argument indices of a command's keys (Redis's first/last/step key specs).
+pub fn key_indices(spec: &CommandSpec, argc: usize) -> impl Iterator<Item = usize> {
+    let first = spec.first_key.max(0) as usize;
+    let last = if spec.last_key < 0 {
+        argc as i64 + spec.last_key as i64
+    } else {
+        spec.last_key as i64
+    };
+    let step = spec.key_step.max(1) as usize;
+    let end = if first == 0 {
+        0
+    } else {
+        (last.max(0) as usize + 1).min(argc)
+    };
+    (first..end).step_by(step).filter(move |&i| i > 0)
+}
+
+/// Commands whose effect reaches keys they do not name (another db, or whole dbs).
+pub fn is_barrier(name: &str) -> bool {
+    matches!(name, "flushall" | "flushdb" | "swapdb" | "move" | "copy")
+}
+
+fn pxat(ks: &Keyspace, db: usize, key: &[u8]) -> Option<Option<i64>> {
+    ks.find_raw(db, key).map(|e| ks.expire_at(e))
+}
+
+/// The form to log for a command that changed data; None: log its arguments as given.
+pub fn log_form(ks: &Keyspace, name: &str, db: usize, args: Args) -> Option<Vec<Vec<u8>>> {
+    let key = || args.get(1).to_vec();
+    let del = || Some(vec![b"DEL".to_vec(), key()]);
+    match name {
+        "set" => {
+            let has_expire =
+                (3..args.len()).any(|i| ["EX", "PX", "EXAT", "PXAT"].iter().any(|o| args.is(i, o)));
+            if !has_expire {
+                return None;
+            }
+            match pxat(ks, db, args.get(1)) {
+                Some(Some(t)) => Some(vec![
+                    b"SET".to_vec(),
+                    key(),
+                    args.get(2).to_vec(),
+                    b"PXAT".to_vec(),
+                    t.to_string().into_bytes(),
+                ]),
+                Some(None) => Some(vec![b"SET".to_vec(), key(), args.get(2).to_vec()]),
+                None => del(),
+            }
+        }
+        "setex" | "psetex" => match pxat(ks, db, args.get(1)) {
+            Some(Some(t)) => Some(vec![
+                b"SET".to_vec(),
+                key(),
+                args.get(3).to_vec(),
+                b"PXAT".to_vec(),
+                t.to_string().into_bytes(),
+            ]),
+            Some(None) => Some(vec![b"SET".to_vec(), key(), args.get(3).to_vec()]),
+            None => del(),
+        },
+        "expire" | "pexpire" | "expireat" | "pexpireat" | "getex" => {
+            match pxat(ks, db, args.get(1)) {
+                Some(Some(t)) => Some(vec![
+                    b"PEXPIREAT".to_vec(),
+                    key(),
+                    t.to_string().into_bytes(),
+                ]),
+                Some(None) => Some(vec![b"PERSIST".to_vec(), key()]),
+                None => del(),
+            }
+        }
+        "incrbyfloat" => match ks.find_raw(db, args.get(1)) {
+            Some(e) => Some(vec![
+                b"SET".to_vec(),
+                key(),
+                ks.value(e).to_vec(),
+                b"KEEPTTL".to_vec(),
+            ]),
+            None => del(),
+        },
+        "getdel" => del(),
+        "restore" => {
+            let mut v = vec![b"RESTORE".to_vec(), key()];
+            let t = pxat(ks, db, args.get(1)).flatten();
+            v.push(t.unwrap_or(0).to_string().into_bytes());
+            v.push(args.get(3).to_vec());
+            v.push(b"REPLACE".to_vec());
+            if t.is_some() {
+                v.push(b"ABSTTL".to_vec());
+            }
+            Some(v)
+        }
+        _ => None,
+    }
+}
+
+/// Extra (db, key) pairs a command writes beyond its key specs (MOVE's and COPY's
+/// destination db), for the rewrite's dirty set.
+pub fn extra_written_keys(name: &str, db: usize, args: Args) -> Vec<(usize, Vec<u8>)> {
+    let parse_db = |i: usize| {
+        crate::util::parse_i64(args.get(i))
+            .filter(|&d| d >= 0)
+            .map(|d| d as usize)
+    };
+    match name {
+        "move" if args.len() >= 3 => parse_db(2)
+            .map(|d| vec![(d, args.get(1).to_vec())])
+            .unwrap_or_default(),
+        "copy" => {
+            let mut dst_db = db;
+            for i in 3..args.len().saturating_sub(1) {
+                if args.is(i, "DB") {
+                    dst_db = parse_db(i + 1).unwrap_or(db);
+                }
+            }
+            vec![(dst_db, args.get(2).to_vec())]
+        }
+        _ => vec![],
+    }
+}

@@ -1,0 +1,184 @@
+//! Where the log's bytes go: a small trait so the writer thread can run against real files
+//! (`pwrite` + `fdatasync`) or a fault-injecting backend in tests (torn writes, EIO,
+//! ENOSPC). An io_uring engine would be a third implementation of [`LogFile`].
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// One open log file.
+pub trait LogFile: Send {
+    /// Writes all of `data` at `offset`. On error a prefix may have reached the file.
+    fn write_all_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()>;
+    /// Makes written data durable (fdatasync).
+    fn sync_data(&mut self) -> io::Result<()>;
+    /// Cuts the file to `len` bytes (drops a torn tail after a failed write).
+    fn set_len(&mut self, len: u64) -> io::Result<()>;
+}
+
+/// Opens, creates and replaces the files of one AOF directory.
+pub trait LogDir: Send {
+    fn open_append(&mut self, name: &str) -> io::Result<Box<dyn LogFile>>;
+    /// Writes a small file atomically (temp file, fsync, rename, fsync of the directory).
+    fn write_atomic(&mut self, name: &str, data: &[u8]) -> io::Result<()>;
+    fn remove(&mut self, name: &str) -> io::Result<()>;
+    /// Free bytes for an unprivileged user (statvfs f_bavail × f_frsize).
+    fn free_bytes(&mut self) -> io::Result<u64>;
+    fn size_of(&mut self, name: &str) -> io::Result<u64>;
+}
+
+pub struct FsFile(File);
+
+impl LogFile for FsFile {
+    fn write_all_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.0.write_all_at(data, offset)
+    }
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
+    }
+}
+
+/// The real directory.
+pub struct FsDir {
+    pub path: PathBuf,
+}
+
+impl FsDir {
+    pub fn new(path: impl AsRef<Path>) -> FsDir {
+        FsDir {
+            path: path.as_ref().to_path_buf(),
+        }
+    }
+    fn sync_dir(&self) -> io::Result<()> {
+        File::open(&self.path)?.sync_all()
+    }
+}
+
+impl LogDir for FsDir {
+    fn open_append(&mut self, name: &str) -> io::Result<Box<dyn LogFile>> {
+        let f = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(self.path.join(name))?;
+        // A new file's directory entry must be durable before its data counts.
+        self.sync_dir()?;
+        Ok(Box::new(FsFile(f)))
+    }
+    fn write_atomic(&mut self, name: &str, data: &[u8]) -> io::Result<()> {
+        let tmp = self.path.join(format!("temp-{name}"));
+        {
+            let f = File::create(&tmp)?;
+            f.write_all_at(data, 0)?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, self.path.join(name))?;
+        self.sync_dir()
+    }
+    fn remove(&mut self, name: &str) -> io::Result<()> {
+        std::fs::remove_file(self.path.join(name))
+    }
+    fn free_bytes(&mut self) -> io::Result<u64> {
+        free_bytes(&self.path)
+    }
+    fn size_of(&mut self, name: &str) -> io::Result<u64> {
+        Ok(std::fs::metadata(self.path.join(name))?.len())
+    }
+}
+
+/// statvfs: blocks available to unprivileged users × fragment size.
+pub fn free_bytes(path: &Path) -> io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: statvfs fills a zeroed struct; the path is a valid C string.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut st) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+    }
+}
+
+/// What the fault-injecting backend does next (shared with the test that drives it).
+#[derive(Default, Debug)]
+pub struct Faults {
+    /// The next write fails with this errno after writing `torn_prefix` bytes of it.
+    pub fail_write: Option<(i32, usize)>,
+    /// The next sync fails with this errno.
+    pub fail_sync: Option<i32>,
+    /// Reported free space (None: the real value).
+    pub free_bytes: Option<u64>,
+    /// Every failure so far, for assertions.
+    pub injected: u32,
+}
+
+/// Wraps a real directory; its files fail as `faults` says.
+pub struct FaultyDir {
+    pub inner: FsDir,
+    pub faults: Arc<Mutex<Faults>>,
+}
+
+struct FaultyFile {
+    inner: Box<dyn LogFile>,
+    faults: Arc<Mutex<Faults>>,
+}
+
+fn lock(f: &Mutex<Faults>) -> std::sync::MutexGuard<'_, Faults> {
+    f.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl LogFile for FaultyFile {
+    fn write_all_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+        let fail = lock(&self.faults).fail_write.take();
+        if let Some((errno, prefix)) = fail {
+            lock(&self.faults).injected += 1;
+            let n = prefix.min(data.len());
+            self.inner.write_all_at(offset, &data[..n])?;
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        self.inner.write_all_at(offset, data)
+    }
+    fn sync_data(&mut self) -> io::Result<()> {
+        let fail = lock(&self.faults).fail_sync.take();
+        if let Some(errno) = fail {
+            lock(&self.faults).injected += 1;
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        self.inner.sync_data()
+    }
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len)
+    }
+}
+
+impl LogDir for FaultyDir {
+    fn open_append(&mut self, name: &str) -> io::Result<Box<dyn LogFile>> {
+        Ok(Box::new(FaultyFile {
+            inner: self.inner.open_append(name)?,
+            faults: self.faults.clone(),
+        }))
+    }
+    fn write_atomic(&mut self, name: &str, data: &[u8]) -> io::Result<()> {
+        self.inner.write_atomic(name, data)
+    }
+    fn remove(&mut self, name: &str) -> io::Result<()> {
+        self.inner.remove(name)
+    }
+    fn free_bytes(&mut self) -> io::Result<u64> {
+        match lock(&self.faults).free_bytes {
+            Some(n) => Ok(n),
+            None => self.inner.free_bytes(),
+        }
+    }
+    fn size_of(&mut self, name: &str) -> io::Result<u64> {
+        self.inner.size_of(name)
+    }
+}

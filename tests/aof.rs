@@ -1,0 +1,545 @@
+//! The append-only log: restart replay (kill -9 with `appendfsync always`), Redis 7
+//! loading a cairn AOF, torn tails and corruption, `--check-aof`, fault injection in the
+//! writer (torn writes, EIO, ENOSPC), the disk-space watermark, BGREWRITEAOF, and replies
+//! released only once durable.
+
+mod common;
+
+use cairn::persistence::aof::format;
+use cairn::persistence::aof::load::check_file;
+use cairn::persistence::aof::storage::{Faults, FaultyDir, FsDir, LogDir};
+use cairn::persistence::aof::writer::{FsyncMode, Job, Writer};
+use common::{free_port, redis_server_path, Raw};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const RID: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+
+fn temp_dir(tag: &str) -> PathBuf {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::SeqCst);
+    let d = std::env::temp_dir().join(format!("cairn-aof-{tag}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A cairn-server on `dir` (kept across restarts); killed with SIGKILL on drop.
+struct Srv {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Srv {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ready(port: u16, child: &mut Child) -> Result<(), String> {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            if s.write_all(b"PING\r\n").is_ok() {
+                let mut b = [0u8; 16];
+                if matches!(s.read(&mut b), Ok(n) if n > 0) {
+                    return Ok(());
+                }
+            }
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            return Err(format!("exited: {st}"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err("not ready".into())
+}
+
+fn try_start(dir: &Path, args: &[&str]) -> Result<Srv, String> {
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn-server"))
+        .args(["--port", &port.to_string(), "--dir"])
+        .arg(dir)
+        .args(["--appendonly", "yes", "--logfile"])
+        .arg(dir.join("cairn.log"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    ready(port, &mut child)?;
+    Ok(Srv { child, port })
+}
+
+fn start(dir: &Path, args: &[&str]) -> Srv {
+    try_start(dir, args).unwrap_or_else(|e| panic!("{e}: {}", log(dir)))
+}
+
+fn log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("cairn.log")).unwrap_or_default()
+}
+
+fn s(b: Vec<u8>) -> String {
+    String::from_utf8_lossy(&b).into_owned()
+}
+
+fn info_field(r: &mut Raw, name: &str) -> String {
+    let info = s(r.call(&["INFO", "persistence"]));
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in {info}"))
+        .trim()
+        .to_string()
+}
+
+fn incr_file(dir: &Path) -> PathBuf {
+    let m = std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest")).unwrap();
+    let name = m
+        .lines()
+        .rfind(|l| l.ends_with("type i"))
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .to_string();
+    dir.join("appendonlydir").join(name)
+}
+
+fn write_sample(r: &mut Raw) {
+    assert_eq!(r.call(&["SET", "a", "1"]), b"+OK\r\n");
+    assert_eq!(r.call(&["SET", "b", "2", "EX", "1000"]), b"+OK\r\n");
+    assert_eq!(r.call(&["INCRBYFLOAT", "f", "1.5"]), b"$3\r\n1.5\r\n");
+    assert_eq!(r.call(&["APPEND", "a", "x"]), b":2\r\n");
+    assert_eq!(r.call(&["SELECT", "3"]), b"+OK\r\n");
+    assert_eq!(r.call(&["SET", "c", "3"]), b"+OK\r\n");
+    assert_eq!(r.call(&["PEXPIRE", "c", "500000"]), b":1\r\n");
+    assert_eq!(r.call(&["SELECT", "0"]), b"+OK\r\n");
+    assert_eq!(r.call(&["SET", "gone", "x", "PX", "1"]), b"+OK\r\n");
+}
+
+fn check_sample(r: &mut Raw) {
+    assert_eq!(r.call(&["GET", "a"]), b"$2\r\n1x\r\n");
+    assert_eq!(r.call(&["GET", "f"]), b"$3\r\n1.5\r\n");
+    let ttl = s(r.call(&["TTL", "b"]));
+    assert!(ttl.starts_with(":99") || ttl.starts_with(":100"), "{ttl}");
+    assert_eq!(r.call(&["EXISTS", "gone"]), b":0\r\n");
+    assert_eq!(r.call(&["SELECT", "3"]), b"+OK\r\n");
+    assert_eq!(r.call(&["GET", "c"]), b"$1\r\n3\r\n");
+    let pttl: i64 = s(r.call(&["PTTL", "c"]))[1..].trim().parse().unwrap();
+    assert!(pttl > 400_000 && pttl <= 500_000, "{pttl}");
+}
+
+#[test]
+fn kill_9_with_always_then_restart_replays_everything() {
+    let dir = temp_dir("kill9");
+    for threads in ["1", "2"] {
+        let _ = std::fs::remove_dir_all(dir.join("appendonlydir"));
+        {
+            let srv = start(&dir, &["--appendfsync", "always", "--io-threads", threads]);
+            let mut r = Raw::connect(srv.port);
+            write_sample(&mut r);
+            std::thread::sleep(Duration::from_millis(5)); // let "gone" expire
+                                                          // A reply is released only once its write is durable: the durable LSN seen
+                                                          // right after it covers every entry so far.
+            assert_eq!(r.call(&["SET", "last", "v"]), b"+OK\r\n");
+            let lsn = info_field(&mut r, "aof_lsn");
+            assert_eq!(info_field(&mut r, "aof_durable_lsn"), lsn);
+        } // SIGKILL
+        let srv = start(&dir, &["--io-threads", threads]);
+        let mut r = Raw::connect(srv.port);
+        check_sample(&mut r);
+        assert_eq!(r.call(&["SELECT", "0"]), b"+OK\r\n");
+        assert_eq!(r.call(&["GET", "last"]), b"$1\r\nv\r\n");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn entries_are_framed_and_deterministic() {
+    let dir = temp_dir("frame");
+    {
+        let srv = start(&dir, &["--appendfsync", "always"]);
+        let mut r = Raw::connect(srv.port);
+        write_sample(&mut r);
+        assert_eq!(r.call(&["GETDEL", "f"]), b"$3\r\n1.5\r\n");
+    }
+    let bytes = std::fs::read(incr_file(&dir)).unwrap();
+    let mut cmds = Vec::new();
+    let o = format::scan(&bytes, Some(1), |e| {
+        cmds.push(
+            e.args
+                .iter()
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
+        Ok(())
+    });
+    assert!(o.bad.is_none(), "{:?}", o.bad);
+    assert_eq!(cmds[0], "SELECT 0");
+    assert!(
+        cmds.iter().any(|c| c.starts_with("SET b 2 PXAT ")),
+        "{cmds:?}"
+    );
+    assert!(cmds.contains(&"SET f 1.5 KEEPTTL".to_string()), "{cmds:?}");
+    assert!(
+        cmds.iter().any(|c| c.starts_with("PEXPIREAT c ")),
+        "{cmds:?}"
+    );
+    assert!(cmds.contains(&"SELECT 3".to_string()));
+    assert!(
+        cmds.contains(&"DEL f".to_string()),
+        "GETDEL logs DEL: {cmds:?}"
+    );
+    // LSNs rise by one and reploff is the running total of the RESP payloads.
+    assert_eq!(o.last_lsn, Some(cmds.len() as u64));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn redis_server_7_loads_a_cairn_aof() {
+    let dir = temp_dir("redis");
+    {
+        let srv = start(&dir, &["--appendfsync", "always"]);
+        let mut r = Raw::connect(srv.port);
+        write_sample(&mut r);
+        // A rewrite too, so Redis reads a base and an incremental file.
+        assert_eq!(
+            r.call(&["BGREWRITEAOF"]),
+            b"+Background append only file rewriting started\r\n"
+        );
+        wait_rewrite(&mut r, 1);
+        assert_eq!(r.call(&["SET", "after", "rewrite"]), b"+OK\r\n");
+    }
+    let port = free_port();
+    let mut child = Command::new(redis_server_path())
+        .args([
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    ready(port, &mut child).unwrap();
+    let srv = Srv { child, port };
+    let mut r = Raw::connect(srv.port);
+    check_sample(&mut r);
+    assert_eq!(r.call(&["SELECT", "0"]), b"+OK\r\n");
+    assert_eq!(r.call(&["GET", "after"]), b"$7\r\nrewrite\r\n");
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn wait_rewrite(r: &mut Raw, n: u64) {
+    let t = Instant::now();
+    loop {
+        let done: u64 = info_field(r, "aof_rewrites").parse().unwrap();
+        if done >= n && info_field(r, "aof_rewrite_in_progress") == "0" {
+            return;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "rewrite did not finish"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn bgrewriteaof_compacts_and_survives_restart() {
+    let dir = temp_dir("rewrite");
+    {
+        let srv = start(&dir, &["--appendfsync", "everysec"]);
+        let mut r = Raw::connect(srv.port);
+        for i in 0..2000 {
+            let k = format!("k{}", i % 100);
+            r.call(&["INCR", &k]);
+        }
+        write_sample(&mut r);
+        let before: u64 = info_field(&mut r, "aof_current_size").parse().unwrap();
+        r.call(&["BGREWRITEAOF"]);
+        // Writes during the rewrite land in the new incremental file.
+        for i in 0..50 {
+            r.call(&["INCR", &format!("k{i}")]);
+        }
+        wait_rewrite(&mut r, 1);
+        let after: u64 = info_field(&mut r, "aof_current_size").parse().unwrap();
+        assert!(after < before / 4, "{after} vs {before}");
+        let m = std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest")).unwrap();
+        assert!(m.contains("appendonly.aof.2.base.aof seq 2 type b"), "{m}");
+        assert!(m.contains("appendonly.aof.2.incr.aof seq 2 type i"), "{m}");
+        assert!(!dir.join("appendonlydir/appendonly.aof.1.incr.aof").exists());
+        assert_eq!(r.call(&["INCR", "k0"]), b":22\r\n");
+    }
+    let srv = start(&dir, &[]);
+    let mut r = Raw::connect(srv.port);
+    check_sample(&mut r);
+    assert_eq!(r.call(&["SELECT", "0"]), b"+OK\r\n");
+    assert_eq!(r.call(&["GET", "k0"]), b"$2\r\n22\r\n");
+    assert_eq!(r.call(&["GET", "k49"]), b"$2\r\n21\r\n");
+    assert_eq!(r.call(&["GET", "k50"]), b"$2\r\n20\r\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Writes `n` SETs with `appendfsync always` and stops the server; returns the incr file.
+fn make_log(dir: &Path, n: usize) -> PathBuf {
+    let srv = start(dir, &["--appendfsync", "always"]);
+    let mut r = Raw::connect(srv.port);
+    for i in 0..n {
+        assert_eq!(
+            r.call(&["SET", &format!("key{i}"), &format!("v{i}")]),
+            b"+OK\r\n"
+        );
+    }
+    drop(srv);
+    incr_file(dir)
+}
+
+#[test]
+fn torn_tail_is_cut_and_reported_then_startup_continues() {
+    let dir = temp_dir("torn");
+    let f = make_log(&dir, 5);
+    let full = std::fs::read(&f).unwrap();
+    std::fs::write(&f, &full[..full.len() - 7]).unwrap();
+    {
+        let srv = start(&dir, &[]);
+        let mut r = Raw::connect(srv.port);
+        assert_eq!(r.call(&["GET", "key3"]), b"$2\r\nv3\r\n");
+        assert_eq!(r.call(&["EXISTS", "key4"]), b":0\r\n");
+        assert!(log(&dir).contains("truncated"), "{}", log(&dir));
+        // The log continues after the cut with the next LSN.
+        assert_eq!(r.call(&["SET", "key4", "again"]), b"+OK\r\n");
+    }
+    let srv = start(&dir, &[]);
+    let mut r = Raw::connect(srv.port);
+    assert_eq!(
+        r.call(&["GET", "key4"]),
+        b"$5\r\nagain\r\n",
+        "{}",
+        log(&dir)
+    );
+    drop(srv);
+    // With aof-load-truncated no, a torn tail stops startup.
+    let full = std::fs::read(&f).unwrap();
+    std::fs::write(&f, &full[..full.len() - 3]).unwrap();
+    assert!(try_start(&dir, &["--aof-load-truncated", "no"]).is_err());
+    assert!(
+        log(&dir).contains("Unexpected end of file"),
+        "{}",
+        log(&dir)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn corruption_in_the_middle_stops_startup_naming_file_offset_lsn() {
+    let dir = temp_dir("corrupt");
+    let f = make_log(&dir, 6);
+    let mut bytes = std::fs::read(&f).unwrap();
+    // Flip one bit inside the third entry's value.
+    let o = format::scan(&bytes, None, |_| Ok(()));
+    assert!(o.bad.is_none());
+    let third = bytes.windows(5).position(|w| w == b"key2\r").unwrap();
+    bytes[third + 8] ^= 0x01;
+    std::fs::write(&f, &bytes).unwrap();
+    assert!(try_start(&dir, &[]).is_err());
+    let l = log(&dir);
+    assert!(l.contains("checksum mismatch"), "{l}");
+    assert!(l.contains("appendonly.aof.1.incr.aof"), "{l}");
+    assert!(l.contains("at offset "), "{l}");
+    assert!(l.contains("expected LSN 4"), "{l}"); // SELECT is LSN 1, key0 LSN 2...
+                                                  // --check-aof names it; --fix cuts there and the server starts with the prefix.
+    let exe = env!("CARGO_BIN_EXE_cairn-server");
+    let out = Command::new(exe)
+        .arg("--check-aof")
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = s(out.stdout);
+    assert!(text.contains("Corruption in the middle"), "{text}");
+    assert!(text.contains("is not valid"), "{text}");
+    let out = Command::new(exe)
+        .args(["--check-aof", "--fix"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", s(out.stdout));
+    let srv = start(&dir, &[]);
+    let mut r = Raw::connect(srv.port);
+    assert_eq!(r.call(&["GET", "key1"]), b"$2\r\nv1\r\n");
+    assert_eq!(r.call(&["EXISTS", "key2"]), b":0\r\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn check_aof_on_every_truncation_of_the_last_entries() {
+    let dir = temp_dir("cuts");
+    let f = make_log(&dir, 4);
+    let full = std::fs::read(&f).unwrap();
+    // Entry boundaries, from the scanner.
+    let mut ends = vec![0u64];
+    let mut acc = Vec::new();
+    format::scan(&full, Some(1), |e| {
+        acc.push(e.offset);
+        Ok(())
+    });
+    ends.extend(acc.iter().skip(1).copied());
+    ends.push(full.len() as u64);
+    let from = acc[acc.len() - 2] as usize;
+    let tmp = dir.join("cut.aof");
+    for cut in from..full.len() {
+        std::fs::write(&tmp, &full[..cut]).unwrap();
+        let (_, valid) = check_file(&tmp, Some(1), true).unwrap();
+        assert!(valid);
+        let fixed = std::fs::read(&tmp).unwrap();
+        let want = *ends.iter().filter(|&&e| e <= cut as u64).max().unwrap();
+        assert_eq!(fixed.len() as u64, want, "cut at {cut}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn entries(from_lsn: u64, n: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    for lsn in from_lsn..from_lsn + n {
+        let mut p = Vec::new();
+        format::encode_command(&mut p, &[&b"SET"[..], format!("k{lsn}").as_bytes(), b"v"]);
+        format::encode_entry(&mut out, lsn, RID, lsn * 10, &p);
+    }
+    out
+}
+
+fn wait_for(cond: impl Fn() -> bool) {
+    let t = Instant::now();
+    while !cond() {
+        assert!(t.elapsed() < Duration::from_secs(5), "timed out");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The writer against a fault-injecting backend: after a torn write (ENOSPC/EIO) or a
+/// failed fsync nothing more is acknowledged, and the file holds exactly a valid prefix.
+#[test]
+fn writer_faults_are_sticky_and_leave_a_valid_prefix() {
+    for (label, fault) in [
+        ("torn ENOSPC", (Some((libc::ENOSPC, 37usize)), None)),
+        ("torn EIO", (Some((libc::EIO, 5usize)), None)),
+        ("fsync EIO", (None, Some(libc::EIO))),
+    ] {
+        let dir = temp_dir("faults");
+        let faults = Arc::new(Mutex::new(Faults::default()));
+        let mut d = FaultyDir {
+            inner: FsDir::new(&dir),
+            faults: faults.clone(),
+        };
+        let f = d.open_append("log.aof").unwrap();
+        let w = Writer::start(Box::new(d), f, 0, 0, FsyncMode::Always, 0).unwrap();
+        w.submit(Job::Append {
+            data: entries(1, 3),
+            last_lsn: 3,
+        });
+        wait_for(|| w.shared.durable_lsn.load(Ordering::SeqCst) == 3);
+        {
+            let mut fl = faults.lock().unwrap();
+            fl.fail_write = fault.0;
+            fl.fail_sync = fault.1;
+        }
+        w.submit(Job::Append {
+            data: entries(4, 2),
+            last_lsn: 5,
+        });
+        wait_for(|| w.shared.failed.load(Ordering::SeqCst));
+        let err = w.shared.error().unwrap();
+        assert!(
+            err.contains("No space left") || err.contains("Input/output error"),
+            "{label}: {err}"
+        );
+        // Sticky: later writes are not written nor acknowledged.
+        w.submit(Job::Append {
+            data: entries(6, 1),
+            last_lsn: 6,
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(w.shared.durable_lsn.load(Ordering::SeqCst), 3, "{label}");
+        drop(w);
+        let bytes = std::fs::read(dir.join("log.aof")).unwrap();
+        let o = format::scan(&bytes, Some(1), |_| Ok(()));
+        assert!(
+            o.bad.is_none(),
+            "{label}: file must end on an entry: {:?}",
+            o.bad
+        );
+        assert!(o.last_lsn >= Some(3), "{label}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn disk_watermark_refuses_writes_and_serves_reads() {
+    let dir = temp_dir("disk");
+    let srv = start(&dir, &[]);
+    let mut r = Raw::connect(srv.port);
+    assert_eq!(r.call(&["SET", "k", "v"]), b"+OK\r\n");
+    assert_eq!(
+        r.call(&["CONFIG", "SET", "aof-disk-min-free", "1000000gb"]),
+        b"+OK\r\n"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        s(r.call(&["SET", "k", "w"])),
+        "-MISCONF Errors writing to the AOF file: No space left on device\r\n"
+    );
+    assert_eq!(r.call(&["GET", "k"]), b"$1\r\nv\r\n");
+    assert_eq!(
+        r.call(&["CONFIG", "SET", "aof-disk-min-free", "0"]),
+        b"+OK\r\n"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(r.call(&["SET", "k", "w"]), b"+OK\r\n");
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn appendonly_can_be_turned_on_at_runtime() {
+    let dir = temp_dir("runtime");
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn-server"))
+        .args(["--port", &port.to_string(), "--dir"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    ready(port, &mut child).unwrap();
+    let srv = Srv { child, port };
+    let mut r = Raw::connect(port);
+    assert_eq!(r.call(&["SET", "before", "1"]), b"+OK\r\n");
+    assert_eq!(r.call(&["CONFIG", "SET", "appendonly", "yes"]), b"+OK\r\n");
+    assert_eq!(r.call(&["SET", "after", "2"]), b"+OK\r\n");
+    wait_rewrite(&mut r, 1);
+    assert_eq!(info_field(&mut r, "aof_enabled"), "1");
+    assert_eq!(r.call(&["SET", "later", "3"]), b"+OK\r\n");
+    drop(srv);
+    let srv = start(&dir, &[]);
+    let mut r = Raw::connect(srv.port);
+    assert_eq!(
+        r.call(&["MGET", "before", "after", "later"]),
+        b"*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
