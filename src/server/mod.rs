@@ -286,6 +286,12 @@ impl Server {
                 return;
             }
         }
+        // While the startup image loads, only commands flagged `loading` run (INFO...).
+        if spec.flags & commands::LOADING == 0 && self.is_loading() {
+            self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
+            reply.error("LOADING Redis is loading the dataset in memory");
+            return;
+        }
         // As Redis: after an AOF write/fsync error (sticky) or under the disk-space
         // watermark, writes are refused and reads go on.
         if spec.flags & commands::WRITE != 0 && self.aof.enabled && !self.loading {
@@ -304,12 +310,6 @@ impl Server {
                 reply.error(&e.to_string());
                 return;
             }
-        }
-        // While the startup image loads, only commands flagged `loading` run (INFO...).
-        if spec.flags & commands::LOADING == 0 && self.is_loading() {
-            self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
-            reply.error("LOADING Redis is loading the dataset in memory");
-            return;
         }
         // Redis 7.0 refuses writes (and PING, so clients notice) after a failed background
         // save while `stop-writes-on-bgsave-error` is on and save points exist.
