@@ -24,14 +24,24 @@ impl Drop for ServerProc {
     }
 }
 
+/// A port that is free now, chosen below Linux's ephemeral range (32768+) so that the
+/// many outgoing test connections cannot grab it between this probe and the server's bind.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let seed = std::process::id().wrapping_mul(2654435761) ^ NEXT.fetch_add(7919, Ordering::SeqCst);
+    for i in 0..2000u32 {
+        let port = 20000 + (seed.wrapping_add(i.wrapping_mul(104729)) % 12000) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port()
 }
-
 fn temp_dir(tag: &str) -> PathBuf {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -41,6 +51,12 @@ fn temp_dir(tag: &str) -> PathBuf {
 }
 
 fn wait_ready(port: u16, child: &mut Child) {
+    if let Err(e) = try_wait_ready(port, child) {
+        panic!("{e}");
+    }
+}
+
+fn try_wait_ready(port: u16, child: &mut Child) -> Result<(), String> {
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(10) {
         if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
@@ -49,33 +65,44 @@ fn wait_ready(port: u16, child: &mut Child) {
                 let mut buf = [0u8; 64];
                 if let Ok(n) = s.read(&mut buf) {
                     if n > 0 {
-                        return;
+                        return Ok(());
                     }
                 }
             }
         }
         if let Ok(Some(status)) = child.try_wait() {
-            panic!("server exited during startup: {status}");
+            return Err(format!("server exited during startup: {status}"));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    panic!("server on port {port} did not become ready");
+    Err(format!("server on port {port} did not become ready"))
 }
 
 /// Starts cairn-server with extra `--option value` arguments.
 pub fn start_cairn(args: &[&str]) -> ServerProc {
-    let port = free_port();
-    let dir = temp_dir("cairn");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn-server"));
-    cmd.arg("--port")
-        .arg(port.to_string())
-        .arg("--dir")
-        .arg(&dir);
-    cmd.args(args);
-    cmd.stdout(Stdio::null()).stderr(Stdio::null());
-    let mut child = cmd.spawn().expect("spawn cairn-server");
-    wait_ready(port, &mut child);
-    ServerProc { child, port, dir }
+    // A port can still be taken between the probe and the bind: then the server exits at
+    // startup and we try again with another one.
+    for attempt in 0..3 {
+        let port = free_port();
+        let dir = temp_dir("cairn");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn-server"));
+        cmd.arg("--port")
+            .arg(port.to_string())
+            .arg("--dir")
+            .arg(&dir);
+        cmd.args(args);
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("spawn cairn-server");
+        match try_wait_ready(port, &mut child) {
+            Ok(()) => return ServerProc { child, port, dir },
+            Err(e) if attempt < 2 && e.contains("exited") => {
+                let _ = std::fs::remove_dir_all(&dir);
+                continue;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    unreachable!()
 }
 
 /// Path of Debian's redis-server, or a panic that says how to install it.
