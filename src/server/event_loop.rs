@@ -522,8 +522,14 @@ impl EventLoop {
             let can_batch = !limits.auth_required;
             match conn.parser.next(&conn.qbuf, &limits) {
                 Parse::Command => {
+                    // Inline arguments live in a scratch buffer the next parse overwrites:
+                    // those commands run at once, after the ones batched before them.
                     let inline = conn.parser.source == Some(ArgSource::InlineScratch);
-                    if inline || !can_batch {
+                    let batched = !inline && can_batch;
+                    if batched {
+                        self.batch.push(&conn.parser.args);
+                    }
+                    if !batched || self.batch.cmds.len() >= BATCH_MAX_COMMANDS {
                         held |= run_batch(
                             srv,
                             &mut client,
@@ -532,6 +538,8 @@ impl EventLoop {
                             &mut conn.out,
                             &mut conn.holds,
                         );
+                    }
+                    if !batched {
                         let buf: &[u8] = if inline {
                             &conn.parser.inline_scratch
                         } else {
@@ -540,18 +548,6 @@ impl EventLoop {
                         let args = Args::new(buf, &conn.parser.args);
                         held |=
                             exec_holding(srv, &mut client, args, &mut conn.out, &mut conn.holds);
-                    } else {
-                        self.batch.push(&conn.parser.args);
-                        if self.batch.cmds.len() >= BATCH_MAX_COMMANDS {
-                            held |= run_batch(
-                                srv,
-                                &mut client,
-                                &conn.qbuf,
-                                &mut self.batch,
-                                &mut conn.out,
-                                &mut conn.holds,
-                            );
-                        }
                     }
                     if srv.shutdown.is_some() {
                         break;
