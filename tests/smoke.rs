@@ -40,3 +40,38 @@ extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
 }
+
+#[test]
+fn pipelines_mixing_inline_multibulk_select_and_quit_keep_order() {
+    let srv = start_cairn(&[]);
+    let mut raw = Raw::connect(srv.port);
+    let mut p = Vec::new();
+    for i in 0..200 {
+        p.extend(encode(&[b"SET", format!("k{i}").as_bytes(), format!("{i}").as_bytes()]));
+        if i % 50 == 0 {
+            p.extend(format!("GET k{i}\r\n").as_bytes());
+        }
+    }
+    p.extend(encode(&[b"SELECT", b"1"]));
+    p.extend(encode(&[b"GET", b"k1"]));
+    p.extend(encode(&[b"SELECT", b"0"]));
+    p.extend(encode(&[b"GET", b"k199"]));
+    p.extend(encode(&[b"QUIT"]));
+    p.extend(encode(&[b"SET", b"after-quit", b"x"]));
+    raw.send(&p);
+    for i in 0..200 {
+        assert_eq!(raw.reply(), b"+OK\r\n");
+        if i % 50 == 0 {
+            let v = format!("{i}");
+            assert_eq!(raw.reply(), format!("${}\r\n{v}\r\n", v.len()).as_bytes());
+        }
+    }
+    assert_eq!(raw.reply(), b"+OK\r\n");
+    assert_eq!(raw.reply(), b"$-1\r\n");
+    assert_eq!(raw.reply(), b"+OK\r\n");
+    assert_eq!(raw.reply(), b"$3\r\n199\r\n");
+    assert_eq!(raw.reply(), b"+OK\r\n");
+    assert!(raw.closed());
+    let mut c = Raw::connect(srv.port);
+    assert_eq!(c.call(&["EXISTS", "after-quit"]), b":0\r\n");
+}
