@@ -47,7 +47,11 @@ fn pipelines_mixing_inline_multibulk_select_and_quit_keep_order() {
     let mut raw = Raw::connect(srv.port);
     let mut p = Vec::new();
     for i in 0..200 {
-        p.extend(encode(&[b"SET", format!("k{i}").as_bytes(), format!("{i}").as_bytes()]));
+        p.extend(encode(&[
+            b"SET",
+            format!("k{i}").as_bytes(),
+            format!("{i}").as_bytes(),
+        ]));
         if i % 50 == 0 {
             p.extend(format!("GET k{i}\r\n").as_bytes());
         }

@@ -1,6 +1,8 @@
-//! Persistence: the RDB value codec (shared by DUMP/RESTORE and, next, the RDB file loader
-//! and saver) and the snapshot engine (SAVE, BGSAVE, restart from an image).
+//! Persistence: the RDB value codec (shared by DUMP/RESTORE and the RDB file loader), the
+//! RDB file loader (a Redis `dump.rdb` at startup), the snapshot engine (SAVE, BGSAVE,
+//! restart from an image) and the append-only log.
 
 pub mod aof;
+pub mod rdb_file;
 pub mod rdb_value;
 pub mod snapshot;

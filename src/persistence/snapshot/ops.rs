@@ -17,6 +17,16 @@ pub const BGSAVE_RETRY_DELAY_MS: i64 = 5000;
 pub const MISCONF_ERR: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
 
 /// Where the image lives: `dir/dbfilename`.
+/// True if the file at `path` starts with Redis's RDB signature.
+fn file_looks_like_rdb(path: &std::path::Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 9];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok()
+        && crate::persistence::rdb_file::looks_like_rdb(&head)
+}
+
 pub fn image_path(srv: &Server) -> PathBuf {
     let s = srv.config.settings();
     let dir = if s.dir.is_empty() {
@@ -52,6 +62,24 @@ impl Server {
         let path = image_path(&srv);
         // As Redis: with `appendonly yes` the log alone is the source of truth at startup.
         if !path.exists() || srv.config.settings().appendonly {
+            return Ok(srv);
+        }
+        // A `dump.rdb` written by Redis/Valkey: load it (strings today; other types stop
+        // startup with a message naming the key), so swapping servers keeps the data.
+        if file_looks_like_rdb(&path) {
+            let start = std::time::Instant::now();
+            let data =
+                std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let stats =
+                crate::persistence::rdb_file::load_rdb(&data, &mut srv.ks, crate::util::now_ms())
+                    .map_err(|e| format!("{} ({})", e, path.display()))?;
+            crate::notice!(
+                "DB loaded from disk (RDB version {}, {} keys, {} expired skipped): {:.3} seconds",
+                stats.version,
+                stats.keys_loaded,
+                stats.keys_expired_skipped,
+                start.elapsed().as_secs_f64()
+            );
             return Ok(srv);
         }
         let s = srv.config.settings();

@@ -1,0 +1,71 @@
+//! A `dump.rdb` written by Debian's redis-server 7 loads into cairn at startup: the same
+//! keys, values, TTLs and databases (DEBUG DIGEST equal), and a file cairn cannot hold yet
+//! stops startup with a message instead of a partial load.
+mod common;
+use common::*;
+use std::process::{Command, Stdio};
+
+fn save_and_stop(redis: &mut ServerProc) {
+    let mut r = Raw::connect(redis.port);
+    assert_eq!(r.call(&["SAVE"]), b"+OK\r\n");
+    let _ = redis.child.kill();
+    let _ = redis.child.wait();
+}
+
+#[test]
+fn redis_dump_rdb_loads_with_the_same_digest() {
+    let mut redis = start_redis(&["--enable-debug-command", "yes"]);
+    // The file is written in redis's own --dir (removed when `redis` is dropped).
+    let dir = redis.dir.clone();
+    let mut r = Raw::connect(redis.port);
+    for i in 0..500 {
+        r.call(&["SET", &format!("k{i}"), &format!("value-{i}")]);
+    }
+    r.call(&["SET", "int", "12345"]);
+    r.call(&["SET", "big", &"x".repeat(100_000)]);
+    r.call(&["SET", "ttl", "v", "EX", "1000"]);
+    r.call(&["SELECT", "5"]);
+    r.call(&["SET", "in5", "five"]);
+    let digest = r.call(&["DEBUG", "DIGEST"]);
+    save_and_stop(&mut redis);
+
+    let cairn = start_cairn(&[
+        "--dir",
+        dir.to_str().unwrap(),
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut c = Raw::connect(cairn.port);
+    assert_eq!(c.call(&["DEBUG", "DIGEST"]), digest);
+    assert_eq!(c.call(&["DBSIZE"]), b":503\r\n");
+    assert_eq!(c.call(&["GET", "k7"]), b"$7\r\nvalue-7\r\n");
+    assert_eq!(c.call(&["OBJECT", "ENCODING", "int"]), b"$3\r\nint\r\n");
+    let ttl = String::from_utf8(c.call(&["TTL", "ttl"])).unwrap();
+    let ttl: i64 = ttl.trim_start_matches(':').trim().parse().unwrap();
+    assert!((990..=1000).contains(&ttl), "ttl {ttl}");
+    c.call(&["SELECT", "5"]);
+    assert_eq!(c.call(&["GET", "in5"]), b"$4\r\nfive\r\n");
+}
+
+#[test]
+fn an_rdb_with_types_cairn_lacks_stops_startup_with_a_message() {
+    let mut redis = start_redis(&[]);
+    let dir = redis.dir.clone();
+    let mut r = Raw::connect(redis.port);
+    r.call(&["SET", "s", "1"]);
+    r.call(&["HSET", "h", "f", "v"]);
+    save_and_stop(&mut redis);
+    let port = free_port();
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn-server"))
+        .args(["--port", &port.to_string(), "--dir", dir.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        log.contains("key 'h'") && log.contains("cannot store yet"),
+        "{log}"
+    );
+}
