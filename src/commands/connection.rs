@@ -134,15 +134,25 @@ fn hello(ctx: &mut Ctx) -> CmdResult {
         proto = Some(v);
         i = 2;
     }
-    let mut auth: Option<(Vec<u8>, Vec<u8>)> = None;
-    let mut setname: Option<Vec<u8>> = None;
+    // Redis 7.0 applies the options one at a time, in order: a failing AUTH or a bad
+    // option stops there, but a SETNAME or AUTH before it stays applied (even a SETNAME
+    // before authentication). Only the protocol switch waits for the end.
     while i < ctx.args.len() {
         let more = ctx.args.len() - i - 1;
         if ctx.args.is(i, "AUTH") && more >= 2 {
-            auth = Some((ctx.args.get(i + 1).to_vec(), ctx.args.get(i + 2).to_vec()));
+            if !check_password(ctx, ctx.args.get(i + 1), ctx.args.get(i + 2)) {
+                return Err(CmdError::raw(WRONGPASS));
+            }
+            ctx.client.authenticated = true;
             i += 3;
         } else if ctx.args.is(i, "SETNAME") && more >= 1 {
-            setname = Some(ctx.args.get(i + 1).to_vec());
+            let name = ctx.args.get(i + 1);
+            validate_client_name(name)?;
+            ctx.client.name = if name.is_empty() {
+                None
+            } else {
+                Some(name.to_vec())
+            };
             i += 2;
         } else {
             return Err(CmdError::err(format!(
@@ -151,18 +161,9 @@ fn hello(ctx: &mut Ctx) -> CmdResult {
             )));
         }
     }
-    let needs_auth = ctx.srv.config.settings().requirepass.is_some() && !ctx.client.authenticated;
-    if let Some((user, pass)) = &auth {
-        if !check_password(ctx, user, pass) {
-            return Err(CmdError::raw(WRONGPASS));
-        }
-        ctx.client.authenticated = true;
-    } else if needs_auth {
-        return Err(CmdError::raw("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
-    }
-    if let Some(name) = setname {
-        validate_client_name(&name)?;
-        ctx.client.name = if name.is_empty() { None } else { Some(name) };
+    if ctx.srv.config.settings().requirepass.is_some() && !ctx.client.authenticated {
+        // Redis 7.0's text (7.2 added "<proto>" to it).
+        return Err(CmdError::raw("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
     }
     if let Some(p) = proto {
         ctx.client.resp = if p == 3 { Resp::V3 } else { Resp::V2 };
@@ -208,9 +209,13 @@ fn auth(ctx: &mut Ctx) -> CmdResult {
 }
 
 fn select(ctx: &mut Ctx) -> CmdResult {
-    let idx = crate::util::parse_i64(ctx.args.get(1))
-        .filter(|v| *v >= i32::MIN as i64 && *v <= i32::MAX as i64)
-        .ok_or(CmdError::NotInteger)?;
+    // Redis parses the index as a long, then checks it fits an int with its own message.
+    let idx = crate::util::parse_i64(ctx.args.get(1)).ok_or(CmdError::NotInteger)?;
+    if idx < i32::MIN as i64 || idx > i32::MAX as i64 {
+        return Err(CmdError::err(
+            "value is out of range, value must between -2147483648 and 2147483647",
+        ));
+    }
     if idx < 0 || idx as usize >= ctx.srv.ks.num_dbs() {
         return Err(CmdError::DbIndexOutOfRange);
     }
@@ -246,8 +251,14 @@ fn client_help(ctx: &mut Ctx) -> CmdResult {
             "wrong number of arguments for 'client' command",
         ));
     }
+    // Redis 7.0's text, line for line: clients and tools show it verbatim. It lists
+    // subcommands cairn does not have yet (tracking, pause), as Redis 7.0 does.
     let lines = [
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "CACHING (YES|NO)",
+        "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+        "GETREDIR",
+        "    Return the client ID we are redirecting to when tracking is enabled.",
         "GETNAME",
         "    Return the name of the current connection.",
         "ID",
@@ -257,18 +268,40 @@ fn client_help(ctx: &mut Ctx) -> CmdResult {
         "KILL <ip:port>",
         "    Kill connection made from <ip:port>.",
         "KILL <option> <value> [<option> <value> [...]]",
-        "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>, LADDR <ip:port>,",
-        "    TYPE (normal|master|replica|pubsub), USER <username>, SKIPME (YES|NO).",
+        "    Kill connections. Options are:",
+        "    * ADDR (<ip:port>|<unixsocket>:0)",
+        "      Kill connections made from the specified address",
+        "    * LADDR (<ip:port>|<unixsocket>:0)",
+        "      Kill connections made to specified local address",
+        "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+        "      Kill connections by type.",
+        "    * USER <username>",
+        "      Kill connections authenticated by <username>.",
+        "    * SKIPME (YES|NO)",
+        "      Skip killing current connection (default: yes).",
         "LIST [options ...]",
-        "    Return information about client connections. Options: TYPE, ID.",
-        "NO-EVICT (ON|OFF)",
-        "    Protect current client connection from eviction.",
+        "    Return information about client connections. Options:",
+        "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+        "      Return clients of specified type.",
+        "UNPAUSE",
+        "    Stop the current client pause, resuming traffic.",
+        "PAUSE <timeout> [WRITE|ALL]",
+        "    Suspend all, or just write, clients for <timeout> milliseconds.",
         "REPLY (ON|OFF|SKIP)",
         "    Control the replies sent to the current connection.",
         "SETNAME <name>",
         "    Assign the name <name> to the current connection.",
+        "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+        "    Unblock the specified blocked client.",
+        "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+        "         [OPTIN] [OPTOUT] [NOLOOP]",
+        "    Control server assisted client side caching.",
+        "TRACKINGINFO",
+        "    Report tracking status for the current connection.",
+        "NO-EVICT (ON|OFF)",
+        "    Protect current client connection from eviction.",
         "HELP",
-        "    Print this help.",
+        "    Prints this help.",
     ];
     ctx.out.array(lines.len());
     for l in lines {

@@ -500,6 +500,10 @@ impl EventLoop {
             }
         }
         run_batch(srv, &mut client, &conn.qbuf, &mut self.batch, &mut conn.out);
+        if client.close_asap {
+            // The HTTP guard: Redis sends nothing more to such a connection.
+            conn.out.truncate(out_before);
+        }
         let consumed = conn.parser.consumed();
         if consumed == conn.qbuf.len() {
             conn.qbuf.clear();
