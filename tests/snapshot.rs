@@ -482,9 +482,13 @@ fn foreign_fingerprint_is_refused() {
         log.contains("layout fingerprint mismatch: entry header bytes is 32 in the image but 24"),
         "{log}"
     );
-    // A file that is not an image at all (e.g. a Redis RDB) is refused, not parsed.
+    // A truncated Redis RDB is loaded as RDB and refused with where it broke.
     std::fs::write(dir.join("log.txt"), "").unwrap();
     std::fs::write(dir.join("dump.rdb"), b"REDIS0011\xfa\x09redis-ver").unwrap();
+    let log = start_fails(&dir);
+    assert!(log.contains("RDB load failed at byte"), "{log}");
+    // A file that is neither an image nor an RDB is refused, not parsed.
+    std::fs::write(dir.join("dump.rdb"), b"something else entirely").unwrap();
     let log = start_fails(&dir);
     assert!(log.contains("not a cairn snapshot image"), "{log}");
     let _ = std::fs::remove_dir_all(&dir);

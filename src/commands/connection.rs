@@ -134,15 +134,25 @@ fn hello(ctx: &mut Ctx) -> CmdResult {
         proto = Some(v);
         i = 2;
     }
-    let mut auth: Option<(Vec<u8>, Vec<u8>)> = None;
-    let mut setname: Option<Vec<u8>> = None;
+    // Redis 7.0 applies the options one at a time, in order: a failing AUTH or a bad
+    // option stops there, but a SETNAME or AUTH before it stays applied (even a SETNAME
+    // before authentication). Only the protocol switch waits for the end.
     while i < ctx.args.len() {
         let more = ctx.args.len() - i - 1;
         if ctx.args.is(i, "AUTH") && more >= 2 {
-            auth = Some((ctx.args.get(i + 1).to_vec(), ctx.args.get(i + 2).to_vec()));
+            if !check_password(ctx, ctx.args.get(i + 1), ctx.args.get(i + 2)) {
+                return Err(CmdError::raw(WRONGPASS));
+            }
+            ctx.client.authenticated = true;
             i += 3;
         } else if ctx.args.is(i, "SETNAME") && more >= 1 {
-            setname = Some(ctx.args.get(i + 1).to_vec());
+            let name = ctx.args.get(i + 1);
+            validate_client_name(name)?;
+            ctx.client.name = if name.is_empty() {
+                None
+            } else {
+                Some(name.to_vec())
+            };
             i += 2;
         } else {
             return Err(CmdError::err(format!(
@@ -151,18 +161,9 @@ fn hello(ctx: &mut Ctx) -> CmdResult {
             )));
         }
     }
-    let needs_auth = ctx.srv.config.settings().requirepass.is_some() && !ctx.client.authenticated;
-    if let Some((user, pass)) = &auth {
-        if !check_password(ctx, user, pass) {
-            return Err(CmdError::raw(WRONGPASS));
-        }
-        ctx.client.authenticated = true;
-    } else if needs_auth {
-        return Err(CmdError::raw("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
-    }
-    if let Some(name) = setname {
-        validate_client_name(&name)?;
-        ctx.client.name = if name.is_empty() { None } else { Some(name) };
+    if ctx.srv.config.settings().requirepass.is_some() && !ctx.client.authenticated {
+        // Redis 7.0's text (7.2 added "<proto>" to it).
+        return Err(CmdError::raw("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
     }
     if let Some(p) = proto {
         ctx.client.resp = if p == 3 { Resp::V3 } else { Resp::V2 };
@@ -208,9 +209,13 @@ fn auth(ctx: &mut Ctx) -> CmdResult {
 }
 
 fn select(ctx: &mut Ctx) -> CmdResult {
-    let idx = crate::util::parse_i64(ctx.args.get(1))
-        .filter(|v| *v >= i32::MIN as i64 && *v <= i32::MAX as i64)
-        .ok_or(CmdError::NotInteger)?;
+    // Redis parses the index as a long, then checks it fits an int with its own message.
+    let idx = crate::util::parse_i64(ctx.args.get(1)).ok_or(CmdError::NotInteger)?;
+    if idx < i32::MIN as i64 || idx > i32::MAX as i64 {
+        return Err(CmdError::err(
+            "value is out of range, value must between -2147483648 and 2147483647",
+        ));
+    }
     if idx < 0 || idx as usize >= ctx.srv.ks.num_dbs() {
         return Err(CmdError::DbIndexOutOfRange);
     }
@@ -231,8 +236,12 @@ fn reset(ctx: &mut Ctx) -> CmdResult {
     c.resp = Resp::V2;
     ctx.out.resp = Resp::V2;
     c.name = None;
-    c.reply_mode = ReplyMode::On;
-    c.no_evict = false;
+    // Redis 7.0 clears OFF and a pending SKIP, but a skip already in force (RESET right
+    // after CLIENT REPLY SKIP) still swallows RESET's own reply. No-evict stays set in 7.0
+    // (7.2 clears it).
+    if c.reply_mode != ReplyMode::Skip {
+        c.reply_mode = ReplyMode::On;
+    }
     if ctx.srv.config.settings().requirepass.is_some() {
         c.authenticated = false;
     }
@@ -246,8 +255,14 @@ fn client_help(ctx: &mut Ctx) -> CmdResult {
             "wrong number of arguments for 'client' command",
         ));
     }
+    // Redis 7.0's text, line for line: clients and tools show it verbatim. It lists
+    // subcommands cairn does not have yet (tracking, pause), as Redis 7.0 does.
     let lines = [
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "CACHING (YES|NO)",
+        "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+        "GETREDIR",
+        "    Return the client ID we are redirecting to when tracking is enabled.",
         "GETNAME",
         "    Return the name of the current connection.",
         "ID",
@@ -257,18 +272,40 @@ fn client_help(ctx: &mut Ctx) -> CmdResult {
         "KILL <ip:port>",
         "    Kill connection made from <ip:port>.",
         "KILL <option> <value> [<option> <value> [...]]",
-        "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>, LADDR <ip:port>,",
-        "    TYPE (normal|master|replica|pubsub), USER <username>, SKIPME (YES|NO).",
+        "    Kill connections. Options are:",
+        "    * ADDR (<ip:port>|<unixsocket>:0)",
+        "      Kill connections made from the specified address",
+        "    * LADDR (<ip:port>|<unixsocket>:0)",
+        "      Kill connections made to specified local address",
+        "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+        "      Kill connections by type.",
+        "    * USER <username>",
+        "      Kill connections authenticated by <username>.",
+        "    * SKIPME (YES|NO)",
+        "      Skip killing current connection (default: yes).",
         "LIST [options ...]",
-        "    Return information about client connections. Options: TYPE, ID.",
-        "NO-EVICT (ON|OFF)",
-        "    Protect current client connection from eviction.",
+        "    Return information about client connections. Options:",
+        "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+        "      Return clients of specified type.",
+        "UNPAUSE",
+        "    Stop the current client pause, resuming traffic.",
+        "PAUSE <timeout> [WRITE|ALL]",
+        "    Suspend all, or just write, clients for <timeout> milliseconds.",
         "REPLY (ON|OFF|SKIP)",
         "    Control the replies sent to the current connection.",
         "SETNAME <name>",
         "    Assign the name <name> to the current connection.",
+        "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+        "    Unblock the specified blocked client.",
+        "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+        "         [OPTIN] [OPTOUT] [NOLOOP]",
+        "    Control server assisted client side caching.",
+        "TRACKINGINFO",
+        "    Report tracking status for the current connection.",
+        "NO-EVICT (ON|OFF)",
+        "    Protect current client connection from eviction.",
         "HELP",
-        "    Print this help.",
+        "    Prints this help.",
     ];
     ctx.out.array(lines.len());
     for l in lines {
@@ -320,44 +357,49 @@ fn all_clients<'a>(srv_clients: &'a [Option<Box<Client>>], me: &'a Client) -> Ve
 }
 
 fn client_list(ctx: &mut Ctx) -> CmdResult {
-    let mut ids: Option<Vec<u64>> = None;
-    let mut i = 2;
-    while i < ctx.args.len() {
-        if ctx.args.is(i, "TYPE") && i + 1 < ctx.args.len() {
-            let t = ctx.args.str(i + 1).to_ascii_lowercase();
-            match t.as_str() {
-                "normal" => {}
-                "master" | "replica" | "slave" | "pubsub" => ids = Some(vec![]),
-                _ => {
-                    return Err(CmdError::err(format!(
-                        "Unknown client type '{}'",
-                        ctx.args.str(i + 1)
-                    )))
-                }
-            }
-            i += 2;
-        } else if ctx.args.is(i, "ID") && i + 1 < ctx.args.len() {
-            let mut v = Vec::new();
-            for j in i + 1..ctx.args.len() {
-                match crate::util::parse_i64(ctx.args.get(j)) {
-                    Some(id) if id > 0 => v.push(id as u64),
-                    _ => return Err(CmdError::err("Invalid client ID")),
-                }
-            }
-            ids = Some(v);
-            i = ctx.args.len();
-        } else {
-            return Err(CmdError::Syntax);
-        }
-    }
+    // Redis's forms: no filter, `TYPE <type>` alone, or `ID <id> [<id> ...]` (listed in
+    // the order given, repeats included; an id that matches nobody lists nothing).
+    let n = ctx.args.len();
     let now = ctx.now_ms;
     let mut text = String::new();
-    for c in all_clients(&ctx.srv.clients, ctx.client) {
-        if ids.as_ref().is_some_and(|ids| !ids.contains(&c.id)) {
-            continue;
+    if n == 4 && ctx.args.is(2, "TYPE") {
+        match ctx.args.str(3).to_ascii_lowercase().as_str() {
+            "normal" => {
+                for c in all_clients(&ctx.srv.clients, ctx.client) {
+                    text.push_str(&c.info_line(now));
+                    text.push('\n');
+                }
+            }
+            "master" | "replica" | "slave" | "pubsub" => {}
+            _ => {
+                return Err(CmdError::err(format!(
+                    "Unknown client type '{}'",
+                    c_string(ctx.args.get(3))
+                )))
+            }
         }
-        text.push_str(&c.info_line(now));
-        text.push('\n');
+    } else if n > 3 && ctx.args.is(2, "ID") {
+        let mut ids = Vec::with_capacity(n - 3);
+        for j in 3..n {
+            ids.push(
+                crate::util::parse_i64(ctx.args.get(j))
+                    .ok_or_else(|| CmdError::err("Invalid client ID"))?,
+            );
+        }
+        let clients = all_clients(&ctx.srv.clients, ctx.client);
+        for id in ids {
+            if let Some(c) = clients.iter().find(|c| c.id as i64 == id) {
+                text.push_str(&c.info_line(now));
+                text.push('\n');
+            }
+        }
+    } else if n != 2 {
+        return Err(CmdError::Syntax);
+    } else {
+        for c in all_clients(&ctx.srv.clients, ctx.client) {
+            text.push_str(&c.info_line(now));
+            text.push('\n');
+        }
     }
     ctx.out.verbatim(text.as_bytes());
     Ok(())
@@ -392,33 +434,49 @@ fn client_kill(ctx: &mut Ctx) -> CmdResult {
             None => Err(CmdError::err("No such client")),
         };
     }
-    if !ctx.args.len().is_multiple_of(2) {
-        return Err(CmdError::Syntax);
-    }
-    let (mut id, mut addr, mut laddr, mut skipme, mut user) = (None, None, None, true, None);
+    // Filters are parsed pair by pair as Redis does: an error in an earlier pair wins over
+    // a dangling last argument (which is a syntax error when reached).
+    let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, true);
     let mut type_none = false;
-    for i in (2..ctx.args.len()).step_by(2) {
-        let v = ctx.args.str(i + 1);
-        if ctx.args.is(i, "ID") {
+    let mut i = 2;
+    while i < ctx.args.len() {
+        let has_value = i + 1 < ctx.args.len();
+        let v = if has_value {
+            ctx.args.str(i + 1)
+        } else {
+            String::new()
+        };
+        if ctx.args.is(i, "ID") && has_value {
             id = Some(
                 crate::util::parse_i64(ctx.args.get(i + 1))
                     .filter(|v| *v > 0)
                     .ok_or_else(|| CmdError::err("client-id should be greater than 0"))?
                     as u64,
             );
-        } else if ctx.args.is(i, "ADDR") {
+        } else if ctx.args.is(i, "ADDR") && has_value {
             addr = Some(v);
-        } else if ctx.args.is(i, "LADDR") {
+        } else if ctx.args.is(i, "LADDR") && has_value {
             laddr = Some(v);
-        } else if ctx.args.is(i, "USER") {
-            user = Some(v);
-        } else if ctx.args.is(i, "TYPE") {
+        } else if ctx.args.is(i, "USER") && has_value {
+            // Without ACLs the only user is `default`, and every connection runs as it.
+            if ctx.args.get(i + 1) != b"default" {
+                return Err(CmdError::err(format!(
+                    "No such user '{}'",
+                    c_string(ctx.args.get(i + 1))
+                )));
+            }
+        } else if ctx.args.is(i, "TYPE") && has_value {
             match v.to_ascii_lowercase().as_str() {
                 "normal" => {}
                 "master" | "replica" | "slave" | "pubsub" => type_none = true,
-                _ => return Err(CmdError::err(format!("Unknown client type '{v}'"))),
+                _ => {
+                    return Err(CmdError::err(format!(
+                        "Unknown client type '{}'",
+                        c_string(ctx.args.get(i + 1))
+                    )))
+                }
             }
-        } else if ctx.args.is(i, "SKIPME") {
+        } else if ctx.args.is(i, "SKIPME") && has_value {
             skipme = match v.to_ascii_lowercase().as_str() {
                 "yes" => true,
                 "no" => false,
@@ -427,9 +485,7 @@ fn client_kill(ctx: &mut Ctx) -> CmdResult {
         } else {
             return Err(CmdError::Syntax);
         }
-    }
-    if user.as_deref().is_some_and(|u| u != "default") {
-        type_none = true;
+        i += 2;
     }
     let me = ctx.client.id;
     let victims: Vec<u64> = all_clients(&ctx.srv.clients, ctx.client)
@@ -452,6 +508,12 @@ fn client_kill(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
+/// An argument as Redis's `%s` prints it: up to the first NUL byte.
+fn c_string(b: &[u8]) -> String {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
 fn client_no_evict(ctx: &mut Ctx) -> CmdResult {
     if ctx.args.is(2, "ON") {
         ctx.client.no_evict = true;
@@ -471,7 +533,10 @@ fn client_reply(ctx: &mut Ctx) -> CmdResult {
     } else if ctx.args.is(2, "OFF") {
         ctx.client.reply_mode = ReplyMode::Off;
     } else if ctx.args.is(2, "SKIP") {
-        ctx.client.reply_mode = ReplyMode::SkipNext;
+        // While replies are off, SKIP changes nothing (Redis ignores it).
+        if ctx.client.reply_mode != ReplyMode::Off {
+            ctx.client.reply_mode = ReplyMode::SkipNext;
+        }
     } else {
         return Err(CmdError::Syntax);
     }

@@ -42,10 +42,16 @@ impl<'a> Reply<'a> {
     /// An error; `msg` carries its code (`ERR ...`, `WRONGTYPE ...`). CR/LF become spaces
     /// so a reply can never break the framing.
     pub fn error(&mut self, msg: &str) {
+        self.error_bytes(msg.as_bytes());
+    }
+
+    /// An error reply from raw bytes (client arguments echoed back as Redis does); CR and
+    /// LF become spaces so the reply stays one line.
+    pub fn error_bytes(&mut self, msg: &[u8]) {
         self.buf.push(b'-');
         self.buf.extend(
-            msg.bytes()
-                .map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+            msg.iter()
+                .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
         );
         self.buf.extend_from_slice(b"\r\n");
     }

@@ -27,7 +27,13 @@ pub struct Client {
     pub fd: i32,
     pub created_ms: i64,
     pub last_interaction_ms: i64,
+    /// The last command looked up (`cmd=` in CLIENT LIST), and its container when it is a
+    /// subcommand (shown as `container|sub`).
     pub last_cmd: &'static str,
+    pub last_cmd_parent: Option<&'static str>,
+    /// Set by the HTTP guard (a `POST` or `Host:` command): close without sending the
+    /// replies of the commands read with it, as Redis does.
+    pub close_asap: bool,
     /// Set by QUIT or a protocol error: close once the reply is written.
     pub close_after_reply: bool,
     /// Buffer sizes, refreshed by the connection side (for CLIENT LIST and INFO).
@@ -54,6 +60,8 @@ impl Client {
             created_ms: now_ms,
             last_interaction_ms: now_ms,
             last_cmd: "NULL",
+            last_cmd_parent: None,
+            close_asap: false,
             close_after_reply: false,
             qbuf_bytes: 0,
             obuf_bytes: 0,
@@ -102,7 +110,10 @@ impl Client {
             self.qbuf_bytes,
             self.obuf_bytes,
             self.qbuf_bytes + self.obuf_bytes + 1024,
-            self.last_cmd,
+            match self.last_cmd_parent {
+                Some(p) => format!("{p}|{}", self.last_cmd),
+                None => self.last_cmd.to_string(),
+            },
             match self.resp {
                 Resp::V2 => 2,
                 Resp::V3 => 3,

@@ -583,7 +583,12 @@ impl EventLoop {
             &mut conn.out,
             &mut conn.holds,
         );
-        if held && !conn.in_held_list {
+        if client.close_asap {
+            // The HTTP guard: Redis sends nothing more to such a connection.
+            conn.out.truncate(out_before);
+            conn.holds.clear();
+        }
+        if held && !conn.in_held_list && !conn.holds.is_empty() {
             conn.in_held_list = true;
             self.held.push(slot);
         }

@@ -902,6 +902,10 @@ fn handle_message(
                 out.extend_from_slice(b"\r\n");
                 client.close_after_reply = true;
             }
+            if client.close_asap {
+                // The HTTP guard: Redis sends nothing more to such a connection.
+                out.clear();
+            }
             let t = (b.conn >> 56) as usize;
             let reply = ToIo {
                 conn: b.conn,

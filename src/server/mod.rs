@@ -68,6 +68,8 @@ pub struct Server {
     pub aof: crate::persistence::aof::Aof,
     /// Replaying the AOF at startup: commands are not logged again.
     pub loading: bool,
+    /// When the HTTP-guard warning was last logged (ms; Redis logs it once a minute).
+    pub security_warning_logged_ms: i64,
 }
 
 impl Server {
@@ -116,6 +118,7 @@ impl Server {
                 .unwrap_or_default(),
             master_replid,
             snapshot: Default::default(),
+            security_warning_logged_ms: i64::MIN / 2,
             config,
             aof: Default::default(),
             loading: false,
@@ -213,23 +216,40 @@ impl Server {
     fn execute_inner(&mut self, client: &mut Client, args: Args, out: &mut Vec<u8>, now: i64) {
         let mut reply = Reply::new(out, client.resp);
         let name = args.get(0);
+        // Redis's guard against cross-protocol scripting: an HTTP request line (`POST ...`)
+        // or header (`Host: ...`) sent to the port closes the connection at once, with no
+        // reply, before any lookup or authentication (and drops replies still queued; see
+        // `Client::close_asap`).
+        if name.eq_ignore_ascii_case(b"post") || name.eq_ignore_ascii_case(b"host:") {
+            self.security_warning(now);
+            client.close_after_reply = true;
+            client.close_asap = true;
+            return;
+        }
+        // Redis 7.0's order: existence (command, then subcommand), arity, the DEBUG gate,
+        // and only then authentication, so an unauthenticated client learns about typos
+        // and wrong arity before NOAUTH.
+        // Like Redis's c->lastcmd, CLIENT LIST's `cmd=` shows the command looked up last,
+        // whether or not it then ran (NULL when it was unknown).
+        client.last_cmd = "NULL";
+        client.last_cmd_parent = None;
         let Some(mut spec) = self.commands.lookup(name) else {
             self.stats.unknown_commands += 1;
-            let mut rest = String::new();
+            let mut msg = b"ERR unknown command '".to_vec();
+            msg.extend_from_slice(c_str(name, 128));
+            msg.extend_from_slice(b"', with args beginning with: ");
+            let mut rest: Vec<u8> = Vec::new();
             for i in 1..args.len() {
                 if rest.len() >= 128 {
                     break;
                 }
-                let a = String::from_utf8_lossy(args.get(i));
                 let room = 128 - rest.len();
-                let a: String = a.chars().take(room).collect();
-                rest.push_str(&format!("'{a}' "));
+                rest.push(b'\'');
+                rest.extend_from_slice(c_str(args.get(i), room));
+                rest.extend_from_slice(b"' ");
             }
-            let name = String::from_utf8_lossy(name);
-            let name: String = name.chars().take(128).collect();
-            reply.error(&format!(
-                "ERR unknown command '{name}', with args beginning with: {rest}"
-            ));
+            msg.extend_from_slice(&rest);
+            reply.error_bytes(&msg);
             return;
         };
         let mut parent: Option<&'static CommandSpec> = None;
@@ -245,24 +265,18 @@ impl Server {
                     spec = s;
                 }
                 None => {
-                    if !self.client_may_run(client, spec) {
-                        reply.error("NOAUTH Authentication required.");
-                        return;
-                    }
-                    let sub = String::from_utf8_lossy(sub);
-                    let sub: String = sub.chars().take(128).collect();
-                    reply.error(&format!(
-                        "ERR unknown subcommand '{sub}'. Try {} HELP.",
-                        spec.name.to_uppercase()
-                    ));
+                    let mut msg = b"ERR unknown subcommand '".to_vec();
+                    msg.extend_from_slice(c_str(sub, 128));
+                    msg.extend_from_slice(b"'. Try ");
+                    msg.extend_from_slice(spec.name.to_uppercase().as_bytes());
+                    msg.extend_from_slice(b" HELP.");
+                    reply.error_bytes(&msg);
                     return;
                 }
             }
         }
-        if !self.client_may_run(client, spec) {
-            reply.error("NOAUTH Authentication required.");
-            return;
-        }
+        client.last_cmd = spec.name;
+        client.last_cmd_parent = parent.map(|p| p.name);
         if !spec.arity_ok(args.len()) {
             let full = match parent {
                 Some(p) => commands::full_name(p, spec),
@@ -285,6 +299,11 @@ impl Server {
                 ));
                 return;
             }
+        }
+        if !self.client_may_run(client, spec) {
+            self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
+            reply.error("NOAUTH Authentication required.");
+            return;
         }
         // While the startup image loads, only commands flagged `loading` run (INFO...).
         if spec.flags & commands::LOADING == 0 && self.is_loading() {
@@ -328,7 +347,6 @@ impl Server {
             reply.error(&CmdError::Oom.to_string());
             return;
         }
-        client.last_cmd = spec.name;
         let dirty_before = self.dirty;
         let db_before = client.db;
         let start = self.clock_us;
@@ -390,6 +408,14 @@ impl Server {
         }
     }
 
+    /// Redis's log line for the HTTP guard, at most once a minute.
+    fn security_warning(&mut self, now_ms: i64) {
+        if (now_ms - self.security_warning_logged_ms).abs() > 60_000 {
+            crate::warning!("Possible SECURITY ATTACK detected. It looks like somebody is sending POST or Host: commands to Redis. This is likely due to an attacker attempting to use Cross Protocol Scripting to compromise your Redis instance. Connection aborted.");
+            self.security_warning_logged_ms = now_ms;
+        }
+    }
+
     fn client_may_run(&self, client: &Client, spec: &CommandSpec) -> bool {
         client.authenticated
             || spec.flags & commands::NO_AUTH != 0
@@ -433,6 +459,13 @@ impl Server {
         }
         false
     }
+}
+
+/// An argument as C's `%.Ns` prints it: up to the first NUL byte, at most `max` bytes
+/// (Redis formats its unknown-command errors from C strings).
+fn c_str(b: &[u8], max: usize) -> &[u8] {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len()).min(max);
+    &b[..end]
 }
 
 /// Entries freed per lazy-free step (a step takes well under 100 µs).
