@@ -27,6 +27,9 @@ fn main() {
         println!("       cairn-server /etc/mycairn.conf --loglevel verbose");
         return;
     }
+    if argv.first().map(String::as_str) == Some("--export-rdb") {
+        std::process::exit(export_rdb(&argv[1..]));
+    }
     let config = match Config::from_args(&argv) {
         Ok(c) => c,
         Err(e) => {
@@ -88,6 +91,57 @@ fn main() {
     if !s.pidfile.is_empty() {
         let _ = std::fs::remove_file(&s.pidfile);
     }
+}
+
+/// `cairn-server --export-rdb IMAGE OUT.rdb`: reads a finished snapshot image (off any
+/// server) and writes a Redis 7.0 RDB that redis-server loads.
+fn export_rdb(args: &[String]) -> i32 {
+    let [image, out] = args else {
+        eprintln!("Usage: cairn-server --export-rdb IMAGE OUT.rdb");
+        return 2;
+    };
+    let defaults = Config::default();
+    let s = defaults.settings();
+    let progress = cairn::persistence::snapshot::format::LoadProgress::default();
+    let loaded = cairn::persistence::snapshot::load_image(
+        std::path::Path::new(image),
+        s.arena_reserve_bytes,
+        &progress,
+    );
+    let (arena, _header) = match loaded {
+        Ok(Some(x)) => x,
+        Ok(None) => {
+            eprintln!("No image at {image}");
+            return 1;
+        }
+        Err(e) => {
+            eprintln!("Cannot read the image: {e}");
+            return 1;
+        }
+    };
+    let mut ks = match cairn::keyspace::Keyspace::from_arena(arena, s.databases) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("Cannot open the image's keyspace: {e}");
+            return 1;
+        }
+    };
+    let mut buf = Vec::new();
+    let keys = match cairn::persistence::rdb_file::write_rdb(&mut ks, &mut buf) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("Cannot export: {e}");
+            return 1;
+        }
+    };
+    let tmp = format!("{out}.tmp-{}", std::process::id());
+    if let Err(e) = std::fs::write(&tmp, &buf).and_then(|_| std::fs::rename(&tmp, out)) {
+        eprintln!("Cannot write {out}: {e}");
+        let _ = std::fs::remove_file(&tmp);
+        return 1;
+    }
+    println!("Exported {keys} keys to {out} ({} bytes)", buf.len());
+    0
 }
 
 /// Raises RLIMIT_NOFILE so `maxclients` connections fit, as Redis does.

@@ -69,3 +69,49 @@ fn an_rdb_with_types_cairn_lacks_stops_startup_with_a_message() {
         "{log}"
     );
 }
+
+#[test]
+fn exported_rdb_loads_into_redis_with_the_same_digest() {
+    let cairn = start_cairn(&["--enable-debug-command", "yes"]);
+    let mut c = Raw::connect(cairn.port);
+    for i in 0..300 {
+        c.call(&["SET", &format!("k{i}"), &format!("v{i}")]);
+    }
+    c.call(&["SET", "n", "-42"]);
+    c.call(&["SET", "big", &"y".repeat(70_000)]);
+    c.call(&["SET", "t", "1", "EX", "5000"]);
+    c.call(&["SELECT", "9"]);
+    c.call(&["SET", "nine", "9"]);
+    let digest = c.call(&["DEBUG", "DIGEST"]);
+    assert_eq!(c.call(&["SAVE"]), b"+OK\r\n");
+    let image = cairn.dir.join("dump.rdb");
+    let redis_dir = std::env::temp_dir().join(format!("cairn-export-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&redis_dir);
+    std::fs::create_dir_all(&redis_dir).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn-server"))
+        .args([
+            "--export-rdb",
+            image.to_str().unwrap(),
+            redis_dir.join("dump.rdb").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let redis = start_redis(&[
+        "--dir",
+        redis_dir.to_str().unwrap(),
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut r = Raw::connect(redis.port);
+    assert_eq!(r.call(&["DEBUG", "DIGEST"]), digest);
+    assert_eq!(r.call(&["DBSIZE"]), b":303\r\n");
+    let ttl = String::from_utf8(r.call(&["TTL", "t"])).unwrap();
+    assert!(ttl.starts_with(":49") || ttl.starts_with(":50"), "{ttl}");
+    drop(redis);
+    let _ = std::fs::remove_dir_all(&redis_dir);
+}

@@ -7,8 +7,8 @@
 //! RESIZEDB, EXPIRETIME(_MS), IDLE, FREQ, or a value type byte followed by key and value —
 //! then EOF (0xFF) and, from version 5, a CRC-64 of everything before it (0 = disabled).
 
-use super::rdb_value::{crc64, read_value, RdbError, Reader, Value};
-use crate::keyspace::{Keyspace, StrEnc, Ttl};
+use super::rdb_value::{crc64, read_value, write_len, write_string, RdbError, Reader, Value};
+use crate::keyspace::{Keyspace, Kind, StrEnc, Ttl};
 
 const OP_FUNCTION2: u8 = 245;
 const OP_FUNCTION_PRE_GA: u8 = 246;
@@ -172,6 +172,64 @@ pub fn load_rdb(data: &[u8], ks: &mut Keyspace, now_ms: i64) -> Result<RdbLoadSt
     }
 }
 
+/// Writes the whole keyspace as a Redis 7.0 RDB (version 10) that redis-server loads.
+/// Used offline (`cairn-server --export-rdb IMAGE OUT.rdb`), never on the executor: it walks
+/// every key. Types the keyspace holds but this writer does not know yet are an error.
+pub fn write_rdb(ks: &mut Keyspace, out: &mut Vec<u8>) -> Result<u64, String> {
+    // Finish any incremental rehash so each entry is visited exactly once.
+    while ks.rehash_step_all(1 << 16) {}
+    out.extend_from_slice(format!("REDIS{:04}", super::rdb_value::RDB_VERSION).as_bytes());
+    for (k, v) in [
+        ("redis-ver", "7.0.15"),
+        ("redis-bits", "64"),
+        ("cairn-ver", env!("CARGO_PKG_VERSION")),
+    ] {
+        out.push(OP_AUX);
+        write_string(out, k.as_bytes());
+        write_string(out, v.as_bytes());
+    }
+    let mut keys = 0u64;
+    for db in 0..ks.num_dbs() {
+        if ks.dbsize(db) == 0 {
+            continue;
+        }
+        out.push(OP_SELECTDB);
+        write_len(out, db as u64);
+        out.push(OP_RESIZEDB);
+        write_len(out, ks.dbsize(db));
+        write_len(out, ks.volatile_count(db));
+        let mut entries = Vec::new();
+        let mut cursor = 0;
+        loop {
+            cursor = ks.scan(db, cursor, |e| entries.push(e));
+            for e in entries.drain(..) {
+                if ks.kind(e) != Kind::String {
+                    return Err(format!(
+                        "key '{}' is a {}, which the RDB writer does not handle yet",
+                        String::from_utf8_lossy(ks.key(e)),
+                        ks.kind(e).type_name()
+                    ));
+                }
+                if let Some(t) = ks.expire_at(e) {
+                    out.push(OP_EXPIRETIME_MS);
+                    out.extend_from_slice(&t.to_le_bytes());
+                }
+                out.push(super::rdb_value::TYPE_STRING);
+                write_string(out, ks.key(e));
+                write_string(out, ks.value(e));
+                keys += 1;
+            }
+            if cursor == 0 {
+                break;
+            }
+        }
+    }
+    out.push(OP_EOF);
+    let sum = crc64(out);
+    out.extend_from_slice(&sum.to_le_bytes());
+    Ok(keys)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,6 +289,37 @@ mod tests {
         assert_eq!(k.expire_at(e), Some(50_000));
         assert!(k.find_raw(0, b"gone").is_none());
         assert!(k.find_raw(3, b"b").is_some());
+    }
+
+    #[test]
+    fn written_rdb_loads_back() {
+        let mut a = ks();
+        for i in 0..5000 {
+            let ttl = if i % 3 == 0 {
+                Ttl::At(1 << 50)
+            } else {
+                Ttl::Clear
+            };
+            let v = format!("v{i}");
+            a.set_string(
+                i % 4,
+                format!("k{i}").as_bytes(),
+                v.as_bytes(),
+                StrEnc::for_value(v.as_bytes()),
+                ttl,
+            );
+        }
+        let mut out = Vec::new();
+        assert_eq!(write_rdb(&mut a, &mut out).unwrap(), 5000);
+        let mut b = ks();
+        let st = load_rdb(&out, &mut b, 0).unwrap();
+        assert_eq!(st.keys_loaded, 5000);
+        for db in 0..4 {
+            assert_eq!(a.dbsize(db), b.dbsize(db));
+            assert_eq!(a.volatile_count(db), b.volatile_count(db));
+        }
+        let e = b.find_raw(1, b"k1").unwrap();
+        assert_eq!(b.value(e), b"v1");
     }
 
     #[test]
