@@ -47,7 +47,7 @@ pub struct Ctx {
 }
 
 fn secs(s: f64, what: &str) -> Result<Duration, String> {
-    if !(s.is_finite() && s >= 0.0 && s < 1e7) {
+    if !(s.is_finite() && (0.0..1e7).contains(&s)) {
         return Err(format!("{what} must be a number of seconds, got {s}"));
     }
     Ok(Duration::from_secs_f64(s))
@@ -354,7 +354,7 @@ pub fn aof(a: &RunArgs) -> Result<Report, String> {
         if let Some(s) = r.totals.cmds.get(op) {
             t.rows.push(vec![
                 setup.clone(),
-                op.title(),
+                title_case(op),
                 format!("{:.0}", s.rate),
                 ms(s.p50),
                 ms(s.p99),
@@ -375,16 +375,12 @@ pub fn aof(a: &RunArgs) -> Result<Report, String> {
     Ok(finish(rep))
 }
 
-trait Title {
-    fn title(&self) -> String;
-}
-impl Title for &str {
-    fn title(&self) -> String {
-        let mut c = self.chars();
-        match c.next() {
-            Some(f) => f.to_string() + &c.as_str().to_lowercase(),
-            None => String::new(),
-        }
+/// "GET" -> "Get", as the seed's table spells operations.
+fn title_case(op: &str) -> String {
+    let mut c = op.chars();
+    match c.next() {
+        Some(f) => f.to_string() + &c.as_str().to_lowercase(),
+        None => String::new(),
     }
 }
 
@@ -699,9 +695,7 @@ pub fn noise(a: &NoiseArgs) -> Result<Report, String> {
     };
     for (name, r) in [("baseline", &base), ("+ noise", &noisy)] {
         // Only the small requests: every label of the main group.
-        let mut h = stats::total_hist();
-        let _ = &mut h;
-        let s = small_summary(r, &small);
+        let s = small_summary(r);
         t.rows.push(vec![
             name.into(),
             fmt_us(s.p50),
@@ -741,12 +735,11 @@ pub fn noise(a: &NoiseArgs) -> Result<Report, String> {
 }
 
 /// The small requests' whole-run summary (the main group has the unprefixed labels).
-fn small_summary(r: &RunResult, small: &Group) -> Summary {
+fn small_summary(r: &RunResult) -> Summary {
     let labels: Vec<&String> = r.totals.cmds.keys().filter(|k| !k.contains(':')).collect();
     if labels.len() == 1 {
         return r.totals.cmds[labels[0]].clone();
     }
-    let _ = small;
     // Several commands in the main group: the worst of each percentile (a conservative view).
     let mut s = Summary::default();
     for l in labels {

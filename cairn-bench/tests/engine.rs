@@ -94,11 +94,7 @@ fn serve(mut c: TcpStream, b: Behaviour, start: Instant, served: &AtomicU64) {
                     std::thread::sleep(Duration::from_millis(at_ms + for_ms - now));
                 }
             }
-            Behaviour::CloseAfter(k) => {
-                if served.load(Ordering::Relaxed) >= k {
-                    return;
-                }
-            }
+            Behaviour::CloseAfter(k) if served.load(Ordering::Relaxed) >= k => return,
             Behaviour::Slow(ms) => std::thread::sleep(Duration::from_millis(ms)),
             _ => {}
         }
