@@ -271,15 +271,12 @@ impl Shared {
                 .map(|_| (stats::interval_hist(), 0))
                 .collect()
         });
-        let mut tot = self.totals.lock().unwrap();
         for (i, (h, e)) in hists.iter_mut().enumerate() {
             if h.is_empty() && *e == 0 {
                 continue;
             }
             stats::merge(&mut slot[i].0, h);
             slot[i].1 += *e;
-            stats::merge(&mut tot[i].0, h);
-            tot[i].1 += *e;
             h.reset();
             *e = 0;
         }
@@ -360,6 +357,10 @@ impl Worker {
     fn run(mut self, sh: &Shared) {
         let mut hists: Vec<(Hist, u64)> = (0..sh.labels.len())
             .map(|_| (stats::interval_hist(), 0))
+            .collect();
+        // Whole-run histograms at full precision (interval ones have 2 digits).
+        let mut totals: Vec<(Hist, u64)> = (0..sh.labels.len())
+            .map(|_| (stats::total_hist(), 0))
             .collect();
         let mut cur_iv = 0u64;
         let mut per_ms: Vec<u32> = Vec::new();
@@ -485,11 +486,14 @@ impl Worker {
                     }
                     if let Reply::Error(msg) = &r {
                         hists[label].1 += 1;
+                        totals[label].1 += 1;
                         let mut fe = sh.first_errors.lock().unwrap();
                         fe.entry(sh.labels[label].clone())
                             .or_insert_with(|| msg.clone());
                     } else {
-                        stats::record(&mut hists[label].0, done.saturating_sub(start) / 1000);
+                        let us = done.saturating_sub(start) / 1000;
+                        stats::record(&mut hists[label].0, us);
+                        stats::record(&mut totals[label].0, us);
                     }
                     let ms = (done / 1_000_000) as usize;
                     if ms < 24 * 3600 * 1000 {
@@ -514,6 +518,13 @@ impl Worker {
                 .fetch_add(due_total.saturating_sub(scheduled), Ordering::Relaxed);
         }
         sh.flush(cur_iv, &mut hists);
+        {
+            let mut tot = sh.totals.lock().unwrap();
+            for (i, (h, e)) in totals.iter().enumerate() {
+                stats::merge(&mut tot[i].0, h);
+                tot[i].1 += e;
+            }
+        }
         {
             let mut g = sh.per_ms.lock().unwrap();
             if g.len() < per_ms.len() {

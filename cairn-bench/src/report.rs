@@ -269,10 +269,99 @@ pub fn compare(a: &Path, b: &Path, run: Option<&str>, dir: &Path) -> Result<Vec<
         (na, nb)
     };
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    for (n, r) in [(&na, &ra), (&nb, &rb)] {
-        for t in &r.tables {
-            println!("{n}: {}", t.render());
-        }
+    for t in merge_tables(&na, &ra.tables, &nb, &rb.tables) {
+        println!("{}", t.render());
     }
     plot_run(dir, "compare", &[(na, &xa), (nb, &xb)])
+}
+
+/// Side by side: two-column tables (metric | value, the snapshot table) become
+/// metric | A | B, as in the seed; wider tables get B's rows under A's, their first cell
+/// prefixed with the run's name.
+pub fn merge_tables(na: &str, a: &[Table], nb: &str, b: &[Table]) -> Vec<Table> {
+    let key = |c: &str| c.split(" (").next().unwrap_or(c).trim().to_string();
+    let mut out = Vec::new();
+    for (i, ta) in a.iter().enumerate() {
+        let Some(tb) = b.get(i) else {
+            out.push(ta.clone());
+            continue;
+        };
+        if ta.headers.len() == 2 && tb.headers.len() == 2 {
+            let mut t = Table {
+                title: format!("{} vs {}", ta.title, tb.title),
+                headers: vec![
+                    String::new(),
+                    format!("{} ({na})", ta.headers[1]),
+                    format!("{} ({nb})", tb.headers[1]),
+                ],
+                rows: Vec::new(),
+            };
+            for ra in &ta.rows {
+                let other = tb
+                    .rows
+                    .iter()
+                    .find(|rb| rb.first().map(|c| key(c)) == ra.first().map(|c| key(c)));
+                t.rows.push(vec![
+                    ra.first().cloned().unwrap_or_default(),
+                    ra.get(1).cloned().unwrap_or_default(),
+                    other.and_then(|r| r.get(1).cloned()).unwrap_or_default(),
+                ]);
+            }
+            out.push(t);
+        } else {
+            let mut t = ta.clone();
+            let tag = |n: &str, rows: &[Vec<String>]| -> Vec<Vec<String>> {
+                rows.iter()
+                    .map(|r| {
+                        let mut r = r.clone();
+                        if let Some(c) = r.first_mut() {
+                            *c = format!("{n}: {c}");
+                        }
+                        r
+                    })
+                    .collect()
+            };
+            t.rows = tag(na, &ta.rows);
+            t.rows.extend(tag(nb, &tb.rows));
+            out.push(t);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_render_and_merge() {
+        let a = Table {
+            title: "T".into(),
+            headers: vec!["".into(), "BGSAVE".into()],
+            rows: vec![
+                vec!["Duration".into(), "1 s".into()],
+                vec!["p50 back (10µs)".into(), "2 s".into()],
+            ],
+        };
+        let mut b = a.clone();
+        b.rows[1] = vec!["p50 back (12µs)".into(), "3 s".into()];
+        let m = merge_tables("x", std::slice::from_ref(&a), "y", &[b]);
+        assert_eq!(m[0].headers, vec!["", "BGSAVE (x)", "BGSAVE (y)"]);
+        assert_eq!(m[0].rows[1], vec!["p50 back (10µs)", "2 s", "3 s"]);
+        let r = a.render();
+        assert!(r.contains("| Duration        | 1 s    |"), "{r}");
+        let wide = Table {
+            title: "W".into(),
+            headers: vec!["Op".into(), "QPS".into(), "p50".into()],
+            rows: vec![vec!["GET".into(), "1".into(), "2".into()]],
+        };
+        let m = merge_tables(
+            "x",
+            std::slice::from_ref(&wide),
+            "y",
+            std::slice::from_ref(&wide),
+        );
+        assert_eq!(m[0].rows.len(), 2);
+        assert_eq!(m[0].rows[1][0], "y: GET");
+    }
 }
