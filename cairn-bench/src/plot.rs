@@ -58,7 +58,7 @@ pub fn lines(
     root.fill(&WHITE).map_err(err)?;
     let (x0, x1, y0, y1) = bounds(series);
     macro_rules! draw {
-        ($chart:expr, $ylo:expr, $yhi:expr) => {{
+        ($chart:expr, $ylo:expr, $yhi:expr, $ylab:expr) => {{
             let mut chart = $chart;
             chart
                 .configure_mesh()
@@ -76,7 +76,7 @@ pub fn lines(
                         PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
                     });
             }
-            for (label, x) in marks {
+            for (i, (label, x)) in marks.iter().enumerate() {
                 chart
                     .draw_series(LineSeries::new(
                         vec![(*x, $ylo), (*x, $yhi)],
@@ -84,9 +84,10 @@ pub fn lines(
                     ))
                     .map_err(err)?;
                 chart
+                    // Staggered so that a start and an end close together stay readable.
                     .draw_series(std::iter::once(Text::new(
-                        label.clone(),
-                        (*x, $yhi),
+                        format!(" {label}"),
+                        (*x, $ylab(i)),
                         ("sans-serif", 14).into_font(),
                     )))
                     .map_err(err)?;
@@ -109,7 +110,8 @@ pub fn lines(
             .y_label_area_size(70)
             .build_cartesian_2d(x0..x1, (lo..hi).log_scale())
             .map_err(err)?;
-        draw!(chart, lo, hi);
+        draw!(chart, lo, hi, |i: usize| hi
+            / 1.4f64.powi((i % 4) as i32 + 1));
     } else {
         let hi = if y1 > 0.0 { y1 * 1.1 } else { 1.0 };
         let chart = ChartBuilder::on(&root)
@@ -119,7 +121,8 @@ pub fn lines(
             .y_label_area_size(70)
             .build_cartesian_2d(x0..x1, 0.0..hi)
             .map_err(err)?;
-        draw!(chart, 0.0, hi);
+        draw!(chart, 0.0, hi, |i: usize| hi
+            * (0.97 - 0.05 * (i % 4) as f64));
     }
     root.present().map_err(err)?;
     Ok(())

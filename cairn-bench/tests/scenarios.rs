@@ -38,11 +38,9 @@ fn server_binary() -> PathBuf {
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "cairn-bench-{tag}-{}-{}",
-        std::process::id(),
-        Instant::now().elapsed().as_nanos() ^ (std::ptr::addr_of!(tag) as u128)
-    ));
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("cairn-bench-{tag}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -58,6 +56,23 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self._dir);
+    }
+}
+
+/// An output directory removed when the test ends.
+struct Tmp(PathBuf);
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl std::ops::Deref for Tmp {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
     }
 }
 
@@ -154,7 +169,7 @@ fn is_svg(p: &Path) {
 #[test]
 fn snapshot_scenario_reports_duration_memory_freeze_recovery() {
     let srv = start_server("snap", &[]);
-    let out = temp_dir("snap-out");
+    let out = Tmp(temp_dir("snap-out"));
     let port = srv.port.to_string();
     let (o, took) = bench(&[
         "snapshot",
@@ -248,7 +263,7 @@ fn snapshot_scenario_reports_duration_memory_freeze_recovery() {
 #[test]
 fn aof_scenario_prints_p50_p99_per_command() {
     let srv = start_server("aof", &["--appendonly", "yes", "--appendfsync", "everysec"]);
-    let out = temp_dir("aof-out");
+    let out = Tmp(temp_dir("aof-out"));
     let (o, _) = bench(&[
         "aof",
         "-p",
@@ -287,7 +302,7 @@ fn aof_scenario_prints_p50_p99_per_command() {
 #[test]
 fn noise_scenario_compares_with_and_without_large_gets() {
     let srv = start_server("noise", &[]);
-    let out = temp_dir("noise-out");
+    let out = Tmp(temp_dir("noise-out"));
     let (o, _) = bench(&[
         "noise",
         "-p",
@@ -344,7 +359,7 @@ fn tiering_scenario_reads_zipf_over_more_than_maxmemory() {
         "tier",
         &["--maxmemory", "8mb", "--maxmemory-policy", "allkeys-lru"],
     );
-    let out = temp_dir("tier-out");
+    let out = Tmp(temp_dir("tier-out"));
     let (o, _) = bench(&[
         "tiering",
         "-p",
@@ -373,7 +388,7 @@ fn unreachable_server_fails_fast_with_a_message() {
         .local_addr()
         .unwrap()
         .port();
-    let out = temp_dir("unreach");
+    let out = Tmp(temp_dir("unreach"));
     let (o, took) = bench(&[
         "run",
         "-p",
@@ -397,9 +412,9 @@ fn unreachable_server_fails_fast_with_a_message() {
 #[test]
 fn server_dying_mid_run_leaves_a_partial_result() {
     let mut srv = start_server("die", &[]);
-    let out = temp_dir("die-out");
+    let out = Tmp(temp_dir("die-out"));
     let port = srv.port.to_string();
-    let o = out.clone();
+    let o = out.0.clone();
     let h = std::thread::spawn(move || {
         bench(&[
             "run",
