@@ -197,6 +197,8 @@ pub struct Sample {
     pub t: f64,
     pub rss_kb: Option<u64>,
     pub pss_kb: Option<u64>,
+    /// PSS of the server and its children (a fork-based snapshot's copy-on-write pages).
+    pub tree_pss_kb: Option<u64>,
     pub info: BTreeMap<String, String>,
 }
 
@@ -708,6 +710,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         if let Some(pid) = spec.pid {
             s.rss_kb = procmem::rss_kb(pid);
             s.pss_kb = procmem::pss_kb(pid);
+            s.tree_pss_kb = procmem::tree_pss_kb(pid);
         }
         let mut info = None;
         if let Some(c) = side.as_mut() {

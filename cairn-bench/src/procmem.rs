@@ -25,6 +25,43 @@ fn field_kb(text: &str, name: &str) -> Option<u64> {
         .ok()
 }
 
+/// Direct children of `pid` (e.g. a fork-based BGSAVE child), from /proc/*/stat.
+pub fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": comm may hold spaces and parens, so split after
+        // the last ')'.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        if rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|x| x.parse::<u32>().ok())
+            == Some(pid)
+        {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// PSS of `pid` plus its children in KiB: the real footprint of a server and a forked
+/// snapshot child together (their shared pages counted once).
+pub fn tree_pss_kb(pid: u32) -> Option<u64> {
+    let own = pss_kb(pid)?;
+    Some(own + children(pid).into_iter().filter_map(pss_kb).sum::<u64>())
+}
+
 /// Socket inodes listening on `port` (any address, IPv4 or IPv6).
 fn listening_inodes(port: u16) -> Vec<u64> {
     let mut out = Vec::new();
@@ -87,6 +124,15 @@ mod tests {
         assert_eq!(find_pid_by_port(port), Some(std::process::id()));
         assert!(rss_kb(std::process::id()).unwrap() > 0);
         assert!(pss_kb(std::process::id()).is_some());
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let kids = children(std::process::id());
+        assert!(kids.contains(&child.id()), "{kids:?}");
+        assert!(tree_pss_kb(std::process::id()).unwrap() >= pss_kb(std::process::id()).unwrap());
+        child.kill().unwrap();
+        child.wait().unwrap();
         drop(l);
     }
 }

@@ -194,6 +194,17 @@ pub fn plot_run(
             .iter()
             .filter_map(|s| s.pss_kb.map(|k| (s.t, k as f64 / 1024.0)))
             .collect();
+        let tree: Vec<(f64, f64)> = r
+            .samples
+            .iter()
+            .filter_map(|s| s.tree_pss_kb.map(|k| (s.t, k as f64 / 1024.0)))
+            .collect();
+        if tree.iter().zip(&pss).any(|(a, b)| a.1 != b.1) {
+            mem.push(Series {
+                name: format!("{p}PSS + children"),
+                points: tree,
+            });
+        }
         if !rss.is_empty() {
             mem.push(Series {
                 name: format!("{p}RSS"),

@@ -445,7 +445,7 @@ pub fn recovery(
 /// The steady-state value of a percentile before `until`: the median over intervals after
 /// a short warm-up.
 fn steady(r: &RunResult, until: f64, f: impl Fn(&Summary) -> u64) -> Option<u64> {
-    let warm = (until * 0.2).min(1.0);
+    let warm = (until * 0.3).min(3.0);
     median(
         r.intervals
             .iter()
@@ -555,10 +555,10 @@ pub fn snapshot(a: &SnapshotArgs) -> Result<Report, String> {
             "n/a (server not local; give --pid)".into(),
         ]),
     }
-    if let Some((base, peak)) = mem(&|s| s.pss_kb) {
+    if let Some((base, peak)) = mem(&|s| s.tree_pss_kb) {
         let extra = peak.saturating_sub(base);
         t.rows.push(vec![
-            "Extra memory during SAVE (PSS)".into(),
+            "Extra memory during SAVE (PSS, server + children)".into(),
             format!("{:.1} MB", extra as f64 / 1024.0),
         ]);
         rep.metrics
