@@ -375,6 +375,15 @@ impl Worker {
             if sh.stop.load(Ordering::Relaxed) {
                 break;
             }
+            // Nothing is in flight here (lock step), so an idle worker can hand over its
+            // interval and move its mark: a slow open-loop worker does not hold back the
+            // finalizing of intervals (and the progress line).
+            let iv = sh.now_ns() / sh.interval_ns;
+            if iv != cur_iv {
+                sh.flush(cur_iv, &mut hists);
+                cur_iv = iv;
+                sh.marks[self.idx].store(iv, Ordering::Release);
+            }
             if let Some(n) = self.requests {
                 if issued >= n {
                     break;
