@@ -253,6 +253,9 @@ struct Shared {
     first_errors: Mutex<BTreeMap<String, String>>,
     missed: AtomicU64,
     workers_left: AtomicU64,
+    /// When the last worker stopped (ns since start): the run's length for rates, not the
+    /// controller's next tick.
+    end_ns: AtomicU64,
 }
 
 impl Shared {
@@ -546,6 +549,7 @@ impl Worker {
             }
         }
         sh.marks[self.idx].store(u64::MAX, Ordering::Release);
+        sh.end_ns.fetch_max(sh.now_ns(), Ordering::AcqRel);
         sh.workers_left.fetch_sub(1, Ordering::AcqRel);
     }
 }
@@ -685,6 +689,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         first_errors: Mutex::new(BTreeMap::new()),
         missed: AtomicU64::new(0),
         workers_left: AtomicU64::new(nworkers as u64),
+        end_ns: AtomicU64::new(0),
     });
     let handles: Vec<_> = workers
         .into_iter()
@@ -844,7 +849,10 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
     if tty {
         println!();
     }
-    let elapsed = sh.start.elapsed().as_secs_f64();
+    let elapsed = match sh.end_ns.load(Ordering::Acquire) {
+        0 => sh.start.elapsed().as_secs_f64(),
+        ns => ns as f64 / 1e9,
+    };
     sh.finalize(true);
     let mut r = RunResult {
         elapsed,
