@@ -308,10 +308,18 @@ pub fn merge_tables(na: &str, a: &[Table], nb: &str, b: &[Table]) -> Vec<Table> 
                 rows: Vec::new(),
             };
             for ra in &ta.rows {
+                // Same first cell, else the same before its "(...)" detail (the steady
+                // values in "p50 back to steady (119µs)" differ between runs).
+                let first = ra.first().cloned().unwrap_or_default();
                 let other = tb
                     .rows
                     .iter()
-                    .find(|rb| rb.first().map(|c| key(c)) == ra.first().map(|c| key(c)));
+                    .find(|rb| rb.first() == Some(&first))
+                    .or_else(|| {
+                        tb.rows
+                            .iter()
+                            .find(|rb| rb.first().map(|c| key(c)) == Some(key(&first)))
+                    });
                 t.rows.push(vec![
                     ra.first().cloned().unwrap_or_default(),
                     ra.get(1).cloned().unwrap_or_default(),
@@ -352,6 +360,8 @@ mod tests {
             rows: vec![
                 vec!["Duration".into(), "1 s".into()],
                 vec!["p50 back (10µs)".into(), "2 s".into()],
+                vec!["mem (RSS)".into(), "1".into()],
+                vec!["mem (PSS)".into(), "2".into()],
             ],
         };
         let mut b = a.clone();
@@ -359,6 +369,7 @@ mod tests {
         let m = merge_tables("x", std::slice::from_ref(&a), "y", &[b]);
         assert_eq!(m[0].headers, vec!["", "BGSAVE (x)", "BGSAVE (y)"]);
         assert_eq!(m[0].rows[1], vec!["p50 back (10µs)", "2 s", "3 s"]);
+        assert_eq!(m[0].rows[3], vec!["mem (PSS)", "2", "2"]);
         let r = a.render();
         assert!(r.contains("| Duration        | 1 s    |"), "{r}");
         let wide = Table {
