@@ -9,7 +9,7 @@ fn main() -> ExitCode {
         return match report::compare(&files[0], &files[1], cli.run.as_deref(), &cli.out) {
             Ok(written) => {
                 for f in written {
-                    println!("wrote {}", f.display());
+                    report::out(&format!("wrote {}", f.display()));
                 }
                 ExitCode::SUCCESS
             }
@@ -36,7 +36,7 @@ fn main() -> ExitCode {
             match rep.write(&cli.out) {
                 Ok(files) => {
                     for f in files {
-                        println!("wrote {}", f.display());
+                        report::out(&format!("wrote {}", f.display()));
                     }
                 }
                 Err(e) => {

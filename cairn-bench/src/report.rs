@@ -71,10 +71,10 @@ pub struct Report {
 impl Report {
     pub fn print(&self) {
         for t in &self.tables {
-            println!("{}", t.render());
+            out(&t.render());
         }
         for n in &self.notes {
-            println!("note: {n}");
+            out(&format!("note: {n}"));
         }
         for p in &self.problems {
             eprintln!("problem: {p}");
@@ -99,6 +99,12 @@ impl Report {
         }
         Ok(files)
     }
+}
+
+/// A line on stdout; a closed pipe (`| head`) is not worth a panic.
+pub fn out(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
 }
 
 pub fn load(path: &Path) -> Result<Report, String> {
@@ -281,7 +287,7 @@ pub fn compare(a: &Path, b: &Path, run: Option<&str>, dir: &Path) -> Result<Vec<
     };
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for t in merge_tables(&na, &ra.tables, &nb, &rb.tables) {
-        println!("{}", t.render());
+        out(&t.render());
     }
     plot_run(dir, "compare", &[(na, &xa), (nb, &xb)])
 }
