@@ -1,0 +1,184 @@
+//! Command line (clap derive). Scenario knobs are Options so each scenario applies its own
+//! defaults (aof: SET:GET 1:3 with 1000 B values; noise: 1 KB GETs...).
+
+use crate::keys::{KeyDist, ValueSize};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "cairn-bench",
+    version,
+    about = "Load generator for RESP2 servers (cairn, Redis, Valkey)"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Option<Cmd>,
+    /// Draw two result files on one plot: --compare a.json b.json
+    #[arg(long, num_args = 2, value_names = ["A_JSON", "B_JSON"])]
+    pub compare: Option<Vec<PathBuf>>,
+    /// With --compare: the run to take from each file (default: the first).
+    #[arg(long)]
+    pub run: Option<String>,
+    /// Directory for the results JSON and SVG plots.
+    #[arg(long, short = 'o', default_value = "bench-out", global = true)]
+    pub out: PathBuf,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Plain load with the given knobs; prints per-command throughput and latency.
+    Run(RunArgs),
+    /// Steady load, then BGSAVE (or --event) at --at: duration, extra memory, freeze, recovery.
+    Snapshot(SnapshotArgs),
+    /// SET:GET 1:3, 1000 B values, key space scaled to the box: p50/p99 per command.
+    Aof(RunArgs),
+    /// 1 KB GETs at a rate, without then with N/s 10 MB GETs on other connections.
+    Noise(NoiseArgs),
+    /// Zipf reads over a data set larger than maxmemory.
+    Tiering(TieringArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ConnArgs {
+    /// Server host.
+    #[arg(long = "host", short = 'H', default_value = "127.0.0.1")]
+    pub host: String,
+    #[arg(long, short = 'p', default_value_t = 6379)]
+    pub port: u16,
+    /// AUTH password.
+    #[arg(long, short = 'a')]
+    pub password: Option<String>,
+    /// Timeout (seconds) for every connect, read and write.
+    #[arg(long, default_value_t = 10.0)]
+    pub timeout: f64,
+    /// Server pid for RSS/PSS sampling (default: found from the port if the server is local).
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// Recording interval in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    pub interval_ms: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No live progress line.
+    #[arg(long)]
+    pub quiet: bool,
+    /// INFO fields to record every interval (comma separated).
+    #[arg(long, value_delimiter = ',')]
+    pub info: Vec<String>,
+    /// Hard bound on one run (seconds), whatever happens.
+    #[arg(long, default_value_t = 3600.0)]
+    pub max_time: f64,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LoadArgs {
+    /// Connections (total).
+    #[arg(long, short = 'c')]
+    pub connections: Option<usize>,
+    /// Worker threads (each drives connections/threads connections).
+    #[arg(long, short = 't')]
+    pub threads: Option<usize>,
+    /// Requests in flight per connection (pipelining).
+    #[arg(long, short = 'P')]
+    pub pipeline: Option<usize>,
+    /// Key space size.
+    #[arg(long, short = 'k')]
+    pub keys: Option<u64>,
+    /// Key distribution: uniform, zipf[:ALPHA] (default 0.99), sequential.
+    #[arg(long)]
+    pub dist: Option<KeyDist>,
+    /// Value size in bytes, fixed ("100", "1k") or a range ("100-1000").
+    #[arg(long, short = 'd')]
+    pub value_size: Option<ValueSize>,
+    /// SET:GET ratio, e.g. 1:10.
+    #[arg(long)]
+    pub ratio: Option<String>,
+    /// Command mix instead of --ratio: "WEIGHT:CMD ARGS" with {key} and {value}, repeatable.
+    /// e.g. --command "3:GET {key}" --command "1:INCR counter"
+    #[arg(long = "command")]
+    pub commands: Vec<String>,
+    /// Seconds of load.
+    #[arg(long, short = 'T')]
+    pub duration: Option<f64>,
+    /// Total requests (instead of a duration).
+    #[arg(long, short = 'n')]
+    pub requests: Option<u64>,
+    /// Open loop at this many requests/s in total (latency from the intended send time).
+    /// Without it: closed loop, as fast as the server answers.
+    #[arg(long, short = 'r')]
+    pub rate: Option<f64>,
+    /// Load this many keys first (pipelined SETs); scenarios default to --keys.
+    #[arg(long)]
+    pub fill: Option<u64>,
+    /// Skip the fill phase of a scenario (the data is already there).
+    #[arg(long)]
+    pub no_fill: bool,
+    /// Pipeline depth of the fill phase.
+    #[arg(long, default_value_t = 64)]
+    pub fill_pipeline: usize,
+    #[arg(long, default_value = "key:")]
+    pub key_prefix: String,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SnapshotArgs {
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Seconds of steady load before the snapshot command.
+    #[arg(long, default_value_t = 3.0)]
+    pub at: f64,
+    /// The command to send (space separated).
+    #[arg(long, default_value = "BGSAVE")]
+    pub event: String,
+    /// INFO field polled until it reads 0 to find the end.
+    #[arg(long, default_value = "rdb_bgsave_in_progress")]
+    pub wait_field: String,
+    /// Seconds of load after the snapshot ended (to see recovery).
+    #[arg(long, default_value_t = 3.0)]
+    pub after: f64,
+    /// Give up waiting for the snapshot after this many seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub event_timeout: f64,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct NoiseArgs {
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Large GETs per second during the noisy phase.
+    #[arg(long, default_value_t = 10.0)]
+    pub noise_rate: f64,
+    /// Size of the large values.
+    #[arg(long, default_value = "10MB")]
+    pub noise_size: String,
+    /// Connections that send the large GETs.
+    #[arg(long, default_value_t = 4)]
+    pub noise_connections: usize,
+    /// Number of large keys.
+    #[arg(long, default_value_t = 4)]
+    pub noise_keys: u64,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct TieringArgs {
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Data set size as a multiple of maxmemory (when the server has one).
+    #[arg(long, default_value_t = 2.0)]
+    pub oversize: f64,
+}

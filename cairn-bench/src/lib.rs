@@ -1,0 +1,10 @@
+//! cairn-bench: a load generator for RESP2 servers (see README.md).
+pub mod cli;
+pub mod engine;
+pub mod keys;
+pub mod plot;
+pub mod procmem;
+pub mod report;
+pub mod resp;
+pub mod scenario;
+pub mod stats;

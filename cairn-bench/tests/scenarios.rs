@@ -1,0 +1,455 @@
+//! Scenarios end to end: the cairn-bench binary against a real cairn-server started here.
+//!
+//! The server binary is the workspace's `target/debug/cairn-server` (CARGO_BIN_EXE_ does not
+//! cross crates); if it is missing the test builds it with cargo, and fails with a clear
+//! message if that does not work. Nothing is skipped.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+fn server_binary() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"));
+    let bin = target.join("debug").join("cairn-server");
+    if !bin.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(&cargo)
+            .args(["build", "-p", "cairn-server", "--bin", "cairn-server"])
+            .current_dir(workspace())
+            .status();
+        assert!(
+            matches!(st, Ok(s) if s.success()) && bin.exists(),
+            "cairn-server is needed at {} and `{cargo} build -p cairn-server` did not produce it ({st:?})",
+            bin.display()
+        );
+    }
+    bin
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("cairn-bench-{tag}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+struct Server {
+    child: Child,
+    port: u16,
+    _dir: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self._dir);
+    }
+}
+
+/// An output directory removed when the test ends.
+struct Tmp(PathBuf);
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl std::ops::Deref for Tmp {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+/// Starts cairn-server on a free port (retrying if another process took the port first).
+fn start_server(tag: &str, extra: &[&str]) -> Server {
+    let bin = server_binary();
+    for _ in 0..5 {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = temp_dir(tag);
+        let mut child = Command::new(&bin)
+            .args([
+                "--port",
+                &port.to_string(),
+                "--dir",
+                dir.to_str().unwrap(),
+                "--save",
+                "",
+            ])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                break; // lost the port: retry
+            }
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let _ = s.write_all(b"PING\r\n");
+                let mut b = [0u8; 7];
+                if s.read_exact(&mut b).is_ok() && &b == b"+PONG\r\n" {
+                    return Server {
+                        child,
+                        port,
+                        _dir: dir,
+                    };
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("cairn-server did not start");
+}
+
+fn raw(port: u16, cmd: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(format!("{cmd}\r\n").as_bytes()).unwrap();
+    let mut b = vec![0u8; 4096];
+    let n = s.read(&mut b).unwrap();
+    String::from_utf8_lossy(&b[..n]).into_owned()
+}
+
+fn bench(args: &[&str]) -> (Output, Duration) {
+    let t = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn-bench"))
+        .args(args)
+        .output()
+        .expect("run cairn-bench");
+    (out, t.elapsed())
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn is_svg(p: &Path) {
+    let t = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    assert!(
+        t.starts_with("<svg") && t.contains("</svg>"),
+        "{} is not an SVG",
+        p.display()
+    );
+}
+
+#[test]
+fn snapshot_scenario_reports_duration_memory_freeze_recovery() {
+    let srv = start_server("snap", &[]);
+    let out = Tmp(temp_dir("snap-out"));
+    let port = srv.port.to_string();
+    let (o, took) = bench(&[
+        "snapshot",
+        "-p",
+        &port,
+        "-k",
+        "20000",
+        "-c",
+        "4",
+        "-t",
+        "2",
+        "-r",
+        "3000",
+        "--at",
+        "1",
+        "--after",
+        "1",
+        "--quiet",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", show(&o));
+    assert!(took < Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for row in [
+        "| Duration",
+        "| Extra memory during SAVE (RSS)",
+        "| Process freeze time",
+        "p50 back to steady",
+        "p99 back to steady",
+    ] {
+        assert!(stdout.contains(row), "missing {row:?}\n{}", show(&o));
+    }
+    // The fill wrote every key exactly once.
+    assert_eq!(raw(srv.port, "DBSIZE"), ":20000\r\n");
+    let j = json(&out.join("snapshot.json"));
+    let m = &j["metrics"];
+    assert!(m["duration_s"].as_f64().unwrap() > 0.0, "{m}");
+    assert!(m["freeze_ms"].as_f64().is_some(), "{m}");
+    assert!(
+        m["extra_rss_bytes"].as_f64().is_some(),
+        "server pid not found from its port: {m}"
+    );
+    let load = j["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "load")
+        .unwrap();
+    let ev = &load["result"]["events"][0];
+    assert_eq!(ev["name"], "BGSAVE");
+    assert!(ev["end"].as_f64().unwrap() >= ev["start"].as_f64().unwrap());
+    assert!(ev["start"].as_f64().unwrap() >= 1.0);
+    let samples = load["result"]["samples"].as_array().unwrap();
+    assert!(samples
+        .iter()
+        .any(|s| s["info"]["rdb_bgsave_in_progress"] == "0"));
+    assert!(samples
+        .iter()
+        .all(|s| s["rss_kb"].as_u64().unwrap_or(0) > 0));
+    // Intervals of 100 ms over ~2 s of load, each with per-command percentiles.
+    let ivs = load["result"]["intervals"].as_array().unwrap();
+    assert!(ivs.len() >= 15, "{} intervals", ivs.len());
+    assert!(ivs[5]["cmds"]["GET"]["p99"].as_u64().unwrap() > 0);
+    for f in [
+        "snapshot-load-latency.svg",
+        "snapshot-load-throughput.svg",
+        "snapshot-load-memory.svg",
+    ] {
+        is_svg(&out.join(f));
+    }
+    // Two runs on one plot.
+    let (o2, _) = bench(&[
+        "--compare",
+        out.join("snapshot.json").to_str().unwrap(),
+        out.join("snapshot.json").to_str().unwrap(),
+        "--run",
+        "load",
+        "-o",
+        out.join("cmp").to_str().unwrap(),
+    ]);
+    assert!(o2.status.success(), "{}", show(&o2));
+    let svg = std::fs::read_to_string(out.join("cmp/compare-latency.svg")).unwrap();
+    assert!(
+        svg.contains("a:snapshot p99") && svg.contains("b:snapshot p99"),
+        "legend missing"
+    );
+    is_svg(&out.join("cmp/compare-memory.svg"));
+}
+
+#[test]
+fn aof_scenario_prints_p50_p99_per_command() {
+    let srv = start_server("aof", &["--appendonly", "yes", "--appendfsync", "everysec"]);
+    let out = Tmp(temp_dir("aof-out"));
+    let (o, _) = bench(&[
+        "aof",
+        "-p",
+        &srv.port.to_string(),
+        "-k",
+        "5000",
+        "-c",
+        "4",
+        "-T",
+        "1",
+        "--quiet",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", show(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("P50 Latency (ms)") && stdout.contains("| AOF (everysec) | Get"),
+        "{}",
+        show(&o)
+    );
+    assert!(stdout.contains("| Set"), "{}", show(&o));
+    let j = json(&out.join("aof.json"));
+    let (get, set) = (
+        j["metrics"]["get_qps"].as_f64().unwrap(),
+        j["metrics"]["set_qps"].as_f64().unwrap(),
+    );
+    // SET:GET 1:3.
+    assert!(
+        get / set > 2.5 && get / set < 3.5,
+        "GET {get}/s SET {set}/s"
+    );
+    assert_eq!(raw(srv.port, "STRLEN key:000000000042"), ":1000\r\n");
+}
+
+#[test]
+fn noise_scenario_compares_with_and_without_large_gets() {
+    let srv = start_server("noise", &[]);
+    let out = Tmp(temp_dir("noise-out"));
+    let (o, _) = bench(&[
+        "noise",
+        "-p",
+        &srv.port.to_string(),
+        "-k",
+        "1000",
+        "-c",
+        "4",
+        "-r",
+        "1000",
+        "-T",
+        "1",
+        "--noise-rate",
+        "5",
+        "--noise-size",
+        "1MB",
+        "--noise-keys",
+        "2",
+        "--noise-connections",
+        "1",
+        "--quiet",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", show(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("| baseline") && stdout.contains("| + noise"),
+        "{}",
+        show(&o)
+    );
+    assert!(stdout.contains("p99.99"), "{}", show(&o));
+    let j = json(&out.join("noise.json"));
+    let noisy = j["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "noise")
+        .unwrap();
+    let n = noisy["result"]["totals"]["cmds"]["noise:GET"]["count"]
+        .as_u64()
+        .unwrap();
+    assert!((3..=7).contains(&n), "{n} large GETs in 1 s at 5/s");
+    assert_eq!(
+        raw(srv.port, "STRLEN bigkey:000000000001"),
+        format!(":{}\r\n", 1 << 20)
+    );
+    is_svg(&out.join("noise-noise-latency.svg"));
+}
+
+#[test]
+fn tiering_scenario_reads_zipf_over_more_than_maxmemory() {
+    let srv = start_server(
+        "tier",
+        &["--maxmemory", "8mb", "--maxmemory-policy", "allkeys-lru"],
+    );
+    let out = Tmp(temp_dir("tier-out"));
+    let (o, _) = bench(&[
+        "tiering",
+        "-p",
+        &srv.port.to_string(),
+        "-c",
+        "4",
+        "-T",
+        "1",
+        "--quiet",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", show(&o));
+    let j = json(&out.join("tiering.json"));
+    let hit = j["metrics"]["hit_rate"].as_f64().unwrap();
+    // Twice maxmemory: not everything fits, but Zipf's hot keys do.
+    assert!(hit > 0.2 && hit < 0.999, "hit rate {hit}\n{}", show(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("Zipf(0.99)"), "{}", show(&o));
+}
+
+#[test]
+fn unreachable_server_fails_fast_with_a_message() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = Tmp(temp_dir("unreach"));
+    let (o, took) = bench(&[
+        "run",
+        "-p",
+        &port.to_string(),
+        "-T",
+        "1",
+        "--timeout",
+        "1",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("cannot connect"),
+        "{}",
+        show(&o)
+    );
+    assert!(took < Duration::from_secs(5));
+}
+
+#[test]
+fn server_dying_mid_run_leaves_a_partial_result() {
+    let mut srv = start_server("die", &[]);
+    let out = Tmp(temp_dir("die-out"));
+    let port = srv.port.to_string();
+    let o = out.0.clone();
+    let h = std::thread::spawn(move || {
+        bench(&[
+            "run",
+            "-p",
+            &port,
+            "-c",
+            "2",
+            "-r",
+            "2000",
+            "-T",
+            "20",
+            "--timeout",
+            "2",
+            "--quiet",
+            "-o",
+            o.to_str().unwrap(),
+        ])
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    srv.child.kill().unwrap();
+    let (o, took) = h.join().unwrap();
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("connection lost") || stderr.contains("write failed"),
+        "{}",
+        show(&o)
+    );
+    let j = json(&out.join("run.json"));
+    let r = &j["runs"][0]["result"];
+    assert_eq!(r["complete"], false);
+    assert!(
+        r["totals"]["all"]["count"].as_u64().unwrap() > 1000,
+        "{}",
+        r["totals"]
+    );
+}
