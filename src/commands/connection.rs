@@ -39,7 +39,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "quit",
         -1,
-        CONN | NO_AUTH | ALLOW_BUSY_FLAG,
+        CONN | NO_AUTH | PUBSUB_OK | ALLOW_BUSY_FLAG,
         "connection",
         quit,
     )
@@ -85,6 +85,18 @@ static CLIENT_SUBS: &[CommandSpec] = &[
 ];
 
 fn ping(ctx: &mut Ctx) -> CmdResult {
+    // In the RESP2 subscribed context the reply is a ["pong", arg-or-""] array, as Redis.
+    if ctx.client.resp == Resp::V2 && ctx.client.is_pubsub() && ctx.args.len() <= 2 {
+        ctx.out.array(2);
+        ctx.out.bulk(b"pong");
+        let arg: &[u8] = if ctx.args.len() == 2 {
+            ctx.args.get(1)
+        } else {
+            b""
+        };
+        ctx.out.bulk(arg);
+        return Ok(());
+    }
     match ctx.args.len() {
         1 => ctx.out.simple("PONG"),
         2 => ctx.out.bulk(ctx.args.get(1)),
@@ -226,6 +238,7 @@ fn quit(ctx: &mut Ctx) -> CmdResult {
 }
 
 fn reset(ctx: &mut Ctx) -> CmdResult {
+    super::pubsub::unsubscribe_all(ctx.srv, ctx.client);
     let c = &mut ctx.client;
     c.db = 0;
     c.resp = Resp::V2;

@@ -702,8 +702,8 @@ fn info_stats(srv: &Server, s: &mut Section) {
     s.line("evicted_clients", 0);
     s.line("keyspace_hits", ks.hits);
     s.line("keyspace_misses", ks.misses);
-    s.line("pubsub_channels", 0);
-    s.line("pubsub_patterns", 0);
+    s.line("pubsub_channels", srv.pubsub.channels.len());
+    s.line("pubsub_patterns", srv.pubsub.patterns.len());
     s.line("pubsubshard_channels", 0);
     s.line("latest_fork_usec", 0);
     s.line("total_forks", 0);

@@ -68,6 +68,8 @@ pub struct Server {
     pub aof: crate::persistence::aof::Aof,
     /// Replaying the AOF at startup: commands are not logged again.
     pub loading: bool,
+    /// Pub/sub subscription tables and the queue of clients with pushed messages.
+    pub pubsub: commands::pubsub::PubSub,
 }
 
 impl Server {
@@ -119,6 +121,7 @@ impl Server {
             config,
             aof: Default::default(),
             loading: false,
+            pubsub: Default::default(),
         })
     }
 
@@ -199,12 +202,19 @@ impl Server {
         if out.get(mark) == Some(&b'-') {
             self.stats.record_error(&out[mark + 1..]);
         }
+        // Pub/sub output (confirmations, messages to oneself) is sent even when replies
+        // are off, as Redis 7.0 does.
+        let keep = client
+            .keep_output_to
+            .take()
+            .unwrap_or(mark)
+            .clamp(mark, out.len());
         match client.reply_mode {
             client::ReplyMode::On => {}
-            client::ReplyMode::Off => out.truncate(mark),
+            client::ReplyMode::Off => out.truncate(keep),
             client::ReplyMode::SkipNext => client.reply_mode = client::ReplyMode::Skip,
             client::ReplyMode::Skip => {
-                out.truncate(mark);
+                out.truncate(keep);
                 client.reply_mode = client::ReplyMode::On;
             }
         }
@@ -318,6 +328,19 @@ impl Server {
         {
             self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
             reply.error(crate::persistence::snapshot::ops::MISCONF_ERR);
+            return;
+        }
+        // A RESP2 client with subscriptions may only run the pub/sub context commands.
+        if client.resp == crate::protocol::reply::Resp::V2
+            && client.is_pubsub()
+            && spec.flags & commands::PUBSUB_OK == 0
+        {
+            let full = match parent {
+                Some(p) => commands::full_name(p, spec),
+                None => spec.name.to_string(),
+            };
+            self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
+            reply.error(&commands::pubsub::context_error(&full));
             return;
         }
         // Leave room in the arena's address space so a write can never exhaust it.

@@ -1,0 +1,451 @@
+//! Pub/sub: SUBSCRIBE, UNSUBSCRIBE, PSUBSCRIBE, PUNSUBSCRIBE, PUBLISH, PUBSUB.
+//!
+//! The executor owns the subscription tables ([`PubSub`], in `Server::pubsub`) and each
+//! client's own subscriptions (`Client::sub_channels` / `sub_patterns`). PUBLISH never
+//! touches another client's socket: it appends the encoded message to that client's
+//! outbox (`Client::pushed`) and queues its slot in [`PubSub::pending`]; the socket side
+//! (event loop or I/O threads) moves the outbox into the connection's output after each
+//! turn, and before running that client's next commands so its output stays in order.
+//! A message for the publishing client itself goes straight into its reply, before the
+//! PUBLISH count, as Redis does.
+//!
+//! The outbox is bounded by `client-output-buffer-limit pubsub`: a push that takes a
+//! client's unsent output (connection buffer + outbox) over the limit drops the outbox
+//! and marks the client to be closed (`Client::close_asap`); it keeps counting as a
+//! receiver until the socket side has closed it, as in Redis.
+
+use super::{
+    CmdError, CmdResult, CommandSpec, Ctx, FAST, LOADING, MAY_REPLICATE, NOSCRIPT, PUBSUB,
+    PUBSUB_OK, STALE,
+};
+use crate::protocol::reply::{Reply, Resp};
+use crate::server::{Client, Server};
+use std::collections::HashMap;
+
+const SUBSCRIBE_FLAGS: u32 = PUBSUB | NOSCRIPT | LOADING | STALE | PUBSUB_OK;
+const INTROSPECT: u32 = PUBSUB | LOADING | STALE;
+
+pub static COMMANDS: &[CommandSpec] = &[
+    CommandSpec::new("subscribe", -2, SUBSCRIBE_FLAGS, "pubsub", subscribe)
+        .doc("Listens for messages published to channels.", "2.0.0"),
+    CommandSpec::new("unsubscribe", -1, SUBSCRIBE_FLAGS, "pubsub", unsubscribe)
+        .doc("Stops listening to messages posted to channels.", "2.0.0"),
+    CommandSpec::new("psubscribe", -2, SUBSCRIBE_FLAGS, "pubsub", psubscribe).doc(
+        "Listens for messages published to channels that match one or more patterns.",
+        "2.0.0",
+    ),
+    CommandSpec::new("punsubscribe", -1, SUBSCRIBE_FLAGS, "pubsub", punsubscribe).doc(
+        "Stops listening to messages published to channels that match one or more patterns.",
+        "2.0.0",
+    ),
+    CommandSpec::new(
+        "publish",
+        3,
+        PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE,
+        "pubsub",
+        publish,
+    )
+    .doc("Posts a message to a channel.", "2.0.0"),
+    CommandSpec::new("pubsub", -2, 0, "pubsub", pubsub_help)
+        .doc("A container for Pub/Sub commands.", "2.8.0")
+        .subs(PUBSUB_SUBS),
+];
+
+static PUBSUB_SUBS: &[CommandSpec] = &[
+    CommandSpec::new("channels", -2, INTROSPECT, "pubsub", pubsub_channels)
+        .doc("Returns the active channels.", "2.8.0"),
+    CommandSpec::new("numpat", 2, INTROSPECT, "pubsub", pubsub_numpat)
+        .doc("Returns a count of unique pattern subscriptions.", "2.8.0"),
+    CommandSpec::new("numsub", -2, INTROSPECT, "pubsub", pubsub_numsub)
+        .doc("Returns a count of subscribers to channels.", "2.8.0"),
+    CommandSpec::new(
+        "shardchannels",
+        -2,
+        INTROSPECT,
+        "pubsub",
+        pubsub_shardchannels,
+    )
+    .doc("Returns the active shard channels.", "7.0.0"),
+    CommandSpec::new("shardnumsub", -2, INTROSPECT, "pubsub", pubsub_shardnumsub).doc(
+        "Returns the count of subscribers of shard channels.",
+        "7.0.0",
+    ),
+    CommandSpec::new("help", 2, PUBSUB | LOADING | STALE, "pubsub", pubsub_help).doc(
+        "Returns helpful text about the different subcommands.",
+        "6.2.0",
+    ),
+];
+
+/// A subscriber: its slot in `Server::clients` and its id (slots are reused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sub {
+    pub slot: usize,
+    pub id: u64,
+}
+
+/// Server-wide subscription tables (executor-owned).
+#[derive(Default, Debug)]
+pub struct PubSub {
+    /// Channel → subscribers in subscription order.
+    pub channels: HashMap<Vec<u8>, Vec<Sub>>,
+    /// Pattern → subscribers (PUBSUB NUMPAT counts distinct patterns, as Redis 7.0).
+    pub patterns: HashMap<Vec<u8>, Vec<Sub>>,
+    /// Slots of clients with bytes in their outbox or marked `close_asap`; drained by the
+    /// socket side every turn. Each slot appears once (`Client::in_pending`).
+    pub pending: Vec<usize>,
+}
+
+/// The RESP2 "subscribed context" error, Redis 7.0's exact text.
+pub fn context_error(full_name: &str) -> String {
+    format!(
+        "ERR Can't execute '{full_name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+    )
+}
+
+/// A confirmation frame: `[kind, name-or-null, count]`, a push in RESP3.
+fn confirm(out: &mut Reply, kind: &str, name: Option<&[u8]>, count: usize) {
+    out.push(3);
+    out.bulk_str(kind);
+    match name {
+        Some(n) => out.bulk(n),
+        None => out.null(),
+    }
+    out.int(count as i64);
+}
+
+/// Marks the output of this command (so far) as pub/sub output, which Redis 7.0 sends
+/// even under CLIENT REPLY OFF/SKIP.
+fn keep_output(ctx: &mut Ctx) {
+    ctx.client.keep_output_to = Some(ctx.out.buf.len());
+}
+
+fn subscribe(ctx: &mut Ctx) -> CmdResult {
+    let me = Sub {
+        slot: ctx.client.slot,
+        id: ctx.client.id,
+    };
+    for i in 1..ctx.args.len() {
+        let ch = ctx.args.get(i);
+        if !ctx.client.sub_channels.contains(ch) {
+            ctx.client.sub_channels.insert(ch.to_vec());
+            ctx.srv
+                .pubsub
+                .channels
+                .entry(ch.to_vec())
+                .or_default()
+                .push(me);
+        }
+        let n = ctx.client.subscriptions();
+        confirm(&mut ctx.out, "subscribe", Some(ch), n);
+    }
+    keep_output(ctx);
+    Ok(())
+}
+
+fn psubscribe(ctx: &mut Ctx) -> CmdResult {
+    let me = Sub {
+        slot: ctx.client.slot,
+        id: ctx.client.id,
+    };
+    for i in 1..ctx.args.len() {
+        let pat = ctx.args.get(i);
+        if !ctx.client.sub_patterns.iter().any(|p| p == pat) {
+            ctx.client.sub_patterns.push(pat.to_vec());
+            ctx.srv
+                .pubsub
+                .patterns
+                .entry(pat.to_vec())
+                .or_default()
+                .push(me);
+        }
+        let n = ctx.client.subscriptions();
+        confirm(&mut ctx.out, "psubscribe", Some(pat), n);
+    }
+    keep_output(ctx);
+    Ok(())
+}
+
+/// Removes `id` from `name`'s subscriber list, dropping the entry when it empties.
+fn remove_sub(map: &mut HashMap<Vec<u8>, Vec<Sub>>, name: &[u8], id: u64) {
+    if let Some(list) = map.get_mut(name) {
+        list.retain(|s| s.id != id);
+        if list.is_empty() {
+            map.remove(name);
+        }
+    }
+}
+
+fn unsubscribe(ctx: &mut Ctx) -> CmdResult {
+    let id = ctx.client.id;
+    if ctx.args.len() == 1 {
+        let all: Vec<Vec<u8>> = ctx.client.sub_channels.drain().collect();
+        if all.is_empty() {
+            let n = ctx.client.subscriptions();
+            confirm(&mut ctx.out, "unsubscribe", None, n);
+        }
+        for (i, ch) in all.iter().enumerate() {
+            remove_sub(&mut ctx.srv.pubsub.channels, ch, id);
+            // The count as each one goes (the set is already empty).
+            let n = all.len() - i - 1 + ctx.client.sub_patterns.len();
+            confirm(&mut ctx.out, "unsubscribe", Some(ch), n);
+        }
+    } else {
+        for i in 1..ctx.args.len() {
+            let ch = ctx.args.get(i);
+            if ctx.client.sub_channels.remove(ch) {
+                remove_sub(&mut ctx.srv.pubsub.channels, ch, id);
+            }
+            let n = ctx.client.subscriptions();
+            confirm(&mut ctx.out, "unsubscribe", Some(ch), n);
+        }
+    }
+    keep_output(ctx);
+    Ok(())
+}
+
+fn punsubscribe(ctx: &mut Ctx) -> CmdResult {
+    let id = ctx.client.id;
+    if ctx.args.len() == 1 {
+        let all = std::mem::take(&mut ctx.client.sub_patterns);
+        if all.is_empty() {
+            let n = ctx.client.subscriptions();
+            confirm(&mut ctx.out, "punsubscribe", None, n);
+        }
+        for (i, pat) in all.iter().enumerate() {
+            remove_sub(&mut ctx.srv.pubsub.patterns, pat, id);
+            let n = all.len() - i - 1 + ctx.client.sub_channels.len();
+            confirm(&mut ctx.out, "punsubscribe", Some(pat), n);
+        }
+    } else {
+        for i in 1..ctx.args.len() {
+            let pat = ctx.args.get(i);
+            if let Some(pos) = ctx.client.sub_patterns.iter().position(|p| p == pat) {
+                ctx.client.sub_patterns.remove(pos);
+                remove_sub(&mut ctx.srv.pubsub.patterns, pat, id);
+            }
+            let n = ctx.client.subscriptions();
+            confirm(&mut ctx.out, "punsubscribe", Some(pat), n);
+        }
+    }
+    keep_output(ctx);
+    Ok(())
+}
+
+/// Drops every subscription of `client` without replies (RESET, disconnect).
+pub fn unsubscribe_all(srv: &mut Server, client: &mut Client) {
+    let id = client.id;
+    for ch in client.sub_channels.drain() {
+        remove_sub(&mut srv.pubsub.channels, &ch, id);
+    }
+    for pat in std::mem::take(&mut client.sub_patterns) {
+        remove_sub(&mut srv.pubsub.patterns, &pat, id);
+    }
+    client.pushed = Vec::new();
+}
+
+/// Encodes a `message` / `pmessage` frame for a client speaking `resp`.
+fn encode_message(buf: &mut Vec<u8>, resp: Resp, pattern: Option<&[u8]>, ch: &[u8], msg: &[u8]) {
+    let mut r = Reply::new(buf, resp);
+    match pattern {
+        None => {
+            r.push(3);
+            r.bulk(b"message");
+        }
+        Some(p) => {
+            r.push(4);
+            r.bulk(b"pmessage");
+            r.bulk(p);
+        }
+    }
+    r.bulk(ch);
+    r.bulk(msg);
+}
+
+/// Appends a message to subscriber `sub`'s output. The publisher itself gets it in its
+/// reply; anyone else in its outbox, within `client-output-buffer-limit pubsub`.
+fn deliver(ctx: &mut Ctx, sub: Sub, pattern: Option<&[u8]>, ch: &[u8], msg: &[u8]) {
+    if sub.id == ctx.client.id {
+        let resp = ctx.client.resp;
+        encode_message(ctx.out.buf, resp, pattern, ch, msg);
+        keep_output(ctx);
+        return;
+    }
+    let srv = &mut *ctx.srv;
+    let Some(c) = srv.clients.get_mut(sub.slot).and_then(|c| c.as_mut()) else {
+        return;
+    };
+    if c.id != sub.id || c.close_asap {
+        // A client already over its limit gets nothing more (Redis drops writes to a
+        // client scheduled for closing).
+        return;
+    }
+    encode_message(&mut c.pushed, c.resp, pattern, ch, msg);
+    let lim = srv.config.settings().obuf_pubsub;
+    let unsent = c.obuf_bytes.saturating_add(c.pushed.len() as u64);
+    if crate::server::event_loop::output_over_bytes(lim, &mut srv.stats, c, unsent) {
+        c.close_asap = true;
+        c.pushed = Vec::new();
+    }
+    if !c.in_pending {
+        c.in_pending = true;
+        srv.pubsub.pending.push(sub.slot);
+    }
+}
+
+fn publish(ctx: &mut Ctx) -> CmdResult {
+    let ch = ctx.args.get(1);
+    let msg = ctx.args.get(2);
+    let mut receivers = 0i64;
+    // Subscriber lists are copied out (small) so delivery can borrow the clients.
+    if let Some(list) = ctx.srv.pubsub.channels.get(ch) {
+        let list = list.clone();
+        for sub in list {
+            deliver(ctx, sub, None, ch, msg);
+            receivers += 1;
+        }
+    }
+    if !ctx.srv.pubsub.patterns.is_empty() {
+        let matching: Vec<(Vec<u8>, Vec<Sub>)> = ctx
+            .srv
+            .pubsub
+            .patterns
+            .iter()
+            .filter(|(p, _)| crate::util::glob_match(p, ch, false))
+            .map(|(p, l)| (p.clone(), l.clone()))
+            .collect();
+        for (pat, list) in matching {
+            for sub in list {
+                deliver(ctx, sub, Some(&pat), ch, msg);
+                receivers += 1;
+            }
+        }
+    }
+    ctx.out.int(receivers);
+    Ok(())
+}
+
+fn pubsub_channels(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len() > 3 {
+        return Err(subcommand_syntax(ctx));
+    }
+    let pat = (ctx.args.len() == 3).then(|| ctx.args.get(2));
+    let names: Vec<&Vec<u8>> = ctx
+        .srv
+        .pubsub
+        .channels
+        .keys()
+        .filter(|c| pat.is_none_or(|p| crate::util::glob_match(p, c, false)))
+        .collect();
+    ctx.out.array(names.len());
+    for n in names {
+        ctx.out.bulk(n);
+    }
+    Ok(())
+}
+
+fn pubsub_numsub(ctx: &mut Ctx) -> CmdResult {
+    let n = ctx.args.len() - 2;
+    ctx.out.map(n);
+    for i in 2..ctx.args.len() {
+        let ch = ctx.args.get(i);
+        ctx.out.bulk(ch);
+        let count = ctx.srv.pubsub.channels.get(ch).map_or(0, |l| l.len());
+        ctx.out.int(count as i64);
+    }
+    Ok(())
+}
+
+fn pubsub_numpat(ctx: &mut Ctx) -> CmdResult {
+    ctx.out.int(ctx.srv.pubsub.patterns.len() as i64);
+    Ok(())
+}
+
+/// Sharded pub/sub (SSUBSCRIBE) is not implemented, so there are never shard channels;
+/// the introspection replies are still Redis's shapes.
+fn pubsub_shardchannels(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len() > 3 {
+        return Err(subcommand_syntax(ctx));
+    }
+    ctx.out.array(0);
+    Ok(())
+}
+
+fn pubsub_shardnumsub(ctx: &mut Ctx) -> CmdResult {
+    let n = ctx.args.len() - 2;
+    ctx.out.map(n);
+    for i in 2..ctx.args.len() {
+        ctx.out.bulk(ctx.args.get(i));
+        ctx.out.int(0);
+    }
+    Ok(())
+}
+
+/// Redis's addReplySubcommandSyntaxError (names the subcommand as the client typed it).
+fn subcommand_syntax(ctx: &Ctx) -> CmdError {
+    let sub: String = ctx.args.str(1).chars().take(128).collect();
+    CmdError::err(format!(
+        "unknown subcommand or wrong number of arguments for '{sub}'. Try PUBSUB HELP."
+    ))
+}
+
+fn pubsub_help(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len() == 1 {
+        return Err(CmdError::err(
+            "wrong number of arguments for 'pubsub' command",
+        ));
+    }
+    let lines = [
+        "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "CHANNELS [<pattern>]",
+        "    Return the currently active channels matching a <pattern> (default: '*').",
+        "NUMPAT",
+        "    Return number of subscriptions to patterns.",
+        "NUMSUB [<channel> ...]",
+        "    Return the number of subscribers for the specified channels, excluding",
+        "    pattern subscriptions(default: no channels).",
+        "SHARDCHANNELS [<pattern>]",
+        "    Return the currently active shard level channels matching a <pattern> (default: '*').",
+        "SHARDNUMSUB [<shardchannel> ...]",
+        "    Return the number of subscribers for the specified shard level channel(s)",
+        "HELP",
+        "    Prints this help.",
+    ];
+    ctx.out.array(lines.len());
+    for l in lines {
+        ctx.out.simple(l);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_frames() {
+        let mut b = Vec::new();
+        encode_message(&mut b, Resp::V2, None, b"c", b"hi");
+        assert_eq!(b, b"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$2\r\nhi\r\n");
+        b.clear();
+        encode_message(&mut b, Resp::V3, Some(b"c*"), b"c", b"");
+        assert_eq!(
+            b,
+            b">4\r\n$8\r\npmessage\r\n$2\r\nc*\r\n$1\r\nc\r\n$0\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn remove_sub_drops_empty_entries() {
+        let mut m: HashMap<Vec<u8>, Vec<Sub>> = HashMap::new();
+        m.entry(b"a".to_vec())
+            .or_default()
+            .push(Sub { slot: 0, id: 1 });
+        m.entry(b"a".to_vec())
+            .or_default()
+            .push(Sub { slot: 1, id: 2 });
+        remove_sub(&mut m, b"a", 1);
+        assert_eq!(m[&b"a".to_vec()], vec![Sub { slot: 1, id: 2 }]);
+        remove_sub(&mut m, b"a", 2);
+        assert!(m.is_empty());
+    }
+}
