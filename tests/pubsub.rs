@@ -1,0 +1,479 @@
+//! Pub/sub over real sockets: several connections, RESP2 and RESP3, compared byte for byte
+//! with redis-server 7.0.15 where the order is specified, with io-threads 1 and 3; output
+//! buffer limits of the `pubsub` class.
+
+mod common;
+
+use common::{start_cairn, start_redis, Raw};
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+/// One scripted step: on connection `conn`, send `args` and read `replies` frames (0:
+/// send only). `Read(conn, n)` reads n frames pushed to `conn` without sending.
+enum Step {
+    Cmd(usize, &'static [&'static str], usize),
+    Read(usize, usize),
+    /// Send and read one reply without comparing it (HELLO's map holds the client id).
+    Quiet(usize, &'static [&'static str]),
+}
+use Step::{Cmd, Quiet, Read as Pushed};
+
+fn frames(r: &mut Raw, n: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.extend(r.reply());
+    }
+    out
+}
+
+/// Runs `steps` on a server and returns every step's bytes.
+fn run(port: u16, conns: usize, steps: &[Step]) -> Vec<(String, String)> {
+    let mut c: Vec<Raw> = (0..conns).map(|_| Raw::connect(port)).collect();
+    let mut log = Vec::new();
+    for s in steps {
+        match s {
+            Cmd(i, args, n) => {
+                let a: Vec<&[u8]> = args.iter().map(|x| x.as_bytes()).collect();
+                c[*i].cmd(&a);
+                let got = frames(&mut c[*i], *n);
+                log.push((
+                    format!("{i}: {args:?}"),
+                    String::from_utf8_lossy(&got).into_owned(),
+                ));
+            }
+            Quiet(i, args) => {
+                let a: Vec<&[u8]> = args.iter().map(|x| x.as_bytes()).collect();
+                c[*i].cmd(&a);
+                c[*i].reply();
+            }
+            Pushed(i, n) => {
+                let got = frames(&mut c[*i], *n);
+                log.push((
+                    format!("{i}: pushed {n}"),
+                    String::from_utf8_lossy(&got).into_owned(),
+                ));
+            }
+        }
+    }
+    log
+}
+
+fn differential(conns: usize, steps: &[Step]) {
+    let redis = start_redis(&[]);
+    let want = run(redis.port, conns, steps);
+    for threads in ["1", "3"] {
+        let cairn = start_cairn(&["--io-threads", threads]);
+        let got = run(cairn.port, conns, steps);
+        for (w, g) in want.iter().zip(&got) {
+            assert_eq!(w, g, "io-threads {threads}");
+        }
+    }
+}
+
+#[test]
+fn resp2_subscribed_context_matches_redis() {
+    differential(
+        2,
+        &[
+            Cmd(0, &["SUBSCRIBE", "c1", "c2", "c1"], 3),
+            Cmd(0, &["PSUBSCRIBE", "p*", "p*"], 2),
+            Cmd(0, &["GET", "x"], 1),
+            Cmd(0, &["PING"], 1),
+            Cmd(0, &["PING", "hi"], 1),
+            Cmd(0, &["ping", "a", "b"], 1),
+            Cmd(0, &["subscribe"], 1),
+            Cmd(0, &["echo", "x"], 1),
+            Cmd(0, &["client", "id"], 1),
+            Cmd(0, &["hello", "3"], 1),
+            Cmd(0, &["nosuchcommand"], 1),
+            Cmd(1, &["PUBLISH", "c1", "hello"], 1),
+            Pushed(0, 1),
+            Cmd(1, &["PUBLISH", "pq", ""], 1),
+            Pushed(0, 1),
+            Cmd(1, &["PUBLISH", "c1x", "hello"], 1),
+            Cmd(1, &["PUBSUB", "CHANNELS", "c1"], 1),
+            Cmd(1, &["PUBSUB", "CHANNELS", "C*"], 1),
+            Cmd(1, &["PUBSUB", "NUMSUB", "c1", "zz"], 1),
+            Cmd(1, &["PUBSUB", "NUMSUB"], 1),
+            Cmd(1, &["PUBSUB", "NUMPAT"], 1),
+            Cmd(1, &["PUBSUB", "NUMPAT", "x"], 1),
+            Cmd(1, &["PUBSUB", "Channels", "a", "b"], 1),
+            Cmd(1, &["PUBSUB", "HELP"], 1),
+            Cmd(1, &["PUBSUB", "foo"], 1),
+            Cmd(1, &["PUBSUB"], 1),
+            Cmd(0, &["UNSUBSCRIBE", "c1", "zz"], 2),
+            Cmd(0, &["PUNSUBSCRIBE"], 1),
+            Cmd(0, &["UNSUBSCRIBE"], 1),
+            // Nothing left: one frame with a null name and count 0.
+            Cmd(0, &["UNSUBSCRIBE"], 1),
+            Cmd(0, &["PUNSUBSCRIBE"], 1),
+            Cmd(0, &["PUNSUBSCRIBE", "x"], 1),
+            Cmd(0, &["PING"], 1),
+            Cmd(0, &["GET", "x"], 1),
+            Cmd(0, &["PSUBSCRIBE", "x*", "y*", "z*"], 3),
+            // Patterns are unsubscribed in subscription order.
+            Cmd(0, &["PUNSUBSCRIBE"], 3),
+            Cmd(0, &["SUBSCRIBE", "z"], 1),
+            Cmd(0, &["RESET"], 1),
+            Cmd(0, &["GET", "x"], 1),
+            Cmd(0, &["SUBSCRIBE", "z"], 1),
+            Cmd(0, &["QUIT"], 1),
+            Cmd(1, &["unsubscribe"], 1),
+            Cmd(1, &["unsubscribe", "q"], 1),
+            Cmd(1, &["punsubscribe"], 1),
+            Cmd(1, &["GET", "x"], 1),
+        ],
+    );
+}
+
+#[test]
+fn resp3_push_frames_match_redis() {
+    differential(
+        3,
+        &[
+            Quiet(0, &["HELLO", "3"]),
+            Cmd(0, &["SUBSCRIBE", "c1"], 1),
+            Cmd(0, &["PSUBSCRIBE", "c*"], 1),
+            // RESP3: any command runs, PING is a plain PONG.
+            Cmd(0, &["PING"], 1),
+            Cmd(0, &["PING", "x"], 1),
+            Cmd(0, &["GET", "x"], 1),
+            // Channel subscribers first, then patterns: two receivers, two frames.
+            Cmd(1, &["PUBLISH", "c1", "m"], 1),
+            Pushed(0, 2),
+            // A message to oneself precedes the PUBLISH reply.
+            Cmd(0, &["PUBLISH", "c1", "self"], 3),
+            Cmd(0, &["UNSUBSCRIBE"], 1),
+            Cmd(0, &["PUNSUBSCRIBE"], 1),
+            Cmd(0, &["UNSUBSCRIBE"], 1),
+            Cmd(0, &["SUBSCRIBE", "me", "me"], 2),
+            Cmd(0, &["UNSUBSCRIBE", "me", "me"], 2),
+            // A RESP2 subscriber and a RESP3 one get their own frame shapes.
+            Cmd(2, &["SUBSCRIBE", "both"], 1),
+            Cmd(0, &["SUBSCRIBE", "both"], 1),
+            Cmd(1, &["PUBLISH", "both", "hey"], 1),
+            Pushed(2, 1),
+            Pushed(0, 1),
+            Cmd(1, &["PUBSUB", "NUMSUB", "both"], 1),
+            // HELLO 2 while subscribed: back to the RESP2 context rules.
+            Quiet(0, &["HELLO", "2"]),
+            Cmd(0, &["GET", "x"], 1),
+            Cmd(0, &["PING"], 1),
+        ],
+    );
+}
+
+#[test]
+fn reply_off_still_delivers_pubsub_output_like_redis() {
+    differential(
+        3,
+        &[
+            Cmd(0, &["CLIENT", "REPLY", "OFF"], 0),
+            Cmd(0, &["SUBSCRIBE", "r"], 1),
+            Cmd(2, &["PUBLISH", "r", "m"], 1),
+            Pushed(0, 1),
+            Quiet(1, &["HELLO", "3"]),
+            Cmd(1, &["CLIENT", "REPLY", "OFF"], 0),
+            Cmd(1, &["SUBSCRIBE", "r2"], 1),
+            Cmd(1, &["PUBLISH", "r2", "self"], 1),
+            Cmd(2, &["PUBLISH", "r2", "m"], 1),
+            Pushed(1, 1),
+            Cmd(1, &["CLIENT", "REPLY", "ON"], 1),
+        ],
+    );
+}
+
+fn wait_until(mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(5) {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn info_field(r: &mut Raw, name: &str) -> String {
+    let info = String::from_utf8_lossy(&r.call(&["INFO", "stats"])).into_owned();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn channels_introspection_client_list_info_and_disconnect() {
+    for threads in ["1", "3"] {
+        let srv = start_cairn(&["--io-threads", threads]);
+        let mut a = Raw::connect(srv.port);
+        let mut b = Raw::connect(srv.port);
+        let mut q = Raw::connect(srv.port);
+        a.cmd(&[b"SUBSCRIBE", b"news.1", b"news.2", b"other"]);
+        frames(&mut a, 3);
+        a.cmd(&[b"PSUBSCRIBE", b"news.*"]);
+        frames(&mut a, 1);
+        b.cmd(&[b"PSUBSCRIBE", b"news.*", b"x"]);
+        frames(&mut b, 2);
+        // CHANNELS: order unspecified, compare as sets.
+        let list = String::from_utf8_lossy(&q.call(&["PUBSUB", "CHANNELS"])).into_owned();
+        let set: BTreeSet<&str> = list
+            .lines()
+            .filter(|l| !l.starts_with(['*', '$']))
+            .collect();
+        assert_eq!(set, BTreeSet::from(["news.1", "news.2", "other"]));
+        let list = String::from_utf8_lossy(&q.call(&["PUBSUB", "CHANNELS", "news.*"])).into_owned();
+        assert!(list.starts_with("*2\r\n"), "{list}");
+        assert_eq!(q.call(&["PUBSUB", "NUMPAT"]), b":2\r\n");
+        assert_eq!(info_field(&mut q, "pubsub_channels"), "3");
+        assert_eq!(info_field(&mut q, "pubsub_patterns"), "2");
+        // One channel subscriber plus two pattern subscribers.
+        assert_eq!(q.call(&["PUBLISH", "news.1", "m"]), b":3\r\n");
+        let clients = String::from_utf8_lossy(&q.call(&["CLIENT", "LIST"])).into_owned();
+        assert!(clients.contains("flags=P db=0 sub=3 psub=1 "), "{clients}");
+        assert!(clients.contains("flags=P db=0 sub=0 psub=2 "), "{clients}");
+        assert!(clients.contains("flags=N db=0 sub=0 psub=0 "), "{clients}");
+        // A disconnect drops every subscription.
+        drop(a);
+        assert!(wait_until(
+            || q.call(&["PUBSUB", "NUMSUB", "news.1"]) == b"*2\r\n$6\r\nnews.1\r\n:0\r\n"
+        ));
+        assert_eq!(q.call(&["PUBSUB", "NUMPAT"]), b":2\r\n");
+        assert_eq!(q.call(&["PUBLISH", "news.1", "m"]), b":1\r\n");
+        // RESET drops them too (and replies +RESET even in the subscribed context).
+        assert_eq!(
+            b.reply(),
+            b"*4\r\n$8\r\npmessage\r\n$6\r\nnews.*\r\n$6\r\nnews.1\r\n$1\r\nm\r\n"
+        );
+        assert_eq!(
+            b.reply(),
+            b"*4\r\n$8\r\npmessage\r\n$6\r\nnews.*\r\n$6\r\nnews.1\r\n$1\r\nm\r\n"
+        );
+        assert_eq!(b.call(&["RESET"]), b"+RESET\r\n");
+        assert_eq!(q.call(&["PUBSUB", "NUMPAT"]), b":0\r\n");
+        assert_eq!(info_field(&mut q, "pubsub_channels"), "0");
+        assert_eq!(q.call(&["PUBLISH", "news.1", "m"]), b":0\r\n");
+    }
+}
+
+/// A subscriber that never reads: a small receive buffer so the server's output backs up.
+fn stalled_subscriber(port: u16, channel: &str) -> std::net::TcpStream {
+    let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&s);
+    let size: libc::c_int = 4096;
+    // SAFETY: setsockopt on a socket we own with a correctly sized int.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &size as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+    let mut s = s;
+    s.write_all(&common::encode(&[b"SUBSCRIBE", channel.as_bytes()]))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let n = s.read(&mut buf).unwrap();
+    assert!(n > 0);
+    s
+}
+
+#[test]
+fn pubsub_hard_limit_drops_stalled_subscriber_only() {
+    for threads in ["1", "3"] {
+        let srv = start_cairn(&[
+            "--io-threads",
+            threads,
+            "--client-output-buffer-limit",
+            "pubsub 1mb 0 0",
+        ]);
+        let _stalled = stalled_subscriber(srv.port, "c");
+        // A subscriber that reads everything, on its own thread.
+        let mut good = Raw::connect(srv.port);
+        good.cmd(&[b"SUBSCRIBE", b"c"]);
+        good.reply();
+        let reader = std::thread::spawn(move || {
+            let mut n = 0u64;
+            loop {
+                let f = good.reply();
+                if f.ends_with(b"$3\r\nend\r\n") {
+                    return n;
+                }
+                n += 1;
+            }
+        });
+        let mut p = Raw::connect(srv.port);
+        let msg = "x".repeat(10_000);
+        let mut sent = 0u64;
+        let mut dropped = false;
+        for _ in 0..5000 {
+            let r = p.call(&["PUBLISH", "c", &msg]);
+            sent += 1;
+            if r == b":1\r\n" {
+                dropped = true;
+                break;
+            }
+            assert_eq!(r, b":2\r\n");
+        }
+        assert!(
+            dropped,
+            "io-threads {threads}: stalled subscriber never dropped"
+        );
+        // Well above the kernel's buffers, well below "never limited".
+        assert!(sent > 100, "dropped after {sent} messages");
+        assert!(wait_until(|| info_field(
+            &mut p,
+            "client_output_buffer_limit_disconnections"
+        ) == "1"));
+        assert_eq!(
+            p.call(&["PUBSUB", "NUMSUB", "c"]),
+            b"*2\r\n$1\r\nc\r\n:1\r\n"
+        );
+        let clients = String::from_utf8_lossy(&p.call(&["CLIENT", "LIST"])).into_owned();
+        assert_eq!(clients.matches("sub=1").count(), 1, "{clients}");
+        // The reading subscriber got every message.
+        assert_eq!(p.call(&["PUBLISH", "c", "end"]), b":1\r\n");
+        assert_eq!(reader.join().unwrap(), sent);
+    }
+}
+
+#[test]
+fn pubsub_soft_limit_waits_its_seconds() {
+    for threads in ["1", "3"] {
+        let srv = start_cairn(&[
+            "--io-threads",
+            threads,
+            "--client-output-buffer-limit",
+            "pubsub 0 256kb 2",
+        ]);
+        let _stalled = stalled_subscriber(srv.port, "c");
+        let mut p = Raw::connect(srv.port);
+        let msg = vec![b'y'; 10_000];
+        // 20 MB in one pipeline: far more than the kernel buffers absorb.
+        let mut pipe = Vec::new();
+        for _ in 0..2000 {
+            pipe.extend(common::encode(&[b"PUBLISH", b"c", &msg]));
+        }
+        let start = Instant::now();
+        p.send(&pipe);
+        for _ in 0..2000 {
+            p.reply();
+        }
+        if start.elapsed() < Duration::from_millis(1500) {
+            // Over the soft limit, but not for 2 seconds yet: still subscribed.
+            assert_eq!(
+                p.call(&["PUBSUB", "NUMSUB", "c"]),
+                b"*2\r\n$1\r\nc\r\n:1\r\n"
+            );
+        }
+        assert!(wait_until(
+            || p.call(&["PUBSUB", "NUMSUB", "c"]) == b"*2\r\n$1\r\nc\r\n:0\r\n"
+        ));
+        assert!(start.elapsed() >= Duration::from_secs(2));
+        assert!(wait_until(|| info_field(
+            &mut p,
+            "client_output_buffer_limit_disconnections"
+        ) == "1"));
+    }
+}
+
+#[test]
+fn normal_clients_keep_the_normal_class() {
+    let srv = start_cairn(&["--client-output-buffer-limit", "pubsub 64kb 0 0"]);
+    let mut c = Raw::connect(srv.port);
+    let big = "z".repeat(512 * 1024);
+    assert_eq!(c.call(&["SET", "big", &big]), b"+OK\r\n");
+    // 8 big replies pipelined without reading: over the pubsub limit, fine for normal.
+    let mut pipe = Vec::new();
+    for _ in 0..8 {
+        pipe.extend(common::encode(&[b"GET", b"big"]));
+    }
+    c.send(&pipe);
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..8 {
+        assert_eq!(c.reply().len(), big.len() + 11);
+    }
+}
+
+#[test]
+fn many_subscribers_pipelined_publishes_arrive_in_order() {
+    for threads in ["1", "3"] {
+        let srv = start_cairn(&["--io-threads", threads]);
+        let mut subs: Vec<Raw> = (0..20).map(|_| Raw::connect(srv.port)).collect();
+        for (i, s) in subs.iter_mut().enumerate() {
+            if i % 2 == 0 {
+                s.cmd(&[b"SUBSCRIBE", b"ch"]);
+            } else {
+                s.cmd(&[b"PSUBSCRIBE", b"c?"]);
+            }
+            s.reply();
+        }
+        let mut p = Raw::connect(srv.port);
+        let mut pipe = Vec::new();
+        for i in 0..200 {
+            pipe.extend(common::encode(&[
+                b"PUBLISH",
+                b"ch",
+                i.to_string().as_bytes(),
+            ]));
+        }
+        p.send(&pipe);
+        for _ in 0..200 {
+            assert_eq!(p.reply(), b":20\r\n");
+        }
+        for (i, s) in subs.iter_mut().enumerate() {
+            for n in 0..200 {
+                let f = s.reply();
+                let want = if i % 2 == 0 {
+                    common::encode(&[b"message", b"ch", n.to_string().as_bytes()])
+                } else {
+                    common::encode(&[b"pmessage", b"c?", b"ch", n.to_string().as_bytes()])
+                };
+                assert_eq!(f, want);
+            }
+        }
+    }
+}
+
+#[test]
+fn pushes_wait_behind_held_replies_under_appendfsync_always() {
+    for threads in ["1", "3"] {
+        let srv = start_cairn(&[
+            "--io-threads",
+            threads,
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ]);
+        let mut a = Raw::connect(srv.port);
+        a.cmd(&[b"HELLO", b"3"]);
+        a.reply();
+        a.cmd(&[b"SUBSCRIBE", b"c"]);
+        a.reply();
+        let mut p = Raw::connect(srv.port);
+        let msg: &[u8] = b">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nm\r\n";
+        for i in 0..50 {
+            // a's write reply (held until durable) and a message another client publishes
+            // meanwhile: both arrive, whole, whichever ran first.
+            a.cmd(&[b"SET", b"k", i.to_string().as_bytes()]);
+            assert_eq!(p.call(&["PUBLISH", "c", "m"]), b":1\r\n");
+            let (x, y) = (a.reply(), a.reply());
+            assert!(
+                (x == b"+OK\r\n" && y == msg) || (x == msg && y == b"+OK\r\n"),
+                "{:?} {:?}",
+                String::from_utf8_lossy(&x),
+                String::from_utf8_lossy(&y)
+            );
+            // Published by a itself after its held write: strictly after the reply.
+            a.cmd(&[b"SET", b"k", b"v"]);
+            a.cmd(&[b"PUBLISH", b"c", b"m"]);
+            assert_eq!(a.reply(), b"+OK\r\n");
+            assert_eq!(a.reply(), msg);
+            assert_eq!(a.reply(), b":1\r\n");
+        }
+    }
+}
