@@ -234,6 +234,15 @@ fn channels_introspection_client_list_info_and_disconnect() {
         assert!(clients.contains("flags=P db=0 sub=3 psub=1 "), "{clients}");
         assert!(clients.contains("flags=P db=0 sub=0 psub=2 "), "{clients}");
         assert!(clients.contains("flags=N db=0 sub=0 psub=0 "), "{clients}");
+        // TYPE pubsub / normal select by subscription state (any protocol).
+        let subs =
+            String::from_utf8_lossy(&q.call(&["CLIENT", "LIST", "TYPE", "pubsub"])).into_owned();
+        assert_eq!(subs.matches("flags=P").count(), 2, "{subs}");
+        assert_eq!(subs.matches("id=").count(), 2, "{subs}");
+        let normal =
+            String::from_utf8_lossy(&q.call(&["CLIENT", "LIST", "TYPE", "normal"])).into_owned();
+        assert_eq!(normal.matches("id=").count(), 1, "{normal}");
+        assert!(normal.contains("flags=N"), "{normal}");
         // A disconnect drops every subscription.
         drop(a);
         assert!(wait_until(
@@ -254,6 +263,16 @@ fn channels_introspection_client_list_info_and_disconnect() {
         assert_eq!(q.call(&["PUBSUB", "NUMPAT"]), b":0\r\n");
         assert_eq!(info_field(&mut q, "pubsub_channels"), "0");
         assert_eq!(q.call(&["PUBLISH", "news.1", "m"]), b":0\r\n");
+        // CLIENT KILL TYPE pubsub takes only subscribers.
+        let mut s1 = Raw::connect(srv.port);
+        s1.cmd(&[b"SUBSCRIBE", b"k"]);
+        s1.reply();
+        assert_eq!(q.call(&["CLIENT", "KILL", "TYPE", "pubsub"]), b":1\r\n");
+        assert!(s1.closed());
+        assert!(wait_until(
+            || q.call(&["PUBSUB", "NUMSUB", "k"]) == b"*2\r\n$1\r\nk\r\n:0\r\n"
+        ));
+        assert_eq!(b.call(&["PING"]), b"+PONG\r\n");
     }
 }
 

@@ -334,13 +334,16 @@ fn all_clients<'a>(srv_clients: &'a [Option<Box<Client>>], me: &'a Client) -> Ve
 
 fn client_list(ctx: &mut Ctx) -> CmdResult {
     let mut ids: Option<Vec<u64>> = None;
+    // TYPE: Some(is_pubsub) for the normal / pubsub classes.
+    let mut class: Option<bool> = None;
     let mut i = 2;
     while i < ctx.args.len() {
         if ctx.args.is(i, "TYPE") && i + 1 < ctx.args.len() {
             let t = ctx.args.str(i + 1).to_ascii_lowercase();
             match t.as_str() {
-                "normal" => {}
-                "master" | "replica" | "slave" | "pubsub" => ids = Some(vec![]),
+                "normal" => class = Some(false),
+                "pubsub" => class = Some(true),
+                "master" | "replica" | "slave" => ids = Some(vec![]),
                 _ => {
                     return Err(CmdError::err(format!(
                         "Unknown client type '{}'",
@@ -366,7 +369,9 @@ fn client_list(ctx: &mut Ctx) -> CmdResult {
     let now = ctx.now_ms;
     let mut text = String::new();
     for c in all_clients(&ctx.srv.clients, ctx.client) {
-        if ids.as_ref().is_some_and(|ids| !ids.contains(&c.id)) {
+        if ids.as_ref().is_some_and(|ids| !ids.contains(&c.id))
+            || class.is_some_and(|p| p != c.is_pubsub())
+        {
             continue;
         }
         text.push_str(&c.info_line(now));
@@ -410,6 +415,7 @@ fn client_kill(ctx: &mut Ctx) -> CmdResult {
     }
     let (mut id, mut addr, mut laddr, mut skipme, mut user) = (None, None, None, true, None);
     let mut type_none = false;
+    let mut class: Option<bool> = None;
     for i in (2..ctx.args.len()).step_by(2) {
         let v = ctx.args.str(i + 1);
         if ctx.args.is(i, "ID") {
@@ -427,8 +433,9 @@ fn client_kill(ctx: &mut Ctx) -> CmdResult {
             user = Some(v);
         } else if ctx.args.is(i, "TYPE") {
             match v.to_ascii_lowercase().as_str() {
-                "normal" => {}
-                "master" | "replica" | "slave" | "pubsub" => type_none = true,
+                "normal" => class = Some(false),
+                "pubsub" => class = Some(true),
+                "master" | "replica" | "slave" => type_none = true,
                 _ => return Err(CmdError::err(format!("Unknown client type '{v}'"))),
             }
         } else if ctx.args.is(i, "SKIPME") {
@@ -448,6 +455,7 @@ fn client_kill(ctx: &mut Ctx) -> CmdResult {
     let victims: Vec<u64> = all_clients(&ctx.srv.clients, ctx.client)
         .iter()
         .filter(|_| !type_none)
+        .filter(|c| class.is_none_or(|p| p == c.is_pubsub()))
         .filter(|c| id.is_none_or(|i| c.id == i))
         .filter(|c| addr.as_ref().is_none_or(|a| &c.addr == a))
         .filter(|c| laddr.as_ref().is_none_or(|a| &c.laddr == a))

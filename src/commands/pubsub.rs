@@ -15,8 +15,7 @@
 //! receiver until the socket side has closed it, as in Redis.
 
 use super::{
-    CmdError, CmdResult, CommandSpec, Ctx, FAST, LOADING, MAY_REPLICATE, NOSCRIPT, PUBSUB,
-    PUBSUB_OK, STALE,
+    CmdError, CmdResult, CommandSpec, Ctx, FAST, LOADING, NOSCRIPT, PUBSUB, PUBSUB_OK, STALE,
 };
 use crate::protocol::reply::{Reply, Resp};
 use crate::server::{Client, Server};
@@ -41,7 +40,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "publish",
         3,
-        PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE,
+        PUBSUB | LOADING | STALE | FAST,
         "pubsub",
         publish,
     )
@@ -70,7 +69,7 @@ static PUBSUB_SUBS: &[CommandSpec] = &[
         "Returns the count of subscribers of shard channels.",
         "7.0.0",
     ),
-    CommandSpec::new("help", 2, PUBSUB | LOADING | STALE, "pubsub", pubsub_help).doc(
+    CommandSpec::new("help", 2, LOADING | STALE, "pubsub", pubsub_help).doc(
         "Returns helpful text about the different subcommands.",
         "6.2.0",
     ),
@@ -432,6 +431,44 @@ mod tests {
             b,
             b">4\r\n$8\r\npmessage\r\n$2\r\nc*\r\n$1\r\nc\r\n$0\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn hard_limit_is_reached_at_exactly_n_bytes() {
+        let lim = crate::config::OutputLimit {
+            hard_bytes: 1000,
+            soft_bytes: 0,
+            soft_seconds: 0,
+        };
+        let mut stats = crate::server::stats::Stats::default();
+        let mut c = Client::new(1, String::new(), String::new(), 0);
+        let over = crate::server::event_loop::output_over_bytes;
+        assert!(!over(lim, &mut stats, &mut c, 999));
+        assert_eq!(stats.client_output_buffer_limit_disconnections, 0);
+        // Redis: used >= hard limit.
+        assert!(over(lim, &mut stats, &mut c, 1000));
+        assert!(over(lim, &mut stats, &mut c, 1001));
+        assert_eq!(stats.client_output_buffer_limit_disconnections, 2);
+    }
+
+    #[test]
+    fn soft_limit_needs_its_seconds_over() {
+        let lim = crate::config::OutputLimit {
+            hard_bytes: 0,
+            soft_bytes: 100,
+            soft_seconds: 3600,
+        };
+        let mut stats = crate::server::stats::Stats::default();
+        let mut c = Client::new(1, String::new(), String::new(), 0);
+        let over = crate::server::event_loop::output_over_bytes;
+        assert!(!over(lim, &mut stats, &mut c, 100));
+        assert!(c.obuf_soft_since_ms > 0);
+        assert!(!over(lim, &mut stats, &mut c, 5000));
+        // Back under the soft limit: the timer restarts.
+        assert!(!over(lim, &mut stats, &mut c, 99));
+        assert_eq!(c.obuf_soft_since_ms, 0);
+        c.obuf_soft_since_ms = 1;
+        assert!(over(lim, &mut stats, &mut c, 100));
     }
 
     #[test]

@@ -931,7 +931,9 @@ pub fn acl_categories(spec: &CommandSpec) -> Vec<&'static str> {
     if f & ADMIN != 0 {
         v.push("@admin");
     }
-    if f & PUBSUB != 0 || spec.group == "pubsub" {
+    // As Redis's setImplicitACLCategories: from the flag (the PUBSUB container and
+    // PUBSUB HELP are in the pubsub group but only @slow).
+    if f & PUBSUB != 0 {
         v.push("@pubsub");
     }
     v.push(if f & FAST != 0 { "@fast" } else { "@slow" });

@@ -827,6 +827,7 @@ impl EventLoop {
             let Some(client) = srv.clients[slot].as_mut() else {
                 continue;
             };
+            buffers += client.pushed.capacity() as u64;
             let idle = now - client.last_interaction_ms;
             if timeout_ms > 0 && idle > timeout_ms {
                 verbose!("Closing idle client");
