@@ -496,3 +496,44 @@ fn pushes_wait_behind_held_replies_under_appendfsync_always() {
         }
     }
 }
+
+#[test]
+fn sharded_pubsub_matches_redis() {
+    differential(
+        3,
+        &[
+            Cmd(0, &["SSUBSCRIBE", "s1", "s2", "s1"], 3),
+            Cmd(0, &["GET", "x"], 1),
+            Cmd(0, &["PING"], 1),
+            // Plain confirmations count channels and patterns, not shard channels.
+            Cmd(0, &["SUBSCRIBE", "c1"], 1),
+            Cmd(0, &["PSUBSCRIBE", "p*"], 1),
+            Cmd(1, &["SPUBLISH", "s1", "m"], 1),
+            Pushed(0, 1),
+            Cmd(1, &["PUBLISH", "s1", "m"], 1),
+            Cmd(1, &["SPUBLISH", "c1", "m"], 1),
+            Cmd(1, &["SPUBLISH", "p1", "m"], 1),
+            Cmd(1, &["PUBSUB", "SHARDCHANNELS", "s1"], 1),
+            Cmd(1, &["PUBSUB", "SHARDCHANNELS", "x*"], 1),
+            Cmd(1, &["PUBSUB", "SHARDNUMSUB", "s1", "x"], 1),
+            Cmd(1, &["PUBSUB", "SHARDCHANNELS", "a", "b"], 1),
+            Cmd(0, &["SUNSUBSCRIBE", "s1", "zz"], 2),
+            Cmd(0, &["UNSUBSCRIBE"], 1),
+            Cmd(0, &["PUNSUBSCRIBE"], 1),
+            // Still in the subscribed context: a shard channel is left.
+            Cmd(0, &["GET", "x"], 1),
+            Cmd(0, &["SUNSUBSCRIBE"], 1),
+            Cmd(0, &["GET", "x"], 1),
+            Cmd(0, &["SUNSUBSCRIBE"], 1),
+            Cmd(0, &["SSUBSCRIBE", "k"], 1),
+            Cmd(0, &["RESET"], 1),
+            Cmd(1, &["PUBSUB", "SHARDNUMSUB", "k"], 1),
+            Quiet(2, &["HELLO", "3"]),
+            Cmd(2, &["SSUBSCRIBE", "x"], 1),
+            Cmd(2, &["SPUBLISH", "x", "m"], 2),
+            Cmd(2, &["SUNSUBSCRIBE"], 1),
+            Cmd(2, &["SUNSUBSCRIBE"], 1),
+            Cmd(2, &["spublish", "a"], 1),
+        ],
+    );
+}

@@ -1,4 +1,5 @@
-//! Pub/sub: SUBSCRIBE, UNSUBSCRIBE, PSUBSCRIBE, PUNSUBSCRIBE, PUBLISH, PUBSUB.
+//! Pub/sub: SUBSCRIBE, UNSUBSCRIBE, PSUBSCRIBE, PUNSUBSCRIBE, PUBLISH, PUBSUB, and the
+//! sharded forms SSUBSCRIBE, SUNSUBSCRIBE, SPUBLISH (one shard: standalone Redis 7.0).
 //!
 //! The executor owns the subscription tables ([`PubSub`], in `Server::pubsub`) and each
 //! client's own subscriptions (`Client::sub_channels` / `sub_patterns`). PUBLISH never
@@ -45,6 +46,24 @@ pub static COMMANDS: &[CommandSpec] = &[
         publish,
     )
     .doc("Posts a message to a channel.", "2.0.0"),
+    CommandSpec::new("ssubscribe", -2, SUBSCRIBE_FLAGS, "pubsub", ssubscribe)
+        .keys(1, -1, 1)
+        .doc("Listens for messages published to shard channels.", "7.0.0"),
+    CommandSpec::new("sunsubscribe", -1, SUBSCRIBE_FLAGS, "pubsub", sunsubscribe)
+        .keys(1, -1, 1)
+        .doc(
+            "Stops listening to messages posted to shard channels.",
+            "7.0.0",
+        ),
+    CommandSpec::new(
+        "spublish",
+        3,
+        PUBSUB | LOADING | STALE | FAST,
+        "pubsub",
+        spublish,
+    )
+    .keys(1, 1, 1)
+    .doc("Post a message to a shard channel", "7.0.0"),
     CommandSpec::new("pubsub", -2, 0, "pubsub", pubsub_help)
         .doc("A container for Pub/Sub commands.", "2.8.0")
         .subs(PUBSUB_SUBS),
@@ -87,6 +106,8 @@ pub struct Sub {
 pub struct PubSub {
     /// Channel → subscribers in subscription order.
     pub channels: HashMap<Vec<u8>, Vec<Sub>>,
+    /// Shard channel → subscribers (SSUBSCRIBE; one shard: cairn is not a cluster).
+    pub shard_channels: HashMap<Vec<u8>, Vec<Sub>>,
     /// Pattern → subscribers (PUBSUB NUMPAT counts distinct patterns, as Redis 7.0).
     pub patterns: HashMap<Vec<u8>, Vec<Sub>>,
     /// Slots of clients with bytes in their outbox or marked `close_asap`; drained by the
@@ -118,27 +139,71 @@ fn keep_output(ctx: &mut Ctx) {
     ctx.client.keep_output_to = Some(ctx.out.buf.len());
 }
 
-fn subscribe(ctx: &mut Ctx) -> CmdResult {
+/// Plain channels (SUBSCRIBE/PUBLISH) or shard channels (SSUBSCRIBE/SPUBLISH): the same
+/// mechanics on separate tables; the confirmation counts differ (a shard confirmation
+/// counts shard channels only, a plain one channels plus patterns, as Redis 7.0).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Plain,
+    Shard,
+}
+
+impl Kind {
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Kind::Plain => ("subscribe", "unsubscribe"),
+            Kind::Shard => ("ssubscribe", "sunsubscribe"),
+        }
+    }
+    fn count(self, c: &Client) -> usize {
+        match self {
+            Kind::Plain => c.subscriptions(),
+            Kind::Shard => c.sub_shard.len(),
+        }
+    }
+}
+
+fn client_set(c: &mut Client, kind: Kind) -> &mut std::collections::HashSet<Vec<u8>> {
+    match kind {
+        Kind::Plain => &mut c.sub_channels,
+        Kind::Shard => &mut c.sub_shard,
+    }
+}
+
+fn server_map(srv: &mut Server, kind: Kind) -> &mut HashMap<Vec<u8>, Vec<Sub>> {
+    match kind {
+        Kind::Plain => &mut srv.pubsub.channels,
+        Kind::Shard => &mut srv.pubsub.shard_channels,
+    }
+}
+
+fn subscribe_kind(ctx: &mut Ctx, kind: Kind) -> CmdResult {
     let me = Sub {
         slot: ctx.client.slot,
         id: ctx.client.id,
     };
+    let (word, _) = kind.names();
     for i in 1..ctx.args.len() {
         let ch = ctx.args.get(i);
-        if !ctx.client.sub_channels.contains(ch) {
-            ctx.client.sub_channels.insert(ch.to_vec());
-            ctx.srv
-                .pubsub
-                .channels
+        if client_set(ctx.client, kind).insert(ch.to_vec()) {
+            server_map(ctx.srv, kind)
                 .entry(ch.to_vec())
                 .or_default()
                 .push(me);
         }
-        let n = ctx.client.subscriptions();
-        confirm(&mut ctx.out, "subscribe", Some(ch), n);
+        let n = kind.count(ctx.client);
+        confirm(&mut ctx.out, word, Some(ch), n);
     }
     keep_output(ctx);
     Ok(())
+}
+
+fn subscribe(ctx: &mut Ctx) -> CmdResult {
+    subscribe_kind(ctx, Kind::Plain)
+}
+
+fn ssubscribe(ctx: &mut Ctx) -> CmdResult {
+    subscribe_kind(ctx, Kind::Shard)
 }
 
 fn psubscribe(ctx: &mut Ctx) -> CmdResult {
@@ -174,32 +239,41 @@ fn remove_sub(map: &mut HashMap<Vec<u8>, Vec<Sub>>, name: &[u8], id: u64) {
     }
 }
 
-fn unsubscribe(ctx: &mut Ctx) -> CmdResult {
+fn unsubscribe_kind(ctx: &mut Ctx, kind: Kind) -> CmdResult {
     let id = ctx.client.id;
+    let (_, word) = kind.names();
     if ctx.args.len() == 1 {
-        let all: Vec<Vec<u8>> = ctx.client.sub_channels.drain().collect();
+        let all: Vec<Vec<u8>> = client_set(ctx.client, kind).drain().collect();
         if all.is_empty() {
-            let n = ctx.client.subscriptions();
-            confirm(&mut ctx.out, "unsubscribe", None, n);
+            let n = kind.count(ctx.client);
+            confirm(&mut ctx.out, word, None, n);
         }
+        // The count as each one goes (the set is already empty).
+        let others = kind.count(ctx.client);
         for (i, ch) in all.iter().enumerate() {
-            remove_sub(&mut ctx.srv.pubsub.channels, ch, id);
-            // The count as each one goes (the set is already empty).
-            let n = all.len() - i - 1 + ctx.client.sub_patterns.len();
-            confirm(&mut ctx.out, "unsubscribe", Some(ch), n);
+            remove_sub(server_map(ctx.srv, kind), ch, id);
+            confirm(&mut ctx.out, word, Some(ch), all.len() - i - 1 + others);
         }
     } else {
         for i in 1..ctx.args.len() {
             let ch = ctx.args.get(i);
-            if ctx.client.sub_channels.remove(ch) {
-                remove_sub(&mut ctx.srv.pubsub.channels, ch, id);
+            if client_set(ctx.client, kind).remove(ch) {
+                remove_sub(server_map(ctx.srv, kind), ch, id);
             }
-            let n = ctx.client.subscriptions();
-            confirm(&mut ctx.out, "unsubscribe", Some(ch), n);
+            let n = kind.count(ctx.client);
+            confirm(&mut ctx.out, word, Some(ch), n);
         }
     }
     keep_output(ctx);
     Ok(())
+}
+
+fn unsubscribe(ctx: &mut Ctx) -> CmdResult {
+    unsubscribe_kind(ctx, Kind::Plain)
+}
+
+fn sunsubscribe(ctx: &mut Ctx) -> CmdResult {
+    unsubscribe_kind(ctx, Kind::Shard)
 }
 
 fn punsubscribe(ctx: &mut Ctx) -> CmdResult {
@@ -239,18 +313,33 @@ pub fn unsubscribe_all(srv: &mut Server, client: &mut Client) {
     for pat in std::mem::take(&mut client.sub_patterns) {
         remove_sub(&mut srv.pubsub.patterns, &pat, id);
     }
+    for ch in client.sub_shard.drain() {
+        remove_sub(&mut srv.pubsub.shard_channels, &ch, id);
+    }
     client.pushed = Vec::new();
 }
 
-/// Encodes a `message` / `pmessage` frame for a client speaking `resp`.
-fn encode_message(buf: &mut Vec<u8>, resp: Resp, pattern: Option<&[u8]>, ch: &[u8], msg: &[u8]) {
+/// What a delivered message is: `message`, `pmessage` (with its pattern), `smessage`.
+#[derive(Clone, Copy)]
+enum Frame<'a> {
+    Message,
+    PMessage(&'a [u8]),
+    SMessage,
+}
+
+/// Encodes a message frame for a client speaking `resp`.
+fn encode_message(buf: &mut Vec<u8>, resp: Resp, frame: Frame, ch: &[u8], msg: &[u8]) {
     let mut r = Reply::new(buf, resp);
-    match pattern {
-        None => {
+    match frame {
+        Frame::Message => {
             r.push(3);
             r.bulk(b"message");
         }
-        Some(p) => {
+        Frame::SMessage => {
+            r.push(3);
+            r.bulk(b"smessage");
+        }
+        Frame::PMessage(p) => {
             r.push(4);
             r.bulk(b"pmessage");
             r.bulk(p);
@@ -262,10 +351,10 @@ fn encode_message(buf: &mut Vec<u8>, resp: Resp, pattern: Option<&[u8]>, ch: &[u
 
 /// Appends a message to subscriber `sub`'s output. The publisher itself gets it in its
 /// reply; anyone else in its outbox, within `client-output-buffer-limit pubsub`.
-fn deliver(ctx: &mut Ctx, sub: Sub, pattern: Option<&[u8]>, ch: &[u8], msg: &[u8]) {
+fn deliver(ctx: &mut Ctx, sub: Sub, frame: Frame, ch: &[u8], msg: &[u8]) {
     if sub.id == ctx.client.id {
         let resp = ctx.client.resp;
-        encode_message(ctx.out.buf, resp, pattern, ch, msg);
+        encode_message(ctx.out.buf, resp, frame, ch, msg);
         keep_output(ctx);
         return;
     }
@@ -278,7 +367,7 @@ fn deliver(ctx: &mut Ctx, sub: Sub, pattern: Option<&[u8]>, ch: &[u8], msg: &[u8
         // client scheduled for closing).
         return;
     }
-    encode_message(&mut c.pushed, c.resp, pattern, ch, msg);
+    encode_message(&mut c.pushed, c.resp, frame, ch, msg);
     let lim = srv.config.settings().obuf_pubsub;
     let unsent = c.obuf_bytes.saturating_add(c.pushed.len() as u64);
     if crate::server::event_loop::output_over_bytes(lim, &mut srv.stats, c, unsent) {
@@ -299,7 +388,7 @@ fn publish(ctx: &mut Ctx) -> CmdResult {
     if let Some(list) = ctx.srv.pubsub.channels.get(ch) {
         let list = list.clone();
         for sub in list {
-            deliver(ctx, sub, None, ch, msg);
+            deliver(ctx, sub, Frame::Message, ch, msg);
             receivers += 1;
         }
     }
@@ -314,7 +403,7 @@ fn publish(ctx: &mut Ctx) -> CmdResult {
             .collect();
         for (pat, list) in matching {
             for sub in list {
-                deliver(ctx, sub, Some(&pat), ch, msg);
+                deliver(ctx, sub, Frame::PMessage(&pat), ch, msg);
                 receivers += 1;
             }
         }
@@ -323,15 +412,29 @@ fn publish(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
-fn pubsub_channels(ctx: &mut Ctx) -> CmdResult {
+fn spublish(ctx: &mut Ctx) -> CmdResult {
+    let ch = ctx.args.get(1);
+    let msg = ctx.args.get(2);
+    let list = ctx
+        .srv
+        .pubsub
+        .shard_channels
+        .get(ch)
+        .cloned()
+        .unwrap_or_default();
+    for &sub in &list {
+        deliver(ctx, sub, Frame::SMessage, ch, msg);
+    }
+    ctx.out.int(list.len() as i64);
+    Ok(())
+}
+
+fn list_channels(ctx: &mut Ctx, kind: Kind) -> CmdResult {
     if ctx.args.len() > 3 {
         return Err(subcommand_syntax(ctx));
     }
     let pat = (ctx.args.len() == 3).then(|| ctx.args.get(2));
-    let names: Vec<&Vec<u8>> = ctx
-        .srv
-        .pubsub
-        .channels
+    let names: Vec<&Vec<u8>> = server_map(ctx.srv, kind)
         .keys()
         .filter(|c| pat.is_none_or(|p| crate::util::glob_match(p, c, false)))
         .collect();
@@ -342,40 +445,36 @@ fn pubsub_channels(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
-fn pubsub_numsub(ctx: &mut Ctx) -> CmdResult {
+fn count_subscribers(ctx: &mut Ctx, kind: Kind) -> CmdResult {
     let n = ctx.args.len() - 2;
     ctx.out.map(n);
     for i in 2..ctx.args.len() {
         let ch = ctx.args.get(i);
         ctx.out.bulk(ch);
-        let count = ctx.srv.pubsub.channels.get(ch).map_or(0, |l| l.len());
+        let count = server_map(ctx.srv, kind).get(ch).map_or(0, |l| l.len());
         ctx.out.int(count as i64);
     }
     Ok(())
 }
 
-fn pubsub_numpat(ctx: &mut Ctx) -> CmdResult {
-    ctx.out.int(ctx.srv.pubsub.patterns.len() as i64);
-    Ok(())
+fn pubsub_channels(ctx: &mut Ctx) -> CmdResult {
+    list_channels(ctx, Kind::Plain)
 }
 
-/// Sharded pub/sub (SSUBSCRIBE) is not implemented, so there are never shard channels;
-/// the introspection replies are still Redis's shapes.
+fn pubsub_numsub(ctx: &mut Ctx) -> CmdResult {
+    count_subscribers(ctx, Kind::Plain)
+}
+
 fn pubsub_shardchannels(ctx: &mut Ctx) -> CmdResult {
-    if ctx.args.len() > 3 {
-        return Err(subcommand_syntax(ctx));
-    }
-    ctx.out.array(0);
-    Ok(())
+    list_channels(ctx, Kind::Shard)
 }
 
 fn pubsub_shardnumsub(ctx: &mut Ctx) -> CmdResult {
-    let n = ctx.args.len() - 2;
-    ctx.out.map(n);
-    for i in 2..ctx.args.len() {
-        ctx.out.bulk(ctx.args.get(i));
-        ctx.out.int(0);
-    }
+    count_subscribers(ctx, Kind::Shard)
+}
+
+fn pubsub_numpat(ctx: &mut Ctx) -> CmdResult {
+    ctx.out.int(ctx.srv.pubsub.patterns.len() as i64);
     Ok(())
 }
 
@@ -423,10 +522,10 @@ mod tests {
     #[test]
     fn message_frames() {
         let mut b = Vec::new();
-        encode_message(&mut b, Resp::V2, None, b"c", b"hi");
+        encode_message(&mut b, Resp::V2, Frame::Message, b"c", b"hi");
         assert_eq!(b, b"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$2\r\nhi\r\n");
         b.clear();
-        encode_message(&mut b, Resp::V3, Some(b"c*"), b"c", b"");
+        encode_message(&mut b, Resp::V3, Frame::PMessage(b"c*"), b"c", b"");
         assert_eq!(
             b,
             b">4\r\n$8\r\npmessage\r\n$2\r\nc*\r\n$1\r\nc\r\n$0\r\n\r\n"

@@ -704,7 +704,7 @@ fn info_stats(srv: &Server, s: &mut Section) {
     s.line("keyspace_misses", ks.misses);
     s.line("pubsub_channels", srv.pubsub.channels.len());
     s.line("pubsub_patterns", srv.pubsub.patterns.len());
-    s.line("pubsubshard_channels", 0);
+    s.line("pubsubshard_channels", srv.pubsub.shard_channels.len());
     s.line("latest_fork_usec", 0);
     s.line("total_forks", 0);
     s.line("migrate_cached_sockets", 0);

@@ -42,6 +42,8 @@ pub struct Client {
     /// list: PUNSUBSCRIBE with no argument replies in subscription order).
     pub sub_channels: HashSet<Vec<u8>>,
     pub sub_patterns: Vec<Vec<u8>>,
+    /// Shard channels (SSUBSCRIBE).
+    pub sub_shard: HashSet<Vec<u8>>,
     /// Outbox: pub/sub messages other clients' commands pushed to this client, moved to
     /// the connection's output by the socket side (see `commands::pubsub`).
     pub pushed: Vec<u8>,
@@ -77,6 +79,7 @@ impl Client {
             slot: 0,
             sub_channels: HashSet::new(),
             sub_patterns: Vec::new(),
+            sub_shard: HashSet::new(),
             pushed: Vec::new(),
             in_pending: false,
             close_asap: false,
@@ -84,15 +87,15 @@ impl Client {
         }
     }
 
-    /// Channel plus pattern subscriptions.
+    /// Channel plus pattern subscriptions (the count SUBSCRIBE/PSUBSCRIBE confirm).
     pub fn subscriptions(&self) -> usize {
         self.sub_channels.len() + self.sub_patterns.len()
     }
 
-    /// Redis's CLIENT_PUBSUB flag: subscribed to something (RESP2 subscribed context,
-    /// the `pubsub` output buffer class).
+    /// Redis's CLIENT_PUBSUB flag: subscribed to anything, shard channels included
+    /// (RESP2 subscribed context, the `pubsub` output buffer class).
     pub fn is_pubsub(&self) -> bool {
-        self.subscriptions() > 0
+        self.subscriptions() + self.sub_shard.len() > 0
     }
 
     /// Connected over loopback (for `enable-debug-command local`, protected mode).
@@ -129,7 +132,7 @@ impl Client {
             .map(|n| String::from_utf8_lossy(n).into_owned())
             .unwrap_or_default();
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -141,6 +144,7 @@ impl Client {
             self.db,
             self.sub_channels.len(),
             self.sub_patterns.len(),
+            self.sub_shard.len(),
             self.qbuf_bytes,
             self.obuf_bytes,
             self.qbuf_bytes + self.obuf_bytes + 1024,
