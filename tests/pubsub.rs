@@ -537,3 +537,23 @@ fn sharded_pubsub_matches_redis() {
         ],
     );
 }
+
+#[test]
+fn idle_timeout_spares_subscribers() {
+    for threads in ["1", "3"] {
+        let srv = start_cairn(&["--io-threads", threads, "--timeout", "1"]);
+        let mut sub = Raw::connect(srv.port);
+        sub.cmd(&[b"SUBSCRIBE", b"c"]);
+        sub.reply();
+        let mut idle = Raw::connect(srv.port);
+        assert_eq!(idle.call(&["PING"]), b"+PONG\r\n");
+        std::thread::sleep(Duration::from_millis(2500));
+        assert!(
+            idle.closed(),
+            "io-threads {threads}: idle normal client kept"
+        );
+        let mut p = Raw::connect(srv.port);
+        assert_eq!(p.call(&["PUBLISH", "c", "still"]), b":1\r\n");
+        assert_eq!(sub.reply(), common::encode(&[b"message", b"c", b"still"]));
+    }
+}

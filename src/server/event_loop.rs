@@ -829,7 +829,8 @@ impl EventLoop {
             };
             buffers += client.pushed.capacity() as u64;
             let idle = now - client.last_interaction_ms;
-            if timeout_ms > 0 && idle > timeout_ms {
+            // As Redis, subscribers are never closed for idleness: waiting is their job.
+            if timeout_ms > 0 && idle > timeout_ms && !client.is_pubsub() {
                 verbose!("Closing idle client");
                 self.close(srv, slot);
                 continue;

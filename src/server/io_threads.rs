@@ -662,7 +662,13 @@ impl IoThread {
         let now = now_ms();
         for slot in 0..self.conns.len() {
             let idle = match self.conns[slot].as_ref() {
-                Some(c) => !c.in_flight && timeout_ms > 0 && now - c.last_activity_ms > timeout_ms,
+                // Subscribers are never closed for idleness, as in Redis.
+                Some(c) => {
+                    !c.in_flight
+                        && !c.pubsub
+                        && timeout_ms > 0
+                        && now - c.last_activity_ms > timeout_ms
+                }
                 None => continue,
             };
             if idle || self.obuf_over_limit(slot) {
