@@ -557,3 +557,34 @@ fn idle_timeout_spares_subscribers() {
         assert_eq!(sub.reply(), common::encode(&[b"message", b"c", b"still"]));
     }
 }
+
+#[test]
+fn redis_crate_pubsub_client_works() {
+    let srv = start_cairn(&[]);
+    let mut sub_conn = common::client(srv.port);
+    let mut ps = sub_conn.as_pubsub();
+    ps.subscribe("news").unwrap();
+    ps.psubscribe("n*").unwrap();
+    ps.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut p = common::client(srv.port);
+    let n: i64 = redis::cmd("PUBLISH")
+        .arg("news")
+        .arg("hello")
+        .query(&mut p)
+        .unwrap();
+    assert_eq!(n, 2);
+    let m1 = ps.get_message().unwrap();
+    assert_eq!(m1.get_channel_name(), "news");
+    assert!(!m1.from_pattern());
+    assert_eq!(m1.get_payload::<String>().unwrap(), "hello");
+    let m2 = ps.get_message().unwrap();
+    assert!(m2.from_pattern());
+    assert_eq!(m2.get_pattern::<String>().unwrap(), "n*");
+    assert_eq!(m2.get_payload::<String>().unwrap(), "hello");
+    ps.unsubscribe("news").unwrap();
+    ps.punsubscribe("n*").unwrap();
+    drop(ps);
+    // Back to a normal connection.
+    let pong: String = redis::cmd("PING").query(&mut sub_conn).unwrap();
+    assert_eq!(pong, "PONG");
+}
