@@ -26,16 +26,20 @@ const SUBSCRIBE_FLAGS: u32 = PUBSUB | NOSCRIPT | LOADING | STALE | PUBSUB_OK;
 const INTROSPECT: u32 = PUBSUB | LOADING | STALE;
 
 pub static COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new("subscribe", -2, SUBSCRIBE_FLAGS, "pubsub", subscribe)
-        .doc("Listens for messages published to channels.", "2.0.0"),
-    CommandSpec::new("unsubscribe", -1, SUBSCRIBE_FLAGS, "pubsub", unsubscribe)
-        .doc("Stops listening to messages posted to channels.", "2.0.0"),
+    CommandSpec::new("subscribe", -2, SUBSCRIBE_FLAGS, "pubsub", subscribe).doc(
+        "Listen for messages published to the given channels",
+        "2.0.0",
+    ),
+    CommandSpec::new("unsubscribe", -1, SUBSCRIBE_FLAGS, "pubsub", unsubscribe).doc(
+        "Stop listening for messages posted to the given channels",
+        "2.0.0",
+    ),
     CommandSpec::new("psubscribe", -2, SUBSCRIBE_FLAGS, "pubsub", psubscribe).doc(
-        "Listens for messages published to channels that match one or more patterns.",
+        "Listen for messages published to channels matching the given patterns",
         "2.0.0",
     ),
     CommandSpec::new("punsubscribe", -1, SUBSCRIBE_FLAGS, "pubsub", punsubscribe).doc(
-        "Stops listening to messages published to channels that match one or more patterns.",
+        "Stop listening for messages posted to channels matching the given patterns",
         "2.0.0",
     ),
     CommandSpec::new(
@@ -45,14 +49,17 @@ pub static COMMANDS: &[CommandSpec] = &[
         "pubsub",
         publish,
     )
-    .doc("Posts a message to a channel.", "2.0.0"),
+    .doc("Post a message to a channel", "2.0.0"),
     CommandSpec::new("ssubscribe", -2, SUBSCRIBE_FLAGS, "pubsub", ssubscribe)
         .keys(1, -1, 1)
-        .doc("Listens for messages published to shard channels.", "7.0.0"),
+        .doc(
+            "Listen for messages published to the given shard channels",
+            "7.0.0",
+        ),
     CommandSpec::new("sunsubscribe", -1, SUBSCRIBE_FLAGS, "pubsub", sunsubscribe)
         .keys(1, -1, 1)
         .doc(
-            "Stops listening to messages posted to shard channels.",
+            "Stop listening for messages posted to the given shard channels",
             "7.0.0",
         ),
     CommandSpec::new(
@@ -65,17 +72,19 @@ pub static COMMANDS: &[CommandSpec] = &[
     .keys(1, 1, 1)
     .doc("Post a message to a shard channel", "7.0.0"),
     CommandSpec::new("pubsub", -2, 0, "pubsub", pubsub_help)
-        .doc("A container for Pub/Sub commands.", "2.8.0")
+        .doc("A container for Pub/Sub commands", "2.8.0")
         .subs(PUBSUB_SUBS),
 ];
 
 static PUBSUB_SUBS: &[CommandSpec] = &[
     CommandSpec::new("channels", -2, INTROSPECT, "pubsub", pubsub_channels)
-        .doc("Returns the active channels.", "2.8.0"),
-    CommandSpec::new("numpat", 2, INTROSPECT, "pubsub", pubsub_numpat)
-        .doc("Returns a count of unique pattern subscriptions.", "2.8.0"),
+        .doc("List active channels", "2.8.0"),
+    CommandSpec::new("numpat", 2, INTROSPECT, "pubsub", pubsub_numpat).doc(
+        "Get the count of unique patterns pattern subscriptions",
+        "2.8.0",
+    ),
     CommandSpec::new("numsub", -2, INTROSPECT, "pubsub", pubsub_numsub)
-        .doc("Returns a count of subscribers to channels.", "2.8.0"),
+        .doc("Get the count of subscribers for channels", "2.8.0"),
     CommandSpec::new(
         "shardchannels",
         -2,
@@ -83,15 +92,11 @@ static PUBSUB_SUBS: &[CommandSpec] = &[
         "pubsub",
         pubsub_shardchannels,
     )
-    .doc("Returns the active shard channels.", "7.0.0"),
-    CommandSpec::new("shardnumsub", -2, INTROSPECT, "pubsub", pubsub_shardnumsub).doc(
-        "Returns the count of subscribers of shard channels.",
-        "7.0.0",
-    ),
-    CommandSpec::new("help", 2, LOADING | STALE, "pubsub", pubsub_help).doc(
-        "Returns helpful text about the different subcommands.",
-        "6.2.0",
-    ),
+    .doc("List active shard channels", "7.0.0"),
+    CommandSpec::new("shardnumsub", -2, INTROSPECT, "pubsub", pubsub_shardnumsub)
+        .doc("Get the count of subscribers for shard channels", "7.0.0"),
+    CommandSpec::new("help", 2, LOADING | STALE, "pubsub", pubsub_help)
+        .doc("Show helpful text about the different subcommands", "6.2.0"),
 ];
 
 /// A subscriber: its slot in `Server::clients` and its id (slots are reused).
