@@ -588,3 +588,71 @@ fn redis_crate_pubsub_client_works() {
     let pong: String = redis::cmd("PING").query(&mut sub_conn).unwrap();
     assert_eq!(pong, "PONG");
 }
+
+/// Concurrent publishers and subscribers that also run commands (RESP3 may): every
+/// subscriber sees every message once, each publisher's in order, and its own replies.
+#[test]
+fn concurrent_publishers_and_busy_subscribers() {
+    const PUBS: usize = 3;
+    const MSGS: usize = 300;
+    for threads in ["1", "3"] {
+        let srv = start_cairn(&["--io-threads", threads]);
+        let port = srv.port;
+        let mut subs = Vec::new();
+        for i in 0..4 {
+            let mut s = Raw::connect(port);
+            let resp3 = i % 2 == 1;
+            if resp3 {
+                s.cmd(&[b"HELLO", b"3"]);
+                s.reply();
+            }
+            s.cmd(&[b"SUBSCRIBE", b"ch"]);
+            s.reply();
+            subs.push(std::thread::spawn(move || {
+                let mut next = [0usize; PUBS];
+                let mut pings_sent = 0;
+                let mut pongs = 0;
+                let mut got = 0;
+                while got < PUBS * MSGS || pongs < pings_sent {
+                    if resp3 && pings_sent < 50 && got % 10 == 0 && pongs == pings_sent {
+                        s.cmd(&[b"PING"]);
+                        pings_sent += 1;
+                    }
+                    let f = s.reply();
+                    if f == b"+PONG\r\n" {
+                        pongs += 1;
+                        continue;
+                    }
+                    let text = String::from_utf8_lossy(&f).into_owned();
+                    let payload = text.rsplit("\r\n").nth(1).unwrap().to_string();
+                    let (p, n) = payload.split_once(':').unwrap();
+                    let (p, n): (usize, usize) = (p.parse().unwrap(), n.parse().unwrap());
+                    assert_eq!(n, next[p], "publisher {p} out of order");
+                    next[p] += 1;
+                    got += 1;
+                }
+                pongs
+            }));
+        }
+        let pubs: Vec<_> = (0..PUBS)
+            .map(|p| {
+                std::thread::spawn(move || {
+                    let mut c = Raw::connect(port);
+                    for n in 0..MSGS {
+                        let m = format!("{p}:{n}");
+                        assert_eq!(c.call(&["PUBLISH", "ch", &m]), b":4\r\n");
+                    }
+                })
+            })
+            .collect();
+        for p in pubs {
+            p.join().unwrap();
+        }
+        for (i, s) in subs.into_iter().enumerate() {
+            let pongs = s.join().unwrap();
+            if i % 2 == 1 {
+                assert!(pongs > 0);
+            }
+        }
+    }
+}
