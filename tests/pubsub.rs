@@ -156,6 +156,12 @@ fn resp3_push_frames_match_redis() {
             Pushed(2, 1),
             Pushed(0, 1),
             Cmd(1, &["PUBSUB", "NUMSUB", "both"], 1),
+            // RESP3 introspection replies keep Redis 7.0's flat arrays.
+            Cmd(0, &["PUBSUB", "NUMSUB", "both", "none"], 1),
+            Cmd(0, &["PUBSUB", "SHARDNUMSUB", "both"], 1),
+            Cmd(0, &["PUBSUB", "CHANNELS", "bo*"], 1),
+            Cmd(0, &["PUBSUB", "NUMPAT"], 1),
+            Cmd(0, &["PUBSUB", "HELP"], 1),
             // HELLO 2 while subscribed: back to the RESP2 context rules.
             Quiet(0, &["HELLO", "2"]),
             Cmd(0, &["GET", "x"], 1),

@@ -451,8 +451,9 @@ fn list_channels(ctx: &mut Ctx, kind: Kind) -> CmdResult {
 }
 
 fn count_subscribers(ctx: &mut Ctx, kind: Kind) -> CmdResult {
+    // A flat array in RESP3 too (Redis 7.0 does not send a map here).
     let n = ctx.args.len() - 2;
-    ctx.out.map(n);
+    ctx.out.array(2 * n);
     for i in 2..ctx.args.len() {
         let ch = ctx.args.get(i);
         ctx.out.bulk(ch);
