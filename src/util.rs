@@ -152,12 +152,23 @@ pub fn fmt_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
 /// Redis's `stringmatchlen`: glob-style matching with `*`, `?`, `[...]`, `[^...]`, ranges
 /// and `\` escapes. `nocase` folds ASCII case.
 pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
-    glob_match_impl(pattern, string, nocase, 0)
+    let mut skip_longer = false;
+    glob_match_impl(pattern, string, nocase, &mut skip_longer, 0)
 }
 
 const GLOB_MAX_DEPTH: usize = 1000;
 
-fn glob_match_impl(mut p: &[u8], mut s: &[u8], nocase: bool, depth: usize) -> bool {
+/// `skip_longer` is Redis's skipLongerMatches (7.0.9, CVE-2022-36021): once a `*` has
+/// tried every suffix of the string and failed, an outer `*` giving it a shorter suffix
+/// cannot succeed either, so the search stops instead of going exponential on patterns
+/// like `a*a*a*a*...b` (reachable per PUBLISH through PSUBSCRIBE, and by KEYS/SCAN).
+fn glob_match_impl(
+    mut p: &[u8],
+    mut s: &[u8],
+    nocase: bool,
+    skip_longer: &mut bool,
+    depth: usize,
+) -> bool {
     // Redis bounds the recursion too (pathological patterns like "a*a*a*...").
     if depth > GLOB_MAX_DEPTH {
         return false;
@@ -173,11 +184,15 @@ fn glob_match_impl(mut p: &[u8], mut s: &[u8], nocase: bool, depth: usize) -> bo
                     return true;
                 }
                 while !s.is_empty() {
-                    if glob_match_impl(&p[1..], s, nocase, depth + 1) {
+                    if glob_match_impl(&p[1..], s, nocase, skip_longer, depth + 1) {
                         return true;
+                    }
+                    if *skip_longer {
+                        return false;
                     }
                     s = &s[1..];
                 }
+                *skip_longer = true;
                 return false;
             }
             b'?' => {
@@ -264,6 +279,24 @@ fn glob_match_impl(mut p: &[u8], mut s: &[u8], nocase: bool, depth: usize) -> bo
 /// ASCII-lowercases into a stack buffer when short (command names), else allocates.
 pub fn eq_ignore_case(a: &[u8], b: &str) -> bool {
     a.eq_ignore_ascii_case(b.as_bytes())
+}
+
+#[cfg(test)]
+mod glob_tests {
+    use super::glob_match;
+
+    #[test]
+    fn pathological_patterns_finish_fast() {
+        let pat = b"a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b";
+        let s = vec![b'a'; 5000];
+        let t = std::time::Instant::now();
+        assert!(!glob_match(pat, &s, false));
+        assert!(t.elapsed() < std::time::Duration::from_secs(1));
+        assert!(glob_match(b"a*b*c", b"axxbyyc", false));
+        assert!(glob_match(b"*a*b", b"zzazzb", false));
+        assert!(!glob_match(b"*a*b", b"zzazzbc", false));
+        assert!(glob_match(b"h*llo*", b"hello world", false));
+    }
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "quit",
         -1,
-        CONN | NO_AUTH | ALLOW_BUSY_FLAG,
+        CONN | NO_AUTH | PUBSUB_OK | ALLOW_BUSY_FLAG,
         "connection",
         quit,
     )
@@ -85,6 +85,18 @@ static CLIENT_SUBS: &[CommandSpec] = &[
 ];
 
 fn ping(ctx: &mut Ctx) -> CmdResult {
+    // In the RESP2 subscribed context the reply is a ["pong", arg-or-""] array, as Redis.
+    if ctx.client.resp == Resp::V2 && ctx.client.is_pubsub() && ctx.args.len() <= 2 {
+        ctx.out.array(2);
+        ctx.out.bulk(b"pong");
+        let arg: &[u8] = if ctx.args.len() == 2 {
+            ctx.args.get(1)
+        } else {
+            b""
+        };
+        ctx.out.bulk(arg);
+        return Ok(());
+    }
     match ctx.args.len() {
         1 => ctx.out.simple("PONG"),
         2 => ctx.out.bulk(ctx.args.get(1)),
@@ -231,6 +243,7 @@ fn quit(ctx: &mut Ctx) -> CmdResult {
 }
 
 fn reset(ctx: &mut Ctx) -> CmdResult {
+    super::pubsub::unsubscribe_all(ctx.srv, ctx.client);
     let c = &mut ctx.client;
     c.db = 0;
     c.resp = Resp::V2;
@@ -364,13 +377,16 @@ fn client_list(ctx: &mut Ctx) -> CmdResult {
     let mut text = String::new();
     if n == 4 && ctx.args.is(2, "TYPE") {
         match ctx.args.str(3).to_ascii_lowercase().as_str() {
-            "normal" => {
+            class @ ("normal" | "pubsub") => {
+                let want_pubsub = class == "pubsub";
                 for c in all_clients(&ctx.srv.clients, ctx.client) {
-                    text.push_str(&c.info_line(now));
-                    text.push('\n');
+                    if c.is_pubsub() == want_pubsub {
+                        text.push_str(&c.info_line(now));
+                        text.push('\n');
+                    }
                 }
             }
-            "master" | "replica" | "slave" | "pubsub" => {}
+            "master" | "replica" | "slave" => {}
             _ => {
                 return Err(CmdError::err(format!(
                     "Unknown client type '{}'",
@@ -438,6 +454,7 @@ fn client_kill(ctx: &mut Ctx) -> CmdResult {
     // a dangling last argument (which is a syntax error when reached).
     let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, true);
     let mut type_none = false;
+    let mut class: Option<bool> = None;
     let mut i = 2;
     while i < ctx.args.len() {
         let has_value = i + 1 < ctx.args.len();
@@ -467,8 +484,9 @@ fn client_kill(ctx: &mut Ctx) -> CmdResult {
             }
         } else if ctx.args.is(i, "TYPE") && has_value {
             match v.to_ascii_lowercase().as_str() {
-                "normal" => {}
-                "master" | "replica" | "slave" | "pubsub" => type_none = true,
+                "normal" => class = Some(false),
+                "pubsub" => class = Some(true),
+                "master" | "replica" | "slave" => type_none = true,
                 _ => {
                     return Err(CmdError::err(format!(
                         "Unknown client type '{}'",
@@ -491,6 +509,7 @@ fn client_kill(ctx: &mut Ctx) -> CmdResult {
     let victims: Vec<u64> = all_clients(&ctx.srv.clients, ctx.client)
         .iter()
         .filter(|_| !type_none)
+        .filter(|c| class.is_none_or(|p| p == c.is_pubsub()))
         .filter(|c| id.is_none_or(|i| c.id == i))
         .filter(|c| addr.as_ref().is_none_or(|a| &c.addr == a))
         .filter(|c| laddr.as_ref().is_none_or(|a| &c.laddr == a))

@@ -10,6 +10,7 @@ pub mod bits;
 pub mod connection;
 pub mod keys;
 pub mod persistence;
+pub mod pubsub;
 pub mod server;
 pub mod strings;
 
@@ -226,13 +227,14 @@ pub struct CommandTable {
     pub all: Vec<&'static CommandSpec>,
 }
 
-pub fn all_families() -> [&'static [CommandSpec]; 7] {
+pub fn all_families() -> [&'static [CommandSpec]; 8] {
     [
         aof::COMMANDS,
         bits::COMMANDS,
         connection::COMMANDS,
         keys::COMMANDS,
         persistence::COMMANDS,
+        pubsub::COMMANDS,
         server::COMMANDS,
         strings::COMMANDS,
     ]

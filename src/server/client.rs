@@ -1,6 +1,7 @@
 //! A client's session state, owned by the executor (the socket side is elsewhere).
 
 use crate::protocol::reply::Resp;
+use std::collections::HashSet;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReplyMode {
@@ -33,7 +34,7 @@ pub struct Client {
     pub last_cmd_parent: Option<&'static str>,
     /// Set by the HTTP guard (a `POST` or `Host:` command): close without sending the
     /// replies of the commands read with it, as Redis does.
-    pub close_asap: bool,
+    pub http_guard_close: bool,
     /// Set by QUIT or a protocol error: close once the reply is written.
     pub close_after_reply: bool,
     /// Buffer sizes, refreshed by the connection side (for CLIENT LIST and INFO).
@@ -41,6 +42,23 @@ pub struct Client {
     pub obuf_bytes: u64,
     /// When the output buffer first went over the soft limit (ms), for the soft timer.
     pub obuf_soft_since_ms: i64,
+    /// Index in `Server::clients` (pub/sub delivery finds subscribers by slot).
+    pub slot: usize,
+    /// Channels and patterns this client is subscribed to (Redis keeps patterns as a
+    /// list: PUNSUBSCRIBE with no argument replies in subscription order).
+    pub sub_channels: HashSet<Vec<u8>>,
+    pub sub_patterns: Vec<Vec<u8>>,
+    /// Shard channels (SSUBSCRIBE).
+    pub sub_shard: HashSet<Vec<u8>>,
+    /// Outbox: pub/sub messages other clients' commands pushed to this client, moved to
+    /// the connection's output by the socket side (see `commands::pubsub`).
+    pub pushed: Vec<u8>,
+    /// Queued in `PubSub::pending`.
+    pub in_pending: bool,
+    /// Went over its output buffer limit while receiving messages: close it (flag `A`).
+    pub close_asap: bool,
+    /// Output up to this offset is pub/sub output, sent even under CLIENT REPLY OFF/SKIP.
+    pub keep_output_to: Option<usize>,
 }
 
 impl Client {
@@ -61,12 +79,31 @@ impl Client {
             last_interaction_ms: now_ms,
             last_cmd: "NULL",
             last_cmd_parent: None,
-            close_asap: false,
+            http_guard_close: false,
             close_after_reply: false,
             qbuf_bytes: 0,
             obuf_bytes: 0,
             obuf_soft_since_ms: 0,
+            slot: 0,
+            sub_channels: HashSet::new(),
+            sub_patterns: Vec::new(),
+            sub_shard: HashSet::new(),
+            pushed: Vec::new(),
+            in_pending: false,
+            close_asap: false,
+            keep_output_to: None,
         }
+    }
+
+    /// Channel plus pattern subscriptions (the count SUBSCRIBE/PSUBSCRIBE confirm).
+    pub fn subscriptions(&self) -> usize {
+        self.sub_channels.len() + self.sub_patterns.len()
+    }
+
+    /// Redis's CLIENT_PUBSUB flag: subscribed to anything, shard channels included
+    /// (RESP2 subscribed context, the `pubsub` output buffer class).
+    pub fn is_pubsub(&self) -> bool {
+        self.subscriptions() + self.sub_shard.len() > 0
     }
 
     /// Connected over loopback (for `enable-debug-command local`, protected mode).
@@ -80,8 +117,14 @@ impl Client {
     pub fn info_line(&self, now_ms: i64) -> String {
         let flags = {
             let mut f = String::new();
+            if self.is_pubsub() {
+                f.push('P');
+            }
             if self.close_after_reply {
                 f.push('c');
+            }
+            if self.close_asap {
+                f.push('A');
             }
             if self.no_evict {
                 f.push('e');
@@ -97,7 +140,7 @@ impl Client {
             .map(|n| String::from_utf8_lossy(n).into_owned())
             .unwrap_or_default();
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -107,6 +150,9 @@ impl Client {
             (now_ms - self.last_interaction_ms) / 1000,
             flags,
             self.db,
+            self.sub_channels.len(),
+            self.sub_patterns.len(),
+            self.sub_shard.len(),
             self.qbuf_bytes,
             self.obuf_bytes,
             self.qbuf_bytes + self.obuf_bytes + 1024,

@@ -330,6 +330,7 @@ impl EventLoop {
             for slot in again {
                 self.read_and_process(srv, slot, true);
             }
+            self.deliver_pushes(srv);
             // Hand this turn's log entries to the AOF writer (group commit), then send
             // what may be sent.
             srv.aof.flush();
@@ -390,6 +391,7 @@ impl EventLoop {
             if srv.clients.len() <= slot {
                 srv.clients.resize_with(slot + 1, || None);
             }
+            client.slot = slot;
             srv.clients[slot] = Some(client);
             self.conns[slot] = Some(Conn {
                 stream,
@@ -507,11 +509,16 @@ impl EventLoop {
         let Some(mut client) = srv.clients[slot].take() else {
             return;
         };
+        // Messages pushed to this client before these commands go out before their replies.
+        if !client.pushed.is_empty() {
+            conn.out.extend_from_slice(&client.pushed);
+            client.pushed.clear();
+        }
         let out_before = conn.out.len();
         let mut held = false;
         srv.begin_batch();
         loop {
-            if client.close_after_reply {
+            if client.close_after_reply || client.http_guard_close || client.close_asap {
                 break;
             }
             let limits = ParseLimits {
@@ -583,7 +590,7 @@ impl EventLoop {
             &mut conn.out,
             &mut conn.holds,
         );
-        if client.close_asap {
+        if client.http_guard_close {
             // The HTTP guard: Redis sends nothing more to such a connection.
             conn.out.truncate(out_before);
             conn.holds.clear();
@@ -727,6 +734,52 @@ impl EventLoop {
         }
     }
 
+    /// Moves pub/sub messages from clients' outboxes into their connections' output and
+    /// queues the writes; closes clients that went over their output limit meanwhile.
+    /// Pushed bytes go after any reply held for the AOF, so a connection's output stays
+    /// in the order it was produced.
+    fn deliver_pushes(&mut self, srv: &mut Server) {
+        if srv.pubsub.pending.is_empty() {
+            return;
+        }
+        let pending = std::mem::take(&mut srv.pubsub.pending);
+        for slot in pending {
+            let Some(mut client) = srv.clients.get_mut(slot).and_then(|c| c.take()) else {
+                continue;
+            };
+            client.in_pending = false;
+            let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
+                srv.clients[slot] = Some(client);
+                continue;
+            };
+            if client.close_asap {
+                srv.clients[slot] = Some(client);
+                self.close(srv, slot);
+                continue;
+            }
+            if client.pushed.is_empty() {
+                srv.clients[slot] = Some(client);
+                continue;
+            }
+            conn.out.extend_from_slice(&client.pushed);
+            client.pushed.clear();
+            if client.pushed.capacity() > 64 * 1024 {
+                client.pushed = Vec::new();
+            }
+            client.obuf_bytes = (conn.out.len() - conn.out_pos) as u64;
+            let over = output_over_limit(srv, &mut client);
+            srv.clients[slot] = Some(client);
+            if over {
+                self.close(srv, slot);
+            } else {
+                self.pending_write.push(slot);
+            }
+        }
+        // One fan-out may touch many connections: dedup once instead of a scan per push.
+        self.pending_write.sort_unstable();
+        self.pending_write.dedup();
+    }
+
     fn flush_all(&mut self, srv: &mut Server) {
         let pending = std::mem::take(&mut self.pending_write);
         for slot in pending {
@@ -739,7 +792,9 @@ impl EventLoop {
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.connected -= 1;
             self.free_slots.push(slot);
-            srv.clients[slot] = None;
+            if let Some(mut c) = srv.clients[slot].take() {
+                crate::commands::pubsub::unsubscribe_all(srv, &mut c);
+            }
             self.pending_read.retain(|&s| s != slot);
         }
     }
@@ -773,13 +828,15 @@ impl EventLoop {
             let Some(client) = srv.clients[slot].as_mut() else {
                 continue;
             };
+            buffers += client.pushed.capacity() as u64;
             let idle = now - client.last_interaction_ms;
-            if timeout_ms > 0 && idle > timeout_ms {
+            // As Redis, subscribers are never closed for idleness: waiting is their job.
+            if timeout_ms > 0 && idle > timeout_ms && !client.is_pubsub() {
                 verbose!("Closing idle client");
                 self.close(srv, slot);
                 continue;
             }
-            let lim = srv.config.settings().obuf_normal;
+            let lim = output_limit_for(srv.config.settings(), client);
             if output_over(lim, &mut srv.stats, client) {
                 self.close(srv, slot);
             }
@@ -797,9 +854,22 @@ fn conn_released(holds_before: usize, conn: Option<&Conn>) -> bool {
     conn.is_some_and(|c| c.holds.len() < holds_before)
 }
 
+/// The `client-output-buffer-limit` class of a client: `pubsub` while it has
+/// subscriptions (Redis's getClientType), `normal` otherwise.
+pub fn output_limit_for(
+    s: &crate::config::Settings,
+    client: &super::Client,
+) -> crate::config::OutputLimit {
+    if client.is_pubsub() {
+        s.obuf_pubsub
+    } else {
+        s.obuf_normal
+    }
+}
+
 /// Checks `client-output-buffer-limit` for a client. True when it must be closed.
 fn output_over_limit(srv: &mut Server, client: &mut super::Client) -> bool {
-    let lim = srv.config.settings().obuf_normal;
+    let lim = output_limit_for(srv.config.settings(), client);
     output_over(lim, &mut srv.stats, client)
 }
 
@@ -809,6 +879,17 @@ fn output_over(
     client: &mut super::Client,
 ) -> bool {
     let pending = client.obuf_bytes;
+    output_over_bytes(lim, stats, client, pending)
+}
+
+/// The limit check for `pending` unsent bytes (hard at once, soft after its seconds);
+/// counts a disconnection when over. Pub/sub delivery also calls it for the outbox.
+pub fn output_over_bytes(
+    lim: crate::config::OutputLimit,
+    stats: &mut super::stats::Stats,
+    client: &mut super::Client,
+    pending: u64,
+) -> bool {
     let now = now_ms();
     let mut over = lim.hard_bytes > 0 && pending >= lim.hard_bytes;
     if lim.soft_bytes > 0 && pending >= lim.soft_bytes {

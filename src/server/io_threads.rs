@@ -67,6 +67,11 @@ struct ToIo {
     out: Vec<u8>,
     close: bool,
     authenticated: bool,
+    /// Pub/sub messages pushed to the connection, not the reply to its batch: the
+    /// connection's in-flight batch (if any) is still in flight.
+    push_only: bool,
+    /// The client has subscriptions: its output is under the `pubsub` limit class.
+    pubsub: bool,
 }
 
 /// Settings the I/O threads read; the executor refreshes them after CONFIG SET.
@@ -77,6 +82,9 @@ pub struct SharedLimits {
     pub obuf_hard_bytes: AtomicU64,
     pub obuf_soft_bytes: AtomicU64,
     pub obuf_soft_seconds: AtomicU64,
+    pub pubsub_hard_bytes: AtomicU64,
+    pub pubsub_soft_bytes: AtomicU64,
+    pub pubsub_soft_seconds: AtomicU64,
     pub maxclients: AtomicUsize,
     pub requirepass_set: AtomicBool,
     pub timeout_s: AtomicU64,
@@ -95,6 +103,12 @@ impl SharedLimits {
             .store(s.obuf_normal.soft_bytes, Ordering::Relaxed);
         self.obuf_soft_seconds
             .store(s.obuf_normal.soft_seconds, Ordering::Relaxed);
+        self.pubsub_hard_bytes
+            .store(s.obuf_pubsub.hard_bytes, Ordering::Relaxed);
+        self.pubsub_soft_bytes
+            .store(s.obuf_pubsub.soft_bytes, Ordering::Relaxed);
+        self.pubsub_soft_seconds
+            .store(s.obuf_pubsub.soft_seconds, Ordering::Relaxed);
         self.maxclients.store(s.maxclients, Ordering::Relaxed);
         self.requirepass_set
             .store(s.requirepass.is_some(), Ordering::Relaxed);
@@ -141,6 +155,8 @@ struct IoConn {
     obuf_soft_since_ms: i64,
     /// Registered for writable events (only while output waits on the socket).
     want_writable: bool,
+    /// Subscribed (as of the executor's last message): `pubsub` output limits apply.
+    pubsub: bool,
 }
 
 struct IoThread {
@@ -289,6 +305,7 @@ impl IoThread {
             last_activity_ms: now_ms(),
             obuf_soft_since_ms: 0,
             want_writable: false,
+            pubsub: false,
         });
         self.by_id.insert(id, slot);
         self.send(ToExecutor::Connected {
@@ -555,8 +572,22 @@ impl IoThread {
             let Some(conn) = self.conns[slot].as_mut() else {
                 continue;
             };
-            conn.in_flight = false;
-            conn.authenticated = r.authenticated;
+            conn.pubsub = r.pubsub;
+            if r.push_only && r.close {
+                // The executor found the client over its pub/sub output limit.
+                self.counters
+                    .obuf_limit_disconnections
+                    .fetch_add(1, Ordering::Relaxed);
+                warning!(
+                    "Client scheduled to be closed ASAP for overcoming of output buffer limits."
+                );
+                self.close(slot);
+                continue;
+            }
+            if !r.push_only {
+                conn.in_flight = false;
+                conn.authenticated = r.authenticated;
+            }
             if conn.out.is_empty() {
                 conn.out = r.out;
                 conn.out_pos = 0;
@@ -572,7 +603,7 @@ impl IoThread {
             }
             self.write(slot);
             // Commands that arrived meanwhile go next.
-            if self.conns[slot].is_some() {
+            if !r.push_only && self.conns[slot].is_some() {
                 self.dispatch(slot);
             }
         }
@@ -592,9 +623,20 @@ impl IoThread {
             return false;
         };
         let pending = (conn.out.len() - conn.out_pos) as u64;
-        let hard = self.limits.obuf_hard_bytes.load(Ordering::Relaxed);
-        let soft = self.limits.obuf_soft_bytes.load(Ordering::Relaxed);
-        let secs = self.limits.obuf_soft_seconds.load(Ordering::Relaxed) as i64;
+        let l = &self.limits;
+        let (hard, soft, secs) = if conn.pubsub {
+            (
+                l.pubsub_hard_bytes.load(Ordering::Relaxed),
+                l.pubsub_soft_bytes.load(Ordering::Relaxed),
+                l.pubsub_soft_seconds.load(Ordering::Relaxed) as i64,
+            )
+        } else {
+            (
+                l.obuf_hard_bytes.load(Ordering::Relaxed),
+                l.obuf_soft_bytes.load(Ordering::Relaxed),
+                l.obuf_soft_seconds.load(Ordering::Relaxed) as i64,
+            )
+        };
         let now = now_ms();
         let mut over = hard > 0 && pending >= hard;
         if soft > 0 && pending >= soft {
@@ -620,7 +662,13 @@ impl IoThread {
         let now = now_ms();
         for slot in 0..self.conns.len() {
             let idle = match self.conns[slot].as_ref() {
-                Some(c) => !c.in_flight && timeout_ms > 0 && now - c.last_activity_ms > timeout_ms,
+                // Subscribers are never closed for idleness, as in Redis.
+                Some(c) => {
+                    !c.in_flight
+                        && !c.pubsub
+                        && timeout_ms > 0
+                        && now - c.last_activity_ms > timeout_ms
+                }
                 None => continue,
             };
             if idle || self.obuf_over_limit(slot) {
@@ -806,6 +854,7 @@ fn executor_loop(
                 }
             }
         }
+        ship_pushes(srv, &mut outgoing, &mut held);
         // Kills requested by CLIENT KILL go to the owning threads as close requests.
         for client_id in std::mem::take(&mut srv.kill_queue) {
             let Some(id) = srv
@@ -824,6 +873,8 @@ fn executor_loop(
                     out: Vec::new(),
                     close: true,
                     authenticated: true,
+                    push_only: false,
+                    pubsub: false,
                 });
             }
         }
@@ -869,12 +920,15 @@ fn handle_message(
                 srv.clients.push(None);
                 srv.clients.len() - 1
             });
+            client.slot = slot;
             srv.clients[slot] = Some(client);
             slots.insert(conn, slot);
         }
         ToExecutor::Closed { conn } => {
             if let Some(slot) = slots.remove(&conn) {
-                srv.clients[slot] = None;
+                if let Some(mut c) = srv.clients[slot].take() {
+                    crate::commands::pubsub::unsubscribe_all(srv, &mut c);
+                }
                 free.push(slot);
             }
         }
@@ -885,7 +939,8 @@ fn handle_message(
             let Some(mut client) = srv.clients[slot].take() else {
                 return;
             };
-            let mut out = Vec::new();
+            // Messages pushed to this client before these commands precede their replies.
+            let mut out = std::mem::take(&mut client.pushed);
             srv.begin_batch();
             let mut hold = 0;
             for &(first, argc) in &b.cmds {
@@ -902,7 +957,7 @@ fn handle_message(
                 out.extend_from_slice(b"\r\n");
                 client.close_after_reply = true;
             }
-            if client.close_asap {
+            if client.http_guard_close {
                 // The HTTP guard: Redis sends nothing more to such a connection.
                 out.clear();
             }
@@ -912,6 +967,8 @@ fn handle_message(
                 out,
                 close: client.close_after_reply,
                 authenticated: client.authenticated || srv.config.settings().requirepass.is_none(),
+                push_only: false,
+                pubsub: client.is_pubsub(),
             };
             if hold > 0 {
                 held.push((hold, t, reply));
@@ -920,6 +977,44 @@ fn handle_message(
             }
             srv.clients[slot] = Some(client);
         }
+    }
+}
+
+/// Sends the pub/sub messages pushed this turn to the owning I/O threads. A client whose
+/// batch reply is held for the AOF gets them appended to that reply (its output stays in
+/// order; the batch is still in flight so nothing else can come between). A client that
+/// went over its output limit is closed by its thread.
+fn ship_pushes(srv: &mut Server, outgoing: &mut [Vec<ToIo>], held: &mut [(u64, usize, ToIo)]) {
+    if srv.pubsub.pending.is_empty() {
+        return;
+    }
+    for slot in std::mem::take(&mut srv.pubsub.pending) {
+        let Some(c) = srv.clients.get_mut(slot).and_then(|c| c.as_mut()) else {
+            continue;
+        };
+        c.in_pending = false;
+        if c.pushed.is_empty() && !c.close_asap {
+            continue;
+        }
+        let t = (c.conn_id >> 56) as usize;
+        if t >= outgoing.len() {
+            continue;
+        }
+        if !c.close_asap {
+            if let Some(h) = held.iter_mut().rev().find(|h| h.2.conn == c.conn_id) {
+                h.2.out.extend_from_slice(&c.pushed);
+                c.pushed.clear();
+                continue;
+            }
+        }
+        outgoing[t].push(ToIo {
+            conn: c.conn_id,
+            out: std::mem::take(&mut c.pushed),
+            close: c.close_asap,
+            authenticated: true,
+            push_only: true,
+            pubsub: c.is_pubsub(),
+        });
     }
 }
 

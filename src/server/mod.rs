@@ -70,6 +70,8 @@ pub struct Server {
     pub loading: bool,
     /// When the HTTP-guard warning was last logged (ms; Redis logs it once a minute).
     pub security_warning_logged_ms: i64,
+    /// Pub/sub subscription tables and the queue of clients with pushed messages.
+    pub pubsub: commands::pubsub::PubSub,
 }
 
 impl Server {
@@ -122,6 +124,7 @@ impl Server {
             config,
             aof: Default::default(),
             loading: false,
+            pubsub: Default::default(),
         })
     }
 
@@ -202,12 +205,19 @@ impl Server {
         if out.get(mark) == Some(&b'-') {
             self.stats.record_error(&out[mark + 1..]);
         }
+        // Pub/sub output (confirmations, messages to oneself) is sent even when replies
+        // are off, as Redis 7.0 does.
+        let keep = client
+            .keep_output_to
+            .take()
+            .unwrap_or(mark)
+            .clamp(mark, out.len());
         match client.reply_mode {
             client::ReplyMode::On => {}
-            client::ReplyMode::Off => out.truncate(mark),
+            client::ReplyMode::Off => out.truncate(keep),
             client::ReplyMode::SkipNext => client.reply_mode = client::ReplyMode::Skip,
             client::ReplyMode::Skip => {
-                out.truncate(mark);
+                out.truncate(keep);
                 client.reply_mode = client::ReplyMode::On;
             }
         }
@@ -219,11 +229,11 @@ impl Server {
         // Redis's guard against cross-protocol scripting: an HTTP request line (`POST ...`)
         // or header (`Host: ...`) sent to the port closes the connection at once, with no
         // reply, before any lookup or authentication (and drops replies still queued; see
-        // `Client::close_asap`).
+        // `Client::http_guard_close`).
         if name.eq_ignore_ascii_case(b"post") || name.eq_ignore_ascii_case(b"host:") {
             self.security_warning(now);
             client.close_after_reply = true;
-            client.close_asap = true;
+            client.http_guard_close = true;
             return;
         }
         // Redis 7.0's order: existence (command, then subcommand), arity, the DEBUG gate,
@@ -337,6 +347,19 @@ impl Server {
         {
             self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
             reply.error(crate::persistence::snapshot::ops::MISCONF_ERR);
+            return;
+        }
+        // A RESP2 client with subscriptions may only run the pub/sub context commands.
+        if client.resp == crate::protocol::reply::Resp::V2
+            && client.is_pubsub()
+            && spec.flags & commands::PUBSUB_OK == 0
+        {
+            let full = match parent {
+                Some(p) => commands::full_name(p, spec),
+                None => spec.name.to_string(),
+            };
+            self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
+            reply.error(&commands::pubsub::context_error(&full));
             return;
         }
         // Leave room in the arena's address space so a write can never exhaust it.
