@@ -9,6 +9,7 @@ pub mod aof;
 pub mod bits;
 pub mod connection;
 pub mod keys;
+pub mod lists;
 pub mod persistence;
 pub mod server;
 pub mod strings;
@@ -226,12 +227,13 @@ pub struct CommandTable {
     pub all: Vec<&'static CommandSpec>,
 }
 
-pub fn all_families() -> [&'static [CommandSpec]; 7] {
+pub fn all_families() -> [&'static [CommandSpec]; 8] {
     [
         aof::COMMANDS,
         bits::COMMANDS,
         connection::COMMANDS,
         keys::COMMANDS,
+        lists::COMMANDS,
         persistence::COMMANDS,
         server::COMMANDS,
         strings::COMMANDS,
