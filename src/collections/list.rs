@@ -256,6 +256,14 @@ pub fn create(ks: &mut Keyspace, db: usize, key: &[u8]) -> Ref {
     ks.set_value(db, key, Kind::List, ENC_QUICKLIST, &v, Ttl::Clear)
 }
 
+/// Creates a list holding `elems` (RESTORE), with the given TTL.
+pub fn create_from(ks: &mut Keyspace, db: usize, key: &[u8], elems: &[Vec<u8>], ttl: Ttl) -> Ref {
+    let mut v = vec![0u8];
+    v.extend_from_slice(&lp::empty());
+    let e = ks.set_value(db, key, Kind::List, ENC_QUICKLIST, &v, ttl);
+    set_segment(ks, db, e, None, elems)
+}
+
 /// Converts an inline list to a quicklist.
 fn to_quicklist(ks: &mut Keyspace, db: usize, e: Ref) -> Ref {
     let elems: Vec<Vec<u8>> = lp::iter(inline_lp(ks.value(e)))

@@ -5,6 +5,7 @@
 //! and deep-copying those structures, which the keyspace calls whenever it drops or copies
 //! an entry, and the "value graveyard" that frees big values in slices.
 
+pub mod hash;
 pub mod list;
 pub mod listpack;
 
@@ -18,15 +19,20 @@ pub const ROOT_VALUE_GRAVEYARD: usize = 3;
 /// LAZYFREE_THRESHOLD is 64 allocations).
 pub const LAZYFREE_THRESHOLD: u64 = 64;
 
-/// Grave node: `[next u32][kind u8][pad 3][payload: the value's header bytes, 24 max]`.
-const GRAVE_BYTES: usize = 32;
+/// Grave node: `[next u32][kind u8][pad 3][payload: the value's header bytes, 56 max]`.
+const GRAVE_BYTES: usize = 64;
 
 /// Frees what a value owns outside its entry (nothing for inline encodings). A big value
 /// is detached to the value graveyard in O(1) and freed by [`lazyfree_values_step`].
 /// Returns true if the value was sent to the graveyard.
 pub fn release_value(a: &mut Arena, kind: Kind, value: &[u8]) -> bool {
-    if kind == Kind::List && list::is_quicklist(value) {
-        if list::ql_nodes(value) as u64 > LAZYFREE_THRESHOLD {
+    let big = match kind {
+        Kind::List if list::is_quicklist(value) => list::ql_nodes(value) as u64,
+        Kind::Hash if hash::is_ht(value) => hash::ht_len(value),
+        _ => return false,
+    };
+    {
+        if big > LAZYFREE_THRESHOLD {
             let g = a.alloc(GRAVE_BYTES);
             let head = a.root(ROOT_VALUE_GRAVEYARD) as Ref;
             a.write_u32(g, 0, head);
@@ -36,7 +42,11 @@ pub fn release_value(a: &mut Arena, kind: Kind, value: &[u8]) -> bool {
             a.set_root(ROOT_VALUE_GRAVEYARD, g as u64);
             return true;
         }
-        list::ql_free_all(a, value);
+        if kind == Kind::List {
+            list::ql_free_all(a, value);
+        } else {
+            hash::ht_free_all(a, value);
+        }
     }
     false
 }
@@ -46,6 +56,9 @@ pub fn out_of_line_bytes(a: &Arena, kind: Kind, value: &[u8]) -> u64 {
     if kind == Kind::List && list::is_quicklist(value) {
         return list::ql_bytes(a, value);
     }
+    if kind == Kind::Hash && hash::is_ht(value) {
+        return hash::ht_bytes(a, value);
+    }
     0
 }
 
@@ -54,6 +67,9 @@ pub fn out_of_line_bytes(a: &Arena, kind: Kind, value: &[u8]) -> u64 {
 pub fn clone_value(a: &mut Arena, kind: Kind, value: &[u8]) -> Vec<u8> {
     if kind == Kind::List && list::is_quicklist(value) {
         return list::ql_clone(a, value);
+    }
+    if kind == Kind::Hash && hash::is_ht(value) {
+        return hash::ht_clone(a, value);
     }
     value.to_vec()
 }
@@ -76,6 +92,10 @@ pub fn lazyfree_values_step(a: &mut Arena, budget: usize) -> (u64, u64, bool) {
         payload.copy_from_slice(a.bytes(g, 8, GRAVE_BYTES - 8));
         let done = if kind == Kind::List as u8 {
             let (n, done) = list::ql_free_some(a, &mut payload, budget - freed as usize);
+            freed += n;
+            done
+        } else if kind == Kind::Hash as u8 {
+            let (n, done) = hash::ht_free_some(a, &mut payload, budget - freed as usize);
             freed += n;
             done
         } else {

@@ -815,7 +815,16 @@ fn dump_entry(ctx: &Ctx, e: Ref) -> Option<Vec<u8>> {
     let mut body = Vec::new();
     match ks.kind(e) {
         Kind::String => rdb_value::write_string_object(&mut body, ks.value(e)),
-        Kind::List | Kind::Set | Kind::ZSet | Kind::Hash => return None,
+        Kind::List => {
+            let segs = crate::collections::list::segments(ks, e);
+            let lps: Vec<&[u8]> = segs
+                .iter()
+                .map(|&s| crate::collections::list::seg_lp(ks, e, s))
+                .collect();
+            rdb_value::write_list_object(&mut body, &lps);
+        }
+        Kind::Hash => crate::collections::hash::dump(ks, e, &mut body),
+        Kind::Set | Kind::ZSet => return None,
     }
     Some(rdb_value::dump_payload(body))
 }
@@ -902,6 +911,11 @@ fn restore(ctx: &mut Ctx) -> CmdResult {
             .srv
             .ks
             .set_string(db, key, &s, StrEnc::for_value(&s), expire),
+        Value::List(elems) => crate::collections::list::create_from(&mut ctx.srv.ks, db, key, &elems, expire),
+        Value::Hash(pairs) => {
+            let limits = crate::collections::hash::Limits::from_config(&ctx.srv.config);
+            crate::collections::hash::create_from(&mut ctx.srv.ks, db, key, &pairs, expire, limits)
+        }
     };
     // Redis's objectSetLRUOrLFU: FREQ only matters under an LFU policy, IDLETIME only
     // under LRU.

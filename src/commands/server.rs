@@ -1230,7 +1230,9 @@ pub fn key_memory_usage(ks: &Keyspace, db: usize, e: crate::arena::Ref) -> u64 {
     let keys = ks.dbsize(db).max(1);
     let bucket_share = (ks.buckets(db) * 4).div_ceil(keys);
     let volatile = if ks.has_expire(e) { 4 } else { 0 };
-    ks.entry_alloc_bytes(e) as u64 + bucket_share + volatile
+    // Collections also own out-of-line blocks (quicklist nodes, dict tables and entries).
+    let out_of_line = crate::collections::out_of_line_bytes(&ks.arena, ks.kind(e), ks.value(e));
+    ks.entry_alloc_bytes(e) as u64 + bucket_share + volatile + out_of_line
 }
 
 fn memory_usage(ctx: &mut Ctx) -> CmdResult {

@@ -213,7 +213,7 @@ fn release_entry_value(a: &mut Arena, e: Ref) -> bool {
     }
     let (kl, vl) = (entry_key_len(a, e), entry_val_len(a, e));
     // Only the value's header is needed (inline encodings own nothing outside).
-    let mut head = [0u8; 32];
+    let mut head = [0u8; 64];
     let n = vl.min(head.len());
     head[..n].copy_from_slice(a.bytes(e, ENTRY_HEADER_BYTES + kl, n));
     crate::collections::release_value(a, Kind::from_u8(kind), &head[..n])
@@ -389,6 +389,10 @@ impl Keyspace {
     #[inline]
     pub fn enc(&self, e: Ref) -> u8 {
         self.arena.bytes(e, OFF_ENC, 1)[0]
+    }
+    /// Sets the raw encoding byte (collections changing encoding, e.g. listpack → hashtable).
+    pub fn set_enc_byte(&mut self, e: Ref, enc: u8) {
+        self.arena.bytes_mut(e, OFF_ENC, 1)[0] = enc;
     }
     pub fn set_str_enc(&mut self, e: Ref, enc: StrEnc) {
         self.arena.bytes_mut(e, OFF_ENC, 1)[0] = enc as u8;

@@ -85,6 +85,8 @@ pub enum RdbError {
     UnknownType(u8),
     #[error("value type {0} is not supported yet")]
     UnsupportedType(u8),
+    #[error("corrupt collection encoding")]
+    Corrupt,
 }
 
 /// A length as read from the stream: a plain length or a special string encoding.
@@ -282,6 +284,107 @@ pub fn lzf_decompress(input: &[u8], out_len: usize) -> Result<Vec<u8>, RdbError>
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
     String(Vec<u8>),
+    /// A list's elements, head first.
+    List(Vec<Vec<u8>>),
+    /// A hash's field/value pairs.
+    Hash(Vec<(Vec<u8>, Vec<u8>)>),
+}
+
+/// Quicklist node containers (Redis's QUICKLIST_NODE_CONTAINER_*).
+const CONTAINER_PLAIN: u64 = 1;
+const CONTAINER_PACKED: u64 = 2;
+
+/// Elements of an untrusted listpack (validated first).
+fn listpack_elems(lp: &[u8], pairs: bool) -> Result<Vec<Vec<u8>>, RdbError> {
+    use crate::collections::listpack;
+    if !listpack::validate(lp, pairs) {
+        return Err(RdbError::Corrupt);
+    }
+    Ok(listpack::iter(lp).map(|v| v.to_vec()).collect())
+}
+
+/// A collection's element count, bounded by the input left (each element takes at least
+/// one byte), so a forged count cannot make us allocate.
+fn read_count(r: &mut Reader) -> Result<u64, RdbError> {
+    let n = r.read_plain_len()?;
+    if n > r.remaining() as u64 {
+        return Err(RdbError::BadLength(n));
+    }
+    Ok(n)
+}
+
+fn read_list(t: u8, r: &mut Reader) -> Result<Value, RdbError> {
+    let n = read_count(r)?;
+    let mut out = Vec::new();
+    for _ in 0..n {
+        if t == TYPE_LIST {
+            out.push(r.read_string()?.into_owned());
+            continue;
+        }
+        let container = r.read_plain_len()?;
+        let s = r.read_string()?;
+        match container {
+            CONTAINER_PLAIN => out.push(s.into_owned()),
+            CONTAINER_PACKED => out.extend(listpack_elems(&s, false)?),
+            _ => return Err(RdbError::Corrupt),
+        }
+    }
+    if out.is_empty() {
+        return Err(RdbError::Corrupt);
+    }
+    Ok(Value::List(out))
+}
+
+fn read_hash(t: u8, r: &mut Reader) -> Result<Value, RdbError> {
+    let mut out = Vec::new();
+    if t == TYPE_HASH {
+        let n = read_count(r)?;
+        for _ in 0..n {
+            let f = r.read_string()?.into_owned();
+            let v = r.read_string()?.into_owned();
+            out.push((f, v));
+        }
+    } else {
+        let s = r.read_string()?;
+        let mut it = listpack_elems(&s, true)?.into_iter();
+        while let (Some(f), Some(v)) = (it.next(), it.next()) {
+            out.push((f, v));
+        }
+    }
+    // Redis refuses empty collections and duplicate fields.
+    let mut seen = std::collections::HashSet::new();
+    if out.is_empty() || !out.iter().all(|(f, _)| seen.insert(f.clone())) {
+        return Err(RdbError::Corrupt);
+    }
+    Ok(Value::Hash(out))
+}
+
+/// Appends a list as RDB_TYPE_LIST_QUICKLIST_2: one packed node per listpack.
+pub fn write_list_object<'a>(out: &mut Vec<u8>, listpacks: &[&'a [u8]]) {
+    out.push(TYPE_LIST_QUICKLIST_2);
+    write_len(out, listpacks.len() as u64);
+    for lp in listpacks {
+        write_len(out, CONTAINER_PACKED);
+        write_len(out, lp.len() as u64);
+        out.extend_from_slice(lp);
+    }
+}
+
+/// Appends a small hash as RDB_TYPE_HASH_LISTPACK (the listpack as is).
+pub fn write_hash_listpack_object(out: &mut Vec<u8>, lp: &[u8]) {
+    out.push(TYPE_HASH_LISTPACK);
+    write_len(out, lp.len() as u64);
+    out.extend_from_slice(lp);
+}
+
+/// Appends a hash as RDB_TYPE_HASH (count, then field and value strings).
+pub fn write_hash_object<'a>(out: &mut Vec<u8>, pairs: &[(&'a [u8], &'a [u8])]) {
+    out.push(TYPE_HASH);
+    write_len(out, pairs.len() as u64);
+    for (f, v) in pairs {
+        write_string(out, f);
+        write_string(out, v);
+    }
 }
 
 /// Reads a type byte and the value that follows (Redis's `rdbLoadObjectType` +
@@ -295,6 +398,8 @@ pub fn read_object(r: &mut Reader) -> Result<Value, RdbError> {
 pub fn read_value(t: u8, r: &mut Reader) -> Result<Value, RdbError> {
     match t {
         TYPE_STRING => Ok(Value::String(r.read_string()?.into_owned())),
+        TYPE_LIST | TYPE_LIST_QUICKLIST_2 => read_list(t, r),
+        TYPE_HASH | TYPE_HASH_LISTPACK => read_hash(t, r),
         t if is_object_type(t) => Err(RdbError::UnsupportedType(t)),
         t => Err(RdbError::UnknownType(t)),
     }
@@ -547,8 +652,8 @@ mod tests {
     #[test]
     fn other_types_are_reported_not_misread() {
         assert_eq!(
-            read_object(&mut Reader::new(&[TYPE_LIST_QUICKLIST_2, 0])),
-            Err(RdbError::UnsupportedType(TYPE_LIST_QUICKLIST_2))
+            read_object(&mut Reader::new(&[TYPE_SET, 0])),
+            Err(RdbError::UnsupportedType(TYPE_SET))
         );
         assert_eq!(
             read_object(&mut Reader::new(&[8])),
