@@ -57,9 +57,7 @@ pub fn read_dict(v: &[u8]) -> DictHeader {
 }
 fn write_dict(v: &mut [u8], d: &DictHeader) {
     // SAFETY: as `read_dict`; the destination holds size_of::<DictHeader>() bytes.
-    unsafe {
-        std::ptr::write_unaligned(v[DICT_OFF..HT_BYTES].as_mut_ptr() as *mut DictHeader, *d)
-    }
+    unsafe { std::ptr::write_unaligned(v[DICT_OFF..HT_BYTES].as_mut_ptr() as *mut DictHeader, *d) }
 }
 fn ht_value(d: &DictHeader) -> Vec<u8> {
     let mut v = vec![0u8; HT_BYTES];
@@ -86,7 +84,8 @@ fn fe_new(a: &mut Arena, f: &[u8], v: &[u8]) -> Ref {
     a.write_u32(e, 4, f.len() as u32);
     a.write_u32(e, 8, v.len() as u32);
     a.bytes_mut(e, FIELD_OFF, f.len()).copy_from_slice(f);
-    a.bytes_mut(e, FIELD_OFF + f.len(), v.len()).copy_from_slice(v);
+    a.bytes_mut(e, FIELD_OFF + f.len(), v.len())
+        .copy_from_slice(v);
     e
 }
 fn fe_free(a: &mut Arena, e: Ref) {
@@ -199,7 +198,8 @@ pub fn get<'a>(ks: &'a Keyspace, e: Ref, f: &[u8]) -> Option<Val<'a>> {
     if is_ht(v) {
         let d = read_dict(v);
         let h = ks.arena.hash(f);
-        d.find(&ks.arena, f, h).map(|x| Val::Str(fe_value(&ks.arena, x)))
+        d.find(&ks.arena, f, h)
+            .map(|x| Val::Str(fe_value(&ks.arena, x)))
     } else {
         let l = inline_lp(v);
         let o = lp_find(l, f)?;
@@ -215,7 +215,9 @@ pub fn for_each(ks: &Keyspace, e: Ref, mut f: impl FnMut(Val, Val)) {
         let a = &ks.arena;
         let mut c = 0;
         loop {
-            c = d.scan(a, c, |x| f(Val::Str(fe_field(a, x)), Val::Str(fe_value(a, x))));
+            c = d.scan(a, c, |x| {
+                f(Val::Str(fe_field(a, x)), Val::Str(fe_value(a, x)))
+            });
             if c == 0 {
                 break;
             }
@@ -366,7 +368,9 @@ pub fn scan(ks: &Keyspace, e: Ref, cursor: u64, count: u64) -> (u64, Vec<(Vec<u8
     // Redis's maxiterations: at most count*10 buckets per call.
     let mut iters = count.saturating_mul(10).max(1);
     loop {
-        c = d.scan(a, c, |x| out.push((fe_field(a, x).to_vec(), fe_value(a, x).to_vec())));
+        c = d.scan(a, c, |x| {
+            out.push((fe_field(a, x).to_vec(), fe_value(a, x).to_vec()))
+        });
         iters -= 1;
         if c == 0 || iters == 0 || out.len() as u64 >= count {
             break;
@@ -381,7 +385,10 @@ pub fn random(ks: &mut Keyspace, e: Ref) -> Option<(Vec<u8>, Vec<u8>)> {
     if is_ht(v) {
         let d = read_dict(v);
         let x = d.random(&ks.arena, &mut ks.rng)?;
-        return Some((fe_field(&ks.arena, x).to_vec(), fe_value(&ks.arena, x).to_vec()));
+        return Some((
+            fe_field(&ks.arena, x).to_vec(),
+            fe_value(&ks.arena, x).to_vec(),
+        ));
     }
     let n = lp::count(inline_lp(v)) / 2;
     if n == 0 {
@@ -421,7 +428,15 @@ mod tests {
         };
         let mut e = create(&mut k, 0, b"h");
         for i in 0..128 {
-            e = set(&mut k, 0, e, format!("f{i}").as_bytes(), format!("{i}").as_bytes(), lim).0;
+            e = set(
+                &mut k,
+                0,
+                e,
+                format!("f{i}").as_bytes(),
+                format!("{i}").as_bytes(),
+                lim,
+            )
+            .0;
         }
         assert!(!is_ht(k.value(e)));
         let (ne, created) = set(&mut k, 0, e, b"f5", b"five", lim);

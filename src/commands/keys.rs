@@ -911,7 +911,9 @@ fn restore(ctx: &mut Ctx) -> CmdResult {
             .srv
             .ks
             .set_string(db, key, &s, StrEnc::for_value(&s), expire),
-        Value::List(elems) => crate::collections::list::create_from(&mut ctx.srv.ks, db, key, &elems, expire),
+        Value::List(elems) => {
+            crate::collections::list::create_from(&mut ctx.srv.ks, db, key, &elems, expire)
+        }
         Value::Hash(pairs) => {
             let limits = crate::collections::hash::Limits::from_config(&ctx.srv.config);
             crate::collections::hash::create_from(&mut ctx.srv.ks, db, key, &pairs, expire, limits)

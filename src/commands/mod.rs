@@ -8,6 +8,7 @@
 pub mod aof;
 pub mod bits;
 pub mod connection;
+pub mod hashes;
 pub mod keys;
 pub mod lists;
 pub mod persistence;
@@ -227,11 +228,12 @@ pub struct CommandTable {
     pub all: Vec<&'static CommandSpec>,
 }
 
-pub fn all_families() -> [&'static [CommandSpec]; 8] {
+pub fn all_families() -> [&'static [CommandSpec]; 9] {
     [
         aof::COMMANDS,
         bits::COMMANDS,
         connection::COMMANDS,
+        hashes::COMMANDS,
         keys::COMMANDS,
         lists::COMMANDS,
         persistence::COMMANDS,

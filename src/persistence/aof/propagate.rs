@@ -87,6 +87,12 @@ pub fn log_form(ks: &Keyspace, name: &str, db: usize, args: Args) -> Option<Vec<
             ]),
             None => del(),
         },
+        // As Redis: the float result is logged, so replay does not redo the arithmetic.
+        "hincrbyfloat" => {
+            let e = ks.find_raw(db, args.get(1))?;
+            let v = crate::collections::hash::get(ks, e, args.get(2))?.to_vec();
+            Some(vec![b"HSET".to_vec(), key(), args.get(2).to_vec(), v])
+        }
         "getdel" => del(),
         "restore" => {
             let mut v = vec![b"RESTORE".to_vec(), key()];
