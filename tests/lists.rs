@@ -338,3 +338,104 @@ fn big_list_del_is_lazy_and_memory_returns() {
     }
     assert!(worst < Duration::from_millis(50), "worst PING {worst:?}");
 }
+
+fn info_field(raw: &mut Raw, name: &str) -> String {
+    let info = String::from_utf8(raw.call(&["INFO"])).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// List and hash writes are logged, survive BGREWRITEAOF (which dumps lists and hashes)
+/// and a restart; HINCRBYFLOAT replays its logged result.
+#[test]
+fn aof_logs_and_rewrites_collections() {
+    let dir = std::env::temp_dir().join(format!("cairn-colls-aof-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_str().unwrap().to_string();
+    let opts = [
+        "--appendonly",
+        "yes",
+        "--dir",
+        &d,
+        "--appendfsync",
+        "always",
+    ];
+    let script = |raw: &mut Raw| {
+        let elems: Vec<String> = (0..500).map(|i| format!("e{i}")).collect();
+        let mut args = vec!["RPUSH", "l"];
+        args.extend(elems.iter().map(|s| s.as_str()));
+        raw.call(&args);
+        raw.call(&["LPUSH", "l", "head"]);
+        raw.call(&["LSET", "l", "3", "three"]);
+        raw.call(&["LREM", "l", "1", "e10"]);
+        raw.call(&["LMOVE", "l", "l2", "LEFT", "RIGHT"]);
+        raw.call(&["LTRIM", "l", "0", "300"]);
+        raw.call(&["HSET", "h", "a", "1", "b", "2"]);
+        raw.call(&["HINCRBYFLOAT", "h", "f", "0.1"]);
+        raw.call(&["HINCRBYFLOAT", "h", "f", "0.2"]);
+        raw.call(&["HDEL", "h", "b"]);
+        raw.call(&["PEXPIRE", "h", "100000000"]);
+        let fields: Vec<String> = (0..600).map(|i| format!("f{i}")).collect();
+        let mut args = vec!["HSET", "big"];
+        for f in &fields {
+            args.push(f);
+            args.push(f);
+        }
+        raw.call(&args);
+    };
+    let snapshot = |raw: &mut Raw| {
+        let mut hk = String::from_utf8(raw.call(&["HGETALL", "big"])).unwrap();
+        let mut lines: Vec<&str> = hk.split("\r\n").collect();
+        lines.sort();
+        let sorted = lines.join("|");
+        hk.clear();
+        vec![
+            raw.call(&["LRANGE", "l", "0", "-1"]),
+            raw.call(&["LRANGE", "l2", "0", "-1"]),
+            raw.call(&["HGETALL", "h"]),
+            sorted.into_bytes(),
+            raw.call(&["OBJECT", "ENCODING", "big"]),
+            raw.call(&["EXISTS", "h"]),
+        ]
+    };
+    let want;
+    {
+        let s = start_cairn(&opts);
+        let mut raw = Raw::connect(s.port);
+        script(&mut raw);
+        want = snapshot(&mut raw);
+        assert_eq!(raw.call(&["HGET", "h", "f"]), b"$3\r\n0.3\r\n");
+        let mut s = s;
+        let _ = s.child.kill();
+        let _ = s.child.wait();
+        s.dir = std::env::temp_dir().join("cairn-colls-none");
+    }
+    {
+        let s = start_cairn(&opts);
+        let mut raw = Raw::connect(s.port);
+        assert_eq!(snapshot(&mut raw), want);
+        raw.call(&["BGREWRITEAOF"]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while info_field(&mut raw, "aof_rewrites") != "1"
+            || info_field(&mut raw, "aof_rewrite_in_progress") != "0"
+        {
+            assert!(Instant::now() < deadline, "rewrite did not finish");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut s = s;
+        let _ = s.child.kill();
+        let _ = s.child.wait();
+        s.dir = std::env::temp_dir().join("cairn-colls-none");
+    }
+    let s = start_cairn(&opts);
+    let mut raw = Raw::connect(s.port);
+    assert_eq!(snapshot(&mut raw), want);
+    let ttl = String::from_utf8(raw.call(&["PTTL", "h"])).unwrap();
+    assert!(ttl.starts_with(":9"), "{ttl}");
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
