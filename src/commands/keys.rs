@@ -429,9 +429,7 @@ fn rename_generic(ctx: &mut Ctx, nx: bool) -> CmdResult {
     }
     // The value moves with its TTL and access time (Redis moves the object itself).
     let e = refind(ctx, db, src)?;
-    ctx.srv.ks.clone_entry_to(e, db, dst, Ttl::Keep);
-    let e = refind(ctx, db, src)?;
-    ctx.srv.ks.delete_entry(db, e);
+    ctx.srv.ks.move_entry_to(db, e, db, dst);
     ctx.dirty(1);
     if nx {
         ctx.out.int(1);
@@ -504,9 +502,7 @@ fn move_cmd(ctx: &mut Ctx) -> CmdResult {
         return Ok(());
     }
     let e = refind(ctx, src_db, key)?;
-    ctx.srv.ks.clone_entry_to(e, dst_db, key, Ttl::Keep);
-    let e = refind(ctx, src_db, key)?;
-    ctx.srv.ks.delete_entry(src_db, e);
+    ctx.srv.ks.move_entry_to(src_db, e, dst_db, key);
     ctx.dirty(1);
     ctx.out.int(1);
     Ok(())

@@ -833,6 +833,42 @@ impl Keyspace {
         n
     }
 
+    /// Moves entry `e` of `src_db` to `dst_key` in `dst_db` (RENAME, MOVE) in O(1) for any
+    /// value size: the entry block is copied but a collection's out-of-line structures
+    /// change owner instead of being deep-copied. TTL and access time move along. An
+    /// existing destination key must be deleted first. Returns the new entry.
+    pub fn move_entry_to(&mut self, src_db: usize, e: Ref, dst_db: usize, dst_key: &[u8]) -> Ref {
+        let kind = self.kind(e);
+        let enc = self.enc(e);
+        let lru = self.lru(e);
+        let expire = self.expire_at(e);
+        let value = self.value(e).to_vec();
+        let n = self.write_new_entry(dst_key, kind, enc, &value, expire, lru);
+        let h = self.arena.hash(dst_key);
+        let mut dbh = self.read_db(dst_db);
+        dbh.dict.insert_new(&mut self.arena, n, h);
+        if expire.is_some() {
+            let idx = dbh.volatile.push(&mut self.arena, n);
+            self.arena.write_u32(n, OFF_VIDX, idx as u32);
+        }
+        self.write_db(dst_db, &dbh);
+        // Unlink the source without releasing its value (now owned by `n`).
+        let e = self
+            .find_raw(src_db, &self.key(e).to_vec())
+            .expect("source entry vanished");
+        let h = self.arena.hash(self.key(e));
+        let mut dbh = self.read_db(src_db);
+        dbh.dict.unlink(&mut self.arena, e, h);
+        if self.has_expire(e) {
+            let idx = self.arena.read_u32(e, OFF_VIDX) as usize;
+            self.volatile_remove(&mut dbh, idx);
+        }
+        self.write_db(src_db, &dbh);
+        let size = entry_size(&self.arena, e);
+        self.arena.free(e, size);
+        n
+    }
+
     /// Swaps two databases (SWAPDB): O(1), only the headers move.
     pub fn swap_dbs(&mut self, a: usize, b: usize) {
         let ha = self.read_db(a);
