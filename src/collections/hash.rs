@@ -354,8 +354,11 @@ pub fn create_from(
     e
 }
 
+/// Owned field/value pairs.
+pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// One HSCAN step: (next cursor, pairs). Listpack hashes return everything at once.
-pub fn scan(ks: &Keyspace, e: Ref, cursor: u64, count: u64) -> (u64, Vec<(Vec<u8>, Vec<u8>)>) {
+pub fn scan(ks: &Keyspace, e: Ref, cursor: u64, count: u64) -> (u64, Pairs) {
     let v = ks.value(e);
     let mut out = vec![];
     if !is_ht(v) {

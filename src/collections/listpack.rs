@@ -385,7 +385,7 @@ pub fn validate(lp: &[u8], pairs: bool) -> bool {
         n += 1;
     }
     let c = raw_count(lp);
-    (c == COUNT_UNKNOWN || c == n) && (!pairs || n % 2 == 0)
+    (c == COUNT_UNKNOWN || c == n) && (!pairs || n.is_multiple_of(2))
 }
 
 #[cfg(test)]

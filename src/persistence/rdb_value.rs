@@ -360,7 +360,7 @@ fn read_hash(t: u8, r: &mut Reader) -> Result<Value, RdbError> {
 }
 
 /// Appends a list as RDB_TYPE_LIST_QUICKLIST_2: one packed node per listpack.
-pub fn write_list_object<'a>(out: &mut Vec<u8>, listpacks: &[&'a [u8]]) {
+pub fn write_list_object(out: &mut Vec<u8>, listpacks: &[&[u8]]) {
     out.push(TYPE_LIST_QUICKLIST_2);
     write_len(out, listpacks.len() as u64);
     for lp in listpacks {
@@ -378,7 +378,7 @@ pub fn write_hash_listpack_object(out: &mut Vec<u8>, lp: &[u8]) {
 }
 
 /// Appends a hash as RDB_TYPE_HASH (count, then field and value strings).
-pub fn write_hash_object<'a>(out: &mut Vec<u8>, pairs: &[(&'a [u8], &'a [u8])]) {
+pub fn write_hash_object(out: &mut Vec<u8>, pairs: &[(&[u8], &[u8])]) {
     out.push(TYPE_HASH);
     write_len(out, pairs.len() as u64);
     for (f, v) in pairs {
