@@ -1649,7 +1649,9 @@ fn debug_object_line(ks: &Keyspace, e: crate::arena::Ref) -> String {
     let addr = ks.arena.base_addr() as u64 + e as u64 * 8;
     let encoding = match ks.kind(e) {
         Kind::String => ks.str_enc(e).name(),
-        // Collection encodings belong to their type's module; report the raw layout.
+        Kind::List => "quicklist",
+        Kind::Hash if crate::collections::hash::is_ht(ks.value(e)) => "hashtable",
+        Kind::Hash => "listpack",
         _ => "raw",
     };
     let lru = ks.lru(e) & crate::keyspace::LRU_CLOCK_MAX;
@@ -1693,7 +1695,21 @@ fn mix_digest(digest: &mut [u8; 20], data: &[u8]) {
 fn xor_object_digest(ks: &Keyspace, e: crate::arena::Ref, digest: &mut [u8; 20]) {
     let kind = ks.kind(e);
     mix_digest(digest, &(kind as u32).to_be_bytes());
-    mix_digest(digest, ks.value(e));
+    match kind {
+        // Lists: every element mixed in order; hashes: each field/value pair's own
+        // digest XORed in (order-free), exactly as Redis's xorObjectDigest.
+        Kind::List => crate::collections::list::walk(ks, e, 0, false, |v| {
+            mix_digest(digest, &v.to_vec());
+            true
+        }),
+        Kind::Hash => crate::collections::hash::for_each(ks, e, |f, v| {
+            let mut d = [0u8; 20];
+            mix_digest(&mut d, &f.to_vec());
+            mix_digest(&mut d, &v.to_vec());
+            xor_digest(digest, &d);
+        }),
+        _ => mix_digest(digest, ks.value(e)),
+    }
     if ks.has_expire(e) {
         xor_digest(digest, b"!!expire!!");
     }
