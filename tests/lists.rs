@@ -94,6 +94,8 @@ const SCRIPT: &[&str] = &[
     "LPOS l a MAXLEN -1",
     "LPOS l a RANK x",
     "LPOS l a foo",
+    "LPOS l a RANK -9223372036854775808",
+    "LPOS l a RANK -9223372036854775808 COUNT 2",
     "LPOS l a RANK",
     "LPOS nokey a",
     "LPOS nokey a COUNT 0",

@@ -421,8 +421,16 @@ fn lpos(ctx: &mut Ctx) -> CmdResult {
     let ks = &ctx.srv.ks;
     let len = list::len(ks, e);
     let reverse = rank < 0;
-    let mut skip = rank.unsigned_abs() - 1;
+    // Redis 7.0 negates RANK in a C long: -LONG_MIN stays negative, so every match
+    // "reaches" the rank and the first match from the tail is reported.
+    let mut skip = if rank == i64::MIN {
+        0
+    } else {
+        rank.unsigned_abs() - 1
+    };
     let want = match count {
+        // (The same overflow makes Redis's COUNT test never true: all matches.)
+        Some(_) if rank == i64::MIN => u64::MAX,
         Some(0) => u64::MAX,
         Some(c) => c,
         None => 1,
