@@ -256,12 +256,22 @@ pub fn create(ks: &mut Keyspace, db: usize, key: &[u8]) -> Ref {
     ks.set_value(db, key, Kind::List, ENC_QUICKLIST, &v, Ttl::Clear)
 }
 
-/// Creates a list holding `elems` (RESTORE), with the given TTL.
-pub fn create_from(ks: &mut Keyspace, db: usize, key: &[u8], elems: &[Vec<u8>], ttl: Ttl) -> Ref {
-    let mut v = vec![0u8];
-    v.extend_from_slice(&lp::empty());
-    let e = ks.set_value(db, key, Kind::List, ENC_QUICKLIST, &v, ttl);
-    set_segment(ks, db, e, None, elems)
+/// Creates a list from validated, non-empty listpacks (RESTORE), with the given TTL: a
+/// single small one stays inline, otherwise each becomes a node as it is.
+pub fn create_from(ks: &mut Keyspace, db: usize, key: &[u8], lps: &[Vec<u8>], ttl: Ttl) -> Ref {
+    if lps.len() == 1 && lps[0].len() <= NODE_LIMIT {
+        let mut v = vec![0u8];
+        v.extend_from_slice(&lps[0]);
+        return ks.set_value(db, key, Kind::List, ENC_QUICKLIST, &v, ttl);
+    }
+    let mut q = Ql::default();
+    for l in lps {
+        let m = node_new(&mut ks.arena, l);
+        let tail = q.tail;
+        link_after(&mut ks.arena, &mut q, tail, m);
+        q.count += lp::count(l) as u64;
+    }
+    ks.set_value(db, key, Kind::List, ENC_QUICKLIST, &ql_bytes_of(&q), ttl)
 }
 
 /// Converts an inline list to a quicklist.

@@ -284,7 +284,7 @@ pub fn lzf_decompress(input: &[u8], out_len: usize) -> Result<Vec<u8>, RdbError>
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
     String(Vec<u8>),
-    /// A list's elements, head first.
+    /// A list as validated listpacks, head first (none empty).
     List(Vec<Vec<u8>>),
     /// A hash's field/value pairs.
     Hash(Vec<(Vec<u8>, Vec<u8>)>),
@@ -314,21 +314,45 @@ fn read_count(r: &mut Reader) -> Result<u64, RdbError> {
 }
 
 fn read_list(t: u8, r: &mut Reader) -> Result<Value, RdbError> {
+    use crate::collections::{list::NODE_LIMIT, listpack};
     let n = read_count(r)?;
-    let mut out = Vec::new();
-    for _ in 0..n {
-        if t == TYPE_LIST {
-            out.push(r.read_string()?.into_owned());
-            continue;
+    // Validated listpacks are kept as they are (no per-element copies: memory stays
+    // proportional to the payload); loose elements are packed into 8 KiB listpacks.
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    let mut cur = listpack::empty();
+    let flush = |cur: &mut Vec<u8>, out: &mut Vec<Vec<u8>>| {
+        if listpack::count(cur) > 0 {
+            out.push(std::mem::replace(cur, listpack::empty()));
         }
-        let container = r.read_plain_len()?;
+    };
+    for _ in 0..n {
+        let container = if t == TYPE_LIST {
+            CONTAINER_PLAIN
+        } else {
+            r.read_plain_len()?
+        };
         let s = r.read_string()?;
         match container {
-            CONTAINER_PLAIN => out.push(s.into_owned()),
-            CONTAINER_PACKED => out.extend(listpack_elems(&s, false)?),
+            CONTAINER_PLAIN => {
+                if cur.len() + listpack::entry_len(&s) > NODE_LIMIT {
+                    flush(&mut cur, &mut out);
+                }
+                let end = cur.len() - 1;
+                listpack::push_vec(&mut cur, end, &s);
+            }
+            CONTAINER_PACKED => {
+                if !listpack::validate(&s, false) {
+                    return Err(RdbError::Corrupt);
+                }
+                flush(&mut cur, &mut out);
+                if listpack::count(&s) > 0 {
+                    out.push(s.into_owned());
+                }
+            }
             _ => return Err(RdbError::Corrupt),
         }
     }
+    flush(&mut cur, &mut out);
     if out.is_empty() {
         return Err(RdbError::Corrupt);
     }
@@ -647,6 +671,53 @@ mod tests {
         // An LZF header claiming a huge size fails before allocating.
         let lzf = [0xC3, 0x02, 0x81, 0, 0, 0, 1, 0, 0, 0, 0, 0x00, b'a'];
         assert!(Reader::new(&lzf).read_string().is_err());
+    }
+
+    #[test]
+    fn lists_and_hashes_decode_from_redis_bytes() {
+        // Redis 7.0.15: RPUSH l a b -> DUMP body (quicklist 2, one packed node).
+        let body = [
+            0x12, 0x01, 0x02, 0x0d, 0x0d, 0, 0, 0, 2, 0, 0x81, b'a', 2, 0x81, b'b', 2, 0xff,
+        ];
+        let lp = body[4..].to_vec();
+        assert_eq!(
+            read_object(&mut Reader::new(&body)),
+            Ok(Value::List(vec![lp.clone()]))
+        );
+        let mut out = vec![];
+        write_list_object(&mut out, &[&lp]);
+        assert_eq!(out, body);
+        // HSET h a b -> hash listpack.
+        let body = [
+            0x10, 0x0d, 0x0d, 0, 0, 0, 2, 0, 0x81, b'a', 2, 0x81, b'b', 2, 0xff,
+        ];
+        assert_eq!(
+            read_object(&mut Reader::new(&body)),
+            Ok(Value::Hash(vec![(b"a".to_vec(), b"b".to_vec())]))
+        );
+        // Plain RDB_TYPE_LIST / RDB_TYPE_HASH forms.
+        let list = [TYPE_LIST, 2, 1, b'x', 1, b'y'];
+        let Ok(Value::List(lps)) = read_object(&mut Reader::new(&list)) else {
+            panic!("list");
+        };
+        assert_eq!(
+            lps,
+            vec![crate::collections::listpack::build([&b"x"[..], b"y"])]
+        );
+        let hash = [TYPE_HASH, 1, 1, b'f', 1, b'v'];
+        assert!(read_object(&mut Reader::new(&hash)).is_ok());
+        // Corrupt: bad listpack, odd hash listpack, duplicate field, empty list.
+        let mut bad = body;
+        bad[8] = 0x85;
+        assert_eq!(read_object(&mut Reader::new(&bad)), Err(RdbError::Corrupt));
+        let dup = [TYPE_HASH, 2, 1, b'f', 1, b'v', 1, b'f', 1, b'w'];
+        assert_eq!(read_object(&mut Reader::new(&dup)), Err(RdbError::Corrupt));
+        assert_eq!(
+            read_object(&mut Reader::new(&[TYPE_LIST_QUICKLIST_2, 0])),
+            Err(RdbError::Corrupt)
+        );
+        // A forged count larger than the input is refused before allocating.
+        assert!(read_object(&mut Reader::new(&[TYPE_LIST, 0x80, 0xff, 0xff, 0xff, 0xff])).is_err());
     }
 
     #[test]
