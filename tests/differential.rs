@@ -232,6 +232,23 @@ fn side(g: &mut G) -> Arg {
     a(g.rng.pick(&["LEFT", "RIGHT", "left", "UP"]))
 }
 
+fn lpos_opts(g: &mut G) -> Vec<Arg> {
+    let mut o = vec![];
+    if g.rng.chance(40) {
+        o.push(a("RANK"));
+        o.push(a(g.rng.pick(&["1", "2", "-1", "-2", "0", "x"])));
+    }
+    if g.rng.chance(40) {
+        o.push(a("COUNT"));
+        o.push(a(g.rng.pick(&["0", "1", "3", "-1"])));
+    }
+    if g.rng.chance(30) {
+        o.push(a("MAXLEN"));
+        o.push(a(g.rng.pick(&["0", "2", "-1"])));
+    }
+    o
+}
+
 #[rustfmt::skip]
 static LISTS: &[Spec] = &[
     Spec::new("lpush", 8, |g| { let k = g.key(); let mut v = vec![k]; for _ in 0..g.rng.range(1, 4) { v.push(g.val()); } cmd("LPUSH", g, v) }),
@@ -247,7 +264,7 @@ static LISTS: &[Spec] = &[
     Spec::new("lrem", 3, |g| { let (k, i, v) = (g.key(), small_or_edge(g), g.val()); cmd("LREM", g, vec![k, i, v]) }),
     Spec::new("ltrim", 2, |g| { let (k, s, e) = (g.key(), small_or_edge(g), small_or_edge(g)); cmd("LTRIM", g, vec![k, s, e]) }),
     Spec::new("linsert", 3, |g| { let (k, w, p, v) = (g.key(), a(g.rng.pick(&["BEFORE", "after", "x"])), g.val(), g.val()); cmd("LINSERT", g, vec![k, w, p, v]) }),
-    Spec::new("lpos", 4, |g| { let (k, v) = (g.key(), g.val()); let mut o = vec![k, v]; if g.rng.chance(40) { o.push(a("RANK")); o.push(a(g.rng.pick(&["1", "2", "-1", "-2", "0", "x"]))); } if g.rng.chance(40) { o.push(a("COUNT")); o.push(a(g.rng.pick(&["0", "1", "3", "-1"]))); } if g.rng.chance(30) { o.push(a("MAXLEN")); o.push(a(g.rng.pick(&["0", "2", "-1"]))); } cmd("LPOS", g, o) }),
+    Spec::new("lpos", 4, |g| { let (k, v) = (g.key(), g.val()); let o = lpos_opts(g); cmd("LPOS", g, [vec![k, v], o].concat()) }),
     Spec::new("lmove", 3, |g| { let (s1, d, f, t) = (g.key(), g.key(), side(g), side(g)); cmd("LMOVE", g, vec![s1, d, f, t]) }),
     Spec::new("rpoplpush", 2, |g| { let (s1, d) = (g.key(), g.key()); cmd("RPOPLPUSH", g, vec![s1, d]) }),
     Spec::new("lmpop", 3, |g| { let k = g.keys(1, 3); let mut o = vec![a(&k.len().to_string())]; o.extend(k); o.push(side(g)); if g.rng.chance(50) { o.push(a("COUNT")); o.push(a(g.rng.pick(&["1", "5", "0", "-1"]))); } cmd("LMPOP", g, o) }),
