@@ -6,8 +6,12 @@ use common::*;
 use std::time::{Duration, Instant};
 
 fn both() -> (ServerProc, ServerProc, Raw, Raw) {
-    let c = start_cairn(&[]);
-    let r = start_redis(&[]);
+    both_with(&[])
+}
+
+fn both_with(args: &[&str]) -> (ServerProc, ServerProc, Raw, Raw) {
+    let c = start_cairn(args);
+    let r = start_redis(args);
     let rc = Raw::connect(c.port);
     let rr = Raw::connect(r.port);
     (c, r, rc, rr)
@@ -203,10 +207,22 @@ fn elem(g: &mut Lcg) -> String {
 /// Random list operations across the inline/quicklist boundary, compared reply by reply.
 #[test]
 fn random_ops_match_redis() {
-    let (_c, _r, mut rc, mut rr) = both();
-    let mut g = Lcg(12345);
+    random_ops(&[], 12345, 3000);
+}
+
+/// The same under other `list-max-listpack-size` fills (count-based, 0, 4 KiB, 64 KiB).
+#[test]
+fn random_ops_match_redis_other_fills() {
+    for fill in ["4", "0", "-1", "-5"] {
+        random_ops(&["--list-max-listpack-size", fill], 99, 800);
+    }
+}
+
+fn random_ops(args: &[&str], seed: u64, steps: usize) {
+    let (_c, _r, mut rc, mut rr) = both_with(args);
+    let mut g = Lcg(seed);
     let keys = ["k1", "k2", "k3"];
-    for step in 0..3000 {
+    for step in 0..steps {
         let k = keys[g.below(3) as usize];
         let k2 = keys[g.below(3) as usize];
         let i = (g.below(40) as i64 - 20).to_string();

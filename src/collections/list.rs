@@ -17,8 +17,49 @@ use crate::keyspace::{Keyspace, Kind, Ttl};
 
 /// Redis's OBJ_ENCODING_QUICKLIST (the entry's encoding byte).
 pub const ENC_QUICKLIST: u8 = 9;
-/// `list-max-listpack-size -2`: 8 KiB of listpack per node.
+/// `list-max-listpack-size -2` (the default): 8 KiB of listpack per node. Also Redis's
+/// SIZE_SAFETY_LIMIT for count-based fills.
 pub const NODE_LIMIT: usize = 8192;
+
+/// How full a node (or an inline list) may get: Redis's `list-max-listpack-size` ("fill").
+/// Negative: a byte limit of 4/8/16/32/64 KiB for -1..-5; positive: at most that many
+/// elements (and still at most 8 KiB). A single element always fits an empty node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fill {
+    pub bytes: usize,
+    pub count: usize,
+}
+
+impl Fill {
+    pub const DEFAULT: Fill = Fill {
+        bytes: NODE_LIMIT,
+        count: usize::MAX,
+    };
+    pub fn from_value(v: i64) -> Fill {
+        if v < 0 {
+            const LEVELS: [usize; 5] = [4096, 8192, 16384, 32768, 65536];
+            let i = (v.unsigned_abs() as usize - 1).min(LEVELS.len() - 1);
+            Fill {
+                bytes: LEVELS[i],
+                count: usize::MAX,
+            }
+        } else {
+            Fill {
+                bytes: NODE_LIMIT,
+                count: (v as u64).min(u32::MAX as u64) as usize,
+            }
+        }
+    }
+    pub fn from_config(c: &crate::config::Config) -> Fill {
+        c.get_value("list-max-listpack-size")
+            .and_then(|v| v.parse::<i64>().ok())
+            .map_or(Fill::DEFAULT, Fill::from_value)
+    }
+    /// May a listpack of `bytes` holding `count` elements be kept as one node?
+    fn allows(self, bytes: usize, count: usize) -> bool {
+        count <= 1 || (bytes <= self.bytes && count <= self.count)
+    }
+}
 const TAG_QL: u8 = 1;
 pub const QL_BYTES: usize = 24;
 const NODE_HDR: usize = 16;
@@ -165,11 +206,12 @@ fn node_reserve(a: &mut Arena, q: &mut Ql, n: Ref, need: usize) -> Ref {
 }
 
 /// Splits elements into listpacks of at most NODE_LIMIT bytes (a bigger element alone).
-fn split<'a>(elems: impl IntoIterator<Item = &'a [u8]>) -> Vec<Vec<u8>> {
+fn split<'a>(elems: impl IntoIterator<Item = &'a [u8]>, fill: Fill) -> Vec<Vec<u8>> {
     let mut out = vec![];
     let mut cur = lp::empty();
     for e in elems {
-        if lp::count(&cur) > 0 && cur.len() + lp::entry_len(e) > NODE_LIMIT {
+        let n = lp::count(&cur);
+        if n > 0 && !fill.allows(cur.len() + lp::entry_len(e), n + 1) {
             out.push(std::mem::replace(&mut cur, lp::empty()));
         }
         let end = cur.len() - 1;
@@ -275,12 +317,12 @@ pub fn create_from(ks: &mut Keyspace, db: usize, key: &[u8], lps: &[Vec<u8>], tt
 }
 
 /// Converts an inline list to a quicklist.
-fn to_quicklist(ks: &mut Keyspace, db: usize, e: Ref) -> Ref {
+fn to_quicklist(ks: &mut Keyspace, db: usize, e: Ref, fill: Fill) -> Ref {
     let elems: Vec<Vec<u8>> = lp::iter(inline_lp(ks.value(e)))
         .map(|x| x.to_vec())
         .collect();
     let mut q = Ql::default();
-    for l in split(elems.iter().map(|x| x.as_slice())) {
+    for l in split(elems.iter().map(|x| x.as_slice()), fill) {
         let m = node_new(&mut ks.arena, &l);
         let tail = q.tail;
         link_after(&mut ks.arena, &mut q, tail, m);
@@ -292,19 +334,19 @@ fn to_quicklist(ks: &mut Keyspace, db: usize, e: Ref) -> Ref {
 }
 
 /// Pushes one element at the head or tail. Returns the (possibly moved) entry.
-pub fn push(ks: &mut Keyspace, db: usize, e: Ref, s: &[u8], head: bool) -> Ref {
+pub fn push(ks: &mut Keyspace, db: usize, e: Ref, s: &[u8], head: bool, fill: Fill) -> Ref {
     let mut e = e;
     if !is_quicklist(ks.value(e)) {
         let t = lp::total(inline_lp(ks.value(e)));
         let need = t + lp::entry_len(s);
-        if need <= NODE_LIMIT || lp::count(inline_lp(ks.value(e))) == 0 {
+        if fill.allows(need, lp::count(inline_lp(ks.value(e))) + 1) {
             e = ks.resize_value(db, e, 1 + need);
             let buf = &mut ks.value_mut(e)[1..];
             let off = if head { lp::HEADER } else { t - 1 };
             lp::insert_in_place(buf, off, s);
             return e;
         }
-        e = to_quicklist(ks, db, e);
+        e = to_quicklist(ks, db, e, fill);
     }
     let mut q = ql_read(ks.value(e));
     let a = &mut ks.arena;
@@ -315,7 +357,7 @@ pub fn push(ks: &mut Keyspace, db: usize, e: Ref, s: &[u8], head: bool) -> Ref {
         lp::total(a.bytes(n, NODE_HDR, 4))
     };
     let need = t + lp::entry_len(s);
-    if n != NULL && need <= NODE_LIMIT {
+    if n != NULL && fill.allows(need, lp::count(node_lp(a, n)) + 1) {
         let n = node_reserve(a, &mut q, n, need);
         let buf = a.bytes_mut(n, NODE_HDR, need);
         let off = if head { lp::HEADER } else { t - 1 };
@@ -438,21 +480,28 @@ pub fn seg_lp(ks: &Keyspace, e: Ref, s: Seg) -> &[u8] {
 
 /// Replaces a segment's elements (LSET, LINSERT, LREM). A segment that grows past the
 /// limit splits; an empty node is unlinked. Returns the (possibly moved) entry.
-pub fn set_segment(ks: &mut Keyspace, db: usize, e: Ref, s: Seg, elems: &[Vec<u8>]) -> Ref {
+pub fn set_segment(
+    ks: &mut Keyspace,
+    db: usize,
+    e: Ref,
+    s: Seg,
+    elems: &[Vec<u8>],
+    fill: Fill,
+) -> Ref {
     match s {
         None => {
             let l = lp::build(elems.iter().map(|x| x.as_slice()));
-            if l.len() <= NODE_LIMIT || elems.len() <= 1 {
+            if fill.allows(l.len(), elems.len()) {
                 let e = ks.resize_value(db, e, 1 + l.len());
                 let v = ks.value_mut(e);
                 v[0] = 0;
                 v[1..].copy_from_slice(&l);
                 e
             } else {
-                let e = set_segment(ks, db, e, None, &[]);
-                let e = to_quicklist(ks, db, e);
+                let e = set_segment(ks, db, e, None, &[], fill);
+                let e = to_quicklist(ks, db, e, fill);
                 let mut q = ql_read(ks.value(e));
-                for l in split(elems.iter().map(|x| x.as_slice())) {
+                for l in split(elems.iter().map(|x| x.as_slice()), fill) {
                     let m = node_new(&mut ks.arena, &l);
                     let tail = q.tail;
                     link_after(&mut ks.arena, &mut q, tail, m);
@@ -466,7 +515,7 @@ pub fn set_segment(ks: &mut Keyspace, db: usize, e: Ref, s: Seg, elems: &[Vec<u8
             let mut q = ql_read(ks.value(e));
             let a = &mut ks.arena;
             let old = lp::count(node_lp(a, n)) as u64;
-            let parts = split(elems.iter().map(|x| x.as_slice()));
+            let parts = split(elems.iter().map(|x| x.as_slice()), fill);
             if parts.is_empty() {
                 unlink(a, &mut q, n);
                 node_free(a, n);
@@ -575,7 +624,7 @@ mod tests {
         for i in 0..20_000u32 {
             let s = format!("element-{i}");
             let head = i % 3 == 0;
-            e = push(&mut k, 0, e, s.as_bytes(), head);
+            e = push(&mut k, 0, e, s.as_bytes(), head, Fill::DEFAULT);
             if head {
                 model.push_front(s.into_bytes());
             } else {
@@ -617,7 +666,7 @@ mod tests {
         for _ in 0..2000 {
             el.insert(1, b"x".repeat(10));
         }
-        e = set_segment(&mut k, 0, e, s, &el);
+        e = set_segment(&mut k, 0, e, s, &el, Fill::DEFAULT);
         assert_eq!(len(&k, e) as usize, model.len() + el.len() - before);
         k.delete(0, b"l", 0);
         while k.lazyfree_step(1024) {}
@@ -626,11 +675,40 @@ mod tests {
     }
 
     #[test]
+    fn fills_bound_nodes() {
+        assert_eq!(Fill::from_value(-2), Fill::DEFAULT);
+        assert_eq!(Fill::from_value(-1).bytes, 4096);
+        assert_eq!(Fill::from_value(-9).bytes, 65536);
+        for (fill, max_count, max_bytes) in [
+            (Fill::from_value(3), 3, NODE_LIMIT),
+            (Fill::from_value(-1), usize::MAX, 4096),
+        ] {
+            let mut k = ks();
+            let mut e = create(&mut k, 0, b"l");
+            for i in 0..2000 {
+                e = push(&mut k, 0, e, format!("v{i}").as_bytes(), i % 2 == 0, fill);
+            }
+            assert_eq!(len(&k, e), 2000);
+            for s in segments(&k, e) {
+                let l = seg_lp(&k, e, s);
+                assert!(lp::count(l) <= max_count && l.len() <= max_bytes);
+            }
+        }
+    }
+
+    #[test]
     fn clone_is_deep() {
         let mut k = ks();
         let mut e = create(&mut k, 0, b"l");
         for i in 0..5000 {
-            e = push(&mut k, 0, e, format!("{i}-{i}").as_bytes(), false);
+            e = push(
+                &mut k,
+                0,
+                e,
+                format!("{i}-{i}").as_bytes(),
+                false,
+                Fill::DEFAULT,
+            );
         }
         let c = k.clone_entry_to(e, 1, b"c", Ttl::Keep);
         let want = all(&k, c);

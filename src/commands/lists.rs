@@ -68,8 +68,9 @@ fn push_generic(ctx: &mut Ctx, head: bool, only_existing: bool) -> CmdResult {
         }
         None => list::create(&mut ctx.srv.ks, db, key),
     };
+    let fill = list::Fill::from_config(&ctx.srv.config);
     for i in 2..ctx.args.len() {
-        e = list::push(&mut ctx.srv.ks, db, e, ctx.args.get(i), head);
+        e = list::push(&mut ctx.srv.ks, db, e, ctx.args.get(i), head, fill);
     }
     ctx.dirty((ctx.args.len() - 2) as u64);
     ctx.out.int(list::len(&ctx.srv.ks, e) as i64);
@@ -261,7 +262,8 @@ fn lset(ctx: &mut Ctx) -> CmdResult {
     let mut el = list::seg_elems(&ctx.srv.ks, e, seg);
     el[at] = ctx.args.get(3).to_vec();
     let db = ctx.db();
-    list::set_segment(&mut ctx.srv.ks, db, e, seg, &el);
+    let fill = list::Fill::from_config(&ctx.srv.config);
+    list::set_segment(&mut ctx.srv.ks, db, e, seg, &el, fill);
     ctx.dirty(1);
     ctx.out.ok();
     Ok(())
@@ -283,6 +285,7 @@ fn lrem(ctx: &mut Ctx) -> CmdResult {
         count.unsigned_abs()
     };
     let mut removed = 0u64;
+    let fill = list::Fill::from_config(&ctx.srv.config);
     let mut segs = list::segments(&ctx.srv.ks, e);
     if reverse {
         segs.reverse();
@@ -310,7 +313,7 @@ fn lrem(ctx: &mut Ctx) -> CmdResult {
         if reverse {
             el.reverse();
         }
-        e = list::set_segment(&mut ctx.srv.ks, db, e, seg, &el);
+        e = list::set_segment(&mut ctx.srv.ks, db, e, seg, &el, fill);
     }
     if removed > 0 {
         delete_if_empty(ctx, e);
@@ -370,7 +373,8 @@ fn linsert(ctx: &mut Ctx) -> CmdResult {
         };
         let mut el = list::seg_elems(&ctx.srv.ks, e, seg);
         el.insert(if after { pos + 1 } else { pos }, elem.to_vec());
-        let e = list::set_segment(&mut ctx.srv.ks, db, e, seg, &el);
+        let fill = list::Fill::from_config(&ctx.srv.config);
+        let e = list::set_segment(&mut ctx.srv.ks, db, e, seg, &el, fill);
         ctx.dirty(1);
         ctx.out.int(list::len(&ctx.srv.ks, e) as i64);
         return Ok(());
@@ -502,7 +506,8 @@ fn lmove_generic(ctx: &mut Ctx, from_head: bool, to_head: bool) -> CmdResult {
         Some(d) => d,
         None => list::create(&mut ctx.srv.ks, db, dst),
     };
-    list::push(&mut ctx.srv.ks, db, d, &v, to_head);
+    let fill = list::Fill::from_config(&ctx.srv.config);
+    list::push(&mut ctx.srv.ks, db, d, &v, to_head, fill);
     ctx.dirty(2);
     ctx.out.bulk(&v);
     Ok(())
