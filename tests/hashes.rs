@@ -385,9 +385,63 @@ fn big_hash_del_is_lazy_and_memory_returns() {
     assert_eq!(raw.call(&["DEL", "big"]), b":1\r\n");
     assert_eq!(raw.call(&["PING"]), b"+PONG\r\n");
     assert!(t.elapsed() < Duration::from_millis(50), "{:?}", t.elapsed());
+    wait_memory_back(&mut raw, before);
+    // The other ways a big value goes: overwrite by SET, expiry, FLUSHALL.
+    for round in 0..3 {
+        for key in ["bh", "bl"] {
+            for b in 0..50 {
+                let items: Vec<String> = (0..1000).map(|i| format!("{b}-{i}")).collect();
+                let mut args: Vec<&str> = if key == "bh" {
+                    vec!["HSET", key]
+                } else {
+                    vec!["RPUSH", key]
+                };
+                for it in &items {
+                    args.push(it);
+                    if key == "bh" {
+                        args.push("v");
+                    }
+                }
+                raw.call(&args);
+            }
+        }
+        assert!(used_memory(&mut raw) > before + 2_000_000);
+        let t = Instant::now();
+        match round {
+            0 => {
+                raw.call(&["SET", "bh", "x"]);
+                raw.call(&["SET", "bl", "x"]);
+                raw.call(&["DEL", "bh", "bl"]);
+            }
+            1 => {
+                raw.call(&["PEXPIRE", "bh", "1"]);
+                raw.call(&["PEXPIRE", "bl", "1"]);
+                std::thread::sleep(Duration::from_millis(5));
+                assert_eq!(raw.call(&["EXISTS", "bh", "bl"]), b":0\r\n");
+            }
+            _ => assert_eq!(raw.call(&["FLUSHALL"]), b"+OK\r\n"),
+        }
+        assert_eq!(raw.call(&["PING"]), b"+PONG\r\n");
+        assert!(
+            t.elapsed() < Duration::from_millis(60),
+            "round {round}: {:?}",
+            t.elapsed()
+        );
+        wait_memory_back(&mut raw, before);
+    }
+}
+
+fn wait_memory_back(raw: &mut Raw, before: u64) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    while used_memory(&mut raw) > before + 200_000 {
-        assert!(Instant::now() < deadline, "memory not returned");
+    loop {
+        let now = used_memory(raw);
+        if now <= before + 200_000 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "memory not returned: {before} -> {now}"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
