@@ -217,6 +217,15 @@ fn encoding_converts_at_thresholds() {
             "OBJECT ENCODING d",
         ],
     );
+    // Distinct fields when sampling a few out of many.
+    for _ in 0..20 {
+        let r = show(&rc.call(&["HRANDFIELD", "h", "3"]));
+        let mut fields: Vec<&str> = r.split("\r\n").filter(|x| x.starts_with('f')).collect();
+        assert_eq!(fields.len(), 3, "{r}");
+        fields.sort();
+        fields.dedup();
+        assert_eq!(fields.len(), 3, "{r}");
+    }
     // HRANDFIELD on a hashtable: counts and membership.
     for args in [
         ["HRANDFIELD", "h", "5"],

@@ -358,6 +358,27 @@ fn hrandfield(ctx: &mut Ctx) -> CmdResult {
         }
         return Ok(());
     }
+    let len = hash::len(&ctx.srv.ks, e);
+    let want = l as u64;
+    if want.saturating_mul(3) <= len {
+        // Few fields out of many (Redis's case 4): sample until enough distinct ones,
+        // without copying the whole hash.
+        let mut seen = std::collections::HashSet::new();
+        let mut picked = Vec::with_capacity(want as usize);
+        while (picked.len() as u64) < want {
+            let Some((f, v)) = hash::random(&mut ctx.srv.ks, e) else {
+                break;
+            };
+            if seen.insert(f.clone()) {
+                picked.push((f, v));
+            }
+        }
+        header(&mut ctx.out, picked.len());
+        for (f, v) in &picked {
+            emit(&mut ctx.out, f, v);
+        }
+        return Ok(());
+    }
     let mut all = vec![];
     hash::for_each(&ctx.srv.ks, e, |f, v| all.push((f.to_vec(), v.to_vec())));
     let n = (l as u64).min(all.len() as u64) as usize;
