@@ -281,6 +281,19 @@ pub fn set(ks: &mut Keyspace, db: usize, e: Ref, f: &[u8], val: &[u8], lim: Limi
         write_dict(ks.value_mut(e), &d);
         return (e, created);
     }
+    if lp_find(inline_lp(v), f).is_none() {
+        // A new field: append in place (no copy of the listpack).
+        let t = lp::total(inline_lp(v));
+        let (ef, ev) = (lp::entry_len(f), lp::entry_len(val));
+        let e = ks.resize_value(db, e, 1 + t + ef + ev);
+        let buf = &mut ks.value_mut(e)[1..];
+        lp::insert_in_place(buf, t - 1, f);
+        lp::insert_in_place(buf, t - 1 + ef, val);
+        if (lp::count(inline_lp(ks.value(e))) / 2) as u64 > lim.max_entries {
+            return (to_ht(ks, db, e), true);
+        }
+        return (e, true);
+    }
     let mut l = inline_lp(v).to_vec();
     let created = match lp_find(&l, f) {
         Some(o) => {
