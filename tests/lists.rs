@@ -465,3 +465,42 @@ fn aof_logs_and_rewrites_collections() {
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Pushes split nodes where Redis does (its size estimate), visible in DEBUG OBJECT's
+/// quicklist fields.
+#[test]
+fn node_layout_matches_redis() {
+    for fill in ["-2", "-1", "5"] {
+        let args = [
+            "--enable-debug-command",
+            "yes",
+            "--list-max-listpack-size",
+            fill,
+        ];
+        let (_c, _r, mut rc, mut rr) = both_with(&args);
+        let mut g = Lcg(5);
+        for _ in 0..400 {
+            let n = g.below(8) + 1;
+            let mut v: Vec<String> = vec![
+                if g.below(2) == 0 { "RPUSH" } else { "LPUSH" }.into(),
+                "l".into(),
+            ];
+            for _ in 0..n {
+                v.push(match g.below(3) {
+                    0 => format!("{}", g.below(100000)),
+                    1 => "z".repeat(g.below(300) as usize + 1),
+                    _ => format!("item-{}", g.below(1000)),
+                });
+            }
+            let args: Vec<&[u8]> = v.iter().map(|s| s.as_bytes()).collect();
+            same(&mut rc, &mut rr, &args);
+        }
+        let fields = |r: Vec<u8>| -> String {
+            let s = String::from_utf8(r).unwrap();
+            s[s.find("ql_nodes").unwrap()..].trim().to_string()
+        };
+        let a = fields(rc.call(&["DEBUG", "OBJECT", "l"]));
+        let b = fields(rr.call(&["DEBUG", "OBJECT", "l"]));
+        assert_eq!(a, b, "fill {fill}");
+    }
+}

@@ -59,6 +59,19 @@ impl Fill {
     fn allows(self, bytes: usize, count: usize) -> bool {
         count <= 1 || (bytes <= self.bytes && count <= self.count)
     }
+    /// May an element of `elem_len` bytes be pushed into a node whose listpack has
+    /// `lp_bytes` and `count` elements? Redis's _quicklistNodeAllowInsert: it estimates
+    /// the growth as the raw length plus 8 bytes, so pushes split nodes where Redis does.
+    fn allows_push(self, lp_bytes: usize, count: usize, elem_len: usize) -> bool {
+        let est = lp_bytes + elem_len + 8;
+        if count == 0 {
+            true
+        } else if self.count == usize::MAX {
+            est <= self.bytes
+        } else {
+            est <= NODE_LIMIT && count < self.count
+        }
+    }
 }
 const TAG_QL: u8 = 1;
 pub const QL_BYTES: usize = 24;
@@ -339,7 +352,7 @@ pub fn push(ks: &mut Keyspace, db: usize, e: Ref, s: &[u8], head: bool, fill: Fi
     if !is_quicklist(ks.value(e)) {
         let t = lp::total(inline_lp(ks.value(e)));
         let need = t + lp::entry_len(s);
-        if fill.allows(need, lp::count(inline_lp(ks.value(e))) + 1) {
+        if fill.allows_push(t, lp::count(inline_lp(ks.value(e))), s.len()) {
             e = ks.resize_value(db, e, 1 + need);
             let buf = &mut ks.value_mut(e)[1..];
             let off = if head { lp::HEADER } else { t - 1 };
@@ -357,7 +370,7 @@ pub fn push(ks: &mut Keyspace, db: usize, e: Ref, s: &[u8], head: bool, fill: Fi
         lp::total(a.bytes(n, NODE_HDR, 4))
     };
     let need = t + lp::entry_len(s);
-    if n != NULL && fill.allows(need, lp::count(node_lp(a, n)) + 1) {
+    if n != NULL && fill.allows_push(t, lp::count(node_lp(a, n)), s.len()) {
         let n = node_reserve(a, &mut q, n, need);
         let buf = a.bytes_mut(n, NODE_HDR, need);
         let off = if head { lp::HEADER } else { t - 1 };

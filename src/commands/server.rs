@@ -1574,7 +1574,13 @@ fn debug(ctx: &mut Ctx) -> CmdResult {
             let Some(e) = ctx.srv.ks.find_raw(db, ctx.args.get(2)) else {
                 return Err(CmdError::NoSuchKey);
             };
-            let line = debug_object_line(&ctx.srv.ks, e);
+            let fill = ctx
+                .srv
+                .config
+                .get_value("list-max-listpack-size")
+                .and_then(|v| v.parse::<i64>().ok())
+                .unwrap_or(-2);
+            let line = debug_object_line(&ctx.srv.ks, e, fill);
             ctx.out.simple(&line);
             Ok(())
         }
@@ -1645,7 +1651,7 @@ fn serialized_length(ks: &Keyspace, e: crate::arena::Ref) -> u64 {
     rdb_len_bytes(v.len() as u64) + v.len() as u64
 }
 
-fn debug_object_line(ks: &Keyspace, e: crate::arena::Ref) -> String {
+fn debug_object_line(ks: &Keyspace, e: crate::arena::Ref, list_fill: i64) -> String {
     let addr = ks.arena.base_addr() as u64 + e as u64 * 8;
     let encoding = match ks.kind(e) {
         Kind::String => ks.str_enc(e).name(),
@@ -1662,8 +1668,25 @@ fn debug_object_line(ks: &Keyspace, e: crate::arena::Ref) -> String {
         crate::keyspace::LRU_CLOCK_MAX - lru + now
     };
     format!(
-        "Value at:0x{addr:x} refcount:1 encoding:{encoding} serializedlength:{} lru:{lru} lru_seconds_idle:{idle}",
-        serialized_length(ks, e)
+        "Value at:0x{addr:x} refcount:1 encoding:{encoding} serializedlength:{} lru:{lru} lru_seconds_idle:{idle}{}",
+        serialized_length(ks, e),
+        quicklist_fields(ks, e, list_fill)
+    )
+}
+
+/// The quicklist fields Redis appends to DEBUG OBJECT for lists (an inline list counts
+/// as one node, as the single node Redis would have).
+fn quicklist_fields(ks: &Keyspace, e: crate::arena::Ref, fill: i64) -> String {
+    use crate::collections::list;
+    if ks.kind(e) != Kind::List {
+        return String::new();
+    }
+    let segs = list::segments(ks, e);
+    let nodes = segs.len().max(1);
+    let size: usize = segs.iter().map(|&s| list::seg_lp(ks, e, s).len()).sum();
+    let avg = list::len(ks, e) as f64 / nodes as f64;
+    format!(
+        " ql_nodes:{nodes} ql_avg_node:{avg:.2} ql_listpack_max:{fill} ql_compressed:0 ql_uncompressed_size:{size}"
     )
 }
 
