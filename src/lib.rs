@@ -3,6 +3,7 @@
 //! See ARCHITECTURE.md for the bird's-eye view and the invariants.
 
 pub mod arena;
+pub mod collections;
 pub mod commands;
 pub mod config;
 pub mod keyspace;

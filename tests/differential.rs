@@ -176,6 +176,86 @@ fn strings() {
 }
 
 // ---------------------------------------------------------------------------------------
+// Lists and hashes. Only commands whose replies have a defined order are generated
+// (HGETALL/HKEYS/HVALS/HSCAN/HRANDFIELD on hashtable-encoded hashes are compared as sets
+// in tests/hashes.rs instead); values from `g.val()` include long ones, so hashes do cross
+// into the hashtable encoding here.
+
+fn side(g: &mut G) -> Arg {
+    a(g.rng.pick(&["LEFT", "RIGHT", "left", "UP"]))
+}
+
+fn lpos_opts(g: &mut G) -> Vec<Arg> {
+    let mut o = vec![];
+    if g.rng.chance(40) {
+        o.push(a("RANK"));
+        o.push(a(g.rng.pick(&["1", "2", "-1", "-2", "0", "x"])));
+    }
+    if g.rng.chance(40) {
+        o.push(a("COUNT"));
+        o.push(a(g.rng.pick(&["0", "1", "3", "-1"])));
+    }
+    if g.rng.chance(30) {
+        o.push(a("MAXLEN"));
+        o.push(a(g.rng.pick(&["0", "2", "-1"])));
+    }
+    o
+}
+
+#[rustfmt::skip]
+static LISTS: &[Spec] = &[
+    Spec::new("lpush", 8, |g| { let k = g.key(); let mut v = vec![k]; for _ in 0..g.rng.range(1, 4) { v.push(g.val()); } cmd("LPUSH", g, v) }),
+    Spec::new("rpush", 8, |g| { let k = g.key(); let mut v = vec![k]; for _ in 0..g.rng.range(1, 4) { v.push(g.val()); } cmd("RPUSH", g, v) }),
+    Spec::new("lpushx", 2, |g| { let (k, v) = (g.key(), g.val()); cmd("LPUSHX", g, vec![k, v]) }),
+    Spec::new("rpushx", 2, |g| { let (k, v) = (g.key(), g.val()); cmd("RPUSHX", g, vec![k, v]) }),
+    Spec::new("lpop", 4, |g| { let k = g.key(); let c = if g.rng.chance(50) { vec![small_or_edge(g)] } else { vec![] }; cmd("LPOP", g, [vec![k], c].concat()) }),
+    Spec::new("rpop", 4, |g| { let k = g.key(); let c = if g.rng.chance(50) { vec![small_or_edge(g)] } else { vec![] }; cmd("RPOP", g, [vec![k], c].concat()) }),
+    Spec::new("lrange", 6, |g| { let (k, s, e) = (g.key(), small_or_edge(g), small_or_edge(g)); cmd("LRANGE", g, vec![k, s, e]) }),
+    Spec::new("llen", 3, |g| { let k = g.key(); cmd("LLEN", g, vec![k]) }),
+    Spec::new("lindex", 4, |g| { let (k, i) = (g.key(), small_or_edge(g)); cmd("LINDEX", g, vec![k, i]) }),
+    Spec::new("lset", 3, |g| { let (k, i, v) = (g.key(), small_or_edge(g), g.val()); cmd("LSET", g, vec![k, i, v]) }),
+    Spec::new("lrem", 3, |g| { let (k, i, v) = (g.key(), small_or_edge(g), g.val()); cmd("LREM", g, vec![k, i, v]) }),
+    Spec::new("ltrim", 2, |g| { let (k, s, e) = (g.key(), small_or_edge(g), small_or_edge(g)); cmd("LTRIM", g, vec![k, s, e]) }),
+    Spec::new("linsert", 3, |g| { let (k, w, p, v) = (g.key(), a(g.rng.pick(&["BEFORE", "after", "x"])), g.val(), g.val()); cmd("LINSERT", g, vec![k, w, p, v]) }),
+    Spec::new("lpos", 4, |g| { let (k, v) = (g.key(), g.val()); let o = lpos_opts(g); cmd("LPOS", g, [vec![k, v], o].concat()) }),
+    Spec::new("lmove", 3, |g| { let (s1, d, f, t) = (g.key(), g.key(), side(g), side(g)); cmd("LMOVE", g, vec![s1, d, f, t]) }),
+    Spec::new("rpoplpush", 2, |g| { let (s1, d) = (g.key(), g.key()); cmd("RPOPLPUSH", g, vec![s1, d]) }),
+    Spec::new("lmpop", 3, |g| { let k = g.keys(1, 3); let mut o = vec![a(&k.len().to_string())]; o.extend(k); o.push(side(g)); if g.rng.chance(50) { o.push(a("COUNT")); o.push(a(g.rng.pick(&["1", "5", "0", "-1"]))); } cmd("LMPOP", g, o) }),
+    Spec::new("set", 2, |g| { let (k, v) = (g.key(), g.val()); cmd("SET", g, vec![k, v]) }).no_mutate(),
+    Spec::new("del", 2, |g| { let k = g.keys(1, 3); cmd("DEL", g, k) }),
+    Spec::new("type", 1, |g| { let k = g.key(); cmd("TYPE", g, vec![k]) }),
+    Spec::new("hello", 1, switch_protocol).cmp(Cmp::ClientId).no_mutate(),
+];
+
+#[test]
+fn lists() {
+    run_family("lists", LISTS, SEEDS, STEPS, &[], None);
+}
+
+#[rustfmt::skip]
+static HASHES: &[Spec] = &[
+    Spec::new("hset", 10, |g| { let k = g.key(); let mut v = vec![k]; for _ in 0..g.rng.range(1, 3) { v.push(g.val()); v.push(g.val()); } cmd("HSET", g, v) }),
+    Spec::new("hmset", 2, |g| { let (k, f, v) = (g.key(), g.val(), g.val()); cmd("HMSET", g, vec![k, f, v]) }),
+    Spec::new("hsetnx", 3, |g| { let (k, f, v) = (g.key(), g.val(), g.val()); cmd("HSETNX", g, vec![k, f, v]) }),
+    Spec::new("hget", 6, |g| { let (k, f) = (g.key(), g.val()); cmd("HGET", g, vec![k, f]) }),
+    Spec::new("hmget", 3, |g| { let (k, f, f2) = (g.key(), g.val(), g.val()); cmd("HMGET", g, vec![k, f, f2]) }),
+    Spec::new("hdel", 4, |g| { let (k, f) = (g.key(), g.val()); cmd("HDEL", g, vec![k, f]) }),
+    Spec::new("hlen", 3, |g| { let k = g.key(); cmd("HLEN", g, vec![k]) }),
+    Spec::new("hstrlen", 3, |g| { let (k, f) = (g.key(), g.val()); cmd("HSTRLEN", g, vec![k, f]) }),
+    Spec::new("hexists", 3, |g| { let (k, f) = (g.key(), g.val()); cmd("HEXISTS", g, vec![k, f]) }),
+    Spec::new("hincrby", 4, |g| { let (k, f, n) = (g.key(), g.val(), g.int()); cmd("HINCRBY", g, vec![k, f, n]) }),
+    Spec::new("set", 2, |g| { let (k, v) = (g.key(), g.val()); cmd("SET", g, vec![k, v]) }).no_mutate(),
+    Spec::new("del", 2, |g| { let k = g.keys(1, 3); cmd("DEL", g, k) }),
+    Spec::new("type", 1, |g| { let k = g.key(); cmd("TYPE", g, vec![k]) }),
+    Spec::new("hello", 1, switch_protocol).cmp(Cmp::ClientId).no_mutate(),
+];
+
+#[test]
+fn hashes() {
+    run_family("hashes", HASHES, SEEDS, STEPS, &[], None);
+}
+
+// ---------------------------------------------------------------------------------------
 // Keys: the generic commands over several databases.
 
 /// Database indexes: valid, out of range, outside i32 (its own error text), not integers.

@@ -960,13 +960,13 @@ fn dump_restore_across_servers() {
     call_bin(&mut c, &[b"RESTORE", b"ttl", b"100000", &p]);
     assert_eq!(c.call(&["TTL", "ttl"]), b":100\r\n");
     // Types cairn does not hold yet are refused cleanly.
-    r.call(&["RPUSH", "list", "a", "b"]);
-    let p = bulk_payload(&r.call(&["DUMP", "list"]));
+    r.call(&["SADD", "set", "a", "b"]);
+    let p = bulk_payload(&r.call(&["DUMP", "set"]));
     assert_eq!(
-        call_bin(&mut c, &[b"RESTORE", b"list", b"0", &p]),
+        call_bin(&mut c, &[b"RESTORE", b"set", b"0", &p]),
         b"-ERR Bad data format\r\n"
     );
-    assert_eq!(c.call(&["EXISTS", "list"]), b":0\r\n");
+    assert_eq!(c.call(&["EXISTS", "set"]), b":0\r\n");
     // DUMP of a missing key is a null in both protocols.
     assert_eq!(c.call(&["DUMP", "nope"]), b"$-1\r\n");
     c.call(&["HELLO", "3"]);

@@ -24,6 +24,17 @@ fn redis_dump_rdb_loads_with_the_same_digest() {
     r.call(&["SET", "int", "12345"]);
     r.call(&["SET", "big", &"x".repeat(100_000)]);
     r.call(&["SET", "ttl", "v", "EX", "1000"]);
+    r.call(&["RPUSH", "list", "a", "b", "c"]);
+    r.call(&["HSET", "hash", "f1", "v1", "f2", "v2"]);
+    for i in 0..1000 {
+        r.call(&["RPUSH", "biglist", &format!("element-{i}")]);
+        r.call(&[
+            "HSET",
+            "bighash",
+            &format!("field-{i}"),
+            &format!("value-{i}"),
+        ]);
+    }
     r.call(&["SELECT", "5"]);
     r.call(&["SET", "in5", "five"]);
     let digest = r.call(&["DEBUG", "DIGEST"]);
@@ -37,7 +48,15 @@ fn redis_dump_rdb_loads_with_the_same_digest() {
     ]);
     let mut c = Raw::connect(cairn.port);
     assert_eq!(c.call(&["DEBUG", "DIGEST"]), digest);
-    assert_eq!(c.call(&["DBSIZE"]), b":503\r\n");
+    assert_eq!(c.call(&["DBSIZE"]), b":507\r\n");
+    assert_eq!(
+        c.call(&["LRANGE", "list", "0", "-1"]),
+        b"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
+    );
+    assert_eq!(
+        c.call(&["HGET", "bighash", "field-999"]),
+        b"$9\r\nvalue-999\r\n"
+    );
     assert_eq!(c.call(&["GET", "k7"]), b"$7\r\nvalue-7\r\n");
     assert_eq!(c.call(&["OBJECT", "ENCODING", "int"]), b"$3\r\nint\r\n");
     let ttl = String::from_utf8(c.call(&["TTL", "ttl"])).unwrap();
@@ -53,7 +72,7 @@ fn an_rdb_with_types_cairn_lacks_stops_startup_with_a_message() {
     let dir = redis.dir.clone();
     let mut r = Raw::connect(redis.port);
     r.call(&["SET", "s", "1"]);
-    r.call(&["HSET", "h", "f", "v"]);
+    r.call(&["SADD", "h", "member"]);
     save_and_stop(&mut redis);
     let port = free_port();
     let out = Command::new(env!("CARGO_BIN_EXE_cairn-server"))
@@ -80,6 +99,10 @@ fn exported_rdb_loads_into_redis_with_the_same_digest() {
     c.call(&["SET", "n", "-42"]);
     c.call(&["SET", "big", &"y".repeat(70_000)]);
     c.call(&["SET", "t", "1", "EX", "5000"]);
+    c.call(&["RPUSH", "l", "x", "y"]);
+    for i in 0..600 {
+        c.call(&["HSET", "h", &format!("f{i}"), &format!("v{i}")]);
+    }
     c.call(&["SELECT", "9"]);
     c.call(&["SET", "nine", "9"]);
     let digest = c.call(&["DEBUG", "DIGEST"]);
@@ -109,7 +132,7 @@ fn exported_rdb_loads_into_redis_with_the_same_digest() {
     ]);
     let mut r = Raw::connect(redis.port);
     assert_eq!(r.call(&["DEBUG", "DIGEST"]), digest);
-    assert_eq!(r.call(&["DBSIZE"]), b":303\r\n");
+    assert_eq!(r.call(&["DBSIZE"]), b":305\r\n");
     let ttl = String::from_utf8(r.call(&["TTL", "t"])).unwrap();
     assert!(ttl.starts_with(":49") || ttl.starts_with(":50"), "{ttl}");
     drop(redis);

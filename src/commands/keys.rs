@@ -429,9 +429,7 @@ fn rename_generic(ctx: &mut Ctx, nx: bool) -> CmdResult {
     }
     // The value moves with its TTL and access time (Redis moves the object itself).
     let e = refind(ctx, db, src)?;
-    ctx.srv.ks.clone_entry_to(e, db, dst, Ttl::Keep);
-    let e = refind(ctx, db, src)?;
-    ctx.srv.ks.delete_entry(db, e);
+    ctx.srv.ks.move_entry_to(db, e, db, dst);
     ctx.dirty(1);
     if nx {
         ctx.out.int(1);
@@ -504,9 +502,7 @@ fn move_cmd(ctx: &mut Ctx) -> CmdResult {
         return Ok(());
     }
     let e = refind(ctx, src_db, key)?;
-    ctx.srv.ks.clone_entry_to(e, dst_db, key, Ttl::Keep);
-    let e = refind(ctx, src_db, key)?;
-    ctx.srv.ks.delete_entry(src_db, e);
+    ctx.srv.ks.move_entry_to(src_db, e, dst_db, key);
     ctx.dirty(1);
     ctx.out.int(1);
     Ok(())
@@ -811,12 +807,8 @@ fn object_help(ctx: &mut Ctx) -> CmdResult {
 
 /// The DUMP payload of an entry, or None for a kind the codec cannot encode yet.
 fn dump_entry(ctx: &Ctx, e: Ref) -> Option<Vec<u8>> {
-    let ks = &ctx.srv.ks;
     let mut body = Vec::new();
-    match ks.kind(e) {
-        Kind::String => rdb_value::write_string_object(&mut body, ks.value(e)),
-        Kind::List | Kind::Set | Kind::ZSet | Kind::Hash => return None,
-    }
+    crate::persistence::rdb_file::write_object(&ctx.srv.ks, e, &mut body).ok()?;
     Some(rdb_value::dump_payload(body))
 }
 
@@ -902,6 +894,13 @@ fn restore(ctx: &mut Ctx) -> CmdResult {
             .srv
             .ks
             .set_string(db, key, &s, StrEnc::for_value(&s), expire),
+        Value::List(elems) => {
+            crate::collections::list::create_from(&mut ctx.srv.ks, db, key, &elems, expire)
+        }
+        Value::Hash(pairs) => {
+            let limits = crate::collections::hash::Limits::from_config(&ctx.srv.config);
+            crate::collections::hash::create_from(&mut ctx.srv.ks, db, key, &pairs, expire, limits)
+        }
     };
     // Redis's objectSetLRUOrLFU: FREQ only matters under an LFU policy, IDLETIME only
     // under LRU.

@@ -8,7 +8,9 @@
 pub mod aof;
 pub mod bits;
 pub mod connection;
+pub mod hashes;
 pub mod keys;
+pub mod lists;
 pub mod persistence;
 pub mod pubsub;
 pub mod server;
@@ -227,12 +229,14 @@ pub struct CommandTable {
     pub all: Vec<&'static CommandSpec>,
 }
 
-pub fn all_families() -> [&'static [CommandSpec]; 8] {
+pub fn all_families() -> [&'static [CommandSpec]; 10] {
     [
         aof::COMMANDS,
         bits::COMMANDS,
         connection::COMMANDS,
+        hashes::COMMANDS,
         keys::COMMANDS,
+        lists::COMMANDS,
         persistence::COMMANDS,
         pubsub::COMMANDS,
         server::COMMANDS,

@@ -1232,7 +1232,9 @@ pub fn key_memory_usage(ks: &Keyspace, db: usize, e: crate::arena::Ref) -> u64 {
     let keys = ks.dbsize(db).max(1);
     let bucket_share = (ks.buckets(db) * 4).div_ceil(keys);
     let volatile = if ks.has_expire(e) { 4 } else { 0 };
-    ks.entry_alloc_bytes(e) as u64 + bucket_share + volatile
+    // Collections also own out-of-line blocks (quicklist nodes, dict tables and entries).
+    let out_of_line = crate::collections::out_of_line_bytes(&ks.arena, ks.kind(e), ks.value(e));
+    ks.entry_alloc_bytes(e) as u64 + bucket_share + volatile + out_of_line
 }
 
 fn memory_usage(ctx: &mut Ctx) -> CmdResult {
@@ -1574,7 +1576,13 @@ fn debug(ctx: &mut Ctx) -> CmdResult {
             let Some(e) = ctx.srv.ks.find_raw(db, ctx.args.get(2)) else {
                 return Err(CmdError::NoSuchKey);
             };
-            let line = debug_object_line(&ctx.srv.ks, e);
+            let fill = ctx
+                .srv
+                .config
+                .get_value("list-max-listpack-size")
+                .and_then(|v| v.parse::<i64>().ok())
+                .unwrap_or(-2);
+            let line = debug_object_line(&ctx.srv.ks, e, fill);
             ctx.out.simple(&line);
             Ok(())
         }
@@ -1645,11 +1653,13 @@ fn serialized_length(ks: &Keyspace, e: crate::arena::Ref) -> u64 {
     rdb_len_bytes(v.len() as u64) + v.len() as u64
 }
 
-fn debug_object_line(ks: &Keyspace, e: crate::arena::Ref) -> String {
+fn debug_object_line(ks: &Keyspace, e: crate::arena::Ref, list_fill: i64) -> String {
     let addr = ks.arena.base_addr() as u64 + e as u64 * 8;
     let encoding = match ks.kind(e) {
         Kind::String => ks.str_enc(e).name(),
-        // Collection encodings belong to their type's module; report the raw layout.
+        Kind::List => "quicklist",
+        Kind::Hash if crate::collections::hash::is_ht(ks.value(e)) => "hashtable",
+        Kind::Hash => "listpack",
         _ => "raw",
     };
     let lru = ks.lru(e) & crate::keyspace::LRU_CLOCK_MAX;
@@ -1660,8 +1670,25 @@ fn debug_object_line(ks: &Keyspace, e: crate::arena::Ref) -> String {
         crate::keyspace::LRU_CLOCK_MAX - lru + now
     };
     format!(
-        "Value at:0x{addr:x} refcount:1 encoding:{encoding} serializedlength:{} lru:{lru} lru_seconds_idle:{idle}",
-        serialized_length(ks, e)
+        "Value at:0x{addr:x} refcount:1 encoding:{encoding} serializedlength:{} lru:{lru} lru_seconds_idle:{idle}{}",
+        serialized_length(ks, e),
+        quicklist_fields(ks, e, list_fill)
+    )
+}
+
+/// The quicklist fields Redis appends to DEBUG OBJECT for lists (an inline list counts
+/// as one node, as the single node Redis would have).
+fn quicklist_fields(ks: &Keyspace, e: crate::arena::Ref, fill: i64) -> String {
+    use crate::collections::list;
+    if ks.kind(e) != Kind::List {
+        return String::new();
+    }
+    let segs = list::segments(ks, e);
+    let nodes = segs.len().max(1);
+    let size: usize = segs.iter().map(|&s| list::seg_lp(ks, e, s).len()).sum();
+    let avg = list::len(ks, e) as f64 / nodes as f64;
+    format!(
+        " ql_nodes:{nodes} ql_avg_node:{avg:.2} ql_listpack_max:{fill} ql_compressed:0 ql_uncompressed_size:{size}"
     )
 }
 
@@ -1693,7 +1720,21 @@ fn mix_digest(digest: &mut [u8; 20], data: &[u8]) {
 fn xor_object_digest(ks: &Keyspace, e: crate::arena::Ref, digest: &mut [u8; 20]) {
     let kind = ks.kind(e);
     mix_digest(digest, &(kind as u32).to_be_bytes());
-    mix_digest(digest, ks.value(e));
+    match kind {
+        // Lists: every element mixed in order; hashes: each field/value pair's own
+        // digest XORed in (order-free), exactly as Redis's xorObjectDigest.
+        Kind::List => crate::collections::list::walk(ks, e, 0, false, |v| {
+            mix_digest(digest, &v.to_vec());
+            true
+        }),
+        Kind::Hash => crate::collections::hash::for_each(ks, e, |f, v| {
+            let mut d = [0u8; 20];
+            mix_digest(&mut d, &f.to_vec());
+            mix_digest(&mut d, &v.to_vec());
+            xor_digest(digest, &d);
+        }),
+        _ => mix_digest(digest, ks.value(e)),
+    }
     if ks.has_expire(e) {
         xor_digest(digest, b"!!expire!!");
     }

@@ -203,6 +203,30 @@ pub fn entry_size(a: &Arena, e: Ref) -> usize {
     )
 }
 
+/// Releases what an entry's value owns outside the entry block (collections' out-of-line
+/// structures; big ones go to the value graveyard). Called by every path that frees an
+/// entry. Returns true if the value went to the graveyard.
+fn release_entry_value(a: &mut Arena, e: Ref) -> bool {
+    let kind = a.bytes(e, OFF_KIND, 1)[0];
+    if kind == Kind::String as u8 {
+        return false;
+    }
+    let (kl, vl) = (entry_key_len(a, e), entry_val_len(a, e));
+    // Only the value's header is needed (inline encodings own nothing outside).
+    let mut head = [0u8; 64];
+    let n = vl.min(head.len());
+    head[..n].copy_from_slice(a.bytes(e, ENTRY_HEADER_BYTES + kl, n));
+    crate::collections::release_value(a, Kind::from_u8(kind), &head[..n])
+}
+
+/// Frees an unlinked entry and what its value owns.
+fn free_entry(a: &mut Arena, e: Ref) -> bool {
+    let graved = release_entry_value(a, e);
+    let size = entry_size(a, e);
+    a.free(e, size);
+    graved
+}
+
 /// The LRU clock: seconds, 24 bits, as Redis.
 pub const LRU_CLOCK_MAX: u32 = (1 << 24) - 1;
 pub fn lru_clock() -> u32 {
@@ -301,6 +325,16 @@ impl Keyspace {
             node = g.next as u64;
             hops += 1;
         }
+        // Big values detached by DEL/overwrite and not yet freed.
+        let mut node = ks.arena.root(crate::collections::ROOT_VALUE_GRAVEYARD);
+        while node != NULL as u64 {
+            if node * 8 >= bump || hops > bump {
+                return Err("the value graveyard list leaves the arena".into());
+            }
+            ks.lazyfree_pending += 1;
+            node = ks.arena.read_u32(node as Ref, 0) as u64;
+            hops += 1;
+        }
         Ok(ks)
     }
 
@@ -365,6 +399,10 @@ impl Keyspace {
     #[inline]
     pub fn enc(&self, e: Ref) -> u8 {
         self.arena.bytes(e, OFF_ENC, 1)[0]
+    }
+    /// Sets the raw encoding byte (collections changing encoding, e.g. listpack → hashtable).
+    pub fn set_enc_byte(&mut self, e: Ref, enc: u8) {
+        self.arena.bytes_mut(e, OFF_ENC, 1)[0] = enc;
     }
     pub fn set_str_enc(&mut self, e: Ref, enc: StrEnc) {
         self.arena.bytes_mut(e, OFF_ENC, 1)[0] = enc as u8;
@@ -613,8 +651,9 @@ impl Keyspace {
                     old_expire.is_some(),
                     expire.is_some(),
                 );
-                let size = entry_size(&self.arena, o);
-                self.arena.free(o, size);
+                if free_entry(&mut self.arena, o) {
+                    self.lazyfree_pending += 1;
+                }
             }
             None => {
                 dbh.dict.insert_new(&mut self.arena, e, h);
@@ -760,8 +799,9 @@ impl Keyspace {
             self.volatile_remove(&mut dbh, idx);
         }
         self.write_db(db, &dbh);
-        let size = entry_size(&self.arena, e);
-        self.arena.free(e, size);
+        if free_entry(&mut self.arena, e) {
+            self.lazyfree_pending += 1;
+        }
     }
 
     /// Deletes a key (expired keys count as absent). Returns whether a live key was removed.
@@ -787,7 +827,9 @@ impl Keyspace {
             Ttl::At(t) => Some(t),
         };
         // The value is copied through a temporary: the source may move while we allocate.
+        // Collections deep-copy their out-of-line structures.
         let value = self.value(e).to_vec();
+        let value = crate::collections::clone_value(&mut self.arena, kind, &value);
         let n = self.write_new_entry(dst_key, kind, enc, &value, expire, lru);
         let h = self.arena.hash(dst_key);
         let mut dbh = self.read_db(dst_db);
@@ -798,6 +840,41 @@ impl Keyspace {
             self.arena.write_u32(n, OFF_VIDX, idx as u32);
         }
         self.write_db(dst_db, &dbh);
+        n
+    }
+
+    /// Moves entry `e` of `src_db` to `dst_key` in `dst_db` (RENAME, MOVE) in O(1) for any
+    /// value size: the entry block is copied but a collection's out-of-line structures
+    /// change owner instead of being deep-copied. TTL and access time move along. An
+    /// existing destination key must be deleted first. Returns the new entry.
+    pub fn move_entry_to(&mut self, src_db: usize, e: Ref, dst_db: usize, dst_key: &[u8]) -> Ref {
+        let kind = self.kind(e);
+        let enc = self.enc(e);
+        let lru = self.lru(e);
+        let expire = self.expire_at(e);
+        let value = self.value(e).to_vec();
+        let n = self.write_new_entry(dst_key, kind, enc, &value, expire, lru);
+        let h = self.arena.hash(dst_key);
+        let mut dbh = self.read_db(dst_db);
+        dbh.dict.insert_new(&mut self.arena, n, h);
+        if expire.is_some() {
+            let idx = dbh.volatile.push(&mut self.arena, n);
+            self.arena.write_u32(n, OFF_VIDX, idx as u32);
+        }
+        self.write_db(dst_db, &dbh);
+        // Unlink the source without releasing its value (now owned by `n`).
+        // (Arena allocations and dict inserts never move existing blocks, so `e` is still
+        // the source entry.)
+        let h = self.arena.hash(self.key(e));
+        let mut dbh = self.read_db(src_db);
+        dbh.dict.unlink(&mut self.arena, e, h);
+        if self.has_expire(e) {
+            let idx = self.arena.read_u32(e, OFF_VIDX) as usize;
+            self.volatile_remove(&mut dbh, idx);
+        }
+        self.write_db(src_db, &dbh);
+        let size = entry_size(&self.arena, e);
+        self.arena.free(e, size);
         n
     }
 
@@ -834,17 +911,29 @@ impl Keyspace {
     }
 
     /// Frees up to `budget` entries of flushed databases. Returns true if work remains.
+    /// Big single values (deleted or overwritten collections) are freed here too, node by
+    /// node, before flushed databases.
     pub fn lazyfree_step(&mut self, budget: usize) -> bool {
+        let (blocks, values, more) =
+            crate::collections::lazyfree_values_step(&mut self.arena, budget);
+        self.lazyfree_pending -= values.min(self.lazyfree_pending);
+        self.stats.lazyfreed_objects += values;
+        if blocks > 0 || more {
+            return more || self.arena.root(ROOT_GRAVEYARD) as Ref != NULL;
+        }
         let node = self.arena.root(ROOT_GRAVEYARD) as Ref;
         if node == NULL {
             return false;
         }
         let mut g: GraveNode = self.arena.read(node);
         let before = g.db.dict.len();
+        let mut graved = 0u64;
         let done = g.db.dict.destroy_some(&mut self.arena, budget, |a, e| {
-            let size = entry_size(a, e);
-            a.free(e, size);
+            if free_entry(a, e) {
+                graved += 1;
+            }
         });
+        self.lazyfree_pending += graved;
         let freed = before - g.db.dict.len();
         self.lazyfree_pending -= freed.min(self.lazyfree_pending);
         self.stats.lazyfreed_objects += freed;
@@ -856,6 +945,7 @@ impl Keyspace {
             self.arena.write(node, &g);
         }
         self.arena.root(ROOT_GRAVEYARD) as Ref != NULL
+            || self.arena.root(crate::collections::ROOT_VALUE_GRAVEYARD) as Ref != NULL
     }
 
     /// Incremental rehash work for every db, and shrinking of sparse tables (cron).

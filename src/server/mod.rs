@@ -165,6 +165,15 @@ impl Server {
         let (policy, samples) = (s.maxmemory_policy, s.maxmemory_samples);
         let start = Instant::now();
         while self.memory_for_maxmemory() > max {
+            // Memory already on its way back (deleted big collections, flushed dbs): free
+            // a slice of it before evicting more keys, so a big lazily freed value does
+            // not make eviction empty the dataset.
+            if self.ks.lazyfree_pending > 0 && self.ks.lazyfree_step(LAZYFREE_ENTRIES_PER_STEP) {
+                if start.elapsed().as_micros() > 500 {
+                    break;
+                }
+                continue;
+            }
             if !self
                 .ks
                 .evict_one(policy, samples, &mut self.eviction_pool, now_ms())

@@ -429,6 +429,9 @@ pub fn after_command(
             for i in propagate::key_indices(spec, args.len()) {
                 srv.aof.mark_dirty(db, args.get(i), lsn);
             }
+            for (d, k) in &extra {
+                srv.aof.mark_dirty(*d, k, lsn);
+            }
             if barrier {
                 srv.aof.mark_barrier(lsn);
             }

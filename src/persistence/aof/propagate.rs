@@ -87,6 +87,12 @@ pub fn log_form(ks: &Keyspace, name: &str, db: usize, args: Args) -> Option<Vec<
             ]),
             None => del(),
         },
+        // As Redis: the float result is logged, so replay does not redo the arithmetic.
+        "hincrbyfloat" => {
+            let e = ks.find_raw(db, args.get(1))?;
+            let v = crate::collections::hash::get(ks, e, args.get(2))?.to_vec();
+            Some(vec![b"HSET".to_vec(), key(), args.get(2).to_vec(), v])
+        }
         "getdel" => del(),
         "restore" => {
             let mut v = vec![b"RESTORE".to_vec(), key()];
@@ -123,6 +129,13 @@ pub fn extra_written_keys(name: &str, db: usize, args: Args) -> Vec<(usize, Vec<
                 }
             }
             vec![(dst_db, args.get(2).to_vec())]
+        }
+        // LMPOP's keys are counted by numkeys (no fixed key positions in its spec).
+        "lmpop" => {
+            let n = crate::util::parse_i64(args.get(1)).unwrap_or(0).max(0) as usize;
+            (2..(2 + n).min(args.len()))
+                .map(|i| (db, args.get(i).to_vec()))
+                .collect()
         }
         _ => vec![],
     }

@@ -87,6 +87,35 @@ impl Rewrite {
                     }
                     self.keys += 1;
                 }
+                Kind::List | Kind::Hash => {
+                    // Redis's rewriteListObject / rewriteHashObject: one command per
+                    // AOF_REWRITE_ITEMS_PER_CMD (64) items, then the TTL.
+                    let mut items: Vec<Vec<u8>> = vec![];
+                    let name: &[u8] = if ks.kind(e) == Kind::List {
+                        crate::collections::list::walk(ks, e, 0, false, |v| {
+                            items.push(v.to_vec());
+                            true
+                        });
+                        b"RPUSH"
+                    } else {
+                        crate::collections::hash::for_each(ks, e, |f, v| {
+                            items.push(f.to_vec());
+                            items.push(v.to_vec());
+                        });
+                        b"HSET"
+                    };
+                    let per = if name == b"RPUSH" { 64 } else { 128 };
+                    for chunk in items.chunks(per) {
+                        let mut argv: Vec<&[u8]> = vec![name, key];
+                        argv.extend(chunk.iter().map(|x| x.as_slice()));
+                        self.frame(db, &argv, &replid);
+                    }
+                    if let Some(t) = ks.expire_at(e) {
+                        let t = t.to_string();
+                        self.frame(db, &[b"PEXPIREAT", key, t.as_bytes()], &replid);
+                    }
+                    self.keys += 1;
+                }
                 other => warning!(
                     "AOF rewrite: skipping key of type {} (not supported yet)",
                     other.type_name()

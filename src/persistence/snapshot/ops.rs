@@ -70,9 +70,13 @@ impl Server {
             let start = std::time::Instant::now();
             let data =
                 std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            let stats =
-                crate::persistence::rdb_file::load_rdb(&data, &mut srv.ks, crate::util::now_ms())
-                    .map_err(|e| format!("{} ({})", e, path.display()))?;
+            let stats = crate::persistence::rdb_file::load_rdb(
+                &data,
+                &mut srv.ks,
+                &srv.config,
+                crate::util::now_ms(),
+            )
+            .map_err(|e| format!("{} ({})", e, path.display()))?;
             crate::notice!(
                 "DB loaded from disk (RDB version {}, {} keys, {} expired skipped): {:.3} seconds",
                 stats.version,

@@ -1,0 +1,113 @@
+//! Collection values stored in the arena (see ARCHITECTURE.md, "Collections").
+//!
+//! A collection's entry value is either an inline listpack (small) or a small fixed header
+//! holding `Ref`s to out-of-line arena structures (large). This module also owns freeing
+//! and deep-copying those structures, which the keyspace calls whenever it drops or copies
+//! an entry, and the "value graveyard" that frees big values in slices.
+
+pub mod hash;
+pub mod list;
+pub mod listpack;
+
+use crate::arena::{Arena, Ref, NULL};
+use crate::keyspace::Kind;
+
+/// Arena root slot of the value graveyard (a linked list of detached big values).
+pub const ROOT_VALUE_GRAVEYARD: usize = 3;
+
+/// Values with more out-of-line blocks than this are freed in slices (Redis's
+/// LAZYFREE_THRESHOLD is 64 allocations).
+pub const LAZYFREE_THRESHOLD: u64 = 64;
+
+/// Grave node: `[next u32][kind u8][pad 3][payload: the value's header bytes, 56 max]`.
+const GRAVE_BYTES: usize = 64;
+
+/// Frees what a value owns outside its entry (nothing for inline encodings). A big value
+/// is detached to the value graveyard in O(1) and freed by [`lazyfree_values_step`].
+/// Returns true if the value was sent to the graveyard.
+pub fn release_value(a: &mut Arena, kind: Kind, value: &[u8]) -> bool {
+    let big = match kind {
+        Kind::List if list::is_quicklist(value) => list::ql_nodes(value) as u64,
+        Kind::Hash if hash::is_ht(value) => hash::ht_len(value),
+        _ => return false,
+    };
+    {
+        if big > LAZYFREE_THRESHOLD {
+            let g = a.alloc(GRAVE_BYTES);
+            let head = a.root(ROOT_VALUE_GRAVEYARD) as Ref;
+            a.write_u32(g, 0, head);
+            a.bytes_mut(g, 4, 4).copy_from_slice(&[kind as u8, 0, 0, 0]);
+            let n = value.len().min(GRAVE_BYTES - 8);
+            a.bytes_mut(g, 8, n).copy_from_slice(&value[..n]);
+            a.set_root(ROOT_VALUE_GRAVEYARD, g as u64);
+            return true;
+        }
+        if kind == Kind::List {
+            list::ql_free_all(a, value);
+        } else {
+            hash::ht_free_all(a, value);
+        }
+    }
+    false
+}
+
+/// Number of out-of-line blocks a value owns (for MEMORY USAGE and lazy-free decisions).
+pub fn out_of_line_bytes(a: &Arena, kind: Kind, value: &[u8]) -> u64 {
+    if kind == Kind::List && list::is_quicklist(value) {
+        return list::ql_bytes(a, value);
+    }
+    if kind == Kind::Hash && hash::is_ht(value) {
+        return hash::ht_bytes(a, value);
+    }
+    0
+}
+
+/// Deep-copies a value's out-of-line structures: returns the value bytes for the copy
+/// (COPY, and RENAME/MOVE through `clone_entry_to`).
+pub fn clone_value(a: &mut Arena, kind: Kind, value: &[u8]) -> Vec<u8> {
+    if kind == Kind::List && list::is_quicklist(value) {
+        return list::ql_clone(a, value);
+    }
+    if kind == Kind::Hash && hash::is_ht(value) {
+        return hash::ht_clone(a, value);
+    }
+    value.to_vec()
+}
+
+/// Frees up to `budget` blocks of values in the value graveyard. Returns
+/// (blocks freed, values finished, work remains).
+pub fn lazyfree_values_step(a: &mut Arena, budget: usize) -> (u64, u64, bool) {
+    let mut freed = 0u64;
+    let mut finished = 0u64;
+    loop {
+        let g = a.root(ROOT_VALUE_GRAVEYARD) as Ref;
+        if g == NULL {
+            return (freed, finished, false);
+        }
+        if freed as usize >= budget {
+            return (freed, finished, true);
+        }
+        let kind = a.bytes(g, 4, 1)[0];
+        let mut payload = [0u8; GRAVE_BYTES - 8];
+        payload.copy_from_slice(a.bytes(g, 8, GRAVE_BYTES - 8));
+        let done = if kind == Kind::List as u8 {
+            let (n, done) = list::ql_free_some(a, &mut payload, budget - freed as usize);
+            freed += n;
+            done
+        } else if kind == Kind::Hash as u8 {
+            let (n, done) = hash::ht_free_some(a, &mut payload, budget - freed as usize);
+            freed += n;
+            done
+        } else {
+            true
+        };
+        if done {
+            let next = a.read_u32(g, 0);
+            a.set_root(ROOT_VALUE_GRAVEYARD, next as u64);
+            a.free(g, GRAVE_BYTES);
+            finished += 1;
+        } else {
+            a.bytes_mut(g, 8, GRAVE_BYTES - 8).copy_from_slice(&payload);
+        }
+    }
+}

@@ -1,0 +1,569 @@
+//! List commands (Redis's `t_list.c`), over the arena lists of `crate::collections::list`.
+//! No blocking variants (BLPOP etc.) yet.
+
+use super::{CmdError, CmdResult, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
+use crate::arena::Ref;
+use crate::collections::list;
+use crate::collections::listpack::Val;
+use crate::keyspace::Kind;
+use crate::protocol::reply::Reply;
+
+pub static COMMANDS: &[CommandSpec] = &[
+    CommandSpec::new("lpush", -3, WRITE | DENYOOM | FAST, "list", lpush).keys(1, 1, 1).doc("Prepends one or more elements to a list. Creates the key if it doesn't exist.", "1.0.0"),
+    CommandSpec::new("rpush", -3, WRITE | DENYOOM | FAST, "list", rpush).keys(1, 1, 1).doc("Appends one or more elements to a list. Creates the key if it doesn't exist.", "1.0.0"),
+    CommandSpec::new("lpushx", -3, WRITE | DENYOOM | FAST, "list", lpushx).keys(1, 1, 1).doc("Prepends one or more elements to a list only when the list exists.", "2.2.0"),
+    CommandSpec::new("rpushx", -3, WRITE | DENYOOM | FAST, "list", rpushx).keys(1, 1, 1).doc("Appends an element to a list only when the list exists.", "2.2.0"),
+    CommandSpec::new("lpop", -2, WRITE | FAST, "list", lpop).keys(1, 1, 1).doc("Returns the first elements in a list after removing it. Deletes the list if the last element was popped.", "1.0.0"),
+    CommandSpec::new("rpop", -2, WRITE | FAST, "list", rpop).keys(1, 1, 1).doc("Returns and removes the last elements of a list. Deletes the list if the last element was popped.", "1.0.0"),
+    CommandSpec::new("lrange", 4, READONLY, "list", lrange).keys(1, 1, 1).doc("Returns a range of elements from a list.", "1.0.0"),
+    CommandSpec::new("llen", 2, READONLY | FAST, "list", llen).keys(1, 1, 1).doc("Returns the length of a list.", "1.0.0"),
+    CommandSpec::new("lindex", 3, READONLY, "list", lindex).keys(1, 1, 1).doc("Returns an element from a list by its index.", "1.0.0"),
+    CommandSpec::new("lset", 4, WRITE | DENYOOM, "list", lset).keys(1, 1, 1).doc("Sets the value of an element in a list by its index.", "1.0.0"),
+    CommandSpec::new("lrem", 4, WRITE, "list", lrem).keys(1, 1, 1).doc("Removes elements from a list. Deletes the list if the last element was removed.", "1.0.0"),
+    CommandSpec::new("ltrim", 4, WRITE, "list", ltrim).keys(1, 1, 1).doc("Removes elements from both ends a list. Deletes the list if all elements were trimmed.", "1.0.0"),
+    CommandSpec::new("linsert", 5, WRITE | DENYOOM, "list", linsert).keys(1, 1, 1).doc("Inserts an element before or after another element in a list.", "2.2.0"),
+    CommandSpec::new("lpos", -3, READONLY, "list", lpos).keys(1, 1, 1).doc("Returns the index of matching elements in a list.", "6.0.6"),
+    CommandSpec::new("lmove", 5, WRITE | DENYOOM, "list", lmove).keys(1, 2, 1).doc("Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved.", "6.2.0"),
+    CommandSpec::new("rpoplpush", 3, WRITE | DENYOOM, "list", rpoplpush).keys(1, 2, 1).doc("Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped.", "1.2.0"),
+    CommandSpec::new("lmpop", -4, WRITE, "list", lmpop).doc("Returns multiple elements from a list after removing them. Deletes the list if the last element was popped.", "7.0.0"),
+];
+
+fn check(ctx: &Ctx, e: Option<Ref>) -> Result<Option<Ref>, CmdError> {
+    match e {
+        Some(e) if ctx.srv.ks.kind(e) != Kind::List => Err(CmdError::WrongType),
+        other => Ok(other),
+    }
+}
+fn read_list(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Ref>, CmdError> {
+    let e = ctx.srv.ks.lookup_read(ctx.client.db, key, ctx.now_ms);
+    check(ctx, e)
+}
+fn write_list(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Ref>, CmdError> {
+    let e = ctx.srv.ks.lookup_write(ctx.client.db, key, ctx.now_ms);
+    check(ctx, e)
+}
+
+pub fn reply_val(out: &mut Reply, v: Val) {
+    match v {
+        Val::Str(s) => out.bulk(s),
+        Val::Int(i) => out.bulk_i64(i),
+    }
+}
+
+/// Deletes the key if its list became empty (Redis never keeps empty collections).
+fn delete_if_empty(ctx: &mut Ctx, e: Ref) {
+    if list::len(&ctx.srv.ks, e) == 0 {
+        ctx.srv.ks.delete_entry(ctx.client.db, e);
+    }
+}
+
+fn push_generic(ctx: &mut Ctx, head: bool, only_existing: bool) -> CmdResult {
+    let db = ctx.db();
+    let key = ctx.args.get(1);
+    let mut e = match write_list(ctx, key)? {
+        Some(e) => e,
+        None if only_existing => {
+            ctx.out.int(0);
+            return Ok(());
+        }
+        None => list::create(&mut ctx.srv.ks, db, key),
+    };
+    let fill = list::Fill::from_config(&ctx.srv.config);
+    for i in 2..ctx.args.len() {
+        e = list::push(&mut ctx.srv.ks, db, e, ctx.args.get(i), head, fill);
+    }
+    ctx.dirty((ctx.args.len() - 2) as u64);
+    ctx.out.int(list::len(&ctx.srv.ks, e) as i64);
+    Ok(())
+}
+fn lpush(ctx: &mut Ctx) -> CmdResult {
+    push_generic(ctx, true, false)
+}
+fn rpush(ctx: &mut Ctx) -> CmdResult {
+    push_generic(ctx, false, false)
+}
+fn lpushx(ctx: &mut Ctx) -> CmdResult {
+    push_generic(ctx, true, true)
+}
+fn rpushx(ctx: &mut Ctx) -> CmdResult {
+    push_generic(ctx, false, true)
+}
+
+/// Pops up to `count` elements from an existing list, deleting it when emptied.
+fn pop_n(ctx: &mut Ctx, e: Ref, head: bool, count: u64) -> Vec<Vec<u8>> {
+    let db = ctx.db();
+    let n = count.min(list::len(&ctx.srv.ks, e));
+    let mut out = Vec::with_capacity(n.min(1 << 16) as usize);
+    let mut e = e;
+    for _ in 0..n {
+        let (ne, v) = list::pop(&mut ctx.srv.ks, db, e, head);
+        e = ne;
+        out.push(v);
+    }
+    delete_if_empty(ctx, e);
+    out
+}
+
+fn pop_generic(ctx: &mut Ctx, head: bool) -> CmdResult {
+    if ctx.args.len() > 3 {
+        return Err(CmdError::Other(format!(
+            "ERR wrong number of arguments for '{}' command",
+            ctx.spec.name
+        )));
+    }
+    let count = if ctx.args.len() == 3 {
+        match crate::util::parse_i64(ctx.args.get(2)) {
+            Some(n) if n >= 0 => Some(n as u64),
+            _ => return Err(CmdError::err("value is out of range, must be positive")),
+        }
+    } else {
+        None
+    };
+    let key = ctx.args.get(1);
+    let Some(e) = write_list(ctx, key)? else {
+        if count.is_some() {
+            ctx.out.null_array();
+        } else {
+            ctx.out.null();
+        }
+        return Ok(());
+    };
+    match count {
+        None => {
+            let v = pop_n(ctx, e, head, 1);
+            ctx.dirty(1);
+            ctx.out.bulk(&v[0]);
+        }
+        Some(0) => ctx.out.array(0),
+        Some(c) => {
+            let v = pop_n(ctx, e, head, c);
+            ctx.dirty(v.len() as u64);
+            ctx.out.array(v.len());
+            for x in &v {
+                ctx.out.bulk(x);
+            }
+        }
+    }
+    Ok(())
+}
+fn lpop(ctx: &mut Ctx) -> CmdResult {
+    pop_generic(ctx, true)
+}
+fn rpop(ctx: &mut Ctx) -> CmdResult {
+    pop_generic(ctx, false)
+}
+
+/// Redis's start/end normalisation for LRANGE/LTRIM: Some((start, end)) inclusive, or
+/// None for an empty range.
+fn norm_range(start: i64, end: i64, len: u64) -> Option<(u64, u64)> {
+    let len = len as i64;
+    let mut s = if start < 0 {
+        start.saturating_add(len)
+    } else {
+        start
+    };
+    let mut e = if end < 0 {
+        end.saturating_add(len)
+    } else {
+        end
+    };
+    if s < 0 {
+        s = 0;
+    }
+    if s > e || s >= len {
+        return None;
+    }
+    if e >= len {
+        e = len - 1;
+    }
+    Some((s as u64, e as u64))
+}
+
+fn lrange(ctx: &mut Ctx) -> CmdResult {
+    let start = ctx.args.i64(2)?;
+    let end = ctx.args.i64(3)?;
+    let key = ctx.args.get(1);
+    let Some(e) = read_list(ctx, key)? else {
+        ctx.out.array(0);
+        return Ok(());
+    };
+    let ks = &ctx.srv.ks;
+    match norm_range(start, end, list::len(ks, e)) {
+        None => ctx.out.array(0),
+        Some((s, t)) => {
+            let n = t - s + 1;
+            ctx.out.array(n as usize);
+            let mut left = n;
+            let out = &mut ctx.out;
+            list::walk(ks, e, s, false, |v| {
+                reply_val(out, v);
+                left -= 1;
+                left > 0
+            });
+        }
+    }
+    Ok(())
+}
+
+fn llen(ctx: &mut Ctx) -> CmdResult {
+    let key = ctx.args.get(1);
+    let n = match read_list(ctx, key)? {
+        Some(e) => list::len(&ctx.srv.ks, e),
+        None => 0,
+    };
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+/// A client index (negative from the end) as a position, if in range.
+fn abs_index(idx: i64, len: u64) -> Option<u64> {
+    let i = if idx < 0 {
+        idx.checked_add(len as i64)?
+    } else {
+        idx
+    };
+    (i >= 0 && (i as u64) < len).then_some(i as u64)
+}
+
+fn lindex(ctx: &mut Ctx) -> CmdResult {
+    let key = ctx.args.get(1);
+    // Redis looks the key up before parsing the index.
+    let Some(e) = read_list(ctx, key)? else {
+        ctx.out.null();
+        return Ok(());
+    };
+    let idx = ctx.args.i64(2)?;
+    let ks = &ctx.srv.ks;
+    match abs_index(idx, list::len(ks, e)) {
+        None => ctx.out.null(),
+        Some(i) => {
+            let out = &mut ctx.out;
+            list::walk(ks, e, i, false, |v| {
+                reply_val(out, v);
+                false
+            });
+        }
+    }
+    Ok(())
+}
+
+fn lset(ctx: &mut Ctx) -> CmdResult {
+    let key = ctx.args.get(1);
+    let Some(e) = write_list(ctx, key)? else {
+        return Err(CmdError::NoSuchKey);
+    };
+    let idx = ctx.args.i64(2)?;
+    let Some(i) = abs_index(idx, list::len(&ctx.srv.ks, e)) else {
+        return Err(CmdError::err("index out of range"));
+    };
+    let Some((seg, at)) = list::locate(&ctx.srv.ks, e, i) else {
+        return Err(CmdError::err("index out of range"));
+    };
+    let mut el = list::seg_elems(&ctx.srv.ks, e, seg);
+    el[at] = ctx.args.get(3).to_vec();
+    let db = ctx.db();
+    let fill = list::Fill::from_config(&ctx.srv.config);
+    list::set_segment(&mut ctx.srv.ks, db, e, seg, &el, fill);
+    ctx.dirty(1);
+    ctx.out.ok();
+    Ok(())
+}
+
+fn lrem(ctx: &mut Ctx) -> CmdResult {
+    let key = ctx.args.get(1);
+    let count = ctx.args.i64(2)?;
+    let elem = ctx.args.get(3);
+    let Some(mut e) = write_list(ctx, key)? else {
+        ctx.out.int(0);
+        return Ok(());
+    };
+    let db = ctx.db();
+    let reverse = count < 0;
+    let limit = if count == 0 {
+        u64::MAX
+    } else {
+        count.unsigned_abs()
+    };
+    let mut removed = 0u64;
+    let fill = list::Fill::from_config(&ctx.srv.config);
+    let mut segs = list::segments(&ctx.srv.ks, e);
+    if reverse {
+        segs.reverse();
+    }
+    for seg in segs {
+        if removed >= limit {
+            break;
+        }
+        let l = list::seg_lp(&ctx.srv.ks, e, seg);
+        if !crate::collections::listpack::iter(l).any(|v| v.eq_bytes(elem)) {
+            continue;
+        }
+        let mut el = list::seg_elems(&ctx.srv.ks, e, seg);
+        if reverse {
+            el.reverse();
+        }
+        el.retain(|x| {
+            if removed < limit && x.as_slice() == elem {
+                removed += 1;
+                false
+            } else {
+                true
+            }
+        });
+        if reverse {
+            el.reverse();
+        }
+        e = list::set_segment(&mut ctx.srv.ks, db, e, seg, &el, fill);
+    }
+    if removed > 0 {
+        delete_if_empty(ctx, e);
+        ctx.dirty(removed);
+    }
+    ctx.out.int(removed as i64);
+    Ok(())
+}
+
+fn ltrim(ctx: &mut Ctx) -> CmdResult {
+    let key = ctx.args.get(1);
+    let start = ctx.args.i64(2)?;
+    let end = ctx.args.i64(3)?;
+    let Some(e) = write_list(ctx, key)? else {
+        ctx.out.ok();
+        return Ok(());
+    };
+    let db = ctx.db();
+    let len = list::len(&ctx.srv.ks, e);
+    let (l, r) = match norm_range(start, end, len) {
+        None => (len, 0),
+        Some((s, t)) => (s, len - t - 1),
+    };
+    let mut e = e;
+    if l > 0 {
+        e = list::drop_end(&mut ctx.srv.ks, db, e, true, l);
+    }
+    if r > 0 && l < len {
+        e = list::drop_end(&mut ctx.srv.ks, db, e, false, r);
+    }
+    delete_if_empty(ctx, e);
+    ctx.dirty(l + r);
+    ctx.out.ok();
+    Ok(())
+}
+
+fn linsert(ctx: &mut Ctx) -> CmdResult {
+    let after = if ctx.args.is(2, "AFTER") {
+        true
+    } else if ctx.args.is(2, "BEFORE") {
+        false
+    } else {
+        return Err(CmdError::Syntax);
+    };
+    let key = ctx.args.get(1);
+    let Some(e) = write_list(ctx, key)? else {
+        ctx.out.int(0);
+        return Ok(());
+    };
+    let (pivot, elem) = (ctx.args.get(3), ctx.args.get(4));
+    let db = ctx.db();
+    for seg in list::segments(&ctx.srv.ks, e) {
+        let l = list::seg_lp(&ctx.srv.ks, e, seg);
+        let Some(pos) = crate::collections::listpack::iter(l).position(|v| v.eq_bytes(pivot))
+        else {
+            continue;
+        };
+        let mut el = list::seg_elems(&ctx.srv.ks, e, seg);
+        el.insert(if after { pos + 1 } else { pos }, elem.to_vec());
+        let fill = list::Fill::from_config(&ctx.srv.config);
+        let e = list::set_segment(&mut ctx.srv.ks, db, e, seg, &el, fill);
+        ctx.dirty(1);
+        ctx.out.int(list::len(&ctx.srv.ks, e) as i64);
+        return Ok(());
+    }
+    ctx.out.int(-1);
+    Ok(())
+}
+
+fn lpos(ctx: &mut Ctx) -> CmdResult {
+    let mut rank: i64 = 1;
+    let mut count: Option<u64> = None;
+    let mut maxlen: u64 = 0;
+    let mut i = 3;
+    while i < ctx.args.len() {
+        let has_val = i + 1 < ctx.args.len();
+        if ctx.args.is(i, "RANK") && has_val {
+            rank = ctx.args.i64(i + 1)?;
+            if rank == 0 {
+                return Err(CmdError::err("RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list"));
+            }
+        } else if ctx.args.is(i, "COUNT") && has_val {
+            let c = ctx.args.i64(i + 1)?;
+            if c < 0 {
+                return Err(CmdError::err("COUNT can't be negative"));
+            }
+            count = Some(c as u64);
+        } else if ctx.args.is(i, "MAXLEN") && has_val {
+            let m = ctx.args.i64(i + 1)?;
+            if m < 0 {
+                return Err(CmdError::err("MAXLEN can't be negative"));
+            }
+            maxlen = m as u64;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 2;
+    }
+    let key = ctx.args.get(1);
+    let elem = ctx.args.get(2);
+    let Some(e) = read_list(ctx, key)? else {
+        if count.is_some() {
+            ctx.out.array(0);
+        } else {
+            ctx.out.null();
+        }
+        return Ok(());
+    };
+    let ks = &ctx.srv.ks;
+    let len = list::len(ks, e);
+    let reverse = rank < 0;
+    // Redis 7.0 negates RANK in a C long: -LONG_MIN stays negative, so every match
+    // "reaches" the rank and the first match from the tail is reported.
+    let mut skip = if rank == i64::MIN {
+        0
+    } else {
+        rank.unsigned_abs() - 1
+    };
+    let want = match count {
+        // (The same overflow makes Redis's COUNT test never true: all matches.)
+        Some(_) if rank == i64::MIN => u64::MAX,
+        Some(0) => u64::MAX,
+        Some(c) => c,
+        None => 1,
+    };
+    let mut found: Vec<u64> = vec![];
+    let mut idx = if reverse { len - 1 } else { 0 };
+    let mut scanned = 0u64;
+    if len > 0 {
+        list::walk(ks, e, idx, reverse, |v| {
+            if maxlen != 0 && scanned >= maxlen {
+                return false;
+            }
+            scanned += 1;
+            if v.eq_bytes(elem) {
+                if skip > 0 {
+                    skip -= 1;
+                } else {
+                    found.push(idx);
+                    if found.len() as u64 >= want {
+                        return false;
+                    }
+                }
+            }
+            if reverse {
+                idx = idx.wrapping_sub(1);
+            } else {
+                idx += 1;
+            }
+            true
+        });
+    }
+    if count.is_some() {
+        ctx.out.array(found.len());
+        for f in found {
+            ctx.out.int(f as i64);
+        }
+    } else {
+        match found.first() {
+            Some(&f) => ctx.out.int(f as i64),
+            None => ctx.out.null(),
+        }
+    }
+    Ok(())
+}
+
+fn parse_side(ctx: &Ctx, i: usize) -> Result<bool, CmdError> {
+    if ctx.args.is(i, "LEFT") {
+        Ok(true)
+    } else if ctx.args.is(i, "RIGHT") {
+        Ok(false)
+    } else {
+        Err(CmdError::Syntax)
+    }
+}
+
+fn lmove_generic(ctx: &mut Ctx, from_head: bool, to_head: bool) -> CmdResult {
+    let (src, dst) = (ctx.args.get(1), ctx.args.get(2));
+    let db = ctx.db();
+    let Some(e) = write_list(ctx, src)? else {
+        ctx.out.null();
+        return Ok(());
+    };
+    // The destination's type is checked before anything is popped.
+    let d = ctx.srv.ks.lookup_write(db, dst, ctx.now_ms);
+    check(ctx, d)?;
+    let e = ctx.srv.ks.find_raw(db, src).unwrap_or(e);
+    let v = pop_n(ctx, e, from_head, 1).pop().unwrap_or_default();
+    let d = match ctx.srv.ks.find_raw(db, dst) {
+        Some(d) => d,
+        None => list::create(&mut ctx.srv.ks, db, dst),
+    };
+    let fill = list::Fill::from_config(&ctx.srv.config);
+    list::push(&mut ctx.srv.ks, db, d, &v, to_head, fill);
+    ctx.dirty(2);
+    ctx.out.bulk(&v);
+    Ok(())
+}
+
+fn lmove(ctx: &mut Ctx) -> CmdResult {
+    let from = parse_side(ctx, 3)?;
+    let to = parse_side(ctx, 4)?;
+    lmove_generic(ctx, from, to)
+}
+
+fn rpoplpush(ctx: &mut Ctx) -> CmdResult {
+    lmove_generic(ctx, false, true)
+}
+
+fn lmpop(ctx: &mut Ctx) -> CmdResult {
+    let numkeys = match crate::util::parse_i64(ctx.args.get(1)) {
+        Some(n) if n > 0 => n as u64,
+        _ => return Err(CmdError::err("numkeys should be greater than 0")),
+    };
+    let argc = ctx.args.len() as u64;
+    if numkeys > argc - 3 {
+        return Err(CmdError::Syntax);
+    }
+    let side_at = 2 + numkeys as usize;
+    let head = parse_side(ctx, side_at)?;
+    let mut count = 1u64;
+    let mut i = side_at + 1;
+    let mut seen_count = false;
+    while i < ctx.args.len() {
+        if ctx.args.is(i, "COUNT") && i + 1 < ctx.args.len() && !seen_count {
+            count = match crate::util::parse_i64(ctx.args.get(i + 1)) {
+                Some(n) if n > 0 => n as u64,
+                _ => return Err(CmdError::err("count should be greater than 0")),
+            };
+            seen_count = true;
+            i += 2;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    for k in 2..side_at {
+        let key = ctx.args.get(k);
+        let Some(e) = write_list(ctx, key)? else {
+            continue;
+        };
+        let v = pop_n(ctx, e, head, count);
+        ctx.dirty(v.len() as u64);
+        ctx.out.array(2);
+        ctx.out.bulk(key);
+        ctx.out.array(v.len());
+        for x in &v {
+            ctx.out.bulk(x);
+        }
+        return Ok(());
+    }
+    ctx.out.null_array();
+    Ok(())
+}
