@@ -7,8 +7,10 @@
 //! commands in order and bounds every queue by the number of connections). The executor
 //! answers through a per-thread inbox and wakes the thread with its mio `Waker`.
 
+use super::outq::OutRefs;
 use super::stats::Stats;
-use super::Server;
+use super::{RefSeg, Server};
+use crate::arena::Ref;
 use crate::commands::Args;
 use crate::protocol::parser::{ArgSource, Parse, ParseLimits, RequestParser};
 use crate::util::now_ms;
@@ -60,11 +62,16 @@ enum ToExecutor {
     },
     /// The AOF writer made more of the log durable: held replies may go.
     AofDurable,
+    /// Value blocks whose referencing replies were written (or dropped): the executor
+    /// unpins them (I/O threads never touch the arena's allocator).
+    Release(Vec<Ref>),
 }
 
 struct ToIo {
     conn: ConnId,
     out: Vec<u8>,
+    /// Large values spliced into `out` by reference (positions in `out`).
+    refs: Vec<RefSeg>,
     close: bool,
     authenticated: bool,
 }
@@ -141,6 +148,8 @@ struct IoConn {
     obuf_soft_since_ms: i64,
     /// Registered for writable events (only while output waits on the socket).
     want_writable: bool,
+    /// Large values spliced into `out` by reference (src/server/outq.rs).
+    refs: OutRefs,
 }
 
 struct IoThread {
@@ -282,6 +291,7 @@ impl IoThread {
             parser: RequestParser::new(),
             qbuf: Vec::new(),
             out: Vec::new(),
+            refs: OutRefs::default(),
             out_pos: 0,
             in_flight: false,
             close_after_write: false,
@@ -466,12 +476,18 @@ impl IoThread {
             return;
         };
         let mut written = 0;
+        let mut done_refs = Vec::new();
         while conn.out_pos < conn.out.len() && written < WRITE_BUDGET_BYTES {
-            match conn.stream.write(&conn.out[conn.out_pos..]) {
-                Ok(0) => break,
-                Ok(n) => {
-                    let asked = conn.out.len() - conn.out_pos;
-                    conn.out_pos += n;
+            let end = conn.out.len();
+            match conn.refs.write_to(
+                &mut conn.stream,
+                &conn.out,
+                &mut conn.out_pos,
+                end,
+                &mut done_refs,
+            ) {
+                Ok((0, _)) => break,
+                Ok((n, asked)) => {
                     written += n;
                     if n < asked {
                         // The socket buffer is full: wait for a writable event.
@@ -481,11 +497,18 @@ impl IoThread {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => {
+                    self.release(done_refs);
                     self.close(slot);
                     return;
                 }
             }
         }
+        if !done_refs.is_empty() {
+            self.release(done_refs);
+        }
+        let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return;
+        };
         if written > 0 {
             self.counters
                 .net_output_bytes
@@ -525,8 +548,18 @@ impl IoThread {
         }
     }
 
+    /// Hands blocks back to the executor for unpinning.
+    fn release(&mut self, blocks: Vec<Ref>) {
+        if !blocks.is_empty() {
+            self.send(ToExecutor::Release(blocks));
+        }
+    }
+
     fn close(&mut self, slot: usize) {
         if let Some(mut conn) = self.conns[slot].take() {
+            // Unsent references go with the client.
+            let blocks = conn.refs.take_all();
+            self.release(blocks);
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.by_id.remove(&conn.id);
             self.free.push(slot);
@@ -549,19 +582,29 @@ impl IoThread {
             self.adopt(stream, peer);
         }
         for r in replies {
-            let Some(&slot) = self.by_id.get(&r.conn) else {
+            let Some(conn) = self
+                .by_id
+                .get(&r.conn)
+                .and_then(|&slot| self.conns[slot].as_mut())
+            else {
+                // The connection is gone: its references go back at once.
+                self.release(r.refs.iter().map(|x| x.block).collect());
                 continue;
             };
-            let Some(conn) = self.conns[slot].as_mut() else {
-                continue;
-            };
+            let slot = self.by_id[&r.conn];
             conn.in_flight = false;
             conn.authenticated = r.authenticated;
             if conn.out.is_empty() {
                 conn.out = r.out;
                 conn.out_pos = 0;
+                conn.refs.extend(r.refs);
             } else {
+                let base = conn.out.len();
                 conn.out.extend_from_slice(&r.out);
+                conn.refs.extend(r.refs.into_iter().map(|x| RefSeg {
+                    pos: x.pos + base,
+                    ..x
+                }));
             }
             if r.close {
                 conn.close_after_write = true;
@@ -591,7 +634,7 @@ impl IoThread {
         let Some(conn) = self.conns[slot].as_mut() else {
             return false;
         };
-        let pending = (conn.out.len() - conn.out_pos) as u64;
+        let pending = (conn.out.len() - conn.out_pos) as u64 + conn.refs.pending_bytes();
         let hard = self.limits.obuf_hard_bytes.load(Ordering::Relaxed);
         let soft = self.limits.obuf_soft_bytes.load(Ordering::Relaxed);
         let secs = self.limits.obuf_soft_seconds.load(Ordering::Relaxed) as i64;
@@ -799,6 +842,7 @@ fn executor_loop(
                 } else if failed {
                     let (_, t, mut r) = held.swap_remove(i);
                     r.out.clear();
+                    srv.release_refs(r.refs.drain(..));
                     r.close = true;
                     outgoing[t].push(r);
                 } else {
@@ -822,6 +866,7 @@ fn executor_loop(
                 outgoing[t].push(ToIo {
                     conn: id,
                     out: Vec::new(),
+                    refs: Vec::new(),
                     close: true,
                     authenticated: true,
                 });
@@ -856,6 +901,11 @@ fn handle_message(
 ) {
     match m {
         ToExecutor::AofDurable => {}
+        ToExecutor::Release(blocks) => {
+            for b in blocks {
+                srv.ks.unpin(b);
+            }
+        }
         ToExecutor::Connected {
             conn,
             addr,
@@ -886,6 +936,7 @@ fn handle_message(
                 return;
             };
             let mut out = Vec::new();
+            let mut refs = Vec::new();
             srv.begin_batch();
             let mut hold = 0;
             for &(first, argc) in &b.cmds {
@@ -893,7 +944,7 @@ fn handle_message(
                     break;
                 }
                 let args = Args::new(&b.data, &b.args[first..first + argc]);
-                srv.execute(&mut client, args, &mut out);
+                srv.execute_refs(&mut client, args, &mut out, &mut refs);
                 hold = hold.max(srv.aof.hold_lsn);
             }
             if let Some(e) = &b.error {
@@ -905,11 +956,13 @@ fn handle_message(
             if client.close_asap {
                 // The HTTP guard: Redis sends nothing more to such a connection.
                 out.clear();
+                srv.release_refs(refs.drain(..));
             }
             let t = (b.conn >> 56) as usize;
             let reply = ToIo {
                 conn: b.conn,
                 out,
+                refs,
                 close: client.close_after_reply,
                 authenticated: client.authenticated || srv.config.settings().requirepass.is_none(),
             };
