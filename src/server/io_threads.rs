@@ -168,6 +168,10 @@ struct IoThread {
     limits: Arc<SharedLimits>,
     counters: Arc<IoCounters>,
     connected: Arc<AtomicUsize>,
+    /// Connections whose read stopped at the read budget with data possibly left in the
+    /// socket: edge-triggered polling will not report them again, so they are read
+    /// again after this turn's events.
+    more_to_read: Vec<usize>,
 }
 
 impl IoThread {
@@ -201,6 +205,9 @@ impl IoThread {
                 if ev.is_writable() {
                     self.write(t);
                 }
+            }
+            for slot in std::mem::take(&mut self.more_to_read) {
+                self.read(slot);
             }
             if self.drain_inbox() {
                 // Shutdown: flush what we have and stop.
@@ -405,6 +412,9 @@ impl IoThread {
             self.close(slot);
         } else if total >= READ_BUDGET_BYTES {
             // Edge-triggered: come back for the rest after others had their turn.
+            if !self.more_to_read.contains(&slot) {
+                self.more_to_read.push(slot);
+            }
             let _ = self.me.waker.wake();
         }
     }
@@ -741,6 +751,7 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
             limits: limits.clone(),
             counters: counters.clone(),
             connected: connected.clone(),
+            more_to_read: Vec::new(),
         };
         joins.push(
             std::thread::Builder::new()
