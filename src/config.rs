@@ -121,6 +121,20 @@ pub static OPTIONS: &[OptSpec] = &[
         0,
     ),
     opt("client-output-buffer-limit", OptKind::Special, "", 0),
+    // Valkey's names: bulk replies this long or longer are sent by reference to the
+    // stored value (writev from the arena) instead of being copied into the reply buffer.
+    opt(
+        "min-string-size-avoid-copy-reply",
+        OptKind::Memory(0, LONGMAX),
+        "16384",
+        0,
+    ),
+    opt(
+        "min-string-size-avoid-copy-reply-threaded",
+        OptKind::Memory(0, LONGMAX),
+        "65536",
+        0,
+    ),
     opt("databases", OptKind::Int(1, INTMAX), "16", IMM),
     // Out-of-range values are clamped to 1..=500 (as Redis), see `Config::canonical`.
     opt("hz", OptKind::Int(0, INTMAX), "10", 0),
@@ -693,6 +707,10 @@ pub struct Settings {
     pub proto_max_bulk_len: i64,
     pub client_query_buffer_limit: u64,
     pub obuf_normal: OutputLimit,
+    /// Bulk replies at least this long are sent by reference (io-threads 1).
+    pub avoid_copy_reply_min: u64,
+    /// The same with io-threads > 1.
+    pub avoid_copy_reply_threaded_min: u64,
     pub obuf_replica: OutputLimit,
     pub obuf_pubsub: OutputLimit,
     pub databases: usize,
@@ -918,6 +936,8 @@ fn placeholder_settings() -> Settings {
         proto_max_bulk_len: 0,
         client_query_buffer_limit: 0,
         obuf_normal: OutputLimit::default(),
+        avoid_copy_reply_min: 16384,
+        avoid_copy_reply_threaded_min: 65536,
         obuf_replica: OutputLimit::default(),
         obuf_pubsub: OutputLimit::default(),
         databases: 16,
@@ -1491,6 +1511,9 @@ impl Config {
             proto_max_bulk_len: self.int("proto-max-bulk-len"),
             client_query_buffer_limit: self.int("client-query-buffer-limit") as u64,
             obuf_normal: self.obuf("normal"),
+            avoid_copy_reply_min: self.int("min-string-size-avoid-copy-reply") as u64,
+            avoid_copy_reply_threaded_min: self.int("min-string-size-avoid-copy-reply-threaded")
+                as u64,
             obuf_replica: self.obuf("slave"),
             obuf_pubsub: self.obuf("pubsub"),
             databases: self.int("databases") as usize,

@@ -212,6 +212,29 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// A bulk reply of entry `e`'s value. A large out-of-line value is queued as a
+    /// reference (the socket writer sends it from the arena) when the connection allows
+    /// it (`Server::execute_refs`); otherwise it is copied.
+    pub fn bulk_value(&mut self, e: crate::arena::Ref) {
+        let len = self.srv.ks.value(e).len();
+        if len as u64 >= self.srv.reply_refs_min {
+            if let Some((block, len)) = self.srv.ks.pin_value(e) {
+                self.out.bulk_header(len);
+                let pos = self.out.buf.len();
+                let addr = self.srv.ks.block_ptr(block) as usize;
+                self.srv.reply_refs.push(crate::server::RefSeg {
+                    pos,
+                    block,
+                    len,
+                    addr,
+                });
+                self.out.buf.extend_from_slice(b"\r\n");
+                return;
+            }
+        }
+        self.out.bulk(self.srv.ks.value(e));
+    }
+
     #[inline]
     pub fn db(&self) -> usize {
         self.client.db

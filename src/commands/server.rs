@@ -731,6 +731,8 @@ fn info_stats(srv: &Server, s: &mut Section) {
         "io_threaded_writes_processed",
         st.io_threaded_writes_processed,
     );
+    s.line("reply_bytes_copied", st.reply_bytes_copied);
+    s.line("reply_bytes_referenced", st.reply_bytes_referenced);
 }
 
 fn info_replication(srv: &Server, s: &mut Section) {

@@ -64,7 +64,7 @@ fn check_string_length(ctx: &Ctx, len: u64) -> CmdResult {
 fn get(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.args.get(1);
     match read_string(ctx, key)? {
-        Some(e) => ctx.out.bulk(ctx.srv.ks.value(e)),
+        Some(e) => ctx.bulk_value(e),
         None => ctx.out.null(),
     }
     Ok(())
@@ -178,7 +178,7 @@ fn set(ctx: &mut Ctx) -> CmdResult {
     let existing = if want_get {
         let e = read_string(ctx, key)?;
         match e {
-            Some(e) => ctx.out.bulk(ctx.srv.ks.value(e)),
+            Some(e) => ctx.bulk_value(e),
             None => ctx.out.null(),
         }
         e
@@ -252,7 +252,7 @@ fn mget(ctx: &mut Ctx) -> CmdResult {
     for i in 1..=n {
         let key = ctx.args.get(i);
         match ctx.srv.ks.lookup_read(ctx.client.db, key, ctx.now_ms) {
-            Some(e) if ctx.srv.ks.kind(e) == Kind::String => ctx.out.bulk(ctx.srv.ks.value(e)),
+            Some(e) if ctx.srv.ks.kind(e) == Kind::String => ctx.bulk_value(e),
             _ => ctx.out.null(),
         }
     }
@@ -306,7 +306,7 @@ fn msetnx(ctx: &mut Ctx) -> CmdResult {
 fn getset(ctx: &mut Ctx) -> CmdResult {
     let (key, value) = (ctx.args.get(1), ctx.args.get(2));
     match read_string(ctx, key)? {
-        Some(e) => ctx.out.bulk(ctx.srv.ks.value(e)),
+        Some(e) => ctx.bulk_value(e),
         None => ctx.out.null(),
     }
     let db = ctx.client.db;
@@ -321,7 +321,7 @@ fn getdel(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.args.get(1);
     match read_string(ctx, key)? {
         Some(e) => {
-            ctx.out.bulk(ctx.srv.ks.value(e));
+            ctx.bulk_value(e);
             let db = ctx.client.db;
             ctx.srv.ks.delete_entry(db, e);
             ctx.dirty(1);
@@ -344,7 +344,7 @@ fn getex(ctx: &mut Ctx) -> CmdResult {
         None if opts.persist => ExpireOpt::Persist,
         None => ExpireOpt::None,
     };
-    ctx.out.bulk(ctx.srv.ks.value(e));
+    ctx.bulk_value(e);
     let db = ctx.client.db;
     match opt {
         ExpireOpt::At(t) if t <= ctx.now_ms => {

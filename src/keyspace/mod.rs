@@ -11,12 +11,17 @@
 //! | 12                | 4    | LRU clock (24 bits) or LFU (16-bit time, 8-bit counter) |
 //! | 16                | 1    | value kind                                     |
 //! | 17                | 1    | encoding                                       |
-//! | 18                | 1    | flags (bit 0: has expire)                      |
+//! | 18                | 1    | flags (bit 0: has expire, bit 1: value out of line) |
 //! | 19                | 1    | reserved                                       |
 //! | 20                | 4    | index in the db's volatile-key vector          |
 //! | 24                | klen | key bytes                                      |
 //! | 24+klen           | vlen | value bytes                                    |
 //! | 24+klen+vlen      | 8    | expire time, ms since epoch (only with flag)   |
+
+//! A string of [`BIG_VALUE_BYTES`] or more is stored out of line (flag bit 1): the entry's
+//! value field is then 4 bytes, the [`Ref`] of its own arena block (see
+//! [`Keyspace::pin_value`]), so a pending reply can keep sending it after the key is
+//! overwritten or deleted.
 
 pub mod evict;
 pub mod expire;
@@ -34,6 +39,18 @@ const OFF_ENC: usize = 17;
 const OFF_FLAGS: usize = 18;
 const OFF_VIDX: usize = 20;
 const FLAG_EXPIRE: u8 = 1;
+const FLAG_BIG: u8 = 2;
+
+/// Strings this long or longer live in their own arena block (so replies can reference
+/// them instead of copying). `min-string-size-avoid-copy-reply` values below this act as
+/// this value.
+pub const BIG_VALUE_BYTES: usize = 4096;
+/// Header of an out-of-line value block: length (u32), orphan flag (u32), and the
+/// prev/next links (Ref) of the orphan list (blocks the keyspace dropped while a reply
+/// still referenced them).
+const BIG_HDR: usize = 16;
+/// Slot 3 is the collections' value graveyard (`collections::ROOT_VALUE_GRAVEYARD`).
+const ROOT_ORPHANS: usize = 4;
 
 /// Arena root slots used by the keyspace.
 const ROOT_DBS: usize = 0;
@@ -176,6 +193,10 @@ pub struct Keyspace {
     /// When Some (the AOF is on), keys deleted by expiry or eviction are queued here so
     /// the propagation hook logs a DEL for each (Redis's propagateDeletion).
     pub deletions: Option<Vec<(usize, Vec<u8>)>>,
+    /// Out-of-line value blocks referenced by pending replies: block -> reference count.
+    /// Kept off the arena on purpose: a snapshot image never records a client's reference
+    /// (see ARCHITECTURE.md, "Large values").
+    pins: std::collections::HashMap<Ref, u32>,
 }
 
 #[inline]
@@ -219,8 +240,34 @@ fn release_entry_value(a: &mut Arena, e: Ref) -> bool {
     crate::collections::release_value(a, Kind::from_u8(kind), &head[..n])
 }
 
-/// Frees an unlinked entry and what its value owns.
-fn free_entry(a: &mut Arena, e: Ref) -> bool {
+/// Drops the keyspace's reference to an out-of-line block: freed now, or linked into the
+/// arena's orphan list when a reply still references it (freed by the last unpin, or at
+/// the next restart if a snapshot image caught it).
+fn drop_block(a: &mut Arena, pins: &std::collections::HashMap<Ref, u32>, b: Ref) {
+    let len = a.read_u32(b, 0) as usize;
+    if pins.contains_key(&b) {
+        let head = a.root(ROOT_ORPHANS) as Ref;
+        a.write_u32(b, 4, 1);
+        a.write_u32(b, 8, NULL);
+        a.write_u32(b, 12, head);
+        if head != NULL {
+            a.write_u32(head, 8, b);
+        }
+        a.set_root(ROOT_ORPHANS, b as u64);
+    } else {
+        a.free(b, BIG_HDR + len);
+    }
+}
+
+/// Frees an unlinked entry and what its value owns: its out-of-line string block (freed,
+/// or orphaned while a reply references it) and a collection's structures (big ones go to
+/// the value graveyard). Called by every path that frees an entry. Returns true if the
+/// value went to the graveyard.
+fn free_entry(a: &mut Arena, pins: &std::collections::HashMap<Ref, u32>, e: Ref) -> bool {
+    if entry_flags(a, e) & FLAG_BIG != 0 {
+        let b = a.read_u32(e, ENTRY_HEADER_BYTES + entry_key_len(a, e));
+        drop_block(a, pins, b);
+    }
     let graved = release_entry_value(a, e);
     let size = entry_size(a, e);
     a.free(e, size);
@@ -256,6 +303,7 @@ impl Keyspace {
             lazyfree_pending: 0,
             loading: false,
             deletions: None,
+            pins: std::collections::HashMap::new(),
         };
         for i in 0..num_dbs {
             ks.write_db(i, &Self::empty_db());
@@ -263,6 +311,7 @@ impl Keyspace {
         ks.arena.set_root(ROOT_DBS, dbs as u64);
         ks.arena.set_root(ROOT_NUM_DBS, num_dbs as u64);
         ks.arena.set_root(ROOT_GRAVEYARD, NULL as u64);
+        ks.arena.set_root(ROOT_ORPHANS, NULL as u64);
         ks
     }
 
@@ -299,6 +348,7 @@ impl Keyspace {
             lazyfree_pending: 0,
             loading: false,
             deletions: None,
+            pins: std::collections::HashMap::new(),
         };
         if image_dbs < num_dbs {
             let grown = ks.arena.alloc(DB_HEADER_BYTES * num_dbs);
@@ -313,6 +363,21 @@ impl Keyspace {
             ks.arena.set_root(ROOT_DBS, grown as u64);
             ks.arena.set_root(ROOT_NUM_DBS, num_dbs as u64);
         }
+        // Blocks the keyspace had dropped while replies still referenced them: those
+        // clients are gone after a restart, so the blocks are freed now.
+        let mut orphan = ks.arena.root(ROOT_ORPHANS);
+        let mut hops = 0u64;
+        while orphan != NULL as u64 {
+            if orphan * 8 >= bump || hops > bump {
+                return Err("the orphan list leaves the arena".into());
+            }
+            let b = orphan as Ref;
+            orphan = ks.arena.read_u32(b, 12) as u64;
+            let len = ks.arena.read_u32(b, 0) as usize;
+            ks.arena.free(b, BIG_HDR + len);
+            hops += 1;
+        }
+        ks.arena.set_root(ROOT_ORPHANS, NULL as u64);
         // Entries still waiting in the graveyard (INFO lazyfree_pending_objects).
         let mut node = ks.arena.root(ROOT_GRAVEYARD);
         let mut hops = 0u64;
@@ -407,18 +472,140 @@ impl Keyspace {
     pub fn set_str_enc(&mut self, e: Ref, enc: StrEnc) {
         self.arena.bytes_mut(e, OFF_ENC, 1)[0] = enc as u8;
     }
-    /// The raw value bytes (the string itself for strings).
+    /// The raw value bytes (the string itself for strings; out-of-line values are read
+    /// from their block).
     #[inline]
     pub fn value(&self, e: Ref) -> &[u8] {
         let kl = entry_key_len(&self.arena, e);
+        if let Some(b) = self.big_block(e) {
+            let len = self.arena.read_u32(b, 0) as usize;
+            return self.arena.bytes(b, BIG_HDR, len);
+        }
         let vl = entry_val_len(&self.arena, e);
         self.arena.bytes(e, ENTRY_HEADER_BYTES + kl, vl)
     }
+    /// The value bytes for writing in place. An out-of-line value that a pending reply
+    /// references is copied first (copy-on-write): the reply keeps the old bytes.
     pub fn value_mut(&mut self, e: Ref) -> &mut [u8] {
         let kl = entry_key_len(&self.arena, e);
+        if let Some(b) = self.big_block(e) {
+            let len = self.arena.read_u32(b, 0) as usize;
+            let b = if self.pins.contains_key(&b) {
+                self.replace_block(e, b, len)
+            } else {
+                b
+            };
+            return self.arena.bytes_mut(b, BIG_HDR, len);
+        }
         let vl = entry_val_len(&self.arena, e);
         self.arena.bytes_mut(e, ENTRY_HEADER_BYTES + kl, vl)
     }
+
+    // ---- out-of-line values --------------------------------------------------------------
+
+    /// The out-of-line block of a big value, if the entry has one.
+    #[inline]
+    fn big_block(&self, e: Ref) -> Option<Ref> {
+        if entry_flags(&self.arena, e) & FLAG_BIG == 0 {
+            return None;
+        }
+        Some(
+            self.arena
+                .read_u32(e, ENTRY_HEADER_BYTES + entry_key_len(&self.arena, e)),
+        )
+    }
+
+    /// Whether the entry's value lives in its own block (OBJECT ENCODING stays `raw`).
+    pub fn is_big(&self, e: Ref) -> bool {
+        entry_flags(&self.arena, e) & FLAG_BIG != 0
+    }
+
+    fn new_block(&mut self, bytes: &[u8], len: usize) -> Ref {
+        let b = self.arena.alloc(BIG_HDR + len);
+        self.arena.write_u32(b, 0, len as u32);
+        self.arena.write_u32(b, 4, 0);
+        self.arena.write_u32(b, 8, NULL);
+        self.arena.write_u32(b, 12, NULL);
+        let n = bytes.len().min(len);
+        self.arena
+            .bytes_mut(b, BIG_HDR, n)
+            .copy_from_slice(&bytes[..n]);
+        if len > n {
+            self.arena.bytes_mut(b, BIG_HDR + n, len - n).fill(0);
+        }
+        b
+    }
+
+    /// Gives entry `e` a private copy of its block `old` (resized to `len`, zero-filled),
+    /// and drops the keyspace's reference to `old`. Returns the new block.
+    fn replace_block(&mut self, e: Ref, old: Ref, len: usize) -> Ref {
+        let old_len = self.arena.read_u32(old, 0) as usize;
+        let keep = old_len.min(len);
+        let b = self.arena.alloc(BIG_HDR + len);
+        self.arena.write_u32(b, 0, len as u32);
+        self.arena.write_u32(b, 4, 0);
+        self.arena.write_u32(b, 8, NULL);
+        self.arena.write_u32(b, 12, NULL);
+        self.arena.copy_within(old, BIG_HDR, b, BIG_HDR, keep);
+        if len > keep {
+            self.arena.bytes_mut(b, BIG_HDR + keep, len - keep).fill(0);
+        }
+        let kl = entry_key_len(&self.arena, e);
+        self.arena.write_u32(e, ENTRY_HEADER_BYTES + kl, b);
+        drop_block(&mut self.arena, &self.pins, old);
+        b
+    }
+
+    /// Takes a reply's reference to entry `e`'s out-of-line value: returns (block, len)
+    /// or None when the value is stored in line. The block stays allocated and unchanged
+    /// until [`Keyspace::unpin`]: writes copy it, deletions leave it to the last unpin.
+    pub fn pin_value(&mut self, e: Ref) -> Option<(Ref, usize)> {
+        let b = self.big_block(e)?;
+        *self.pins.entry(b).or_insert(0) += 1;
+        Some((b, self.arena.read_u32(b, 0) as usize))
+    }
+
+    /// Drops a reply's reference; frees the block if the keyspace had dropped it too.
+    pub fn unpin(&mut self, b: Ref) {
+        let Some(n) = self.pins.get_mut(&b) else {
+            debug_assert!(false, "unpin of an unpinned block");
+            return;
+        };
+        *n -= 1;
+        if *n > 0 {
+            return;
+        }
+        self.pins.remove(&b);
+        if self.arena.read_u32(b, 4) != 0 {
+            // Orphaned: unlink from the orphan list and free.
+            let prev = self.arena.read_u32(b, 8);
+            let next = self.arena.read_u32(b, 12);
+            if prev == NULL {
+                self.arena.set_root(ROOT_ORPHANS, next as u64);
+            } else {
+                self.arena.write_u32(prev, 12, next);
+            }
+            if next != NULL {
+                self.arena.write_u32(next, 8, prev);
+            }
+            let len = self.arena.read_u32(b, 0) as usize;
+            self.arena.free(b, BIG_HDR + len);
+        }
+    }
+
+    /// A pointer to an out-of-line value's bytes for a socket writer (possibly on an I/O
+    /// thread). Valid while the block is pinned: pinned blocks are never written or freed,
+    /// and the arena's reservation never moves.
+    pub fn block_ptr(&self, b: Ref) -> *const u8 {
+        // SAFETY of the offset: the block was allocated with BIG_HDR + len bytes.
+        unsafe { self.arena.ptr(b).add(BIG_HDR) as *const u8 }
+    }
+
+    /// Blocks currently referenced by replies (tests, INFO).
+    pub fn pinned_blocks(&self) -> usize {
+        self.pins.len()
+    }
+
     #[inline]
     pub fn has_expire(&self, e: Ref) -> bool {
         entry_flags(&self.arena, e) & FLAG_EXPIRE != 0
@@ -440,7 +627,10 @@ impl Keyspace {
     }
     /// Bytes the entry takes in the arena (its block's class size).
     pub fn entry_alloc_bytes(&self, e: Ref) -> usize {
-        crate::arena::size_class(entry_size(&self.arena, e)).1
+        let block = self.big_block(e).map_or(0, |b| {
+            crate::arena::size_class(BIG_HDR + self.arena.read_u32(b, 0) as usize).1
+        });
+        crate::arena::size_class(entry_size(&self.arena, e)).1 + block
     }
 
     /// The access field a newly created value gets (LRU clock now, or LFU_INIT_VAL).
@@ -580,25 +770,36 @@ impl Keyspace {
         expire: Option<i64>,
         lru: u32,
     ) -> Ref {
-        let size = entry_bytes(key.len(), value.len(), expire.is_some());
+        let big = kind == Kind::String && value.len() >= BIG_VALUE_BYTES;
+        let block = if big {
+            Some(self.new_block(value, value.len()))
+        } else {
+            None
+        };
+        let inline_len = if big { 4 } else { value.len() };
+        let size = entry_bytes(key.len(), inline_len, expire.is_some());
         let e = self.arena.alloc(size);
         let a = &mut self.arena;
         a.write_u32(e, 0, NULL);
         a.write_u32(e, 4, key.len() as u32);
-        a.write_u32(e, OFF_VAL_LEN, value.len() as u32);
+        a.write_u32(e, OFF_VAL_LEN, inline_len as u32);
         a.write_u32(e, OFF_LRU, lru);
         let hdr = a.bytes_mut(e, OFF_KIND, 4);
         hdr[0] = kind as u8;
         hdr[1] = enc;
-        hdr[2] = if expire.is_some() { FLAG_EXPIRE } else { 0 };
+        hdr[2] = if expire.is_some() { FLAG_EXPIRE } else { 0 } | if big { FLAG_BIG } else { 0 };
         hdr[3] = 0;
         a.write_u32(e, OFF_VIDX, u32::MAX);
         a.bytes_mut(e, ENTRY_HEADER_BYTES, key.len())
             .copy_from_slice(key);
-        a.bytes_mut(e, ENTRY_HEADER_BYTES + key.len(), value.len())
-            .copy_from_slice(value);
+        match block {
+            Some(b) => a.write_u32(e, ENTRY_HEADER_BYTES + key.len(), b),
+            None => a
+                .bytes_mut(e, ENTRY_HEADER_BYTES + key.len(), value.len())
+                .copy_from_slice(value),
+        }
         if let Some(t) = expire {
-            a.write_u64(e, ENTRY_HEADER_BYTES + key.len() + value.len(), t as u64);
+            a.write_u64(e, ENTRY_HEADER_BYTES + key.len() + inline_len, t as u64);
         }
         e
     }
@@ -651,7 +852,7 @@ impl Keyspace {
                     old_expire.is_some(),
                     expire.is_some(),
                 );
-                if free_entry(&mut self.arena, o) {
+                if free_entry(&mut self.arena, &self.pins, o) {
                     self.lazyfree_pending += 1;
                 }
             }
@@ -704,9 +905,52 @@ impl Keyspace {
     /// it. TTL and access time are kept. Returns the (possibly new) entry.
     pub fn resize_value(&mut self, db: usize, e: Ref, new_len: usize) -> Ref {
         let kl = entry_key_len(&self.arena, e);
+        if let Some(b) = self.big_block(e) {
+            // Out of line: the entry stays put, only its block changes. A referenced block
+            // is never resized in place (copy-on-write).
+            let old_len = self.arena.read_u32(b, 0) as usize;
+            if old_len == new_len {
+                return e;
+            }
+            let same_class = crate::arena::size_class(BIG_HDR + old_len).0
+                == crate::arena::size_class(BIG_HDR + new_len).0;
+            if same_class && !self.pins.contains_key(&b) {
+                self.arena.realloc(b, BIG_HDR + old_len, BIG_HDR + new_len);
+                self.arena.write_u32(b, 0, new_len as u32);
+                if new_len > old_len {
+                    self.arena
+                        .bytes_mut(b, BIG_HDR + old_len, new_len - old_len)
+                        .fill(0);
+                }
+            } else {
+                self.replace_block(e, b, new_len);
+            }
+            return e;
+        }
         let vl = entry_val_len(&self.arena, e);
         if vl == new_len {
             return e;
+        }
+        if new_len >= BIG_VALUE_BYTES && self.kind(e) == Kind::String {
+            // Growing past the threshold: rebuild the entry with its value out of line.
+            let mut v = self.value(e).to_vec();
+            v.resize(new_len, 0);
+            let key = self.key(e).to_vec();
+            let (kind, enc, lru) = (self.kind(e), self.enc(e), self.lru(e));
+            let expire = self.expire_at(e);
+            let n = self.write_new_entry(&key, kind, enc, &v, expire, lru);
+            let h = self.arena.hash(&key);
+            let mut dbh = self.read_db(db);
+            dbh.dict.replace(&mut self.arena, e, n, h);
+            if expire.is_some() {
+                let idx = self.arena.read_u32(e, OFF_VIDX);
+                dbh.volatile.set(&mut self.arena, idx as usize, n);
+                self.arena.write_u32(n, OFF_VIDX, idx);
+            }
+            self.write_db(db, &dbh);
+            let size = entry_size(&self.arena, e);
+            self.arena.free(e, size);
+            return n;
         }
         let expire = self.expire_at(e);
         let old_size = entry_bytes(kl, vl, expire.is_some());
@@ -799,7 +1043,7 @@ impl Keyspace {
             self.volatile_remove(&mut dbh, idx);
         }
         self.write_db(db, &dbh);
-        if free_entry(&mut self.arena, e) {
+        if free_entry(&mut self.arena, &self.pins, e) {
             self.lazyfree_pending += 1;
         }
     }
@@ -928,8 +1172,9 @@ impl Keyspace {
         let mut g: GraveNode = self.arena.read(node);
         let before = g.db.dict.len();
         let mut graved = 0u64;
+        let pins = &self.pins;
         let done = g.db.dict.destroy_some(&mut self.arena, budget, |a, e| {
-            if free_entry(a, e) {
+            if free_entry(a, pins, e) {
                 graved += 1;
             }
         });
@@ -1024,6 +1269,50 @@ mod tests {
 
     fn ks() -> Keyspace {
         Keyspace::new(Arena::new(1 << 30, [9, 9]).unwrap(), 4)
+    }
+
+    #[test]
+    fn big_values_pin_cow_and_orphans() {
+        let mut k = ks();
+        let base = k.arena.used_bytes();
+        let big: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+        let e = k.set_string(0, b"k", &big, StrEnc::Raw, Ttl::Clear);
+        assert!(k.is_big(e));
+        assert_eq!(k.value(e), &big[..]);
+        let (b, len) = k.pin_value(e).unwrap();
+        assert_eq!(len, big.len());
+        // Copy-on-write: writing through value_mut leaves the pinned block intact.
+        k.value_mut(e)[0] = 0xFF;
+        let pinned = unsafe { std::slice::from_raw_parts(k.block_ptr(b), len) };
+        assert_eq!(pinned, &big[..]);
+        assert_eq!(k.value(e)[0], 0xFF);
+        // Resize (APPEND) copies too; then TTL moves the entry, keeping its block.
+        let e = k.find_raw(0, b"k").unwrap();
+        let (b2, _) = k.pin_value(e).unwrap();
+        let e = k.resize_value(0, e, 200_000);
+        assert_eq!(k.value(e).len(), 200_000);
+        let e = k.set_expire(0, e, Some(i64::MAX));
+        assert_eq!(k.value(e)[1], 1);
+        // Overwrite and flush: the pinned blocks survive as orphans until unpinned.
+        k.set_string(0, b"k", b"small", StrEnc::Embstr, Ttl::Clear);
+        assert_eq!(k.pinned_blocks(), 2);
+        assert_eq!(unsafe { *k.block_ptr(b).add(7) }, 7);
+        k.unpin(b2);
+        k.unpin(b);
+        assert_eq!(k.pinned_blocks(), 0);
+        assert_eq!(k.arena.root(ROOT_ORPHANS), NULL as u64);
+        // Growing a small value past the threshold moves it out of line.
+        let e = k.find_raw(0, b"k").unwrap();
+        let e = k.resize_value(0, e, 50_000);
+        assert!(k.is_big(e));
+        assert_eq!(&k.value(e)[..5], b"small");
+        let e = k.set_string(0, b"j", &big, StrEnc::Raw, Ttl::Clear);
+        let (b3, _) = k.pin_value(e).unwrap();
+        k.flush_db(0);
+        while k.lazyfree_step(1024) {}
+        assert_eq!(unsafe { *k.block_ptr(b3).add(9) }, 9);
+        k.unpin(b3);
+        assert_eq!(k.arena.used_bytes(), base);
     }
 
     #[test]

@@ -68,6 +68,11 @@ impl<'a> Reply<'a> {
         self.buf.extend_from_slice(b"\r\n");
     }
 
+    /// Just the `$len` line of a bulk string whose bytes are sent from elsewhere.
+    pub fn bulk_header(&mut self, len: usize) {
+        self.header(b'$', len as i64);
+    }
+
     pub fn bulk_str(&mut self, s: &str) {
         self.bulk(s.as_bytes());
     }

@@ -4,6 +4,7 @@
 //! does. Limits enforced here: `maxclients`, `client-query-buffer-limit`,
 //! `proto-max-bulk-len` (through the parser), `client-output-buffer-limit`, `timeout`.
 
+use super::outq::OutRefs;
 use super::Server;
 use crate::commands::Args;
 use crate::protocol::parser::{ArgSource, Parse, ParseLimits, RequestParser};
@@ -64,6 +65,8 @@ pub struct Conn {
     /// until the log is durable up to that LSN. LSNs rise along the queue.
     holds: VecDeque<(usize, u64)>,
     in_held_list: bool,
+    /// Large values spliced into `out` by reference (src/server/outq.rs).
+    refs: OutRefs,
 }
 
 impl Conn {
@@ -173,6 +176,7 @@ fn run_batch(
     batch: &mut Batch,
     out: &mut Vec<u8>,
     holds: &mut VecDeque<(usize, u64)>,
+    refs: &mut OutRefs,
 ) -> bool {
     let mut held = false;
     if batch.cmds.is_empty() {
@@ -204,7 +208,7 @@ fn run_batch(
             break;
         }
         let args = Args::new(qbuf, &batch.args[first..first + argc]);
-        held |= exec_holding(srv, client, args, out, holds);
+        held |= exec_holding(srv, client, args, out, holds, refs);
     }
     batch.args.clear();
     batch.cmds.clear();
@@ -220,9 +224,12 @@ fn exec_holding(
     args: Args,
     out: &mut Vec<u8>,
     holds: &mut VecDeque<(usize, u64)>,
+    refs: &mut OutRefs,
 ) -> bool {
     let mark = out.len();
-    srv.execute(client, args, out);
+    let mut new_refs = Vec::new();
+    srv.execute_refs(client, args, out, &mut new_refs);
+    refs.extend(new_refs);
     let h = srv.aof.hold_lsn;
     if h > 0 && holds.back().is_none_or(|b| b.1 < h) {
         holds.push_back((mark, h));
@@ -403,6 +410,7 @@ impl EventLoop {
                 closing: false,
                 want_writable: false,
                 holds: VecDeque::new(),
+                refs: OutRefs::default(),
                 in_held_list: false,
             });
             self.connected += 1;
@@ -544,6 +552,7 @@ impl EventLoop {
                             &mut self.batch,
                             &mut conn.out,
                             &mut conn.holds,
+                            &mut conn.refs,
                         );
                     }
                     if !batched {
@@ -553,8 +562,14 @@ impl EventLoop {
                             &conn.qbuf
                         };
                         let args = Args::new(buf, &conn.parser.args);
-                        held |=
-                            exec_holding(srv, &mut client, args, &mut conn.out, &mut conn.holds);
+                        held |= exec_holding(
+                            srv,
+                            &mut client,
+                            args,
+                            &mut conn.out,
+                            &mut conn.holds,
+                            &mut conn.refs,
+                        );
                     }
                     if srv.shutdown.is_some() {
                         break;
@@ -569,6 +584,7 @@ impl EventLoop {
                         &mut self.batch,
                         &mut conn.out,
                         &mut conn.holds,
+                        &mut conn.refs,
                     );
                     verbose!(
                         "Protocol error ({msg}) from client: {}",
@@ -589,11 +605,14 @@ impl EventLoop {
             &mut self.batch,
             &mut conn.out,
             &mut conn.holds,
+            &mut conn.refs,
         );
         if client.http_guard_close {
             // The HTTP guard: Redis sends nothing more to such a connection.
             conn.out.truncate(out_before);
             conn.holds.clear();
+            let gone = conn.refs.truncate(out_before);
+            srv.release_refs(gone);
         }
         if held && !conn.in_held_list && !conn.holds.is_empty() {
             conn.in_held_list = true;
@@ -612,7 +631,7 @@ impl EventLoop {
             conn.qbuf = Vec::new();
         }
         client.qbuf_bytes = conn.qbuf.len() as u64;
-        client.obuf_bytes = (conn.out.len() - conn.out_pos) as u64;
+        client.obuf_bytes = (conn.out.len() - conn.out_pos) as u64 + conn.refs.pending_bytes();
         let close = client.close_after_reply;
         let over = output_over_limit(srv, &mut client);
         srv.clients[slot] = Some(client);
@@ -634,12 +653,21 @@ impl EventLoop {
         } else {
             conn.sendable_end(srv.aof.release_lsn())
         };
+        let mut done_refs = Vec::new();
         while conn.out_pos < end && written < WRITE_BUDGET_BYTES {
-            match conn.stream.write(&conn.out[conn.out_pos..end]) {
-                Ok(0) => break,
-                Ok(n) => {
-                    let asked = end - conn.out_pos;
-                    conn.out_pos += n;
+            let res = conn.refs.write_to(
+                &mut conn.stream,
+                &conn.out,
+                &mut conn.out_pos,
+                end,
+                &mut done_refs,
+            );
+            for b in done_refs.drain(..) {
+                srv.ks.unpin(b);
+            }
+            match res {
+                Ok((0, _)) => break,
+                Ok((n, asked)) => {
                     written += n;
                     srv.stats.net_output_bytes += n as u64;
                     if n < asked {
@@ -694,7 +722,7 @@ impl EventLoop {
         }
         let done = conn.out_pos == conn.out.len();
         if let Some(c) = srv.clients[slot].as_mut() {
-            c.obuf_bytes = (conn.out.len() - conn.out_pos) as u64;
+            c.obuf_bytes = (conn.out.len() - conn.out_pos) as u64 + conn.refs.pending_bytes();
             if done && c.close_after_reply {
                 self.close(srv, slot);
             }
@@ -766,7 +794,7 @@ impl EventLoop {
             if client.pushed.capacity() > 64 * 1024 {
                 client.pushed = Vec::new();
             }
-            client.obuf_bytes = (conn.out.len() - conn.out_pos) as u64;
+            client.obuf_bytes = (conn.out.len() - conn.out_pos) as u64 + conn.refs.pending_bytes();
             let over = output_over_limit(srv, &mut client);
             srv.clients[slot] = Some(client);
             if over {
@@ -789,6 +817,11 @@ impl EventLoop {
 
     fn close(&mut self, srv: &mut Server, slot: usize) {
         if let Some(mut conn) = self.conns[slot].take() {
+            // Unsent references go with the client: their blocks are unpinned (and freed
+            // if the keyspace dropped them meanwhile).
+            for b in conn.refs.take_all() {
+                srv.ks.unpin(b);
+            }
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.connected -= 1;
             self.free_slots.push(slot);

@@ -7,8 +7,10 @@
 //! commands in order and bounds every queue by the number of connections). The executor
 //! answers through a per-thread inbox and wakes the thread with its mio `Waker`.
 
+use super::outq::OutRefs;
 use super::stats::Stats;
-use super::Server;
+use super::{RefSeg, Server};
+use crate::arena::Ref;
 use crate::commands::Args;
 use crate::protocol::parser::{ArgSource, Parse, ParseLimits, RequestParser};
 use crate::util::now_ms;
@@ -60,11 +62,16 @@ enum ToExecutor {
     },
     /// The AOF writer made more of the log durable: held replies may go.
     AofDurable,
+    /// Value blocks whose referencing replies were written (or dropped): the executor
+    /// unpins them (I/O threads never touch the arena's allocator).
+    Release(Vec<Ref>),
 }
 
 struct ToIo {
     conn: ConnId,
     out: Vec<u8>,
+    /// Large values spliced into `out` by reference (positions in `out`).
+    refs: Vec<RefSeg>,
     close: bool,
     authenticated: bool,
     /// Pub/sub messages pushed to the connection, not the reply to its batch: the
@@ -157,6 +164,8 @@ struct IoConn {
     want_writable: bool,
     /// Subscribed (as of the executor's last message): `pubsub` output limits apply.
     pubsub: bool,
+    /// Large values spliced into `out` by reference (src/server/outq.rs).
+    refs: OutRefs,
 }
 
 struct IoThread {
@@ -175,6 +184,10 @@ struct IoThread {
     limits: Arc<SharedLimits>,
     counters: Arc<IoCounters>,
     connected: Arc<AtomicUsize>,
+    /// Connections whose read stopped at the read budget with data possibly left in the
+    /// socket: edge-triggered polling will not report them again, so they are read
+    /// again after this turn's events.
+    more_to_read: Vec<usize>,
 }
 
 impl IoThread {
@@ -208,6 +221,9 @@ impl IoThread {
                 if ev.is_writable() {
                     self.write(t);
                 }
+            }
+            for slot in std::mem::take(&mut self.more_to_read) {
+                self.read(slot);
             }
             if self.drain_inbox() {
                 // Shutdown: flush what we have and stop.
@@ -298,6 +314,7 @@ impl IoThread {
             parser: RequestParser::new(),
             qbuf: Vec::new(),
             out: Vec::new(),
+            refs: OutRefs::default(),
             out_pos: 0,
             in_flight: false,
             close_after_write: false,
@@ -412,6 +429,9 @@ impl IoThread {
             self.close(slot);
         } else if total >= READ_BUDGET_BYTES {
             // Edge-triggered: come back for the rest after others had their turn.
+            if !self.more_to_read.contains(&slot) {
+                self.more_to_read.push(slot);
+            }
             let _ = self.me.waker.wake();
         }
     }
@@ -483,12 +503,18 @@ impl IoThread {
             return;
         };
         let mut written = 0;
+        let mut done_refs = Vec::new();
         while conn.out_pos < conn.out.len() && written < WRITE_BUDGET_BYTES {
-            match conn.stream.write(&conn.out[conn.out_pos..]) {
-                Ok(0) => break,
-                Ok(n) => {
-                    let asked = conn.out.len() - conn.out_pos;
-                    conn.out_pos += n;
+            let end = conn.out.len();
+            match conn.refs.write_to(
+                &mut conn.stream,
+                &conn.out,
+                &mut conn.out_pos,
+                end,
+                &mut done_refs,
+            ) {
+                Ok((0, _)) => break,
+                Ok((n, asked)) => {
                     written += n;
                     if n < asked {
                         // The socket buffer is full: wait for a writable event.
@@ -498,11 +524,18 @@ impl IoThread {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => {
+                    self.release(done_refs);
                     self.close(slot);
                     return;
                 }
             }
         }
+        if !done_refs.is_empty() {
+            self.release(done_refs);
+        }
+        let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return;
+        };
         if written > 0 {
             self.counters
                 .net_output_bytes
@@ -542,8 +575,18 @@ impl IoThread {
         }
     }
 
+    /// Hands blocks back to the executor for unpinning.
+    fn release(&mut self, blocks: Vec<Ref>) {
+        if !blocks.is_empty() {
+            self.send(ToExecutor::Release(blocks));
+        }
+    }
+
     fn close(&mut self, slot: usize) {
         if let Some(mut conn) = self.conns[slot].take() {
+            // Unsent references go with the client.
+            let blocks = conn.refs.take_all();
+            self.release(blocks);
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.by_id.remove(&conn.id);
             self.free.push(slot);
@@ -566,12 +609,16 @@ impl IoThread {
             self.adopt(stream, peer);
         }
         for r in replies {
-            let Some(&slot) = self.by_id.get(&r.conn) else {
+            let Some(conn) = self
+                .by_id
+                .get(&r.conn)
+                .and_then(|&slot| self.conns[slot].as_mut())
+            else {
+                // The connection is gone: its references go back at once.
+                self.release(r.refs.iter().map(|x| x.block).collect());
                 continue;
             };
-            let Some(conn) = self.conns[slot].as_mut() else {
-                continue;
-            };
+            let slot = self.by_id[&r.conn];
             conn.pubsub = r.pubsub;
             if r.push_only && r.close {
                 // The executor found the client over its pub/sub output limit.
@@ -591,8 +638,14 @@ impl IoThread {
             if conn.out.is_empty() {
                 conn.out = r.out;
                 conn.out_pos = 0;
+                conn.refs.extend(r.refs);
             } else {
+                let base = conn.out.len();
                 conn.out.extend_from_slice(&r.out);
+                conn.refs.extend(r.refs.into_iter().map(|x| RefSeg {
+                    pos: x.pos + base,
+                    ..x
+                }));
             }
             if r.close {
                 conn.close_after_write = true;
@@ -622,7 +675,7 @@ impl IoThread {
         let Some(conn) = self.conns[slot].as_mut() else {
             return false;
         };
-        let pending = (conn.out.len() - conn.out_pos) as u64;
+        let pending = (conn.out.len() - conn.out_pos) as u64 + conn.refs.pending_bytes();
         let l = &self.limits;
         let (hard, soft, secs) = if conn.pubsub {
             (
@@ -746,6 +799,7 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
             limits: limits.clone(),
             counters: counters.clone(),
             connected: connected.clone(),
+            more_to_read: Vec::new(),
         };
         joins.push(
             std::thread::Builder::new()
@@ -847,6 +901,7 @@ fn executor_loop(
                 } else if failed {
                     let (_, t, mut r) = held.swap_remove(i);
                     r.out.clear();
+                    srv.release_refs(r.refs.drain(..));
                     r.close = true;
                     outgoing[t].push(r);
                 } else {
@@ -871,6 +926,7 @@ fn executor_loop(
                 outgoing[t].push(ToIo {
                     conn: id,
                     out: Vec::new(),
+                    refs: Vec::new(),
                     close: true,
                     authenticated: true,
                     push_only: false,
@@ -907,6 +963,11 @@ fn handle_message(
 ) {
     match m {
         ToExecutor::AofDurable => {}
+        ToExecutor::Release(blocks) => {
+            for b in blocks {
+                srv.ks.unpin(b);
+            }
+        }
         ToExecutor::Connected {
             conn,
             addr,
@@ -941,6 +1002,7 @@ fn handle_message(
             };
             // Messages pushed to this client before these commands precede their replies.
             let mut out = std::mem::take(&mut client.pushed);
+            let mut refs = Vec::new();
             srv.begin_batch();
             let mut hold = 0;
             for &(first, argc) in &b.cmds {
@@ -948,7 +1010,7 @@ fn handle_message(
                     break;
                 }
                 let args = Args::new(&b.data, &b.args[first..first + argc]);
-                srv.execute(&mut client, args, &mut out);
+                srv.execute_refs(&mut client, args, &mut out, &mut refs);
                 hold = hold.max(srv.aof.hold_lsn);
             }
             if let Some(e) = &b.error {
@@ -960,11 +1022,13 @@ fn handle_message(
             if client.http_guard_close {
                 // The HTTP guard: Redis sends nothing more to such a connection.
                 out.clear();
+                srv.release_refs(refs.drain(..));
             }
             let t = (b.conn >> 56) as usize;
             let reply = ToIo {
                 conn: b.conn,
                 out,
+                refs,
                 close: client.close_after_reply,
                 authenticated: client.authenticated || srv.config.settings().requirepass.is_none(),
                 push_only: false,
@@ -1010,6 +1074,7 @@ fn ship_pushes(srv: &mut Server, outgoing: &mut [Vec<ToIo>], held: &mut [(u64, u
         outgoing[t].push(ToIo {
             conn: c.conn_id,
             out: std::mem::take(&mut c.pushed),
+            refs: Vec::new(),
             close: c.close_asap,
             authenticated: true,
             push_only: true,

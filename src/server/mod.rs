@@ -8,6 +8,7 @@ pub mod client;
 pub mod event_loop;
 pub mod io_threads;
 pub mod log;
+pub mod outq;
 pub mod stats;
 
 pub use client::Client;
@@ -72,6 +73,22 @@ pub struct Server {
     pub security_warning_logged_ms: i64,
     /// Pub/sub subscription tables and the queue of clients with pushed messages.
     pub pubsub: commands::pubsub::PubSub,
+    /// Reply segments referencing stored values, appended by the command being run; only
+    /// enabled (`reply_refs_min` < MAX) inside [`Server::execute_refs`], whose caller owns
+    /// them (and must [`Keyspace::unpin`](crate::keyspace::Keyspace::unpin) each when sent).
+    pub reply_refs: Vec<RefSeg>,
+    pub reply_refs_min: u64,
+}
+
+/// A reply segment sent from a stored value instead of the reply buffer: the value's
+/// block (pinned), inserted in the owned output bytes at `pos`.
+#[derive(Clone, Copy, Debug)]
+pub struct RefSeg {
+    pub pos: usize,
+    pub block: crate::arena::Ref,
+    pub len: usize,
+    /// Address of the value's first byte (stable while pinned).
+    pub addr: usize,
 }
 
 impl Server {
@@ -121,6 +138,8 @@ impl Server {
             master_replid,
             snapshot: Default::default(),
             security_warning_logged_ms: i64::MIN / 2,
+            reply_refs: Vec::new(),
+            reply_refs_min: u64::MAX,
             config,
             aof: Default::default(),
             loading: false,
@@ -223,12 +242,57 @@ impl Server {
             .clamp(mark, out.len());
         match client.reply_mode {
             client::ReplyMode::On => {}
-            client::ReplyMode::Off => out.truncate(keep),
+            client::ReplyMode::Off => self.truncate_reply(out, keep),
             client::ReplyMode::SkipNext => client.reply_mode = client::ReplyMode::Skip,
             client::ReplyMode::Skip => {
-                out.truncate(keep);
+                self.truncate_reply(out, keep);
                 client.reply_mode = client::ReplyMode::On;
             }
+        }
+        let referenced: usize = self.reply_refs.iter().map(|r| r.len).sum();
+        self.stats.reply_bytes_referenced += referenced as u64;
+        self.stats.reply_bytes_copied += (out.len() - mark) as u64;
+    }
+
+    /// Runs one command like [`Server::execute`], letting large bulk replies be queued as
+    /// references: they are appended to `refs` (positions in `out`); the caller sends
+    /// them and unpins each block afterwards.
+    pub fn execute_refs(
+        &mut self,
+        client: &mut Client,
+        args: Args,
+        out: &mut Vec<u8>,
+        refs: &mut Vec<RefSeg>,
+    ) {
+        let s = self.config.settings();
+        self.reply_refs_min = if s.io_threads > 1 {
+            s.avoid_copy_reply_threaded_min
+        } else {
+            s.avoid_copy_reply_min
+        };
+        self.execute(client, args, out);
+        self.reply_refs_min = u64::MAX;
+        refs.append(&mut self.reply_refs);
+    }
+
+    /// Drops the reply bytes from `mark` on, and the references among them.
+    fn truncate_reply(&mut self, out: &mut Vec<u8>, mark: usize) {
+        out.truncate(mark);
+        let ks = &mut self.ks;
+        self.reply_refs.retain(|r| {
+            if r.pos >= mark {
+                ks.unpin(r.block);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    /// Drops queued reply references (a connection closed, or output discarded).
+    pub fn release_refs(&mut self, refs: impl IntoIterator<Item = RefSeg>) {
+        for r in refs {
+            self.ks.unpin(r.block);
         }
     }
 

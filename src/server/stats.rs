@@ -19,6 +19,9 @@ pub struct Stats {
     pub total_error_replies: u64,
     pub io_threaded_reads_processed: u64,
     pub io_threaded_writes_processed: u64,
+    /// Reply bytes written into reply buffers vs. sent by reference to stored values.
+    pub reply_bytes_copied: u64,
+    pub reply_bytes_referenced: u64,
     /// Error replies by their code (`ERR`, `WRONGTYPE`, ...) for INFO errorstats.
     pub errors_by_code: BTreeMap<String, u64>,
     /// Highest `used_memory` seen (INFO used_memory_peak).

@@ -114,6 +114,11 @@ impl Server {
         {
             return;
         }
+        // Pending replies reference blocks of the current arena: swap it out only once
+        // they are written (never in practice: nothing is served from the empty keyspace).
+        if self.ks.pinned_blocks() > 0 {
+            return;
+        }
         let Some(job) = self.snapshot.loading.take() else {
             return;
         };

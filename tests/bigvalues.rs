@@ -1,0 +1,380 @@
+//! Large values sent by reference (issue #5): a reply referencing a stored value keeps
+//! the old bytes while the key is overwritten, appended to, deleted or flushed; clients
+//! that never read are dropped at their output limit and the value is then freed.
+
+mod common;
+use common::*;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// 20 MB: large enough to sit in socket buffers and the server's queue for a while.
+const BIG: usize = 20 << 20;
+
+fn big_value(seed: u8) -> Vec<u8> {
+    (0..BIG)
+        .map(|i| {
+            (i as u32)
+                .wrapping_mul(2654435761)
+                .rotate_left(seed as u32 % 31) as u8
+                ^ seed
+        })
+        .collect()
+}
+
+fn bulk(v: &[u8]) -> Vec<u8> {
+    let mut b = format!("${}\r\n", v.len()).into_bytes();
+    b.extend_from_slice(v);
+    b.extend_from_slice(b"\r\n");
+    b
+}
+
+fn read_exact_slowly(s: &mut TcpStream, n: usize, slow_prefix: usize) -> Vec<u8> {
+    let mut got = Vec::with_capacity(n);
+    let mut tmp = vec![0u8; 256 * 1024];
+    while got.len() < n {
+        let want = if got.len() < slow_prefix {
+            // Slow start: small reads with pauses, so the rest waits in the server.
+            std::thread::sleep(Duration::from_millis(2));
+            4096
+        } else {
+            tmp.len()
+        };
+        let want = want.min(n - got.len());
+        let r = s.read(&mut tmp[..want]).expect("read");
+        assert!(r > 0, "closed after {} of {n} bytes", got.len());
+        got.extend_from_slice(&tmp[..r]);
+    }
+    got
+}
+
+/// A raw connection with a long read timeout (20 MB transfers into a debug build on a
+/// shared machine can take seconds).
+fn conn(port: u16) -> Raw {
+    let c = Raw::connect(port);
+    c.s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    c
+}
+
+fn info_field(c: &mut Raw, section: &str, field: &str) -> u64 {
+    let r = c.call(&["INFO", section]);
+    let text = String::from_utf8_lossy(&r).to_string();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Each mutation runs while a slow client still has two pipelined GETs of the old value
+/// (with a PING between them) queued; the slow client must get the old bytes intact.
+fn slow_reader_sees_old_value(io_threads: &str, resp3: bool) {
+    let srv = start_cairn(&["--io-threads", io_threads]);
+    let mut w = conn(srv.port);
+    let mutations: &[&[&str]] = &[
+        &["SET", "k", "small"],
+        &["APPEND", "k", "tail"],
+        &["SETRANGE", "k", "5", "XYZ"],
+        &["SETBIT", "k", "7", "1"],
+        &["DEL", "k"],
+        &["UNLINK", "k"],
+        &["PEXPIRE", "k", "1"],
+        &["FLUSHALL"],
+        &["SWAPDB", "0", "1"],
+    ];
+    for (i, m) in mutations.iter().enumerate() {
+        let v = big_value(i as u8 + if resp3 { 100 } else { 0 });
+        w.cmd(&[b"SET", b"k", &v]);
+        assert_eq!(w.reply(), b"+OK\r\n");
+        let mut slow = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+        slow.set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let mut prefix = Vec::new();
+        if resp3 {
+            slow.write_all(&encode(&[b"HELLO", b"3"])).unwrap();
+            // HELLO's map reply: read it whole before the big ones (nothing else is
+            // pending, so this cannot read past it).
+            let mut hello = Vec::new();
+            let mut tmp = [0u8; 4096];
+            while reply_len(&hello).is_none() {
+                let n = slow.read(&mut tmp).unwrap();
+                assert!(n > 0);
+                hello.extend_from_slice(&tmp[..n]);
+            }
+            assert!(
+                hello.starts_with(b"%"),
+                "{:?}",
+                String::from_utf8_lossy(&hello)
+            );
+        }
+        let mut pipe = encode(&[b"GET", b"k"]);
+        pipe.extend_from_slice(&encode(&[b"PING"]));
+        pipe.extend_from_slice(&encode(&[b"GET", b"k"]));
+        pipe.extend_from_slice(&encode(&[b"STRLEN", b"k"]));
+        slow.write_all(&pipe).unwrap();
+        // Start reading slowly, so the replies are still queued when the key changes.
+        prefix.extend(read_exact_slowly(&mut slow, 64 * 1024, 64 * 1024));
+        let r = w.call(m);
+        assert!(
+            !r.starts_with(b"-"),
+            "{m:?}: {:?}",
+            String::from_utf8_lossy(&r)
+        );
+        let mut expect = bulk(&v);
+        expect.extend_from_slice(b"+PONG\r\n");
+        expect.extend_from_slice(&bulk(&v));
+        expect.extend_from_slice(format!(":{}\r\n", v.len()).as_bytes());
+        let rest = read_exact_slowly(&mut slow, expect.len() - prefix.len(), 256 * 1024);
+        prefix.extend(rest);
+        assert!(prefix == expect, "{m:?}: the slow client's bytes differ");
+        // The key now holds what the mutation made of it (copy-on-write, not the old).
+        match m[0] {
+            "APPEND" => {
+                let r = w.call(&["STRLEN", "k"]);
+                assert_eq!(r, format!(":{}\r\n", BIG + 4).as_bytes());
+                let r = w.call(&["GETRANGE", "k", "-4", "-1"]);
+                assert_eq!(r, b"$4\r\ntail\r\n");
+            }
+            "SETRANGE" => {
+                let r = w.call(&["GETRANGE", "k", "5", "7"]);
+                assert_eq!(r, b"$3\r\nXYZ\r\n");
+            }
+            "SETBIT" => {
+                let r = w.call(&["GETBIT", "k", "7"]);
+                assert_eq!(r, b":1\r\n");
+            }
+            "SWAPDB" => {
+                assert_eq!(w.call(&["EXISTS", "k"]), b":0\r\n");
+                w.call(&["FLUSHALL"]);
+            }
+            _ => {}
+        }
+        drop(slow);
+        w.call(&["FLUSHALL"]);
+    }
+    // Everything was released: no value block is left once the keyspace is empty.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let used = info_field(&mut w, "memory", "used_memory");
+        if used < 4 << 20 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "used_memory stays at {used}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(info_field(&mut w, "stats", "reply_bytes_referenced") >= (BIG * 2 * 9) as u64);
+    assert!(info_field(&mut w, "stats", "reply_bytes_copied") < 1 << 20);
+}
+
+#[test]
+fn slow_reader_resp2_single_thread() {
+    slow_reader_sees_old_value("1", false);
+}
+
+#[test]
+fn slow_reader_resp3_single_thread() {
+    slow_reader_sees_old_value("1", true);
+}
+
+#[test]
+fn slow_reader_resp2_io_threads() {
+    slow_reader_sees_old_value("3", false);
+}
+
+#[test]
+fn slow_reader_resp3_io_threads() {
+    slow_reader_sees_old_value("3", true);
+}
+
+/// Small values and a lowered threshold: below it replies are copied.
+#[test]
+fn threshold_is_configurable() {
+    let srv = start_cairn(&["--min-string-size-avoid-copy-reply", "1mb"]);
+    let mut c = conn(srv.port);
+    let v = vec![b'x'; 100_000];
+    c.cmd(&[b"SET", b"k", &v]);
+    assert_eq!(c.reply(), b"+OK\r\n");
+    c.cmd(&[b"GET", b"k"]);
+    assert_eq!(c.reply(), bulk(&v));
+    assert_eq!(info_field(&mut c, "stats", "reply_bytes_referenced"), 0);
+    assert_eq!(c.call(&["OBJECT", "ENCODING", "k"]), b"$3\r\nraw\r\n");
+    c.call(&["CONFIG", "SET", "min-string-size-avoid-copy-reply", "16kb"]);
+    c.cmd(&[b"GET", b"k"]);
+    assert_eq!(c.reply(), bulk(&v));
+    assert_eq!(
+        info_field(&mut c, "stats", "reply_bytes_referenced"),
+        100_000
+    );
+}
+
+/// A client that never reads: dropped at its output limit, counting referenced bytes;
+/// its reference is released, so once the key is deleted the memory is back.
+fn never_reader_is_dropped(io_threads: &str) {
+    let srv = start_cairn(&[
+        "--io-threads",
+        io_threads,
+        "--client-output-buffer-limit",
+        "normal 4mb 0 0",
+    ]);
+    let mut w = conn(srv.port);
+    let base = info_field(&mut w, "memory", "used_memory");
+    let v = big_value(7);
+    w.cmd(&[b"SET", b"k", &v]);
+    assert_eq!(w.reply(), b"+OK\r\n");
+    let mut lazy = conn(srv.port);
+    lazy.send(&encode(&[b"GET", b"k"]));
+    // Over the limit at once (20 MB referenced > 4 MB): closed without the whole reply.
+    assert!(lazy.closed());
+    assert_eq!(w.call(&["DEL", "k"]), b":1\r\n");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let used = info_field(&mut w, "memory", "used_memory");
+        if used <= base + (1 << 20) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "used_memory {used}, baseline {base}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // (I/O threads' counters reach INFO at the next cron tick.)
+    while info_field(&mut w, "stats", "client_output_buffer_limit_disconnections") != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "no output-limit disconnection counted"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn never_reader_dropped_single_thread() {
+    never_reader_is_dropped("1");
+}
+
+#[test]
+fn never_reader_dropped_io_threads() {
+    never_reader_is_dropped("3");
+}
+
+/// A client that goes away with a referenced reply queued releases it.
+#[test]
+fn disconnect_releases_references() {
+    let srv = start_cairn(&[]);
+    let mut w = conn(srv.port);
+    let base = info_field(&mut w, "memory", "used_memory");
+    let v = big_value(3);
+    w.cmd(&[b"SET", b"k", &v]);
+    assert_eq!(w.reply(), b"+OK\r\n");
+    let mut gone = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    let mut p = Vec::new();
+    for _ in 0..4 {
+        p.extend_from_slice(&encode(&[b"GET", b"k"]));
+    }
+    gone.write_all(&p).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(w.call(&["DEL", "k"]), b":1\r\n");
+    // Still referenced: the block is alive.
+    assert!(info_field(&mut w, "memory", "used_memory") > base + (BIG as u64) / 2);
+    drop(gone);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while info_field(&mut w, "memory", "used_memory") > base + (1 << 20) {
+        assert!(Instant::now() < deadline, "the block was not freed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Every other consumer of a value reads out-of-line values like in-line ones.
+#[test]
+fn other_consumers_see_big_values() {
+    let srv = start_cairn(&["--enable-debug-command", "yes"]);
+    let mut c = conn(srv.port);
+    let v = big_value(11);
+    c.cmd(&[b"SET", b"k", &v]);
+    assert_eq!(c.reply(), b"+OK\r\n");
+    assert_eq!(c.call(&["STRLEN", "k"]), format!(":{BIG}\r\n").as_bytes());
+    let r = c.call(&["GETRANGE", "k", "1000", "1009"]);
+    assert_eq!(r, bulk(&v[1000..1010]));
+    assert_eq!(c.call(&["OBJECT", "ENCODING", "k"]), b"$3\r\nraw\r\n");
+    let usage = c.call(&["MEMORY", "USAGE", "k"]);
+    let usage: usize = std::str::from_utf8(&usage[1..usage.len() - 2])
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        (BIG..BIG + BIG / 8).contains(&usage),
+        "MEMORY USAGE {usage}"
+    );
+    let digest = c.call(&["DEBUG", "DIGEST-VALUE", "k"]);
+    c.cmd(&[b"DUMP", b"k"]);
+    let dump = c.reply();
+    let payload_start = dump.iter().position(|&b| b == b'\n').unwrap() + 1;
+    let payload = &dump[payload_start..dump.len() - 2];
+    c.cmd(&[b"RESTORE", b"k2", b"0", payload]);
+    assert_eq!(c.reply(), b"+OK\r\n");
+    assert_eq!(c.call(&["DEBUG", "DIGEST-VALUE", "k2"]), digest);
+    c.cmd(&[b"GET", b"k2"]);
+    assert_eq!(c.reply(), bulk(&v));
+    assert_eq!(c.call(&["COPY", "k", "k3"]), b":1\r\n");
+    assert_eq!(c.call(&["RENAME", "k3", "k4"]), b"+OK\r\n");
+    c.cmd(&[b"GET", b"k4"]);
+    assert_eq!(c.reply(), bulk(&v));
+    // A small value grown past the threshold by APPEND moves out of line and reads back.
+    c.cmd(&[b"SET", b"s", b"head"]);
+    c.reply();
+    c.cmd(&[b"APPEND", b"s", &v[..100_000]]);
+    assert_eq!(c.reply(), b":100004\r\n");
+    c.cmd(&[b"GET", b"s"]);
+    let mut expect = b"head".to_vec();
+    expect.extend_from_slice(&v[..100_000]);
+    assert_eq!(c.reply(), bulk(&expect));
+}
+
+/// A snapshot image taken while a reply referenced a value the keyspace had dropped:
+/// after restart that block is freed (the image records no client references), live
+/// big values come back intact.
+#[test]
+fn snapshot_restart_frees_blocks_held_by_clients() {
+    let dir = std::env::temp_dir().join(format!("cairn-bigval-snap-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_str().unwrap();
+    let v1 = big_value(21);
+    let v2 = big_value(22);
+    let base;
+    {
+        let srv = start_cairn(&["--dir", d]);
+        let mut w = conn(srv.port);
+        base = info_field(&mut w, "memory", "used_memory");
+        w.cmd(&[b"SET", b"k1", &v1]);
+        assert_eq!(w.reply(), b"+OK\r\n");
+        w.cmd(&[b"SET", b"k2", &v2]);
+        assert_eq!(w.reply(), b"+OK\r\n");
+        let mut slow = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+        slow.write_all(&encode(&[b"GET", b"k1"])).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(w.call(&["DEL", "k1"]), b":1\r\n");
+        assert!(info_field(&mut w, "memory", "used_memory") > base + 2 * BIG as u64 - (1 << 20));
+        assert_eq!(w.call(&["SAVE"]), b"+OK\r\n");
+    }
+    let srv = start_cairn(&["--dir", d]);
+    let mut w = conn(srv.port);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while w.call(&["EXISTS", "k2"]) != b":1\r\n" {
+        assert!(Instant::now() < deadline, "the image was not loaded");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(w.call(&["EXISTS", "k1"]), b":0\r\n");
+    w.cmd(&[b"GET", b"k2"]);
+    assert_eq!(w.reply(), bulk(&v2));
+    let used = info_field(&mut w, "memory", "used_memory");
+    assert!(
+        // (one 20 MB block, with its size class's rounding; two would be twice that)
+        used < base + BIG as u64 * 5 / 4 + (1 << 20),
+        "used_memory {used}: the orphaned block survived the restart"
+    );
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
