@@ -91,12 +91,8 @@ fn s(b: Vec<u8>) -> String {
 }
 
 fn info_field(r: &mut Raw, name: &str) -> String {
-    let info = s(r.call(&["INFO", "persistence"]));
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .unwrap_or_else(|| panic!("no {name} in {info}"))
-        .trim()
-        .to_string()
+    r.info("persistence", name)
+        .unwrap_or_else(|| panic!("no {name} in INFO persistence"))
 }
 
 fn incr_file(dir: &Path) -> PathBuf {

@@ -57,12 +57,8 @@ fn conn(port: u16) -> Raw {
 }
 
 fn info_field(c: &mut Raw, section: &str, field: &str) -> u64 {
-    let r = c.call(&["INFO", section]);
-    let text = String::from_utf8_lossy(&r).to_string();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+    c.info(section, field)
         .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
-        .trim()
         .parse()
         .unwrap()
 }

@@ -358,13 +358,7 @@ fn random_ops_match_redis() {
 }
 
 fn used_memory(raw: &mut Raw) -> u64 {
-    let info = String::from_utf8(raw.call(&["INFO", "memory"])).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
+    raw.info("memory", "used_memory").unwrap().parse().unwrap()
 }
 
 #[test]

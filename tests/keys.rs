@@ -105,11 +105,17 @@ fn full_scan(c: &mut Raw, extra: &[&str]) -> (Vec<Vec<u8>>, usize) {
     }
 }
 
-#[test]
-fn argument_errors_match_redis() {
+/// A fresh cairn and a fresh redis-server 7, with a raw connection to each.
+fn both() -> ((ServerProc, ServerProc), Raw, Raw) {
     let cairn = start_cairn(&[]);
     let redis = start_redis(&[]);
-    let (mut c, mut r) = (Raw::connect(cairn.port), Raw::connect(redis.port));
+    let (c, r) = (Raw::connect(cairn.port), Raw::connect(redis.port));
+    ((cairn, redis), c, r)
+}
+
+#[test]
+fn argument_errors_match_redis() {
+    let (_servers, mut c, mut r) = both();
     same_replies(
         &mut c,
         &mut r,
@@ -372,9 +378,7 @@ fn randomkey_returns_live_keys_only() {
 
 #[test]
 fn rename_moves_value_and_ttl() {
-    let cairn = start_cairn(&[]);
-    let redis = start_redis(&[]);
-    let (mut c, mut r) = (Raw::connect(cairn.port), Raw::connect(redis.port));
+    let (_servers, mut c, mut r) = both();
     same_replies(
         &mut c,
         &mut r,
@@ -418,9 +422,7 @@ fn rename_moves_value_and_ttl() {
 
 #[test]
 fn copy_duplicates_value_ttl_and_encoding() {
-    let cairn = start_cairn(&[]);
-    let redis = start_redis(&[]);
-    let (mut c, mut r) = (Raw::connect(cairn.port), Raw::connect(redis.port));
+    let (_servers, mut c, mut r) = both();
     same_replies(
         &mut c,
         &mut r,
@@ -463,9 +465,7 @@ fn copy_duplicates_value_ttl_and_encoding() {
 
 #[test]
 fn move_keeps_ttl_and_refuses_existing_targets() {
-    let cairn = start_cairn(&[]);
-    let redis = start_redis(&[]);
-    let (mut c, mut r) = (Raw::connect(cairn.port), Raw::connect(redis.port));
+    let (_servers, mut c, mut r) = both();
     same_replies(
         &mut c,
         &mut r,
@@ -534,9 +534,7 @@ fn touch_counts_existing_keys_and_resets_idle_time() {
 
 #[test]
 fn expire_options_and_past_times() {
-    let cairn = start_cairn(&[]);
-    let redis = start_redis(&[]);
-    let (mut c, mut r) = (Raw::connect(cairn.port), Raw::connect(redis.port));
+    let (_servers, mut c, mut r) = both();
     same_replies(
         &mut c,
         &mut r,
@@ -615,9 +613,7 @@ fn expire_options_and_past_times() {
 
 #[test]
 fn object_subcommands() {
-    let cairn = start_cairn(&[]);
-    let redis = start_redis(&[]);
-    let (mut c, mut r) = (Raw::connect(cairn.port), Raw::connect(redis.port));
+    let (_servers, mut c, mut r) = both();
     same_replies(
         &mut c,
         &mut r,
@@ -817,9 +813,7 @@ fn framed(body: &[u8]) -> Vec<u8> {
 
 #[test]
 fn restore_rejects_bad_payloads_like_redis() {
-    let cairn = start_cairn(&[]);
-    let redis = start_redis(&[]);
-    let (mut c, mut r) = (Raw::connect(cairn.port), Raw::connect(redis.port));
+    let (_servers, mut c, mut r) = both();
     r.call(&["SET", "s", "hello"]);
     let good = bulk_payload(&r.call(&["DUMP", "s"]));
     let mut bad_crc = good.clone();
@@ -878,9 +872,7 @@ fn restore_rejects_bad_payloads_like_redis() {
 
 #[test]
 fn dump_restore_across_servers() {
-    let cairn = start_cairn(&[]);
-    let redis = start_redis(&[]);
-    let (mut c, mut r) = (Raw::connect(cairn.port), Raw::connect(redis.port));
+    let (_servers, mut c, mut r) = both();
     let mut values: Vec<Vec<u8>> = vec![
         b"".to_vec(),
         b"hello".to_vec(),

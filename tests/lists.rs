@@ -295,13 +295,7 @@ fn random_ops(args: &[&str], seed: u64, steps: usize) {
 }
 
 fn used_memory(raw: &mut Raw) -> u64 {
-    let info = String::from_utf8(raw.call(&["INFO", "memory"])).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
+    raw.info("memory", "used_memory").unwrap().parse().unwrap()
 }
 
 /// DEL of a 1M-element list is O(1) on the executor (the nodes are freed in slices by
@@ -366,12 +360,7 @@ fn big_list_del_is_lazy_and_memory_returns() {
 }
 
 fn info_field(raw: &mut Raw, name: &str) -> String {
-    let info = String::from_utf8(raw.call(&["INFO"])).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .unwrap_or("")
-        .trim()
-        .to_string()
+    raw.info("default", name).unwrap_or_default()
 }
 
 /// List and hash writes are logged, survive BGREWRITEAOF (which dumps lists and hashes)

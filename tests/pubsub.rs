@@ -202,11 +202,7 @@ fn wait_until(mut f: impl FnMut() -> bool) -> bool {
 }
 
 fn info_field(r: &mut Raw, name: &str) -> String {
-    let info = String::from_utf8_lossy(&r.call(&["INFO", "stats"])).into_owned();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .unwrap_or_default()
-        .to_string()
+    r.info("stats", name).unwrap_or_default()
 }
 
 #[test]

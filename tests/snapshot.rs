@@ -117,12 +117,8 @@ fn shutdown(r: &mut Raw, args: &[&str]) {
 }
 
 fn info_field(r: &mut Raw, field: &str) -> String {
-    let info = cmd(r, &["INFO", "persistence"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+    r.info("persistence", field)
         .unwrap_or_else(|| panic!("no {field} in INFO"))
-        .trim()
-        .to_string()
 }
 
 fn wait_bgsave(r: &mut Raw) {

@@ -184,6 +184,15 @@ impl Raw {
         self.reply()
     }
 
+    /// A field of `INFO <section>` (trimmed), None when INFO does not have it.
+    pub fn info(&mut self, section: &str, field: &str) -> Option<String> {
+        let text = String::from_utf8_lossy(&self.call(&["INFO", section])).into_owned();
+        let prefix = format!("{field}:");
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .map(|v| v.trim().to_string())
+    }
+
     /// True if the server closed the connection (reads EOF) within the timeout.
     pub fn closed(&mut self) -> bool {
         let mut tmp = [0u8; 4096];
