@@ -25,7 +25,7 @@ pub const READ_BUDGET_BYTES: usize = 1 << 20;
 /// Smallest read into the query buffer (Redis's PROTO_IOBUF_LEN).
 pub const READ_CHUNK_BYTES: usize = 16 * 1024;
 /// Bytes written to one connection per loop iteration before others get a turn.
-pub const WRITE_BUDGET_BYTES: usize = 4 << 20;
+pub const WRITE_BUDGET_BYTES: usize = 256 << 10;
 const LISTENER_TOKENS: usize = 16;
 /// The AOF writer wakes the loop through this token when the log became durable.
 const WAKER_TOKEN: Token = Token(usize::MAX - 1);
@@ -300,7 +300,11 @@ impl EventLoop {
                 self.flush_all(srv);
                 return Ok(());
             }
-            let busy = !self.pending_read.is_empty() || srv.ks.lazyfree_pending > 0;
+            // Connections cut short by a read or write budget go on next turn without
+            // waiting for an event (edge-triggered: none would come for a ready socket).
+            let busy = !self.pending_read.is_empty()
+                || !self.pending_write.is_empty()
+                || srv.ks.lazyfree_pending > 0;
             let timeout = if busy {
                 Duration::ZERO
             } else {
@@ -660,6 +664,7 @@ impl EventLoop {
                 &conn.out,
                 &mut conn.out_pos,
                 end,
+                WRITE_BUDGET_BYTES - written,
                 &mut done_refs,
             );
             for b in done_refs.drain(..) {

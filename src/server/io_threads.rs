@@ -188,6 +188,9 @@ struct IoThread {
     /// socket: edge-triggered polling will not report them again, so they are read
     /// again after this turn's events.
     more_to_read: Vec<usize>,
+    /// Connections whose write stopped at the budget with the socket still writable
+    /// (edge-triggered: no event will come for them).
+    more_to_write: Vec<usize>,
 }
 
 impl IoThread {
@@ -224,6 +227,9 @@ impl IoThread {
             }
             for slot in std::mem::take(&mut self.more_to_read) {
                 self.read(slot);
+            }
+            for slot in std::mem::take(&mut self.more_to_write) {
+                self.write(slot);
             }
             if self.drain_inbox() {
                 // Shutdown: flush what we have and stop.
@@ -511,6 +517,7 @@ impl IoThread {
                 &conn.out,
                 &mut conn.out_pos,
                 end,
+                WRITE_BUDGET_BYTES - written,
                 &mut done_refs,
             ) {
                 Ok((0, _)) => break,
@@ -571,6 +578,9 @@ impl IoThread {
                 self.close(slot);
             }
         } else if written >= WRITE_BUDGET_BYTES {
+            if !self.more_to_write.contains(&slot) {
+                self.more_to_write.push(slot);
+            }
             let _ = self.me.waker.wake();
         }
     }
@@ -800,6 +810,7 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
             counters: counters.clone(),
             connected: connected.clone(),
             more_to_read: Vec::new(),
+            more_to_write: Vec::new(),
         };
         joins.push(
             std::thread::Builder::new()

@@ -77,41 +77,62 @@ impl OutRefs {
     }
 
     /// One `writev` of `out[*pos..end]` with the references spliced in (those positioned
-    /// before `end`). Advances `*pos`; fully written references' blocks go to `done`.
-    /// Returns (bytes written, bytes offered).
+    /// before `end`), offering at most `max_bytes`. Advances `*pos`; fully written
+    /// references' blocks go to `done`. Returns (bytes written, bytes offered).
     pub fn write_to<W: Write>(
         &mut self,
         w: &mut W,
         out: &[u8],
         pos: &mut usize,
         end: usize,
+        max_bytes: usize,
         done: &mut Vec<Ref>,
     ) -> io::Result<(usize, usize)> {
         let mut iov: Vec<IoSlice> = Vec::with_capacity(8);
+        let mut offered = 0usize;
+        // Adds a slice, cut to what is left of `max`; false once the cap is reached.
+        fn add<'a>(
+            iov: &mut Vec<IoSlice<'a>>,
+            s: &'a [u8],
+            offered: &mut usize,
+            max: usize,
+        ) -> bool {
+            let take = s.len().min(max - *offered);
+            if take > 0 {
+                iov.push(IoSlice::new(&s[..take]));
+                *offered += take;
+            }
+            *offered < max
+        }
         let mut p = *pos;
-        let mut cut = false;
+        let mut room = true;
         for (i, r) in self.q.iter().enumerate() {
             if r.pos >= end {
                 break;
             }
             if iov.len() + 2 > MAX_IOV {
-                cut = true;
+                room = false;
                 break;
             }
             if p < r.pos {
-                iov.push(IoSlice::new(&out[p..r.pos]));
+                room = add(&mut iov, &out[p..r.pos], &mut offered, max_bytes);
                 p = r.pos;
+                if !room {
+                    break;
+                }
             }
             let skip = if i == 0 { self.sent } else { 0 };
             // SAFETY: the block is pinned while queued here (module docs): `addr` points
             // at `len` bytes that are neither written nor freed until it is unpinned.
             let bytes = unsafe { std::slice::from_raw_parts(r.addr as *const u8, r.len) };
-            iov.push(IoSlice::new(&bytes[skip..]));
+            room = add(&mut iov, &bytes[skip..], &mut offered, max_bytes);
+            if !room {
+                break;
+            }
         }
-        if !cut && p < end {
-            iov.push(IoSlice::new(&out[p..end]));
+        if room && p < end {
+            add(&mut iov, &out[p..end], &mut offered, max_bytes);
         }
-        let offered: usize = iov.iter().map(|s| s.len()).sum();
         if offered == 0 {
             return Ok((0, 0));
         }
@@ -201,8 +222,15 @@ mod tests {
             };
             let (mut pos, mut done) = (0, Vec::new());
             while pos < out.len() || !q2.is_empty() {
-                q2.write_to(&mut w, &out, &mut pos, out.len(), &mut done)
-                    .unwrap();
+                q2.write_to(
+                    &mut w,
+                    &out,
+                    &mut pos,
+                    out.len(),
+                    cap.max(5) / 2 + 1,
+                    &mut done,
+                )
+                .unwrap();
             }
             assert_eq!(w.got, expect, "cap {cap}");
             assert_eq!(done, vec![1, 2]);
