@@ -64,6 +64,7 @@ fuzz_target!(|input: &[u8]| {
                     assert!(e.starts_with("Protocol error: "));
                     return;
                 }
+                Parse::BigBulk { .. } => unreachable!("big bulks are off"),
             }
         }
         let n = p.consumed();

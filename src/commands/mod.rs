@@ -162,16 +162,28 @@ impl CmdError {
     }
 }
 
-/// A command's arguments: ranges into a buffer (zero copy).
+use crate::protocol::parser::{BigArg, BIG_ARG_FLAG};
+
+/// A command's arguments: ranges into a buffer (zero copy), or arena blocks for big ones.
 #[derive(Clone, Copy)]
 pub struct Args<'a> {
     buf: &'a [u8],
     ranges: &'a [(usize, usize)],
+    /// Arguments read into arena blocks (ranges flagged with `BIG_ARG_FLAG` index this).
+    big: &'a [BigArg],
 }
 
 impl<'a> Args<'a> {
     pub fn new(buf: &'a [u8], ranges: &'a [(usize, usize)]) -> Args<'a> {
-        Args { buf, ranges }
+        Args {
+            buf,
+            ranges,
+            big: &[],
+        }
+    }
+    /// Arguments some of which were read straight into arena blocks.
+    pub fn with_big(buf: &'a [u8], ranges: &'a [(usize, usize)], big: &'a [BigArg]) -> Args<'a> {
+        Args { buf, ranges, big }
     }
     #[inline]
     pub fn len(&self) -> usize {
@@ -184,6 +196,13 @@ impl<'a> Args<'a> {
     #[inline]
     pub fn get(&self, i: usize) -> &'a [u8] {
         let (s, l) = self.ranges[i];
+        if s & BIG_ARG_FLAG != 0 {
+            let b = &self.big[s & !BIG_ARG_FLAG];
+            debug_assert!(b.filled == b.len && b.len == l);
+            // SAFETY: the block is allocated and pinned by the connection until the
+            // command is done (Keyspace::alloc_arg_block): neither written nor freed.
+            return unsafe { std::slice::from_raw_parts(b.addr as *const u8, l) };
+        }
         &self.buf[s..s + l]
     }
     pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + '_ {

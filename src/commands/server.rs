@@ -733,6 +733,8 @@ fn info_stats(srv: &Server, s: &mut Section) {
     );
     s.line("reply_bytes_copied", st.reply_bytes_copied);
     s.line("reply_bytes_referenced", st.reply_bytes_referenced);
+    s.line("request_args_in_place", srv.ks.stats.request_args_in_place);
+    s.line("request_args_adopted", srv.ks.stats.request_args_adopted);
 }
 
 fn info_replication(srv: &Server, s: &mut Section) {

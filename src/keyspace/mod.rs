@@ -173,6 +173,10 @@ pub struct KeyspaceStats {
     pub lazyfreed_objects: u64,
     pub expired_stale_perc: f64,
     pub expired_time_cap_reached_count: u64,
+    /// Big request arguments read into arena blocks, and how many of those a stored value
+    /// took over without a copy (INFO stats `request_args_in_place` / `_adopted`).
+    pub request_args_in_place: u64,
+    pub request_args_adopted: u64,
 }
 
 pub struct Keyspace {
@@ -197,6 +201,9 @@ pub struct Keyspace {
     /// Kept off the arena on purpose: a snapshot image never records a client's reference
     /// (see ARCHITECTURE.md, "Large values").
     pins: std::collections::HashMap<Ref, u32>,
+    /// Blocks holding big request arguments, by the address of their bytes (see
+    /// [`Keyspace::alloc_arg_block`]).
+    arg_blocks: std::collections::HashMap<usize, Ref>,
 }
 
 #[inline]
@@ -246,17 +253,22 @@ fn release_entry_value(a: &mut Arena, e: Ref) -> bool {
 fn drop_block(a: &mut Arena, pins: &std::collections::HashMap<Ref, u32>, b: Ref) {
     let len = a.read_u32(b, 0) as usize;
     if pins.contains_key(&b) {
-        let head = a.root(ROOT_ORPHANS) as Ref;
-        a.write_u32(b, 4, 1);
-        a.write_u32(b, 8, NULL);
-        a.write_u32(b, 12, head);
-        if head != NULL {
-            a.write_u32(head, 8, b);
-        }
-        a.set_root(ROOT_ORPHANS, b as u64);
+        link_orphan(a, b);
     } else {
         a.free(b, BIG_HDR + len);
     }
+}
+
+/// Puts an out-of-line block no entry references on the arena's orphan list.
+fn link_orphan(a: &mut Arena, b: Ref) {
+    let head = a.root(ROOT_ORPHANS) as Ref;
+    a.write_u32(b, 4, 1);
+    a.write_u32(b, 8, NULL);
+    a.write_u32(b, 12, head);
+    if head != NULL {
+        a.write_u32(head, 8, b);
+    }
+    a.set_root(ROOT_ORPHANS, b as u64);
 }
 
 /// Frees an unlinked entry and what its value owns: its out-of-line string block (freed,
@@ -304,6 +316,7 @@ impl Keyspace {
             loading: false,
             deletions: None,
             pins: std::collections::HashMap::new(),
+            arg_blocks: std::collections::HashMap::new(),
         };
         for i in 0..num_dbs {
             ks.write_db(i, &Self::empty_db());
@@ -349,6 +362,7 @@ impl Keyspace {
             loading: false,
             deletions: None,
             pins: std::collections::HashMap::new(),
+            arg_blocks: std::collections::HashMap::new(),
         };
         if image_dbs < num_dbs {
             let grown = ks.arena.alloc(DB_HEADER_BYTES * num_dbs);
@@ -521,6 +535,11 @@ impl Keyspace {
     }
 
     fn new_block(&mut self, bytes: &[u8], len: usize) -> Ref {
+        if bytes.len() == len && !self.arg_blocks.is_empty() {
+            if let Some(b) = self.adopt_arg_block(bytes) {
+                return b;
+            }
+        }
         let b = self.arena.alloc(BIG_HDR + len);
         self.arena.write_u32(b, 0, len as u32);
         self.arena.write_u32(b, 4, 0);
@@ -565,6 +584,60 @@ impl Keyspace {
         Some((b, self.arena.read_u32(b, 0) as usize))
     }
 
+    /// A block for a big request argument of `len` bytes, which the connection reads
+    /// straight into (`*mut u8` to the bytes; the executor's loop or an I/O thread writes
+    /// them). The block starts orphaned (no entry references it, so an image that catches
+    /// it frees it at load) and pinned by the connection: a command that stores the
+    /// argument as a string value adopts the block instead of copying it
+    /// ([`Keyspace::new_block`]), and the pin keeps it intact until the command and its
+    /// propagation are done. The connection drops it with [`Keyspace::unpin`].
+    pub fn alloc_arg_block(&mut self, len: usize) -> (Ref, *mut u8) {
+        let b = self.arena.alloc(BIG_HDR + len);
+        self.arena.write_u32(b, 0, len as u32);
+        link_orphan(&mut self.arena, b);
+        *self.pins.entry(b).or_insert(0) += 1;
+        let addr = self.block_ptr(b) as *mut u8;
+        self.arg_blocks.insert(addr as usize, b);
+        self.stats.request_args_in_place += 1;
+        (b, addr)
+    }
+
+    /// The argument block whose bytes are `bytes`, taken over as a value's block.
+    fn adopt_arg_block(&mut self, bytes: &[u8]) -> Option<Ref> {
+        let b = *self.arg_blocks.get(&(bytes.as_ptr() as usize))?;
+        if self.arena.read_u32(b, 0) as usize != bytes.len() {
+            return None;
+        }
+        self.arg_blocks.remove(&(bytes.as_ptr() as usize));
+        self.unlink_orphan(b);
+        self.stats.request_args_adopted += 1;
+        Some(b)
+    }
+
+    fn unlink_orphan(&mut self, b: Ref) {
+        debug_assert_eq!(self.arena.read_u32(b, 4), 1);
+        let prev = self.arena.read_u32(b, 8);
+        let next = self.arena.read_u32(b, 12);
+        if prev == NULL {
+            self.arena.set_root(ROOT_ORPHANS, next as u64);
+        } else {
+            self.arena.write_u32(prev, 12, next);
+        }
+        if next != NULL {
+            self.arena.write_u32(next, 8, prev);
+        }
+        self.arena.write_u32(b, 4, 0);
+        self.arena.write_u32(b, 8, NULL);
+        self.arena.write_u32(b, 12, NULL);
+    }
+
+    /// A connection is done with its argument block: freed unless a value adopted it.
+    pub fn release_arg_block(&mut self, b: Ref) {
+        let addr = self.block_ptr(b) as usize;
+        self.arg_blocks.remove(&addr);
+        self.unpin(b);
+    }
+
     /// Drops a reply's reference; frees the block if the keyspace had dropped it too.
     pub fn unpin(&mut self, b: Ref) {
         let Some(n) = self.pins.get_mut(&b) else {
@@ -578,16 +651,7 @@ impl Keyspace {
         self.pins.remove(&b);
         if self.arena.read_u32(b, 4) != 0 {
             // Orphaned: unlink from the orphan list and free.
-            let prev = self.arena.read_u32(b, 8);
-            let next = self.arena.read_u32(b, 12);
-            if prev == NULL {
-                self.arena.set_root(ROOT_ORPHANS, next as u64);
-            } else {
-                self.arena.write_u32(prev, 12, next);
-            }
-            if next != NULL {
-                self.arena.write_u32(next, 8, prev);
-            }
+            self.unlink_orphan(b);
             let len = self.arena.read_u32(b, 0) as usize;
             self.arena.free(b, BIG_HDR + len);
         }

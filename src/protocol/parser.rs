@@ -13,6 +13,10 @@ pub const UNAUTH_MAX_ARGS: i64 = 10;
 pub const UNAUTH_MAX_BULK_BYTES: i64 = 16 * 1024;
 /// Largest multibulk count (Redis: INT_MAX).
 pub const MULTIBULK_MAX: i64 = i32::MAX as i64;
+/// An argument range whose start has this bit set is not in the query buffer: the low
+/// bits index the connection's big arguments, read straight into arena blocks
+/// ([`Parse::BigBulk`]).
+pub const BIG_ARG_FLAG: usize = 1 << (usize::BITS - 1);
 
 #[derive(Debug, Clone, Copy)]
 pub struct ParseLimits {
@@ -29,6 +33,11 @@ pub enum Parse {
     /// The client sent something Redis rejects; the text follows `-ERR ` and the connection
     /// is closed after it is sent.
     Error(String),
+    /// The header of a bulk of `len` bytes (at least `big_arg_min`, not the command name,
+    /// not yet all buffered) was parsed: its bytes start at `data_start()` in the buffer.
+    /// The caller moves them out of the buffer, reads the rest of the bulk elsewhere and
+    /// then calls [`RequestParser::big_bulk_filled`].
+    BigBulk { len: usize },
 }
 
 /// Where a parsed command's argument bytes live.
@@ -49,6 +58,30 @@ pub struct RequestParser {
     pub args: Vec<(usize, usize)>,
     pub source: Option<ArgSource>,
     pub inline_scratch: Vec<u8>,
+    /// Bulks at least this long that are not yet buffered are returned as
+    /// [`Parse::BigBulk`] (0: never).
+    big_arg_min: usize,
+    /// The two bytes after a big bulk (read into the buffer, not the block) come next.
+    skip_crlf: bool,
+}
+
+/// A request argument read straight into an arena block instead of the query buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct BigArg {
+    pub block: crate::arena::Ref,
+    /// Address of the block's bytes (valid while the connection holds the block).
+    pub addr: usize,
+    pub len: usize,
+    /// Bytes read so far.
+    pub filled: usize,
+}
+
+/// How far `bulks` got.
+enum Bulks {
+    Complete,
+    NeedMore,
+    /// A big bulk's header: the caller reads its bytes (`Parse::BigBulk`).
+    Big,
 }
 
 /// The '\r' ending a `*N` or `$N` header line. Redis looks for it with strchr, which
@@ -69,9 +102,18 @@ impl RequestParser {
         }
     }
 
+    /// A parser that hands bulks of at least `big_arg_min` bytes to the caller
+    /// ([`Parse::BigBulk`]).
+    pub fn with_big_args(big_arg_min: usize) -> RequestParser {
+        RequestParser {
+            big_arg_min,
+            ..RequestParser::new()
+        }
+    }
+
     /// Bytes of the buffer fully consumed by returned commands (safe to drain).
     pub fn consumed(&self) -> usize {
-        if self.multibulk_left == 0 {
+        if !self.in_command() {
             self.pos
         } else {
             // Mid-command: nothing before the command start may go, as args point there.
@@ -87,11 +129,28 @@ impl RequestParser {
     pub fn shift(&mut self, n: usize) {
         debug_assert!(n <= self.consumed());
         self.pos -= n;
-        if self.multibulk_left != 0 {
+        if self.in_command() {
             for a in &mut self.args {
-                a.0 -= n;
+                if a.0 & BIG_ARG_FLAG == 0 {
+                    a.0 -= n;
+                }
             }
         }
+    }
+
+    /// Where the big bulk's bytes start in the buffer (after [`Parse::BigBulk`]).
+    pub fn data_start(&self) -> usize {
+        self.pos
+    }
+
+    /// The caller removed the big bulk's buffered bytes (everything from `data_start()`
+    /// up to at most the bulk's end) and holds all `len` bytes as its big argument `index`.
+    pub fn big_bulk_filled(&mut self, index: usize, len: usize) {
+        debug_assert!(self.multibulk_left > 0 && self.bulk_len == len as i64);
+        self.args.push((BIG_ARG_FLAG | index, len));
+        self.bulk_len = -1;
+        self.multibulk_left -= 1;
+        self.skip_crlf = true;
     }
 
     /// Bytes the current bulk still needs beyond what is buffered (to size a read).
@@ -112,11 +171,23 @@ impl RequestParser {
 
     /// True while a command is half-read.
     pub fn in_command(&self) -> bool {
-        self.multibulk_left != 0
+        self.multibulk_left != 0 || self.skip_crlf
     }
 
     /// Parses the next command from `buf[self.pos..]`.
     pub fn next(&mut self, buf: &[u8], limits: &ParseLimits) -> Parse {
+        if self.skip_crlf {
+            // Like Redis, the two bytes after a bulk are skipped, not checked.
+            if buf.len() - self.pos < 2 {
+                return Parse::Incomplete;
+            }
+            self.pos += 2;
+            self.skip_crlf = false;
+            if self.multibulk_left == 0 {
+                self.source = Some(ArgSource::QueryBuffer);
+                return Parse::Command;
+            }
+        }
         loop {
             if self.multibulk_left == 0 {
                 if self.pos >= buf.len() {
@@ -142,11 +213,16 @@ impl RequestParser {
                 }
             }
             match self.bulks(buf, limits) {
-                Ok(true) => {
+                Ok(Bulks::Complete) => {
                     self.source = Some(ArgSource::QueryBuffer);
                     return Parse::Command;
                 }
-                Ok(false) => return Parse::Incomplete,
+                Ok(Bulks::NeedMore) => return Parse::Incomplete,
+                Ok(Bulks::Big) => {
+                    return Parse::BigBulk {
+                        len: self.bulk_len as usize,
+                    }
+                }
                 Err(e) => return Parse::Error(e),
             }
         }
@@ -181,7 +257,7 @@ impl RequestParser {
     }
 
     /// Reads bulks until the command is complete (true) or bytes run out (false).
-    fn bulks(&mut self, buf: &[u8], limits: &ParseLimits) -> Result<bool, String> {
+    fn bulks(&mut self, buf: &[u8], limits: &ParseLimits) -> Result<Bulks, String> {
         while self.multibulk_left > 0 {
             if self.bulk_len < 0 {
                 let rest = &buf[self.pos..];
@@ -189,10 +265,10 @@ impl RequestParser {
                     if rest.len() > INLINE_MAX_BYTES {
                         return Err("Protocol error: too big bulk count string".into());
                     }
-                    return Ok(false);
+                    return Ok(Bulks::NeedMore);
                 };
                 if cr + 1 >= rest.len() {
-                    return Ok(false);
+                    return Ok(Bulks::NeedMore);
                 }
                 if rest[0] != b'$' {
                     return Err(format!(
@@ -213,14 +289,17 @@ impl RequestParser {
             let len = self.bulk_len as usize;
             // Like Redis, the two bytes after the bulk are skipped, not checked.
             if buf.len() - self.pos < len + 2 {
-                return Ok(false);
+                if self.big_arg_min > 0 && len >= self.big_arg_min && !self.args.is_empty() {
+                    return Ok(Bulks::Big);
+                }
+                return Ok(Bulks::NeedMore);
             }
             self.args.push((self.pos, len));
             self.pos += len + 2;
             self.bulk_len = -1;
             self.multibulk_left -= 1;
         }
-        Ok(true)
+        Ok(Bulks::Complete)
     }
 
     /// Parses an inline command line. Some(true): a command; Some(false): an empty line.
@@ -386,6 +465,7 @@ mod tests {
                     }
                     Parse::Incomplete => break,
                     Parse::Error(e) => panic!("{e}"),
+                    Parse::BigBulk { .. } => unreachable!("big bulks are off"),
                 }
             }
             assert_eq!(got.len(), 2, "cut at {cut}");
@@ -481,6 +561,105 @@ mod tests {
 /// Property tests: the same checks as the cargo-fuzz target (`fuzz/fuzz_targets/
 /// resp_parser.rs`), bounded so they run in CI on stable in a few seconds.
 #[cfg(test)]
+mod big_bulk_tests {
+    use super::*;
+
+    const LIM: ParseLimits = ParseLimits {
+        proto_max_bulk_len: 512 * 1024 * 1024,
+        auth_required: false,
+    };
+
+    /// Plays the connection's part: big bulks go to side buffers, fed in small pieces.
+    fn run(stream: &[u8], piece: usize) -> Vec<Vec<Vec<u8>>> {
+        let mut p = RequestParser::with_big_args(8);
+        let mut buf = Vec::new();
+        let mut big: Vec<(Vec<u8>, usize)> = Vec::new(); // (bytes, len wanted)
+        let mut cmds = Vec::new();
+        let mut fed = 0;
+        while fed < stream.len() {
+            let n = piece.min(stream.len() - fed);
+            match big.last_mut().filter(|b| b.0.len() < b.1) {
+                Some(b) => {
+                    let n = n.min(b.1 - b.0.len());
+                    b.0.extend_from_slice(&stream[fed..fed + n]);
+                    fed += n;
+                    if b.0.len() == b.1 {
+                        p.big_bulk_filled(big.len() - 1, big.last().unwrap().1);
+                    }
+                }
+                None => {
+                    buf.extend_from_slice(&stream[fed..fed + n]);
+                    fed += n;
+                }
+            }
+            loop {
+                if big.last().is_some_and(|b| b.0.len() < b.1) {
+                    break;
+                }
+                match p.next(&buf, &LIM) {
+                    Parse::BigBulk { len } => {
+                        let start = p.data_start();
+                        let have = (buf.len() - start).min(len);
+                        big.push((buf.drain(start..start + have).collect(), len));
+                        if have == len {
+                            p.big_bulk_filled(big.len() - 1, len);
+                        }
+                    }
+                    Parse::Command => {
+                        let src = match p.source {
+                            Some(ArgSource::InlineScratch) => p.inline_scratch.clone(),
+                            _ => buf.clone(),
+                        };
+                        let args = p
+                            .args
+                            .iter()
+                            .map(|&(s, l)| {
+                                if s & BIG_ARG_FLAG != 0 {
+                                    big[s & !BIG_ARG_FLAG].0.clone()
+                                } else {
+                                    src[s..s + l].to_vec()
+                                }
+                            })
+                            .collect();
+                        cmds.push(args);
+                        big.clear();
+                    }
+                    Parse::Incomplete => break,
+                    Parse::Error(e) => panic!("{e}"),
+                }
+            }
+            let c = p.consumed();
+            buf.drain(..c);
+            p.shift(c);
+        }
+        cmds
+    }
+
+    #[test]
+    fn big_bulks_anywhere_in_a_command_in_any_pieces() {
+        let stream = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$20\r\n01234567890123456789\r\n\
+*4\r\n$4\r\nMSET\r\n$10\r\nkkkkkkkkkk\r\n$9\r\nvvvvvvvvv\r\n$2\r\nab\r\nPING\r\n";
+        let want: Vec<Vec<Vec<u8>>> = vec![
+            vec![
+                b"SET".to_vec(),
+                b"k".to_vec(),
+                b"01234567890123456789".to_vec(),
+            ],
+            vec![
+                b"MSET".to_vec(),
+                b"kkkkkkkkkk".to_vec(),
+                b"vvvvvvvvv".to_vec(),
+                b"ab".to_vec(),
+            ],
+            vec![b"PING".to_vec()],
+        ];
+        for piece in [1, 2, 3, 5, 7, 11, 64, 1000] {
+            assert_eq!(run(stream, piece), want, "piece {piece}");
+        }
+    }
+}
+
+#[cfg(test)]
 mod proptests {
     use super::*;
     use proptest::collection::vec;
@@ -527,6 +706,7 @@ mod proptests {
                     }
                     Parse::Incomplete => break,
                     Parse::Error(e) => return (out, Some(e)),
+                    Parse::BigBulk { .. } => unreachable!("big bulks are off"),
                 }
             }
             let n = p.consumed();

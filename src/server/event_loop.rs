@@ -7,7 +7,7 @@
 use super::outq::OutRefs;
 use super::Server;
 use crate::commands::Args;
-use crate::protocol::parser::{ArgSource, Parse, ParseLimits, RequestParser};
+use crate::protocol::parser::{ArgSource, BigArg, Parse, ParseLimits, RequestParser};
 use crate::util::now_ms;
 use crate::{notice, verbose, warning};
 use mio::net::{TcpListener, TcpStream};
@@ -24,6 +24,9 @@ use std::time::{Duration, Instant};
 pub const READ_BUDGET_BYTES: usize = 1 << 20;
 /// Smallest read into the query buffer (Redis's PROTO_IOBUF_LEN).
 pub const READ_CHUNK_BYTES: usize = 16 * 1024;
+/// Request arguments at least this long that are not yet buffered are read straight into
+/// an arena block (the value a SET stores adopts it: no copy on the executor).
+pub const BIG_ARG_BYTES: usize = 64 * 1024;
 /// Bytes written to one connection per loop iteration before others get a turn.
 pub const WRITE_BUDGET_BYTES: usize = 256 << 10;
 const LISTENER_TOKENS: usize = 16;
@@ -67,6 +70,9 @@ pub struct Conn {
     in_held_list: bool,
     /// Large values spliced into `out` by reference (src/server/outq.rs).
     refs: OutRefs,
+    /// Big arguments of the command being read, each in its own arena block; the last
+    /// one may still be filling (see [`Parse::BigBulk`]).
+    big_args: Vec<BigArg>,
 }
 
 impl Conn {
@@ -163,6 +169,29 @@ impl Batch {
         self.cmds.push((self.args.len(), args.len()));
         self.args.extend_from_slice(args);
     }
+}
+
+/// A big bulk's header was parsed: gives it an arena block and moves the bytes already
+/// buffered into it. True if that completed it (parsing goes on), false if the rest is
+/// to be read into the block ([`fill_big_arg`]).
+fn read_big_bulk_start(srv: &mut Server, conn: &mut Conn, len: usize) -> bool {
+    let (block, addr) = srv.ks.alloc_arg_block(len);
+    let start = conn.parser.data_start();
+    let have = (conn.qbuf.len() - start).min(len);
+    // SAFETY: the block has `len` bytes; the source is initialised buffer bytes.
+    unsafe { std::ptr::copy_nonoverlapping(conn.qbuf.as_ptr().add(start), addr, have) };
+    conn.qbuf.drain(start..start + have);
+    conn.big_args.push(BigArg {
+        block,
+        addr: addr as usize,
+        len,
+        filled: have,
+    });
+    if have == len {
+        conn.parser.big_bulk_filled(conn.big_args.len() - 1, len);
+        return true;
+    }
+    false
 }
 
 /// Runs the batched commands: first prefetches each command's key bucket, then the
@@ -406,7 +435,7 @@ impl EventLoop {
             srv.clients[slot] = Some(client);
             self.conns[slot] = Some(Conn {
                 stream,
-                parser: RequestParser::new(),
+                parser: RequestParser::with_big_args(BIG_ARG_BYTES),
                 qbuf: Vec::new(),
                 out: Vec::new(),
                 out_pos: 0,
@@ -416,6 +445,7 @@ impl EventLoop {
                 holds: VecDeque::new(),
                 refs: OutRefs::default(),
                 in_held_list: false,
+                big_args: Vec::new(),
             });
             self.connected += 1;
         }
@@ -439,32 +469,56 @@ impl EventLoop {
             if conn.closing {
                 return;
             }
-            let pending = conn.parser.pending_bulk_bytes(conn.qbuf.len());
-            // Inside a big bulk, read exactly its remaining bytes (at most the budget) so
-            // the limit check never counts the start of the next command.
-            let want = if pending > 0 {
-                pending.min(READ_BUDGET_BYTES)
-            } else {
-                READ_CHUNK_BYTES
-            };
-            conn.qbuf.reserve(want);
-            let spare = conn.qbuf.spare_capacity_mut();
-            let len = spare.len().min(want);
             let fd = conn.stream.as_raw_fd();
-            // SAFETY: reading at most `len` bytes into the Vec's spare capacity; set_len
-            // only covers bytes the kernel wrote.
-            let n = unsafe { libc::read(fd, spare.as_mut_ptr() as *mut libc::c_void, len) };
+            // A big argument being read goes straight into its arena block.
+            let filling = conn.big_args.last().filter(|a| a.filled < a.len).copied();
+            let (dst, len) = match filling {
+                Some(a) => (
+                    (a.addr + a.filled) as *mut u8,
+                    (a.len - a.filled).min(READ_BUDGET_BYTES),
+                ),
+                None => {
+                    let pending = conn.parser.pending_bulk_bytes(conn.qbuf.len());
+                    // Inside a big bulk, read exactly its remaining bytes (at most the
+                    // budget) so the limit check never counts the next command's start.
+                    let want = if pending > 0 {
+                        pending.min(READ_BUDGET_BYTES)
+                    } else {
+                        READ_CHUNK_BYTES
+                    };
+                    conn.qbuf.reserve(want);
+                    let spare = conn.qbuf.spare_capacity_mut();
+                    (spare.as_mut_ptr() as *mut u8, spare.len().min(want))
+                }
+            };
+            // SAFETY: `dst` has room for `len` bytes (the block's unread tail, or the Vec's
+            // spare capacity); only bytes the kernel wrote are marked as filled below.
+            let n = unsafe { libc::read(fd, dst as *mut libc::c_void, len) };
             if n > 0 {
                 let n = n as usize;
-                // SAFETY: the kernel initialised n bytes.
-                unsafe { conn.qbuf.set_len(conn.qbuf.len() + n) };
+                let mut complete = true;
+                match filling {
+                    Some(a) => {
+                        let last = conn.big_args.len() - 1;
+                        conn.big_args[last].filled += n;
+                        complete = conn.big_args[last].filled == a.len;
+                        if complete {
+                            conn.parser.big_bulk_filled(last, a.len);
+                        }
+                    }
+                    // SAFETY: the kernel initialised n bytes.
+                    None => unsafe { conn.qbuf.set_len(conn.qbuf.len() + n) },
+                }
                 read_total += n;
                 srv.stats.net_input_bytes += n as u64;
-                if conn.parser.unparsed_bytes(conn.qbuf.len()) > limit {
+                let big_bytes: usize = conn.big_args.iter().map(|a| a.filled).sum();
+                if conn.parser.unparsed_bytes(conn.qbuf.len()) + big_bytes > limit {
                     over_limit = true;
                     break;
                 }
-                self.process(srv, slot);
+                if complete {
+                    self.process(srv, slot);
+                }
                 if read_total >= READ_BUDGET_BYTES {
                     if let Some(conn) = self.conns[slot].as_mut() {
                         conn.more_to_read = true;
@@ -533,6 +587,9 @@ impl EventLoop {
             if client.close_after_reply || client.http_guard_close || client.close_asap {
                 break;
             }
+            if conn.big_args.last().is_some_and(|a| a.filled < a.len) {
+                break; // a big argument is still being read into its block
+            }
             let limits = ParseLimits {
                 proto_max_bulk_len: srv.config.settings().proto_max_bulk_len,
                 auth_required: srv.config.settings().requirepass.is_some() && !client.authenticated,
@@ -540,6 +597,39 @@ impl EventLoop {
             // Before AUTH the parser's limits depend on each command's outcome: no batching.
             let can_batch = !limits.auth_required;
             match conn.parser.next(&conn.qbuf, &limits) {
+                Parse::BigBulk { len } => {
+                    if !read_big_bulk_start(srv, conn, len) {
+                        break; // the rest of the bulk is read into its block
+                    }
+                }
+                Parse::Command if !conn.big_args.is_empty() => {
+                    // Runs alone, after what was batched before it; then its argument
+                    // blocks go (unless a value adopted one).
+                    held |= run_batch(
+                        srv,
+                        &mut client,
+                        &conn.qbuf,
+                        &mut self.batch,
+                        &mut conn.out,
+                        &mut conn.holds,
+                        &mut conn.refs,
+                    );
+                    let args = Args::with_big(&conn.qbuf, &conn.parser.args, &conn.big_args);
+                    held |= exec_holding(
+                        srv,
+                        &mut client,
+                        args,
+                        &mut conn.out,
+                        &mut conn.holds,
+                        &mut conn.refs,
+                    );
+                    for a in conn.big_args.drain(..) {
+                        srv.ks.release_arg_block(a.block);
+                    }
+                    if srv.shutdown.is_some() {
+                        break;
+                    }
+                }
                 Parse::Command => {
                     // Inline arguments live in a scratch buffer the next parse overwrites:
                     // those commands run at once, after the ones batched before them.
@@ -826,6 +916,9 @@ impl EventLoop {
             // if the keyspace dropped them meanwhile).
             for b in conn.refs.take_all() {
                 srv.ks.unpin(b);
+            }
+            for a in conn.big_args.drain(..) {
+                srv.ks.release_arg_block(a.block);
             }
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.connected -= 1;

@@ -12,7 +12,7 @@ use super::stats::Stats;
 use super::{RefSeg, Server};
 use crate::arena::Ref;
 use crate::commands::Args;
-use crate::protocol::parser::{ArgSource, Parse, ParseLimits, RequestParser};
+use crate::protocol::parser::{ArgSource, BigArg, Parse, ParseLimits, RequestParser, BIG_ARG_FLAG};
 use crate::util::now_ms;
 use crate::{notice, verbose, warning};
 use mio::net::{TcpListener, TcpStream};
@@ -26,7 +26,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::event_loop::{
-    bind_listeners, READ_BUDGET_BYTES, READ_CHUNK_BYTES, SHUTDOWN_SIGNAL, WRITE_BUDGET_BYTES,
+    bind_listeners, BIG_ARG_BYTES, READ_BUDGET_BYTES, READ_CHUNK_BYTES, SHUTDOWN_SIGNAL,
+    WRITE_BUDGET_BYTES,
 };
 
 /// Messages queued from all I/O threads to the executor. The queue is bounded; a thread
@@ -47,6 +48,9 @@ pub struct Batch {
     cmds: Vec<(usize, usize)>,
     /// A protocol error after the commands: reply with it and close.
     error: Option<String>,
+    /// Arguments read into arena blocks (ranges flagged with `BIG_ARG_FLAG` index this);
+    /// the executor releases them after running the batch.
+    big: Vec<BigArg>,
 }
 
 enum ToExecutor {
@@ -65,6 +69,13 @@ enum ToExecutor {
     /// Value blocks whose referencing replies were written (or dropped): the executor
     /// unpins them (I/O threads never touch the arena's allocator).
     Release(Vec<Ref>),
+    /// A connection parsed the header of a big bulk: the executor allocates its block.
+    ArgBlock {
+        conn: ConnId,
+        len: usize,
+    },
+    /// Argument blocks of a connection that went away before its command ran.
+    ReleaseArgs(Vec<Ref>),
 }
 
 struct ToIo {
@@ -79,6 +90,8 @@ struct ToIo {
     push_only: bool,
     /// The client has subscriptions: its output is under the `pubsub` limit class.
     pubsub: bool,
+    /// The block asked for with `ToExecutor::ArgBlock` (nothing else in the message).
+    arg_block: Option<BigArg>,
 }
 
 /// Settings the I/O threads read; the executor refreshes them after CONFIG SET.
@@ -166,6 +179,10 @@ struct IoConn {
     pubsub: bool,
     /// Large values spliced into `out` by reference (src/server/outq.rs).
     refs: OutRefs,
+    /// Big arguments of the command being read, in arena blocks; the last may be filling.
+    big_args: Vec<BigArg>,
+    /// A block for a big bulk was asked of the executor and has not come yet.
+    awaiting_block: bool,
 }
 
 struct IoThread {
@@ -317,7 +334,7 @@ impl IoThread {
         self.conns[slot] = Some(IoConn {
             stream,
             id,
-            parser: RequestParser::new(),
+            parser: RequestParser::with_big_args(BIG_ARG_BYTES),
             qbuf: Vec::new(),
             out: Vec::new(),
             refs: OutRefs::default(),
@@ -329,6 +346,8 @@ impl IoThread {
             obuf_soft_since_ms: 0,
             want_writable: false,
             pubsub: false,
+            big_args: Vec::new(),
+            awaiting_block: false,
         });
         self.by_id.insert(id, slot);
         self.send(ToExecutor::Connected {
@@ -376,26 +395,42 @@ impl IoThread {
         let mut eof = false;
         let mut total = 0;
         loop {
-            let want = READ_CHUNK_BYTES.max(
-                conn.parser
-                    .pending_bulk_bytes(conn.qbuf.len())
-                    .min(READ_BUDGET_BYTES),
-            );
-            conn.qbuf.reserve(want);
-            let spare = conn.qbuf.spare_capacity_mut();
-            // SAFETY: reading into the Vec's spare capacity; set_len only covers bytes read.
-            let n = unsafe {
-                libc::read(
-                    conn.stream.as_raw_fd(),
-                    spare.as_mut_ptr() as *mut libc::c_void,
-                    spare.len(),
-                )
+            // A big argument whose block is here is read straight into it.
+            let filling = conn.big_args.last().filter(|a| a.filled < a.len).copied();
+            let (dst, len) = match filling {
+                Some(a) => (
+                    (a.addr + a.filled) as *mut u8,
+                    (a.len - a.filled).min(READ_BUDGET_BYTES),
+                ),
+                None => {
+                    let want = READ_CHUNK_BYTES.max(
+                        conn.parser
+                            .pending_bulk_bytes(conn.qbuf.len())
+                            .min(READ_BUDGET_BYTES),
+                    );
+                    conn.qbuf.reserve(want);
+                    let spare = conn.qbuf.spare_capacity_mut();
+                    (spare.as_mut_ptr() as *mut u8, spare.len())
+                }
             };
+            // SAFETY: `dst` has room for `len` bytes (the block's unread tail — the
+            // executor does not touch a block a connection is filling — or the Vec's spare
+            // capacity); only bytes the kernel wrote are marked as read below.
+            let n = unsafe { libc::read(conn.stream.as_raw_fd(), dst as *mut libc::c_void, len) };
             if n > 0 {
-                // SAFETY: the kernel initialised n bytes.
-                unsafe { conn.qbuf.set_len(conn.qbuf.len() + n as usize) };
+                match filling {
+                    Some(a) => {
+                        let last = conn.big_args.len() - 1;
+                        conn.big_args[last].filled += n as usize;
+                        if conn.big_args[last].filled == a.len {
+                            conn.parser.big_bulk_filled(last, a.len);
+                        }
+                    }
+                    // SAFETY: the kernel initialised n bytes.
+                    None => unsafe { conn.qbuf.set_len(conn.qbuf.len() + n as usize) },
+                }
                 total += n as usize;
-                if conn.qbuf.len() > limit || total >= READ_BUDGET_BYTES {
+                if query_bytes(conn) > limit || total >= READ_BUDGET_BYTES {
                     break;
                 }
                 continue;
@@ -421,7 +456,7 @@ impl IoThread {
         self.counters
             .reads_processed
             .fetch_add(1, Ordering::Relaxed);
-        if conn.qbuf.len() > limit {
+        if query_bytes(conn) > limit {
             warning!("Closing client that reached max query buffer length");
             self.counters
                 .qbuf_limit_disconnections
@@ -447,7 +482,8 @@ impl IoThread {
         let Some(conn) = self.conns[slot].as_mut() else {
             return;
         };
-        if conn.in_flight || conn.close_after_write {
+        let filling = conn.big_args.last().is_some_and(|a| a.filled < a.len);
+        if conn.in_flight || conn.close_after_write || conn.awaiting_block || filling {
             return;
         }
         let limits = ParseLimits {
@@ -460,9 +496,16 @@ impl IoThread {
             args: Vec::new(),
             cmds: Vec::new(),
             error: None,
+            big: Vec::new(),
         };
+        let mut ask_block = None;
         loop {
             match conn.parser.next(&conn.qbuf, &limits) {
+                Parse::BigBulk { len } => {
+                    conn.awaiting_block = true;
+                    ask_block = Some(len);
+                    break;
+                }
                 Parse::Command => {
                     let src: &[u8] = match conn.parser.source {
                         Some(ArgSource::InlineScratch) => &conn.parser.inline_scratch,
@@ -470,9 +513,16 @@ impl IoThread {
                     };
                     let first = batch.args.len();
                     for &(s, l) in &conn.parser.args {
+                        if s & BIG_ARG_FLAG != 0 {
+                            batch.args.push((BIG_ARG_FLAG | batch.big.len(), l));
+                            batch.big.push(conn.big_args[s & !BIG_ARG_FLAG]);
+                            continue;
+                        }
                         batch.args.push((batch.data.len(), l));
                         batch.data.extend_from_slice(&src[s..s + l]);
                     }
+                    // The blocks now travel with the batch.
+                    conn.big_args.clear();
                     batch.cmds.push((first, conn.parser.args.len()));
                     // Before AUTH the limits depend on the executor's answer: one at a time.
                     if !conn.authenticated {
@@ -497,11 +547,40 @@ impl IoThread {
         if conn.qbuf.is_empty() && conn.qbuf.capacity() > 4 * READ_CHUNK_BYTES {
             conn.qbuf = Vec::new();
         }
-        if batch.cmds.is_empty() && batch.error.is_none() {
-            return;
+        let id = conn.id;
+        if !batch.cmds.is_empty() || batch.error.is_some() {
+            conn.in_flight = true;
+            self.send(ToExecutor::Batch(batch));
         }
-        conn.in_flight = true;
-        self.send(ToExecutor::Batch(batch));
+        if let Some(len) = ask_block {
+            self.send(ToExecutor::ArgBlock { conn: id, len });
+        }
+    }
+
+    /// The executor's block for the big bulk a connection is reading: the bytes already
+    /// buffered move into it, the rest is read straight into it.
+    fn got_arg_block(&mut self, slot: usize, mut a: BigArg) {
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        conn.awaiting_block = false;
+        let start = conn.parser.data_start();
+        let have = (conn.qbuf.len() - start).min(a.len);
+        // SAFETY: the block has `len` bytes; the source is initialised buffer bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(conn.qbuf.as_ptr().add(start), a.addr as *mut u8, have)
+        };
+        conn.qbuf.drain(start..start + have);
+        a.filled = have;
+        conn.big_args.push(a);
+        if have == a.len {
+            conn.parser.big_bulk_filled(conn.big_args.len() - 1, a.len);
+        }
+        // Bytes may wait in the socket with no new edge to report them.
+        if !self.more_to_read.contains(&slot) {
+            self.more_to_read.push(slot);
+        }
+        self.dispatch(slot);
     }
 
     fn write(&mut self, slot: usize) {
@@ -597,6 +676,10 @@ impl IoThread {
             // Unsent references go with the client.
             let blocks = conn.refs.take_all();
             self.release(blocks);
+            let args: Vec<Ref> = conn.big_args.drain(..).map(|a| a.block).collect();
+            if !args.is_empty() {
+                self.send(ToExecutor::ReleaseArgs(args));
+            }
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.by_id.remove(&conn.id);
             self.free.push(slot);
@@ -626,9 +709,16 @@ impl IoThread {
             else {
                 // The connection is gone: its references go back at once.
                 self.release(r.refs.iter().map(|x| x.block).collect());
+                if let Some(a) = r.arg_block {
+                    self.send(ToExecutor::ReleaseArgs(vec![a.block]));
+                }
                 continue;
             };
             let slot = self.by_id[&r.conn];
+            if let Some(a) = r.arg_block {
+                self.got_arg_block(slot, a);
+                continue;
+            }
             conn.pubsub = r.pubsub;
             if r.push_only && r.close {
                 // The executor found the client over its pub/sub output limit.
@@ -942,6 +1032,7 @@ fn executor_loop(
                     authenticated: true,
                     push_only: false,
                     pubsub: false,
+                    arg_block: None,
                 });
             }
         }
@@ -979,6 +1070,33 @@ fn handle_message(
                 srv.ks.unpin(b);
             }
         }
+        ToExecutor::ReleaseArgs(blocks) => {
+            for b in blocks {
+                srv.ks.release_arg_block(b);
+            }
+        }
+        ToExecutor::ArgBlock { conn, len } => {
+            let (block, addr) = srv.ks.alloc_arg_block(len);
+            let pubsub = slots
+                .get(&conn)
+                .and_then(|&s| srv.clients[s].as_ref())
+                .is_some_and(|c| c.is_pubsub());
+            outgoing[(conn >> 56) as usize].push(ToIo {
+                conn,
+                out: Vec::new(),
+                refs: Vec::new(),
+                close: false,
+                authenticated: true,
+                push_only: true,
+                pubsub,
+                arg_block: Some(BigArg {
+                    block,
+                    addr: addr as usize,
+                    len,
+                    filled: 0,
+                }),
+            });
+        }
         ToExecutor::Connected {
             conn,
             addr,
@@ -1005,10 +1123,11 @@ fn handle_message(
             }
         }
         ToExecutor::Batch(b) => {
-            let Some(&slot) = slots.get(&b.conn) else {
-                return;
-            };
-            let Some(mut client) = srv.clients[slot].take() else {
+            let client = slots.get(&b.conn).and_then(|&s| srv.clients[s].take());
+            let (Some(&slot), Some(mut client)) = (slots.get(&b.conn), client) else {
+                for a in &b.big {
+                    srv.ks.release_arg_block(a.block);
+                }
                 return;
             };
             // Messages pushed to this client before these commands precede their replies.
@@ -1020,9 +1139,13 @@ fn handle_message(
                 if client.close_after_reply || srv.shutdown.is_some() {
                     break;
                 }
-                let args = Args::new(&b.data, &b.args[first..first + argc]);
+                let args = Args::with_big(&b.data, &b.args[first..first + argc], &b.big);
                 srv.execute_refs(&mut client, args, &mut out, &mut refs);
                 hold = hold.max(srv.aof.hold_lsn);
+            }
+            // Argument blocks go unless a value adopted them.
+            for a in &b.big {
+                srv.ks.release_arg_block(a.block);
             }
             if let Some(e) = &b.error {
                 out.extend_from_slice(b"-ERR ");
@@ -1044,6 +1167,7 @@ fn handle_message(
                 authenticated: client.authenticated || srv.config.settings().requirepass.is_none(),
                 push_only: false,
                 pubsub: client.is_pubsub(),
+                arg_block: None,
             };
             if hold > 0 {
                 held.push((hold, t, reply));
@@ -1090,6 +1214,7 @@ fn ship_pushes(srv: &mut Server, outgoing: &mut [Vec<ToIo>], held: &mut [(u64, u
             authenticated: true,
             push_only: true,
             pubsub: c.is_pubsub(),
+            arg_block: None,
         });
     }
 }
@@ -1105,4 +1230,10 @@ fn sync_counters(stats: &mut Stats, c: &IoCounters) {
         c.qbuf_limit_disconnections.load(Ordering::Relaxed);
     stats.client_output_buffer_limit_disconnections =
         c.obuf_limit_disconnections.load(Ordering::Relaxed);
+}
+
+/// Bytes a connection holds of requests not yet turned into complete arguments, plus its
+/// big arguments (compared with `client-query-buffer-limit`).
+fn query_bytes(conn: &IoConn) -> usize {
+    conn.qbuf.len() + conn.big_args.iter().map(|a| a.filled).sum::<usize>()
 }
