@@ -17,7 +17,7 @@ use crate::util::now_ms;
 use crate::{notice, verbose, warning};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -192,7 +192,14 @@ struct IoThread {
     peers: Vec<ThreadHandle>,
     me: ThreadHandle,
     to_exec: SyncSender<ToExecutor>,
-    backlog: Vec<ToExecutor>,
+    /// Messages that did not fit the executor's channel. Bounded: at `EXECUTOR_QUEUE_LEN`
+    /// the thread stops accepting connections and sending batches (their slots wait in
+    /// `deferred`; reads go on into query buffers, under their limit) until it drains,
+    /// and consecutive release lists merge — so what remains is at most one message per
+    /// connection (its close) beyond the bound.
+    backlog: VecDeque<ToExecutor>,
+    deferred: Vec<usize>,
+    accept_paused: bool,
     conns: Vec<Option<IoConn>>,
     free: Vec<usize>,
     by_id: HashMap<ConnId, usize>,
@@ -265,6 +272,11 @@ impl IoThread {
 
     fn accept(&mut self, li: usize) {
         loop {
+            if self.backlog_full() {
+                // Left in the listen queue; accepted when the backlog drains.
+                self.accept_paused = true;
+                return;
+            }
             let (stream, peer) = match self.listeners[li].accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -360,27 +372,47 @@ impl IoThread {
 
     fn send(&mut self, msg: ToExecutor) {
         if !self.backlog.is_empty() {
-            self.backlog.push(msg);
+            match (self.backlog.back_mut(), msg) {
+                (Some(ToExecutor::Release(v)), ToExecutor::Release(b))
+                | (Some(ToExecutor::ReleaseArgs(v)), ToExecutor::ReleaseArgs(b)) => v.extend(b),
+                (_, m) => self.backlog.push_back(m),
+            }
             return;
         }
         match self.to_exec.try_send(msg) {
             Ok(()) => {}
-            Err(TrySendError::Full(m)) => self.backlog.push(m),
+            Err(TrySendError::Full(m)) => self.backlog.push_back(m),
             Err(TrySendError::Disconnected(_)) => {}
         }
     }
 
+    fn backlog_full(&self) -> bool {
+        self.backlog.len() >= EXECUTOR_QUEUE_LEN
+    }
+
     fn flush_backlog(&mut self) {
-        while !self.backlog.is_empty() {
-            let m = self.backlog.remove(0);
+        while let Some(m) = self.backlog.pop_front() {
             match self.to_exec.try_send(m) {
                 Ok(()) => {}
                 Err(TrySendError::Full(m)) => {
-                    self.backlog.insert(0, m);
-                    return;
+                    self.backlog.push_front(m);
+                    break;
                 }
                 Err(TrySendError::Disconnected(_)) => return,
             }
+        }
+        if self.backlog_full() {
+            return;
+        }
+        // Below the bound again: what waited for it goes on.
+        if self.accept_paused {
+            self.accept_paused = false;
+            for li in 0..self.listeners.len() {
+                self.accept(li);
+            }
+        }
+        for slot in std::mem::take(&mut self.deferred) {
+            self.dispatch(slot);
         }
     }
 
@@ -484,6 +516,12 @@ impl IoThread {
         };
         let filling = conn.big_args.last().is_some_and(|a| a.filled < a.len);
         if conn.in_flight || conn.close_after_write || conn.awaiting_block || filling {
+            return;
+        }
+        if self.backlog.len() >= EXECUTOR_QUEUE_LEN {
+            if !self.deferred.contains(&slot) {
+                self.deferred.push(slot);
+            }
             return;
         }
         let limits = ParseLimits {
@@ -890,7 +928,9 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
                 waker: handles[i].waker.clone(),
             },
             to_exec: tx.clone(),
-            backlog: Vec::new(),
+            backlog: VecDeque::new(),
+            deferred: Vec::new(),
+            accept_paused: false,
             conns: Vec::new(),
             free: Vec::new(),
             by_id: HashMap::new(),
