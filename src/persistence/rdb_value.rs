@@ -281,13 +281,15 @@ pub fn lzf_decompress(input: &[u8], out_len: usize) -> Result<Vec<u8>, RdbError>
 }
 
 /// A value decoded from its RDB form, independent of how the keyspace stores it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     String(Vec<u8>),
     /// A list as validated listpacks, head first (none empty).
     List(Vec<Vec<u8>>),
     /// A hash's field/value pairs.
     Hash(Vec<(Vec<u8>, Vec<u8>)>),
+    /// A sorted set's (member, score) pairs (any order; members distinct, no NaN).
+    ZSet(Vec<(Vec<u8>, f64)>),
 }
 
 /// Quicklist node containers (Redis's QUICKLIST_NODE_CONTAINER_*).
@@ -411,6 +413,154 @@ pub fn write_hash_object(out: &mut Vec<u8>, pairs: &[(&[u8], &[u8])]) {
     }
 }
 
+/// Redis's `rdbLoadDoubleValue` (RDB_TYPE_ZSET's text scores): a length byte (253 NaN,
+/// 254 +inf, 255 -inf) then that many ASCII characters.
+fn read_text_double(r: &mut Reader) -> Result<f64, RdbError> {
+    let n = r.read_u8()?;
+    match n {
+        253 => Ok(f64::NAN),
+        254 => Ok(f64::INFINITY),
+        255 => Ok(f64::NEG_INFINITY),
+        n => {
+            let b = r.read_bytes(n as usize)?;
+            crate::collections::zset::parse_score_text(b).ok_or(RdbError::Corrupt)
+        }
+    }
+}
+
+/// Elements of an untrusted ziplist (RDB_TYPE_*_ZIPLIST, written by Redis before 7.0):
+/// `[zlbytes u32][zltail u32][zllen u16] entries 0xFF`, each entry a prevlen (1 or 5
+/// bytes), an encoding and its data. Every read is bounds-checked.
+fn ziplist_elems(zl: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
+    let bad = || RdbError::Corrupt;
+    if zl.len() < 11 || u32::from_le_bytes([zl[0], zl[1], zl[2], zl[3]]) as usize != zl.len() {
+        return Err(bad());
+    }
+    if zl[zl.len() - 1] != 0xFF {
+        return Err(bad());
+    }
+    let end = zl.len() - 1;
+    let mut p = 10;
+    let mut out = vec![];
+    let take = |p: usize, n: usize| zl.get(p..p + n).filter(|_| p + n <= end).ok_or_else(bad);
+    while p < end {
+        p += if zl[p] == 0xFE { 5 } else { 1 };
+        let b = *zl.get(p).filter(|_| p < end).ok_or_else(bad)?;
+        let (hdr, v): (usize, Vec<u8>) = match b >> 6 {
+            0 => {
+                let n = (b & 0x3F) as usize;
+                (1, take(p + 1, n)?.to_vec())
+            }
+            1 => {
+                let n = (((b & 0x3F) as usize) << 8) | *take(p + 1, 1)?.first().ok_or_else(bad)? as usize;
+                (2, take(p + 2, n)?.to_vec())
+            }
+            2 => {
+                let l = take(p + 1, 4)?;
+                let n = u32::from_be_bytes([l[0], l[1], l[2], l[3]]) as usize;
+                (5, take(p + 5, n)?.to_vec())
+            }
+            _ => {
+                let (len, val): (usize, i64) = match b {
+                    0xC0 => {
+                        let d = take(p + 1, 2)?;
+                        (2, i16::from_le_bytes([d[0], d[1]]) as i64)
+                    }
+                    0xD0 => {
+                        let d = take(p + 1, 4)?;
+                        (4, i32::from_le_bytes([d[0], d[1], d[2], d[3]]) as i64)
+                    }
+                    0xE0 => {
+                        let d = take(p + 1, 8)?;
+                        let mut a = [0u8; 8];
+                        a.copy_from_slice(d);
+                        (8, i64::from_le_bytes(a))
+                    }
+                    0xF0 => {
+                        let d = take(p + 1, 3)?;
+                        (3, (i32::from_le_bytes([0, d[0], d[1], d[2]]) >> 8) as i64)
+                    }
+                    0xFE => (1, take(p + 1, 1)?[0] as i8 as i64),
+                    0xF1..=0xFD => (0, (b & 0x0F) as i64 - 1),
+                    _ => return Err(bad()),
+                };
+                (1 + len, val.to_string().into_bytes())
+            }
+        };
+        let data_len = match b >> 6 {
+            0..=2 => v.len(),
+            _ => 0,
+        };
+        p += hdr + data_len;
+        out.push(v);
+    }
+    if p != end {
+        return Err(bad());
+    }
+    Ok(out)
+}
+
+fn read_zset(t: u8, r: &mut Reader) -> Result<Value, RdbError> {
+    let mut out: Vec<(Vec<u8>, f64)> = Vec::new();
+    match t {
+        TYPE_ZSET | TYPE_ZSET_2 => {
+            let n = read_count(r)?;
+            for _ in 0..n {
+                let m = r.read_string()?.into_owned();
+                let s = if t == TYPE_ZSET_2 {
+                    f64::from_le_bytes(r.read_array::<8>()?)
+                } else {
+                    read_text_double(r)?
+                };
+                out.push((m, s));
+            }
+        }
+        _ => {
+            let s = r.read_string()?;
+            let elems = if t == TYPE_ZSET_LISTPACK {
+                listpack_elems(&s, true)?
+            } else {
+                ziplist_elems(&s)?
+            };
+            if elems.len() % 2 != 0 {
+                return Err(RdbError::Corrupt);
+            }
+            let mut it = elems.into_iter();
+            while let (Some(m), Some(sc)) = (it.next(), it.next()) {
+                let s = crate::collections::zset::parse_score_text(&sc).ok_or(RdbError::Corrupt)?;
+                out.push((m, s));
+            }
+        }
+    }
+    // Redis refuses empty sorted sets, duplicate members and NaN scores.
+    let mut seen = std::collections::HashSet::new();
+    if out.is_empty()
+        || out.iter().any(|(_, s)| s.is_nan())
+        || !out.iter().all(|(m, _)| seen.insert(m.clone()))
+    {
+        return Err(RdbError::Corrupt);
+    }
+    Ok(Value::ZSet(out))
+}
+
+/// Appends a small zset as RDB_TYPE_ZSET_LISTPACK (the listpack as is).
+pub fn write_zset_listpack_object(out: &mut Vec<u8>, lp: &[u8]) {
+    out.push(TYPE_ZSET_LISTPACK);
+    write_len(out, lp.len() as u64);
+    out.extend_from_slice(lp);
+}
+
+/// Appends a zset as RDB_TYPE_ZSET_2: count, then member strings and binary doubles
+/// (little endian), in the order given (Redis writes from the greatest element down).
+pub fn write_zset2_object(out: &mut Vec<u8>, items: &[(&[u8], f64)]) {
+    out.push(TYPE_ZSET_2);
+    write_len(out, items.len() as u64);
+    for (m, s) in items {
+        write_string(out, m);
+        out.extend_from_slice(&s.to_le_bytes());
+    }
+}
+
 /// Reads a type byte and the value that follows (Redis's `rdbLoadObjectType` +
 /// `rdbLoadObject`).
 pub fn read_object(r: &mut Reader) -> Result<Value, RdbError> {
@@ -424,6 +574,7 @@ pub fn read_value(t: u8, r: &mut Reader) -> Result<Value, RdbError> {
         TYPE_STRING => Ok(Value::String(r.read_string()?.into_owned())),
         TYPE_LIST | TYPE_LIST_QUICKLIST_2 => read_list(t, r),
         TYPE_HASH | TYPE_HASH_LISTPACK => read_hash(t, r),
+        TYPE_ZSET | TYPE_ZSET_2 | TYPE_ZSET_ZIPLIST | TYPE_ZSET_LISTPACK => read_zset(t, r),
         t if is_object_type(t) => Err(RdbError::UnsupportedType(t)),
         t => Err(RdbError::UnknownType(t)),
     }
