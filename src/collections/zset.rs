@@ -80,19 +80,22 @@ pub fn cmp(s1: f64, m1: &[u8], s2: f64, m2: &[u8]) -> std::cmp::Ordering {
         .then_with(|| m1.cmp(m2))
 }
 
-/// Redis's `d2string`: how a score is written into a listpack (and the RDB's text form).
+/// How Redis 7.0's zzlInsertAt writes a score into a listpack: an integral score within
+/// ±2^62 (`double2ll`) as a listpack integer (so -0 becomes 0), anything else as its
+/// `%.17g` text (`inf`, `-inf`).
 pub fn d2string(v: f64) -> Vec<u8> {
+    const LIM: f64 = (i64::MAX / 2) as f64;
     if v.is_nan() {
         return b"nan".to_vec();
     }
     if v.is_infinite() {
-        return if v > 0.0 { b"inf".to_vec() } else { b"-inf".to_vec() };
+        return if v > 0.0 {
+            b"inf".to_vec()
+        } else {
+            b"-inf".to_vec()
+        };
     }
-    if v == 0.0 {
-        return if v.is_sign_negative() { b"-0".to_vec() } else { b"0".to_vec() };
-    }
-    // Exact integers in (-2^52, 2^52) print as integers (Redis's fast path).
-    if v > -4503599627370495.0 && v < 4503599627370496.0 && v == (v as i64) as f64 {
+    if (-LIM..=LIM).contains(&v) && v == (v as i64) as f64 {
         return (v as i64).to_string().into_bytes();
     }
     crate::protocol::reply::format_g17(v).into_bytes()
@@ -138,7 +141,12 @@ struct Sl {
 }
 
 fn read_sl(v: &[u8]) -> Sl {
-    let head = u32::from_le_bytes([v[HEAD_OFF], v[HEAD_OFF + 1], v[HEAD_OFF + 2], v[HEAD_OFF + 3]]);
+    let head = u32::from_le_bytes([
+        v[HEAD_OFF],
+        v[HEAD_OFF + 1],
+        v[HEAD_OFF + 2],
+        v[HEAD_OFF + 3],
+    ]);
     let b = &v[DICT_OFF..SL_BYTES];
     // SAFETY: DictHeader is Pod (any bit pattern is valid) and `b` holds size_of bytes.
     let dict = unsafe { std::ptr::read_unaligned(b.as_ptr() as *const DictHeader) };
@@ -223,7 +231,8 @@ fn node_new(a: &mut Arena, member: &[u8], score: f64, level: usize) -> Ref {
     a.write_u32(x, N_MLEN, member.len() as u32);
     a.write_u64(x, N_SCORE, score.to_bits());
     a.write_u32(x, N_LEVEL, level as u32);
-    a.bytes_mut(x, N_MEMBER, member.len()).copy_from_slice(member);
+    a.bytes_mut(x, N_MEMBER, member.len())
+        .copy_from_slice(member);
     x
 }
 
@@ -446,8 +455,12 @@ fn sl_update_score(a: &mut Arena, head: Ref, x: Ref, score: f64) {
     let b = n_back(a, x);
     let f = fwd(a, x, 0);
     let member = n_member(a, x).to_vec();
-    let stays = (b == NULL || n_score(a, b) < score || (n_score(a, b) == score && n_member(a, b) < &member[..]))
-        && (f == NULL || n_score(a, f) > score || (n_score(a, f) == score && n_member(a, f) > &member[..]));
+    let stays = (b == NULL
+        || n_score(a, b) < score
+        || (n_score(a, b) == score && n_member(a, b) < &member[..]))
+        && (f == NULL
+            || n_score(a, f) > score
+            || (n_score(a, f) == score && n_member(a, f) > &member[..]));
     if stays {
         a.write_u64(x, N_SCORE, score.to_bits());
         return;
@@ -517,8 +530,7 @@ pub fn sl_free_some(a: &mut Arena, hdr: &mut [u8], budget: usize) -> (u64, bool)
 
 pub fn sl_bytes(a: &Arena, v: &[u8]) -> u64 {
     let s = read_sl(v);
-    let mut sum = s.dict.table_bytes()
-        + crate::arena::size_class(node_size(0, MAX_LEVEL)).1 as u64;
+    let mut sum = s.dict.table_bytes() + crate::arena::size_class(node_size(0, MAX_LEVEL)).1 as u64;
     let mut x = fwd(a, s.head, 0);
     while x != NULL {
         sum += crate::arena::size_class(node_size(n_mlen(a, x), n_level(a, x))).1 as u64;
@@ -1076,12 +1088,14 @@ mod tests {
         assert_eq!(
             l,
             [
-                0x14, 0, 0, 0, 4, 0, 0x81, b'a', 2, 1, 1, 0x81, b'b', 2, 0x83, b'2', b'.', b'5',
-                4, 0xff
+                0x14, 0, 0, 0, 4, 0, 0x81, b'a', 2, 1, 1, 0x81, b'b', 2, 0x83, b'2', b'.', b'5', 4,
+                0xff
             ]
         );
         assert_eq!(d2string(0.1), b"0.10000000000000001");
-        assert_eq!(d2string(-0.0), b"-0");
+        assert_eq!(d2string(-0.0), b"0");
+        assert_eq!(d2string(4503599627370497.0), b"4503599627370497");
+        assert_eq!(d2string(1e20), b"1e+20");
         assert_eq!(d2string(1e300), b"1.0000000000000001e+300");
     }
 }

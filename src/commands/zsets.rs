@@ -93,7 +93,10 @@ pub fn parse_score(s: &[u8]) -> Option<f64> {
         return None;
     }
     let lower = s.to_ascii_lowercase();
-    let body = lower.strip_prefix(b"+").or_else(|| lower.strip_prefix(b"-")).unwrap_or(&lower);
+    let body = lower
+        .strip_prefix(b"+")
+        .or_else(|| lower.strip_prefix(b"-"))
+        .unwrap_or(&lower);
     let literal_inf = body == b"inf" || body == b"infinity";
     if v.is_infinite() && !literal_inf {
         return None;
@@ -122,21 +125,28 @@ fn strtod_whole(s: &[u8]) -> Option<f64> {
     if body.starts_with("inf") && body != "inf" && body != "infinity" {
         return None;
     }
-    if !body.starts_with("inf") && !body.starts_with("nan") && body.bytes().any(|c| c.is_ascii_alphabetic() && c != b'e') {
+    if !body.starts_with("inf")
+        && !body.starts_with("nan")
+        && body.bytes().any(|c| c.is_ascii_alphabetic() && c != b'e')
+    {
         return None;
     }
     lower.parse::<f64>().ok()
 }
 
-/// One end of a score range: Redis's zslParseRange (`(` excludes; plain `strtod`, so a
-/// leading space and overflow are accepted, NaN is not).
+/// One end of a score range: Redis's zslParseRange (`(` excludes; plain `strtod` whose
+/// end must be the string's end, so a leading space, overflow and even an empty string
+/// (0) are accepted, NaN is not).
 fn parse_range_end(s: &[u8]) -> Option<(f64, bool)> {
     let (ex, num) = match s.first() {
         Some(b'(') => (true, &s[1..]),
         _ => (false, s),
     };
+    if num.is_empty() {
+        return Some((0.0, ex));
+    }
     let t = num.trim_ascii_start();
-    if t.is_empty() || t.len() != num.len() && t[0] == b'(' {
+    if t.is_empty() {
         return None;
     }
     let v = strtod_whole(t)?;
@@ -168,11 +178,23 @@ impl ScoreRange {
     }
     /// Elements before the range (score < min, or <= min when exclusive).
     fn below(&self) -> impl Fn(f64, &[u8]) -> bool + '_ {
-        move |s, _| if self.minex { s <= self.min } else { s < self.min }
+        move |s, _| {
+            if self.minex {
+                s <= self.min
+            } else {
+                s < self.min
+            }
+        }
     }
     /// Elements not after the range's end.
     fn upto(&self) -> impl Fn(f64, &[u8]) -> bool + '_ {
-        move |s, _| if self.maxex { s < self.max } else { s <= self.max }
+        move |s, _| {
+            if self.maxex {
+                s < self.max
+            } else {
+                s <= self.max
+            }
+        }
     }
 }
 
@@ -240,8 +262,16 @@ fn lex_span(ctx: &Ctx, e: Ref, r: &LexRange) -> (u64, u64) {
 /// Redis's rank normalisation: Some(lo, hi) inclusive, or None for an empty range.
 fn rank_span(start: i64, end: i64, len: u64) -> Option<(u64, u64)> {
     let llen = len as i64;
-    let mut start = if start < 0 { llen.saturating_add(start) } else { start };
-    let mut end = if end < 0 { llen.saturating_add(end) } else { end };
+    let mut start = if start < 0 {
+        llen.saturating_add(start)
+    } else {
+        start
+    };
+    let mut end = if end < 0 {
+        llen.saturating_add(end)
+    } else {
+        end
+    };
     if start < 0 {
         start = 0;
     }
@@ -311,9 +341,11 @@ fn zadd_generic(ctx: &mut Ctx, incr_cmd: bool) -> CmdResult {
     }
     let n = elems / 2;
     if fl.nx && fl.xx {
-        return Err(CmdError::err("XX and NX options at the same time are not compatible"));
+        return Err(CmdError::err(
+            "XX and NX options at the same time are not compatible",
+        ));
     }
-    if (fl.gt && fl.nx) || (fl.lt && fl.nx) || (fl.gt && fl.lt) {
+    if [fl.gt, fl.lt, fl.nx].iter().filter(|&&x| x).count() > 1 {
         return Err(CmdError::err(
             "GT, LT, and/or NX options at the same time are not compatible",
         ));
@@ -386,7 +418,8 @@ fn zadd_generic(ctx: &mut Ctx, incr_cmd: bool) -> CmdResult {
             ctx.out.null();
         }
     } else {
-        ctx.out.int((if ch { added + updated } else { added }) as i64);
+        ctx.out
+            .int((if ch { added + updated } else { added }) as i64);
     }
     Ok(())
 }
@@ -506,8 +539,16 @@ fn zrank_generic(ctx: &mut Ctx, rev: bool) -> CmdResult {
     };
     let key = ctx.args.get(1);
     let found = match read_zset(ctx, key)? {
-        Some(e) => zset::rank(&ctx.srv.ks, e, ctx.args.get(2))
-            .map(|(r, s)| (if rev { zset::len(&ctx.srv.ks, e) - 1 - r } else { r }, s)),
+        Some(e) => zset::rank(&ctx.srv.ks, e, ctx.args.get(2)).map(|(r, s)| {
+            (
+                if rev {
+                    zset::len(&ctx.srv.ks, e) - 1 - r
+                } else {
+                    r
+                },
+                s,
+            )
+        }),
         None => None,
     };
     match found {
@@ -569,7 +610,7 @@ fn zrange_generic(
             offset = ctx.args.i64(j + 1)?;
             limit = ctx.args.i64(j + 2)?;
             j += 2;
-        } else if rev.is_none() && ctx.args.is(j, "REV") {
+        } else if rev.is_none() && !reverse && ctx.args.is(j, "REV") {
             reverse = true;
         } else if rtype == RangeType::Auto && ctx.args.is(j, "BYLEX") {
             rtype = RangeType::Lex;
@@ -631,17 +672,26 @@ fn zrange_generic(
                     (hi > lo).then(|| (lo, hi - 1))
                 }
             };
+            if matches!(parsed, Parsed::Rank(..)) {
+                // Rank ranges ignore LIMIT (it can only be "LIMIT x -1" here).
+                offset = 0;
+                limit = -1;
+            }
             match span {
                 None => vec![],
                 Some(_) if offset < 0 => vec![],
                 Some((lo, hi)) => {
                     let n = hi - lo + 1;
                     let off = (offset as u64).min(n);
-                    let take = if limit < 0 { n - off } else { (limit as u64).min(n - off) };
+                    let take = if limit < 0 {
+                        n - off
+                    } else {
+                        (limit as u64).min(n - off)
+                    };
                     if take == 0 {
                         vec![]
                     } else if reverse {
-                        zset::range(ks, e, hi - off - take + 1, hi - off, true)
+                        zset::range(ks, e, hi + 1 - off - take, hi - off, true)
                     } else {
                         zset::range(ks, e, lo + off, lo + off + take - 1, false)
                     }
@@ -797,7 +847,10 @@ fn reply_pop(out: &mut Reply, key: &[u8], items: &[(Vec<u8>, f64)], shape: PopRe
 
 /// The first non-empty zset among `keys` (type errors stop at the first wrong key), as
 /// genericZpopCommand looks them up.
-fn first_zset(ctx: &mut Ctx, keys: std::ops::Range<usize>) -> Result<Option<(usize, Ref)>, CmdError> {
+fn first_zset(
+    ctx: &mut Ctx,
+    keys: std::ops::Range<usize>,
+) -> Result<Option<(usize, Ref)>, CmdError> {
     for i in keys {
         let key = ctx.args.get(i);
         if let Some(e) = write_zset(ctx, key)? {
@@ -843,7 +896,10 @@ fn zpopmax(ctx: &mut Ctx) -> CmdResult {
 }
 
 /// ZMPOP / BZMPOP arguments from `numkeys_at`: (key indices, max, count).
-fn parse_mpop(ctx: &Ctx, numkeys_at: usize) -> Result<(std::ops::Range<usize>, bool, u64), CmdError> {
+fn parse_mpop(
+    ctx: &Ctx,
+    numkeys_at: usize,
+) -> Result<(std::ops::Range<usize>, bool, u64), CmdError> {
     let numkeys = match parse_i64(ctx.args.get(numkeys_at)) {
         Some(n) if n > 0 => n as u64,
         _ => return Err(CmdError::err("numkeys should be greater than 0")),
@@ -926,7 +982,11 @@ fn parse_timeout(arg: &[u8]) -> Result<u64, CmdError> {
 /// key... MIN|MAX [COUNT n]`): argument checks and the immediate case. Not registered as
 /// commands yet: the would-block case needs the blocking infrastructure, which wires
 /// [`BzpopOutcome::WouldBlock`] (and re-runs this when a key is pushed).
-pub fn bzpop_ready(ctx: &mut Ctx, mpop: bool, max_for_bzpop: bool) -> Result<BzpopOutcome, CmdError> {
+pub fn bzpop_ready(
+    ctx: &mut Ctx,
+    mpop: bool,
+    max_for_bzpop: bool,
+) -> Result<BzpopOutcome, CmdError> {
     if mpop {
         let timeout_ms = parse_timeout(ctx.args.get(1))?;
         let (keys, max, count) = parse_mpop(ctx, 2)?;
@@ -1021,7 +1081,9 @@ fn zrandmember(ctx: &mut Ctx) -> CmdResult {
         if n > MAX_RANDOM_REPEATS {
             return Err(CmdError::err("value is out of range"));
         }
-        (0..n).filter_map(|_| zset::random(&mut ctx.srv.ks, e)).collect()
+        (0..n)
+            .filter_map(|_| zset::random(&mut ctx.srv.ks, e))
+            .collect()
     } else if l as u64 >= len {
         // The whole set, in order (Redis's case 2).
         zset::all(&ctx.srv.ks, e)
@@ -1326,7 +1388,8 @@ fn zscan(ctx: &mut Ctx) -> CmdResult {
     ctx.out.array(pairs.len() * 2);
     for (m, s) in &pairs {
         ctx.out.bulk(m);
-        ctx.out.bulk(crate::protocol::reply::format_double(*s).as_bytes());
+        ctx.out
+            .bulk(crate::protocol::reply::format_double(*s).as_bytes());
     }
     Ok(())
 }
@@ -1351,7 +1414,8 @@ mod tests {
         assert_eq!(parse_score(b"infx"), None);
         assert_eq!(parse_range_end(b"(1e400"), Some((f64::INFINITY, true)));
         assert_eq!(parse_range_end(b" 2"), Some((2.0, false)));
-        assert_eq!(parse_range_end(b"("), None);
+        assert_eq!(parse_range_end(b"("), Some((0.0, true)));
+        assert_eq!(parse_range_end(b" "), None);
         assert_eq!(parse_range_end(b"(nan"), None);
         assert_eq!(rank_span(0, -1, 3), Some((0, 2)));
         assert_eq!(rank_span(-100, 100, 3), Some((0, 2)));

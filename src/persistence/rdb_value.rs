@@ -452,7 +452,8 @@ fn ziplist_elems(zl: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
                 (1, take(p + 1, n)?.to_vec())
             }
             1 => {
-                let n = (((b & 0x3F) as usize) << 8) | *take(p + 1, 1)?.first().ok_or_else(bad)? as usize;
+                let n = (((b & 0x3F) as usize) << 8)
+                    | *take(p + 1, 1)?.first().ok_or_else(bad)? as usize;
                 (2, take(p + 2, n)?.to_vec())
             }
             2 => {
