@@ -873,6 +873,68 @@ mod tests {
     }
 
     #[test]
+    fn zsets_decode_from_every_rdb_form() {
+        // Redis 7.0.15: ZADD z 1 a 2.5 b -> DUMP body (zset listpack).
+        let body = [
+            0x11, 0x14, 0x14, 0, 0, 0, 4, 0, 0x81, b'a', 2, 1, 1, 0x81, b'b', 2, 0x83, b'2', b'.',
+            b'5', 4, 0xff,
+        ];
+        let want = Value::ZSet(vec![(b"a".to_vec(), 1.0), (b"b".to_vec(), 2.5)]);
+        assert_eq!(read_object(&mut Reader::new(&body)), Ok(want.clone()));
+        let mut out = vec![];
+        write_zset_listpack_object(&mut out, &body[2..]);
+        assert_eq!(out, body);
+        // ZSET_2: binary doubles.
+        let mut z2 = vec![TYPE_ZSET_2, 2, 1, b'b'];
+        z2.extend_from_slice(&2.5f64.to_le_bytes());
+        z2.extend_from_slice(&[1, b'a']);
+        z2.extend_from_slice(&1.0f64.to_le_bytes());
+        let Ok(Value::ZSet(mut p)) = read_object(&mut Reader::new(&z2)) else {
+            panic!("zset2");
+        };
+        p.reverse();
+        assert_eq!(Value::ZSet(p), want);
+        // ZSET (text doubles; 254 = +inf).
+        let z1 = [TYPE_ZSET, 2, 1, b'a', 1, b'1', 1, b'b', 254];
+        assert_eq!(
+            read_object(&mut Reader::new(&z1)),
+            Ok(Value::ZSet(vec![
+                (b"a".to_vec(), 1.0),
+                (b"b".to_vec(), f64::INFINITY)
+            ]))
+        );
+        // ZSET_ZIPLIST: "a" 1 (immediate int), "b" "2.5".
+        let entries: Vec<u8> = vec![
+            0, 0x01, b'a', // prevlen 0, 6-bit string
+            3, 0xF2, // prevlen 3, immediate 1
+            2, 0x01, b'b', //
+            3, 0x03, b'2', b'.', b'5', //
+        ];
+        let mut zl = vec![];
+        let total = 10 + entries.len() + 1;
+        zl.extend_from_slice(&(total as u32).to_le_bytes());
+        zl.extend_from_slice(&[0, 0, 0, 0, 4, 0]);
+        zl.extend_from_slice(&entries);
+        zl.push(0xFF);
+        let mut zz = vec![TYPE_ZSET_ZIPLIST, zl.len() as u8];
+        zz.extend_from_slice(&zl);
+        assert_eq!(read_object(&mut Reader::new(&zz)), Ok(want));
+        // Corrupt: truncated ziplist, NaN score, duplicate member, empty.
+        let mut bad = zz.clone();
+        bad[1] -= 1;
+        bad.truncate(bad.len() - 1);
+        assert!(read_object(&mut Reader::new(&bad)).is_err());
+        let nan = [TYPE_ZSET, 1, 1, b'a', 253];
+        assert_eq!(read_object(&mut Reader::new(&nan)), Err(RdbError::Corrupt));
+        let dup = [TYPE_ZSET, 2, 1, b'a', 1, b'1', 1, b'a', 1, b'2'];
+        assert_eq!(read_object(&mut Reader::new(&dup)), Err(RdbError::Corrupt));
+        assert_eq!(
+            read_object(&mut Reader::new(&[TYPE_ZSET_2, 0])),
+            Err(RdbError::Corrupt)
+        );
+    }
+
+    #[test]
     fn other_types_are_reported_not_misread() {
         assert_eq!(
             read_object(&mut Reader::new(&[TYPE_SET, 0])),
@@ -918,6 +980,42 @@ mod tests {
             seeds.push(v);
         }
         seeds.push(b"\x00\xc3\t0\x01aa\xe0#\x00\x01aa".to_vec());
+        // Sorted sets: listpack, ZSET_2, ZSET with text scores, ziplist.
+        seeds.push(b"\x11\x14\x14\0\0\0\x04\0\x81a\x02\x01\x01\x81b\x02\x832.5\x04\xff".to_vec());
+        let mut z2 = vec![TYPE_ZSET_2, 2, 1, b'b'];
+        z2.extend_from_slice(&2.5f64.to_le_bytes());
+        z2.extend_from_slice(&[1, b'a']);
+        z2.extend_from_slice(&1.0f64.to_le_bytes());
+        seeds.push(z2);
+        seeds.push(vec![TYPE_ZSET, 2, 1, b'a', 1, b'1', 1, b'b', 254]);
+        seeds.push(vec![
+            TYPE_ZSET_ZIPLIST,
+            24,
+            24,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            4,
+            0,
+            0,
+            1,
+            b'a',
+            3,
+            0xF2,
+            2,
+            1,
+            b'b',
+            3,
+            3,
+            b'2',
+            b'.',
+            b'5',
+            0xFF,
+        ]);
         for round in 0..200_000 {
             let body: Vec<u8> = if round % 3 == 0 {
                 let len = rng.below(40) as usize;
