@@ -88,22 +88,25 @@ pub fn parse_score(s: &[u8]) -> Option<f64> {
     if s.is_empty() || s[0].is_ascii_whitespace() {
         return None;
     }
+    if let Some(i) = parse_i64(s) {
+        // The common case, without float parsing (i64 -> f64 rounds as strtod does).
+        return Some(i as f64);
+    }
     let v = strtod_whole(s)?;
     if v.is_nan() {
         return None;
     }
-    let lower = s.to_ascii_lowercase();
-    let body = lower
-        .strip_prefix(b"+")
-        .or_else(|| lower.strip_prefix(b"-"))
-        .unwrap_or(&lower);
-    let literal_inf = body == b"inf" || body == b"infinity";
+    let body = unsigned(s);
+    let literal_inf = body.eq_ignore_ascii_case(b"inf") || body.eq_ignore_ascii_case(b"infinity");
     if v.is_infinite() && !literal_inf {
         return None;
     }
     if v == 0.0 {
         // Underflow: a mantissa with a non-zero digit that came out as zero.
-        let mant = body.split(|&c| c == b'e').next().unwrap_or(b"");
+        let mant = body
+            .split(|&c| c == b'e' || c == b'E')
+            .next()
+            .unwrap_or(b"");
         if mant.iter().any(|c| (b'1'..=b'9').contains(c)) {
             return None;
         }
@@ -111,27 +114,32 @@ pub fn parse_score(s: &[u8]) -> Option<f64> {
     Some(v)
 }
 
-/// `strtod` over the whole string (decimal forms, inf/infinity, nan).
+fn unsigned(s: &[u8]) -> &[u8] {
+    match s.first() {
+        Some(b'+' | b'-') => &s[1..],
+        _ => s,
+    }
+}
+
+/// `strtod` over the whole string (decimal forms, inf/infinity, nan; any case).
 fn strtod_whole(s: &[u8]) -> Option<f64> {
-    let st = std::str::from_utf8(s).ok()?;
-    if !st
-        .bytes()
+    if !s
+        .iter()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'))
     {
         return None;
     }
-    let lower = st.to_ascii_lowercase();
-    let body = lower.strip_prefix(['+', '-']).unwrap_or(&lower);
-    if body.starts_with("inf") && body != "inf" && body != "infinity" {
-        return None;
-    }
-    if !body.starts_with("inf")
-        && !body.starts_with("nan")
-        && body.bytes().any(|c| c.is_ascii_alphabetic() && c != b'e')
+    let body = unsigned(s);
+    if body
+        .iter()
+        .any(|&c| c.is_ascii_alphabetic() && c != b'e' && c != b'E')
+        && !["inf", "infinity", "nan"]
+            .iter()
+            .any(|w| body.eq_ignore_ascii_case(w.as_bytes()))
     {
         return None;
     }
-    lower.parse::<f64>().ok()
+    std::str::from_utf8(s).ok()?.parse::<f64>().ok()
 }
 
 /// One end of a score range: Redis's zslParseRange (`(` excludes; plain `strtod` whose
