@@ -569,3 +569,39 @@ fn aof_rewrite_and_replay_keep_zsets() {
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// TYPE, SCAN TYPE, WRONGTYPE both ways, OBJECT ENCODING of every kind of write.
+#[test]
+fn type_scan_and_wrongtype() {
+    let (_c, _r, mut rc, mut rr) = both(&[]);
+    run(
+        &mut rc,
+        &mut rr,
+        &[
+            "ZADD z 1 a",
+            "SET s x",
+            "RPUSH l a",
+            "TYPE z",
+            "SCAN 0 TYPE zset",
+            "SCAN 0 TYPE ZSET COUNT 100",
+            "ZCARD s",
+            "ZRANGE l 0 -1",
+            "ZUNIONSTORE z2 2 z l",
+            "GET z",
+            "LPUSH z x",
+            "HSET z f v",
+            "ZINTERCARD 1 s",
+            "ZMPOP 2 nokey s MIN",
+            "ZRANGESTORE dst s 0 -1",
+            "ZRANGESTORE s z 0 -1",
+            "TYPE s",
+            "OBJECT ENCODING s",
+            "ZADD s XX 5 a",
+            "ZRANGE s 0 -1 WITHSCORES",
+            "ZREM s a",
+            "EXISTS s",
+            "ZPOPMAX z",
+            "EXISTS z",
+        ],
+    );
+}
