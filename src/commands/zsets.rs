@@ -970,18 +970,18 @@ pub enum BzpopOutcome {
     },
 }
 
-/// Redis's timeout argument (seconds, may be fractional): "timeout is not a float or out
-/// of range" / "timeout is negative".
+/// Redis's timeout argument in seconds (getTimeoutFromObjectOrReply): a float read as a
+/// long double, so huge values parse and then wrap negative when converted to ms ("timeout
+/// is negative", as 7.0 answers for `inf` or `1e400`).
 fn parse_timeout(arg: &[u8]) -> Result<u64, CmdError> {
-    let t = parse_score(arg)
-        .filter(|t| t.is_finite())
-        .ok_or_else(|| CmdError::err("timeout is not a float or out of range"))?;
-    if t < 0.0 {
-        return Err(CmdError::err("timeout is negative"));
+    let bad = || CmdError::err("timeout is not a float or out of range");
+    if arg.is_empty() || arg[0].is_ascii_whitespace() {
+        return Err(bad());
     }
+    let t = strtod_whole(arg).filter(|t| !t.is_nan()).ok_or_else(bad)?;
     let ms = t * 1000.0;
-    if ms >= i64::MAX as f64 {
-        return Err(CmdError::err("timeout is out of range"));
+    if ms < 0.0 || ms.is_infinite() || ms >= i64::MAX as f64 {
+        return Err(CmdError::err("timeout is negative"));
     }
     Ok(ms as u64)
 }
@@ -1429,5 +1429,126 @@ mod tests {
         assert_eq!(rank_span(-100, 100, 3), Some((0, 2)));
         assert_eq!(rank_span(2, 1, 3), None);
         assert_eq!(rank_span(i64::MIN, i64::MIN, 3), None);
+    }
+
+    // ---- BZPOPMIN/BZPOPMAX/BZMPOP's non-blocking core (not registered yet) ---------------
+
+    use crate::commands::Args;
+    use crate::config::Config;
+    use crate::server::Server;
+
+    fn bz_handler(ctx: &mut Ctx) -> CmdResult {
+        let (mpop, max) = match ctx.spec.name {
+            "bzmpop" => (true, false),
+            "bzpopmax" => (false, true),
+            _ => (false, false),
+        };
+        if let BzpopOutcome::WouldBlock { keys, timeout_ms } = bzpop_ready(ctx, mpop, max)? {
+            ctx.out
+                .simple(&format!("BLOCK {}..{} {timeout_ms}", keys.start, keys.end));
+        }
+        Ok(())
+    }
+    static BZ: &[CommandSpec] = &[
+        CommandSpec::new("bzpopmin", -3, WRITE, "sorted_set", bz_handler),
+        CommandSpec::new("bzpopmax", -3, WRITE, "sorted_set", bz_handler),
+        CommandSpec::new("bzmpop", -5, WRITE, "sorted_set", bz_handler),
+    ];
+
+    /// Runs a command through the real table, or one of the unregistered BZ* specs.
+    fn run(srv: &mut Server, c: &mut crate::server::Client, args: &[&str]) -> String {
+        let mut buf = Vec::new();
+        let mut ranges = Vec::new();
+        for a in args {
+            ranges.push((buf.len(), a.len()));
+            buf.extend_from_slice(a.as_bytes());
+        }
+        let mut out = Vec::new();
+        let spec = BZ.iter().find(|s| args[0].eq_ignore_ascii_case(s.name));
+        match spec {
+            None => srv.execute(c, Args::new(&buf, &ranges), &mut out),
+            Some(spec) => {
+                let resp = c.resp;
+                let mut ctx = Ctx {
+                    srv,
+                    client: c,
+                    args: Args::new(&buf, &ranges),
+                    out: Reply::new(&mut out, resp),
+                    now_ms: crate::util::now_ms(),
+                    spec,
+                };
+                if let Err(e) = (spec.handler)(&mut ctx) {
+                    ctx.out.error(&e.to_string());
+                }
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn blocking_pops_serve_at_once_or_say_where_to_block() {
+        let mut srv = Server::new(Config::default()).unwrap();
+        let mut c = srv.alloc_client("127.0.0.1:1".into(), "127.0.0.1:2".into());
+        run(
+            &mut srv,
+            &mut c,
+            &["ZADD", "z", "1", "a", "2", "b", "3", "c"],
+        );
+        assert_eq!(
+            run(&mut srv, &mut c, &["BZPOPMIN", "nokey", "z", "0"]),
+            "*3\r\n$1\r\nz\r\n$1\r\na\r\n$1\r\n1\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, &mut c, &["BZPOPMAX", "z", "1.5"]),
+            "*3\r\n$1\r\nz\r\n$1\r\nc\r\n$1\r\n3\r\n"
+        );
+        assert_eq!(
+            run(
+                &mut srv,
+                &mut c,
+                &["BZMPOP", "0", "2", "x", "z", "MAX", "COUNT", "5"]
+            ),
+            "*2\r\n$1\r\nz\r\n*1\r\n*2\r\n$1\r\nb\r\n$1\r\n2\r\n"
+        );
+        assert_eq!(run(&mut srv, &mut c, &["EXISTS", "z"]), ":0\r\n");
+        // Nothing to pop: the blocking layer gets the keys and the timeout.
+        assert_eq!(
+            run(&mut srv, &mut c, &["BZPOPMIN", "a", "b", "0.25"]),
+            "+BLOCK 1..3 250\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, &mut c, &["BZMPOP", "2", "1", "k", "MIN"]),
+            "+BLOCK 3..4 2000\r\n"
+        );
+        // Argument errors as Redis 7.0.
+        assert_eq!(
+            run(&mut srv, &mut c, &["BZPOPMIN", "k", "x"]),
+            "-ERR timeout is not a float or out of range\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, &mut c, &["BZPOPMIN", "k", "-1"]),
+            "-ERR timeout is negative\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, &mut c, &["BZPOPMIN", "k", "inf"]),
+            "-ERR timeout is negative\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, &mut c, &["BZMPOP", "x", "1", "k", "MIN"]),
+            "-ERR timeout is not a float or out of range\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, &mut c, &["BZMPOP", "0", "0", "k", "MIN"]),
+            "-ERR numkeys should be greater than 0\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, &mut c, &["BZMPOP", "0", "1", "k", "UP"]),
+            "-ERR syntax error\r\n"
+        );
+        run(&mut srv, &mut c, &["SET", "s", "x"]);
+        assert_eq!(
+            run(&mut srv, &mut c, &["BZPOPMIN", "s", "0"]),
+            "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+        );
     }
 }
