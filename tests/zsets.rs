@@ -90,6 +90,12 @@ const SCRIPT: &[&str] = &[
     "ZUNION 2 u s",
     "TYPE z",
     "OBJECT ENCODING z",
+    "ZADD hx 0x1.8p1 a -0X.8 c",
+    "ZADD hx 0x1p-2000 b",
+    "ZADD hx 0x1p5000 b",
+    "ZADD hx 0x d",
+    "ZRANGE hx 0 -1 WITHSCORES",
+    "ZRANGEBYSCORE hx 0x1 0x10",
 ];
 
 fn script_matches(resp3: bool) {

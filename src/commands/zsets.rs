@@ -121,8 +121,13 @@ fn unsigned(s: &[u8]) -> &[u8] {
     }
 }
 
-/// `strtod` over the whole string (decimal forms, inf/infinity, nan; any case).
+/// `strtod` over the whole string (decimal and C99 hex forms, inf/infinity, nan; any case).
 fn strtod_whole(s: &[u8]) -> Option<f64> {
+    let body = unsigned(s);
+    if body.len() > 2 && body[0] == b'0' && (body[1] | 0x20) == b'x' {
+        let v = hex_float(&body[2..])?;
+        return Some(if s[0] == b'-' { -v } else { v });
+    }
     if !s
         .iter()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'))
@@ -140,6 +145,67 @@ fn strtod_whole(s: &[u8]) -> Option<f64> {
         return None;
     }
     std::str::from_utf8(s).ok()?.parse::<f64>().ok()
+}
+
+/// The digits of a C99 hex float after `0x`: hex mantissa with an optional point, then an
+/// optional `p` binary exponent (strtod accepts these, so Redis does).
+fn hex_float(s: &[u8]) -> Option<f64> {
+    let (mant, exp) = match s.iter().position(|&c| c | 0x20 == b'p') {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
+        None => (s, None),
+    };
+    let mut m: u128 = 0;
+    let mut shift: i64 = 0;
+    let (mut digits, mut seen_point) = (0, false);
+    for &c in mant {
+        if c == b'.' {
+            if seen_point {
+                return None;
+            }
+            seen_point = true;
+            continue;
+        }
+        let d = (c as char).to_digit(16)? as u128;
+        digits += 1;
+        if m >> 120 == 0 {
+            m = (m << 4) | d;
+            if seen_point {
+                shift -= 4;
+            }
+        } else if !seen_point {
+            // Beyond 30 digits only the magnitude still counts.
+            shift += 4;
+        }
+    }
+    if digits == 0 {
+        return None;
+    }
+    let e: i64 = match exp {
+        None => 0,
+        Some(x) => {
+            let (neg, d) = match x.first() {
+                Some(b'-') => (true, &x[1..]),
+                Some(b'+') => (false, &x[1..]),
+                _ => (false, x),
+            };
+            if d.is_empty() || !d.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            let v = std::str::from_utf8(d)
+                .ok()?
+                .parse::<i64>()
+                .unwrap_or(i64::MAX / 4);
+            if neg {
+                -v
+            } else {
+                v
+            }
+        }
+    };
+    let e = e.saturating_add(shift).clamp(-4000, 4000) as i32;
+    // Two steps so an extreme exponent with a large mantissa does not underflow early.
+    let half = e / 2;
+    Some(m as f64 * 2f64.powi(half) * 2f64.powi(e - half))
 }
 
 /// One end of a score range: Redis's zslParseRange (`(` excludes; plain `strtod` whose
@@ -1420,6 +1486,13 @@ mod tests {
         assert_eq!(parse_score(b"abc"), None);
         assert_eq!(parse_score(b""), None);
         assert_eq!(parse_score(b"infx"), None);
+        assert_eq!(parse_score(b"0x10"), Some(16.0));
+        assert_eq!(parse_score(b"-0x1.8p1"), Some(-3.0));
+        assert_eq!(parse_score(b"0X.8"), Some(0.5));
+        assert_eq!(parse_score(b"0x1p-2000"), None);
+        assert_eq!(parse_score(b"0x1p5000"), None);
+        assert_eq!(parse_score(b"0x"), None);
+        assert_eq!(parse_score(b"0xg"), None);
         assert_eq!(parse_range_end(b"(1e400"), Some((f64::INFINITY, true)));
         assert_eq!(parse_range_end(b" 2"), Some((2.0, false)));
         assert_eq!(parse_range_end(b"("), Some((0.0, true)));
