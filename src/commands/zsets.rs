@@ -212,6 +212,8 @@ fn hex_float(s: &[u8]) -> Option<f64> {
 /// end must be the string's end, so a leading space, overflow and even an empty string
 /// (0) are accepted, NaN is not).
 fn parse_range_end(s: &[u8]) -> Option<(f64, bool)> {
+    // strtod sees a C string: whatever follows a NUL byte is not looked at.
+    let s = s.split(|&c| c == 0).next().unwrap_or(s);
     let (ex, num) = match s.first() {
         Some(b'(') => (true, &s[1..]),
         _ => (false, s),
@@ -1497,6 +1499,7 @@ mod tests {
         assert_eq!(parse_range_end(b" 2"), Some((2.0, false)));
         assert_eq!(parse_range_end(b"("), Some((0.0, true)));
         assert_eq!(parse_range_end(b" "), None);
+        assert_eq!(parse_range_end(b"(1\x00x"), Some((1.0, true)));
         assert_eq!(parse_range_end(b"(nan"), None);
         assert_eq!(rank_span(0, -1, 3), Some((0, 2)));
         assert_eq!(rank_span(-100, 100, 3), Some((0, 2)));
