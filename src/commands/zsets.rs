@@ -777,6 +777,26 @@ fn zrange_generic(
     };
     match store {
         Some(dst) => {
+            // Redis 7.0 fills the destination through zsetAdd, starting as a listpack
+            // unless a rank range is known to be too long; the members added before it
+            // converts went through a listpack, which stores -0 as the integer 0.
+            let lim = limits(ctx);
+            let mut result = result;
+            let mut listpack = match parsed {
+                Parsed::Rank(..) => result.len() as u64 <= lim.max_entries,
+                _ => true,
+            };
+            for (i, (m, s)) in result.iter_mut().enumerate() {
+                if i as u64 + 1 > lim.max_entries || m.len() as u64 > lim.max_value {
+                    listpack = false;
+                }
+                if !listpack {
+                    break;
+                }
+                if *s == 0.0 {
+                    *s = 0.0;
+                }
+            }
             store_result(ctx, dst, result);
         }
         None => {
