@@ -622,3 +622,50 @@ fn type_scan_and_wrongtype() {
         ],
     );
 }
+
+/// ZRANDMEMBER: distinct members for a positive count, repeats allowed for a negative one,
+/// the whole set in order when the count covers it, and scores that belong to the members
+/// (the differential test compares only shapes).
+#[test]
+fn zrandmember_picks_real_members() {
+    let c = start_cairn(&[]);
+    let mut raw = Raw::connect(c.port);
+    for (key, n) in [("small", 20), ("big", 1000)] {
+        let mut args = vec!["ZADD".to_string(), key.to_string()];
+        for i in 0..n {
+            args.push(format!("{i}.5"));
+            args.push(format!("m{i}"));
+        }
+        let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        raw.call(&a);
+        let items = |r: &[u8]| -> Vec<String> {
+            show(r)
+                .split("\r\n")
+                .filter(|x| !x.is_empty() && !x.starts_with('*') && !x.starts_with('$'))
+                .map(String::from)
+                .collect()
+        };
+        for count in ["5", "15", "-30"] {
+            for _ in 0..20 {
+                let got = items(&raw.call(&["ZRANDMEMBER", key, count, "WITHSCORES"]));
+                let want = count.trim_start_matches('-').parse::<usize>().unwrap();
+                assert_eq!(got.len(), want * 2, "{key} {count}");
+                let mut members = vec![];
+                for p in got.chunks(2) {
+                    let i: usize = p[0][1..].parse().unwrap();
+                    assert_eq!(p[1], format!("{i}.5"));
+                    members.push(i);
+                }
+                if !count.starts_with('-') {
+                    members.sort();
+                    members.dedup();
+                    assert_eq!(members.len(), want, "{key} {count}: repeated");
+                }
+            }
+        }
+        let all = raw.call(&["ZRANDMEMBER", key, "100000"]);
+        assert_eq!(all, raw.call(&["ZRANGE", key, "0", "-1"]));
+        let one = items(&raw.call(&["ZRANDMEMBER", key]));
+        assert!(one[0].starts_with('m'));
+    }
+}
