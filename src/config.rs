@@ -699,6 +699,9 @@ pub struct Settings {
     pub bind: Vec<String>,
     pub port: u16,
     pub protected_mode: bool,
+    /// Sorted sets convert to a skiplist past these (read on every ZADD, so typed here).
+    pub zset_max_listpack_entries: u64,
+    pub zset_max_listpack_value: u64,
     pub timeout_s: u64,
     pub tcp_keepalive_s: u64,
     pub maxclients: usize,
@@ -928,6 +931,8 @@ fn placeholder_settings() -> Settings {
         bind: vec![],
         port: 0,
         protected_mode: true,
+        zset_max_listpack_entries: 128,
+        zset_max_listpack_value: 64,
         timeout_s: 0,
         tcp_keepalive_s: 0,
         maxclients: 0,
@@ -1498,6 +1503,8 @@ impl Config {
                 .map(String::from)
                 .collect(),
             port: self.int("port") as u16,
+            zset_max_listpack_entries: self.int("zset-max-listpack-entries").max(0) as u64,
+            zset_max_listpack_value: self.int("zset-max-listpack-value").max(0) as u64,
             protected_mode: self.boolean("protected-mode"),
             timeout_s: self.int("timeout") as u64,
             tcp_keepalive_s: self.int("tcp-keepalive") as u64,

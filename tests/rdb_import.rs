@@ -26,7 +26,14 @@ fn redis_dump_rdb_loads_with_the_same_digest() {
     r.call(&["SET", "ttl", "v", "EX", "1000"]);
     r.call(&["RPUSH", "list", "a", "b", "c"]);
     r.call(&["HSET", "hash", "f1", "v1", "f2", "v2"]);
+    r.call(&["ZADD", "zs", "1", "a", "2.5", "b", "-inf", "c", "0.1", "d"]);
     for i in 0..1000 {
+        r.call(&[
+            "ZADD",
+            "bigzset",
+            &format!("{}.5", i % 37),
+            &format!("m-{i}"),
+        ]);
         r.call(&["RPUSH", "biglist", &format!("element-{i}")]);
         r.call(&[
             "HSET",
@@ -38,6 +45,8 @@ fn redis_dump_rdb_loads_with_the_same_digest() {
     r.call(&["SELECT", "5"]);
     r.call(&["SET", "in5", "five"]);
     let digest = r.call(&["DEBUG", "DIGEST"]);
+    r.call(&["SELECT", "0"]);
+    let r_rank = r.call(&["ZRANK", "bigzset", "m-999"]);
     save_and_stop(&mut redis);
 
     let cairn = start_cairn(&[
@@ -48,7 +57,13 @@ fn redis_dump_rdb_loads_with_the_same_digest() {
     ]);
     let mut c = Raw::connect(cairn.port);
     assert_eq!(c.call(&["DEBUG", "DIGEST"]), digest);
-    assert_eq!(c.call(&["DBSIZE"]), b":507\r\n");
+    assert_eq!(c.call(&["DBSIZE"]), b":509\r\n");
+    assert_eq!(
+        c.call(&["OBJECT", "ENCODING", "bigzset"]),
+        b"$8\r\nskiplist\r\n"
+    );
+    assert_eq!(c.call(&["OBJECT", "ENCODING", "zs"]), b"$8\r\nlistpack\r\n");
+    assert_eq!(c.call(&["ZRANK", "bigzset", "m-999"]), r_rank);
     assert_eq!(
         c.call(&["LRANGE", "list", "0", "-1"]),
         b"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
@@ -102,7 +117,9 @@ fn exported_rdb_loads_into_redis_with_the_same_digest() {
     c.call(&["RPUSH", "l", "x", "y"]);
     for i in 0..600 {
         c.call(&["HSET", "h", &format!("f{i}"), &format!("v{i}")]);
+        c.call(&["ZADD", "bigz", &format!("{}.25", i % 29), &format!("m{i}")]);
     }
+    c.call(&["ZADD", "z", "1", "a", "1e20", "b", "-inf", "c", "0.1", "d"]);
     c.call(&["SELECT", "9"]);
     c.call(&["SET", "nine", "9"]);
     let digest = c.call(&["DEBUG", "DIGEST"]);
@@ -132,7 +149,12 @@ fn exported_rdb_loads_into_redis_with_the_same_digest() {
     ]);
     let mut r = Raw::connect(redis.port);
     assert_eq!(r.call(&["DEBUG", "DIGEST"]), digest);
-    assert_eq!(r.call(&["DBSIZE"]), b":305\r\n");
+    assert_eq!(r.call(&["DBSIZE"]), b":307\r\n");
+    assert_eq!(
+        r.call(&["OBJECT", "ENCODING", "bigz"]),
+        b"$8\r\nskiplist\r\n"
+    );
+    assert_eq!(r.call(&["ZSCORE", "z", "b"]), b"$5\r\n1e+20\r\n");
     let ttl = String::from_utf8(r.call(&["TTL", "t"])).unwrap();
     assert!(ttl.starts_with(":49") || ttl.starts_with(":50"), "{ttl}");
     drop(redis);

@@ -8,6 +8,7 @@
 pub mod hash;
 pub mod list;
 pub mod listpack;
+pub mod zset;
 
 use crate::arena::{Arena, Ref, NULL};
 use crate::keyspace::Kind;
@@ -29,6 +30,7 @@ pub fn release_value(a: &mut Arena, kind: Kind, value: &[u8]) -> bool {
     let big = match kind {
         Kind::List if list::is_quicklist(value) => list::ql_nodes(value) as u64,
         Kind::Hash if hash::is_ht(value) => hash::ht_len(value),
+        Kind::ZSet if zset::is_sl(value) => zset::sl_len(value),
         _ => return false,
     };
     {
@@ -44,6 +46,8 @@ pub fn release_value(a: &mut Arena, kind: Kind, value: &[u8]) -> bool {
         }
         if kind == Kind::List {
             list::ql_free_all(a, value);
+        } else if kind == Kind::ZSet {
+            zset::sl_free_all(a, value);
         } else {
             hash::ht_free_all(a, value);
         }
@@ -59,6 +63,9 @@ pub fn out_of_line_bytes(a: &Arena, kind: Kind, value: &[u8]) -> u64 {
     if kind == Kind::Hash && hash::is_ht(value) {
         return hash::ht_bytes(a, value);
     }
+    if kind == Kind::ZSet && zset::is_sl(value) {
+        return zset::sl_bytes(a, value);
+    }
     0
 }
 
@@ -70,6 +77,11 @@ pub fn clone_value(a: &mut Arena, kind: Kind, value: &[u8]) -> Vec<u8> {
     }
     if kind == Kind::Hash && hash::is_ht(value) {
         return hash::ht_clone(a, value);
+    }
+    if kind == Kind::ZSet && zset::is_sl(value) {
+        // Node levels only need to be random, not reproducible.
+        let mut rng = crate::util::Rng::from_time();
+        return zset::sl_clone(a, &mut rng, value);
     }
     value.to_vec()
 }
@@ -96,6 +108,10 @@ pub fn lazyfree_values_step(a: &mut Arena, budget: usize) -> (u64, u64, bool) {
             done
         } else if kind == Kind::Hash as u8 {
             let (n, done) = hash::ht_free_some(a, &mut payload, budget - freed as usize);
+            freed += n;
+            done
+        } else if kind == Kind::ZSet as u8 {
+            let (n, done) = zset::sl_free_some(a, &mut payload, budget - freed as usize);
             freed += n;
             done
         } else {

@@ -901,6 +901,12 @@ fn restore(ctx: &mut Ctx) -> CmdResult {
             let limits = crate::collections::hash::Limits::from_config(&ctx.srv.config);
             crate::collections::hash::create_from(&mut ctx.srv.ks, db, key, &pairs, expire, limits)
         }
+        Value::ZSet(pairs) => {
+            let limits = crate::collections::zset::Limits::from_config(&ctx.srv.config);
+            // Never empty: the decoder refuses empty sorted sets.
+            crate::collections::zset::create_from(&mut ctx.srv.ks, db, key, pairs, expire, limits)
+                .ok_or_else(|| CmdError::err("Bad data format"))?
+        }
     };
     // Redis's objectSetLRUOrLFU: FREQ only matters under an LFU policy, IDLETIME only
     // under LRU.

@@ -15,6 +15,7 @@ pub mod persistence;
 pub mod pubsub;
 pub mod server;
 pub mod strings;
+pub mod zsets;
 
 use crate::protocol::reply::Reply;
 use crate::server::{Client, Server};
@@ -271,7 +272,7 @@ pub struct CommandTable {
     pub all: Vec<&'static CommandSpec>,
 }
 
-pub fn all_families() -> [&'static [CommandSpec]; 10] {
+pub fn all_families() -> [&'static [CommandSpec]; 11] {
     [
         aof::COMMANDS,
         bits::COMMANDS,
@@ -283,6 +284,7 @@ pub fn all_families() -> [&'static [CommandSpec]; 10] {
         pubsub::COMMANDS,
         server::COMMANDS,
         strings::COMMANDS,
+        zsets::COMMANDS,
     ]
 }
 

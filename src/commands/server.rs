@@ -1664,6 +1664,8 @@ fn debug_object_line(ks: &Keyspace, e: crate::arena::Ref, list_fill: i64) -> Str
         Kind::List => "quicklist",
         Kind::Hash if crate::collections::hash::is_ht(ks.value(e)) => "hashtable",
         Kind::Hash => "listpack",
+        Kind::ZSet if crate::collections::zset::is_sl(ks.value(e)) => "skiplist",
+        Kind::ZSet => "listpack",
         _ => "raw",
     };
     let lru = ks.lru(e) & crate::keyspace::LRU_CLOCK_MAX;
@@ -1736,6 +1738,15 @@ fn xor_object_digest(ks: &Keyspace, e: crate::arena::Ref, digest: &mut [u8; 20])
             mix_digest(&mut d, &f.to_vec());
             mix_digest(&mut d, &v.to_vec());
             xor_digest(digest, &d);
+        }),
+        // Sorted sets: like hashes, each member/score pair's own digest XORed in, the
+        // score as Redis 7.0's `%.17g` text.
+        Kind::ZSet => crate::collections::zset::walk(ks, e, 0, false, |m, s| {
+            let mut d = [0u8; 20];
+            mix_digest(&mut d, m);
+            mix_digest(&mut d, crate::protocol::reply::format_double(s).as_bytes());
+            xor_digest(digest, &d);
+            true
         }),
         _ => mix_digest(digest, ks.value(e)),
     }

@@ -26,7 +26,8 @@ pub fn write_object(ks: &Keyspace, e: Ref, out: &mut Vec<u8>) -> Result<(), Kind
             super::rdb_value::write_list_object(out, &lps);
         }
         Kind::Hash => crate::collections::hash::dump(ks, e, out),
-        k @ (Kind::Set | Kind::ZSet) => return Err(k),
+        Kind::ZSet => crate::collections::zset::dump(ks, e, out),
+        k @ Kind::Set => return Err(k),
     }
     Ok(())
 }
@@ -87,6 +88,7 @@ pub fn load_rdb(
     now_ms: i64,
 ) -> Result<RdbLoadStats, RdbLoadError> {
     let hash_limits = crate::collections::hash::Limits::from_config(config);
+    let zset_limits = crate::collections::zset::Limits::from_config(config);
     let mut r = Reader::new(data);
     let head = r.read_bytes(9).map_err(|e| rdb(&r, e))?;
     if !looks_like_rdb(head) {
@@ -203,6 +205,16 @@ pub fn load_rdb(
                             &pairs,
                             ttl,
                             hash_limits,
+                        );
+                    }
+                    Value::ZSet(pairs) => {
+                        crate::collections::zset::create_from(
+                            ks,
+                            db,
+                            &key,
+                            pairs,
+                            ttl,
+                            zset_limits,
                         );
                     }
                 }

@@ -281,13 +281,15 @@ pub fn lzf_decompress(input: &[u8], out_len: usize) -> Result<Vec<u8>, RdbError>
 }
 
 /// A value decoded from its RDB form, independent of how the keyspace stores it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     String(Vec<u8>),
     /// A list as validated listpacks, head first (none empty).
     List(Vec<Vec<u8>>),
     /// A hash's field/value pairs.
     Hash(Vec<(Vec<u8>, Vec<u8>)>),
+    /// A sorted set's (member, score) pairs (any order; members distinct, no NaN).
+    ZSet(Vec<(Vec<u8>, f64)>),
 }
 
 /// Quicklist node containers (Redis's QUICKLIST_NODE_CONTAINER_*).
@@ -411,6 +413,155 @@ pub fn write_hash_object(out: &mut Vec<u8>, pairs: &[(&[u8], &[u8])]) {
     }
 }
 
+/// Redis's `rdbLoadDoubleValue` (RDB_TYPE_ZSET's text scores): a length byte (253 NaN,
+/// 254 +inf, 255 -inf) then that many ASCII characters.
+fn read_text_double(r: &mut Reader) -> Result<f64, RdbError> {
+    let n = r.read_u8()?;
+    match n {
+        253 => Ok(f64::NAN),
+        254 => Ok(f64::INFINITY),
+        255 => Ok(f64::NEG_INFINITY),
+        n => {
+            let b = r.read_bytes(n as usize)?;
+            crate::collections::zset::parse_score_text(b).ok_or(RdbError::Corrupt)
+        }
+    }
+}
+
+/// Elements of an untrusted ziplist (RDB_TYPE_*_ZIPLIST, written by Redis before 7.0):
+/// `[zlbytes u32][zltail u32][zllen u16] entries 0xFF`, each entry a prevlen (1 or 5
+/// bytes), an encoding and its data. Every read is bounds-checked.
+fn ziplist_elems(zl: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
+    let bad = || RdbError::Corrupt;
+    if zl.len() < 11 || u32::from_le_bytes([zl[0], zl[1], zl[2], zl[3]]) as usize != zl.len() {
+        return Err(bad());
+    }
+    if zl[zl.len() - 1] != 0xFF {
+        return Err(bad());
+    }
+    let end = zl.len() - 1;
+    let mut p = 10;
+    let mut out = vec![];
+    let take = |p: usize, n: usize| zl.get(p..p + n).filter(|_| p + n <= end).ok_or_else(bad);
+    while p < end {
+        p += if zl[p] == 0xFE { 5 } else { 1 };
+        let b = *zl.get(p).filter(|_| p < end).ok_or_else(bad)?;
+        let (hdr, v): (usize, Vec<u8>) = match b >> 6 {
+            0 => {
+                let n = (b & 0x3F) as usize;
+                (1, take(p + 1, n)?.to_vec())
+            }
+            1 => {
+                let n = (((b & 0x3F) as usize) << 8)
+                    | *take(p + 1, 1)?.first().ok_or_else(bad)? as usize;
+                (2, take(p + 2, n)?.to_vec())
+            }
+            2 => {
+                let l = take(p + 1, 4)?;
+                let n = u32::from_be_bytes([l[0], l[1], l[2], l[3]]) as usize;
+                (5, take(p + 5, n)?.to_vec())
+            }
+            _ => {
+                let (len, val): (usize, i64) = match b {
+                    0xC0 => {
+                        let d = take(p + 1, 2)?;
+                        (2, i16::from_le_bytes([d[0], d[1]]) as i64)
+                    }
+                    0xD0 => {
+                        let d = take(p + 1, 4)?;
+                        (4, i32::from_le_bytes([d[0], d[1], d[2], d[3]]) as i64)
+                    }
+                    0xE0 => {
+                        let d = take(p + 1, 8)?;
+                        let mut a = [0u8; 8];
+                        a.copy_from_slice(d);
+                        (8, i64::from_le_bytes(a))
+                    }
+                    0xF0 => {
+                        let d = take(p + 1, 3)?;
+                        (3, (i32::from_le_bytes([0, d[0], d[1], d[2]]) >> 8) as i64)
+                    }
+                    0xFE => (1, take(p + 1, 1)?[0] as i8 as i64),
+                    0xF1..=0xFD => (0, (b & 0x0F) as i64 - 1),
+                    _ => return Err(bad()),
+                };
+                (1 + len, val.to_string().into_bytes())
+            }
+        };
+        let data_len = match b >> 6 {
+            0..=2 => v.len(),
+            _ => 0,
+        };
+        p += hdr + data_len;
+        out.push(v);
+    }
+    if p != end {
+        return Err(bad());
+    }
+    Ok(out)
+}
+
+fn read_zset(t: u8, r: &mut Reader) -> Result<Value, RdbError> {
+    let mut out: Vec<(Vec<u8>, f64)> = Vec::new();
+    match t {
+        TYPE_ZSET | TYPE_ZSET_2 => {
+            let n = read_count(r)?;
+            for _ in 0..n {
+                let m = r.read_string()?.into_owned();
+                let s = if t == TYPE_ZSET_2 {
+                    f64::from_le_bytes(r.read_array::<8>()?)
+                } else {
+                    read_text_double(r)?
+                };
+                out.push((m, s));
+            }
+        }
+        _ => {
+            let s = r.read_string()?;
+            let elems = if t == TYPE_ZSET_LISTPACK {
+                listpack_elems(&s, true)?
+            } else {
+                ziplist_elems(&s)?
+            };
+            if elems.len() % 2 != 0 {
+                return Err(RdbError::Corrupt);
+            }
+            let mut it = elems.into_iter();
+            while let (Some(m), Some(sc)) = (it.next(), it.next()) {
+                let s = crate::collections::zset::parse_score_text(&sc).ok_or(RdbError::Corrupt)?;
+                out.push((m, s));
+            }
+        }
+    }
+    // Redis refuses empty sorted sets, duplicate members and NaN scores.
+    let mut seen = std::collections::HashSet::new();
+    if out.is_empty()
+        || out.iter().any(|(_, s)| s.is_nan())
+        || !out.iter().all(|(m, _)| seen.insert(m.clone()))
+    {
+        return Err(RdbError::Corrupt);
+    }
+    Ok(Value::ZSet(out))
+}
+
+/// Appends a small zset as RDB_TYPE_ZSET_LISTPACK (the listpack as is).
+pub fn write_zset_listpack_object(out: &mut Vec<u8>, lp: &[u8]) {
+    out.push(TYPE_ZSET_LISTPACK);
+    write_len(out, lp.len() as u64);
+    out.extend_from_slice(lp);
+}
+
+/// Appends a zset as RDB_TYPE_ZSET_2: count, then member strings and binary doubles
+/// (little endian), in the order given (Redis writes from the greatest element down).
+pub fn write_zset2_object(out: &mut Vec<u8>, items: &[(&[u8], f64)]) {
+    out.push(TYPE_ZSET_2);
+    write_len(out, items.len() as u64);
+    for (m, s) in items {
+        write_string(out, m);
+        out.extend_from_slice(&s.to_le_bytes());
+    }
+}
+
 /// Reads a type byte and the value that follows (Redis's `rdbLoadObjectType` +
 /// `rdbLoadObject`).
 pub fn read_object(r: &mut Reader) -> Result<Value, RdbError> {
@@ -424,6 +575,7 @@ pub fn read_value(t: u8, r: &mut Reader) -> Result<Value, RdbError> {
         TYPE_STRING => Ok(Value::String(r.read_string()?.into_owned())),
         TYPE_LIST | TYPE_LIST_QUICKLIST_2 => read_list(t, r),
         TYPE_HASH | TYPE_HASH_LISTPACK => read_hash(t, r),
+        TYPE_ZSET | TYPE_ZSET_2 | TYPE_ZSET_ZIPLIST | TYPE_ZSET_LISTPACK => read_zset(t, r),
         t if is_object_type(t) => Err(RdbError::UnsupportedType(t)),
         t => Err(RdbError::UnknownType(t)),
     }
@@ -721,6 +873,68 @@ mod tests {
     }
 
     #[test]
+    fn zsets_decode_from_every_rdb_form() {
+        // Redis 7.0.15: ZADD z 1 a 2.5 b -> DUMP body (zset listpack).
+        let body = [
+            0x11, 0x14, 0x14, 0, 0, 0, 4, 0, 0x81, b'a', 2, 1, 1, 0x81, b'b', 2, 0x83, b'2', b'.',
+            b'5', 4, 0xff,
+        ];
+        let want = Value::ZSet(vec![(b"a".to_vec(), 1.0), (b"b".to_vec(), 2.5)]);
+        assert_eq!(read_object(&mut Reader::new(&body)), Ok(want.clone()));
+        let mut out = vec![];
+        write_zset_listpack_object(&mut out, &body[2..]);
+        assert_eq!(out, body);
+        // ZSET_2: binary doubles.
+        let mut z2 = vec![TYPE_ZSET_2, 2, 1, b'b'];
+        z2.extend_from_slice(&2.5f64.to_le_bytes());
+        z2.extend_from_slice(&[1, b'a']);
+        z2.extend_from_slice(&1.0f64.to_le_bytes());
+        let Ok(Value::ZSet(mut p)) = read_object(&mut Reader::new(&z2)) else {
+            panic!("zset2");
+        };
+        p.reverse();
+        assert_eq!(Value::ZSet(p), want);
+        // ZSET (text doubles; 254 = +inf).
+        let z1 = [TYPE_ZSET, 2, 1, b'a', 1, b'1', 1, b'b', 254];
+        assert_eq!(
+            read_object(&mut Reader::new(&z1)),
+            Ok(Value::ZSet(vec![
+                (b"a".to_vec(), 1.0),
+                (b"b".to_vec(), f64::INFINITY)
+            ]))
+        );
+        // ZSET_ZIPLIST: "a" 1 (immediate int), "b" "2.5".
+        let entries: Vec<u8> = vec![
+            0, 0x01, b'a', // prevlen 0, 6-bit string
+            3, 0xF2, // prevlen 3, immediate 1
+            2, 0x01, b'b', //
+            3, 0x03, b'2', b'.', b'5', //
+        ];
+        let mut zl = vec![];
+        let total = 10 + entries.len() + 1;
+        zl.extend_from_slice(&(total as u32).to_le_bytes());
+        zl.extend_from_slice(&[0, 0, 0, 0, 4, 0]);
+        zl.extend_from_slice(&entries);
+        zl.push(0xFF);
+        let mut zz = vec![TYPE_ZSET_ZIPLIST, zl.len() as u8];
+        zz.extend_from_slice(&zl);
+        assert_eq!(read_object(&mut Reader::new(&zz)), Ok(want));
+        // Corrupt: truncated ziplist, NaN score, duplicate member, empty.
+        let mut bad = zz.clone();
+        bad[1] -= 1;
+        bad.truncate(bad.len() - 1);
+        assert!(read_object(&mut Reader::new(&bad)).is_err());
+        let nan = [TYPE_ZSET, 1, 1, b'a', 253];
+        assert_eq!(read_object(&mut Reader::new(&nan)), Err(RdbError::Corrupt));
+        let dup = [TYPE_ZSET, 2, 1, b'a', 1, b'1', 1, b'a', 1, b'2'];
+        assert_eq!(read_object(&mut Reader::new(&dup)), Err(RdbError::Corrupt));
+        assert_eq!(
+            read_object(&mut Reader::new(&[TYPE_ZSET_2, 0])),
+            Err(RdbError::Corrupt)
+        );
+    }
+
+    #[test]
     fn other_types_are_reported_not_misread() {
         assert_eq!(
             read_object(&mut Reader::new(&[TYPE_SET, 0])),
@@ -766,6 +980,42 @@ mod tests {
             seeds.push(v);
         }
         seeds.push(b"\x00\xc3\t0\x01aa\xe0#\x00\x01aa".to_vec());
+        // Sorted sets: listpack, ZSET_2, ZSET with text scores, ziplist.
+        seeds.push(b"\x11\x14\x14\0\0\0\x04\0\x81a\x02\x01\x01\x81b\x02\x832.5\x04\xff".to_vec());
+        let mut z2 = vec![TYPE_ZSET_2, 2, 1, b'b'];
+        z2.extend_from_slice(&2.5f64.to_le_bytes());
+        z2.extend_from_slice(&[1, b'a']);
+        z2.extend_from_slice(&1.0f64.to_le_bytes());
+        seeds.push(z2);
+        seeds.push(vec![TYPE_ZSET, 2, 1, b'a', 1, b'1', 1, b'b', 254]);
+        seeds.push(vec![
+            TYPE_ZSET_ZIPLIST,
+            24,
+            24,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            4,
+            0,
+            0,
+            1,
+            b'a',
+            3,
+            0xF2,
+            2,
+            1,
+            b'b',
+            3,
+            3,
+            b'2',
+            b'.',
+            b'5',
+            0xFF,
+        ]);
         for round in 0..200_000 {
             let body: Vec<u8> = if round % 3 == 0 {
                 let len = rng.below(40) as usize;

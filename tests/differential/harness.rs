@@ -208,6 +208,9 @@ pub enum Cmp {
     PairSet,
     /// RANDOMKEY: only whether a key came back (both servers hold the same keys).
     NilOrNot,
+    /// Random picks (ZRANDMEMBER): only the reply's shape — types and array lengths — must
+    /// match; strings and doubles are blanked, errors compared exactly.
+    Shape,
 }
 
 /// What a step expects back.
@@ -429,6 +432,17 @@ pub fn normalise(v: Val, cmp: Cmp) -> Val {
             Val::Agg(t, Some(pairs.concat()))
         }
         (Cmp::NilOrNot, Val::Bulk(t, Some(_))) => Val::Bulk(t, Some(b"<a key>".to_vec())),
+        (Cmp::Shape, Val::Bulk(t, Some(_))) => Val::Bulk(t, Some(b"<str>".to_vec())),
+        (Cmp::Shape, Val::Line(b',', _)) => Val::Line(b',', b"<double>".to_vec()),
+        (Cmp::Shape, Val::Agg(t, Some(items))) => Val::Agg(
+            t,
+            Some(
+                items
+                    .into_iter()
+                    .map(|x| normalise(x, Cmp::Shape))
+                    .collect(),
+            ),
+        ),
         (Cmp::Exact, v) => v,
         (Cmp::ClientId, Val::Line(b':', _)) => Val::Line(b':', b"0".to_vec()),
         (Cmp::ClientId, Val::Agg(t, Some(items))) => {
@@ -570,6 +584,9 @@ fn state_diff(pair: &Pair, password: Option<&str>) -> String {
         b"\xff".to_vec(),
     ]);
     let probe = |port: u16| -> Result<Vec<Vec<u8>>, String> {
+        // A server that crashed is reported, not a second panic hiding the first.
+        std::net::TcpStream::connect(("127.0.0.1", port))
+            .map_err(|e| format!("port {port} unreachable: {e}"))?;
         let mut c = Conn::connect(port);
         if let Some(p) = password {
             c.send(&encode(&[b"AUTH", p.as_bytes()]))?;

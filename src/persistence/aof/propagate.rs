@@ -130,8 +130,8 @@ pub fn extra_written_keys(name: &str, db: usize, args: Args) -> Vec<(usize, Vec<
             }
             vec![(dst_db, args.get(2).to_vec())]
         }
-        // LMPOP's keys are counted by numkeys (no fixed key positions in its spec).
-        "lmpop" => {
+        // LMPOP's and ZMPOP's keys are counted by numkeys (no fixed key positions in its spec).
+        "lmpop" | "zmpop" => {
             let n = crate::util::parse_i64(args.get(1)).unwrap_or(0).max(0) as usize;
             (2..(2 + n).min(args.len()))
                 .map(|i| (db, args.get(i).to_vec()))

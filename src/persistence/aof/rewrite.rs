@@ -116,6 +116,28 @@ impl Rewrite {
                     }
                     self.keys += 1;
                 }
+                Kind::ZSet => {
+                    // Redis's rewriteSortedSetObject: ZADD with 64 score/member pairs per
+                    // command, scores as `%.17g` (exact round trip), then the TTL.
+                    let items = crate::collections::zset::all(ks, e);
+                    for chunk in items.chunks(64) {
+                        let scores: Vec<Vec<u8>> = chunk
+                            .iter()
+                            .map(|(_, s)| crate::protocol::reply::format_double(*s).into_bytes())
+                            .collect();
+                        let mut argv: Vec<&[u8]> = vec![b"ZADD", key];
+                        for ((m, _), s) in chunk.iter().zip(&scores) {
+                            argv.push(s);
+                            argv.push(m);
+                        }
+                        self.frame(db, &argv, &replid);
+                    }
+                    if let Some(t) = ks.expire_at(e) {
+                        let t = t.to_string();
+                        self.frame(db, &[b"PEXPIREAT", key, t.as_bytes()], &replid);
+                    }
+                    self.keys += 1;
+                }
                 other => warning!(
                     "AOF rewrite: skipping key of type {} (not supported yet)",
                     other.type_name()
