@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Issue #5's benchmark: 1 KB GET latency with and without ten 10 MB GETs per second
+# (cairn-bench `noise`), and 10 MB GET throughput (redis-benchmark), for cairn-server
+# (io-threads 1 and 2) and Debian's redis-server 7, interleaved, ROUNDS rounds.
+# Prints one line per run; tables go to $OUT/noise-<server>-<round>/.
+# Usage: bash bench/bigvalues.sh [ROUNDS] [OUT]
+set -euo pipefail
+ROUNDS=${1:-3}
+OUT=${2:-bench-out/bigvalues}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BENCH=$ROOT/target/release/cairn-bench
+CAIRN=$ROOT/target/release/cairn-server
+mkdir -p "$OUT"
+
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+
+start() { # name -> sets PORT PID DIR
+  PORT=$(free_port); DIR=$(mktemp -d)
+  case "$1" in
+    redis) redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$DIR" >/dev/null 2>&1 & ;;
+    cairn-io1) "$CAIRN" --port "$PORT" --bind 127.0.0.1 --save "" --dir "$DIR" >/dev/null 2>&1 & ;;
+    cairn-io2) "$CAIRN" --port "$PORT" --bind 127.0.0.1 --save "" --dir "$DIR" --io-threads 2 >/dev/null 2>&1 & ;;
+  esac
+  PID=$!
+  for _ in $(seq 100); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && return; sleep 0.05; done
+  echo "server did not start" >&2; exit 1
+}
+stop() { kill "$PID"; wait "$PID" 2>/dev/null || true; rm -rf "$DIR"; }
+
+servers="cairn-io1 cairn-io2 redis"
+for r in $(seq "$ROUNDS"); do
+  [ $((r % 2)) = 0 ] && servers="redis cairn-io2 cairn-io1" || servers="cairn-io1 cairn-io2 redis"
+  for srv in $servers; do
+    start "$srv"
+    "$BENCH" noise -p "$PORT" --pid "$PID" -k 20000 -c 16 -t 2 -r 20000 -T 8 --noise-rate 10 \
+      --noise-size 10MB --quiet -o "$OUT/noise-$srv-$r" >"$OUT/noise-$srv-$r.txt" 2>&1
+    base=$(grep '^| baseline' "$OUT/noise-$srv-$r.txt" | awk -F'|' '{print $6}' | tr -d ' ')
+    noisy=$(grep '^| + noise' "$OUT/noise-$srv-$r.txt" | awk -F'|' '{print $6}' | tr -d ' ')
+    # 10 MB GET throughput: 4 clients, 200 GETs of one 10 MB value.
+    redis-benchmark -p "$PORT" -t set -d 10485760 -n 20 -c 1 -q >/dev/null 2>&1
+    gets=$(redis-benchmark -p "$PORT" -t get -d 10485760 -n 200 -c 4 -q 2>/dev/null | tr '\r' '\n' \
+      | grep -a 'requests per second' | tail -1 | sed 's/.*GET: \([0-9.]*\) requests.*/\1/')
+    mbs=$(python3 -c "print(f'{$gets * 10:.0f}')")
+    echo "round $r $srv: 1KB GET p99.9 baseline $base, with noise $noisy; 10MB GET ${gets}/s = ${mbs} MB/s"
+    stop
+  done
+done
