@@ -8,6 +8,7 @@
 pub mod hash;
 pub mod list;
 pub mod listpack;
+pub mod set;
 
 use crate::arena::{Arena, Ref, NULL};
 use crate::keyspace::Kind;
@@ -29,6 +30,7 @@ pub fn release_value(a: &mut Arena, kind: Kind, value: &[u8]) -> bool {
     let big = match kind {
         Kind::List if list::is_quicklist(value) => list::ql_nodes(value) as u64,
         Kind::Hash if hash::is_ht(value) => hash::ht_len(value),
+        Kind::Set if set::is_ht(value) => set::ht_len(value),
         _ => return false,
     };
     {
@@ -42,10 +44,10 @@ pub fn release_value(a: &mut Arena, kind: Kind, value: &[u8]) -> bool {
             a.set_root(ROOT_VALUE_GRAVEYARD, g as u64);
             return true;
         }
-        if kind == Kind::List {
-            list::ql_free_all(a, value);
-        } else {
-            hash::ht_free_all(a, value);
+        match kind {
+            Kind::List => list::ql_free_all(a, value),
+            Kind::Set => set::ht_free_all(a, value),
+            _ => hash::ht_free_all(a, value),
         }
     }
     false
@@ -59,6 +61,9 @@ pub fn out_of_line_bytes(a: &Arena, kind: Kind, value: &[u8]) -> u64 {
     if kind == Kind::Hash && hash::is_ht(value) {
         return hash::ht_bytes(a, value);
     }
+    if kind == Kind::Set && set::is_ht(value) {
+        return set::ht_bytes(a, value);
+    }
     0
 }
 
@@ -70,6 +75,9 @@ pub fn clone_value(a: &mut Arena, kind: Kind, value: &[u8]) -> Vec<u8> {
     }
     if kind == Kind::Hash && hash::is_ht(value) {
         return hash::ht_clone(a, value);
+    }
+    if kind == Kind::Set && set::is_ht(value) {
+        return set::ht_clone(a, value);
     }
     value.to_vec()
 }
@@ -96,6 +104,10 @@ pub fn lazyfree_values_step(a: &mut Arena, budget: usize) -> (u64, u64, bool) {
             done
         } else if kind == Kind::Hash as u8 {
             let (n, done) = hash::ht_free_some(a, &mut payload, budget - freed as usize);
+            freed += n;
+            done
+        } else if kind == Kind::Set as u8 {
+            let (n, done) = set::ht_free_some(a, &mut payload, budget - freed as usize);
             freed += n;
             done
         } else {

@@ -14,6 +14,7 @@ pub mod lists;
 pub mod persistence;
 pub mod pubsub;
 pub mod server;
+pub mod sets;
 pub mod strings;
 
 use crate::protocol::reply::Reply;
@@ -252,7 +253,7 @@ pub struct CommandTable {
     pub all: Vec<&'static CommandSpec>,
 }
 
-pub fn all_families() -> [&'static [CommandSpec]; 10] {
+pub fn all_families() -> [&'static [CommandSpec]; 11] {
     [
         aof::COMMANDS,
         bits::COMMANDS,
@@ -263,6 +264,7 @@ pub fn all_families() -> [&'static [CommandSpec]; 10] {
         persistence::COMMANDS,
         pubsub::COMMANDS,
         server::COMMANDS,
+        sets::COMMANDS,
         strings::COMMANDS,
     ]
 }

@@ -1662,6 +1662,11 @@ fn debug_object_line(ks: &Keyspace, e: crate::arena::Ref, list_fill: i64) -> Str
         Kind::List => "quicklist",
         Kind::Hash if crate::collections::hash::is_ht(ks.value(e)) => "hashtable",
         Kind::Hash => "listpack",
+        Kind::Set => match ks.enc(e) {
+            crate::collections::set::ENC_INTSET => "intset",
+            crate::collections::set::ENC_LISTPACK => "listpack",
+            _ => "hashtable",
+        },
         _ => "raw",
     };
     let lru = ks.lru(e) & crate::keyspace::LRU_CLOCK_MAX;
@@ -1734,6 +1739,10 @@ fn xor_object_digest(ks: &Keyspace, e: crate::arena::Ref, digest: &mut [u8; 20])
             mix_digest(&mut d, &f.to_vec());
             mix_digest(&mut d, &v.to_vec());
             xor_digest(digest, &d);
+        }),
+        // Sets: each member's SHA1 XORed in (order-free), as Redis.
+        Kind::Set => crate::collections::set::for_each(ks, e, |m| {
+            xor_digest(digest, &m.to_vec());
         }),
         _ => mix_digest(digest, ks.value(e)),
     }
