@@ -307,18 +307,19 @@ pub static OPTIONS: &[OptSpec] = &[
     ),
     opt("list-compress-depth", OptKind::Int(0, INTMAX), "0", NA),
     opt("set-max-intset-entries", OptKind::Int(0, LONGMAX), "512", 0),
-    // Redis 7.2's set listpack options: read by the set type, hidden from CONFIG GET.
+    // Redis 7.2's set listpack options (the set type uses 7.2's encodings): answered by
+    // CONFIG GET of the exact name, not listed by patterns (Redis 7.0 has no such names).
     opt(
         "set-max-listpack-entries",
         OptKind::Int(0, LONGMAX),
         "128",
-        HID,
+        F_HIDDEN,
     ),
     opt(
         "set-max-listpack-value",
         OptKind::Int(0, LONGMAX),
         "64",
-        HID,
+        F_HIDDEN,
     ),
     aliased(
         "zset-max-listpack-entries",

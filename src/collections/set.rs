@@ -560,8 +560,7 @@ fn remove_lp_at(ks: &mut Keyspace, db: usize, e: Ref, off: usize) -> Ref {
     ks.resize_value(db, e, vl - n)
 }
 
-/// A random member (uniform for intsets and listpacks; bucket-then-chain for
-/// hashtables, as Redis's dictGetRandomKey).
+/// A uniformly random member (for hashtables, `DictHeader::random_fair`).
 pub fn random(ks: &mut Keyspace, e: Ref) -> Option<Vec<u8>> {
     let n = len(ks, e);
     if n == 0 {
@@ -571,7 +570,7 @@ pub fn random(ks: &mut Keyspace, e: Ref) -> Option<Vec<u8>> {
     match v[0] {
         TAG_HT => {
             let d = read_dict(v);
-            let x = d.random(&ks.arena, &mut ks.rng)?;
+            let x = d.random_fair(&ks.arena, &mut ks.rng)?;
             Some(me_member(&ks.arena, x).to_vec())
         }
         TAG_INTSET => {
@@ -598,7 +597,7 @@ pub fn pop_random(ks: &mut Keyspace, db: usize, e: Ref) -> (Ref, Option<Vec<u8>>
     match v[0] {
         TAG_HT => {
             let mut d = read_dict(v);
-            let Some(x) = d.random(&ks.arena, &mut ks.rng) else {
+            let Some(x) = d.random_fair(&ks.arena, &mut ks.rng) else {
                 return (e, None);
             };
             let m = me_member(&ks.arena, x).to_vec();
