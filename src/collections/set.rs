@@ -211,7 +211,7 @@ pub mod intset {
             return false;
         }
         let n = len(is);
-        if (is.len() - IS_HDR) % w != 0 || (is.len() - IS_HDR) / w != n {
+        if !(is.len() - IS_HDR).is_multiple_of(w) || (is.len() - IS_HDR) / w != n {
             return false;
         }
         (1..n).all(|i| get(is, i - 1) < get(is, i))
