@@ -414,9 +414,9 @@ mod tests {
             }
             let _ = load_rdb(&d, &mut ks(), &Config::default(), 0);
         }
-        // A set (type 2): no keyspace type for it yet.
+        // A stream (type 15): no keyspace type for it yet.
         let hash = file(|f| {
-            f.push(2);
+            f.push(15);
             write_string(f, b"h");
             write_len(f, 1);
             write_string(f, b"member");
