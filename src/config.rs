@@ -307,19 +307,19 @@ pub static OPTIONS: &[OptSpec] = &[
     ),
     opt("list-compress-depth", OptKind::Int(0, INTMAX), "0", NA),
     opt("set-max-intset-entries", OptKind::Int(0, LONGMAX), "512", 0),
-    // Redis 7.2's set listpack options (the set type uses 7.2's encodings): answered by
-    // CONFIG GET of the exact name, not listed by patterns (Redis 7.0 has no such names).
+    // Redis 7.2's set listpack options: read by the set type (which uses 7.2's encodings),
+    // settable, hidden from CONFIG GET as Redis 7.0 has no such names.
     opt(
         "set-max-listpack-entries",
         OptKind::Int(0, LONGMAX),
         "128",
-        F_HIDDEN,
+        HID,
     ),
     opt(
         "set-max-listpack-value",
         OptKind::Int(0, LONGMAX),
         "64",
-        F_HIDDEN,
+        HID,
     ),
     aliased(
         "zset-max-listpack-entries",
