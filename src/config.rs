@@ -307,7 +307,8 @@ pub static OPTIONS: &[OptSpec] = &[
     ),
     opt("list-compress-depth", OptKind::Int(0, INTMAX), "0", NA),
     opt("set-max-intset-entries", OptKind::Int(0, LONGMAX), "512", 0),
-    // Redis 7.2's set listpack options: read by the set type, hidden from CONFIG GET.
+    // Redis 7.2's set listpack options: read by the set type (which uses 7.2's encodings),
+    // settable, hidden from CONFIG GET as Redis 7.0 has no such names.
     opt(
         "set-max-listpack-entries",
         OptKind::Int(0, LONGMAX),
@@ -731,6 +732,10 @@ pub struct Settings {
     pub active_expire_effort: u32,
     pub lazyfree_lazy_user_del: bool,
     pub lazyfree_lazy_user_flush: bool,
+    /// Set encodings' thresholds (`src/collections/set.rs`).
+    pub set_max_intset_entries: u64,
+    pub set_max_listpack_entries: u64,
+    pub set_max_listpack_value: u64,
     pub activerehashing: bool,
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: usize,
@@ -960,6 +965,9 @@ fn placeholder_settings() -> Settings {
         active_expire_effort: 1,
         lazyfree_lazy_user_del: false,
         lazyfree_lazy_user_flush: false,
+        set_max_intset_entries: 512,
+        set_max_listpack_entries: 128,
+        set_max_listpack_value: 64,
         activerehashing: true,
         slowlog_log_slower_than: 10000,
         slowlog_max_len: 128,
@@ -1544,6 +1552,9 @@ impl Config {
             active_expire_effort: self.int("active-expire-effort") as u32,
             lazyfree_lazy_user_del: self.boolean("lazyfree-lazy-user-del"),
             lazyfree_lazy_user_flush: self.boolean("lazyfree-lazy-user-flush"),
+            set_max_intset_entries: self.int("set-max-intset-entries").max(0) as u64,
+            set_max_listpack_entries: self.int("set-max-listpack-entries").max(0) as u64,
+            set_max_listpack_value: self.int("set-max-listpack-value").max(0) as u64,
             activerehashing: self.boolean("activerehashing"),
             slowlog_log_slower_than: self.int("slowlog-log-slower-than"),
             slowlog_max_len: self.int("slowlog-max-len") as usize,

@@ -539,3 +539,77 @@ fn appendonly_can_be_turned_on_at_runtime() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Sets in the log: SPOP is logged as the SREM of the members it popped (or a DEL when it
+/// took them all), so replay reaches the same state; BGREWRITEAOF writes sets as SADDs.
+#[test]
+fn set_writes_replay_with_spop_logged_as_srem() {
+    let dir = temp_dir("sets");
+    let sorted = |r: &mut Raw, k: &str| {
+        let mut v: Vec<String> = s(r.call(&["SMEMBERS", k]))
+            .split("\r\n")
+            .skip(1)
+            .filter(|l| !l.starts_with('$') && !l.is_empty())
+            .map(String::from)
+            .collect();
+        v.sort();
+        v
+    };
+    let keys = ["si", "sl", "sh", "inter", "moved", "whole"];
+    let state = |r: &mut Raw| {
+        keys.iter()
+            .map(|k| (sorted(r, k), s(r.call(&["OBJECT", "ENCODING", k]))))
+            .collect::<Vec<_>>()
+    };
+    let want;
+    {
+        let srv = start(&dir, &["--appendfsync", "always"]);
+        let mut r = Raw::connect(srv.port);
+        r.call(&["SADD", "si", "1", "2", "3", "4", "5", "6"]);
+        r.call(&["SADD", "sl", "a", "b", "c", "d", "1"]);
+        for i in 0..300 {
+            r.call(&["SADD", "sh", &format!("m{i}")]);
+        }
+        r.call(&["SADD", "whole", "x", "y"]);
+        assert!(r.call(&["SPOP", "si"]).starts_with(b"$"));
+        assert!(r.call(&["SPOP", "sl", "2"]).starts_with(b"*2"));
+        assert!(r.call(&["SPOP", "sh", "100"]).starts_with(b"*100"));
+        assert!(r.call(&["SPOP", "whole", "10"]).starts_with(b"*2"));
+        r.call(&["SINTERSTORE", "inter", "sh", "sh"]);
+        r.call(&["SMOVE", "sl", "moved", "a"]);
+        r.call(&["SMOVE", "sl", "moved", "b"]);
+        r.call(&["SREM", "sh", "m1", "m2"]);
+        want = state(&mut r);
+        let log = std::fs::read(incr_file(&dir)).unwrap();
+        let text = String::from_utf8_lossy(&log);
+        assert!(
+            !text.contains("SPOP") && !text.contains("spop"),
+            "SPOP logged"
+        );
+        assert!(text.contains("SREM"), "no SREM logged");
+    }
+    {
+        let srv = start(&dir, &[]);
+        let mut r = Raw::connect(srv.port);
+        assert_eq!(state(&mut r), want);
+        assert_eq!(r.call(&["EXISTS", "whole"]), b":0\r\n");
+        r.call(&["BGREWRITEAOF"]);
+        wait_rewrite(&mut r, 1);
+        let m = std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest")).unwrap();
+        let base = m
+            .lines()
+            .find(|l| l.ends_with("type b"))
+            .unwrap()
+            .split(' ')
+            .nth(1)
+            .unwrap()
+            .to_string();
+        let text = s(std::fs::read(dir.join("appendonlydir").join(base)).unwrap());
+        // 300 - 100 - 2 members in batches of 64: 4 SADDs for "sh".
+        assert!(text.matches("SADD").count() >= 4, "{}", &text[..200]);
+    }
+    let srv = start(&dir, &[]);
+    let mut r = Raw::connect(srv.port);
+    assert_eq!(state(&mut r), want);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -952,7 +952,7 @@ fn dump_restore_across_servers() {
     call_bin(&mut c, &[b"RESTORE", b"ttl", b"100000", &p]);
     assert_eq!(c.call(&["TTL", "ttl"]), b":100\r\n");
     // Types cairn does not hold yet are refused cleanly.
-    r.call(&["SADD", "set", "a", "b"]);
+    r.call(&["XADD", "set", "*", "a", "b"]);
     let p = bulk_payload(&r.call(&["DUMP", "set"]));
     assert_eq!(
         call_bin(&mut c, &[b"RESTORE", b"set", b"0", &p]),

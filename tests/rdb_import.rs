@@ -1,5 +1,6 @@
 //! A `dump.rdb` written by Debian's redis-server 7 loads into cairn at startup: the same
-//! keys, values, TTLs and databases (DEBUG DIGEST equal), and a file cairn cannot hold yet
+//! keys, values, TTLs and databases (DEBUG DIGEST equal; strings, lists, hashes, sets), and
+//! `--export-rdb` files load into redis-server 7.0; a file cairn cannot hold yet
 //! stops startup with a message instead of a partial load.
 mod common;
 use common::*;
@@ -42,6 +43,13 @@ fn redis_dump_rdb_loads_with_the_same_digest() {
             &format!("value-{i}"),
         ]);
     }
+    // Sets: intset (RDB type 11), hashtables of strings and of many integers (type 2).
+    r.call(&["SADD", "iset", "3", "-70000", "5000000000"]);
+    r.call(&["SADD", "sset", "a", "b", "17"]);
+    for i in 0..1000 {
+        r.call(&["SADD", "bigset", &format!("member-{i}")]);
+        r.call(&["SADD", "bigints", &i.to_string()]);
+    }
     r.call(&["SELECT", "5"]);
     r.call(&["SET", "in5", "five"]);
     let digest = r.call(&["DEBUG", "DIGEST"]);
@@ -57,13 +65,28 @@ fn redis_dump_rdb_loads_with_the_same_digest() {
     ]);
     let mut c = Raw::connect(cairn.port);
     assert_eq!(c.call(&["DEBUG", "DIGEST"]), digest);
-    assert_eq!(c.call(&["DBSIZE"]), b":509\r\n");
+    assert_eq!(c.call(&["DBSIZE"]), b":513\r\n");
     assert_eq!(
         c.call(&["OBJECT", "ENCODING", "bigzset"]),
         b"$8\r\nskiplist\r\n"
     );
     assert_eq!(c.call(&["OBJECT", "ENCODING", "zs"]), b"$8\r\nlistpack\r\n");
     assert_eq!(c.call(&["ZRANK", "bigzset", "m-999"]), r_rank);
+    assert_eq!(
+        c.call(&["SMEMBERS", "iset"]),
+        b"*3\r\n$6\r\n-70000\r\n$1\r\n3\r\n$10\r\n5000000000\r\n"
+    );
+    for (k, enc) in [
+        ("iset", "intset"),
+        ("sset", "listpack"),
+        ("bigset", "hashtable"),
+        ("bigints", "hashtable"),
+    ] {
+        let want = format!("${}\r\n{enc}\r\n", enc.len());
+        assert_eq!(c.call(&["OBJECT", "ENCODING", k]), want.as_bytes(), "{k}");
+    }
+    assert_eq!(c.call(&["SCARD", "bigset"]), b":1000\r\n");
+    assert_eq!(c.call(&["SISMEMBER", "bigints", "999"]), b":1\r\n");
     assert_eq!(
         c.call(&["LRANGE", "list", "0", "-1"]),
         b"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
@@ -87,7 +110,7 @@ fn an_rdb_with_types_cairn_lacks_stops_startup_with_a_message() {
     let dir = redis.dir.clone();
     let mut r = Raw::connect(redis.port);
     r.call(&["SET", "s", "1"]);
-    r.call(&["SADD", "h", "member"]);
+    r.call(&["XADD", "h", "*", "field", "value"]);
     save_and_stop(&mut redis);
     let port = free_port();
     let out = Command::new(env!("CARGO_BIN_EXE_cairn-server"))
@@ -120,6 +143,13 @@ fn exported_rdb_loads_into_redis_with_the_same_digest() {
         c.call(&["ZADD", "bigz", &format!("{}.25", i % 29), &format!("m{i}")]);
     }
     c.call(&["ZADD", "z", "1", "a", "1e20", "b", "-inf", "c", "0.1", "d"]);
+    // Sets of every encoding: the listpack one is written as RDB type 2 (7.0 has no 20).
+    c.call(&["SADD", "si", "1", "-2", "300000"]);
+    c.call(&["SADD", "sl", "x", "y", "1"]);
+    for i in 0..700 {
+        c.call(&["SADD", "sh", &format!("m{i}")]);
+    }
+    c.call(&["EXPIRE", "sl", "5000"]);
     c.call(&["SELECT", "9"]);
     c.call(&["SET", "nine", "9"]);
     let digest = c.call(&["DEBUG", "DIGEST"]);
@@ -149,12 +179,15 @@ fn exported_rdb_loads_into_redis_with_the_same_digest() {
     ]);
     let mut r = Raw::connect(redis.port);
     assert_eq!(r.call(&["DEBUG", "DIGEST"]), digest);
-    assert_eq!(r.call(&["DBSIZE"]), b":307\r\n");
+    assert_eq!(r.call(&["DBSIZE"]), b":310\r\n");
     assert_eq!(
         r.call(&["OBJECT", "ENCODING", "bigz"]),
         b"$8\r\nskiplist\r\n"
     );
     assert_eq!(r.call(&["ZSCORE", "z", "b"]), b"$5\r\n1e+20\r\n");
+    assert_eq!(r.call(&["OBJECT", "ENCODING", "si"]), b"$6\r\nintset\r\n");
+    assert_eq!(r.call(&["SCARD", "sh"]), b":700\r\n");
+    assert_eq!(r.call(&["SISMEMBER", "sl", "x"]), b":1\r\n");
     let ttl = String::from_utf8(r.call(&["TTL", "t"])).unwrap();
     assert!(ttl.starts_with(":49") || ttl.starts_with(":50"), "{ttl}");
     drop(redis);

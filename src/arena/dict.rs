@@ -363,6 +363,56 @@ impl DictHeader {
 
     /// A random entry (uniform over buckets, then over the chain), or None when empty.
     pub fn random(&self, a: &Arena, rng: &mut crate::util::Rng) -> Option<Ref> {
+        let head = self.random_head(a, rng)?;
+        let mut len = 0u64;
+        let mut e = head;
+        while e != NULL {
+            len += 1;
+            e = entry_next(a, e);
+        }
+        let mut pick = rng.below(len);
+        e = head;
+        while pick > 0 {
+            e = entry_next(a, e);
+            pick -= 1;
+        }
+        Some(e)
+    }
+
+    /// A random entry, uniform over entries rather than over buckets (SPOP and
+    /// SRANDMEMBER, where Redis uses dictGetFairRandomKey): a random bucket's chain of
+    /// length L yields its entry number j for a random j below `FAIR_CHAIN`, and nothing
+    /// when j >= L, so every entry in a chain of at most FAIR_CHAIN entries is equally
+    /// likely. Bounded tries (a sparse table rejects more), then the bucket-first pick.
+    pub fn random_fair(&self, a: &Arena, rng: &mut crate::util::Rng) -> Option<Ref> {
+        const FAIR_CHAIN: u64 = 4;
+        const TRIES: usize = 64;
+        for _ in 0..TRIES {
+            let head = self.random_head(a, rng)?;
+            let mut len = 0u64;
+            let mut e = head;
+            while e != NULL {
+                len += 1;
+                e = entry_next(a, e);
+            }
+            // A chain longer than FAIR_CHAIN (rare) is sampled over its own length, so
+            // its entries stay reachable.
+            let mut j = rng.below(FAIR_CHAIN.max(len));
+            if j >= len {
+                continue;
+            }
+            e = head;
+            while j > 0 {
+                e = entry_next(a, e);
+                j -= 1;
+            }
+            return Some(e);
+        }
+        self.random(a, rng)
+    }
+
+    /// The head of a uniformly chosen non-empty bucket.
+    fn random_head(&self, a: &Arena, rng: &mut crate::util::Rng) -> Option<Ref> {
         if self.is_empty() {
             return None;
         }
@@ -384,19 +434,7 @@ impl DictHeader {
                 break;
             }
         }
-        let mut len = 0u64;
-        let mut e = head;
-        while e != NULL {
-            len += 1;
-            e = entry_next(a, e);
-        }
-        let mut pick = rng.below(len);
-        e = head;
-        while pick > 0 {
-            e = entry_next(a, e);
-            pick -= 1;
-        }
-        Some(e)
+        Some(head)
     }
 
     /// Frees the table and, through `free_entry`, its entries, at most `budget` entries per

@@ -8,6 +8,7 @@
 pub mod hash;
 pub mod list;
 pub mod listpack;
+pub mod set;
 pub mod zset;
 
 use crate::arena::{Arena, Ref, NULL};
@@ -31,6 +32,7 @@ pub fn release_value(a: &mut Arena, kind: Kind, value: &[u8]) -> bool {
         Kind::List if list::is_quicklist(value) => list::ql_nodes(value) as u64,
         Kind::Hash if hash::is_ht(value) => hash::ht_len(value),
         Kind::ZSet if zset::is_sl(value) => zset::sl_len(value),
+        Kind::Set if set::is_ht(value) => set::ht_len(value),
         _ => return false,
     };
     {
@@ -44,12 +46,11 @@ pub fn release_value(a: &mut Arena, kind: Kind, value: &[u8]) -> bool {
             a.set_root(ROOT_VALUE_GRAVEYARD, g as u64);
             return true;
         }
-        if kind == Kind::List {
-            list::ql_free_all(a, value);
-        } else if kind == Kind::ZSet {
-            zset::sl_free_all(a, value);
-        } else {
-            hash::ht_free_all(a, value);
+        match kind {
+            Kind::List => list::ql_free_all(a, value),
+            Kind::ZSet => zset::sl_free_all(a, value),
+            Kind::Set => set::ht_free_all(a, value),
+            _ => hash::ht_free_all(a, value),
         }
     }
     false
@@ -65,6 +66,9 @@ pub fn out_of_line_bytes(a: &Arena, kind: Kind, value: &[u8]) -> u64 {
     }
     if kind == Kind::ZSet && zset::is_sl(value) {
         return zset::sl_bytes(a, value);
+    }
+    if kind == Kind::Set && set::is_ht(value) {
+        return set::ht_bytes(a, value);
     }
     0
 }
@@ -82,6 +86,9 @@ pub fn clone_value(a: &mut Arena, kind: Kind, value: &[u8]) -> Vec<u8> {
         // Node levels only need to be random, not reproducible.
         let mut rng = crate::util::Rng::from_time();
         return zset::sl_clone(a, &mut rng, value);
+    }
+    if kind == Kind::Set && set::is_ht(value) {
+        return set::ht_clone(a, value);
     }
     value.to_vec()
 }
@@ -112,6 +119,10 @@ pub fn lazyfree_values_step(a: &mut Arena, budget: usize) -> (u64, u64, bool) {
             done
         } else if kind == Kind::ZSet as u8 {
             let (n, done) = zset::sl_free_some(a, &mut payload, budget - freed as usize);
+            freed += n;
+            done
+        } else if kind == Kind::Set as u8 {
+            let (n, done) = set::ht_free_some(a, &mut payload, budget - freed as usize);
             freed += n;
             done
         } else {

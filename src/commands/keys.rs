@@ -907,6 +907,21 @@ fn restore(ctx: &mut Ctx) -> CmdResult {
             crate::collections::zset::create_from(&mut ctx.srv.ks, db, key, pairs, expire, limits)
                 .ok_or_else(|| CmdError::err("Bad data format"))?
         }
+        Value::Set(members) => {
+            let limits = crate::collections::set::Limits::from_config(&ctx.srv.config);
+            crate::collections::set::create_from(&mut ctx.srv.ks, db, key, &members, expire, limits)
+        }
+        Value::SetIntset(is) => {
+            let limits = crate::collections::set::Limits::from_config(&ctx.srv.config);
+            crate::collections::set::create_from_intset(
+                &mut ctx.srv.ks,
+                db,
+                key,
+                &is,
+                expire,
+                limits,
+            )
+        }
     };
     // Redis's objectSetLRUOrLFU: FREQ only matters under an LFU policy, IDLETIME only
     // under LRU.

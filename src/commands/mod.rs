@@ -14,6 +14,7 @@ pub mod lists;
 pub mod persistence;
 pub mod pubsub;
 pub mod server;
+pub mod sets;
 pub mod strings;
 pub mod zsets;
 
@@ -272,7 +273,7 @@ pub struct CommandTable {
     pub all: Vec<&'static CommandSpec>,
 }
 
-pub fn all_families() -> [&'static [CommandSpec]; 11] {
+pub fn all_families() -> [&'static [CommandSpec]; 12] {
     [
         aof::COMMANDS,
         bits::COMMANDS,
@@ -283,6 +284,7 @@ pub fn all_families() -> [&'static [CommandSpec]; 11] {
         persistence::COMMANDS,
         pubsub::COMMANDS,
         server::COMMANDS,
+        sets::COMMANDS,
         strings::COMMANDS,
         zsets::COMMANDS,
     ]

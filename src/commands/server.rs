@@ -1666,7 +1666,11 @@ fn debug_object_line(ks: &Keyspace, e: crate::arena::Ref, list_fill: i64) -> Str
         Kind::Hash => "listpack",
         Kind::ZSet if crate::collections::zset::is_sl(ks.value(e)) => "skiplist",
         Kind::ZSet => "listpack",
-        _ => "raw",
+        Kind::Set => match ks.enc(e) {
+            crate::collections::set::ENC_INTSET => "intset",
+            crate::collections::set::ENC_LISTPACK => "listpack",
+            _ => "hashtable",
+        },
     };
     let lru = ks.lru(e) & crate::keyspace::LRU_CLOCK_MAX;
     let now = crate::keyspace::lru_clock();
@@ -1747,6 +1751,10 @@ fn xor_object_digest(ks: &Keyspace, e: crate::arena::Ref, digest: &mut [u8; 20])
             mix_digest(&mut d, crate::protocol::reply::format_double(s).as_bytes());
             xor_digest(digest, &d);
             true
+        }),
+        // Sets: each member's SHA1 XORed in (order-free), as Redis.
+        Kind::Set => crate::collections::set::for_each(ks, e, |m| {
+            xor_digest(digest, &m.to_vec());
         }),
         _ => mix_digest(digest, ks.value(e)),
     }

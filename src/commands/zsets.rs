@@ -1262,6 +1262,13 @@ fn read_source(ctx: &mut Ctx, key: &[u8]) -> Result<Pairs, CmdError> {
     match ctx.srv.ks.lookup_read(db, key, ctx.now_ms) {
         None => Ok(vec![]),
         Some(e) if ctx.srv.ks.kind(e) == Kind::ZSet => Ok(zset::all(&ctx.srv.ks, e)),
+        // A plain set counts as a sorted set whose members all score 1, as in Redis.
+        Some(e) if ctx.srv.ks.kind(e) == Kind::Set => {
+            Ok(crate::collections::set::members(&ctx.srv.ks, e)
+                .into_iter()
+                .map(|m| (m, 1.0))
+                .collect())
+        }
         Some(_) => Err(CmdError::WrongType),
     }
 }

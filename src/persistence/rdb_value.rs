@@ -15,8 +15,8 @@
 //! allocation is bounded by the input size or by [`Reader::max_string_len`], and corrupt
 //! input yields an [`RdbError`], never a panic.
 //!
-//! Only the string type is implemented so far. The other types (lists, sets, sorted sets,
-//! hashes, streams) are recognised and answered with [`RdbError::UnsupportedType`]; their
+//! Strings, lists, hashes and sets are implemented. The other types (sorted sets,
+//! streams) are recognised and answered with [`RdbError::UnsupportedType`]; their
 //! decoders belong in [`read_value`] (one match arm each, returning a new [`Value`]
 //! variant) and their encoders next to [`write_string_object`].
 //!
@@ -49,10 +49,12 @@ pub const TYPE_HASH_LISTPACK: u8 = 16;
 pub const TYPE_ZSET_LISTPACK: u8 = 17;
 pub const TYPE_LIST_QUICKLIST_2: u8 = 18;
 pub const TYPE_STREAM_LISTPACKS_2: u8 = 19;
+/// Redis 7.2's listpack-encoded set (RDB version 11; Redis 7.0 cannot read it).
+pub const TYPE_SET_LISTPACK: u8 = 20;
 
 /// True for the type bytes Redis 7.0 accepts as value types (`rdbIsObjectType`).
 pub fn is_object_type(t: u8) -> bool {
-    matches!(t, 0..=7 | 9..=19)
+    matches!(t, 0..=7 | 9..=20)
 }
 
 // Special string encodings (the low bits of an `11xxxxxx` length byte).
@@ -290,6 +292,10 @@ pub enum Value {
     Hash(Vec<(Vec<u8>, Vec<u8>)>),
     /// A sorted set's (member, score) pairs (any order; members distinct, no NaN).
     ZSet(Vec<(Vec<u8>, f64)>),
+    /// A set's members (distinct).
+    Set(Vec<Vec<u8>>),
+    /// A set as validated intset bytes (RDB type 11), kept as they are.
+    SetIntset(Vec<u8>),
 }
 
 /// Quicklist node containers (Redis's QUICKLIST_NODE_CONTAINER_*).
@@ -383,6 +389,57 @@ fn read_hash(t: u8, r: &mut Reader) -> Result<Value, RdbError> {
         return Err(RdbError::Corrupt);
     }
     Ok(Value::Hash(out))
+}
+
+fn read_set(t: u8, r: &mut Reader) -> Result<Value, RdbError> {
+    use crate::collections::set::intset;
+    let members = match t {
+        TYPE_SET_INTSET => {
+            let s = r.read_string()?;
+            if !intset::validate(&s) || intset::len(&s) == 0 {
+                return Err(RdbError::Corrupt);
+            }
+            return Ok(Value::SetIntset(s.into_owned()));
+        }
+        TYPE_SET => {
+            let n = read_count(r)?;
+            let mut out = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                out.push(r.read_string()?.into_owned());
+            }
+            out
+        }
+        _ => listpack_elems(&r.read_string()?, false)?,
+    };
+    // Redis refuses empty sets and duplicate members.
+    let mut seen = std::collections::HashSet::with_capacity(members.len());
+    if members.is_empty() || !members.iter().all(|m| seen.insert(m.as_slice())) {
+        return Err(RdbError::Corrupt);
+    }
+    Ok(Value::Set(members))
+}
+
+/// Appends a set as RDB_TYPE_SET (count, then member strings).
+pub fn write_set_object(out: &mut Vec<u8>, members: &[&[u8]]) {
+    out.push(TYPE_SET);
+    write_len(out, members.len() as u64);
+    for m in members {
+        write_string(out, m);
+    }
+}
+
+/// Appends an intset-encoded set as RDB_TYPE_SET_INTSET (the intset bytes as they are).
+pub fn write_set_intset_object(out: &mut Vec<u8>, is: &[u8]) {
+    out.push(TYPE_SET_INTSET);
+    write_len(out, is.len() as u64);
+    out.extend_from_slice(is);
+}
+
+/// Appends a listpack-encoded set as RDB_TYPE_SET_LISTPACK (the listpack as is).
+pub fn write_set_listpack_object(out: &mut Vec<u8>, lp: &[u8]) {
+    out.push(TYPE_SET_LISTPACK);
+    write_len(out, lp.len() as u64);
+    out.extend_from_slice(lp);
 }
 
 /// Appends a list as RDB_TYPE_LIST_QUICKLIST_2: one packed node per listpack.
@@ -576,6 +633,7 @@ pub fn read_value(t: u8, r: &mut Reader) -> Result<Value, RdbError> {
         TYPE_LIST | TYPE_LIST_QUICKLIST_2 => read_list(t, r),
         TYPE_HASH | TYPE_HASH_LISTPACK => read_hash(t, r),
         TYPE_ZSET | TYPE_ZSET_2 | TYPE_ZSET_ZIPLIST | TYPE_ZSET_LISTPACK => read_zset(t, r),
+        TYPE_SET | TYPE_SET_INTSET | TYPE_SET_LISTPACK => read_set(t, r),
         t if is_object_type(t) => Err(RdbError::UnsupportedType(t)),
         t => Err(RdbError::UnknownType(t)),
     }
@@ -937,8 +995,8 @@ mod tests {
     #[test]
     fn other_types_are_reported_not_misread() {
         assert_eq!(
-            read_object(&mut Reader::new(&[TYPE_SET, 0])),
-            Err(RdbError::UnsupportedType(TYPE_SET))
+            read_object(&mut Reader::new(&[TYPE_STREAM_LISTPACKS, 0])),
+            Err(RdbError::UnsupportedType(TYPE_STREAM_LISTPACKS))
         );
         assert_eq!(
             read_object(&mut Reader::new(&[8])),

@@ -211,6 +211,15 @@ pub enum Cmp {
     /// Random picks (ZRANDMEMBER): only the reply's shape — types and array lengths — must
     /// match; strings and doubles are blanked, errors compared exactly.
     Shape,
+    /// SPOP / SRANDMEMBER: random members, so only the shape is compared: nil or a bulk,
+    /// an array's type and length; errors and integers exactly.
+    Count,
+    /// SSCAN that covers the whole set in one call: the cursor exactly, the members as
+    /// a sorted list (hashtable order is unspecified).
+    ScanSet,
+    /// OBJECT ENCODING of a set: cairn keeps small non-integer sets as listpacks (Redis 7.2
+    /// / Valkey 8) where Redis 7.0 has a hashtable, so "listpack" reads as "hashtable".
+    SetEncoding,
 }
 
 /// What a step expects back.
@@ -443,6 +452,18 @@ pub fn normalise(v: Val, cmp: Cmp) -> Val {
                     .collect(),
             ),
         ),
+        (Cmp::Count, Val::Bulk(t, Some(_))) => Val::Bulk(t, Some(b"<a member>".to_vec())),
+        (Cmp::Count, Val::Agg(t, Some(items))) => {
+            let n = items.len();
+            Val::Agg(t, Some(vec![Val::Bulk(b'$', None); n]))
+        }
+        (Cmp::ScanSet, Val::Agg(t, Some(mut items))) if items.len() == 2 => {
+            items[1] = normalise(items[1].clone(), Cmp::Set);
+            Val::Agg(t, Some(items))
+        }
+        (Cmp::SetEncoding, Val::Bulk(t, Some(s))) if s == b"listpack" => {
+            Val::Bulk(t, Some(b"hashtable".to_vec()))
+        }
         (Cmp::Exact, v) => v,
         (Cmp::ClientId, Val::Line(b':', _)) => Val::Line(b':', b"0".to_vec()),
         (Cmp::ClientId, Val::Agg(t, Some(items))) => {

@@ -57,6 +57,10 @@ pub struct Aof {
     barrier_lsn: u64,
     /// Set by the propagation hook: the LSN the current command's reply waits for.
     pub hold_lsn: u64,
+    /// Commands to log instead of the one that ran, set by a command whose effect its
+    /// arguments do not determine (SPOP logs the SREM of the members it popped). Taken
+    /// (and cleared) by the propagation hook after every command.
+    pub command_forms: Vec<Vec<Vec<u8>>>,
     pub rewrite: Option<rewrite::Rewrite>,
     pub rewrite_scheduled: bool,
     pub rewrites: u64,
@@ -90,6 +94,7 @@ impl Default for Aof {
             dirty_order: VecDeque::new(),
             barrier_lsn: 0,
             hold_lsn: 0,
+            command_forms: Vec::new(),
             rewrite: None,
             rewrite_scheduled: false,
             rewrites: 0,
@@ -403,6 +408,7 @@ pub fn after_command(
     now_ms: i64,
 ) {
     srv.aof.hold_lsn = 0;
+    let overrides = std::mem::take(&mut srv.aof.command_forms);
     if !srv.aof.enabled {
         return;
     }
@@ -417,6 +423,13 @@ pub fn after_command(
             propagate::log_form(&srv.ks, name, db, args)
         };
         let lsn = match &form {
+            _ if !overrides.is_empty() => {
+                let mut lsn = 0;
+                for v in &overrides {
+                    lsn = srv.aof.feed(db, v, now_ms);
+                }
+                lsn
+            }
             Some(v) => srv.aof.feed(db, v, now_ms),
             None => {
                 let argv: Vec<&[u8]> = args.iter().collect();

@@ -138,10 +138,20 @@ impl Rewrite {
                     }
                     self.keys += 1;
                 }
-                other => warning!(
-                    "AOF rewrite: skipping key of type {} (not supported yet)",
-                    other.type_name()
-                ),
+                Kind::Set => {
+                    // Redis's rewriteSetObject: SADD with 64 members per command.
+                    let members = crate::collections::set::members(ks, e);
+                    for chunk in members.chunks(64) {
+                        let mut argv: Vec<&[u8]> = vec![b"SADD", key];
+                        argv.extend(chunk.iter().map(|x| x.as_slice()));
+                        self.frame(db, &argv, &replid);
+                    }
+                    if let Some(t) = ks.expire_at(e) {
+                        let t = t.to_string();
+                        self.frame(db, &[b"PEXPIREAT", key, t.as_bytes()], &replid);
+                    }
+                    self.keys += 1;
+                }
             },
             _ => self.frame(db, &[b"DEL", key], &replid),
         }

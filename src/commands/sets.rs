@@ -1,0 +1,604 @@
+//! Set commands (Redis's `t_set.c`), over the arena sets of `crate::collections::set`.
+
+use super::{CmdError, CmdResult, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
+use crate::arena::Ref;
+use crate::collections::set::{self, Limits};
+use crate::commands::lists::reply_val;
+use crate::keyspace::{Kind, Ttl};
+use crate::util::{glob_match, parse_i64};
+
+pub static COMMANDS: &[CommandSpec] = &[
+    CommandSpec::new("sadd", -3, WRITE | DENYOOM | FAST, "set", sadd).keys(1, 1, 1).doc("Adds one or more members to a set. Creates the key if it doesn't exist.", "1.0.0"),
+    CommandSpec::new("srem", -3, WRITE | FAST, "set", srem).keys(1, 1, 1).doc("Removes one or more members from a set. Deletes the set if the last member was removed.", "1.0.0"),
+    CommandSpec::new("smembers", 2, READONLY, "set", smembers).keys(1, 1, 1).doc("Returns all members of a set.", "1.0.0"),
+    CommandSpec::new("sismember", 3, READONLY | FAST, "set", sismember).keys(1, 1, 1).doc("Determines whether a member belongs to a set.", "1.0.0"),
+    CommandSpec::new("smismember", -3, READONLY | FAST, "set", smismember).keys(1, 1, 1).doc("Determines whether multiple members belong to a set.", "6.2.0"),
+    CommandSpec::new("scard", 2, READONLY | FAST, "set", scard).keys(1, 1, 1).doc("Returns the number of members in a set.", "1.0.0"),
+    CommandSpec::new("spop", -2, WRITE | FAST, "set", spop).keys(1, 1, 1).doc("Returns one or more random members from a set after removing them. Deletes the set if the last member was popped.", "1.0.0"),
+    CommandSpec::new("srandmember", -2, READONLY, "set", srandmember).keys(1, 1, 1).doc("Get one or multiple random members from a set", "1.0.0"),
+    CommandSpec::new("smove", 4, WRITE | FAST, "set", smove).keys(1, 2, 1).doc("Moves a member from one set to another.", "1.0.0"),
+    CommandSpec::new("sinter", -2, READONLY, "set", sinter).keys(1, -1, 1).doc("Returns the intersect of multiple sets.", "1.0.0"),
+    CommandSpec::new("sintercard", -3, READONLY, "set", sintercard).doc("Returns the number of members of the intersect of multiple sets.", "7.0.0"),
+    CommandSpec::new("sinterstore", -3, WRITE | DENYOOM, "set", sinterstore).keys(1, -1, 1).doc("Stores the intersect of multiple sets in a key.", "1.0.0"),
+    CommandSpec::new("sunion", -2, READONLY, "set", sunion).keys(1, -1, 1).doc("Returns the union of multiple sets.", "1.0.0"),
+    CommandSpec::new("sunionstore", -3, WRITE | DENYOOM, "set", sunionstore).keys(1, -1, 1).doc("Stores the union of multiple sets in a key.", "1.0.0"),
+    CommandSpec::new("sdiff", -2, READONLY, "set", sdiff).keys(1, -1, 1).doc("Returns the difference of multiple sets.", "1.0.0"),
+    CommandSpec::new("sdiffstore", -3, WRITE | DENYOOM, "set", sdiffstore).keys(1, -1, 1).doc("Stores the difference of multiple sets in a key.", "1.0.0"),
+    CommandSpec::new("sscan", -3, READONLY, "set", sscan).keys(1, 1, 1).doc("Iterates over members of a set.", "2.8.0"),
+];
+
+/// SRANDMEMBER with a negative count repeats members; beyond this many the reply alone
+/// would be gigabytes (Redis 7.0 tries and runs out of memory), so it is refused.
+const MAX_RANDOM_REPEATS: u64 = 1 << 24;
+/// SPOP logs its popped members as SREM commands of at most this many (Redis's batch).
+const SPOP_LOG_BATCH: usize = 1024;
+
+fn check(ctx: &Ctx, e: Option<Ref>) -> Result<Option<Ref>, CmdError> {
+    match e {
+        Some(e) if ctx.srv.ks.kind(e) != Kind::Set => Err(CmdError::WrongType),
+        other => Ok(other),
+    }
+}
+fn read_set(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Ref>, CmdError> {
+    let e = ctx.srv.ks.lookup_read(ctx.client.db, key, ctx.now_ms);
+    check(ctx, e)
+}
+fn write_set(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Ref>, CmdError> {
+    let e = ctx.srv.ks.lookup_write(ctx.client.db, key, ctx.now_ms);
+    check(ctx, e)
+}
+fn limits(ctx: &Ctx) -> Limits {
+    Limits::from_settings(ctx.srv.config.settings())
+}
+
+fn sadd(ctx: &mut Ctx) -> CmdResult {
+    let key = ctx.args.get(1);
+    let db = ctx.db();
+    let lim = limits(ctx);
+    let mut e = match write_set(ctx, key)? {
+        Some(e) => e,
+        None => {
+            let hint = (ctx.args.len() - 2) as u64;
+            set::create(
+                &mut ctx.srv.ks,
+                db,
+                key,
+                ctx.args.get(2),
+                hint,
+                lim,
+                Ttl::Clear,
+            )
+        }
+    };
+    let mut added = 0;
+    for i in 2..ctx.args.len() {
+        let (ne, a) = set::add(&mut ctx.srv.ks, db, e, ctx.args.get(i), lim);
+        e = ne;
+        added += a as u64;
+    }
+    ctx.dirty(added);
+    ctx.out.int(added as i64);
+    Ok(())
+}
+
+fn srem(ctx: &mut Ctx) -> CmdResult {
+    let key = ctx.args.get(1);
+    let db = ctx.db();
+    let Some(mut e) = write_set(ctx, key)? else {
+        ctx.out.int(0);
+        return Ok(());
+    };
+    let mut n = 0;
+    for i in 2..ctx.args.len() {
+        let (ne, r) = set::remove(&mut ctx.srv.ks, db, e, ctx.args.get(i));
+        e = ne;
+        if r {
+            n += 1;
+            if set::len(&ctx.srv.ks, e) == 0 {
+                ctx.srv.ks.delete_entry(db, e);
+                break;
+            }
+        }
+    }
+    ctx.dirty(n);
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn smembers(ctx: &mut Ctx) -> CmdResult {
+    let key = ctx.args.get(1);
+    let Some(e) = read_set(ctx, key)? else {
+        ctx.out.set(0);
+        return Ok(());
+    };
+    let ks = &ctx.srv.ks;
+    ctx.out.set(set::len(ks, e) as usize);
+    let out = &mut ctx.out;
+    set::for_each(ks, e, |m| reply_val(out, m));
+    Ok(())
+}
+
+fn sismember(ctx: &mut Ctx) -> CmdResult {
+    let key = ctx.args.get(1);
+    let found = match read_set(ctx, key)? {
+        Some(e) => set::contains(&ctx.srv.ks, e, ctx.args.get(2)),
+        None => false,
+    };
+    ctx.out.int(found as i64);
+    Ok(())
+}
+
+fn smismember(ctx: &mut Ctx) -> CmdResult {
+    let key = ctx.args.get(1);
+    let e = read_set(ctx, key)?;
+    ctx.out.array(ctx.args.len() - 2);
+    for i in 2..ctx.args.len() {
+        let found = e.is_some_and(|e| set::contains(&ctx.srv.ks, e, ctx.args.get(i)));
+        ctx.out.int(found as i64);
+    }
+    Ok(())
+}
+
+fn scard(ctx: &mut Ctx) -> CmdResult {
+    let key = ctx.args.get(1);
+    let n = match read_set(ctx, key)? {
+        Some(e) => set::len(&ctx.srv.ks, e),
+        None => 0,
+    };
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+/// Records what SPOP logs: SREMs of the popped members (or a DEL when the whole set
+/// went), since replaying SPOP would pick other members.
+fn log_popped(ctx: &mut Ctx, key: &[u8], popped: &[Vec<u8>], whole: bool) {
+    if !ctx.srv.aof.enabled || ctx.srv.loading {
+        return;
+    }
+    if whole {
+        ctx.srv
+            .aof
+            .command_forms
+            .push(vec![b"DEL".to_vec(), key.to_vec()]);
+        return;
+    }
+    for chunk in popped.chunks(SPOP_LOG_BATCH) {
+        let mut v = Vec::with_capacity(chunk.len() + 2);
+        v.push(b"SREM".to_vec());
+        v.push(key.to_vec());
+        v.extend(chunk.iter().cloned());
+        ctx.srv.aof.command_forms.push(v);
+    }
+}
+
+fn spop(ctx: &mut Ctx) -> CmdResult {
+    let key = ctx.args.get(1);
+    let db = ctx.db();
+    match ctx.args.len() {
+        2 => {
+            let Some(e) = write_set(ctx, key)? else {
+                ctx.out.null();
+                return Ok(());
+            };
+            let (e, m) = set::pop_random(&mut ctx.srv.ks, db, e);
+            let Some(m) = m else {
+                ctx.out.null();
+                return Ok(());
+            };
+            if set::len(&ctx.srv.ks, e) == 0 {
+                ctx.srv.ks.delete_entry(db, e);
+            }
+            log_popped(ctx, key, std::slice::from_ref(&m), false);
+            ctx.dirty(1);
+            ctx.out.bulk(&m);
+            Ok(())
+        }
+        3 => {
+            let count = match parse_i64(ctx.args.get(2)) {
+                Some(c) if c >= 0 => c as u64,
+                _ => return Err(CmdError::err("value is out of range, must be positive")),
+            };
+            let Some(mut e) = write_set(ctx, key)? else {
+                ctx.out.set(0);
+                return Ok(());
+            };
+            if count == 0 {
+                ctx.out.set(0);
+                return Ok(());
+            }
+            let size = set::len(&ctx.srv.ks, e);
+            if count >= size {
+                // The whole set: reply with it and delete the key.
+                let ks = &ctx.srv.ks;
+                ctx.out.set(size as usize);
+                let out = &mut ctx.out;
+                set::for_each(ks, e, |m| reply_val(out, m));
+                ctx.srv.ks.delete_entry(db, e);
+                log_popped(ctx, key, &[], true);
+                ctx.dirty(size);
+                return Ok(());
+            }
+            let mut popped = Vec::with_capacity(count as usize);
+            for _ in 0..count {
+                let (ne, m) = set::pop_random(&mut ctx.srv.ks, db, e);
+                e = ne;
+                match m {
+                    Some(m) => popped.push(m),
+                    None => break,
+                }
+            }
+            ctx.out.set(popped.len());
+            for m in &popped {
+                ctx.out.bulk(m);
+            }
+            log_popped(ctx, key, &popped, false);
+            ctx.dirty(popped.len() as u64);
+            Ok(())
+        }
+        _ => Err(CmdError::Syntax),
+    }
+}
+
+fn srandmember(ctx: &mut Ctx) -> CmdResult {
+    let key = ctx.args.get(1);
+    match ctx.args.len() {
+        2 => {}
+        3 => return srandmember_count(ctx),
+        _ => return Err(CmdError::Syntax),
+    }
+    let Some(e) = read_set(ctx, key)? else {
+        ctx.out.null();
+        return Ok(());
+    };
+    match set::random(&mut ctx.srv.ks, e) {
+        Some(m) => ctx.out.bulk(&m),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+fn srandmember_count(ctx: &mut Ctx) -> CmdResult {
+    let key = ctx.args.get(1);
+    let l = match parse_i64(ctx.args.get(2)) {
+        None => return Err(CmdError::NotInteger),
+        Some(i64::MIN) => {
+            return Err(CmdError::err(
+                "value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+            ))
+        }
+        Some(l) => l,
+    };
+    let Some(e) = read_set(ctx, key)? else {
+        ctx.out.array(0);
+        return Ok(());
+    };
+    if l == 0 {
+        ctx.out.array(0);
+        return Ok(());
+    }
+    if l < 0 {
+        // Repeats allowed: every pick independent.
+        let n = l.unsigned_abs();
+        if n > MAX_RANDOM_REPEATS {
+            return Err(CmdError::err("value is out of range"));
+        }
+        ctx.out.array(n as usize);
+        for _ in 0..n {
+            if let Some(m) = set::random(&mut ctx.srv.ks, e) {
+                ctx.out.bulk(&m);
+            }
+        }
+        return Ok(());
+    }
+    let want = l as u64;
+    let size = set::len(&ctx.srv.ks, e);
+    if want >= size {
+        let ks = &ctx.srv.ks;
+        ctx.out.array(size as usize);
+        let out = &mut ctx.out;
+        set::for_each(ks, e, |m| reply_val(out, m));
+        return Ok(());
+    }
+    if want.saturating_mul(3) <= size {
+        // Few members out of many (Redis's case 4): sample until enough distinct ones,
+        // without copying the set.
+        let mut seen = std::collections::HashSet::new();
+        let mut picked = Vec::with_capacity(want as usize);
+        while (picked.len() as u64) < want {
+            let Some(m) = set::random(&mut ctx.srv.ks, e) else {
+                break;
+            };
+            if seen.insert(m.clone()) {
+                picked.push(m);
+            }
+        }
+        ctx.out.array(picked.len());
+        for m in &picked {
+            ctx.out.bulk(m);
+        }
+        return Ok(());
+    }
+    // Many of them: a partial Fisher-Yates shuffle of a copy.
+    let mut all = set::members(&ctx.srv.ks, e);
+    let n = want as usize;
+    for i in 0..n {
+        let j = i + ctx.srv.ks.rng.below((all.len() - i) as u64) as usize;
+        all.swap(i, j);
+    }
+    all.truncate(n);
+    ctx.out.array(n);
+    for m in &all {
+        ctx.out.bulk(m);
+    }
+    Ok(())
+}
+
+fn smove(ctx: &mut Ctx) -> CmdResult {
+    let (src, dst, m) = (ctx.args.get(1), ctx.args.get(2), ctx.args.get(3));
+    let db = ctx.db();
+    let lim = limits(ctx);
+    let se = ctx.srv.ks.lookup_write(db, src, ctx.now_ms);
+    let de = ctx.srv.ks.lookup_write(db, dst, ctx.now_ms);
+    let Some(se) = se else {
+        ctx.out.int(0);
+        return Ok(());
+    };
+    check(ctx, Some(se))?;
+    check(ctx, de)?;
+    if src == dst {
+        let found = set::contains(&ctx.srv.ks, se, m);
+        ctx.out.int(found as i64);
+        return Ok(());
+    }
+    let (se, removed) = set::remove(&mut ctx.srv.ks, db, se, m);
+    if !removed {
+        ctx.out.int(0);
+        return Ok(());
+    }
+    if set::len(&ctx.srv.ks, se) == 0 {
+        ctx.srv.ks.delete_entry(db, se);
+    }
+    // Entries may have moved: find the destination again.
+    let de = match ctx.srv.ks.find_raw(db, dst) {
+        Some(e) => e,
+        None => set::create(&mut ctx.srv.ks, db, dst, m, 1, lim, Ttl::Clear),
+    };
+    let (_, added) = set::add(&mut ctx.srv.ks, db, de, m, lim);
+    ctx.dirty(1 + added as u64);
+    ctx.out.int(1);
+    Ok(())
+}
+
+/// Looks up source sets: None for a missing key, WRONGTYPE for any other type (every key
+/// is checked, as Redis does, even after a missing one).
+fn sources(
+    ctx: &mut Ctx,
+    from: usize,
+    to: usize,
+    write: bool,
+) -> Result<Vec<Option<Ref>>, CmdError> {
+    let db = ctx.db();
+    let mut out = Vec::with_capacity(to - from);
+    for i in from..to {
+        let k = ctx.args.get(i);
+        let e = if write {
+            ctx.srv.ks.lookup_write(db, k, ctx.now_ms)
+        } else {
+            ctx.srv.ks.lookup_read(db, k, ctx.now_ms)
+        };
+        out.push(check(ctx, e)?);
+    }
+    // Lookups do not move entries (only touches), so the refs stay valid until a write.
+    Ok(out)
+}
+
+/// Members common to all sets, in the smallest set's order; stops at `limit` (0: none).
+fn intersection(ctx: &Ctx, sets: &[Option<Ref>], limit: u64) -> Vec<Vec<u8>> {
+    let ks = &ctx.srv.ks;
+    if sets.iter().any(|s| s.is_none()) {
+        return vec![];
+    }
+    let mut sets: Vec<Ref> = sets.iter().flatten().copied().collect();
+    sets.sort_by_key(|&e| set::len(ks, e));
+    let mut out = vec![];
+    let mut done = false;
+    set::for_each(ks, sets[0], |m| {
+        if done {
+            return;
+        }
+        let b = m.to_vec();
+        if sets[1..].iter().all(|&o| set::contains(ks, o, &b)) {
+            out.push(b);
+            if limit != 0 && out.len() as u64 >= limit {
+                done = true;
+            }
+        }
+    });
+    out
+}
+
+/// Union or difference of the sets, in first-seen order.
+fn union_diff(ctx: &Ctx, sets: &[Option<Ref>], diff: bool) -> Vec<Vec<u8>> {
+    let ks = &ctx.srv.ks;
+    let mut out = vec![];
+    if diff {
+        let Some(Some(first)) = sets.first() else {
+            return out;
+        };
+        let others: Vec<Ref> = sets[1..].iter().flatten().copied().collect();
+        set::for_each(ks, *first, |m| {
+            let b = m.to_vec();
+            if !others.iter().any(|&o| set::contains(ks, o, &b)) {
+                out.push(b);
+            }
+        });
+        return out;
+    }
+    let mut seen = std::collections::HashSet::new();
+    for e in sets.iter().flatten() {
+        set::for_each(ks, *e, |m| {
+            let b = m.to_vec();
+            if !seen.contains(&b) {
+                seen.insert(b.clone());
+                out.push(b);
+            }
+        });
+    }
+    out
+}
+
+/// Replies with a computed set. Redis builds it as a set first (an intset while it can
+/// be), so a small all-integer result comes back in ascending order; the same here.
+fn reply_members(ctx: &mut Ctx, mut ms: Vec<Vec<u8>>) {
+    let lim = limits(ctx);
+    if ms.len() as u64 <= lim.max_intset {
+        let ints: Option<Vec<i64>> = ms.iter().map(|m| set::as_int(m)).collect();
+        if let Some(mut ints) = ints {
+            ints.sort_unstable();
+            ms = ints
+                .into_iter()
+                .map(|i| i.to_string().into_bytes())
+                .collect();
+        }
+    }
+    ctx.out.set(ms.len());
+    for m in &ms {
+        ctx.out.bulk(m);
+    }
+}
+
+/// Stores a computed set at `dst` (deleting `dst` when it is empty); replies its size.
+fn store(ctx: &mut Ctx, dst: &[u8], ms: Vec<Vec<u8>>) {
+    let db = ctx.db();
+    if ms.is_empty() {
+        if ctx.srv.ks.delete(db, dst, ctx.now_ms) {
+            ctx.dirty(1);
+        }
+        ctx.out.int(0);
+        return;
+    }
+    let lim = limits(ctx);
+    set::create_from(&mut ctx.srv.ks, db, dst, &ms, Ttl::Clear, lim);
+    ctx.dirty(1);
+    ctx.out.int(ms.len() as i64);
+}
+
+fn sinter(ctx: &mut Ctx) -> CmdResult {
+    let sets = sources(ctx, 1, ctx.args.len(), false)?;
+    let ms = intersection(ctx, &sets, 0);
+    // Unlike SUNION/SDIFF, Redis streams the intersection in the smallest set's order.
+    ctx.out.set(ms.len());
+    for m in &ms {
+        ctx.out.bulk(m);
+    }
+    Ok(())
+}
+
+fn sinterstore(ctx: &mut Ctx) -> CmdResult {
+    let sets = sources(ctx, 2, ctx.args.len(), true)?;
+    let ms = intersection(ctx, &sets, 0);
+    let dst = ctx.args.get(1);
+    store(ctx, dst, ms);
+    Ok(())
+}
+
+fn sintercard(ctx: &mut Ctx) -> CmdResult {
+    let numkeys = match parse_i64(ctx.args.get(1)) {
+        Some(n) if n >= 1 => n as u64,
+        _ => return Err(CmdError::err("numkeys should be greater than 0")),
+    };
+    if numkeys > (ctx.args.len() - 2) as u64 {
+        return Err(CmdError::err(
+            "Number of keys can't be greater than number of args",
+        ));
+    }
+    let end = 2 + numkeys as usize;
+    let mut limit = 0u64;
+    let mut i = end;
+    while i < ctx.args.len() {
+        if ctx.args.is(i, "LIMIT") && i + 1 < ctx.args.len() {
+            limit = match parse_i64(ctx.args.get(i + 1)) {
+                Some(l) if l >= 0 => l as u64,
+                _ => return Err(CmdError::err("LIMIT can't be negative")),
+            };
+            i += 2;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let sets = sources(ctx, 2, end, false)?;
+    let n = intersection(ctx, &sets, limit).len();
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn sunion(ctx: &mut Ctx) -> CmdResult {
+    let sets = sources(ctx, 1, ctx.args.len(), false)?;
+    let ms = union_diff(ctx, &sets, false);
+    reply_members(ctx, ms);
+    Ok(())
+}
+
+fn sunionstore(ctx: &mut Ctx) -> CmdResult {
+    let sets = sources(ctx, 2, ctx.args.len(), true)?;
+    let ms = union_diff(ctx, &sets, false);
+    let dst = ctx.args.get(1);
+    store(ctx, dst, ms);
+    Ok(())
+}
+
+fn sdiff(ctx: &mut Ctx) -> CmdResult {
+    let sets = sources(ctx, 1, ctx.args.len(), false)?;
+    let ms = union_diff(ctx, &sets, true);
+    reply_members(ctx, ms);
+    Ok(())
+}
+
+fn sdiffstore(ctx: &mut Ctx) -> CmdResult {
+    let sets = sources(ctx, 2, ctx.args.len(), true)?;
+    let ms = union_diff(ctx, &sets, true);
+    let dst = ctx.args.get(1);
+    store(ctx, dst, ms);
+    Ok(())
+}
+
+fn sscan(ctx: &mut Ctx) -> CmdResult {
+    let cursor = super::keys::parse_scan_cursor(ctx.args.get(2))
+        .ok_or_else(|| CmdError::err("invalid cursor"))?;
+    let key = ctx.args.get(1);
+    let Some(e) = read_set(ctx, key)? else {
+        ctx.out.array(2);
+        ctx.out.bulk(b"0");
+        ctx.out.array(0);
+        return Ok(());
+    };
+    let mut count: i64 = 10;
+    let mut pattern: Option<&[u8]> = None;
+    let mut i = 3;
+    while i < ctx.args.len() {
+        let has_value = i + 1 < ctx.args.len();
+        if ctx.args.is(i, "COUNT") && has_value {
+            count = ctx.args.i64(i + 1)?;
+            if count < 1 {
+                return Err(CmdError::Syntax);
+            }
+        } else if ctx.args.is(i, "MATCH") && has_value {
+            let p = ctx.args.get(i + 1);
+            pattern = if p == b"*" { None } else { Some(p) };
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 2;
+    }
+    let (next, mut ms) = set::scan(&ctx.srv.ks, e, cursor, count as u64);
+    if let Some(p) = pattern {
+        ms.retain(|m| glob_match(p, m, false));
+    }
+    ctx.out.array(2);
+    ctx.out.bulk(next.to_string().as_bytes());
+    ctx.out.array(ms.len());
+    for m in &ms {
+        ctx.out.bulk(m);
+    }
+    Ok(())
+}
