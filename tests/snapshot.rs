@@ -240,10 +240,15 @@ fn bgsave_streams_live_and_restores() {
 /// One writer runs `SET j:<i> <value(i)>` then `INCR n` for i = 1, 2, ... while BGSAVEs
 /// run. At any command boundary, n = k means j:1..=k exist with their values, and nothing
 /// past j:(k+1) does. A restored image must satisfy that, whatever the cut.
-#[test]
-fn point_in_time_consistency_under_writes() {
-    let dir = test_dir("pit");
-    let s = start(&dir, &[]);
+/// Writers on several connections: client `c` runs `SET j:c:<i> <v(i)>` then `INCR n:c`,
+/// pipelined, while also rewriting ballast keys all over the arena. Every command boundary
+/// has, for each client, `j:c:1..=n:c` present with their exact values and `j:c:(n+2)`
+/// absent, so a restored image that mixes two moments shows up as a hole or an extra.
+/// Several BGSAVEs run meanwhile in `mode`; the last image is restored and checked.
+/// Returns the INFO `snapshot_mode` the server reported.
+fn point_in_time(tag: &str, args: &[&str], env: &[(&str, &str)], clients: u64) -> String {
+    let dir = test_dir(tag);
+    let s = start_env(&dir, args, env);
     let port = s.port;
     {
         let mut r = Raw::connect(port);
@@ -251,25 +256,30 @@ fn point_in_time_consistency_under_writes() {
         fill(&mut r, 50_000);
     }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let st = stop.clone();
-    let writer = std::thread::spawn(move || {
-        let mut w = Raw::connect(port);
-        let mut i = 1u64;
-        while !st.load(std::sync::atomic::Ordering::Relaxed) {
-            for _ in 0..64 {
-                let v = format!("{i}").repeat(1 + (i % 13) as usize * 7);
-                pipe(&mut w, &["SET", &format!("j:{i}"), &v]);
-                pipe(&mut w, &["INCR", "n"]);
-                // Rewrites across the ballast dirty pages all over the arena.
-                pipe(&mut w, &["SET", &format!("k:{}", (i * 7919) % 50_000), &v]);
-                i += 1;
-            }
-            for _ in 0..64 * 3 {
-                w.reply();
-            }
-        }
-        i
-    });
+    let writers: Vec<_> = (0..clients)
+        .map(|c| {
+            let st = stop.clone();
+            std::thread::spawn(move || {
+                let mut w = Raw::connect(port);
+                let mut i = 1u64;
+                while !st.load(std::sync::atomic::Ordering::Relaxed) {
+                    for _ in 0..64 {
+                        let v = format!("{i}").repeat(1 + (i % 13) as usize * 7);
+                        pipe(&mut w, &["SET", &format!("j:{c}:{i}"), &v]);
+                        pipe(&mut w, &["INCR", &format!("n:{c}")]);
+                        // Rewrites across the ballast dirty pages all over the arena.
+                        let k = (i * 7919 + c * 104_729) % 50_000;
+                        pipe(&mut w, &["SET", &format!("k:{k}"), &v]);
+                        i += 1;
+                    }
+                    for _ in 0..64 * 3 {
+                        w.reply();
+                    }
+                }
+                i
+            })
+        })
+        .collect();
     let mut r = Raw::connect(port);
     for _ in 0..3 {
         std::thread::sleep(Duration::from_millis(150));
@@ -277,29 +287,82 @@ fn point_in_time_consistency_under_writes() {
         wait_bgsave(&mut r);
         assert_eq!(info_field(&mut r, "rdb_last_bgsave_status"), "ok");
     }
+    let mode = info_field(&mut r, "snapshot_mode");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let written = writer.join().unwrap();
-    assert!(written > 100, "the writer made progress ({written})");
+    for w in writers {
+        let written = w.join().unwrap();
+        assert!(written > 100, "the writer made progress ({written})");
+    }
     drop(r);
     drop(s);
-    let s = start(&dir, &[]);
+    let s = start(&dir, args);
     let mut r = Raw::connect(s.port);
-    let n = cmd(&mut r, &["GET", "n"]);
-    let n: u64 = n.lines().nth(1).unwrap().parse().unwrap();
-    assert!(n > 0, "the cut is after some writes");
-    for i in (1..=n).step_by(1.max(n as usize / 3000)) {
-        let v = format!("{i}").repeat(1 + (i % 13) as usize * 7);
-        let got = cmd(&mut r, &["GET", &format!("j:{i}")]);
+    for c in 0..clients {
+        let n = cmd(&mut r, &["GET", &format!("n:{c}")]);
+        let n: u64 = n.lines().nth(1).unwrap().parse().unwrap();
+        assert!(n > 0, "the cut is after some writes");
+        for i in (1..=n).step_by(1.max(n as usize / 2000)) {
+            let v = format!("{i}").repeat(1 + (i % 13) as usize * 7);
+            let got = cmd(&mut r, &["GET", &format!("j:{c}:{i}")]);
+            assert_eq!(
+                got,
+                format!("${}\r\n{v}\r\n", v.len()),
+                "{mode}: j:{c}:{i} with n = {n}"
+            );
+        }
+        let got = cmd(&mut r, &["GET", &format!("j:{c}:{n}")]);
+        assert!(got.starts_with('$') && !got.starts_with("$-1"));
         assert_eq!(
-            got,
-            format!("${}\r\n{v}\r\n", v.len()),
-            "j:{i} with n = {n}"
+            cmd(&mut r, &["EXISTS", &format!("j:{c}:{}", n + 2)]),
+            ":0\r\n",
+            "{mode}: client {c}"
         );
     }
-    let got = cmd(&mut r, &["GET", &format!("j:{n}")]);
-    assert!(got.starts_with('$') && !got.starts_with("$-1"));
-    assert_eq!(cmd(&mut r, &["EXISTS", &format!("j:{}", n + 2)]), ":0\r\n");
     let _ = std::fs::remove_dir_all(&dir);
+    mode
+}
+
+#[test]
+fn point_in_time_consistency_async() {
+    let mode = point_in_time("pit-async", &["--snapshot-mode", "async"], &[], 4);
+    assert_eq!(mode, "uffd-wp-async");
+}
+
+#[test]
+fn point_in_time_consistency_sync() {
+    let mode = point_in_time("pit-sync", &["--snapshot-mode", "sync"], &[], 4);
+    assert_eq!(mode, "uffd-wp-sync");
+}
+
+#[test]
+fn point_in_time_consistency_auto() {
+    let mode = point_in_time("pit-auto", &[], &[], 4);
+    assert!(mode == "uffd-wp-async" || mode == "uffd-wp-sync", "{mode}");
+}
+
+/// `auto` with a budget no live pass can meet under writes: it must switch to the
+/// freeze-free variant, and the image is still a point in time.
+#[test]
+fn point_in_time_consistency_auto_switches() {
+    let mode = point_in_time("pit-switch", &["--snapshot-pause-budget-us", "10"], &[], 4);
+    assert_eq!(mode, "uffd-wp-sync");
+}
+
+#[test]
+fn point_in_time_consistency_stop_the_world() {
+    let mode = point_in_time("pit-stw", &["--snapshot-mode", "stop-the-world"], &[], 4);
+    assert_eq!(mode, "stop-the-world");
+}
+
+#[test]
+fn point_in_time_consistency_forced_fallback() {
+    let mode = point_in_time(
+        "pit-env",
+        &["--snapshot-mode", "sync"],
+        &[("CAIRN_SNAPSHOT_NO_UFFD", "1")],
+        4,
+    );
+    assert_eq!(mode, "stop-the-world");
 }
 
 /// FLUSHALL and DELs of large values while a snapshot streams: the image is one of the

@@ -41,6 +41,9 @@ pub enum CutMode {
     UffdLive = 1,
     /// The executor was stopped for the whole copy (SAVE, SHUTDOWN, fallback).
     StopTheWorld = 2,
+    /// Freeze-free: synchronous write-protect faults copy a page out before its first
+    /// change after the cut.
+    UffdSync = 3,
 }
 
 /// What must match between the binary and an image for the raw arena bytes to mean the
@@ -189,6 +192,7 @@ impl ImageHeader {
         };
         let mode = match get32(b, 144) {
             1 => CutMode::UffdLive,
+            3 => CutMode::UffdSync,
             _ => CutMode::StopTheWorld,
         };
         let mut repl_id = [0u8; 40];

@@ -102,20 +102,7 @@ impl WpTracker {
     pub fn new(base: usize, len: usize) -> io::Result<WpTracker> {
         // Kernel-mode faults never touch the arena (sockets read into client buffers), so
         // user-mode-only tracking is enough where full userfaultfd is not permitted.
-        let mut fd =
-            unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) }
-                as libc::c_int;
-        if fd < 0 {
-            fd = unsafe {
-                libc::syscall(
-                    libc::SYS_userfaultfd,
-                    libc::O_CLOEXEC | libc::O_NONBLOCK | UFFD_USER_MODE_ONLY,
-                )
-            } as libc::c_int;
-        }
-        check(fd, "userfaultfd")?;
-        // SAFETY: a fresh descriptor we own.
-        let uffd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let uffd = open_uffd()?;
         let want = UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED;
         let mut api = UffdioApi {
             api: UFFD_API,
@@ -220,6 +207,178 @@ impl WpTracker {
         }
         Ok(())
     }
+}
+
+/// `struct uffd_msg` is 32 bytes: event (u8) at 0; for a page fault, flags (u64) at 8 and
+/// the faulting address (u64) at 16.
+const UFFD_MSG_BYTES: usize = 32;
+const UFFD_EVENT_PAGEFAULT: u8 = 0x12;
+
+/// Synchronous write-protect faults (no `WP_ASYNC`): a write to a protected page stops the
+/// writing thread and queues a message on the descriptor; the page stays unchanged until a
+/// handler calls [`SyncWp::unprotect`] on it, which also wakes the writer. This is the
+/// freeze-free variant's mechanism: the handler copies the page out before unprotecting.
+pub struct SyncWp {
+    uffd: OwnedFd,
+    base: u64,
+    len: u64,
+    registered: std::sync::atomic::AtomicBool,
+}
+
+impl SyncWp {
+    /// Opens a userfaultfd with WP_UNPOPULATED only and registers `[base, base+len)` for
+    /// write-protect faults. Nothing is protected yet.
+    pub fn new(base: usize, len: usize) -> io::Result<SyncWp> {
+        let uffd = open_uffd()?;
+        let want = UFFD_FEATURE_WP_UNPOPULATED;
+        let mut api = UffdioApi {
+            api: UFFD_API,
+            features: want,
+            ioctls: 0,
+        };
+        // SAFETY: UFFDIO_API with a correctly laid out struct.
+        check(
+            unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_API, &mut api) },
+            "UFFDIO_API (WP_UNPOPULATED)",
+        )?;
+        let mut reg = UffdioRegister {
+            range: UffdioRange {
+                start: base as u64,
+                len: len as u64,
+            },
+            mode: UFFDIO_REGISTER_MODE_WP,
+            ioctls: 0,
+        };
+        // SAFETY: as above; the range is our own private anonymous mapping.
+        check(
+            unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_REGISTER, &mut reg) },
+            "UFFDIO_REGISTER (WP, synchronous)",
+        )?;
+        Ok(SyncWp {
+            uffd,
+            base: base as u64,
+            len: len as u64,
+            registered: std::sync::atomic::AtomicBool::new(true),
+        })
+    }
+
+    fn writeprotect(&self, off: u64, len: u64, mode: u64) -> io::Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let mut wp = UffdioWriteprotect {
+            range: UffdioRange {
+                start: self.base + off,
+                len,
+            },
+            mode,
+        };
+        // SAFETY: a correctly laid out struct over a registered range.
+        check(
+            unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_WRITEPROTECT, &mut wp) },
+            "UFFDIO_WRITEPROTECT",
+        )
+    }
+
+    /// Write-protects `[off, off+len)`: the next write to any of its pages faults.
+    pub fn protect(&self, off: u64, len: u64) -> io::Result<()> {
+        self.writeprotect(off, len, UFFDIO_WRITEPROTECT_MODE_WP)
+    }
+
+    /// Lifts the protection of `[off, off+len)` and wakes the threads blocked on it.
+    pub fn unprotect(&self, off: u64, len: u64) -> io::Result<()> {
+        self.writeprotect(off, len, 0)
+    }
+
+    /// Waits up to `timeout_ms` for write faults and appends the page offsets (relative to
+    /// the range) of those that arrived. Returns without any when the wait times out.
+    pub fn read_faults(&self, out: &mut Vec<u64>, timeout_ms: i32) -> io::Result<()> {
+        let mut pfd = libc::pollfd {
+            fd: self.uffd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if n <= 0 {
+            return Ok(());
+        }
+        let mut buf = [0u8; UFFD_MSG_BYTES * 64];
+        loop {
+            // SAFETY: reading into a buffer we own; the descriptor is non-blocking.
+            let got = unsafe {
+                libc::read(
+                    self.uffd.as_raw_fd(),
+                    buf.as_mut_ptr() as *mut libc::c_void,
+                    buf.len(),
+                )
+            };
+            if got <= 0 {
+                let e = io::Error::last_os_error();
+                return match e.kind() {
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(()),
+                    _ if got == 0 => Ok(()),
+                    _ => Err(e),
+                };
+            }
+            for m in buf[..got as usize].chunks_exact(UFFD_MSG_BYTES) {
+                if m[0] != UFFD_EVENT_PAGEFAULT {
+                    continue;
+                }
+                let addr = u64::from_le_bytes(m[16..24].try_into().expect("8 bytes"));
+                if addr >= self.base && addr < self.base + self.len {
+                    out.push((addr - self.base) & !(crate::arena::PAGE_BYTES as u64 - 1));
+                }
+            }
+            if (got as usize) < buf.len() {
+                return Ok(());
+            }
+        }
+    }
+}
+
+impl SyncWp {
+    /// Unregisters the range (once): clears every protection and wakes any thread still
+    /// blocked on one.
+    pub fn unregister(&self) {
+        if !self
+            .registered
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
+        let mut range = UffdioRange {
+            start: self.base,
+            len: self.len,
+        };
+        // SAFETY: unregistering our own range.
+        unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_UNREGISTER, &mut range) };
+    }
+}
+
+impl Drop for SyncWp {
+    fn drop(&mut self) {
+        self.unregister();
+    }
+}
+
+/// A userfaultfd descriptor: full mode first, user-mode-only where that is all a sandbox
+/// permits (kernel-mode accesses never write the arena).
+fn open_uffd() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscalls; the result is checked.
+    let mut fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) }
+        as libc::c_int;
+    if fd < 0 {
+        fd = unsafe {
+            libc::syscall(
+                libc::SYS_userfaultfd,
+                libc::O_CLOEXEC | libc::O_NONBLOCK | UFFD_USER_MODE_ONLY,
+            )
+        } as libc::c_int;
+    }
+    check(fd, "userfaultfd")?;
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 impl Drop for WpTracker {
