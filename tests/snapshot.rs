@@ -245,8 +245,8 @@ fn bgsave_streams_live_and_restores() {
 /// has, for each client, `j:c:1..=n:c` present with their exact values and `j:c:(n+2)`
 /// absent, so a restored image that mixes two moments shows up as a hole or an extra.
 /// Several BGSAVEs run meanwhile in `mode`; the last image is restored and checked.
-/// Returns the INFO `snapshot_mode` the server reported.
-fn point_in_time(tag: &str, args: &[&str], env: &[(&str, &str)], clients: u64) -> String {
+/// Returns the INFO `snapshot_mode` the server reported, and `snapshot_pause_us_max`.
+fn point_in_time(tag: &str, args: &[&str], env: &[(&str, &str)], clients: u64) -> (String, u64) {
     let dir = test_dir(tag);
     let s = start_env(&dir, args, env);
     let port = s.port;
@@ -288,6 +288,7 @@ fn point_in_time(tag: &str, args: &[&str], env: &[(&str, &str)], clients: u64) -
         assert_eq!(info_field(&mut r, "rdb_last_bgsave_status"), "ok");
     }
     let mode = info_field(&mut r, "snapshot_mode");
+    let pause_max: u64 = info_field(&mut r, "snapshot_pause_us_max").parse().unwrap();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for w in writers {
         let written = w.join().unwrap();
@@ -319,24 +320,24 @@ fn point_in_time(tag: &str, args: &[&str], env: &[(&str, &str)], clients: u64) -
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
-    mode
+    (mode, pause_max)
 }
 
 #[test]
 fn point_in_time_consistency_async() {
-    let mode = point_in_time("pit-async", &["--snapshot-mode", "async"], &[], 4);
+    let (mode, _) = point_in_time("pit-async", &["--snapshot-mode", "async"], &[], 4);
     assert_eq!(mode, "uffd-wp-async");
 }
 
 #[test]
 fn point_in_time_consistency_sync() {
-    let mode = point_in_time("pit-sync", &["--snapshot-mode", "sync"], &[], 4);
+    let (mode, _) = point_in_time("pit-sync", &["--snapshot-mode", "sync"], &[], 4);
     assert_eq!(mode, "uffd-wp-sync");
 }
 
 #[test]
 fn point_in_time_consistency_auto() {
-    let mode = point_in_time("pit-auto", &[], &[], 4);
+    let (mode, _) = point_in_time("pit-auto", &[], &[], 4);
     assert!(mode == "uffd-wp-async" || mode == "uffd-wp-sync", "{mode}");
 }
 
@@ -344,19 +345,19 @@ fn point_in_time_consistency_auto() {
 /// freeze-free variant, and the image is still a point in time.
 #[test]
 fn point_in_time_consistency_auto_switches() {
-    let mode = point_in_time("pit-switch", &["--snapshot-pause-budget-us", "10"], &[], 4);
+    let (mode, _) = point_in_time("pit-switch", &["--snapshot-pause-budget-us", "10"], &[], 4);
     assert_eq!(mode, "uffd-wp-sync");
 }
 
 #[test]
 fn point_in_time_consistency_stop_the_world() {
-    let mode = point_in_time("pit-stw", &["--snapshot-mode", "stop-the-world"], &[], 4);
+    let (mode, _) = point_in_time("pit-stw", &["--snapshot-mode", "stop-the-world"], &[], 4);
     assert_eq!(mode, "stop-the-world");
 }
 
 #[test]
 fn point_in_time_consistency_forced_fallback() {
-    let mode = point_in_time(
+    let (mode, _) = point_in_time(
         "pit-env",
         &["--snapshot-mode", "sync"],
         &[("CAIRN_SNAPSHOT_NO_UFFD", "1")],
