@@ -803,7 +803,9 @@ fn read_records<R: Read>(
         if flags & (REC_ZERO | REC_LZ4) == 0 && stored != raw_bytes {
             return Err(rec_err("raw payload of the wrong length".into()));
         }
-        if lo < wave_end {
+        // A freeze-free image (mode 3) holds every page once: its records are disjoint
+        // whatever their order, so it is one wave.
+        if lo < wave_end && header.mode != CutMode::UffdSync {
             // May overlap a record still in flight: finish the wave first.
             shared.wait_idle();
             wave_end = 0;

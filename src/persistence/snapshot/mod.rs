@@ -11,6 +11,10 @@
 //! set. Nothing proportional to the dataset runs on the executor (it only sets a flag and
 //! later collects the outcome); `fork()` is never used.
 //!
+//! **Freeze-free (`snapshot-mode sync`, and `auto` when the passes above do not converge
+//! within `snapshot-pause-budget-us`):** synchronous write-protect faults copy a page out
+//! before its first change after the cut; see [`sync`].
+//!
 //! **Stop-the-world** where userfaultfd is refused (or `snapshot-mode stop-the-world`, or
 //! the environment variable `CAIRN_SNAPSHOT_NO_UFFD=1`): the pause covers the whole copy.
 //! SAVE and SHUTDOWN block the executor by definition and use this path directly.
@@ -220,6 +224,21 @@ impl Packer {
     }
 }
 
+/// Nice value of the compression workers: the executor (and the sync variant's fault
+/// handler, whose latency the executor waits on) win the CPU whenever they want it; the
+/// workers take what is left, so a snapshot costs duration rather than client latency.
+pub const WORKER_NICE: libc::c_int = 10;
+
+/// Lowers the calling thread's priority to [`WORKER_NICE`] (always permitted; per thread
+/// on Linux, where `PRIO_PROCESS` with a thread id addresses one thread).
+pub(crate) fn lower_priority() {
+    // SAFETY: plain syscalls on the calling thread.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, WORKER_NICE);
+    }
+}
+
 /// Compresses `jobs` on `threads` workers and writes the records in job order (order
 /// matters: a record must land after every earlier record it overlaps). Returns raw bytes.
 fn stream_jobs(
@@ -254,6 +273,7 @@ fn stream_jobs_with(
             let tx = tx.clone();
             let next = &next;
             s.spawn(move || {
+                lower_priority();
                 let mut buf = vec![0u8; CHUNK_BYTES];
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);

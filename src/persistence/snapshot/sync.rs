@@ -1,10 +1,11 @@
 //! The freeze-free variant (seed 002's synchronous write-protect): the cut is the moment
 //! every page of the arena is write-protected; afterwards a page keeps its cut contents
 //! until its first change, because that change faults and the handler thread copies the
-//! page out (into a bounded side buffer) before it lifts the protection. The workers then
-//! stream the arena while the executor keeps serving, taking each copied-out page from the
-//! side buffer instead of the arena. Nothing is re-sent and there is no final dirty set, so
-//! the pause does not depend on the write rate.
+//! page out (into a bounded side buffer) before it lifts the protection. Workers then stream
+//! the arena while the executor keeps serving, taking copied-out pages from the side buffer
+//! instead of the arena, and write batches of copied-out pages as records of their own when
+//! the buffer fills (see [`stream_cut`]). Nothing is re-sent and there is no final dirty
+//! set, so the pause does not depend on the write rate.
 //!
 //! **Arming without an O(dataset) pause.** Protecting gigabytes takes milliseconds of
 //! kernel page-table walking, so it runs while the executor serves: a write to a page that
@@ -18,17 +19,17 @@
 //! costs one short ioctl, so the rearm list shrinks by a large factor every round.
 //!
 //! **Backpressure.** The side buffer holds at most [`SIDE_BUFFER_BYTES`]. When it is full,
-//! the handler (and so the faulting executor) waits until the workers stream the chunks
-//! that hold buffered pages and free their slots: memory stays bounded whatever the write
-//! rate, at the price of executor stalls under a write storm (the seed's trade-off).
-//! Once a chunk is streamed the worker lifts the protection of the whole chunk, so later
-//! writes there no longer fault.
+//! the handler (and so the faulting executor) waits until a worker drains a batch into the
+//! image: memory stays bounded whatever the write rate, at the price of executor stalls
+//! when writes to fresh pages outpace compression (the seed's trade-off). Once a chunk is
+//! streamed the worker lifts the protection of the whole chunk, so later writes there no
+//! longer fault.
 
 use super::uffd::SyncWp;
-use super::{range_jobs, stream_jobs_with, Job, Outcome, Progress, RegionView, SnapError};
+use super::{Outcome, Progress, RegionView, SnapError};
 use super::{PauseGate, SnapParams};
 use crate::arena::PAGE_BYTES;
-use crate::persistence::snapshot::format::{CutMode, ImageWriter, CHUNK_BYTES};
+use crate::persistence::snapshot::format::{CutMode, Extent, ImageWriter, Record, CHUNK_BYTES};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -65,6 +66,9 @@ struct State {
     used_peak: usize,
     /// Times the handler waited for a free slot (backpressure on the executor).
     waits: u64,
+    /// Write faults handled, and the handler's time on them (µs), for the log.
+    faults: u64,
+    fault_us: u64,
     error: Option<String>,
 }
 
@@ -100,7 +104,16 @@ fn handle_fault(t: &SyncWp, sh: &Shared, view: RegionView, page: u64) {
     {
         let mut st = sh.lock();
         match st.phase {
-            Phase::Arming => st.rearm.push(page),
+            Phase::Arming => {
+                // Noted and unprotected under the lock: the coordinator takes the list
+                // under it too, so it never re-protects the page *before* this unprotect
+                // (which would leave the page unprotected and off the list at the cut).
+                st.rearm.push(page);
+                if let Err(e) = t.unprotect(page, PAGE_BYTES as u64) {
+                    st.error.get_or_insert_with(|| e.to_string());
+                }
+                return;
+            }
             Phase::Cut { end } if page < end => {
                 let chunk = page as usize / CHUNK_BYTES;
                 loop {
@@ -146,8 +159,14 @@ fn handler_loop(t: &SyncWp, sh: &Shared, view: RegionView) {
             sh.lock().error.get_or_insert_with(|| e.to_string());
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+        let started = Instant::now();
         for &p in &faults {
             handle_fault(t, sh, view, p);
+        }
+        if !faults.is_empty() {
+            let mut st = sh.lock();
+            st.faults += faults.len() as u64;
+            st.fault_us += started.elapsed().as_micros() as u64;
         }
     }
 }
@@ -192,6 +211,8 @@ pub(super) fn run_sync(
             free: (0..slots as u32).rev().collect(),
             used_peak: 0,
             waits: 0,
+            faults: 0,
+            fault_us: 0,
             error: None,
         }),
         cv: Condvar::new(),
@@ -285,47 +306,16 @@ fn sync_body(
     drop(guard);
     armed?;
     // Stream the arena as it was at the cut.
-    let mut jobs: Vec<Job> = Vec::new();
-    range_jobs(view, 0, final_end, &mut jobs);
-    let fixup = |job: &Job, raw: &mut [u8]| {
-        let off = job.extents[0].offset;
-        // The arena bytes were read before the lock is taken: a page written after its
-        // copy-out is found in the side map below (it was inserted before the unprotect
-        // that let the write happen).
-        std::sync::atomic::fence(Ordering::SeqCst);
-        let mut st = sh.lock();
-        if !st.side.is_empty() {
-            for (i, pg) in (off..off + raw.len() as u64)
-                .step_by(PAGE_BYTES)
-                .enumerate()
-            {
-                if let Some(slot) = st.side.remove(&pg) {
-                    // SAFETY: the slot holds a page copied by the handler under this lock.
-                    let src = unsafe {
-                        std::slice::from_raw_parts(
-                            (sh.side_base + slot as usize * PAGE_BYTES) as *const u8,
-                            PAGE_BYTES,
-                        )
-                    };
-                    raw[i * PAGE_BYTES..(i + 1) * PAGE_BYTES].copy_from_slice(src);
-                    st.free.push(slot);
-                }
-            }
-        }
-        st.streamed[off as usize / CHUNK_BYTES] = true;
-        drop(st);
-        sh.cv.notify_all();
-        // Streamed: later writes to this chunk need no copy, so stop them faulting.
-        if let Err(e) = t.unprotect(off, raw.len() as u64) {
-            sh.lock().error.get_or_insert_with(|| e.to_string());
-        }
-    };
-    stream_jobs_with(&jobs, p.threads, w, cancel, &fixup)?;
+    stream_cut(view, p, t, sh, final_end, w, cancel)?;
     check_error(sh)?;
-    let (peak, waits) = {
+    let (peak, waits, faults, fault_us) = {
         let st = sh.lock();
-        (st.used_peak, st.waits)
+        (st.used_peak, st.waits, st.faults, st.fault_us)
     };
+    crate::notice!(
+        "Snapshot (freeze-free): {rounds} arming rounds, {faults} write faults handled in {fault_us} us, side buffer peak {} KiB",
+        peak * PAGE_BYTES / 1024
+    );
     if waits > 0 {
         crate::notice!(
             "Snapshot side buffer was full {waits} times: the executor waited for the stream"
@@ -348,6 +338,215 @@ fn sync_body(
         },
         final_end,
     ))
+}
+
+/// Side-buffer pages written out per drain record (one record: at most 256 extents).
+const DRAIN_PAGES: usize = 256;
+
+/// What a worker does next.
+enum Work {
+    /// Stream chunk `i` of the arena.
+    Chunk(usize),
+    /// Write these copied-out pages (already in the worker's buffer, in this order).
+    Drain(Vec<Extent>),
+}
+
+/// Streams `[0, end)` as it was at the cut. Workers take, in order of preference, a
+/// batch of copied-out pages (once the side buffer holds [`DRAIN_PAGES`]) or the next
+/// chunk. A drained page is marked so its chunk leaves it out, a chunk takes copied-out
+/// pages it still finds in the side buffer: every page is in exactly one record, so
+/// records are disjoint and written in completion order. Draining frees side-buffer
+/// slots at the speed of compression, not of the stream's position in the arena, so a
+/// writer waits for a slot only while the workers cannot keep up with it.
+fn stream_cut(
+    view: RegionView,
+    p: &SnapParams,
+    t: &SyncWp,
+    sh: &Shared,
+    end: u64,
+    w: &mut ImageWriter,
+    cancel: &AtomicBool,
+) -> Result<(), SnapError> {
+    let chunks = (end as usize).div_ceil(CHUNK_BYTES);
+    let pages = (end as usize).div_ceil(PAGE_BYTES);
+    // One bit per page: drained (written from the side buffer).
+    let drained: Vec<std::sync::atomic::AtomicU64> = (0..pages.div_ceil(64))
+        .map(|_| std::sync::atomic::AtomicU64::new(0))
+        .collect();
+    let next_chunk = std::sync::atomic::AtomicUsize::new(0);
+    let threads = p.threads.clamp(1, 64);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| -> Result<(), SnapError> {
+        // Bounded: workers run at most a few records ahead of the file.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Record>(threads * 2);
+        for _ in 0..threads {
+            let tx = tx.clone();
+            let (drained, next_chunk, stop) = (&drained, &next_chunk, &stop);
+            s.spawn(move || {
+                super::lower_priority();
+                let mut buf = vec![0u8; CHUNK_BYTES];
+                while !stop.load(Ordering::Relaxed) {
+                    let work = {
+                        let mut st = sh.lock();
+                        if st.side.len() >= DRAIN_PAGES {
+                            Some(Work::Drain(take_batch(sh, &mut st, &mut buf, drained)))
+                        } else {
+                            let i = next_chunk.fetch_add(1, Ordering::Relaxed);
+                            (i < chunks).then_some(Work::Chunk(i))
+                        }
+                    };
+                    let rec = match work {
+                        None => break,
+                        Some(Work::Drain(extents)) => {
+                            sh.cv.notify_all();
+                            let n = extents.len() * PAGE_BYTES;
+                            Record::encode(extents, &buf[..n])
+                        }
+                        Some(Work::Chunk(i)) => {
+                            match stream_chunk(view, t, sh, end, i, &mut buf, drained) {
+                                Some(r) => r,
+                                None => continue,
+                            }
+                        }
+                    };
+                    if tx.send(rec).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        for rec in rx.iter() {
+            if cancel.load(Ordering::Relaxed) {
+                stop.store(true, Ordering::Relaxed);
+                return Err(SnapError::Cancelled);
+            }
+            if let Err(e) = w.write_record(&rec) {
+                stop.store(true, Ordering::Relaxed);
+                return Err(e.into());
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Moves up to [`DRAIN_PAGES`] copied-out pages into `buf` (in offset order), frees their
+/// slots and marks them drained. Called with the state locked.
+fn take_batch(
+    sh: &Shared,
+    st: &mut State,
+    buf: &mut [u8],
+    drained: &[std::sync::atomic::AtomicU64],
+) -> Vec<Extent> {
+    let mut batch: Vec<(u64, u32)> = st
+        .side
+        .iter()
+        .take(DRAIN_PAGES)
+        .map(|(&pg, &slot)| (pg, slot))
+        .collect();
+    batch.sort_unstable();
+    let mut extents = Vec::with_capacity(batch.len());
+    for (i, &(pg, slot)) in batch.iter().enumerate() {
+        st.side.remove(&pg);
+        // SAFETY: the slot holds a page the handler copied under this lock.
+        let src = unsafe {
+            std::slice::from_raw_parts(
+                (sh.side_base + slot as usize * PAGE_BYTES) as *const u8,
+                PAGE_BYTES,
+            )
+        };
+        buf[i * PAGE_BYTES..(i + 1) * PAGE_BYTES].copy_from_slice(src);
+        st.free.push(slot);
+        let n = pg as usize / PAGE_BYTES;
+        drained[n / 64].fetch_or(1 << (n % 64), Ordering::Relaxed);
+        extents.push(Extent {
+            offset: pg,
+            len: PAGE_BYTES as u32,
+        });
+    }
+    extents
+}
+
+/// Copies chunk `i` and turns it into a record of its pages as they were at the cut,
+/// leaving out drained pages. None when every page of it was drained.
+fn stream_chunk(
+    view: RegionView,
+    t: &SyncWp,
+    sh: &Shared,
+    end: u64,
+    i: usize,
+    buf: &mut [u8],
+    drained: &[std::sync::atomic::AtomicU64],
+) -> Option<Record> {
+    let off = (i * CHUNK_BYTES) as u64;
+    let len = (end - off).min(CHUNK_BYTES as u64) as usize;
+    // SAFETY: inside the arena mapping. Pages still protected hold the cut's bytes; a
+    // page written after its copy-out is read torn here and replaced below.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            (view.base + off as usize) as *const u8,
+            buf.as_mut_ptr(),
+            len,
+        )
+    };
+    // The arena bytes were read before the lock is taken: a page written after its
+    // copy-out is in the side map or drained (both happen before the unprotect that let
+    // the write in).
+    std::sync::atomic::fence(Ordering::SeqCst);
+    let mut keep: Vec<bool> = vec![true; len / PAGE_BYTES];
+    {
+        let mut st = sh.lock();
+        for (k, pg) in (off..off + len as u64).step_by(PAGE_BYTES).enumerate() {
+            let n = pg as usize / PAGE_BYTES;
+            if drained[n / 64].load(Ordering::Relaxed) & (1 << (n % 64)) != 0 {
+                keep[k] = false;
+            } else if let Some(slot) = st.side.remove(&pg) {
+                // SAFETY: the slot holds a page the handler copied under this lock.
+                let src = unsafe {
+                    std::slice::from_raw_parts(
+                        (sh.side_base + slot as usize * PAGE_BYTES) as *const u8,
+                        PAGE_BYTES,
+                    )
+                };
+                buf[k * PAGE_BYTES..(k + 1) * PAGE_BYTES].copy_from_slice(src);
+                st.free.push(slot);
+            }
+        }
+        st.streamed[i] = true;
+    }
+    sh.cv.notify_all();
+    // Streamed: later writes to this chunk need no copy, so stop them faulting.
+    if let Err(e) = t.unprotect(off, len as u64) {
+        sh.lock().error.get_or_insert_with(|| e.to_string());
+    }
+    if keep.iter().all(|&k| k) {
+        return Some(Record::encode(
+            vec![Extent {
+                offset: off,
+                len: len as u32,
+            }],
+            &buf[..len],
+        ));
+    }
+    // Compact the kept pages' bytes to the front, as runs.
+    let mut extents: Vec<Extent> = Vec::new();
+    let mut at = 0usize;
+    for (k, &kept) in keep.iter().enumerate() {
+        if !kept {
+            continue;
+        }
+        buf.copy_within(k * PAGE_BYTES..(k + 1) * PAGE_BYTES, at);
+        at += PAGE_BYTES;
+        let pg = off + (k * PAGE_BYTES) as u64;
+        match extents.last_mut() {
+            Some(e) if e.offset + e.len as u64 == pg => e.len += PAGE_BYTES as u32,
+            _ => extents.push(Extent {
+                offset: pg,
+                len: PAGE_BYTES as u32,
+            }),
+        }
+    }
+    (!extents.is_empty()).then(|| Record::encode(extents, &buf[..at]))
 }
 
 #[cfg(test)]
