@@ -552,7 +552,8 @@ fn live_passes(
     let mut passes = 1u32;
     progress.passes.store(1, Ordering::Relaxed);
     let budget = p.pause_budget_us;
-    let mut last = u64::MAX;
+    // Pass 1 sent everything up to `end`.
+    let mut last = end;
     let mut walk_us;
     // Later passes: what was written (or newly allocated past `end`) since, until the
     // final pause is predicted to fit the budget. Where the set stops shrinking first,
@@ -583,7 +584,15 @@ fn live_passes(
         if pause_estimate_us(walk_us, dirty) <= budget / 2 {
             break;
         }
-        if dirty >= last || passes >= MAX_LIVE_PASSES {
+        // `auto` gives up as soon as a pass fails to halve the set: at that rate the passes
+        // would take long and end over the budget anyway, and every pass is lost work once
+        // it switches. `async` goes on while the set shrinks at all.
+        let stalled = if auto {
+            dirty * 2 > last
+        } else {
+            dirty >= last
+        };
+        if stalled || passes >= MAX_LIVE_PASSES {
             if auto {
                 return Ok(Live::Switch {
                     passes,
