@@ -823,3 +823,29 @@ fn loading_state_while_the_image_loads() {
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The image header carries the replication id and offset at the cut (the AOF's offset:
+/// the sum of the logged commands' bytes), taken when the executor stopped for the cut.
+#[test]
+fn image_header_records_replication_position() {
+    let dir = test_dir("repl");
+    let s = start(&dir, &["--appendonly", "yes"]);
+    let mut r = Raw::connect(s.port);
+    let replid = r.info("replication", "master_replid").unwrap();
+    let mut offsets = Vec::new();
+    for round in 0..2 {
+        for i in 0..500 {
+            cmd(&mut r, &["SET", &format!("r{round}:{i}"), "value"]);
+        }
+        assert_eq!(cmd(&mut r, &["BGSAVE"]), "+Background saving started\r\n");
+        wait_bgsave(&mut r);
+        let h = format::read_header(&dir.join("dump.rdb")).unwrap();
+        assert_eq!(std::str::from_utf8(&h.repl_id).unwrap(), replid);
+        offsets.push(h.repl_offset);
+    }
+    // 500 SETs of `SET rN:i value` are at least 500 × 30 bytes of RESP each round.
+    assert!(offsets[0] >= 500 * 30, "{offsets:?}");
+    assert!(offsets[1] >= offsets[0] + 500 * 30, "{offsets:?}");
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -117,7 +117,12 @@ fn handle_fault(t: &SyncWp, sh: &Shared, view: RegionView, page: u64) {
             Phase::Cut { end } if page < end => {
                 let chunk = page as usize / CHUNK_BYTES;
                 loop {
-                    if st.streamed[chunk] || st.side.contains_key(&page) {
+                    // Re-checked after every wait: a failed or cancelled stream sets Done
+                    // and wakes us, and no worker would ever free a slot again.
+                    if !matches!(st.phase, Phase::Cut { .. })
+                        || st.streamed[chunk]
+                        || st.side.contains_key(&page)
+                    {
                         break;
                     }
                     if let Some(slot) = st.free.pop() {
