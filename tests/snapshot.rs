@@ -564,10 +564,19 @@ fn flushall_and_big_dels_during_snapshot() {
 /// kill -9 at any moment of a snapshot leaves the previous image loadable.
 #[test]
 fn kill_during_snapshot_keeps_previous_image() {
-    let dir = test_dir("kill");
+    kill_during_snapshot("kill", &[]);
+}
+
+#[test]
+fn kill_during_sync_snapshot_keeps_previous_image() {
+    kill_during_snapshot("kill-sync", &["--snapshot-mode", "sync"]);
+}
+
+fn kill_during_snapshot(tag: &str, args: &[&str]) {
+    let dir = test_dir(tag);
     let mut expected = None;
     for round in 0..4u64 {
-        let s = start(&dir, &[]);
+        let s = start(&dir, args);
         let mut r = Raw::connect(s.port);
         if let Some(d) = &expected {
             assert_eq!(&digest(&mut r), d, "round {round}: previous image");
