@@ -566,7 +566,7 @@ fn live_passes(
         let mut packer = Packer::new();
         let mut dirty = 0u64;
         let walk = Instant::now();
-        t.harvest(0, end, |off, len| {
+        t.harvest_parallel(0, end, p.threads, |off, len| {
             packer.add(off, len, view.base + off as usize);
             dirty += len;
         })?;
@@ -609,7 +609,8 @@ fn live_passes(
     let guard = gate.pause(cancel).ok_or(SnapError::Cancelled)?;
     let final_end = view.end();
     let mut runs: Vec<(u64, u64)> = Vec::new();
-    t.harvest(0, end, |off, len| runs.push((off, len)))?;
+    // The walk is O(page tables): split it over the workers' cores, idle now.
+    t.harvest_parallel(0, end, p.threads, |off, len| runs.push((off, len)))?;
     if final_end > end {
         runs.push((end, final_end - end));
     }

@@ -84,6 +84,8 @@ pub struct WpTracker {
     /// The end of the highest range ever protected.
     hot: u64,
     pagemap: std::fs::File,
+    /// More pagemap descriptors for [`WpTracker::harvest_parallel`].
+    extra: Vec<std::fs::File>,
     base: u64,
     len: u64,
     regions: Vec<PageRegion>,
@@ -151,6 +153,7 @@ impl WpTracker {
             uffd,
             hot: 0,
             pagemap,
+            extra: Vec::new(),
             base: base as u64,
             len: len as u64,
             regions: vec![PageRegion::default(); SCAN_VEC_LEN],
@@ -181,36 +184,114 @@ impl WpTracker {
     /// was last protected, and write-protects those pages again in the same walk (so a
     /// write that lands after the walk passed a page shows up in the next harvest).
     pub fn harvest(&mut self, off: u64, len: u64, mut f: impl FnMut(u64, u64)) -> io::Result<()> {
-        let end = self.base + off + len;
-        let mut start = self.base + off;
-        while start < end {
-            let mut arg = PmScanArg {
-                size: std::mem::size_of::<PmScanArg>() as u64,
-                flags: PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
-                start,
-                end,
-                walk_end: 0,
-                vec: self.regions.as_mut_ptr() as u64,
-                vec_len: self.regions.len() as u64,
-                max_pages: 0,
-                category_inverted: 0,
-                category_mask: PAGE_IS_WRITTEN,
-                category_anyof_mask: 0,
-                return_mask: PAGE_IS_WRITTEN,
-            };
-            // SAFETY: `vec` points at `vec_len` writable PageRegion slots we own.
-            let n = unsafe { libc::ioctl(self.pagemap.as_raw_fd(), PAGEMAP_SCAN, &mut arg) };
-            check(n, "PAGEMAP_SCAN")?;
-            for r in &self.regions[..n as usize] {
-                f(r.start - self.base, r.end - r.start);
+        scan_written(
+            &self.pagemap,
+            &mut self.regions,
+            self.base,
+            off,
+            len,
+            &mut f,
+        )
+    }
+
+    /// [`WpTracker::harvest`] with the range split over `threads` threads (each its own
+    /// pagemap descriptor): the walk is O(page tables), so the final pause's harvest
+    /// shortens with the cores that are idle while the executor is stopped. Runs come back
+    /// in ascending order.
+    pub fn harvest_parallel(
+        &mut self,
+        off: u64,
+        len: u64,
+        threads: usize,
+        mut f: impl FnMut(u64, u64),
+    ) -> io::Result<()> {
+        let threads = threads.clamp(1, 8);
+        let page = crate::arena::PAGE_BYTES as u64;
+        let part = (len / threads as u64).next_multiple_of(page).max(page);
+        if threads == 1 || len <= part {
+            return self.harvest(off, len, f);
+        }
+        while self.extra.len() < threads - 1 {
+            self.extra.push(std::fs::File::open("/proc/self/pagemap")?);
+        }
+        let base = self.base;
+        let mut parts: Vec<io::Result<Vec<(u64, u64)>>> = Vec::new();
+        std::thread::scope(|s| {
+            let mut handles = Vec::new();
+            for (i, pm) in std::iter::once(&self.pagemap)
+                .chain(self.extra.iter())
+                .enumerate()
+                .take(threads)
+            {
+                let start = off + i as u64 * part;
+                let end = (start + part).min(off + len);
+                if start >= end {
+                    break;
+                }
+                handles.push(s.spawn(move || {
+                    let mut regions = vec![PageRegion::default(); SCAN_VEC_LEN];
+                    let mut runs = Vec::new();
+                    scan_written(pm, &mut regions, base, start, end - start, &mut |o, l| {
+                        runs.push((o, l))
+                    })
+                    .map(|_| runs)
+                }));
             }
-            if arg.walk_end <= start {
-                break;
+            for h in handles {
+                parts.push(
+                    h.join()
+                        .unwrap_or_else(|_| Err(io::Error::other("harvest thread panicked"))),
+                );
             }
-            start = arg.walk_end;
+        });
+        for p in parts {
+            for (o, l) in p? {
+                f(o, l);
+            }
         }
         Ok(())
     }
+}
+
+/// One PAGEMAP_SCAN walk over `[off, off+len)` of the range at `base`: reports written
+/// runs and re-protects them.
+fn scan_written(
+    pagemap: &std::fs::File,
+    regions: &mut [PageRegion],
+    base: u64,
+    off: u64,
+    len: u64,
+    f: &mut dyn FnMut(u64, u64),
+) -> io::Result<()> {
+    let end = base + off + len;
+    let mut start = base + off;
+    while start < end {
+        let mut arg = PmScanArg {
+            size: std::mem::size_of::<PmScanArg>() as u64,
+            flags: PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+            start,
+            end,
+            walk_end: 0,
+            vec: regions.as_mut_ptr() as u64,
+            vec_len: regions.len() as u64,
+            max_pages: 0,
+            category_inverted: 0,
+            category_mask: PAGE_IS_WRITTEN,
+            category_anyof_mask: 0,
+            return_mask: PAGE_IS_WRITTEN,
+        };
+        // SAFETY: `vec` points at `vec_len` writable PageRegion slots we own.
+        let n = unsafe { libc::ioctl(pagemap.as_raw_fd(), PAGEMAP_SCAN, &mut arg) };
+        check(n, "PAGEMAP_SCAN")?;
+        for r in &regions[..n as usize] {
+            f(r.start - base, r.end - r.start);
+        }
+        if arg.walk_end <= start {
+            break;
+        }
+        start = arg.walk_end;
+    }
+    Ok(())
 }
 
 /// `struct uffd_msg` is 32 bytes: event (u8) at 0; for a page fault, flags (u64) at 8 and
@@ -466,6 +547,29 @@ mod tests {
         unsafe { *base.add(40 * 4096) = 2 };
         t.harvest(0, len as u64, |o, l| seen.push((o, l))).unwrap();
         assert_eq!(seen, vec![(40 * 4096, 4096)]);
+        // The parallel walk: runs in order across the parts, re-protected as well.
+        seen.clear();
+        for pg in [1usize, 17, 18, 33, 63] {
+            unsafe { *base.add(pg * 4096) = 4 };
+        }
+        t.harvest_parallel(0, len as u64, 3, |o, l| seen.push((o, l)))
+            .unwrap();
+        assert_eq!(
+            seen,
+            vec![
+                (4096, 4096),
+                (17 * 4096, 2 * 4096),
+                (33 * 4096, 4096),
+                (63 * 4096, 4096)
+            ]
+        );
+        seen.clear();
+        t.harvest_parallel(0, len as u64, 3, |o, l| seen.push((o, l)))
+            .unwrap();
+        assert!(
+            seen.is_empty(),
+            "re-protected by the parallel scan: {seen:?}"
+        );
         drop(t);
         unsafe { libc::munmap(base as *mut libc::c_void, len) };
     }
