@@ -669,8 +669,10 @@ pub static OPTIONS: &[OptSpec] = &[
         IMM,
     ),
     // Snapshot engine: compression workers, the final pause's budget, and the mode
-    // (`auto` streams live with userfaultfd and falls back to stop-the-world where it is
-    // refused; `stop-the-world` always stops the executor for the copy).
+    // (`auto`: live passes with WP_ASYNC tracking, switching to the freeze-free sync
+    // variant when they do not converge within the budget; `async` / `sync`: one variant
+    // only; `stop-the-world` always stops the executor for the copy, as every mode does
+    // where userfaultfd is refused).
     opt("snapshot-threads", OptKind::Int(1, 64), "2", 0),
     opt(
         "snapshot-pause-budget-us",
@@ -680,7 +682,7 @@ pub static OPTIONS: &[OptSpec] = &[
     ),
     opt(
         "snapshot-mode",
-        OptKind::Enum(&["auto", "stop-the-world"]),
+        OptKind::Enum(&["auto", "async", "sync", "stop-the-world"]),
         "auto",
         0,
     ),
@@ -747,7 +749,7 @@ pub struct Settings {
     pub stop_writes_on_bgsave_error: bool,
     pub snapshot_threads: usize,
     pub snapshot_pause_budget_us: u64,
-    pub snapshot_stop_the_world: bool,
+    pub snapshot_mode: crate::persistence::snapshot::SnapMode,
     pub appendonly: bool,
     pub appendfilename: String,
     pub appenddirname: String,
@@ -978,7 +980,7 @@ fn placeholder_settings() -> Settings {
         stop_writes_on_bgsave_error: true,
         snapshot_threads: 2,
         snapshot_pause_budget_us: 2000,
-        snapshot_stop_the_world: false,
+        snapshot_mode: crate::persistence::snapshot::SnapMode::Auto,
         appendonly: false,
         appendfilename: String::new(),
         appenddirname: String::new(),
@@ -1573,7 +1575,10 @@ impl Config {
             stop_writes_on_bgsave_error: self.boolean("stop-writes-on-bgsave-error"),
             snapshot_threads: self.int("snapshot-threads") as usize,
             snapshot_pause_budget_us: self.int("snapshot-pause-budget-us") as u64,
-            snapshot_stop_the_world: self.get_value("snapshot-mode") == Some("stop-the-world"),
+            snapshot_mode: self
+                .get_value("snapshot-mode")
+                .and_then(crate::persistence::snapshot::SnapMode::parse)
+                .unwrap_or(crate::persistence::snapshot::SnapMode::Auto),
             appendonly: self.boolean("appendonly"),
             appendfilename: self.get_value("appendfilename").unwrap_or("").into(),
             appenddirname: self.get_value("appenddirname").unwrap_or("").into(),

@@ -31,6 +31,9 @@ pub enum Cmd {
     Run(RunArgs),
     /// Steady load, then BGSAVE (or --event) at --at: duration, extra memory, freeze, recovery.
     Snapshot(SnapshotArgs),
+    /// Starts cairn-server and redis-server in turn and runs the snapshot comparison
+    /// (fill, bounded SET load, PING probe, BGSAVE, restart time); one table side by side.
+    SnapshotVs(SnapshotVsArgs),
     /// SET:GET 1:3, 1000 B values, key space scaled to the box: p50/p99 per command.
     Aof(RunArgs),
     /// 1 KB GETs at a rate, without then with N/s 10 MB GETs on other connections.
@@ -150,6 +153,43 @@ pub struct SnapshotArgs {
     /// Give up waiting for the snapshot after this many seconds.
     #[arg(long, default_value_t = 600.0)]
     pub event_timeout: f64,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SnapshotVsArgs {
+    /// cairn-server binary (default: next to this executable).
+    #[arg(long)]
+    pub cairn: Option<PathBuf>,
+    /// redis-server binary (default: `redis-server` from PATH).
+    #[arg(long)]
+    pub redis: Option<PathBuf>,
+    /// Extra arguments for cairn-server (repeatable), e.g. --cairn-arg=--snapshot-threads --cairn-arg=2
+    #[arg(long = "cairn-arg", allow_hyphen_values = true)]
+    pub cairn_args: Vec<String>,
+    /// cairn's `snapshot-mode` (auto, async, sync, stop-the-world).
+    #[arg(long)]
+    pub snapshot_mode: Option<String>,
+    /// Keys filled before the load.
+    #[arg(long, short = 'k', default_value_t = 1_000_000)]
+    pub keys: u64,
+    /// Value size in bytes.
+    #[arg(long, short = 'd', default_value_t = 500)]
+    pub value_size: u64,
+    /// Background SET load, requests/s (open loop).
+    #[arg(long, short = 'r', default_value_t = 20_000.0)]
+    pub rate: f64,
+    /// Connections of the background load.
+    #[arg(long, short = 'c', default_value_t = 8)]
+    pub connections: usize,
+    /// Seconds of load before BGSAVE.
+    #[arg(long, default_value_t = 3.0)]
+    pub at: f64,
+    /// Seconds of load after BGSAVE ended.
+    #[arg(long, default_value_t = 2.0)]
+    pub after: f64,
+    /// Sampling interval (ms): memory, INFO polling for the end of BGSAVE.
+    #[arg(long, default_value_t = 20)]
+    pub interval_ms: u64,
 }
 
 #[derive(Args, Debug, Clone)]

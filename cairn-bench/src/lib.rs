@@ -1,5 +1,6 @@
 //! cairn-bench: a load generator for RESP2 servers (see README.md).
 pub mod cli;
+pub mod compare;
 pub mod engine;
 pub mod keys;
 pub mod plot;

@@ -41,6 +41,9 @@ pub enum CutMode {
     UffdLive = 1,
     /// The executor was stopped for the whole copy (SAVE, SHUTDOWN, fallback).
     StopTheWorld = 2,
+    /// Freeze-free: synchronous write-protect faults copy a page out before its first
+    /// change after the cut.
+    UffdSync = 3,
 }
 
 /// What must match between the binary and an image for the raw arena bytes to mean the
@@ -189,6 +192,7 @@ impl ImageHeader {
         };
         let mode = match get32(b, 144) {
             1 => CutMode::UffdLive,
+            3 => CutMode::UffdSync,
             _ => CutMode::StopTheWorld,
         };
         let mut repl_id = [0u8; 40];
@@ -479,13 +483,139 @@ pub struct LoadProgress {
     pub record_delay_us: std::sync::atomic::AtomicU64,
 }
 
-/// [`load`], publishing the file bytes consumed so far.
+/// Threads that decompress records at load (the reader is one more).
+pub fn load_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, 8)
+}
+
+/// A record read and checked by the reader, handed to a decompression worker.
+struct LoadRec {
+    index: u64,
+    pos: u64,
+    flags: u16,
+    extents: Vec<Extent>,
+    raw_bytes: usize,
+    payload: Vec<u8>,
+    want_crc: u32,
+    table_crc: u32,
+    /// No record before it in the file wrote its extents (fresh zero pages).
+    first_wave: bool,
+}
+
+/// Where the workers write: the region's base, shared by address. Records of one wave
+/// are pairwise disjoint, so no two threads write the same byte.
+#[derive(Clone, Copy)]
+struct RegionPtr(usize);
+
+/// The workers' shared state: records in flight (for the wave barrier) and the first
+/// failure, by record index.
+struct LoadShared {
+    in_flight: std::sync::Mutex<usize>,
+    cv: std::sync::Condvar,
+    failed: std::sync::Mutex<Option<(u64, LoadError)>>,
+    abort: std::sync::atomic::AtomicBool,
+}
+
+impl LoadShared {
+    fn fail(&self, index: u64, e: LoadError) {
+        let mut f = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+        if f.as_ref().is_none_or(|(i, _)| index < *i) {
+            *f = Some((index, e));
+        }
+        self.abort.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    fn done_one(&self) {
+        let mut n = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        *n -= 1;
+        if *n == 0 {
+            self.cv.notify_all();
+        }
+    }
+    fn wait_idle(&self) {
+        let mut n = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        while *n > 0 {
+            n = self.cv.wait(n).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// Checks a record's payload and writes its bytes into the region.
+fn apply_record(r: &LoadRec, region: RegionPtr, scratch: &mut Vec<u8>) -> Result<(), LoadError> {
+    let rec_err = |what: String| LoadError::Record {
+        record: r.index,
+        offset: r.pos,
+        what,
+    };
+    let got_crc = crc32c::crc32c_append(r.table_crc, &r.payload);
+    if got_crc != r.want_crc {
+        return Err(rec_err(format!(
+            "payload checksum mismatch (crc32c {got_crc:#010x}, expected {:#010x})",
+            r.want_crc
+        )));
+    }
+    // SAFETY (all slices below): every extent was checked to lie inside the arena bytes,
+    // which fit the region's reservation; records applied concurrently are disjoint.
+    let dst = |e: &Extent| unsafe {
+        std::slice::from_raw_parts_mut((region.0 + e.offset as usize) as *mut u8, e.len as usize)
+    };
+    if r.flags & REC_ZERO != 0 {
+        if !r.first_wave {
+            for e in &r.extents {
+                dst(e).fill(0);
+            }
+        }
+        return Ok(());
+    }
+    let data: &[u8] = if r.flags & REC_LZ4 != 0 {
+        let single = r.extents.len() == 1;
+        let out: &mut [u8] = if single {
+            dst(&r.extents[0])
+        } else {
+            scratch.resize(r.raw_bytes, 0);
+            &mut scratch[..]
+        };
+        match lz4_flex::block::decompress_into(&r.payload, out) {
+            Ok(k) if k == r.raw_bytes => {}
+            Ok(k) => {
+                return Err(rec_err(format!(
+                    "decompressed to {k} bytes, not {}",
+                    r.raw_bytes
+                )))
+            }
+            Err(e) => return Err(rec_err(format!("LZ4 payload does not decompress: {e}"))),
+        }
+        if single {
+            return Ok(());
+        }
+        scratch
+    } else {
+        if r.payload.len() != r.raw_bytes {
+            return Err(rec_err("raw payload of the wrong length".into()));
+        }
+        &r.payload
+    };
+    let mut at = 0usize;
+    for e in &r.extents {
+        dst(e).copy_from_slice(&data[at..at + e.len as usize]);
+        at += e.len as usize;
+    }
+    Ok(())
+}
+
+/// [`load`], publishing the file bytes consumed so far. One reader thread reads and checks
+/// the record headers in file order; [`load_threads`] workers check the payloads and
+/// decompress them straight into the region. Records are applied in *waves*: a record
+/// whose extents start below the end of the wave's furthest extent may overlap an
+/// earlier one (a re-sent page), so the reader first waits for everything in flight —
+/// later records still win, as the format requires. A snapshot's passes each write
+/// ascending offsets, so a wave is a pass.
 pub fn load_with_progress(
     path: &Path,
     reserve_bytes: usize,
     progress: &LoadProgress,
 ) -> Result<(RawRegion, ImageHeader), LoadError> {
-    use std::sync::atomic::Ordering::Relaxed;
     let file = File::open(path)?;
     let file_len = file.metadata()?.len();
     let mut f = io::BufReader::with_capacity(1 << 20, file);
@@ -504,26 +634,89 @@ pub fn load_with_progress(
             have: region.reserved_bytes() as u64,
         });
     }
+    let base = RegionPtr(
+        region
+            .slice_mut(0, 0)
+            .map(|s| s.as_mut_ptr() as usize)
+            .ok_or_else(|| LoadError::Arena("empty region".into()))?,
+    );
+    let threads = load_threads();
+    let shared = LoadShared {
+        in_flight: std::sync::Mutex::new(0),
+        cv: std::sync::Condvar::new(),
+        failed: std::sync::Mutex::new(None),
+        abort: std::sync::atomic::AtomicBool::new(false),
+    };
+    // Bounded: the reader runs at most a few records ahead of the workers.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<LoadRec>(threads * 2);
+    let rx = std::sync::Mutex::new(rx);
+    let read = std::thread::scope(|s| {
+        for _ in 0..threads {
+            let (rx, shared) = (&rx, &shared);
+            s.spawn(move || {
+                let mut scratch = Vec::new();
+                loop {
+                    let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                    let Ok(r) = next else { break };
+                    if !shared.abort.load(std::sync::atomic::Ordering::SeqCst) {
+                        if let Err(e) = apply_record(&r, base, &mut scratch) {
+                            shared.fail(r.index, e);
+                        }
+                    }
+                    shared.done_one();
+                }
+            });
+        }
+        let r = read_records(&mut f, file_len, &header, progress, &shared, &tx);
+        drop(tx);
+        r
+    });
+    let worker_err = shared
+        .failed
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner());
+    match (read, worker_err) {
+        (Err((ri, re)), Some((wi, we))) => Err(if wi < ri { we } else { re }),
+        (Err((_, e)), None) | (Ok(()), Some((_, e))) => Err(e),
+        (Ok(()), None) => Ok((region, header)),
+    }
+}
+
+/// The reader's half of [`load_with_progress`]: every header-level check, in file order.
+/// Errors carry the record index they concern (for choosing the first failure).
+fn read_records<R: Read>(
+    f: &mut R,
+    file_len: u64,
+    header: &ImageHeader,
+    progress: &LoadProgress,
+    shared: &LoadShared,
+    tx: &std::sync::mpsc::SyncSender<LoadRec>,
+) -> Result<(), (u64, LoadError)> {
+    use std::sync::atomic::Ordering::Relaxed;
     let mut pos = HEADER_BYTES as u64;
     let mut records = 0u64;
     let mut chain_crc = 0u32;
-    let mut payload = Vec::new();
-    let mut raw = Vec::new();
-    let mut table = Vec::new();
+    let mut wave_end = 0u64;
+    let mut first_wave = true;
     loop {
+        if shared.abort.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(());
+        }
+        let at = records;
+        let err = |e: LoadError| (at, e);
         let mut rh = [0u8; RECORD_HEADER_BYTES];
         if pos + 4 > file_len {
-            return Err(LoadError::Truncated {
+            return Err(err(LoadError::Truncated {
                 what: "the trailer",
                 offset: pos,
-            });
+            }));
         }
-        read_exact_at(&mut f, &mut rh[..4], "a record header", pos)?;
+        read_exact_at(f, &mut rh[..4], "a record header", pos).map_err(err)?;
         if rh[..4] == TRAILER_MAGIC {
             let mut t = [0u8; TRAILER_BYTES];
             t[..4].copy_from_slice(&rh[..4]);
-            read_exact_at(&mut f, &mut t[4..], "the trailer", pos)?;
-            let bad = |what: String| LoadError::Trailer { offset: pos, what };
+            read_exact_at(f, &mut t[4..], "the trailer", pos).map_err(err)?;
+            let bad = |what: String| err(LoadError::Trailer { offset: pos, what });
             if get32(&t, 28) != crc32c::crc32c(&t[..28]) {
                 return Err(bad("checksum mismatch".into()));
             }
@@ -545,13 +738,16 @@ pub fn load_with_progress(
                     file_len - pos - TRAILER_BYTES as u64
                 )));
             }
-            break;
+            shared.wait_idle();
+            return Ok(());
         }
-        read_exact_at(&mut f, &mut rh[4..], "a record header", pos)?;
-        let rec_err = |what: String| LoadError::Record {
-            record: records,
-            offset: pos,
-            what,
+        read_exact_at(f, &mut rh[4..], "a record header", pos).map_err(err)?;
+        let rec_err = |what: String| {
+            err(LoadError::Record {
+                record: at,
+                offset: pos,
+                what,
+            })
         };
         if rh[..4] != RECORD_MAGIC {
             return Err(rec_err(format!("bad record magic {:?}", &rh[..4])));
@@ -572,71 +768,65 @@ pub fn load_with_progress(
         }
         let body = (n * EXTENT_BYTES + stored) as u64;
         if pos + RECORD_HEADER_BYTES as u64 + body > file_len {
-            return Err(LoadError::Truncated {
+            return Err(err(LoadError::Truncated {
                 what: "a record",
                 offset: pos,
-            });
+            }));
         }
-        table.resize(n * EXTENT_BYTES, 0);
-        read_exact_at(&mut f, &mut table, "a record's extents", pos)?;
-        payload.resize(stored, 0);
-        read_exact_at(&mut f, &mut payload, "a record's payload", pos)?;
-        let got_crc = crc32c::crc32c_append(crc32c::crc32c(&table), &payload);
-        if got_crc != want_crc {
-            return Err(rec_err(format!(
-                "payload checksum mismatch (crc32c {got_crc:#010x}, expected {want_crc:#010x})"
-            )));
-        }
+        let mut table = vec![0u8; n * EXTENT_BYTES];
+        read_exact_at(f, &mut table, "a record's extents", pos).map_err(err)?;
+        let mut payload = vec![0u8; stored];
+        read_exact_at(f, &mut payload, "a record's payload", pos).map_err(err)?;
         let mut extents = Vec::with_capacity(n);
         let mut sum = 0usize;
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
         for i in 0..n {
             let e = Extent {
                 offset: get64(&table, i * EXTENT_BYTES),
                 len: get32(&table, i * EXTENT_BYTES + 8),
             };
-            if e.offset
-                .checked_add(e.len as u64)
-                .is_none_or(|end| end > header.arena_bytes)
-            {
+            let end = e.offset.checked_add(e.len as u64);
+            if end.is_none_or(|end| end > header.arena_bytes) {
                 return Err(rec_err(format!(
                     "extent {i} ({} bytes at arena offset {}) lies outside the arena ({} bytes)",
                     e.len, e.offset, header.arena_bytes
                 )));
             }
+            lo = lo.min(e.offset);
+            hi = hi.max(end.unwrap_or(0));
             sum += e.len as usize;
             extents.push(e);
         }
         if sum != raw_bytes {
             return Err(rec_err("extent lengths do not add up".into()));
         }
-        let data: &[u8] = if flags & REC_ZERO != 0 {
-            raw.clear();
-            raw.resize(raw_bytes, 0);
-            &raw
-        } else if flags & REC_LZ4 != 0 {
-            raw.resize(raw_bytes, 0);
-            match lz4_flex::block::decompress_into(&payload, &mut raw) {
-                Ok(k) if k == raw_bytes => &raw,
-                Ok(k) => {
-                    return Err(rec_err(format!(
-                        "decompressed to {k} bytes, not {raw_bytes}"
-                    )))
-                }
-                Err(e) => return Err(rec_err(format!("LZ4 payload does not decompress: {e}"))),
-            }
-        } else {
-            if stored != raw_bytes {
-                return Err(rec_err("raw payload of the wrong length".into()));
-            }
-            &payload
+        if flags & (REC_ZERO | REC_LZ4) == 0 && stored != raw_bytes {
+            return Err(rec_err("raw payload of the wrong length".into()));
+        }
+        // A freeze-free image (mode 3) holds every page once: its records are disjoint
+        // whatever their order, so it is one wave.
+        if lo < wave_end && header.mode != CutMode::UffdSync {
+            // May overlap a record still in flight: finish the wave first.
+            shared.wait_idle();
+            wave_end = 0;
+            first_wave = false;
+        }
+        wave_end = wave_end.max(hi);
+        let rec = LoadRec {
+            index: at,
+            pos,
+            flags,
+            extents,
+            raw_bytes,
+            payload,
+            want_crc,
+            table_crc: crc32c::crc32c(&table),
+            first_wave,
         };
-        let mut at = 0usize;
-        for e in &extents {
-            let dst = region
-                .slice_mut(e.offset, e.len as usize)
-                .ok_or_else(|| rec_err("extent outside the region".into()))?;
-            dst.copy_from_slice(&data[at..at + e.len as usize]);
-            at += e.len as usize;
+        *shared.in_flight.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        if tx.send(rec).is_err() {
+            shared.done_one();
+            return Ok(());
         }
         pos += RECORD_HEADER_BYTES as u64 + body;
         progress.loaded_bytes.store(pos, Relaxed);
@@ -646,7 +836,6 @@ pub fn load_with_progress(
         }
         records += 1;
     }
-    Ok((region, header))
 }
 
 #[cfg(test)]
@@ -737,6 +926,68 @@ mod tests {
             std::fs::write(&path, &bad).unwrap();
             assert!(load(&path, 1 << 20).is_err(), "flip at {at} not detected");
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Many records over several overlapping passes, loaded by the parallel loader, give
+    /// exactly what applying them one by one in file order gives; a freeze-free image
+    /// (mode 3) with disjoint records in any order loads as one wave.
+    #[test]
+    fn parallel_load_matches_sequential_application() {
+        let dir = std::env::temp_dir().join(format!("cairn-fmt-par-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("img");
+        let arena = 24 * 4096u64;
+        let mut want = vec![0u8; arena as usize];
+        let mut w = ImageWriter::create(&path).unwrap();
+        let mut seed = 7u64;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        // Pass 1: every 2-page chunk, ascending; later passes: scattered pages, ascending
+        // within the pass (as the writer emits them).
+        let mut passes: Vec<Vec<(u64, u32)>> = vec![(0..12).map(|c| (c * 8192, 8192)).collect()];
+        for _ in 0..3 {
+            let mut pages: Vec<u64> = (0..24).filter(|_| rnd() % 3 == 0).collect();
+            pages.sort_unstable();
+            passes.push(pages.iter().map(|&p| (p * 4096, 4096)).collect());
+        }
+        for pass in &passes {
+            for &(off, len) in pass {
+                let fill = (rnd() % 4) as u8; // some all-zero records too
+                let bytes: Vec<u8> = (0..len).map(|i| fill.wrapping_mul(i as u8)).collect();
+                want[off as usize..off as usize + len as usize].copy_from_slice(&bytes);
+                w.write_record(&Record::encode(vec![Extent { offset: off, len }], &bytes))
+                    .unwrap();
+            }
+        }
+        w.commit(&header(arena)).unwrap();
+        let (mut region, _) = load(&path, 1 << 20).unwrap();
+        assert_eq!(region.slice_mut(0, arena as usize).unwrap(), &want[..]);
+        // Mode 3: disjoint records, descending offsets.
+        let mut w = ImageWriter::create(&path).unwrap();
+        let mut want = vec![0u8; arena as usize];
+        for p in (0..24u64).rev() {
+            let bytes = vec![p as u8 + 1; 4096];
+            want[(p * 4096) as usize..((p + 1) * 4096) as usize].copy_from_slice(&bytes);
+            w.write_record(&Record::encode(
+                vec![Extent {
+                    offset: p * 4096,
+                    len: 4096,
+                }],
+                &bytes,
+            ))
+            .unwrap();
+        }
+        let mut h = header(arena);
+        h.mode = CutMode::UffdSync;
+        w.commit(&h).unwrap();
+        let (mut region, got) = load(&path, 1 << 20).unwrap();
+        assert_eq!(got.mode, CutMode::UffdSync);
+        assert_eq!(region.slice_mut(0, arena as usize).unwrap(), &want[..]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

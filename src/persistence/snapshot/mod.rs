@@ -11,6 +11,10 @@
 //! set. Nothing proportional to the dataset runs on the executor (it only sets a flag and
 //! later collects the outcome); `fork()` is never used.
 //!
+//! **Freeze-free (`snapshot-mode sync`, and `auto` when the passes above do not converge
+//! within `snapshot-pause-budget-us`):** synchronous write-protect faults copy a page out
+//! before its first change after the cut; see [`sync`].
+//!
 //! **Stop-the-world** where userfaultfd is refused (or `snapshot-mode stop-the-world`, or
 //! the environment variable `CAIRN_SNAPSHOT_NO_UFFD=1`): the pause covers the whole copy.
 //! SAVE and SHUTDOWN block the executor by definition and use this path directly.
@@ -24,6 +28,7 @@
 pub mod format;
 pub mod ops;
 pub mod pause;
+pub mod sync;
 pub mod uffd;
 
 use crate::arena::{self, Arena, PAGE_BYTES};
@@ -61,6 +66,8 @@ pub struct Outcome {
     /// The executor's `dirty` counter at the cut.
     pub dirty_at_cut: u64,
     pub keys: u64,
+    /// The replication offset at the cut (written in the header).
+    pub repl_offset: u64,
     pub bytes_written: u64,
     pub passes: u32,
     pub pause_us: u64,
@@ -70,13 +77,40 @@ pub struct Outcome {
     pub fallback_reason: Option<String>,
 }
 
+/// `snapshot-mode`: how a background snapshot is taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapMode {
+    /// Live passes with `WP_ASYNC` tracking; where they do not converge within the pause
+    /// budget, switch to the freeze-free variant for the remainder.
+    Auto,
+    /// Live passes with `WP_ASYNC` tracking only; the final pause copies whatever is dirty
+    /// then, even past the budget.
+    Async,
+    /// The freeze-free variant from the start (synchronous write-protect faults).
+    Sync,
+    /// The executor stops for the whole copy.
+    StopTheWorld,
+}
+
+impl SnapMode {
+    pub fn parse(s: &str) -> Option<SnapMode> {
+        Some(match s {
+            "auto" => SnapMode::Auto,
+            "async" => SnapMode::Async,
+            "sync" => SnapMode::Sync,
+            "stop-the-world" => SnapMode::StopTheWorld,
+            _ => return None,
+        })
+    }
+}
+
 /// Parameters of one snapshot.
 #[derive(Clone)]
 pub struct SnapParams {
     pub path: PathBuf,
     pub threads: usize,
     pub pause_budget_us: u64,
-    pub force_stw: bool,
+    pub mode: SnapMode,
     pub repl_id: [u8; 40],
     pub repl_offset: u64,
     pub databases: u32,
@@ -190,6 +224,21 @@ impl Packer {
     }
 }
 
+/// Nice value of the compression workers: the executor (and the sync variant's fault
+/// handler, whose latency the executor waits on) win the CPU whenever they want it; the
+/// workers take what is left, so a snapshot costs duration rather than client latency.
+pub const WORKER_NICE: libc::c_int = 10;
+
+/// Lowers the calling thread's priority to [`WORKER_NICE`] (always permitted; per thread
+/// on Linux, where `PRIO_PROCESS` with a thread id addresses one thread).
+pub(crate) fn lower_priority() {
+    // SAFETY: plain syscalls on the calling thread.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, WORKER_NICE);
+    }
+}
+
 /// Compresses `jobs` on `threads` workers and writes the records in job order (order
 /// matters: a record must land after every earlier record it overlaps). Returns raw bytes.
 fn stream_jobs(
@@ -197,6 +246,19 @@ fn stream_jobs(
     threads: usize,
     w: &mut ImageWriter,
     cancel: &AtomicBool,
+) -> Result<u64, SnapError> {
+    stream_jobs_with(jobs, threads, w, cancel, &|_, _| {})
+}
+
+/// [`stream_jobs`], calling `fixup(job, raw)` on each job's raw bytes after they were
+/// copied and before they are compressed (the synchronous variant puts back pages that
+/// were copied out before their first change).
+fn stream_jobs_with(
+    jobs: &[Job],
+    threads: usize,
+    w: &mut ImageWriter,
+    cancel: &AtomicBool,
+    fixup: &(dyn Fn(&Job, &mut [u8]) + Sync),
 ) -> Result<u64, SnapError> {
     if jobs.is_empty() {
         return Ok(0);
@@ -211,6 +273,7 @@ fn stream_jobs(
             let tx = tx.clone();
             let next = &next;
             s.spawn(move || {
+                lower_priority();
                 let mut buf = vec![0u8; CHUNK_BYTES];
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
@@ -229,6 +292,7 @@ fn stream_jobs(
                         };
                         at += n;
                     }
+                    fixup(job, &mut buf[..at]);
                     let rec = Record::encode(job.extents.clone(), &buf[..at]);
                     if tx.send((i, rec)).is_err() {
                         break;
@@ -260,7 +324,14 @@ fn stream_jobs(
     Ok(raw_total)
 }
 
-fn header(p: &SnapParams, arena_bytes: u64, keys: u64, mode: CutMode, passes: u32) -> ImageHeader {
+fn header(
+    p: &SnapParams,
+    arena_bytes: u64,
+    keys: u64,
+    repl_offset: u64,
+    mode: CutMode,
+    passes: u32,
+) -> ImageHeader {
     ImageHeader {
         fingerprint: format::Fingerprint::current(),
         arena_bytes,
@@ -269,7 +340,7 @@ fn header(p: &SnapParams, arena_bytes: u64, keys: u64, mode: CutMode, passes: u3
         created_ms: crate::util::now_ms(),
         keys,
         repl_id: p.repl_id,
-        repl_offset: p.repl_offset,
+        repl_offset,
         mode,
         passes,
     }
@@ -302,11 +373,19 @@ pub fn save_blocking(arena: &Arena, keys: u64, p: &SnapParams) -> Result<Outcome
     let view = RegionView::of(arena);
     let started = Instant::now();
     let (w, end) = write_stw(view, p, &never)?;
-    let bytes = w.commit(&header(p, end, keys, CutMode::StopTheWorld, 1))?;
+    let bytes = w.commit(&header(
+        p,
+        end,
+        keys,
+        p.repl_offset,
+        CutMode::StopTheWorld,
+        1,
+    ))?;
     Ok(Outcome {
         mode: CutMode::StopTheWorld,
         dirty_at_cut: 0,
         keys,
+        repl_offset: p.repl_offset,
         bytes_written: bytes,
         passes: 1,
         pause_us: started.elapsed().as_micros() as u64,
@@ -330,12 +409,18 @@ fn run_background(
     progress: Arc<Progress>,
 ) -> Result<Outcome, SnapError> {
     let mut fallback_reason = None;
-    if !p.force_stw {
+    if p.mode != SnapMode::StopTheWorld {
         if std::env::var_os(ENV_NO_UFFD).is_some_and(|v| v == "1") {
             fallback_reason = Some(format!("{ENV_NO_UFFD}=1"));
         } else {
-            match uffd::WpTracker::new(view.base, view.reserved) {
-                Ok(t) => return run_live(view, p, t, &gate, &cancel, &progress),
+            let tried = match p.mode {
+                SnapMode::Sync => uffd::SyncWp::new(view.base, view.reserved)
+                    .map(|t| run_sync_image(view, &p, t, &gate, &cancel, &progress)),
+                _ => uffd::WpTracker::new(view.base, view.reserved)
+                    .map(|t| run_live(view, &p, t, &gate, &cancel, &progress)),
+            };
+            match tried {
+                Ok(r) => return r,
                 Err(e) => fallback_reason = Some(e.to_string()),
             }
         }
@@ -344,15 +429,24 @@ fn run_background(
     let guard = gate.pause(&cancel).ok_or(SnapError::Cancelled)?;
     let dirty_at_cut = gate.dirty_at_park();
     let keys = gate.keys_at_park();
+    let repl_offset = gate.repl_offset_at_park();
     let (w, end) = write_stw(view, &p, &cancel)?;
     let pause_us = guard.started.elapsed().as_micros() as u64;
     drop(guard);
-    let bytes = w.commit(&header(&p, end, keys, CutMode::StopTheWorld, 1))?;
+    let bytes = w.commit(&header(
+        &p,
+        end,
+        keys,
+        repl_offset,
+        CutMode::StopTheWorld,
+        1,
+    ))?;
     progress.passes.store(1, Ordering::Relaxed);
     Ok(Outcome {
         mode: CutMode::StopTheWorld,
         dirty_at_cut,
         keys,
+        repl_offset,
         bytes_written: bytes,
         passes: 1,
         pause_us,
@@ -361,20 +455,19 @@ fn run_background(
     })
 }
 
-fn run_live(
+/// A freeze-free snapshot into a fresh image file.
+fn run_sync_image(
     view: RegionView,
-    p: SnapParams,
-    mut t: uffd::WpTracker,
+    p: &SnapParams,
+    t: uffd::SyncWp,
     gate: &PauseGate,
     cancel: &AtomicBool,
     progress: &Progress,
 ) -> Result<Outcome, SnapError> {
     let mut w = ImageWriter::create(&p.path)?;
-    let result = live_passes(view, &p, &mut t, gate, cancel, progress, &mut w);
-    drop(t);
-    match result {
+    match sync::run_sync(view, p, t, gate, cancel, progress, &mut w) {
         Ok((o, end)) => {
-            let bytes = w.commit(&header(&p, end, o.keys, CutMode::UffdLive, o.passes))?;
+            let bytes = w.commit(&header(p, end, o.keys, o.repl_offset, o.mode, o.passes))?;
             Ok(Outcome {
                 bytes_written: bytes,
                 ..o
@@ -387,6 +480,58 @@ fn run_live(
     }
 }
 
+/// How the live passes ended.
+enum Live {
+    /// The image is complete up to this many arena bytes.
+    Done(Outcome, u64),
+    /// The dirty set did not converge within the pause budget (`auto`): start over with
+    /// the freeze-free variant.
+    Switch { passes: u32, reason: String },
+}
+
+fn run_live(
+    view: RegionView,
+    p: &SnapParams,
+    mut t: uffd::WpTracker,
+    gate: &PauseGate,
+    cancel: &AtomicBool,
+    progress: &Progress,
+) -> Result<Outcome, SnapError> {
+    let mut w = ImageWriter::create(&p.path)?;
+    let result = live_passes(view, p, &mut t, gate, cancel, progress, &mut w);
+    // Unregistering clears the protection everywhere (a kernel walk on this thread).
+    drop(t);
+    match result {
+        Ok(Live::Done(o, end)) => {
+            let bytes = w.commit(&header(p, end, o.keys, o.repl_offset, o.mode, o.passes))?;
+            Ok(Outcome {
+                bytes_written: bytes,
+                ..o
+            })
+        }
+        Ok(Live::Switch { passes, reason }) => {
+            // The records written so far are useless without the tracking that was just
+            // dropped: the freeze-free stream is a complete image on its own.
+            w.abort();
+            crate::notice!("Snapshot: {reason} after {passes} live passes; switching to synchronous write-protect (freeze-free)");
+            let t = uffd::SyncWp::new(view.base, view.reserved)?;
+            let mut o = run_sync_image(view, p, t, gate, cancel, progress)?;
+            o.passes += passes;
+            Ok(o)
+        }
+        Err(e) => {
+            w.abort();
+            Err(e)
+        }
+    }
+}
+
+/// Estimated pause (µs) to finish with `dirty` bytes left after a harvest that took
+/// `walk_us`: the final harvest walks the same tables, then the copy.
+fn pause_estimate_us(walk_us: u64, dirty: u64) -> u64 {
+    walk_us + dirty / PAUSE_COPY_BYTES_PER_US
+}
+
 #[allow(clippy::too_many_arguments)]
 fn live_passes(
     view: RegionView,
@@ -396,7 +541,8 @@ fn live_passes(
     cancel: &AtomicBool,
     progress: &Progress,
     w: &mut ImageWriter,
-) -> Result<(Outcome, u64), SnapError> {
+) -> Result<Live, SnapError> {
+    let auto = p.mode == SnapMode::Auto;
     // Pass 1: protect what is in use, then stream all of it.
     let mut end = view.end();
     t.protect(0, end)?;
@@ -405,21 +551,26 @@ fn live_passes(
     stream_jobs(&jobs, p.threads, w, cancel)?;
     let mut passes = 1u32;
     progress.passes.store(1, Ordering::Relaxed);
-    let target = p.pause_budget_us.saturating_mul(PAUSE_COPY_BYTES_PER_US);
-    let mut last = u64::MAX;
-    // Later passes: what was written (or newly allocated past `end`) since, until the set
-    // is small enough for the pause budget or stops shrinking.
-    while passes < MAX_LIVE_PASSES {
+    let budget = p.pause_budget_us;
+    // Pass 1 sent everything up to `end`.
+    let mut last = end;
+    let mut walk_us;
+    // Later passes: what was written (or newly allocated past `end`) since, until the
+    // final pause is predicted to fit the budget. Where the set stops shrinking first,
+    // `auto` switches variants; `async` pauses anyway.
+    loop {
         if cancel.load(Ordering::Relaxed) {
             return Err(SnapError::Cancelled);
         }
         let new_end = view.end();
         let mut packer = Packer::new();
         let mut dirty = 0u64;
-        t.harvest(0, end, |off, len| {
+        let walk = Instant::now();
+        t.harvest_parallel(0, end, p.threads, |off, len| {
             packer.add(off, len, view.base + off as usize);
             dirty += len;
         })?;
+        walk_us = walk.elapsed().as_micros() as u64;
         if new_end > end {
             // Pages past the old end were never protected: protect them, then copy them.
             t.protect(end, new_end - end)?;
@@ -430,7 +581,26 @@ fn live_passes(
         stream_jobs(&packer.finish(), p.threads, w, cancel)?;
         passes += 1;
         progress.passes.store(passes as usize, Ordering::Relaxed);
-        if dirty <= target || dirty >= last {
+        if pause_estimate_us(walk_us, dirty) <= budget / 2 {
+            break;
+        }
+        // `auto` gives up as soon as a pass fails to halve the set: at that rate the passes
+        // would take long and end over the budget anyway, and every pass is lost work once
+        // it switches. `async` goes on while the set shrinks at all.
+        let stalled = if auto {
+            dirty * 2 > last
+        } else {
+            dirty >= last
+        };
+        if stalled || passes >= MAX_LIVE_PASSES {
+            if auto {
+                return Ok(Live::Switch {
+                    passes,
+                    reason: format!(
+                        "the dirty set does not converge ({dirty} bytes, harvest {walk_us} us, budget {budget} us)"
+                    ),
+                });
+            }
             break;
         }
         last = dirty;
@@ -439,11 +609,24 @@ fn live_passes(
     let guard = gate.pause(cancel).ok_or(SnapError::Cancelled)?;
     let final_end = view.end();
     let mut runs: Vec<(u64, u64)> = Vec::new();
-    t.harvest(0, end, |off, len| runs.push((off, len)))?;
+    // The walk is O(page tables): split it over the workers' cores, idle now.
+    t.harvest_parallel(0, end, p.threads, |off, len| runs.push((off, len)))?;
     if final_end > end {
         runs.push((end, final_end - end));
     }
     let total: u64 = runs.iter().map(|r| r.1).sum();
+    let spent_us = guard.started.elapsed().as_micros() as u64;
+    if auto && spent_us + total / PAUSE_COPY_BYTES_PER_US > budget {
+        // A burst of writes since the last pass: copying it would overrun the budget.
+        // Release the executor without a cut and finish freeze-free instead.
+        drop(guard);
+        return Ok(Live::Switch {
+            passes,
+            reason: format!(
+                "the final dirty set ({total} bytes) would overrun the {budget} us pause budget"
+            ),
+        });
+    }
     // No memset: the copy initialises every byte.
     let mut buf: Vec<u8> = Vec::with_capacity(total as usize);
     let mut at = 0usize;
@@ -463,6 +646,7 @@ fn live_passes(
     unsafe { buf.set_len(at) };
     let dirty_at_cut = gate.dirty_at_park();
     let keys = gate.keys_at_park();
+    let repl_offset = gate.repl_offset_at_park();
     let pause_us = guard.started.elapsed().as_micros() as u64;
     drop(guard);
     let mut packer = Packer::new();
@@ -474,11 +658,12 @@ fn live_passes(
     stream_jobs(&packer.finish(), p.threads, w, cancel)?;
     passes += 1;
     progress.passes.store(passes as usize, Ordering::Relaxed);
-    Ok((
+    Ok(Live::Done(
         Outcome {
             mode: CutMode::UffdLive,
             dirty_at_cut,
             keys,
+            repl_offset,
             bytes_written: 0,
             passes,
             pause_us,
@@ -539,7 +724,8 @@ pub struct SnapStats {
     pub last_bgsave_time_sec: i64,
     /// When the last BGSAVE was tried (ms), for the 5 s retry delay after a failure.
     pub last_bgsave_try_ms: i64,
-    /// How the last snapshot was taken: "none", "uffd-wp-async", "stop-the-world".
+    /// How the last snapshot was taken: "none", "uffd-wp-async", "uffd-wp-sync",
+    /// "stop-the-world".
     pub mode: &'static str,
     pub rounds: u64,
     pub pause_us_max: u64,
@@ -566,6 +752,7 @@ impl Default for SnapStats {
 pub fn mode_name(m: CutMode) -> &'static str {
     match m {
         CutMode::UffdLive => "uffd-wp-async",
+        CutMode::UffdSync => "uffd-wp-sync",
         CutMode::StopTheWorld => "stop-the-world",
     }
 }

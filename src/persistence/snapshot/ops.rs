@@ -47,9 +47,9 @@ fn params(srv: &Server) -> SnapParams {
         path: image_path(srv),
         threads: s.snapshot_threads,
         pause_budget_us: s.snapshot_pause_budget_us,
-        force_stw: s.snapshot_stop_the_world,
+        mode: s.snapshot_mode,
         repl_id,
-        repl_offset: 0,
+        repl_offset: srv.aof.reploff,
         databases: srv.ks.num_dbs() as u32,
     }
 }
@@ -161,19 +161,26 @@ impl Server {
     pub fn snapshot_checkpoint(&self) -> bool {
         self.snapshot
             .gate
-            .checkpoint(self.dirty, || self.ks.total_keys())
+            .checkpoint(self.dirty, || self.cut_keys())
+    }
+    /// The key count at a stop, publishing the replication offset with it (the cut's
+    /// values; only run when the executor actually stops or goes idle).
+    fn cut_keys(&self) -> u64 {
+        self.snapshot
+            .gate
+            .repl_offset
+            .store(self.aof.reploff, std::sync::atomic::Ordering::SeqCst);
+        self.ks.total_keys()
     }
     /// The executor is about to wait for I/O.
     pub fn snapshot_idle_begin(&self) {
         self.snapshot
             .gate
-            .idle_begin(self.dirty, || self.ks.total_keys());
+            .idle_begin(self.dirty, || self.cut_keys());
     }
     /// The executor is back from waiting for I/O.
     pub fn snapshot_idle_end(&self) {
-        self.snapshot
-            .gate
-            .idle_end(self.dirty, || self.ks.total_keys());
+        self.snapshot.gate.idle_end(self.dirty, || self.cut_keys());
     }
 
     /// True when writes must be refused with MISCONF (Redis's writeCommandsDeniedByDiskError).

@@ -23,6 +23,10 @@ pub struct PauseGate {
     /// `dirty` and key count the executor published when it last stopped (the cut's).
     dirty_at_park: AtomicU64,
     keys_at_park: AtomicU64,
+    /// The replication offset at the last stop (recorded in the image header).
+    repl_offset_at_park: AtomicU64,
+    /// The executor's replication offset, published as it changes (read at park).
+    pub repl_offset: AtomicU64,
 }
 
 /// While alive, the executor is stopped between two commands.
@@ -55,6 +59,8 @@ impl PauseGate {
     fn park(&self, dirty: u64, keys: u64) {
         self.dirty_at_park.store(dirty, SeqCst);
         self.keys_at_park.store(keys, SeqCst);
+        self.repl_offset_at_park
+            .store(self.repl_offset.load(SeqCst), SeqCst);
         let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         self.active.store(false, SeqCst);
         self.cv.notify_all();
@@ -68,6 +74,8 @@ impl PauseGate {
     pub fn idle_begin(&self, dirty: u64, keys: impl FnOnce() -> u64) {
         self.dirty_at_park.store(dirty, SeqCst);
         self.keys_at_park.store(keys(), SeqCst);
+        self.repl_offset_at_park
+            .store(self.repl_offset.load(SeqCst), SeqCst);
         self.active.store(false, SeqCst);
         if self.requested.load(SeqCst) {
             let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -115,6 +123,9 @@ impl PauseGate {
     }
     pub fn keys_at_park(&self) -> u64 {
         self.keys_at_park.load(SeqCst)
+    }
+    pub fn repl_offset_at_park(&self) -> u64 {
+        self.repl_offset_at_park.load(SeqCst)
     }
 }
 

@@ -81,7 +81,11 @@ const SCAN_VEC_LEN: usize = 4096;
 /// Write-protect tracking over one registered range (the arena's reservation).
 pub struct WpTracker {
     uffd: OwnedFd,
+    /// The end of the highest range ever protected.
+    hot: u64,
     pagemap: std::fs::File,
+    /// More pagemap descriptors for [`WpTracker::harvest_parallel`].
+    extra: Vec<std::fs::File>,
     base: u64,
     len: u64,
     regions: Vec<PageRegion>,
@@ -102,20 +106,7 @@ impl WpTracker {
     pub fn new(base: usize, len: usize) -> io::Result<WpTracker> {
         // Kernel-mode faults never touch the arena (sockets read into client buffers), so
         // user-mode-only tracking is enough where full userfaultfd is not permitted.
-        let mut fd =
-            unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) }
-                as libc::c_int;
-        if fd < 0 {
-            fd = unsafe {
-                libc::syscall(
-                    libc::SYS_userfaultfd,
-                    libc::O_CLOEXEC | libc::O_NONBLOCK | UFFD_USER_MODE_ONLY,
-                )
-            } as libc::c_int;
-        }
-        check(fd, "userfaultfd")?;
-        // SAFETY: a fresh descriptor we own.
-        let uffd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let uffd = open_uffd()?;
         let want = UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED;
         let mut api = UffdioApi {
             api: UFFD_API,
@@ -160,7 +151,9 @@ impl WpTracker {
         };
         Ok(WpTracker {
             uffd,
+            hot: 0,
             pagemap,
+            extra: Vec::new(),
             base: base as u64,
             len: len as u64,
             regions: vec![PageRegion::default(); SCAN_VEC_LEN],
@@ -168,10 +161,11 @@ impl WpTracker {
     }
 
     /// Write-protects `[off, off+len)` of the range: a later write marks a page written.
-    pub fn protect(&self, off: u64, len: u64) -> io::Result<()> {
+    pub fn protect(&mut self, off: u64, len: u64) -> io::Result<()> {
         if len == 0 {
             return Ok(());
         }
+        self.hot = self.hot.max(off + len);
         let mut wp = UffdioWriteprotect {
             range: UffdioRange {
                 start: self.base + off,
@@ -190,47 +184,322 @@ impl WpTracker {
     /// was last protected, and write-protects those pages again in the same walk (so a
     /// write that lands after the walk passed a page shows up in the next harvest).
     pub fn harvest(&mut self, off: u64, len: u64, mut f: impl FnMut(u64, u64)) -> io::Result<()> {
-        let end = self.base + off + len;
-        let mut start = self.base + off;
-        while start < end {
-            let mut arg = PmScanArg {
-                size: std::mem::size_of::<PmScanArg>() as u64,
-                flags: PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
-                start,
-                end,
-                walk_end: 0,
-                vec: self.regions.as_mut_ptr() as u64,
-                vec_len: self.regions.len() as u64,
-                max_pages: 0,
-                category_inverted: 0,
-                category_mask: PAGE_IS_WRITTEN,
-                category_anyof_mask: 0,
-                return_mask: PAGE_IS_WRITTEN,
-            };
-            // SAFETY: `vec` points at `vec_len` writable PageRegion slots we own.
-            let n = unsafe { libc::ioctl(self.pagemap.as_raw_fd(), PAGEMAP_SCAN, &mut arg) };
-            check(n, "PAGEMAP_SCAN")?;
-            for r in &self.regions[..n as usize] {
-                f(r.start - self.base, r.end - r.start);
+        scan_written(
+            &self.pagemap,
+            &mut self.regions,
+            self.base,
+            off,
+            len,
+            &mut f,
+        )
+    }
+
+    /// [`WpTracker::harvest`] with the range split over `threads` threads (each its own
+    /// pagemap descriptor): the walk is O(page tables), so the final pause's harvest
+    /// shortens with the cores that are idle while the executor is stopped. Runs come back
+    /// in ascending order.
+    pub fn harvest_parallel(
+        &mut self,
+        off: u64,
+        len: u64,
+        threads: usize,
+        mut f: impl FnMut(u64, u64),
+    ) -> io::Result<()> {
+        let threads = threads.clamp(1, 8);
+        let page = crate::arena::PAGE_BYTES as u64;
+        let part = (len / threads as u64).next_multiple_of(page).max(page);
+        if threads == 1 || len <= part {
+            return self.harvest(off, len, f);
+        }
+        while self.extra.len() < threads - 1 {
+            self.extra.push(std::fs::File::open("/proc/self/pagemap")?);
+        }
+        let base = self.base;
+        let mut parts: Vec<io::Result<Vec<(u64, u64)>>> = Vec::new();
+        std::thread::scope(|s| {
+            let mut handles = Vec::new();
+            for (i, pm) in std::iter::once(&self.pagemap)
+                .chain(self.extra.iter())
+                .enumerate()
+                .take(threads)
+            {
+                let start = off + i as u64 * part;
+                let end = (start + part).min(off + len);
+                if start >= end {
+                    break;
+                }
+                handles.push(s.spawn(move || {
+                    let mut regions = vec![PageRegion::default(); SCAN_VEC_LEN];
+                    let mut runs = Vec::new();
+                    scan_written(pm, &mut regions, base, start, end - start, &mut |o, l| {
+                        runs.push((o, l))
+                    })
+                    .map(|_| runs)
+                }));
             }
-            if arg.walk_end <= start {
-                break;
+            for h in handles {
+                parts.push(
+                    h.join()
+                        .unwrap_or_else(|_| Err(io::Error::other("harvest thread panicked"))),
+                );
             }
-            start = arg.walk_end;
+        });
+        for p in parts {
+            for (o, l) in p? {
+                f(o, l);
+            }
         }
         Ok(())
     }
 }
 
+/// One PAGEMAP_SCAN walk over `[off, off+len)` of the range at `base`: reports written
+/// runs and re-protects them.
+fn scan_written(
+    pagemap: &std::fs::File,
+    regions: &mut [PageRegion],
+    base: u64,
+    off: u64,
+    len: u64,
+    f: &mut dyn FnMut(u64, u64),
+) -> io::Result<()> {
+    let end = base + off + len;
+    let mut start = base + off;
+    while start < end {
+        let mut arg = PmScanArg {
+            size: std::mem::size_of::<PmScanArg>() as u64,
+            flags: PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+            start,
+            end,
+            walk_end: 0,
+            vec: regions.as_mut_ptr() as u64,
+            vec_len: regions.len() as u64,
+            max_pages: 0,
+            category_inverted: 0,
+            category_mask: PAGE_IS_WRITTEN,
+            category_anyof_mask: 0,
+            return_mask: PAGE_IS_WRITTEN,
+        };
+        // SAFETY: `vec` points at `vec_len` writable PageRegion slots we own.
+        let n = unsafe { libc::ioctl(pagemap.as_raw_fd(), PAGEMAP_SCAN, &mut arg) };
+        check(n, "PAGEMAP_SCAN")?;
+        for r in &regions[..n as usize] {
+            f(r.start - base, r.end - r.start);
+        }
+        if arg.walk_end <= start {
+            break;
+        }
+        start = arg.walk_end;
+    }
+    Ok(())
+}
+
+/// `struct uffd_msg` is 32 bytes: event (u8) at 0; for a page fault, flags (u64) at 8 and
+/// the faulting address (u64) at 16.
+const UFFD_MSG_BYTES: usize = 32;
+const UFFD_EVENT_PAGEFAULT: u8 = 0x12;
+
+/// Synchronous write-protect faults (no `WP_ASYNC`): a write to a protected page stops the
+/// writing thread and queues a message on the descriptor; the page stays unchanged until a
+/// handler calls [`SyncWp::unprotect`] on it, which also wakes the writer. This is the
+/// freeze-free variant's mechanism: the handler copies the page out before unprotecting.
+pub struct SyncWp {
+    uffd: OwnedFd,
+    base: u64,
+    len: u64,
+    /// The end of the highest range ever protected (the slice walk stops there).
+    hot: std::sync::atomic::AtomicU64,
+    registered: std::sync::atomic::AtomicBool,
+}
+
+impl SyncWp {
+    /// Opens a userfaultfd with WP_UNPOPULATED only and registers `[base, base+len)` for
+    /// write-protect faults. Nothing is protected yet.
+    pub fn new(base: usize, len: usize) -> io::Result<SyncWp> {
+        let uffd = open_uffd()?;
+        let want = UFFD_FEATURE_WP_UNPOPULATED;
+        let mut api = UffdioApi {
+            api: UFFD_API,
+            features: want,
+            ioctls: 0,
+        };
+        // SAFETY: UFFDIO_API with a correctly laid out struct.
+        check(
+            unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_API, &mut api) },
+            "UFFDIO_API (WP_UNPOPULATED)",
+        )?;
+        let mut reg = UffdioRegister {
+            range: UffdioRange {
+                start: base as u64,
+                len: len as u64,
+            },
+            mode: UFFDIO_REGISTER_MODE_WP,
+            ioctls: 0,
+        };
+        // SAFETY: as above; the range is our own private anonymous mapping.
+        check(
+            unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_REGISTER, &mut reg) },
+            "UFFDIO_REGISTER (WP, synchronous)",
+        )?;
+        Ok(SyncWp {
+            uffd,
+            base: base as u64,
+            len: len as u64,
+            hot: std::sync::atomic::AtomicU64::new(0),
+            registered: std::sync::atomic::AtomicBool::new(true),
+        })
+    }
+
+    fn writeprotect(&self, off: u64, len: u64, mode: u64) -> io::Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let mut wp = UffdioWriteprotect {
+            range: UffdioRange {
+                start: self.base + off,
+                len,
+            },
+            mode,
+        };
+        // SAFETY: a correctly laid out struct over a registered range.
+        check(
+            unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_WRITEPROTECT, &mut wp) },
+            "UFFDIO_WRITEPROTECT",
+        )
+    }
+
+    /// Write-protects `[off, off+len)`: the next write to any of its pages faults.
+    pub fn protect(&self, off: u64, len: u64) -> io::Result<()> {
+        self.hot
+            .fetch_max(off + len, std::sync::atomic::Ordering::Relaxed);
+        self.writeprotect(off, len, UFFDIO_WRITEPROTECT_MODE_WP)
+    }
+
+    /// Lifts the protection of `[off, off+len)` and wakes the threads blocked on it.
+    pub fn unprotect(&self, off: u64, len: u64) -> io::Result<()> {
+        self.writeprotect(off, len, 0)
+    }
+
+    /// Waits up to `timeout_ms` for write faults and appends the page offsets (relative to
+    /// the range) of those that arrived. Returns without any when the wait times out.
+    pub fn read_faults(&self, out: &mut Vec<u64>, timeout_ms: i32) -> io::Result<()> {
+        let mut pfd = libc::pollfd {
+            fd: self.uffd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if n <= 0 {
+            return Ok(());
+        }
+        let mut buf = [0u8; UFFD_MSG_BYTES * 64];
+        loop {
+            // SAFETY: reading into a buffer we own; the descriptor is non-blocking.
+            let got = unsafe {
+                libc::read(
+                    self.uffd.as_raw_fd(),
+                    buf.as_mut_ptr() as *mut libc::c_void,
+                    buf.len(),
+                )
+            };
+            if got <= 0 {
+                let e = io::Error::last_os_error();
+                return match e.kind() {
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(()),
+                    _ if got == 0 => Ok(()),
+                    _ => Err(e),
+                };
+            }
+            for m in buf[..got as usize].chunks_exact(UFFD_MSG_BYTES) {
+                if m[0] != UFFD_EVENT_PAGEFAULT {
+                    continue;
+                }
+                let addr = u64::from_le_bytes(m[16..24].try_into().expect("8 bytes"));
+                if addr >= self.base && addr < self.base + self.len {
+                    out.push((addr - self.base) & !(crate::arena::PAGE_BYTES as u64 - 1));
+                }
+            }
+            if (got as usize) < buf.len() {
+                return Ok(());
+            }
+        }
+    }
+}
+
+impl SyncWp {
+    /// Unregisters the range (once): clears every protection and wakes any thread still
+    /// blocked on one.
+    pub fn unregister(&self) {
+        if !self
+            .registered
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
+        let hot = self.hot.load(std::sync::atomic::Ordering::Relaxed);
+        unregister_sliced(&self.uffd, self.base, self.len, hot);
+    }
+}
+
+impl Drop for SyncWp {
+    fn drop(&mut self) {
+        self.unregister();
+    }
+}
+
+/// Bytes unregistered per `UFFDIO_UNREGISTER` call below the protected high-water mark.
+/// Unregistering clears the protection bit of every page in a kernel walk (≈ 10 ms per
+/// GiB populated) under the process's mmap write lock, which blocks the executor's page
+/// faults (a fresh arena page, a large malloc): in slices, each hold is bounded (about
+/// 0.7 ms) and the executor's faults get in between.
+const UNREGISTER_SLICE_BYTES: u64 = 64 << 20;
+
+/// Unregisters `[base, base+len)` from `uffd`: slices up to `hot` (the part that may hold
+/// protected pages), then the rest (never touched, cheap) in one call.
+fn unregister_sliced(uffd: &OwnedFd, base: u64, len: u64, hot: u64) {
+    let hot = hot.min(len);
+    let mut off = 0;
+    while off < len {
+        let n = if off < hot {
+            (hot - off).min(UNREGISTER_SLICE_BYTES)
+        } else {
+            len - off
+        };
+        let mut range = UffdioRange {
+            start: base + off,
+            len: n,
+        };
+        // SAFETY: unregistering part of our own registered range (the VMAs split and
+        // merge back as their flags are cleared).
+        unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_UNREGISTER, &mut range) };
+        off += n;
+    }
+}
+
+/// A userfaultfd descriptor: full mode first, user-mode-only where that is all a sandbox
+/// permits (kernel-mode accesses never write the arena).
+fn open_uffd() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscalls; the result is checked.
+    let mut fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) }
+        as libc::c_int;
+    if fd < 0 {
+        fd = unsafe {
+            libc::syscall(
+                libc::SYS_userfaultfd,
+                libc::O_CLOEXEC | libc::O_NONBLOCK | UFFD_USER_MODE_ONLY,
+            )
+        } as libc::c_int;
+    }
+    check(fd, "userfaultfd")?;
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 impl Drop for WpTracker {
     fn drop(&mut self) {
-        let mut range = UffdioRange {
-            start: self.base,
-            len: self.len,
-        };
-        // SAFETY: unregistering our own range; this also drops the write protection, so
-        // the executor's writes stop faulting at once.
-        unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_UNREGISTER, &mut range) };
+        // This also drops the write protection, so the executor's writes stop faulting.
+        unregister_sliced(&self.uffd, self.base, self.len, self.hot);
     }
 }
 
@@ -278,6 +547,103 @@ mod tests {
         unsafe { *base.add(40 * 4096) = 2 };
         t.harvest(0, len as u64, |o, l| seen.push((o, l))).unwrap();
         assert_eq!(seen, vec![(40 * 4096, 4096)]);
+        // The parallel walk: runs in order across the parts, re-protected as well.
+        seen.clear();
+        for pg in [1usize, 17, 18, 33, 63] {
+            unsafe { *base.add(pg * 4096) = 4 };
+        }
+        t.harvest_parallel(0, len as u64, 3, |o, l| seen.push((o, l)))
+            .unwrap();
+        assert_eq!(
+            seen,
+            vec![
+                (4096, 4096),
+                (17 * 4096, 2 * 4096),
+                (33 * 4096, 4096),
+                (63 * 4096, 4096)
+            ]
+        );
+        seen.clear();
+        t.harvest_parallel(0, len as u64, 3, |o, l| seen.push((o, l)))
+            .unwrap();
+        assert!(
+            seen.is_empty(),
+            "re-protected by the parallel scan: {seen:?}"
+        );
+        drop(t);
+        unsafe { libc::munmap(base as *mut libc::c_void, len) };
+    }
+
+    /// A write to a page protected with [`SyncWp`] waits until the handler unprotects it,
+    /// and the handler sees the page's old bytes first (the freeze-free variant's
+    /// guarantee). Also prints what protecting and unregistering a populated range cost
+    /// (`CAIRN_WP_MEASURE_MB`, default 64).
+    #[test]
+    fn sync_wp_holds_the_writer_until_unprotected() {
+        let mb: usize = std::env::var("CAIRN_WP_MEASURE_MB")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(64);
+        let len = mb << 20;
+        // SAFETY: a private anonymous mapping for the test.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        } as *mut u8;
+        assert_ne!(base as *mut libc::c_void, libc::MAP_FAILED);
+        for off in (0..len).step_by(4096) {
+            unsafe { *base.add(off) = 1 };
+        }
+        let t = match SyncWp::new(base as usize, len) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("userfaultfd unavailable here, skipping: {e}");
+                return;
+            }
+        };
+        let started = std::time::Instant::now();
+        t.protect(0, len as u64).unwrap();
+        let protect_us = started.elapsed().as_micros();
+        let addr = base as usize + 7 * 4096;
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let d2 = done.clone();
+        let writer = std::thread::spawn(move || {
+            // SAFETY: inside the mapping; blocks until the page is unprotected.
+            unsafe { *((addr + 5) as *mut u8) = 9 };
+            d2.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        let mut faults = Vec::new();
+        let t0 = std::time::Instant::now();
+        while faults.is_empty() {
+            t.read_faults(&mut faults, 100).unwrap();
+            assert!(t0.elapsed().as_secs() < 10, "no fault reported");
+        }
+        assert_eq!(faults, vec![7 * 4096]);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(
+            !done.load(std::sync::atomic::Ordering::SeqCst),
+            "the write went through"
+        );
+        // SAFETY: the page is protected and its writer blocked: the old bytes are there.
+        assert_eq!(unsafe { *((addr + 5) as *const u8) }, 0);
+        let u0 = std::time::Instant::now();
+        t.unprotect(7 * 4096, 4096).unwrap();
+        let unprotect_us = u0.elapsed().as_micros();
+        writer.join().unwrap();
+        assert_eq!(unsafe { *((addr + 5) as *const u8) }, 9);
+        let r0 = std::time::Instant::now();
+        t.unregister();
+        let unregister_us = r0.elapsed().as_micros();
+        eprintln!(
+            "{mb} MiB populated: UFFDIO_WRITEPROTECT {protect_us} us, one page unprotect {unprotect_us} us, unregister {unregister_us} us"
+        );
+        unsafe { *base.add(9 * 4096) = 3 };
         drop(t);
         unsafe { libc::munmap(base as *mut libc::c_void, len) };
     }
