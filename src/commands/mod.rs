@@ -15,6 +15,7 @@ pub mod persistence;
 pub mod pubsub;
 pub mod server;
 pub mod strings;
+pub mod transactions;
 
 use crate::protocol::reply::Reply;
 use crate::server::{Client, Server};
@@ -252,7 +253,7 @@ pub struct CommandTable {
     pub all: Vec<&'static CommandSpec>,
 }
 
-pub fn all_families() -> [&'static [CommandSpec]; 10] {
+pub fn all_families() -> [&'static [CommandSpec]; 11] {
     [
         aof::COMMANDS,
         bits::COMMANDS,
@@ -264,6 +265,7 @@ pub fn all_families() -> [&'static [CommandSpec]; 10] {
         pubsub::COMMANDS,
         server::COMMANDS,
         strings::COMMANDS,
+        transactions::COMMANDS,
     ]
 }
 

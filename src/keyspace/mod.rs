@@ -25,6 +25,7 @@
 
 pub mod evict;
 pub mod expire;
+pub mod watch;
 
 use crate::arena::chunked::ChunkedVecHeader;
 use crate::arena::dict::DictHeader;
@@ -197,6 +198,10 @@ pub struct Keyspace {
     /// Kept off the arena on purpose: a snapshot image never records a client's reference
     /// (see ARCHITECTURE.md, "Large values").
     pins: std::collections::HashMap<Ref, u32>,
+    /// WATCHed keys (off the arena: client state, not data). Expiry, eviction, FLUSHDB,
+    /// FLUSHALL and SWAPDB touch them here; commands touch the keys they write in the
+    /// pipeline (`Server::signal_written`).
+    pub watch: watch::Watches,
 }
 
 #[inline]
@@ -304,6 +309,7 @@ impl Keyspace {
             loading: false,
             deletions: None,
             pins: std::collections::HashMap::new(),
+            watch: watch::Watches::default(),
         };
         for i in 0..num_dbs {
             ks.write_db(i, &Self::empty_db());
@@ -349,6 +355,7 @@ impl Keyspace {
             loading: false,
             deletions: None,
             pins: std::collections::HashMap::new(),
+            watch: watch::Watches::default(),
         };
         if image_dbs < num_dbs {
             let grown = ks.arena.alloc(DB_HEADER_BYTES * num_dbs);
@@ -717,6 +724,10 @@ impl Keyspace {
 
     /// Deletes an entry for expiry or eviction, queueing its key for propagation.
     pub fn delete_and_propagate(&mut self, db: usize, e: Ref) {
+        if !self.watch.is_empty() {
+            let key = self.key(e).to_vec();
+            self.watch.touch(db, &key);
+        }
         if self.deletions.is_some() {
             let key = self.key(e).to_vec();
             if let Some(q) = self.deletions.as_mut() {
@@ -1122,8 +1133,26 @@ impl Keyspace {
         n
     }
 
+    /// Redis's touchAllWatchedKeysInDb: `db` is emptied (and replaced by `with`'s
+    /// content for SWAPDB); a watched key that exists in either changes.
+    /// O(watched keys of the db), not of the dataset.
+    fn touch_watched_in_db(&mut self, db: usize, with: Option<usize>) {
+        if self.watch.is_empty() {
+            return;
+        }
+        for key in self.watch.keys_in_db(db) {
+            let exists = self.find_raw(db, &key).is_some()
+                || with.is_some_and(|w| self.find_raw(w, &key).is_some());
+            if exists {
+                self.watch.touch(db, &key);
+            }
+        }
+    }
+
     /// Swaps two databases (SWAPDB): O(1), only the headers move.
     pub fn swap_dbs(&mut self, a: usize, b: usize) {
+        self.touch_watched_in_db(a, Some(b));
+        self.touch_watched_in_db(b, Some(a));
         let ha = self.read_db(a);
         let hb = self.read_db(b);
         self.write_db(a, &hb);
@@ -1133,6 +1162,7 @@ impl Keyspace {
     /// Empties a database in O(1): its tables move to the graveyard, freed in slices by
     /// [`Keyspace::lazyfree_step`]. Returns the number of keys it had.
     pub fn flush_db(&mut self, db: usize) -> u64 {
+        self.touch_watched_in_db(db, None);
         let old = self.read_db(db);
         let n = old.dict.len();
         self.write_db(db, &Self::empty_db());
