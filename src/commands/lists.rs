@@ -522,12 +522,14 @@ fn lmove_or_block(
     let db = ctx.db();
     let Some(e) = write_list(ctx, src)? else {
         match deadline {
+            // Redis answers a timed-out BLMOVE with a null array, one that may not
+            // block (inside MULTI) with a null bulk.
             Some(d) if blocking::may_block(ctx) => blocking::block(
                 ctx,
                 vec![src.to_vec()],
                 d,
                 Kind::List,
-                TimeoutReply::NullBulk,
+                TimeoutReply::NullArray,
             ),
             _ => ctx.out.null(),
         }
@@ -625,16 +627,15 @@ fn brpop(ctx: &mut Ctx) -> CmdResult {
 }
 
 fn blmpop(ctx: &mut Ctx) -> CmdResult {
-    let deadline = blocking::parse_timeout(ctx.args.get(1), ctx.now_ms)?;
-    lmpop_generic(ctx, 2, Some(deadline))
+    lmpop_generic(ctx, 2, true)
 }
 
 fn lmpop(ctx: &mut Ctx) -> CmdResult {
-    lmpop_generic(ctx, 1, None)
+    lmpop_generic(ctx, 1, false)
 }
 
 /// LMPOP (`first` = 1) and BLMPOP (`first` = 2, after the timeout).
-fn lmpop_generic(ctx: &mut Ctx, first: usize, deadline: Option<i64>) -> CmdResult {
+fn lmpop_generic(ctx: &mut Ctx, first: usize, block: bool) -> CmdResult {
     let numkeys = match crate::util::parse_i64(ctx.args.get(first)) {
         Some(n) if n > 0 => n as u64,
         _ => return Err(CmdError::err("numkeys should be greater than 0")),
@@ -660,6 +661,12 @@ fn lmpop_generic(ctx: &mut Ctx, first: usize, deadline: Option<i64>) -> CmdResul
             return Err(CmdError::Syntax);
         }
     }
+    // As Redis: BLMPOP's timeout is checked after its other arguments.
+    let deadline = if block {
+        Some(blocking::parse_timeout(ctx.args.get(1), ctx.now_ms)?)
+    } else {
+        None
+    };
     for k in first + 1..side_at {
         let key = ctx.args.get(k);
         let Some(e) = write_list(ctx, key)? else {
@@ -667,7 +674,8 @@ fn lmpop_generic(ctx: &mut Ctx, first: usize, deadline: Option<i64>) -> CmdResul
         };
         let v = pop_n(ctx, e, head, count);
         ctx.dirty(v.len() as u64);
-        if deadline.is_some() {
+        // Logged (and signalled) as a pop of the one key it changed.
+        {
             ctx.srv.propagate_as = Some(vec![
                 if head {
                     b"LPOP".to_vec()

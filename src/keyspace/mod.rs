@@ -724,10 +724,6 @@ impl Keyspace {
 
     /// Deletes an entry for expiry or eviction, queueing its key for propagation.
     pub fn delete_and_propagate(&mut self, db: usize, e: Ref) {
-        if !self.watch.is_empty() {
-            let key = self.key(e).to_vec();
-            self.watch.touch(db, &key);
-        }
         if self.deletions.is_some() {
             let key = self.key(e).to_vec();
             if let Some(q) = self.deletions.as_mut() {
@@ -1046,6 +1042,12 @@ impl Keyspace {
 
     /// Unlinks and frees an entry.
     pub fn delete_entry(&mut self, db: usize, e: Ref) {
+        // A deleted key is a modified key for WATCH (DEL of several keys touches only
+        // those that existed, as Redis).
+        if !self.watch.is_empty() {
+            let key = self.key(e).to_vec();
+            self.watch.touch(db, &key);
+        }
         let h = self.arena.hash(self.key(e));
         let mut dbh = self.read_db(db);
         dbh.dict.unlink(&mut self.arena, e, h);
@@ -1151,6 +1153,10 @@ impl Keyspace {
 
     /// Swaps two databases (SWAPDB): O(1), only the headers move.
     pub fn swap_dbs(&mut self, a: usize, b: usize) {
+        // Swapping a database with itself changes nothing (Redis touches no key either).
+        if a == b {
+            return;
+        }
         self.touch_watched_in_db(a, Some(b));
         self.touch_watched_in_db(b, Some(a));
         let ha = self.read_db(a);

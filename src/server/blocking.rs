@@ -26,9 +26,11 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 /// What a blocked client receives when its timeout passes (or CLIENT UNBLOCK TIMEOUT).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimeoutReply {
-    /// `*-1` (RESP3 `_`): BLPOP, BRPOP, BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP.
+    /// `*-1` (RESP3 `_`): what Redis 7.0 sends every timed-out list or sorted-set
+    /// command (BLPOP, BRPOP, BLMPOP, BLMOVE, BRPOPLPUSH, BZPOPMIN, BZPOPMAX, BZMPOP).
+    /// (A BLMOVE that may not block, inside MULTI, answers a null bulk instead.)
     NullArray,
-    /// `$-1` (RESP3 `_`): BLMOVE, BRPOPLPUSH.
+    /// `$-1` (RESP3 `_`).
     NullBulk,
 }
 

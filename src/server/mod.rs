@@ -330,10 +330,16 @@ impl Server {
     ) {
         let in_multi = client.multi.is_some();
         let mark = out.len();
-        if self.execute_checked(client, args, out, now) == Outcome::Rejected && in_multi {
+        // As Redis's rejectCommand: a refused EXEC answers EXECABORT (even outside MULTI).
+        if self.execute_checked(client, args, out, now) == Outcome::Rejected {
             if args.get(0).eq_ignore_ascii_case(b"exec") {
                 let end = out.len().saturating_sub(2).max(mark);
-                let err = out.get(mark + 1..end).unwrap_or_default().to_vec();
+                let mut err = out.get(mark + 1..end).unwrap_or_default().to_vec();
+                // Redis formats these rejections without the generic `ERR ` code (an
+                // OOM / MISCONF / NOAUTH code stays).
+                if err.starts_with(b"ERR ") {
+                    err.drain(..4);
+                }
                 out.truncate(mark);
                 out.extend_from_slice(b"-EXECABORT Transaction discarded because of: ");
                 out.extend_from_slice(&err);
@@ -607,6 +613,30 @@ impl Server {
             return;
         }
         use crate::persistence::aof::propagate;
+        // A handler that says how its change is logged (a served BLPOP as LPOP of one
+        // key) also says which keys it changed.
+        if let Some(form) = self.propagate_as.take() {
+            let argv: Vec<&[u8]> = form.iter().map(|a| a.as_slice()).collect();
+            let mut data = Vec::new();
+            let mut rs = Vec::new();
+            for a in &argv {
+                rs.push((data.len(), a.len()));
+                data.extend_from_slice(a);
+            }
+            if let Some(s2) = self.commands.lookup(argv[0]) {
+                let fa = Args::new(&data, &rs);
+                for i in propagate::key_indices(s2, fa.len()) {
+                    self.ks.watch.touch(db, fa.get(i));
+                    self.blocking.signal(db, fa.get(i));
+                }
+            }
+            self.propagate_as = Some(form);
+            return;
+        }
+        // DEL / UNLINK touch only the keys that existed: the keyspace did it.
+        if matches!(spec.name, "del" | "unlink") && !is_sub {
+            return;
+        }
         for i in propagate::key_indices(spec, args.len()) {
             self.ks.watch.touch(db, args.get(i));
             self.blocking.signal(db, args.get(i));
