@@ -1024,6 +1024,22 @@ fn run_in_flight(
         srv.execute_refs(&mut client, args, &mut st.out, &mut st.refs);
         st.hold = st.hold.max(srv.aof.hold_lsn);
         if client.blocked {
+            // The replies before the blocked command go out now (the batch stays in
+            // flight: `push_only`). Under `appendfsync always` with a held LSN they wait
+            // and leave with the rest, so the output keeps its order.
+            let t = (st.b.conn >> 56) as usize;
+            if !st.out.is_empty() && st.hold == 0 && t < outgoing.len() {
+                outgoing[t].push(ToIo {
+                    conn: st.b.conn,
+                    out: std::mem::take(&mut st.out),
+                    refs: std::mem::take(&mut st.refs),
+                    close: false,
+                    authenticated: client.authenticated
+                        || srv.config.settings().requirepass.is_none(),
+                    push_only: true,
+                    pubsub: client.is_pubsub(),
+                });
+            }
             srv.clients[slot] = Some(client);
             parked.insert(slot, st);
             return;

@@ -328,7 +328,6 @@ impl Server {
         out: &mut Vec<u8>,
         now: i64,
     ) {
-        let in_multi = client.multi.is_some();
         let mark = out.len();
         // As Redis's rejectCommand: a refused EXEC answers EXECABORT (even outside MULTI).
         if self.execute_checked(client, args, out, now) == Outcome::Rejected {
