@@ -254,10 +254,7 @@ impl Server {
         let now = crate::util::now_ms();
         while let Some(k) = self.blocking.ready.pop_front() {
             self.blocking.ready_set.remove(&k);
-            loop {
-                let Some(&id) = self.blocking.waiters.get(&k).and_then(|q| q.front()) else {
-                    break;
-                };
+            while let Some(&id) = self.blocking.waiters.get(&k).and_then(|q| q.front()) {
                 let Some(kind) = self.blocking.parked.get(&id).map(|p| p.req.kind) else {
                     break;
                 };
