@@ -164,6 +164,7 @@ fn exec(ctx: &mut Ctx) -> CmdResult {
     crate::protocol::reply::Reply::new(out, client.resp).array(state.cmds.len());
     let prev_deny = std::mem::replace(&mut srv.blocking.deny, true);
     srv.in_exec = true;
+    client.in_exec = Some(state.cmds.len());
     srv.aof.exec_begin();
     let mut hold = 0u64;
     for cmd in &state.cmds {
@@ -179,6 +180,10 @@ fn exec(ctx: &mut Ctx) -> CmdResult {
         }
     }
     srv.in_exec = false;
+    client.in_exec = None;
+    // CLIENT LIST shows `cmd=exec` afterwards, as Redis.
+    client.last_cmd = "exec";
+    client.last_cmd_parent = None;
     srv.blocking.deny = prev_deny;
     // Closes the log's MULTI block (if a command wrote); EXEC's reply waits for it.
     if let Some(lsn) = srv.aof.exec_end(now_ms) {

@@ -67,6 +67,9 @@ pub struct Client {
     pub multi: Option<MultiState>,
     /// WATCHed keys: (db, key, expired when watched).
     pub watched: Vec<(usize, Vec<u8>, bool)>,
+    /// Running EXEC of this many commands: CLIENT LIST shows the client as Redis does
+    /// (still in MULTI, `cmd=exec`).
+    pub in_exec: Option<usize>,
 }
 
 /// A command's arguments copied out of a query buffer.
@@ -141,6 +144,7 @@ impl Client {
             deferred: Default::default(),
             multi: None,
             watched: Vec::new(),
+            in_exec: None,
         }
     }
 
@@ -169,17 +173,17 @@ impl Client {
             if self.is_pubsub() {
                 f.push('P');
             }
+            if self.multi.is_some() || self.in_exec.is_some() {
+                f.push('x');
+            }
+            if self.blocked {
+                f.push('b');
+            }
             if self.close_after_reply {
                 f.push('c');
             }
             if self.close_asap {
                 f.push('A');
-            }
-            if self.blocked {
-                f.push('b');
-            }
-            if self.multi.is_some() {
-                f.push('x');
             }
             if self.no_evict {
                 f.push('e');
@@ -208,13 +212,17 @@ impl Client {
             self.sub_channels.len(),
             self.sub_patterns.len(),
             self.sub_shard.len(),
-            self.multi.as_ref().map_or(-1, |m| m.cmds.len() as i64),
+            self.in_exec
+                .map(|n| n as i64)
+                .or(self.multi.as_ref().map(|m| m.cmds.len() as i64))
+                .unwrap_or(-1),
             self.qbuf_bytes,
             self.obuf_bytes,
             self.qbuf_bytes + self.obuf_bytes + 1024,
-            match self.last_cmd_parent {
-                Some(p) => format!("{p}|{}", self.last_cmd),
-                None => self.last_cmd.to_string(),
+            match (self.in_exec, self.last_cmd_parent) {
+                (Some(_), _) => "exec".to_string(),
+                (None, Some(p)) => format!("{p}|{}", self.last_cmd),
+                (None, None) => self.last_cmd.to_string(),
             },
             match self.resp {
                 Resp::V2 => 2,

@@ -636,7 +636,14 @@ impl Server {
         if matches!(spec.name, "del" | "unlink") && !is_sub {
             return;
         }
-        for i in propagate::key_indices(spec, args.len()) {
+        // Keys a command only reads are not touched: COPY writes its destination (an
+        // extra key below), BITOP its first key.
+        let named: Vec<usize> = match spec.name {
+            "copy" if !is_sub => vec![],
+            "bitop" if !is_sub => vec![2],
+            _ => propagate::key_indices(spec, args.len()).collect(),
+        };
+        for i in named.into_iter().filter(|&i| i < args.len()) {
             self.ks.watch.touch(db, args.get(i));
             self.blocking.signal(db, args.get(i));
         }
