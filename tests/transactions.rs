@@ -467,3 +467,56 @@ fn exec_mixes_big_and_small_values() {
         );
     }
 }
+
+/// After a failed background save (stop-writes-on-bgsave-error): queueing a write is
+/// refused with MISCONF and flags the transaction; an EXEC holding a write queued before
+/// the failure is refused as a whole; read-only transactions run; PING is refused too
+/// (texts checked against redis-server 7.0.15 by hand: its `dir` cannot be removed from a
+/// test portably).
+#[test]
+fn misconf_inside_multi_and_at_exec() {
+    let dir = temp("misconf");
+    let d = dir.to_str().unwrap();
+    let s = start_cairn(&["--save", "3600 1", "--dir", d]);
+    let mut a = Raw::connect(s.port);
+    let mut b = Raw::connect(s.port);
+    a.call(&["SET", "a", "1"]);
+    assert_eq!(b.call(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(b.call(&["SET", "early", "1"]), b"+QUEUED\r\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+    a.call(&["BGSAVE"]);
+    let t = std::time::Instant::now();
+    while a.info("persistence", "rdb_last_bgsave_status").as_deref() != Some("err") {
+        assert!(t.elapsed() < Duration::from_secs(10), "bgsave did not fail");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let misconf = cairn::persistence::snapshot::ops::MISCONF_ERR;
+    assert_eq!(
+        show(&b.call(&["EXEC"])),
+        format!("-EXECABORT Transaction discarded because of: {misconf}\r\n")
+    );
+    assert_eq!(b.call(&["GET", "early"]), b"$-1\r\n");
+    a.call(&["MULTI"]);
+    assert_eq!(show(&a.call(&["SET", "c", "3"])), format!("-{misconf}\r\n"));
+    assert_eq!(
+        a.call(&["EXEC"]),
+        b"-EXECABORT Transaction discarded because of previous errors.\r\n"
+    );
+    a.call(&["MULTI"]);
+    assert_eq!(a.call(&["GET", "a"]), b"+QUEUED\r\n");
+    assert_eq!(show(&a.call(&["SET", "z", "1"])), format!("-{misconf}\r\n"));
+    assert_eq!(
+        a.call(&["EXEC"]),
+        b"-EXECABORT Transaction discarded because of previous errors.\r\n"
+    );
+    a.call(&["MULTI"]);
+    a.call(&["GET", "a"]);
+    assert_eq!(a.call(&["EXEC"]), b"*1\r\n$1\r\n1\r\n");
+    a.call(&["MULTI"]);
+    assert_eq!(show(&a.call(&["PING"])), format!("-{misconf}\r\n"));
+    assert_eq!(
+        a.call(&["EXEC"]),
+        b"-EXECABORT Transaction discarded because of previous errors.\r\n"
+    );
+    drop(s);
+}

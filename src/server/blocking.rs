@@ -251,6 +251,8 @@ impl Server {
         // The caller's reply references are its own.
         let saved_refs = std::mem::take(&mut self.reply_refs);
         let saved_min = self.reply_refs_min;
+        // The caller's reply waits for its own LSN, whatever the re-runs log.
+        let saved_hold = self.aof.hold_lsn;
         let now = crate::util::now_ms();
         while let Some(k) = self.blocking.ready.pop_front() {
             self.blocking.ready_set.remove(&k);
@@ -307,6 +309,7 @@ impl Server {
         }
         self.reply_refs = saved_refs;
         self.reply_refs_min = saved_min;
+        self.aof.hold_lsn = saved_hold;
         self.blocking.serving = false;
     }
 
