@@ -72,6 +72,10 @@ static CLIENT_SUBS: &[CommandSpec] = &[
         .doc("Returns information about the connection.", "6.2.0"),
     CommandSpec::new("kill", -3, ADMIN | CONN, "connection", client_kill)
         .doc("Terminates open connections.", "2.4.0"),
+    CommandSpec::new("unblock", -3, ADMIN | CONN, "connection", client_unblock).doc(
+        "Unblocks a client blocked by a blocking command from a different connection.",
+        "5.0.0",
+    ),
     CommandSpec::new("no-evict", 3, ADMIN | CONN, "connection", client_no_evict)
         .doc("Sets the client eviction mode of the connection.", "7.0.0"),
     CommandSpec::new("reply", 3, CONN, "connection", client_reply).doc(
@@ -83,6 +87,31 @@ static CLIENT_SUBS: &[CommandSpec] = &[
         "5.0.0",
     ),
 ];
+
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR]: 1 if the client was blocked (it then gets its
+/// timeout reply, or an -UNBLOCKED error), 0 otherwise.
+fn client_unblock(ctx: &mut Ctx) -> CmdResult {
+    let id = ctx.args.i64(2)?;
+    if ctx.args.len() > 4 {
+        return Err(CmdError::Syntax);
+    }
+    let error = if ctx.args.len() == 4 {
+        if ctx.args.is(3, "ERROR") {
+            true
+        } else if ctx.args.is(3, "TIMEOUT") {
+            false
+        } else {
+            return Err(CmdError::err(
+                "CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+            ));
+        }
+    } else {
+        false
+    };
+    let done = id > 0 && ctx.srv.unblock_with(id as u64, error);
+    ctx.out.int(done as i64);
+    Ok(())
+}
 
 fn ping(ctx: &mut Ctx) -> CmdResult {
     // In the RESP2 subscribed context the reply is a ["pong", arg-or-""] array, as Redis.
@@ -244,6 +273,8 @@ fn quit(ctx: &mut Ctx) -> CmdResult {
 
 fn reset(ctx: &mut Ctx) -> CmdResult {
     super::pubsub::unsubscribe_all(ctx.srv, ctx.client);
+    ctx.client.multi = None;
+    super::transactions::unwatch_all(ctx.srv, ctx.client);
     let c = &mut ctx.client;
     c.db = 0;
     c.resp = Resp::V2;

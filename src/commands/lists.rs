@@ -1,12 +1,16 @@
 //! List commands (Redis's `t_list.c`), over the arena lists of `crate::collections::list`.
-//! No blocking variants (BLPOP etc.) yet.
+//! The blocking variants (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP) serve at once when a
+//! key holds elements and otherwise park the client (src/server/blocking.rs); a served
+//! pop is logged in its non-blocking form (LPOP/RPOP/LMOVE/RPOPLPUSH).
 
 use super::{CmdError, CmdResult, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
+use super::{BLOCKING, NOSCRIPT};
 use crate::arena::Ref;
 use crate::collections::list;
 use crate::collections::listpack::Val;
 use crate::keyspace::Kind;
 use crate::protocol::reply::Reply;
+use crate::server::blocking::{self, TimeoutReply};
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("lpush", -3, WRITE | DENYOOM | FAST, "list", lpush).keys(1, 1, 1).doc("Prepends one or more elements to a list. Creates the key if it doesn't exist.", "1.0.0"),
@@ -26,6 +30,11 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("lmove", 5, WRITE | DENYOOM, "list", lmove).keys(1, 2, 1).doc("Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved.", "6.2.0"),
     CommandSpec::new("rpoplpush", 3, WRITE | DENYOOM, "list", rpoplpush).keys(1, 2, 1).doc("Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped.", "1.2.0"),
     CommandSpec::new("lmpop", -4, WRITE, "list", lmpop).doc("Returns multiple elements from a list after removing them. Deletes the list if the last element was popped.", "7.0.0"),
+    CommandSpec::new("blpop", -3, WRITE | NOSCRIPT | BLOCKING, "list", blpop).keys(1, -2, 1).doc("Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", "2.0.0"),
+    CommandSpec::new("brpop", -3, WRITE | NOSCRIPT | BLOCKING, "list", brpop).keys(1, -2, 1).doc("Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", "2.0.0"),
+    CommandSpec::new("blmove", 6, WRITE | DENYOOM | NOSCRIPT | BLOCKING, "list", blmove).keys(1, 2, 1).doc("Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved.", "6.2.0"),
+    CommandSpec::new("brpoplpush", 4, WRITE | DENYOOM | NOSCRIPT | BLOCKING, "list", brpoplpush).keys(1, 2, 1).doc("Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped.", "2.2.0"),
+    CommandSpec::new("blmpop", -5, WRITE | BLOCKING, "list", blmpop).doc("Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", "7.0.0"),
 ];
 
 fn check(ctx: &Ctx, e: Option<Ref>) -> Result<Option<Ref>, CmdError> {
@@ -490,13 +499,56 @@ fn parse_side(ctx: &Ctx, i: usize) -> Result<bool, CmdError> {
     }
 }
 
+fn side_name(head: bool) -> Vec<u8> {
+    if head {
+        b"LEFT".to_vec()
+    } else {
+        b"RIGHT".to_vec()
+    }
+}
+
+/// LMOVE / RPOPLPUSH and their blocking forms (`deadline`: Some for BLMOVE/BRPOPLPUSH).
 fn lmove_generic(ctx: &mut Ctx, from_head: bool, to_head: bool) -> CmdResult {
+    lmove_or_block(ctx, from_head, to_head, None)
+}
+
+fn lmove_or_block(
+    ctx: &mut Ctx,
+    from_head: bool,
+    to_head: bool,
+    deadline: Option<i64>,
+) -> CmdResult {
     let (src, dst) = (ctx.args.get(1), ctx.args.get(2));
     let db = ctx.db();
     let Some(e) = write_list(ctx, src)? else {
-        ctx.out.null();
+        match deadline {
+            // Redis answers a timed-out BLMOVE with a null array, one that may not
+            // block (inside MULTI) with a null bulk.
+            Some(d) if blocking::may_block(ctx) => blocking::block(
+                ctx,
+                vec![src.to_vec()],
+                d,
+                Kind::List,
+                TimeoutReply::NullArray,
+            ),
+            _ => ctx.out.null(),
+        }
         return Ok(());
     };
+    if deadline.is_some() {
+        // Logged as the non-blocking form (replay must never wait).
+        ctx.srv.propagate_as = Some(if ctx.spec.name == "brpoplpush" {
+            vec![b"RPOPLPUSH".to_vec(), src.to_vec(), dst.to_vec()]
+        } else {
+            vec![
+                b"LMOVE".to_vec(),
+                src.to_vec(),
+                dst.to_vec(),
+                side_name(from_head),
+                side_name(to_head),
+            ]
+        });
+    }
     // The destination's type is checked before anything is popped.
     let d = ctx.srv.ks.lookup_write(db, dst, ctx.now_ms);
     check(ctx, d)?;
@@ -523,16 +575,76 @@ fn rpoplpush(ctx: &mut Ctx) -> CmdResult {
     lmove_generic(ctx, false, true)
 }
 
+fn blmove(ctx: &mut Ctx) -> CmdResult {
+    let from = parse_side(ctx, 3)?;
+    let to = parse_side(ctx, 4)?;
+    let deadline = blocking::parse_timeout(ctx.args.get(5), ctx.now_ms)?;
+    lmove_or_block(ctx, from, to, Some(deadline))
+}
+
+fn brpoplpush(ctx: &mut Ctx) -> CmdResult {
+    let deadline = blocking::parse_timeout(ctx.args.get(3), ctx.now_ms)?;
+    lmove_or_block(ctx, false, true, Some(deadline))
+}
+
+/// BLPOP / BRPOP: the first non-empty key (in argument order) serves; otherwise block.
+fn bpop_generic(ctx: &mut Ctx, head: bool) -> CmdResult {
+    let n = ctx.args.len();
+    let deadline = blocking::parse_timeout(ctx.args.get(n - 1), ctx.now_ms)?;
+    for k in 1..n - 1 {
+        let key = ctx.args.get(k);
+        let Some(e) = write_list(ctx, key)? else {
+            continue;
+        };
+        let v = pop_n(ctx, e, head, 1).pop().unwrap_or_default();
+        ctx.dirty(1);
+        ctx.srv.propagate_as = Some(vec![
+            if head {
+                b"LPOP".to_vec()
+            } else {
+                b"RPOP".to_vec()
+            },
+            key.to_vec(),
+        ]);
+        ctx.out.array(2);
+        ctx.out.bulk(key);
+        ctx.out.bulk(&v);
+        return Ok(());
+    }
+    if blocking::may_block(ctx) {
+        let keys = (1..n - 1).map(|k| ctx.args.get(k).to_vec()).collect();
+        blocking::block(ctx, keys, deadline, Kind::List, TimeoutReply::NullArray);
+    } else {
+        ctx.out.null_array();
+    }
+    Ok(())
+}
+fn blpop(ctx: &mut Ctx) -> CmdResult {
+    bpop_generic(ctx, true)
+}
+fn brpop(ctx: &mut Ctx) -> CmdResult {
+    bpop_generic(ctx, false)
+}
+
+fn blmpop(ctx: &mut Ctx) -> CmdResult {
+    lmpop_generic(ctx, 2, true)
+}
+
 fn lmpop(ctx: &mut Ctx) -> CmdResult {
-    let numkeys = match crate::util::parse_i64(ctx.args.get(1)) {
+    lmpop_generic(ctx, 1, false)
+}
+
+/// LMPOP (`first` = 1) and BLMPOP (`first` = 2, after the timeout).
+fn lmpop_generic(ctx: &mut Ctx, first: usize, block: bool) -> CmdResult {
+    let numkeys = match crate::util::parse_i64(ctx.args.get(first)) {
         Some(n) if n > 0 => n as u64,
         _ => return Err(CmdError::err("numkeys should be greater than 0")),
     };
     let argc = ctx.args.len() as u64;
-    if numkeys > argc - 3 {
+    if numkeys > argc - 2 - first as u64 {
         return Err(CmdError::Syntax);
     }
-    let side_at = 2 + numkeys as usize;
+    let side_at = first + 1 + numkeys as usize;
     let head = parse_side(ctx, side_at)?;
     let mut count = 1u64;
     let mut i = side_at + 1;
@@ -549,13 +661,31 @@ fn lmpop(ctx: &mut Ctx) -> CmdResult {
             return Err(CmdError::Syntax);
         }
     }
-    for k in 2..side_at {
+    // As Redis: BLMPOP's timeout is checked after its other arguments.
+    let deadline = if block {
+        Some(blocking::parse_timeout(ctx.args.get(1), ctx.now_ms)?)
+    } else {
+        None
+    };
+    for k in first + 1..side_at {
         let key = ctx.args.get(k);
         let Some(e) = write_list(ctx, key)? else {
             continue;
         };
         let v = pop_n(ctx, e, head, count);
         ctx.dirty(v.len() as u64);
+        // Logged (and signalled) as a pop of the one key it changed.
+        {
+            ctx.srv.propagate_as = Some(vec![
+                if head {
+                    b"LPOP".to_vec()
+                } else {
+                    b"RPOP".to_vec()
+                },
+                key.to_vec(),
+                v.len().to_string().into_bytes(),
+            ]);
+        }
         ctx.out.array(2);
         ctx.out.bulk(key);
         ctx.out.array(v.len());
@@ -564,6 +694,14 @@ fn lmpop(ctx: &mut Ctx) -> CmdResult {
         }
         return Ok(());
     }
-    ctx.out.null_array();
+    match deadline {
+        Some(d) if blocking::may_block(ctx) => {
+            let keys = (first + 1..side_at)
+                .map(|k| ctx.args.get(k).to_vec())
+                .collect();
+            blocking::block(ctx, keys, d, Kind::List, TimeoutReply::NullArray);
+        }
+        _ => ctx.out.null_array(),
+    }
     Ok(())
 }

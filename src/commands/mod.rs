@@ -16,6 +16,7 @@ pub mod pubsub;
 pub mod server;
 pub mod sets;
 pub mod strings;
+pub mod transactions;
 pub mod zsets;
 
 use crate::protocol::reply::Reply;
@@ -273,7 +274,7 @@ pub struct CommandTable {
     pub all: Vec<&'static CommandSpec>,
 }
 
-pub fn all_families() -> [&'static [CommandSpec]; 12] {
+pub fn all_families() -> [&'static [CommandSpec]; 13] {
     [
         aof::COMMANDS,
         bits::COMMANDS,
@@ -287,6 +288,7 @@ pub fn all_families() -> [&'static [CommandSpec]; 12] {
         sets::COMMANDS,
         strings::COMMANDS,
         zsets::COMMANDS,
+        transactions::COMMANDS,
     ]
 }
 

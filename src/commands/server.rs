@@ -443,9 +443,9 @@ fn info_clients(srv: &Server, s: &mut Section) {
     s.line("maxclients", srv.config.settings().maxclients);
     s.line("client_recent_max_input_buffer", max_in);
     s.line("client_recent_max_output_buffer", max_out);
-    s.line("blocked_clients", 0);
+    s.line("blocked_clients", srv.blocking.blocked_clients());
     s.line("tracking_clients", 0);
-    s.line("clients_in_timeout_table", 0);
+    s.line("clients_in_timeout_table", srv.blocking.timeout_table_len());
 }
 
 /// Resident set size from /proc/self/statm (pages × page size).

@@ -8,11 +8,14 @@
 //! BZPOPMIN, BZPOPMAX and BZMPOP are not registered yet: they need the blocking
 //! infrastructure (see [`bzpop_ready`] for their parsing and immediate case).
 
-use super::{CmdError, CmdResult, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
+use super::{
+    CmdError, CmdResult, CommandSpec, Ctx, BLOCKING, DENYOOM, FAST, NOSCRIPT, READONLY, WRITE,
+};
 use crate::arena::Ref;
 use crate::collections::zset::{self, AddFlags, AddOut, Limits, Pairs};
 use crate::keyspace::{Kind, Ttl};
 use crate::protocol::reply::{Reply, Resp};
+use crate::server::blocking::{self, TimeoutReply};
 use crate::util::{glob_match, parse_i64};
 
 pub static COMMANDS: &[CommandSpec] = &[
@@ -39,6 +42,9 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("zpopmin", -2, WRITE | FAST, "sorted-set", zpopmin).keys(1, 1, 1).doc("Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", "5.0.0"),
     CommandSpec::new("zpopmax", -2, WRITE | FAST, "sorted-set", zpopmax).keys(1, 1, 1).doc("Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", "5.0.0"),
     CommandSpec::new("zmpop", -4, WRITE, "sorted-set", zmpop).doc("Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.", "7.0.0"),
+    CommandSpec::new("bzpopmin", -3, WRITE | NOSCRIPT | BLOCKING | FAST, "sorted-set", bzpopmin).keys(1, -2, 1).doc("Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", "5.0.0"),
+    CommandSpec::new("bzpopmax", -3, WRITE | NOSCRIPT | BLOCKING | FAST, "sorted-set", bzpopmax).keys(1, -2, 1).doc("Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped.", "5.0.0"),
+    CommandSpec::new("bzmpop", -5, WRITE | BLOCKING, "sorted-set", bzmpop).doc("Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", "7.0.0"),
     CommandSpec::new("zrandmember", -2, READONLY, "sorted-set", zrandmember).keys(1, 1, 1).doc("Returns one or more random members from a sorted set.", "6.2.0"),
     CommandSpec::new("zunion", -3, READONLY, "sorted-set", zunion).doc("Returns the union of multiple sorted sets.", "6.2.0"),
     CommandSpec::new("zinter", -3, READONLY, "sorted-set", zinter).doc("Returns the intersect of multiple sorted sets.", "6.2.0"),
@@ -1048,8 +1054,13 @@ fn zmpop(ctx: &mut Ctx) -> CmdResult {
 
 /// What a blocking pop does right now.
 pub enum BzpopOutcome {
-    /// Served: the reply is written.
-    Served,
+    /// Served from the key at argument `key_at`: the reply is written; `count` members
+    /// were asked from the `max` end (for the log form).
+    Served {
+        key_at: usize,
+        max: bool,
+        count: u64,
+    },
     /// Every key is missing: the client must block on these keys (argument indices)
     /// for `timeout_ms` (0 = forever) — the blocking layer's job.
     WouldBlock {
@@ -1075,9 +1086,9 @@ fn parse_timeout(arg: &[u8]) -> Result<u64, CmdError> {
 }
 
 /// BZPOPMIN / BZPOPMAX (`mpop` false: `key... timeout`) and BZMPOP (`timeout numkeys
-/// key... MIN|MAX [COUNT n]`): argument checks and the immediate case. Not registered as
-/// commands yet: the would-block case needs the blocking infrastructure, which wires
-/// [`BzpopOutcome::WouldBlock`] (and re-runs this when a key is pushed).
+/// key... MIN|MAX [COUNT n]`): argument checks and the immediate case; [`bzpop_cmd`]
+/// blocks on [`BzpopOutcome::WouldBlock`] (the blocking layer re-runs the command when a
+/// key gets members).
 pub fn bzpop_ready(
     ctx: &mut Ctx,
     mpop: bool,
@@ -1099,7 +1110,11 @@ pub fn bzpop_ready(
                         nested: true,
                     },
                 );
-                Ok(BzpopOutcome::Served)
+                Ok(BzpopOutcome::Served {
+                    key_at: i,
+                    max,
+                    count,
+                })
             }
             None => Ok(BzpopOutcome::WouldBlock { keys, timeout_ms }),
         };
@@ -1119,13 +1134,56 @@ pub fn bzpop_ready(
                     nested: false,
                 },
             );
-            Ok(BzpopOutcome::Served)
+            Ok(BzpopOutcome::Served {
+                key_at: i,
+                max: max_for_bzpop,
+                count: 1,
+            })
         }
         None => Ok(BzpopOutcome::WouldBlock {
             keys: 1..last,
             timeout_ms,
         }),
     }
+}
+
+/// The BZPOPMIN / BZPOPMAX / BZMPOP handlers: serve now, or block on the keys. A served
+/// pop is logged as ZPOPMIN / ZPOPMAX (Redis's rewrite of the blocking forms).
+fn bzpop_cmd(ctx: &mut Ctx, mpop: bool, max: bool) -> CmdResult {
+    match bzpop_ready(ctx, mpop, max)? {
+        BzpopOutcome::Served { key_at, max, count } => {
+            let name: &[u8] = if max { b"ZPOPMAX" } else { b"ZPOPMIN" };
+            let mut form = vec![name.to_vec(), ctx.args.get(key_at).to_vec()];
+            if mpop {
+                form.push(count.to_string().into_bytes());
+            }
+            ctx.srv.propagate_as = Some(form);
+        }
+        BzpopOutcome::WouldBlock { keys, timeout_ms } => {
+            if blocking::may_block(ctx) {
+                let deadline = if timeout_ms == 0 {
+                    0
+                } else {
+                    ctx.now_ms
+                        .saturating_add(timeout_ms.min(i64::MAX as u64) as i64)
+                };
+                let keys = keys.map(|k| ctx.args.get(k).to_vec()).collect();
+                blocking::block(ctx, keys, deadline, Kind::ZSet, TimeoutReply::NullArray);
+            } else {
+                ctx.out.null_array();
+            }
+        }
+    }
+    Ok(())
+}
+fn bzpopmin(ctx: &mut Ctx) -> CmdResult {
+    bzpop_cmd(ctx, false, false)
+}
+fn bzpopmax(ctx: &mut Ctx) -> CmdResult {
+    bzpop_cmd(ctx, false, true)
+}
+fn bzmpop(ctx: &mut Ctx) -> CmdResult {
+    bzpop_cmd(ctx, true, false)
 }
 
 // ---- ZRANDMEMBER -----------------------------------------------------------------------------

@@ -25,6 +25,7 @@
 
 pub mod evict;
 pub mod expire;
+pub mod watch;
 
 use crate::arena::chunked::ChunkedVecHeader;
 use crate::arena::dict::DictHeader;
@@ -204,6 +205,10 @@ pub struct Keyspace {
     /// Blocks holding big request arguments, by the address of their bytes (see
     /// [`Keyspace::alloc_arg_block`]).
     arg_blocks: std::collections::HashMap<usize, Ref>,
+    /// WATCHed keys (off the arena: client state, not data). Expiry, eviction, FLUSHDB,
+    /// FLUSHALL and SWAPDB touch them here; commands touch the keys they write in the
+    /// pipeline (`Server::signal_written`).
+    pub watch: watch::Watches,
 }
 
 #[inline]
@@ -317,6 +322,7 @@ impl Keyspace {
             deletions: None,
             pins: std::collections::HashMap::new(),
             arg_blocks: std::collections::HashMap::new(),
+            watch: watch::Watches::default(),
         };
         for i in 0..num_dbs {
             ks.write_db(i, &Self::empty_db());
@@ -363,6 +369,7 @@ impl Keyspace {
             deletions: None,
             pins: std::collections::HashMap::new(),
             arg_blocks: std::collections::HashMap::new(),
+            watch: watch::Watches::default(),
         };
         if image_dbs < num_dbs {
             let grown = ks.arena.alloc(DB_HEADER_BYTES * num_dbs);
@@ -1099,6 +1106,12 @@ impl Keyspace {
 
     /// Unlinks and frees an entry.
     pub fn delete_entry(&mut self, db: usize, e: Ref) {
+        // A deleted key is a modified key for WATCH (DEL of several keys touches only
+        // those that existed, as Redis).
+        if !self.watch.is_empty() {
+            let key = self.key(e).to_vec();
+            self.watch.touch(db, &key);
+        }
         let h = self.arena.hash(self.key(e));
         let mut dbh = self.read_db(db);
         dbh.dict.unlink(&mut self.arena, e, h);
@@ -1186,8 +1199,30 @@ impl Keyspace {
         n
     }
 
+    /// Redis's touchAllWatchedKeysInDb: `db` is emptied (and replaced by `with`'s
+    /// content for SWAPDB); a watched key that exists in either changes.
+    /// O(watched keys of the db), not of the dataset.
+    fn touch_watched_in_db(&mut self, db: usize, with: Option<usize>) {
+        if self.watch.is_empty() {
+            return;
+        }
+        for key in self.watch.keys_in_db(db) {
+            let exists = self.find_raw(db, &key).is_some()
+                || with.is_some_and(|w| self.find_raw(w, &key).is_some());
+            if exists {
+                self.watch.touch(db, &key);
+            }
+        }
+    }
+
     /// Swaps two databases (SWAPDB): O(1), only the headers move.
     pub fn swap_dbs(&mut self, a: usize, b: usize) {
+        // Swapping a database with itself changes nothing (Redis touches no key either).
+        if a == b {
+            return;
+        }
+        self.touch_watched_in_db(a, Some(b));
+        self.touch_watched_in_db(b, Some(a));
         let ha = self.read_db(a);
         let hb = self.read_db(b);
         self.write_db(a, &hb);
@@ -1197,6 +1232,7 @@ impl Keyspace {
     /// Empties a database in O(1): its tables move to the graveyard, freed in slices by
     /// [`Keyspace::lazyfree_step`]. Returns the number of keys it had.
     pub fn flush_db(&mut self, db: usize) -> u64 {
+        self.touch_watched_in_db(db, None);
         let old = self.read_db(db);
         let n = old.dict.len();
         self.write_db(db, &Self::empty_db());

@@ -59,6 +59,54 @@ pub struct Client {
     pub close_asap: bool,
     /// Output up to this offset is pub/sub output, sent even under CLIENT REPLY OFF/SKIP.
     pub keep_output_to: Option<usize>,
+    /// Parked by a blocking command (src/server/blocking.rs): runs nothing until served.
+    pub blocked: bool,
+    /// Commands read behind a command that blocked (io-threads 1), run once it is served.
+    pub deferred: std::collections::VecDeque<OwnedCommand>,
+    /// Inside MULTI: the queued commands (src/commands/transactions.rs).
+    pub multi: Option<MultiState>,
+    /// WATCHed keys: (db, key, expired when watched).
+    pub watched: Vec<(usize, Vec<u8>, bool)>,
+    /// Running EXEC of this many commands: CLIENT LIST shows the client as Redis does
+    /// (still in MULTI, `cmd=exec`).
+    pub in_exec: Option<usize>,
+}
+
+/// A command's arguments copied out of a query buffer.
+#[derive(Debug, Default, Clone)]
+pub struct OwnedCommand {
+    pub data: Vec<u8>,
+    pub ranges: Vec<(usize, usize)>,
+}
+
+impl OwnedCommand {
+    pub fn from_args(args: crate::commands::Args) -> OwnedCommand {
+        let mut c = OwnedCommand::default();
+        for a in args.iter() {
+            c.ranges.push((c.data.len(), a.len()));
+            c.data.extend_from_slice(a);
+        }
+        c
+    }
+    pub fn args(&self) -> crate::commands::Args<'_> {
+        crate::commands::Args::new(&self.data, &self.ranges)
+    }
+    pub fn bytes(&self) -> usize {
+        self.data.len() + self.ranges.len() * 16
+    }
+}
+
+/// MULTI's queue (Redis's multiState).
+#[derive(Debug, Default)]
+pub struct MultiState {
+    pub cmds: Vec<OwnedCommand>,
+    /// Union of the queued commands' flags (EXEC is checked as a write / denyoom command
+    /// when it holds one).
+    pub flags: u32,
+    /// A command was rejected while queueing: EXEC answers EXECABORT (CLIENT_DIRTY_EXEC).
+    pub error: bool,
+    /// Bytes queued (bounded by `client-query-buffer-limit`).
+    pub bytes: usize,
 }
 
 impl Client {
@@ -92,6 +140,11 @@ impl Client {
             in_pending: false,
             close_asap: false,
             keep_output_to: None,
+            blocked: false,
+            deferred: Default::default(),
+            multi: None,
+            watched: Vec::new(),
+            in_exec: None,
         }
     }
 
@@ -120,6 +173,12 @@ impl Client {
             if self.is_pubsub() {
                 f.push('P');
             }
+            if self.multi.is_some() || self.in_exec.is_some() {
+                f.push('x');
+            }
+            if self.blocked {
+                f.push('b');
+            }
             if self.close_after_reply {
                 f.push('c');
             }
@@ -140,7 +199,7 @@ impl Client {
             .map(|n| String::from_utf8_lossy(n).into_owned())
             .unwrap_or_default();
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -153,12 +212,17 @@ impl Client {
             self.sub_channels.len(),
             self.sub_patterns.len(),
             self.sub_shard.len(),
+            self.in_exec
+                .map(|n| n as i64)
+                .or(self.multi.as_ref().map(|m| m.cmds.len() as i64))
+                .unwrap_or(-1),
             self.qbuf_bytes,
             self.obuf_bytes,
             self.qbuf_bytes + self.obuf_bytes + 1024,
-            match self.last_cmd_parent {
-                Some(p) => format!("{p}|{}", self.last_cmd),
-                None => self.last_cmd.to_string(),
+            match (self.in_exec, self.last_cmd_parent) {
+                (Some(_), _) => "exec".to_string(),
+                (None, Some(p)) => format!("{p}|{}", self.last_cmd),
+                (None, None) => self.last_cmd.to_string(),
             },
             match self.resp {
                 Resp::V2 => 2,

@@ -232,12 +232,23 @@ fn run_batch(
             }
         }
     }
-    for &(first, argc) in &batch.cmds {
+    for (i, &(first, argc)) in batch.cmds.iter().enumerate() {
         if client.close_after_reply || srv.shutdown.is_some() {
             break;
         }
         let args = Args::new(qbuf, &batch.args[first..first + argc]);
         held |= exec_holding(srv, client, args, out, holds, refs);
+        if client.blocked {
+            // The commands parsed behind a blocked one wait, in order, until it is
+            // served (copied: the query buffer moves on).
+            for &(f, a) in &batch.cmds[i + 1..] {
+                let args = Args::new(qbuf, &batch.args[f..f + a]);
+                client
+                    .deferred
+                    .push_back(super::client::OwnedCommand::from_args(args));
+            }
+            break;
+        }
     }
     batch.args.clear();
     batch.cmds.clear();
@@ -337,7 +348,13 @@ impl EventLoop {
             let timeout = if busy {
                 Duration::ZERO
             } else {
-                next_cron.saturating_duration_since(Instant::now())
+                let mut t = next_cron.saturating_duration_since(Instant::now());
+                // Sleep no longer than the first blocked client's deadline.
+                if let Some(d) = srv.blocking.next_deadline_ms() {
+                    let ms = (d - now_ms()).max(0) as u64;
+                    t = t.min(Duration::from_millis(ms));
+                }
+                t
             };
             // While blocked in poll the executor touches no arena memory: a snapshot's
             // final pause may run meanwhile (and holds us back when poll returns).
@@ -370,6 +387,8 @@ impl EventLoop {
             for slot in again {
                 self.read_and_process(srv, slot, true);
             }
+            srv.expire_blocked(now_ms());
+            self.deliver_unblocked(srv);
             self.deliver_pushes(srv);
             // Hand this turn's log entries to the AOF writer (group commit), then send
             // what may be sent.
@@ -583,8 +602,26 @@ impl EventLoop {
         let out_before = conn.out.len();
         let mut held = false;
         srv.begin_batch();
+        // Commands read behind a command that blocked run first, in order.
+        while !client.blocked && !client.close_after_reply {
+            let Some(cmd) = client.deferred.pop_front() else {
+                break;
+            };
+            held |= exec_holding(
+                srv,
+                &mut client,
+                cmd.args(),
+                &mut conn.out,
+                &mut conn.holds,
+                &mut conn.refs,
+            );
+        }
         loop {
-            if client.close_after_reply || client.http_guard_close || client.close_asap {
+            if client.close_after_reply
+                || client.http_guard_close
+                || client.close_asap
+                || client.blocked
+            {
                 break;
             }
             if conn.big_args.last().is_some_and(|a| a.filled < a.len) {
@@ -615,14 +652,21 @@ impl EventLoop {
                         &mut conn.refs,
                     );
                     let args = Args::with_big(&conn.qbuf, &conn.parser.args, &conn.big_args);
-                    held |= exec_holding(
-                        srv,
-                        &mut client,
-                        args,
-                        &mut conn.out,
-                        &mut conn.holds,
-                        &mut conn.refs,
-                    );
+                    if client.blocked {
+                        // Behind a command that blocked: waits its turn (copied).
+                        client
+                            .deferred
+                            .push_back(super::client::OwnedCommand::from_args(args));
+                    } else {
+                        held |= exec_holding(
+                            srv,
+                            &mut client,
+                            args,
+                            &mut conn.out,
+                            &mut conn.holds,
+                            &mut conn.refs,
+                        );
+                    }
                     for a in conn.big_args.drain(..) {
                         srv.ks.release_arg_block(a.block);
                     }
@@ -656,14 +700,21 @@ impl EventLoop {
                             &conn.qbuf
                         };
                         let args = Args::new(buf, &conn.parser.args);
-                        held |= exec_holding(
-                            srv,
-                            &mut client,
-                            args,
-                            &mut conn.out,
-                            &mut conn.holds,
-                            &mut conn.refs,
-                        );
+                        if client.blocked {
+                            // Behind a command of the batch that blocked: waits its turn.
+                            client
+                                .deferred
+                                .push_back(super::client::OwnedCommand::from_args(args));
+                        } else {
+                            held |= exec_holding(
+                                srv,
+                                &mut client,
+                                args,
+                                &mut conn.out,
+                                &mut conn.holds,
+                                &mut conn.refs,
+                            );
+                        }
                     }
                     if srv.shutdown.is_some() {
                         break;
@@ -903,6 +954,44 @@ impl EventLoop {
         self.pending_write.dedup();
     }
 
+    /// Appends the replies of served / timed-out / unblocked commands to their
+    /// connections, then runs what those clients had pipelined behind (which may serve
+    /// or block further clients: repeated until nothing is left).
+    fn deliver_unblocked(&mut self, srv: &mut Server) {
+        while !srv.blocking.unblocked.is_empty() {
+            for u in std::mem::take(&mut srv.blocking.unblocked) {
+                let same = srv.clients[u.slot]
+                    .as_ref()
+                    .is_some_and(|c| c.id == u.client_id);
+                let Some(conn) = self.conns.get_mut(u.slot).and_then(|c| c.as_mut()) else {
+                    srv.release_refs(u.refs);
+                    continue;
+                };
+                if !same {
+                    srv.release_refs(u.refs);
+                    continue;
+                }
+                let base = conn.out.len();
+                conn.out.extend_from_slice(&u.out);
+                conn.refs.extend(u.refs.into_iter().map(|mut r| {
+                    r.pos += base;
+                    r
+                }));
+                if u.hold_lsn > 0 && conn.holds.back().is_none_or(|b| b.1 < u.hold_lsn) {
+                    conn.holds.push_back((base, u.hold_lsn));
+                    if !conn.in_held_list {
+                        conn.in_held_list = true;
+                        self.held.push(u.slot);
+                    }
+                }
+                if !self.pending_write.contains(&u.slot) {
+                    self.pending_write.push(u.slot);
+                }
+                self.process(srv, u.slot);
+            }
+        }
+    }
+
     fn flush_all(&mut self, srv: &mut Server) {
         let pending = std::mem::take(&mut self.pending_write);
         for slot in pending {
@@ -925,6 +1014,7 @@ impl EventLoop {
             self.free_slots.push(slot);
             if let Some(mut c) = srv.clients[slot].take() {
                 crate::commands::pubsub::unsubscribe_all(srv, &mut c);
+                srv.forget_client(&mut c);
             }
             self.pending_read.retain(|&s| s != slot);
         }
@@ -962,7 +1052,7 @@ impl EventLoop {
             buffers += client.pushed.capacity() as u64;
             let idle = now - client.last_interaction_ms;
             // As Redis, subscribers are never closed for idleness: waiting is their job.
-            if timeout_ms > 0 && idle > timeout_ms && !client.is_pubsub() {
+            if timeout_ms > 0 && idle > timeout_ms && !client.is_pubsub() && !client.blocked {
                 verbose!("Closing idle client");
                 self.close(srv, slot);
                 continue;

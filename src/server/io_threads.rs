@@ -980,6 +980,9 @@ fn executor_loop(
     // `appendfsync always`: a batch's replies wait here until the log is durable up to
     // the highest LSN its commands wrote or read (LSN, thread, reply).
     let mut held: Vec<(u64, usize, ToIo)> = Vec::new();
+    // Batches stopped at a blocked command, by client slot: they stay in flight (the I/O
+    // thread sends nothing more for the connection) until the command is served.
+    let mut parked: HashMap<usize, InFlight> = HashMap::new();
     let mut next_cron = Instant::now();
     loop {
         let hz = srv.config.settings().hz.max(1) as u64;
@@ -1006,7 +1009,12 @@ fn executor_loop(
         let wait = if srv.ks.lazyfree_pending > 0 {
             Duration::ZERO
         } else {
-            next_cron.saturating_duration_since(Instant::now())
+            let mut t = next_cron.saturating_duration_since(Instant::now());
+            // Wake no later than the first blocked client's deadline.
+            if let Some(d) = srv.blocking.next_deadline_ms() {
+                t = t.min(Duration::from_millis((d - now_ms()).max(0) as u64));
+            }
+            t
         };
         // Waiting for a batch touches no arena memory: a snapshot's final pause may run.
         srv.snapshot_idle_begin();
@@ -1020,12 +1028,41 @@ fn executor_loop(
         let mut handled = 0;
         let mut msg = first;
         while let Some(m) = msg {
-            handle_message(srv, m, &mut slots, &mut free, &mut outgoing, &mut held);
+            handle_message(
+                srv,
+                m,
+                &mut slots,
+                &mut free,
+                &mut outgoing,
+                &mut held,
+                &mut parked,
+            );
             handled += 1;
             if handled >= EXECUTOR_QUEUE_LEN || srv.shutdown.is_some() {
                 break;
             }
             msg = rx.try_recv().ok();
+        }
+        // Blocked clients served, timed out or unblocked: their batches go on.
+        srv.expire_blocked(now_ms());
+        while !srv.blocking.unblocked.is_empty() {
+            for u in std::mem::take(&mut srv.blocking.unblocked) {
+                let same = srv.clients[u.slot]
+                    .as_ref()
+                    .is_some_and(|c| c.id == u.client_id);
+                let Some(mut st) = parked.remove(&u.slot).filter(|_| same) else {
+                    srv.release_refs(u.refs);
+                    continue;
+                };
+                let base = st.out.len();
+                st.out.extend_from_slice(&u.out);
+                st.refs.extend(u.refs.into_iter().map(|mut r| {
+                    r.pos += base;
+                    r
+                }));
+                st.hold = st.hold.max(u.hold_lsn);
+                run_in_flight(srv, u.slot, st, &mut outgoing, &mut held, &mut parked);
+            }
         }
         // Hand this turn's log entries to the AOF writer (group commit), then release the
         // replies the log now covers. After a sticky AOF error they never will be: those
@@ -1095,6 +1132,106 @@ fn executor_loop(
     }
 }
 
+/// A batch being run: the commands left, and the reply so far.
+struct InFlight {
+    b: Batch,
+    next: usize,
+    out: Vec<u8>,
+    refs: Vec<RefSeg>,
+    hold: u64,
+}
+
+/// Runs a batch's remaining commands. A command that blocks parks the batch (the reply
+/// so far stays with it); otherwise the whole reply goes to the I/O thread.
+fn run_in_flight(
+    srv: &mut Server,
+    slot: usize,
+    mut st: InFlight,
+    outgoing: &mut [Vec<ToIo>],
+    held: &mut Vec<(u64, usize, ToIo)>,
+    parked: &mut HashMap<usize, InFlight>,
+) {
+    let Some(mut client) = srv.clients[slot].take() else {
+        srv.release_refs(st.refs);
+        for a in &st.b.big {
+            srv.ks.release_arg_block(a.block);
+        }
+        return;
+    };
+    srv.begin_batch();
+    while st.next < st.b.cmds.len() {
+        if client.close_after_reply || srv.shutdown.is_some() {
+            break;
+        }
+        let (first, argc) = st.b.cmds[st.next];
+        st.next += 1;
+        let args = Args::with_big(&st.b.data, &st.b.args[first..first + argc], &st.b.big);
+        srv.execute_refs(&mut client, args, &mut st.out, &mut st.refs);
+        st.hold = st.hold.max(srv.aof.hold_lsn);
+        if client.blocked {
+            // The replies before the blocked command go out now (the batch stays in
+            // flight: `push_only`). Under `appendfsync always` with a held LSN they wait
+            // and leave with the rest, so the output keeps its order.
+            let t = (st.b.conn >> 56) as usize;
+            if !st.out.is_empty() && st.hold == 0 && t < outgoing.len() {
+                outgoing[t].push(ToIo {
+                    conn: st.b.conn,
+                    out: std::mem::take(&mut st.out),
+                    refs: std::mem::take(&mut st.refs),
+                    close: false,
+                    authenticated: client.authenticated
+                        || srv.config.settings().requirepass.is_none(),
+                    push_only: true,
+                    pubsub: client.is_pubsub(),
+                    arg_block: None,
+                });
+            }
+            srv.clients[slot] = Some(client);
+            parked.insert(slot, st);
+            return;
+        }
+    }
+    let InFlight {
+        b,
+        mut out,
+        mut refs,
+        hold,
+        ..
+    } = st;
+    // Argument blocks go unless a value adopted them.
+    for a in &b.big {
+        srv.ks.release_arg_block(a.block);
+    }
+    if let Some(e) = &b.error {
+        out.extend_from_slice(b"-ERR ");
+        out.extend_from_slice(e.as_bytes());
+        out.extend_from_slice(b"\r\n");
+        client.close_after_reply = true;
+    }
+    if client.http_guard_close {
+        // The HTTP guard: Redis sends nothing more to such a connection.
+        out.clear();
+        srv.release_refs(refs.drain(..));
+    }
+    let t = (b.conn >> 56) as usize;
+    let reply = ToIo {
+        conn: b.conn,
+        out,
+        refs,
+        close: client.close_after_reply,
+        authenticated: client.authenticated || srv.config.settings().requirepass.is_none(),
+        push_only: false,
+        pubsub: client.is_pubsub(),
+        arg_block: None,
+    };
+    if hold > 0 {
+        held.push((hold, t, reply));
+    } else if t < outgoing.len() {
+        outgoing[t].push(reply);
+    }
+    srv.clients[slot] = Some(client);
+}
+
 fn handle_message(
     srv: &mut Server,
     m: ToExecutor,
@@ -1102,6 +1239,7 @@ fn handle_message(
     free: &mut Vec<usize>,
     outgoing: &mut [Vec<ToIo>],
     held: &mut Vec<(u64, usize, ToIo)>,
+    parked: &mut HashMap<usize, InFlight>,
 ) {
     match m {
         ToExecutor::AofDurable => {}
@@ -1156,65 +1294,39 @@ fn handle_message(
         }
         ToExecutor::Closed { conn } => {
             if let Some(slot) = slots.remove(&conn) {
+                if let Some(st) = parked.remove(&slot) {
+                    srv.release_refs(st.refs);
+                    for a in &st.b.big {
+                        srv.ks.release_arg_block(a.block);
+                    }
+                }
                 if let Some(mut c) = srv.clients[slot].take() {
                     crate::commands::pubsub::unsubscribe_all(srv, &mut c);
+                    srv.forget_client(&mut c);
                 }
                 free.push(slot);
             }
         }
         ToExecutor::Batch(b) => {
-            let client = slots.get(&b.conn).and_then(|&s| srv.clients[s].take());
-            let (Some(&slot), Some(mut client)) = (slots.get(&b.conn), client) else {
+            let client = slots
+                .get(&b.conn)
+                .and_then(|&s| srv.clients[s].as_mut().map(|c| (s, c)));
+            let Some((slot, client)) = client else {
                 for a in &b.big {
                     srv.ks.release_arg_block(a.block);
                 }
                 return;
             };
             // Messages pushed to this client before these commands precede their replies.
-            let mut out = std::mem::take(&mut client.pushed);
-            let mut refs = Vec::new();
-            srv.begin_batch();
-            let mut hold = 0;
-            for &(first, argc) in &b.cmds {
-                if client.close_after_reply || srv.shutdown.is_some() {
-                    break;
-                }
-                let args = Args::with_big(&b.data, &b.args[first..first + argc], &b.big);
-                srv.execute_refs(&mut client, args, &mut out, &mut refs);
-                hold = hold.max(srv.aof.hold_lsn);
-            }
-            // Argument blocks go unless a value adopted them.
-            for a in &b.big {
-                srv.ks.release_arg_block(a.block);
-            }
-            if let Some(e) = &b.error {
-                out.extend_from_slice(b"-ERR ");
-                out.extend_from_slice(e.as_bytes());
-                out.extend_from_slice(b"\r\n");
-                client.close_after_reply = true;
-            }
-            if client.http_guard_close {
-                // The HTTP guard: Redis sends nothing more to such a connection.
-                out.clear();
-                srv.release_refs(refs.drain(..));
-            }
-            let t = (b.conn >> 56) as usize;
-            let reply = ToIo {
-                conn: b.conn,
+            let out = std::mem::take(&mut client.pushed);
+            let st = InFlight {
+                b,
+                next: 0,
                 out,
-                refs,
-                close: client.close_after_reply,
-                authenticated: client.authenticated || srv.config.settings().requirepass.is_none(),
-                push_only: false,
-                pubsub: client.is_pubsub(),
-                arg_block: None,
+                refs: Vec::new(),
+                hold: 0,
             };
-            if hold > 0 {
-                held.push((hold, t, reply));
-            } else {
-                outgoing[t].push(reply);
-            }
-            srv.clients[slot] = Some(client);
+            run_in_flight(srv, slot, st, outgoing, held, parked);
         }
     }
 }

@@ -4,6 +4,7 @@
 //! Architecture invariant: everything here runs on the executor thread, one command at a
 //! time; nothing here blocks on a socket or a disk.
 
+pub mod blocking;
 pub mod client;
 pub mod event_loop;
 pub mod io_threads;
@@ -78,6 +79,21 @@ pub struct Server {
     /// them (and must [`Keyspace::unpin`](crate::keyspace::Keyspace::unpin) each when sent).
     pub reply_refs: Vec<RefSeg>,
     pub reply_refs_min: u64,
+    /// Parked blocking commands and ready keys (src/server/blocking.rs).
+    pub blocking: blocking::Blocking,
+    /// EXEC is running its queued commands (the queue-time checks were done at EXEC).
+    pub in_exec: bool,
+    /// Set by a handler whose change must be logged in another form than its arguments
+    /// (a served BLPOP logs LPOP); taken by the propagation hook.
+    pub propagate_as: Option<Vec<Vec<u8>>>,
+}
+
+/// How the pipeline dealt with a command (see `execute_inner`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// A pre-check refused it (unknown, arity, auth, OOM...): flags a MULTI.
+    Rejected,
+    Ran,
 }
 
 /// A reply segment sent from a stored value instead of the reply buffer: the value's
@@ -144,6 +160,9 @@ impl Server {
             aof: Default::default(),
             loading: false,
             pubsub: Default::default(),
+            blocking: Default::default(),
+            in_exec: false,
+            propagate_as: None,
         })
     }
 
@@ -273,6 +292,9 @@ impl Server {
         self.execute(client, args, out);
         self.reply_refs_min = u64::MAX;
         refs.append(&mut self.reply_refs);
+        // Keys this command filled serve the clients blocked on them (Redis's
+        // handleClientsBlockedOnKeys after each command; EXEC counts as one).
+        self.serve_ready();
     }
 
     /// Drops the reply bytes from `mark` on, and the references among them.
@@ -296,7 +318,46 @@ impl Server {
         }
     }
 
-    fn execute_inner(&mut self, client: &mut Client, args: Args, out: &mut Vec<u8>, now: i64) {
+    /// The pipeline for one command, with MULTI's rules around it: inside MULTI a
+    /// refused command flags the transaction, and a refused EXEC discards it with
+    /// `-EXECABORT Transaction discarded because of: <error>`.
+    pub(crate) fn execute_inner(
+        &mut self,
+        client: &mut Client,
+        args: Args,
+        out: &mut Vec<u8>,
+        now: i64,
+    ) {
+        let mark = out.len();
+        // As Redis's rejectCommand: a refused EXEC answers EXECABORT (even outside MULTI).
+        if self.execute_checked(client, args, out, now) == Outcome::Rejected {
+            if args.get(0).eq_ignore_ascii_case(b"exec") {
+                let end = out.len().saturating_sub(2).max(mark);
+                let mut err = out.get(mark + 1..end).unwrap_or_default().to_vec();
+                // Redis formats these rejections without the generic `ERR ` code (an
+                // OOM / MISCONF / NOAUTH code stays).
+                if err.starts_with(b"ERR ") {
+                    err.drain(..4);
+                }
+                out.truncate(mark);
+                out.extend_from_slice(b"-EXECABORT Transaction discarded because of: ");
+                out.extend_from_slice(&err);
+                out.extend_from_slice(b"\r\n");
+                client.multi = None;
+                commands::transactions::unwatch_all(self, client);
+            } else if let Some(m) = client.multi.as_mut() {
+                m.error = true;
+            }
+        }
+    }
+
+    fn execute_checked(
+        &mut self,
+        client: &mut Client,
+        args: Args,
+        out: &mut Vec<u8>,
+        now: i64,
+    ) -> Outcome {
         let mut reply = Reply::new(out, client.resp);
         let name = args.get(0);
         // Redis's guard against cross-protocol scripting: an HTTP request line (`POST ...`)
@@ -307,7 +368,7 @@ impl Server {
             self.security_warning(now);
             client.close_after_reply = true;
             client.http_guard_close = true;
-            return;
+            return Outcome::Rejected;
         }
         // Redis 7.0's order: existence (command, then subcommand), arity, the DEBUG gate,
         // and only then authentication, so an unauthenticated client learns about typos
@@ -333,7 +394,7 @@ impl Server {
             }
             msg.extend_from_slice(&rest);
             reply.error_bytes(&msg);
-            return;
+            return Outcome::Rejected;
         };
         let mut parent: Option<&'static CommandSpec> = None;
         if !spec.subcommands.is_empty() && args.len() >= 2 {
@@ -354,7 +415,7 @@ impl Server {
                     msg.extend_from_slice(spec.name.to_uppercase().as_bytes());
                     msg.extend_from_slice(b" HELP.");
                     reply.error_bytes(&msg);
-                    return;
+                    return Outcome::Rejected;
                 }
             }
         }
@@ -369,7 +430,7 @@ impl Server {
             reply.error(&format!(
                 "ERR wrong number of arguments for '{full}' command"
             ));
-            return;
+            return Outcome::Rejected;
         }
         if spec.flags & commands::PROTECTED != 0 {
             let setting = self.config.settings().enable_debug_command.as_str();
@@ -380,47 +441,61 @@ impl Server {
                     "ERR {} command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
                     spec.name.to_uppercase()
                 ));
-                return;
+                return Outcome::Rejected;
             }
         }
         if !self.client_may_run(client, spec) {
             self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
             reply.error("NOAUTH Authentication required.");
-            return;
+            return Outcome::Rejected;
         }
         // While the startup image loads, only commands flagged `loading` run (INFO...).
         if spec.flags & commands::LOADING == 0 && self.is_loading() {
             self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
             reply.error("LOADING Redis is loading the dataset in memory");
-            return;
+            return Outcome::Rejected;
         }
+        // EXEC is checked with the flags of the commands it holds (Redis's mstate
+        // cmd_flags); inside EXEC those checks were done already. Inside MULTI any queued
+        // command is refused when out of memory (queueing itself takes memory).
+        let is_exec = spec.name == "exec" && parent.is_none();
+        let flags = match client.multi.as_ref() {
+            Some(m) if is_exec => spec.flags | m.flags,
+            _ => spec.flags,
+        };
+        let queueing = client.multi.is_some()
+            && !commands::transactions::runs_inside_multi(parent.map_or(spec.name, |p| p.name));
+        let prechecks = !self.in_exec;
         // As Redis: after an AOF write/fsync error (sticky) or under the disk-space
         // watermark, writes are refused and reads go on.
-        if spec.flags & commands::WRITE != 0 && self.aof.enabled && !self.loading {
+        if flags & commands::WRITE != 0 && self.aof.enabled && !self.loading && prechecks {
             if let Some(msg) = self.aof.refuse_writes() {
                 self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
                 reply.error(&msg);
-                return;
+                return Outcome::Rejected;
             }
         }
-        if spec.flags & commands::DENYOOM != 0
+        if (flags & commands::DENYOOM != 0
+            || (queueing && (spec.name != "unwatch" || parent.is_some())))
             && self.config.settings().maxmemory > 0
             && !self.loading
+            && prechecks
         {
             if let Err(e) = self.perform_evictions() {
                 self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
                 reply.error(&e.to_string());
-                return;
+                return Outcome::Rejected;
             }
         }
         // Redis 7.0 refuses writes (and PING, so clients notice) after a failed background
         // save while `stop-writes-on-bgsave-error` is on and save points exist.
-        if (spec.flags & commands::WRITE != 0 || spec.name == "ping")
+        if (flags & commands::WRITE != 0 || spec.name == "ping")
+            && prechecks
             && self.writes_denied_by_disk_error()
         {
             self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
             reply.error(crate::persistence::snapshot::ops::MISCONF_ERR);
-            return;
+            return Outcome::Rejected;
         }
         // A RESP2 client with subscriptions may only run the pub/sub context commands.
         if client.resp == crate::protocol::reply::Resp::V2
@@ -433,7 +508,7 @@ impl Server {
             };
             self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
             reply.error(&commands::pubsub::context_error(&full));
-            return;
+            return Outcome::Rejected;
         }
         // Leave room in the arena's address space so a write can never exhaust it.
         if spec.flags & commands::WRITE != 0
@@ -441,7 +516,20 @@ impl Server {
         {
             self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
             reply.error(&CmdError::Oom.to_string());
-            return;
+            return Outcome::Rejected;
+        }
+        if queueing {
+            if spec.flags & commands::NO_MULTI != 0 {
+                reply.error("ERR Command not allowed inside a transaction");
+                return Outcome::Rejected;
+            }
+            let max = self.config.settings().client_query_buffer_limit as usize;
+            if !commands::transactions::queue(client, args, spec.flags, max) {
+                reply.error("ERR Transaction queue exceeds client-query-buffer-limit");
+                return Outcome::Rejected;
+            }
+            reply.simple("QUEUED");
+            return Outcome::Ran;
         }
         let dirty_before = self.dirty;
         let db_before = client.db;
@@ -461,11 +549,21 @@ impl Server {
         } else {
             false
         };
+        if let Some(req) = self.blocking.request.take() {
+            if failed {
+                self.blocking.request = None;
+            } else {
+                self.park_client(client, args, req);
+            }
+        }
+        if self.dirty > dirty_before {
+            self.signal_written(spec, parent.is_some(), args, db_before);
+        }
         // Propagation hook (the AOF today, replication later): a command that counted a
         // change (`Ctx::dirty`) is logged in its deterministic form, after the expiry and
         // eviction deletions it caused. Also decides how long the reply is held under
         // `appendfsync always` (`aof.hold_lsn`). Not while replaying the log itself.
-        if !self.loading {
+        if !self.loading && !is_exec {
             crate::persistence::aof::after_command(
                 self,
                 spec,
@@ -476,6 +574,7 @@ impl Server {
                 now,
             );
         }
+        self.propagate_as = None;
         let end = now_us();
         self.clock_us = end;
         let dur_us = (end - start).max(0) as u64;
@@ -501,6 +600,66 @@ impl Server {
                 "command"
             };
             self.latency.add(event, dur_us / 1000, now / 1000);
+        }
+        Outcome::Ran
+    }
+
+    /// Redis's signalModifiedKey at the command level: a command that changed data touches
+    /// the keys it names (WATCH) and may serve clients blocked on them. Costs nothing
+    /// while nobody watches or waits.
+    fn signal_written(&mut self, spec: &CommandSpec, is_sub: bool, args: Args, db: usize) {
+        if self.ks.watch.is_empty() && self.blocking.no_waiters() {
+            return;
+        }
+        use crate::persistence::aof::propagate;
+        // A handler that says how its change is logged (a served BLPOP as LPOP of one
+        // key) also says which keys it changed.
+        if let Some(form) = self.propagate_as.take() {
+            let argv: Vec<&[u8]> = form.iter().map(|a| a.as_slice()).collect();
+            let mut data = Vec::new();
+            let mut rs = Vec::new();
+            for a in &argv {
+                rs.push((data.len(), a.len()));
+                data.extend_from_slice(a);
+            }
+            if let Some(s2) = self.commands.lookup(argv[0]) {
+                let fa = Args::new(&data, &rs);
+                for i in propagate::key_indices(s2, fa.len()) {
+                    self.ks.watch.touch(db, fa.get(i));
+                    self.blocking.signal(db, fa.get(i));
+                }
+            }
+            self.propagate_as = Some(form);
+            return;
+        }
+        // DEL / UNLINK touch only the keys that existed: the keyspace did it.
+        if matches!(spec.name, "del" | "unlink") && !is_sub {
+            return;
+        }
+        // Keys a command only reads are not touched: COPY writes its destination (an
+        // extra key below), BITOP its first key.
+        let named: Vec<usize> = match spec.name {
+            "copy" if !is_sub => vec![],
+            "bitop" if !is_sub => vec![2],
+            _ => propagate::key_indices(spec, args.len()).collect(),
+        };
+        for i in named.into_iter().filter(|&i| i < args.len()) {
+            self.ks.watch.touch(db, args.get(i));
+            self.blocking.signal(db, args.get(i));
+        }
+        if is_sub {
+            return;
+        }
+        for (d, k) in propagate::extra_written_keys(spec.name, db, args) {
+            self.ks.watch.touch(d, &k);
+            self.blocking.signal(d, &k);
+        }
+        if spec.name == "swapdb" {
+            for i in 1..3 {
+                if let Some(d) = crate::util::parse_i64(args.get(i)).filter(|&d| d >= 0) {
+                    self.blocking.signal_db(d as usize);
+                }
+            }
         }
     }
 

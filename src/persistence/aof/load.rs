@@ -64,12 +64,30 @@ impl Drop for Mapped {
     }
 }
 
-/// Replays one file. Returns the scan outcome (the caller decides about a bad tail).
-fn replay(srv: &mut Server, client: &mut Client, bytes: &[u8], first: Option<u64>) -> ScanOutcome {
+/// Where an unfinished `MULTI` block starts: the entry's offset, and the log position
+/// (LSN, replication offset) just before it.
+#[derive(Clone, Copy, Debug)]
+struct OpenMulti {
+    offset: u64,
+    prev_lsn: u64,
+    prev_reploff: u64,
+}
+
+/// Replays one file. Returns the scan outcome (the caller decides about a bad tail) and,
+/// when the file ends inside a transaction, where its `MULTI` starts: the queued
+/// commands were not applied (a transaction replays all or nothing).
+fn replay(
+    srv: &mut Server,
+    client: &mut Client,
+    bytes: &[u8],
+    first: Option<u64>,
+) -> (ScanOutcome, Option<OpenMulti>) {
     let base = bytes.as_ptr() as usize;
     let mut ranges: Vec<(usize, usize)> = Vec::new();
     let mut out = Vec::new();
-    format::scan(bytes, first, |e| {
+    let mut open: Option<OpenMulti> = None;
+    let mut prev_reploff: Option<u64> = None;
+    let o = format::scan(bytes, first, |e| {
         ranges.clear();
         ranges.extend(e.args.iter().map(|a| (a.as_ptr() as usize - base, a.len())));
         let name = e.args[0];
@@ -80,9 +98,22 @@ fn replay(srv: &mut Server, client: &mut Client, bytes: &[u8], first: Option<u64
             ));
         }
         out.clear();
+        let was_open = client.multi.is_some();
         srv.execute(client, Args::new(bytes, &ranges), &mut out);
+        if client.multi.is_none() {
+            open = None;
+        } else if !was_open {
+            // `*1\r\n$5\r\nMULTI\r\n` is 15 bytes of replication offset.
+            open = Some(OpenMulti {
+                offset: e.offset,
+                prev_lsn: e.lsn.map_or(0, |l| l.saturating_sub(1)),
+                prev_reploff: prev_reploff.unwrap_or(e.reploff.saturating_sub(15)),
+            });
+        }
+        prev_reploff = Some(e.reploff);
         Ok(())
-    })
+    });
+    (o, open)
 }
 
 fn describe(path: &Path, bad: &Bad) -> String {
@@ -218,7 +249,7 @@ pub fn load_layout(
             let m = Mapped::open(&path).map_err(|e| format!("Can't open {}: {e}", b.name))?;
             // The base's entries are numbered 1.. by themselves; its trailer gives the log
             // position it stands for.
-            let o = replay(srv, &mut client, m.bytes(), Some(1));
+            let (o, _) = replay(srv, &mut client, m.bytes(), Some(1));
             if let Some(bad) = &o.bad {
                 return Err(format!("Bad base file: {}", describe(&path, bad)));
             }
@@ -241,7 +272,7 @@ pub fn load_layout(
                 }
                 Err(e) => return Err(format!("Can't open {}: {e}", f.name)),
             };
-            let o = replay(srv, &mut client, m.bytes(), next_lsn);
+            let (o, open) = replay(srv, &mut client, m.bytes(), next_lsn);
             if let Some(l) = o.last_lsn {
                 srv.aof.last_lsn = l;
                 next_lsn = Some(l + 1);
@@ -282,6 +313,27 @@ pub fn load_layout(
                         describe(&path, bad)
                     ));
                 }
+            }
+            if let (Some(om), true) = (open, last) {
+                // The log ends inside MULTI (a crash while the block was being written):
+                // none of it was applied; cut it so later appends do not land inside it.
+                if !load_truncated {
+                    return Err(format!(
+                        "Unexpected end of file reading the append only file {}: a MULTI block at offset {} has no EXEC. You can: 1) Make a backup of your AOF file, then use ./cairn-server --check-aof --fix <filename.manifest>. 2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server.",
+                        f.name, om.offset
+                    ));
+                }
+                warning!(
+                    "Revert incomplete MULTI/EXEC transaction in AOF file {} (cut at offset {}, last LSN {})",
+                    f.name,
+                    om.offset,
+                    om.prev_lsn
+                );
+                truncate(&path, om.offset)?;
+                srv.aof.last_lsn = om.prev_lsn;
+                srv.aof.reploff = om.prev_reploff;
+                srv.aof.loaded_truncated = true;
+                client.multi = None;
             }
             notice!("DB loaded from incr file {}: {} entries", f.name, o.entries);
         }

@@ -73,6 +73,9 @@ pub struct Aof {
     pub rewrite_failures_seen: u64,
     /// Wakes the event loop when the log became durable (set by the event loop).
     waker: Option<std::sync::Arc<dyn Fn() + Send + Sync>>,
+    /// Inside EXEC: (MULTI already logged?). The first change logs `MULTI`, EXEC's end
+    /// logs `EXEC`, so a transaction is one block in the log (Redis's wrapping).
+    exec_block: Option<bool>,
 }
 
 impl Default for Aof {
@@ -105,6 +108,7 @@ impl Default for Aof {
             pending_switch: None,
             rewrite_failures_seen: 0,
             waker: None,
+            exec_block: None,
         }
     }
 }
@@ -150,6 +154,28 @@ impl Aof {
             &self.scratch,
         );
         self.last_lsn
+    }
+
+    /// EXEC starts running its queued commands.
+    pub fn exec_begin(&mut self) {
+        self.exec_block = Some(false);
+    }
+
+    /// Logs `MULTI` before the transaction's first logged entry.
+    fn exec_open(&mut self, db: usize, now_ms: i64) {
+        if self.exec_block == Some(false) {
+            self.exec_block = Some(true);
+            self.feed(db, &[&b"MULTI"[..]], now_ms);
+        }
+    }
+
+    /// EXEC is done: logs `EXEC` if the block was opened. Returns its LSN.
+    pub fn exec_end(&mut self, now_ms: i64) -> Option<u64> {
+        if self.exec_block.take() != Some(true) || !self.enabled {
+            return None;
+        }
+        let db = self.selected_db.unwrap_or(0);
+        Some(self.feed(db, &[&b"EXEC"[..]], now_ms))
     }
 
     /// Hands buffered entries to the writer (Redis's flushAppendOnlyFile in beforeSleep).
@@ -413,11 +439,16 @@ pub fn after_command(
         return;
     }
     let before = srv.aof.last_lsn;
+    if changed || srv.ks.deletions.as_ref().is_some_and(|d| !d.is_empty()) {
+        srv.aof.exec_open(db, now_ms);
+    }
     log_deletions(srv, now_ms);
     let name = spec.name;
     let holds = srv.aof.holds_replies();
     if changed {
-        let form = if is_sub {
+        let form = if let Some(f) = srv.propagate_as.take() {
+            Some(f)
+        } else if is_sub {
             None
         } else {
             propagate::log_form(&srv.ks, name, db, args)

@@ -137,6 +137,13 @@ pub fn extra_written_keys(name: &str, db: usize, args: Args) -> Vec<(usize, Vec<
                 .map(|i| (db, args.get(i).to_vec()))
                 .collect()
         }
+        // BLMPOP's and BZMPOP's come after their timeout.
+        "blmpop" | "bzmpop" => {
+            let n = crate::util::parse_i64(args.get(2)).unwrap_or(0).max(0) as usize;
+            (3..(3 + n).min(args.len()))
+                .map(|i| (db, args.get(i).to_vec()))
+                .collect()
+        }
         _ => vec![],
     }
 }
