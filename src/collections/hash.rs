@@ -34,15 +34,10 @@ pub struct Limits {
 
 impl Limits {
     pub fn from_config(c: &crate::config::Config) -> Limits {
-        let get = |n: &str, d: u64| {
-            c.get_value(n)
-                .and_then(|v| v.parse::<i64>().ok())
-                .map(|v| v.max(0) as u64)
-                .unwrap_or(d)
-        };
+        let s = c.settings();
         Limits {
-            max_entries: get("hash-max-listpack-entries", 512),
-            max_value: get("hash-max-listpack-value", 64),
+            max_entries: s.hash_max_listpack_entries,
+            max_value: s.hash_max_listpack_value,
         }
     }
 }

@@ -51,9 +51,7 @@ impl Fill {
         }
     }
     pub fn from_config(c: &crate::config::Config) -> Fill {
-        c.get_value("list-max-listpack-size")
-            .and_then(|v| v.parse::<i64>().ok())
-            .map_or(Fill::DEFAULT, Fill::from_value)
+        Fill::from_value(c.settings().list_max_listpack_size)
     }
     /// May a listpack of `bytes` holding `count` elements be kept as one node?
     fn allows(self, bytes: usize, count: usize) -> bool {

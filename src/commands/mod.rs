@@ -22,6 +22,7 @@ pub mod zsets;
 use crate::protocol::reply::Reply;
 use crate::server::{Client, Server};
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
 // Command flags (Redis's names).
 pub const WRITE: u32 = 1 << 0;
@@ -269,8 +270,31 @@ impl Ctx<'_> {
 }
 
 /// The merged table, built once.
+/// FNV-1a over a command name (see `CommandTable::by_name`).
+#[derive(Default)]
+pub struct NameHasher(u64);
+
+impl std::hash::Hasher for NameHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 pub struct CommandTable {
-    by_name: HashMap<Vec<u8>, &'static CommandSpec>,
+    /// FNV-1a, not SipHash: the keys are the fixed command names (nothing a client sends
+    /// is ever inserted, so there is no collision attack), and the lookup runs per command.
+    by_name: HashMap<Vec<u8>, &'static CommandSpec, BuildHasherDefault<NameHasher>>,
     pub all: Vec<&'static CommandSpec>,
 }
 
@@ -294,7 +318,7 @@ pub fn all_families() -> [&'static [CommandSpec]; 13] {
 
 impl CommandTable {
     pub fn build() -> CommandTable {
-        let mut by_name = HashMap::new();
+        let mut by_name = HashMap::default();
         let mut all = Vec::new();
         for fam in all_families() {
             for spec in fam {
