@@ -545,27 +545,53 @@ pub fn set_segment(
     }
 }
 
+/// The segment holding element `idx` and the index of its first element, found from the
+/// nearer end of the list by following the node links (as Redis's quicklist iterator
+/// does): O(nodes walked), never a pass over the whole list for an index near either end.
+fn find_seg(ks: &Keyspace, e: Ref, idx: u64) -> Option<(Seg, u64)> {
+    let v = ks.value(e);
+    if !is_quicklist(v) {
+        let c = lp::count(inline_lp(v)) as u64;
+        return (idx < c).then_some((None, 0));
+    }
+    let q = ql_read(v);
+    if idx >= q.count {
+        return None;
+    }
+    let a = &ks.arena;
+    if idx < q.count / 2 {
+        let (mut base, mut n) = (0u64, q.head);
+        while n != NULL {
+            let c = lp::count(node_lp(a, n)) as u64;
+            if idx < base + c {
+                return Some((Some(n), base));
+            }
+            base += c;
+            n = next_of(a, n);
+        }
+    } else {
+        let (mut end, mut n) = (q.count, q.tail);
+        while n != NULL {
+            let c = lp::count(node_lp(a, n)) as u64;
+            if idx + c >= end {
+                return Some((Some(n), end - c));
+            }
+            end -= c;
+            n = prev_of(a, n);
+        }
+    }
+    None
+}
+
 /// Visits elements from index `start` (0-based from the head) towards the tail, or towards
 /// the head when `reverse`; `f` returns false to stop.
 pub fn walk(ks: &Keyspace, e: Ref, start: u64, reverse: bool, mut f: impl FnMut(Val) -> bool) {
-    let segs = segments(ks, e);
-    // Find the segment holding `start`.
-    let mut base = 0u64;
-    let mut si = 0;
-    while si < segs.len() {
-        let c = lp::count(seg_lp(ks, e, segs[si])) as u64;
-        if start < base + c {
-            break;
-        }
-        base += c;
-        si += 1;
-    }
-    if si == segs.len() {
+    let Some((mut seg, base)) = find_seg(ks, e, start) else {
         return;
-    }
-    let mut off = lp::seek(seg_lp(ks, e, segs[si]), (start - base) as i64);
+    };
+    let mut off = lp::seek(seg_lp(ks, e, seg), (start - base) as i64);
     loop {
-        let l = seg_lp(ks, e, segs[si]);
+        let l = seg_lp(ks, e, seg);
         while let Some(o) = off {
             if !f(lp::get(l, o)) {
                 return;
@@ -576,33 +602,26 @@ pub fn walk(ks: &Keyspace, e: Ref, start: u64, reverse: bool, mut f: impl FnMut(
                 lp::next(l, o)
             };
         }
-        if reverse {
-            if si == 0 {
-                return;
-            }
-            si -= 1;
-            off = lp::last(seg_lp(ks, e, segs[si]));
+        let Some(n) = seg else {
+            return; // an inline list is one segment
+        };
+        let n = if reverse {
+            prev_of(&ks.arena, n)
         } else {
-            si += 1;
-            if si == segs.len() {
-                return;
-            }
-            off = lp::first(seg_lp(ks, e, segs[si]));
+            next_of(&ks.arena, n)
+        };
+        if n == NULL {
+            return;
         }
+        seg = Some(n);
+        let l = seg_lp(ks, e, seg);
+        off = if reverse { lp::last(l) } else { lp::first(l) };
     }
 }
 
 /// The segment holding element `idx` and the element's index inside it.
 pub fn locate(ks: &Keyspace, e: Ref, idx: u64) -> Option<(Seg, usize)> {
-    let mut base = 0u64;
-    for s in segments(ks, e) {
-        let c = lp::count(seg_lp(ks, e, s)) as u64;
-        if idx < base + c {
-            return Some((s, (idx - base) as usize));
-        }
-        base += c;
-    }
-    None
+    find_seg(ks, e, idx).map(|(s, base)| (s, (idx - base) as usize))
 }
 
 /// Elements of a segment as owned bytes.
