@@ -75,6 +75,7 @@ fn config_get_star_has_redis_names_and_defaults() {
         vec![
             &"aof-disk-min-free",
             &"arena-reserve-bytes",
+            &"event-loop-spin-us",
             // Valkey's names for the copy-avoiding reply thresholds (issue #5).
             &"min-string-size-avoid-copy-reply",
             &"min-string-size-avoid-copy-reply-threaded",

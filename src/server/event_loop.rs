@@ -154,6 +154,8 @@ pub struct EventLoop {
 
 /// Commands parsed ahead before running them, so their keys' cache misses overlap.
 pub const BATCH_MAX_COMMANDS: usize = 64;
+/// How often the loop decides whether it is under sustained load (`event-loop-spin-us`).
+const SPIN_WINDOW: Duration = Duration::from_millis(10);
 
 /// Commands of one connection whose arguments are ranges into its query buffer.
 #[derive(Default)]
@@ -311,6 +313,8 @@ impl EventLoop {
     pub fn run(&mut self, srv: &mut Server) -> io::Result<()> {
         let mut events = Events::with_capacity(EVENTS_CAPACITY);
         let mut next_cron = Instant::now();
+        let mut spin_until = Instant::now();
+        let (mut window_start, mut slept, mut hot) = (Instant::now(), Duration::ZERO, false);
         loop {
             let hz = srv.config.settings().hz.max(1) as u64;
             let now = Instant::now();
@@ -345,7 +349,7 @@ impl EventLoop {
             let busy = !self.pending_read.is_empty()
                 || !self.pending_write.is_empty()
                 || srv.ks.lazyfree_pending > 0;
-            let timeout = if busy {
+            let timeout = if busy || Instant::now() < spin_until {
                 Duration::ZERO
             } else {
                 let mut t = next_cron.saturating_duration_since(Instant::now());
@@ -359,12 +363,33 @@ impl EventLoop {
             // While blocked in poll the executor touches no arena memory: a snapshot's
             // final pause may run meanwhile (and holds us back when poll returns).
             srv.snapshot_idle_begin();
+            let poll_start = Instant::now();
             let polled = self.poll.poll(&mut events, Some(timeout));
             srv.snapshot_idle_end();
             match polled {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
+            }
+            // Under load (many connections ready at once) keep polling for a while
+            // instead of sleeping: see `event-loop-spin-us`. Light traffic (a few ready
+            // connections per turn) never spins, so an idle-ish server costs no CPU.
+            // Under sustained load (the loop slept less than half of the last window)
+            // keep polling for `event-loop-spin-us` after each turn that found work,
+            // instead of sleeping: see the option. A lightly loaded server never spins.
+            let now = Instant::now();
+            if !timeout.is_zero() {
+                slept += now - poll_start;
+            }
+            let window = now - window_start;
+            if window >= SPIN_WINDOW {
+                hot = slept < window / 2;
+                slept = Duration::ZERO;
+                window_start = now;
+            }
+            let spin_us = srv.config.settings().event_loop_spin_us;
+            if hot && spin_us > 0 && !events.is_empty() {
+                spin_until = now + Duration::from_micros(spin_us);
             }
             for ev in events.iter() {
                 let t = ev.token().0;
