@@ -398,34 +398,14 @@ fn hrandfield(ctx: &mut Ctx) -> CmdResult {
 }
 
 fn hscan(ctx: &mut Ctx) -> CmdResult {
-    let cursor = super::keys::parse_scan_cursor(ctx.args.get(2))
-        .ok_or_else(|| CmdError::err("invalid cursor"))?;
+    let cursor = super::keys::key_scan_cursor(ctx)?;
     let key = ctx.args.get(1);
     let Some(e) = read_hash(ctx, key)? else {
-        ctx.out.array(2);
-        ctx.out.bulk(b"0");
-        ctx.out.array(0);
+        super::keys::empty_scan_reply(ctx);
         return Ok(());
     };
-    let mut count: i64 = 10;
-    let mut pattern: Option<&[u8]> = None;
-    let mut i = 3;
-    while i < ctx.args.len() {
-        let has_value = i + 1 < ctx.args.len();
-        if ctx.args.is(i, "COUNT") && has_value {
-            count = ctx.args.i64(i + 1)?;
-            if count < 1 {
-                return Err(CmdError::Syntax);
-            }
-        } else if ctx.args.is(i, "MATCH") && has_value {
-            let p = ctx.args.get(i + 1);
-            pattern = if p == b"*" { None } else { Some(p) };
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        i += 2;
-    }
-    let (next, mut pairs) = hash::scan(&ctx.srv.ks, e, cursor, count as u64);
+    let (count, pattern) = super::keys::key_scan_opts(ctx)?;
+    let (next, mut pairs) = hash::scan(&ctx.srv.ks, e, cursor, count);
     if let Some(p) = pattern {
         pairs.retain(|(f, _)| glob_match(p, f, false));
     }

@@ -277,6 +277,42 @@ pub fn parse_scan_cursor(s: &[u8]) -> Option<u64> {
     Some(if neg { v.wrapping_neg() } else { v })
 }
 
+/// HSCAN / SSCAN / ZSCAN's cursor (argument 2), checked before the key is looked up.
+pub fn key_scan_cursor(ctx: &Ctx) -> Result<u64, CmdError> {
+    parse_scan_cursor(ctx.args.get(2)).ok_or_else(|| CmdError::err("invalid cursor"))
+}
+
+/// HSCAN / SSCAN / ZSCAN's `[MATCH pattern] [COUNT n]` (from argument 3), parsed after
+/// the key was found, as Redis: (count, pattern; None for "*").
+pub fn key_scan_opts<'a>(ctx: &Ctx<'a>) -> Result<(u64, Option<&'a [u8]>), CmdError> {
+    let mut count: i64 = 10;
+    let mut pattern: Option<&'a [u8]> = None;
+    let mut i = 3;
+    while i < ctx.args.len() {
+        let has_value = i + 1 < ctx.args.len();
+        if ctx.args.is(i, "COUNT") && has_value {
+            count = ctx.args.i64(i + 1)?;
+            if count < 1 {
+                return Err(CmdError::Syntax);
+            }
+        } else if ctx.args.is(i, "MATCH") && has_value {
+            let p = ctx.args.get(i + 1);
+            pattern = if p == b"*" { None } else { Some(p) };
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 2;
+    }
+    Ok((count as u64, pattern))
+}
+
+/// The reply to a key SCAN of a missing key: cursor 0, no elements.
+pub fn empty_scan_reply(ctx: &mut Ctx) {
+    ctx.out.array(2);
+    ctx.out.bulk(b"0");
+    ctx.out.array(0);
+}
+
 fn scan(ctx: &mut Ctx) -> CmdResult {
     let mut cursor =
         parse_scan_cursor(ctx.args.get(1)).ok_or_else(|| CmdError::err("invalid cursor"))?;
