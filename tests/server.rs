@@ -73,7 +73,10 @@ fn config_get_star_has_redis_names_and_defaults() {
     assert_eq!(
         extra,
         vec![
+            &"aof-direct-io",
             &"aof-disk-min-free",
+            &"aof-preallocate-bytes",
+            &"aof-recycle",
             &"arena-reserve-bytes",
             // Valkey's names for the copy-avoiding reply thresholds (issue #5).
             &"min-string-size-avoid-copy-reply",
