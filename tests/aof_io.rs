@@ -144,7 +144,8 @@ fn kill9_trials(tag: &str, args: &[&str], env: &[(&str, &str)], trials: u32) {
         let srv = start_env(&dir, args, env);
         let port = srv.port;
         let stop = Arc::new(AtomicBool::new(false));
-        let acked: Vec<Arc<AtomicU64>> = (0..writers).map(|_| Arc::new(AtomicU64::new(0))).collect();
+        let acked: Vec<Arc<AtomicU64>> =
+            (0..writers).map(|_| Arc::new(AtomicU64::new(0))).collect();
         let handles: Vec<_> = (0..writers)
             .map(|w| {
                 let (stop, acked) = (stop.clone(), acked[w].clone());
@@ -229,16 +230,14 @@ fn kill9_at_random_moments_loses_no_acknowledged_write_thread_engine() {
 #[test]
 fn preallocated_segment_restarts_cleanly_and_is_cut_at_shutdown() {
     let dir = temp_dir("prealloc");
-    let args = [
-        "--appendfsync",
-        "always",
-        "--aof-preallocate-bytes",
-        "4mb",
-    ];
+    let args = ["--appendfsync", "always", "--aof-preallocate-bytes", "4mb"];
     {
         let srv = start(&dir, &args);
         let mut r = Raw::connect(srv.port);
-        assert_eq!(r.info("persistence", "aof_io_engine").as_deref(), Some("uring"));
+        assert_eq!(
+            r.info("persistence", "aof_io_engine").as_deref(),
+            Some("uring")
+        );
         for i in 0..200 {
             assert_eq!(r.call(&["SET", &format!("k{i}"), "v"]), b"+OK\r\n");
         }
@@ -262,7 +261,11 @@ fn preallocated_segment_restarts_cleanly_and_is_cut_at_shutdown() {
     let bytes = std::fs::read(incr_path(&dir)).unwrap();
     let o = format::scan(&bytes, None, |_| Ok(()));
     assert!(o.bad.is_none() && !o.zero_tail, "{:?}", o.bad);
-    assert_eq!(o.valid_len, bytes.len() as u64, "clean shutdown cuts the zeroes");
+    assert_eq!(
+        o.valid_len,
+        bytes.len() as u64,
+        "clean shutdown cuts the zeroes"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -280,7 +283,10 @@ fn direct_io_writes_padded_blocks_that_recover() {
             Some("uring-direct")
         );
         for i in 0..300 {
-            assert_eq!(r.call(&["SET", &format!("k{i}"), &"x".repeat(i)]), b"+OK\r\n");
+            assert_eq!(
+                r.call(&["SET", &format!("k{i}"), &"x".repeat(i)]),
+                b"+OK\r\n"
+            );
         }
     } // SIGKILL
     let bytes = std::fs::read(incr_path(&dir)).unwrap();
@@ -309,12 +315,19 @@ fn direct_io_writes_padded_blocks_that_recover() {
 fn wait_rewrites(r: &mut Raw, n: u64) {
     let t = Instant::now();
     loop {
-        let done: u64 = r.info("persistence", "aof_rewrites").unwrap().parse().unwrap();
+        let done: u64 = r
+            .info("persistence", "aof_rewrites")
+            .unwrap()
+            .parse()
+            .unwrap();
         let busy = r.info("persistence", "aof_rewrite_in_progress").unwrap();
         if done >= n && busy == "0" {
             return;
         }
-        assert!(t.elapsed() < Duration::from_secs(20), "rewrite never finished");
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "rewrite never finished"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -338,7 +351,9 @@ fn recycled_segment_recovery_stops_at_the_right_entry() {
         for i in 0..500 {
             assert_eq!(r.call(&["SET", &format!("old{i}"), "v"]), b"+OK\r\n");
         }
-        assert!(String::from_utf8(r.call(&["BGREWRITEAOF"])).unwrap().starts_with('+'));
+        assert!(String::from_utf8(r.call(&["BGREWRITEAOF"]))
+            .unwrap()
+            .starts_with('+'));
         wait_rewrites(&mut r, 1);
         assert_eq!(
             r.info("persistence", "aof_recycled_files").as_deref(),
@@ -352,7 +367,11 @@ fn recycled_segment_recovery_stops_at_the_right_entry() {
     let bytes = std::fs::read(incr_path(&dir)).unwrap();
     assert!(bytes.len() > 20_000, "the retired file was reused");
     let srv = start(&dir, &args);
-    assert!(log(&dir).contains("recycled file's old content"), "{}", log(&dir));
+    assert!(
+        log(&dir).contains("recycled file's old content"),
+        "{}",
+        log(&dir)
+    );
     let mut r = Raw::connect(srv.port);
     assert_eq!(r.call(&["DBSIZE"]), b":519\r\n");
     assert_eq!(r.call(&["EXISTS", "old7"]), b":0\r\n");
@@ -425,7 +444,9 @@ fn disk_full_on_a_small_tmpfs_keeps_the_server_up() {
         let mut r = Raw::connect(srv.port);
         assert_eq!(r.call(&["PING"]), b"+PONG\r\n");
         assert_eq!(r.call(&["GET", "k0"]).len(), 4000 + 9);
-        assert!(String::from_utf8(r.call(&["SET", "x", "1"])).unwrap().starts_with("-MISCONF"));
+        assert!(String::from_utf8(r.call(&["SET", "x", "1"]))
+            .unwrap()
+            .starts_with("-MISCONF"));
         drop(srv);
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -104,6 +104,27 @@ pub fn encode_pad(out: &mut Vec<u8>, total: usize) {
 pub const FILL_LINE: &[u8; 64] =
     b"#FILL                                                         \r\n";
 
+/// Appends an alignment annotation of exactly `total` bytes (≥ 3): `#`, spaces, CRLF.
+/// A write into a pre-allocated segment ends with one so that the log always ends where a
+/// filler line starts (offsets that are multiples of 64): Redis 7 never meets half a line.
+pub fn encode_align(out: &mut Vec<u8>, total: usize) {
+    debug_assert!((3..=127).contains(&total));
+    out.push(b'#');
+    out.resize(out.len() + total - 3, b' ');
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The alignment annotation that brings `end` to a multiple of 64 (0 when it is one;
+/// never 1 or 2 bytes, too short for a line: 65 or 66 then).
+pub fn align_gap(end: u64) -> usize {
+    let gap = ((64 - end % 64) % 64) as usize;
+    if gap != 0 && gap < 3 {
+        gap + 64
+    } else {
+        gap
+    }
+}
+
 /// True if `b` is whole [`FILL_LINE`]s (the last may be cut short) then only zeroes.
 fn only_filler(b: &[u8]) -> bool {
     let mut chunks = b.chunks(FILL_LINE.len());
@@ -112,7 +133,11 @@ fn only_filler(b: &[u8]) -> bool {
             continue;
         }
         // Zeroes from here on (a segment whose filler stopped, e.g. on ENOSPC).
-        let at = c.iter().zip(FILL_LINE.iter()).take_while(|(a, b)| a == b).count();
+        let at = c
+            .iter()
+            .zip(FILL_LINE.iter())
+            .take_while(|(a, b)| a == b)
+            .count();
         return c[at..].iter().all(|&x| x == 0) && chunks.all(|c| c.iter().all(|&x| x == 0));
     }
     true
@@ -266,6 +291,8 @@ enum Step<'a> {
     Batch(u64, usize),
     /// A zero byte where an entry should start.
     Zero,
+    /// A pre-allocated segment's filler line.
+    Fill,
     /// Ran out of bytes inside an entry.
     Incomplete(String),
     Malformed(String),
@@ -364,8 +391,11 @@ fn step(b: &[u8], pos: usize, strict: bool) -> Step<'_> {
             None => Step::Malformed("malformed base trailer".into()),
         };
     }
-    if rest[0] == 0 || (rest.starts_with(b"#FILL") && only_filler(rest)) {
+    if rest[0] == 0 {
         return Step::Zero;
+    }
+    if rest.starts_with(FILL_LINE) {
+        return Step::Fill;
     }
     if rest.starts_with(BATCH_PREFIX) {
         let Some(eol) = find_crlf(b, pos, HDR_LINE_MAX_BYTES) else {
@@ -373,15 +403,14 @@ fn step(b: &[u8], pos: usize, strict: bool) -> Step<'_> {
         };
         let line = &b[pos..eol];
         let covered = line.len() - ";cksum:".len() - cksum_text_len(line);
-        let parsed = fields(&line[BATCH_PREFIX.len()..], ["durable", "cksum"]).and_then(
-            |[d, c]| {
-                let d = parse_u64(d)?;
-                let canonical = c.len() == 16
-                    && c.iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c));
-                let c = u64::from_str_radix(std::str::from_utf8(c).ok()?, 16).ok()?;
-                (canonical && CRC64.checksum(&line[..covered]) == c).then_some(d)
-            },
-        );
+        let parsed = fields(&line[BATCH_PREFIX.len()..], ["durable", "cksum"]).and_then(|[d, c]| {
+            let d = parse_u64(d)?;
+            let canonical = c.len() == 16
+                && c.iter()
+                    .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c));
+            let c = u64::from_str_radix(std::str::from_utf8(c).ok()?, 16).ok()?;
+            (canonical && CRC64.checksum(&line[..covered]) == c).then_some(d)
+        });
         return match parsed {
             Some(d) => Step::Batch(d, eol + 2),
             None => Step::Malformed("bad batch marker".into()),
@@ -468,6 +497,17 @@ fn evidence_after(
                 pos = next;
                 continue;
             }
+            Step::Zero | Step::Fill => {
+                if only_filler(&b[at..]) {
+                    return (false, stale_seen);
+                }
+                let mut p = at;
+                while b[p..].starts_with(FILL_LINE) {
+                    p += FILL_LINE.len();
+                }
+                pos = p.max(at + 1);
+                continue;
+            }
             Step::Entry(e, _) => {
                 let stale = matches!((e.lsn, expected), (Some(l), Some(x)) if l < x);
                 let unacked = matches!((marker, expected), (Some(d), Some(x)) if d < x);
@@ -552,10 +592,19 @@ pub fn scan<'a>(
                 out.valid_len = pos as u64;
                 continue;
             }
-            Step::Zero => {
+            Step::Zero | Step::Fill => {
+                // Checked once per run of filler (not per line: a run can be 64 MiB).
                 if only_filler(&b[pos..]) {
                     out.zero_tail = true;
                     return out;
+                }
+                if b[pos..].starts_with(FILL_LINE) {
+                    // Filler with more data after it (a write in flight at a crash never
+                    // landed here): skipped like annotations; what follows is checked.
+                    while b[pos..].starts_with(FILL_LINE) {
+                        pos += FILL_LINE.len();
+                    }
+                    continue;
                 }
                 ("zero bytes inside the log".to_string(), false)
             }

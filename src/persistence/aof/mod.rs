@@ -20,9 +20,9 @@
 pub mod format;
 pub mod load;
 pub mod manifest;
+pub mod prealloc;
 pub mod propagate;
 pub mod rewrite;
-pub mod prealloc;
 pub mod storage;
 pub mod uring;
 pub mod writer;
@@ -538,7 +538,13 @@ fn enable_at_runtime(
     let w = Writer::start_opts(
         Box::new(d),
         f,
-        Some(&layout.incrs.last().map(|f| f.name.clone()).unwrap_or_default()),
+        Some(
+            &layout
+                .incrs
+                .last()
+                .map(|f| f.name.clone())
+                .unwrap_or_default(),
+        ),
         0,
         srv.aof.last_lsn,
         FsyncMode::parse(&s.appendfsync),

@@ -125,14 +125,23 @@ fn zero_loop(st: &St, file: File) {
             if g.stop {
                 return;
             }
-            // Whole filler lines from the previous end, so the filler stays line-aligned.
+            // Whole filler lines up to a multiple of 64 (after an alignment line if the
+            // file's end is not on one).
             let from = g.prepared;
             let line = FILL_LINE.len() as u64;
-            let to = from + (CHUNK_BYTES.min(g.target - from)).div_ceil(line) * line;
+            let to = (from + CHUNK_BYTES.min(g.target - from) + 66).div_ceil(line) * line;
             (from, to)
         };
         let res = (|| -> std::io::Result<()> {
             let mut pos = from;
+            // Filler lines start at multiples of 64, where the writer's writes end.
+            let gap = super::format::align_gap(pos);
+            if gap > 0 {
+                let mut line = Vec::new();
+                super::format::encode_align(&mut line, gap);
+                file.write_all_at(&line, pos)?;
+                pos += gap as u64;
+            }
             while pos < to {
                 let n = ((to - pos) as usize).min(ZERO_BUF_BYTES);
                 file.write_all_at(&zeroes.as_slice()[..n], pos)?;

@@ -249,11 +249,11 @@ impl Engine {
                 continue;
             };
             op.done = true;
-            r.latencies_us
-                .push(op.started.elapsed().as_micros() as u64);
+            r.latencies_us.push(op.started.elapsed().as_micros() as u64);
             if res < 0 {
                 let what = if op.buf.is_some() { "write" } else { "fsync" };
-                r.error.get_or_insert((what, io::Error::from_raw_os_error(-res)));
+                r.error
+                    .get_or_insert((what, io::Error::from_raw_os_error(-res)));
             } else if let Some(b) = &op.buf {
                 if (res as usize) < b.len {
                     // A short direct write: the device is out of space.

@@ -440,7 +440,12 @@ impl Thread {
                 } else {
                     VecDeque::new()
                 };
-                (jobs, q.mode, (q.disk_min_free, q.disk_min_free_pct), q.shutdown)
+                (
+                    jobs,
+                    q.mode,
+                    (q.disk_min_free, q.disk_min_free_pct),
+                    q.shutdown,
+                )
             };
             let took = !jobs.is_empty();
             if took {
@@ -578,6 +583,10 @@ impl Thread {
             return;
         }
         if let Some(p) = &self.prealloc {
+            let gap = super::format::align_gap(self.incr_off + framed.len() as u64);
+            if gap > 0 {
+                super::format::encode_align(&mut framed, gap);
+            }
             p.ensure(self.incr_off + framed.len() as u64);
         }
         match self.incr.write_all_at(self.incr_off, &framed) {
@@ -621,9 +630,9 @@ impl Thread {
         let buf = uring::direct_buffer(tail, content);
         let content_end = start + (tail.len() + content.len()) as u64;
         let new_tail_start = content_end / BLOCK as u64 * BLOCK as u64;
-        let new_tail =
-            buf.as_slice()[(new_tail_start - start) as usize..(content_end - start) as usize]
-                .to_vec();
+        let new_tail = buf.as_slice()
+            [(new_tail_start - start) as usize..(content_end - start) as usize]
+            .to_vec();
         let end = start + buf.as_slice().len() as u64;
         if let Some(p) = &self.prealloc {
             p.ensure(end);
