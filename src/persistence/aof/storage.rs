@@ -120,7 +120,7 @@ impl LogDir for FsDir {
         Ok(std::fs::metadata(self.path.join(name))?.len())
     }
     fn total_bytes(&mut self) -> io::Result<u64> {
-        statvfs(&self.path).map(|st| (st.f_blocks as u64).saturating_mul(st.f_frsize as u64))
+        statvfs(&self.path).map(|st| st.f_blocks.saturating_mul(st.f_frsize))
     }
     fn path_of(&self, name: &str) -> Option<PathBuf> {
         Some(self.path.join(name))
@@ -134,7 +134,7 @@ impl LogDir for FsDir {
 
 /// statvfs: blocks available to unprivileged users × fragment size.
 pub fn free_bytes(path: &Path) -> io::Result<u64> {
-    statvfs(path).map(|st| (st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+    statvfs(path).map(|st| st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 fn statvfs(path: &Path) -> io::Result<libc::statvfs> {
