@@ -20,7 +20,7 @@
 use io_uring::{opcode, types, IoUring};
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// Durability operations (fsyncs or direct writes) in flight at most.
@@ -92,7 +92,9 @@ pub struct Reaped {
 
 pub struct Engine {
     ring: IoUring,
-    efd: OwnedFd,
+    /// The eventfd the executor writes to wake this thread (owned by `writer::Shared`,
+    /// which outlives the thread, so the executor never writes to a closed descriptor).
+    efd: RawFd,
     efd_buf: Box<u64>,
     efd_armed: bool,
     inflight: VecDeque<Op>,
@@ -106,15 +108,9 @@ pub struct Engine {
 
 impl Engine {
     /// Sets up a ring. Fails where io_uring is unavailable (old kernel, seccomp, sysctl).
-    pub fn new() -> io::Result<Engine> {
+    /// `efd`: an eventfd (see [`eventfd`]) that stays open longer than the engine.
+    pub fn new(efd: RawFd) -> io::Result<Engine> {
         let ring = IoUring::new(RING_ENTRIES)?;
-        // SAFETY: eventfd returns a new descriptor or -1.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fd is a fresh descriptor we own.
-        let efd = unsafe { OwnedFd::from_raw_fd(fd) };
         Ok(Engine {
             ring,
             efd,
@@ -128,11 +124,6 @@ impl Engine {
                 .and_then(|v| v.parse().ok())
                 .map_or(INFLIGHT_MAX, |d: usize| d.clamp(1, 64)),
         })
-    }
-
-    /// The descriptor the executor writes to wake the writer.
-    pub fn wake_fd(&self) -> RawFd {
-        self.efd.as_raw_fd()
     }
 
     pub fn set_ordered(&mut self, ordered: bool) {
@@ -213,7 +204,7 @@ impl Engine {
     pub fn wait(&mut self, timeout: Duration) -> Reaped {
         if !self.efd_armed {
             let sqe = opcode::Read::new(
-                types::Fd(self.efd.as_raw_fd()),
+                types::Fd(self.efd),
                 &mut *self.efd_buf as *mut u64 as *mut u8,
                 8,
             )
@@ -298,6 +289,17 @@ impl Drop for Engine {
         // The kernel may still write from our buffers: wait for them before freeing.
         let _ = self.drain();
     }
+}
+
+/// A non-blocking eventfd for waking the writer.
+pub fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: eventfd returns a new descriptor or -1.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Wakes the writer's ring (called by the executor after queueing work).

@@ -122,8 +122,10 @@ pub struct Shared {
     pub fsyncs: AtomicU64,
     fsync_us: Mutex<VecDeque<u64>>,
     notifier: Mutex<Option<Box<dyn Fn() + Send>>>,
-    /// The io_uring engine's eventfd (-1: the thread engine, woken by `work`).
+    /// The io_uring engine's eventfd (-1: the thread engine, woken by `work`); owned by
+    /// `wake_owned`, so it stays open as long as anyone can write to it.
     wake_fd: std::sync::atomic::AtomicI32,
+    wake_owned: Mutex<Option<std::os::fd::OwnedFd>>,
     /// "uring", "uring-direct" or "thread" (INFO `aof_io_engine`).
     pub engine: Mutex<&'static str>,
     /// Retired incremental files reused (INFO `aof_recycled_files`).
@@ -249,6 +251,7 @@ impl Writer {
             fsync_us: Mutex::new(VecDeque::new()),
             notifier: Mutex::new(None),
             wake_fd: std::sync::atomic::AtomicI32::new(-1),
+            wake_owned: Mutex::new(None),
             engine: Mutex::new("thread"),
             recycled: AtomicU64::new(0),
         });
@@ -269,9 +272,13 @@ impl Writer {
             opts,
         };
         if t.opts.uring && t.incr.real_file().is_some() {
-            match Engine::new() {
-                Ok(e) => {
-                    shared.wake_fd.store(e.wake_fd(), Ordering::SeqCst);
+            match uring::eventfd().and_then(|efd| {
+                let e = Engine::new(efd.as_raw_fd())?;
+                Ok((efd, e))
+            }) {
+                Ok((efd, e)) => {
+                    shared.wake_fd.store(efd.as_raw_fd(), Ordering::SeqCst);
+                    *shared.wake_owned.lock().unwrap_or_else(|e| e.into_inner()) = Some(efd);
                     t.engine = Some(e);
                 }
                 Err(e) => crate::notice!(
@@ -504,7 +511,6 @@ impl Thread {
                 if q.jobs.is_empty() {
                     drop(q);
                     self.close_file();
-                    self.shared.wake_fd.store(-1, Ordering::SeqCst);
                     return;
                 }
             }
