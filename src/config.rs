@@ -659,17 +659,18 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("aof-disk-min-free", OptKind::MemoryOrPercent, "67108864", 0),
     // Incremental AOF files are kept written with zeroes this far ahead of the log's end
     // under `appendfsync always` (appends overwrite, no metadata per fsync; 0: off).
+    // (Read when the writer starts: immutable at runtime.)
     opt(
         "aof-preallocate-bytes",
         OptKind::Memory(0, LONGMAX),
         "67108864",
-        0,
+        IMM,
     ),
     // Reuse the retired incremental file after a rewrite (recovery then relies on CRC +
     // LSN to find the log's end; the file does not load in Redis).
-    opt("aof-recycle", OptKind::Bool, "no", 0),
+    opt("aof-recycle", OptKind::Bool, "no", IMM),
     // Write the incremental file with O_DIRECT|O_DSYNC, 4 KiB aligned, padded with #PAD.
-    opt("aof-direct-io", OptKind::Bool, "no", 0),
+    opt("aof-direct-io", OptKind::Bool, "no", IMM),
     opt(
         "arena-reserve-bytes",
         OptKind::Memory(1 << 20, 32 << 30),
