@@ -671,6 +671,10 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("aof-recycle", OptKind::Bool, "no", IMM),
     // Write the incremental file with O_DIRECT|O_DSYNC, 4 KiB aligned, padded with #PAD.
     opt("aof-direct-io", OptKind::Bool, "no", IMM),
+    // Durable writes (fdatasyncs, or direct writes) in flight at once with io_uring. 1 is
+    // best where the disk serializes flushes (measured on this VM); disks that overlap
+    // flushes (NVMe, many cloud volumes) gain from 4-8.
+    opt("aof-inflight-syncs", OptKind::Int(1, 64), "1", IMM),
     opt(
         "arena-reserve-bytes",
         OptKind::Memory(1 << 20, 32 << 30),
@@ -764,6 +768,7 @@ pub struct Settings {
     pub aof_preallocate_bytes: u64,
     pub aof_recycle: bool,
     pub aof_direct_io: bool,
+    pub aof_inflight_syncs: usize,
 }
 
 #[derive(Debug)]
@@ -994,6 +999,7 @@ fn placeholder_settings() -> Settings {
         aof_preallocate_bytes: 0,
         aof_recycle: false,
         aof_direct_io: false,
+        aof_inflight_syncs: 1,
     }
 }
 
@@ -1595,6 +1601,7 @@ impl Config {
             aof_preallocate_bytes: self.int("aof-preallocate-bytes") as u64,
             aof_recycle: self.boolean("aof-recycle"),
             aof_direct_io: self.boolean("aof-direct-io"),
+            aof_inflight_syncs: self.int("aof-inflight-syncs") as usize,
         }
     }
 }

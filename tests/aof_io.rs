@@ -201,14 +201,28 @@ fn kill9_trials(tag: &str, args: &[&str], env: &[(&str, &str)], trials: u32) {
 
 #[test]
 fn kill9_at_random_moments_loses_no_acknowledged_write_uring() {
-    kill9_trials("k9uring", &["--appendfsync", "always"], &[], 6);
+    // Default depth (1) and 8 fdatasyncs in flight.
+    kill9_trials("k9uring", &["--appendfsync", "always"], &[], 3);
+    kill9_trials(
+        "k9uring8",
+        &["--appendfsync", "always", "--aof-inflight-syncs", "8"],
+        &[],
+        5,
+    );
 }
 
 #[test]
 fn kill9_at_random_moments_loses_no_acknowledged_write_direct_io() {
     kill9_trials(
         "k9direct",
-        &["--appendfsync", "always", "--aof-direct-io", "yes"],
+        &[
+            "--appendfsync",
+            "always",
+            "--aof-direct-io",
+            "yes",
+            "--aof-inflight-syncs",
+            "8",
+        ],
         &[],
         6,
     );

@@ -487,6 +487,7 @@ pub fn io_opts(s: &crate::config::Settings) -> writer::IoOpts {
         recycle: s.aof_recycle,
         direct_io: always && s.aof_direct_io,
         uring: std::env::var_os("CAIRN_AOF_NO_URING").is_none_or(|v| v != "1"),
+        inflight: s.aof_inflight_syncs,
     }
 }
 

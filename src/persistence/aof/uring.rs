@@ -2,7 +2,7 @@
 //!
 //! With one `fdatasync` at a time, every client waits behind the sync in progress *and*
 //! the one after it. Here each group-commit batch gets its own durability operation and
-//! up to [`INFLIGHT_MAX`] of them run concurrently:
+//! up to `aof-inflight-syncs` of them (at most [`INFLIGHT_MAX`]) run concurrently:
 //!
 //! - **buffered** (default): the writer `pwrite`s the batch into the page cache itself (in
 //!   order, so a killed process never leaves a hole), then submits an
@@ -23,8 +23,9 @@ use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-/// Durability operations (fsyncs or direct writes) in flight at most.
-pub const INFLIGHT_MAX: usize = 8;
+/// Most durability operations (fsyncs or direct writes) in flight `aof-inflight-syncs`
+/// may ask for.
+pub const INFLIGHT_MAX: usize = 64;
 /// Direct I/O block (alignment of offsets, lengths and buffers).
 pub const BLOCK: usize = 4096;
 const EFD_TAG: u64 = u64::MAX;
@@ -101,15 +102,14 @@ pub struct Engine {
     next_id: u64,
     /// Direct mode: LSNs become durable in submission order only.
     ordered: bool,
-    /// Operations in flight at most: [`INFLIGHT_MAX`], or `CAIRN_AOF_INFLIGHT` (1-64) to
-    /// measure other depths.
+    /// Operations in flight at most (`aof-inflight-syncs`, 1..=[`INFLIGHT_MAX`]).
     depth: usize,
 }
 
 impl Engine {
     /// Sets up a ring. Fails where io_uring is unavailable (old kernel, seccomp, sysctl).
     /// `efd`: an eventfd (see [`eventfd`]) that stays open longer than the engine.
-    pub fn new(efd: RawFd) -> io::Result<Engine> {
+    pub fn new(efd: RawFd, depth: usize) -> io::Result<Engine> {
         let ring = IoUring::new(RING_ENTRIES)?;
         Ok(Engine {
             ring,
@@ -119,10 +119,7 @@ impl Engine {
             inflight: VecDeque::new(),
             next_id: 1,
             ordered: false,
-            depth: std::env::var("CAIRN_AOF_INFLIGHT")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .map_or(INFLIGHT_MAX, |d: usize| d.clamp(1, 64)),
+            depth: depth.clamp(1, INFLIGHT_MAX),
         })
     }
 

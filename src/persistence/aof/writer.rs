@@ -9,7 +9,7 @@
 //! write rate), as Redis blocks when an fsync lags by more than two seconds.
 //!
 //! Two engines: with io_uring (`uring.rs`, the default where the kernel allows it) up to
-//! `uring::INFLIGHT_MAX` batches are being made durable at once; without it (setup
+//! `aof-inflight-syncs` batches are being made durable at once; without it (setup
 //! refused, or a backend without a real file such as the fault injector) one `pwrite` +
 //! one `fdatasync` at a time on this thread. Incremental files may be pre-allocated and
 //! pre-zeroed ahead of the write position (`prealloc.rs`), written with O_DIRECT|O_DSYNC
@@ -64,6 +64,8 @@ pub struct IoOpts {
     pub direct_io: bool,
     /// Try io_uring.
     pub uring: bool,
+    /// Durable writes in flight at most (`aof-inflight-syncs`; 0 means 1).
+    pub inflight: usize,
 }
 
 pub enum Job {
@@ -126,6 +128,10 @@ pub struct Shared {
     /// `wake_owned`, so it stays open as long as anyone can write to it.
     wake_fd: std::sync::atomic::AtomicI32,
     wake_owned: Mutex<Option<std::os::fd::OwnedFd>>,
+    /// The io_uring writer is about to wait and could take new work: the executor writes
+    /// the eventfd only then (a wake-up while every slot is in flight would be a wasted
+    /// context switch per executor turn on a 2-core machine).
+    want_wake: AtomicBool,
     /// "uring", "uring-direct" or "thread" (INFO `aof_io_engine`).
     pub engine: Mutex<&'static str>,
     /// Retired incremental files reused (INFO `aof_recycled_files`).
@@ -252,6 +258,7 @@ impl Writer {
             notifier: Mutex::new(None),
             wake_fd: std::sync::atomic::AtomicI32::new(-1),
             wake_owned: Mutex::new(None),
+            want_wake: AtomicBool::new(false),
             engine: Mutex::new("thread"),
             recycled: AtomicU64::new(0),
         });
@@ -273,7 +280,7 @@ impl Writer {
         };
         if t.opts.uring && t.incr.real_file().is_some() {
             match uring::eventfd().and_then(|efd| {
-                let e = Engine::new(efd.as_raw_fd())?;
+                let e = Engine::new(efd.as_raw_fd(), t.opts.inflight)?;
                 Ok((efd, e))
             }) {
                 Ok((efd, e)) => {
@@ -320,7 +327,7 @@ impl Writer {
         drop(q);
         self.shared.work.notify_one();
         let fd = self.shared.wake_fd.load(Ordering::SeqCst);
-        if fd >= 0 {
+        if fd >= 0 && self.shared.want_wake.swap(false, Ordering::SeqCst) {
             uring::wake(fd);
         }
     }
@@ -494,7 +501,19 @@ impl Thread {
                 self.start_sync(written);
             }
             if self.engine.is_some() {
-                let r = if took {
+                let can = self.engine.as_ref().is_some_and(Engine::can_submit);
+                // Ask for a wake-up on new work only when it could be taken, then look at
+                // the queue again (work queued before the flag was seen is not missed).
+                self.shared.want_wake.store(can, Ordering::SeqCst);
+                let queued = can
+                    && !self
+                        .shared
+                        .q
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .jobs
+                        .is_empty();
+                let r = if took || queued || shutdown {
                     self.engine.as_mut().map(Engine::reap)
                 } else {
                     self.engine.as_mut().map(|e| e.wait(TICK))
