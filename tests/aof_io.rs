@@ -165,6 +165,15 @@ fn kill9_trials(tag: &str, args: &[&str], env: &[(&str, &str)], trials: u32) {
                 })
             })
             .collect();
+        // Writes under way first (a loaded machine may take a while to connect).
+        let t = Instant::now();
+        while acked.iter().all(|a| a.load(Ordering::SeqCst) == 0) {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "{tag}: no write acknowledged"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
         std::thread::sleep(Duration::from_millis(50 + rng.next() % 400));
         let mut srv = srv;
         let _ = srv.child.kill();
