@@ -73,7 +73,11 @@ fn config_get_star_has_redis_names_and_defaults() {
     assert_eq!(
         extra,
         vec![
+            &"aof-direct-io",
             &"aof-disk-min-free",
+            &"aof-inflight-syncs",
+            &"aof-preallocate-bytes",
+            &"aof-recycle",
             &"arena-reserve-bytes",
             &"event-loop-spin-us",
             // Valkey's names for the copy-avoiding reply thresholds (issue #5).

@@ -160,7 +160,7 @@ pub fn startup(srv: &mut Server) -> Result<(), String> {
     } else {
         create_fresh(&dir, &prefix, &srv.master_replid)?
     };
-    load_layout(srv, &dir, &layout, s.aof_load_truncated)?;
+    let log_end = load_layout(srv, &dir, &layout, s.aof_load_truncated)?;
     let mut fsdir = FsDir::new(&dir);
     let Some(last) = layout.incrs.last().cloned() else {
         return Err("The AOF manifest lists no incremental file".into());
@@ -168,21 +168,32 @@ pub fn startup(srv: &mut Server) -> Result<(), String> {
     let incr = fsdir
         .open_append(&last.name)
         .map_err(|e| format!("Can't open the append-only file {}: {e}", last.name))?;
-    let incr_len = fsdir.size_of(&last.name).unwrap_or(0);
+    // The log's end: a pre-allocated file is longer (zeroes after it).
+    let incr_len = match log_end {
+        Some(n) => n,
+        None => fsdir.size_of(&last.name).unwrap_or(0),
+    };
     let base_len = layout
         .base
         .as_ref()
         .and_then(|b| fsdir.size_of(&b.name).ok())
         .unwrap_or(0);
-    let w = Writer::start(
+    let w = Writer::start_opts(
         Box::new(fsdir),
         incr,
+        Some(&last.name),
         incr_len,
         srv.aof.last_lsn,
         FsyncMode::parse(&s.appendfsync),
         s.aof_disk_min_free,
+        super::io_opts(&s),
     )
     .map_err(|e| format!("Can't start the AOF writer thread: {e}"))?;
+    w.set_params(
+        FsyncMode::parse(&s.appendfsync),
+        s.aof_disk_min_free,
+        s.aof_disk_min_free_pct,
+    );
     w.shared
         .base_bytes
         .store(base_len, std::sync::atomic::Ordering::Relaxed);
@@ -225,19 +236,21 @@ fn create_fresh(dir: &Path, prefix: &str, replid: &str) -> Result<Layout, String
 }
 
 /// Replays base then incremental files, checking that LSNs continue across files.
+/// Returns where the log ends in the last incremental file (None: it does not exist).
 pub fn load_layout(
     srv: &mut Server,
     dir: &Path,
     layout: &Layout,
     load_truncated: bool,
-) -> Result<(), String> {
+) -> Result<Option<u64>, String> {
     let start = std::time::Instant::now();
     let mut client = Client::new(0, "aof".into(), String::new(), crate::util::now_ms());
     client.authenticated = true;
     srv.loading = true;
     srv.ks.loading = true;
-    let result = (|| -> Result<(), String> {
+    let result = (|| -> Result<Option<u64>, String> {
         let mut next_lsn: Option<u64> = None;
+        let mut log_end = None;
         if let Some(b) = &layout.base {
             if b.name.ends_with(".rdb") {
                 return Err(format!(
@@ -283,8 +296,23 @@ pub fn load_layout(
             if let Some(r) = o.last_reploff {
                 srv.aof.reploff = r;
             }
+            if last {
+                log_end = Some(o.valid_len);
+            }
             if let Some(bad) = &o.bad {
-                if bad.torn_tail && last && load_truncated {
+                if bad.torn_tail && last && bad.stale_follows {
+                    // A recycled file's old content after the new log: its normal end. It
+                    // is cut all the same: later bytes may hold entries of writes that
+                    // were in flight, whose LSNs the next entries will reuse.
+                    notice!(
+                        "AOF {} ends at offset {} (LSN {}): the rest is a recycled file's old content",
+                        f.name,
+                        o.valid_len,
+                        srv.aof.last_lsn
+                    );
+                    drop(m);
+                    truncate(&path, o.valid_len)?;
+                } else if bad.torn_tail && last && load_truncated {
                     warning!(
                         "!!! Warning: short read while loading the AOF file {}!!! {}",
                         f.name,
@@ -330,6 +358,8 @@ pub fn load_layout(
                     om.prev_lsn
                 );
                 truncate(&path, om.offset)?;
+                // The writer appends where the kept log now ends.
+                log_end = Some(om.offset);
                 srv.aof.last_lsn = om.prev_lsn;
                 srv.aof.reploff = om.prev_reploff;
                 srv.aof.loaded_truncated = true;
@@ -337,7 +367,7 @@ pub fn load_layout(
             }
             notice!("DB loaded from incr file {}: {} entries", f.name, o.entries);
         }
-        Ok(())
+        Ok(log_end)
     })();
     srv.loading = false;
     srv.ks.loading = false;

@@ -20,9 +20,11 @@
 pub mod format;
 pub mod load;
 pub mod manifest;
+pub mod prealloc;
 pub mod propagate;
 pub mod rewrite;
 pub mod storage;
+pub mod uring;
 pub mod writer;
 
 use std::collections::{HashMap, VecDeque};
@@ -305,7 +307,7 @@ impl Aof {
         self.mode = FsyncMode::parse(&s.appendfsync);
         self.timestamps = s.aof_timestamp_enabled;
         if let Some(w) = &self.writer {
-            w.set_params(self.mode, s.aof_disk_min_free);
+            w.set_params(self.mode, s.aof_disk_min_free, s.aof_disk_min_free_pct);
         }
     }
 
@@ -379,6 +381,14 @@ impl Aof {
                     ),
                     ("aof_fsync_us_p99", sh.fsync_p99_us().to_string()),
                     ("aof_fsyncs", sh.fsyncs.load(Relaxed).to_string()),
+                    (
+                        "aof_io_engine",
+                        sh.engine
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .to_string(),
+                    ),
+                    ("aof_recycled_files", sh.recycled.load(Relaxed).to_string()),
                     (
                         "aof_disk_free_bytes",
                         sh.free_bytes.load(Relaxed).to_string(),
@@ -511,6 +521,20 @@ pub fn after_command(
     }
 }
 
+/// The writer's I/O options from the config. Pre-allocation and direct I/O serve
+/// `appendfsync always` (where every batch is synced); io_uring unless
+/// `CAIRN_AOF_NO_URING=1` (which forces the thread engine, for comparison and tests).
+pub fn io_opts(s: &crate::config::Settings) -> writer::IoOpts {
+    let always = FsyncMode::parse(&s.appendfsync) == FsyncMode::Always;
+    writer::IoOpts {
+        preallocate_bytes: if always { s.aof_preallocate_bytes } else { 0 },
+        recycle: s.aof_recycle,
+        direct_io: always && s.aof_direct_io,
+        uring: std::env::var_os("CAIRN_AOF_NO_URING").is_none_or(|v| v != "1"),
+        inflight: s.aof_inflight_syncs,
+    }
+}
+
 /// After CONFIG SET: fsync mode, watermark, timestamps; `appendonly` turned on or off at
 /// runtime (on: a new incremental file plus an immediate rewrite, as Redis's
 /// startAppendOnly; off: everything queued is written and synced, then the log closes).
@@ -556,15 +580,28 @@ fn enable_at_runtime(
     let mut f = d.open_append(&name).map_err(|e| e.to_string())?;
     f.set_len(0).map_err(|e| e.to_string())?;
     layout.incrs.push(manifest::FileInfo { name, seq });
-    let w = Writer::start(
+    let w = Writer::start_opts(
         Box::new(d),
         f,
+        Some(
+            &layout
+                .incrs
+                .last()
+                .map(|f| f.name.clone())
+                .unwrap_or_default(),
+        ),
         0,
         srv.aof.last_lsn,
         FsyncMode::parse(&s.appendfsync),
         s.aof_disk_min_free,
+        io_opts(s),
     )
     .map_err(|e| e.to_string())?;
+    w.set_params(
+        FsyncMode::parse(&s.appendfsync),
+        s.aof_disk_min_free,
+        s.aof_disk_min_free_pct,
+    );
     srv.aof.writer = Some(w);
     srv.aof.install_waker();
     srv.aof.layout = Some(layout);

@@ -1,6 +1,8 @@
 //! Where the log's bytes go: a small trait so the writer thread can run against real files
 //! (`pwrite` + `fdatasync`) or a fault-injecting backend in tests (torn writes, EIO,
-//! ENOSPC). An io_uring engine would be a third implementation of [`LogFile`].
+//! ENOSPC). The io_uring engine (`uring.rs`) drives the real file's descriptor directly
+//! (`LogFile::real_file`); a backend that returns None there (the fault injector) runs the
+//! thread engine, where every write and sync goes through this trait.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -16,6 +18,13 @@ pub trait LogFile: Send {
     fn sync_data(&mut self) -> io::Result<()>;
     /// Cuts the file to `len` bytes (drops a torn tail after a failed write).
     fn set_len(&mut self, len: u64) -> io::Result<()>;
+    /// The real file behind this handle, for the io_uring engine and the pre-allocation
+    /// helper (None: a backend that must see every call, e.g. fault injection).
+    fn real_file(&self) -> Option<&File> {
+        None
+    }
+    /// Current size in bytes.
+    fn file_len(&mut self) -> io::Result<u64>;
 }
 
 /// Opens, creates and replaces the files of one AOF directory.
@@ -27,6 +36,20 @@ pub trait LogDir: Send {
     /// Free bytes for an unprivileged user (statvfs f_bavail × f_frsize).
     fn free_bytes(&mut self) -> io::Result<u64>;
     fn size_of(&mut self, name: &str) -> io::Result<u64>;
+    /// Size of the filesystem (statvfs f_blocks × f_frsize), for a percentage watermark.
+    fn total_bytes(&mut self) -> io::Result<u64> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+    /// Path of a file in this directory, when it is a real directory (direct I/O opens
+    /// its own handle).
+    fn path_of(&self, _name: &str) -> Option<PathBuf> {
+        None
+    }
+    /// Renames `from` to `to` (replacing it) durably and opens it: recycling a retired
+    /// incremental file as the new one.
+    fn recycle(&mut self, _from: &str, _to: &str) -> io::Result<Box<dyn LogFile>> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
 }
 
 pub struct FsFile(File);
@@ -40,6 +63,12 @@ impl LogFile for FsFile {
     }
     fn set_len(&mut self, len: u64) -> io::Result<()> {
         self.0.set_len(len)
+    }
+    fn real_file(&self) -> Option<&File> {
+        Some(&self.0)
+    }
+    fn file_len(&mut self) -> io::Result<u64> {
+        Ok(self.0.metadata()?.len())
     }
 }
 
@@ -90,10 +119,25 @@ impl LogDir for FsDir {
     fn size_of(&mut self, name: &str) -> io::Result<u64> {
         Ok(std::fs::metadata(self.path.join(name))?.len())
     }
+    fn total_bytes(&mut self) -> io::Result<u64> {
+        statvfs(&self.path).map(|st| st.f_blocks.saturating_mul(st.f_frsize))
+    }
+    fn path_of(&self, name: &str) -> Option<PathBuf> {
+        Some(self.path.join(name))
+    }
+    fn recycle(&mut self, from: &str, to: &str) -> io::Result<Box<dyn LogFile>> {
+        std::fs::rename(self.path.join(from), self.path.join(to))?;
+        self.sync_dir()?;
+        self.open_append(to)
+    }
 }
 
 /// statvfs: blocks available to unprivileged users × fragment size.
 pub fn free_bytes(path: &Path) -> io::Result<u64> {
+    statvfs(path).map(|st| st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+fn statvfs(path: &Path) -> io::Result<libc::statvfs> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
@@ -103,7 +147,7 @@ pub fn free_bytes(path: &Path) -> io::Result<u64> {
         if libc::statvfs(c.as_ptr(), &mut st) != 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+        Ok(st)
     }
 }
 
@@ -156,6 +200,9 @@ impl LogFile for FaultyFile {
     }
     fn set_len(&mut self, len: u64) -> io::Result<()> {
         self.inner.set_len(len)
+    }
+    fn file_len(&mut self) -> io::Result<u64> {
+        self.inner.file_len()
     }
 }
 

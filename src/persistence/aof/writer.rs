@@ -2,19 +2,28 @@
 //! publishes how far the log is durable.
 //!
 //! Architecture invariant: the executor never waits on the disk. It appends framed entries
-//! to a queue and goes on; this thread takes *everything* queued at once, writes it with
-//! one `pwrite` and (with `appendfsync always`) one `fdatasync` — group commit — then
-//! raises `durable_lsn` and wakes the executor, which releases the replies it held. The
-//! only wait on the executor is back-pressure when the queue exceeds
-//! [`QUEUE_MAX_BYTES`] (the disk is slower than the write rate), as Redis blocks when an
-//! fsync lags by more than two seconds.
+//! to a queue and goes on; this thread takes *everything* queued at once (group commit),
+//! starts it with a `#BATCH:` marker and writes it, then raises `durable_lsn` and wakes the
+//! executor, which releases the replies it held. The only wait on the executor is
+//! back-pressure when the queue exceeds [`QUEUE_MAX_BYTES`] (the disk is slower than the
+//! write rate), as Redis blocks when an fsync lags by more than two seconds.
+//!
+//! Two engines: with io_uring (`uring.rs`, the default where the kernel allows it) up to
+//! `aof-inflight-syncs` batches are being made durable at once; without it (setup
+//! refused, or a backend without a real file such as the fault injector) one `pwrite` +
+//! one `fdatasync` at a time on this thread. Incremental files may be pre-allocated and
+//! pre-zeroed ahead of the write position (`prealloc.rs`), written with O_DIRECT|O_DSYNC
+//! (`aof-direct-io`), and retired ones recycled (`aof-recycle`).
 //!
 //! After a failed write or sync nothing more is written nor acknowledged (sticky error,
 //! as fsync errors leave the page cache in an unknown state); the executor refuses writes
 //! with `-MISCONF` from then on.
 
+use super::prealloc::Prealloc;
 use super::storage::{LogDir, LogFile};
+use super::uring::{self, Engine, BLOCK};
 use std::collections::VecDeque;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -41,6 +50,22 @@ impl FsyncMode {
             _ => FsyncMode::EverySec,
         }
     }
+}
+
+/// How the writer does its I/O (config: `aof-preallocate-bytes`, `aof-recycle`,
+/// `aof-direct-io`; io_uring unless `CAIRN_AOF_NO_URING=1`).
+#[derive(Clone, Debug, Default)]
+pub struct IoOpts {
+    /// Keep the incremental file written with zeroes this far ahead (0: off).
+    pub preallocate_bytes: u64,
+    /// Reuse the retired incremental file after a rewrite instead of deleting it.
+    pub recycle: bool,
+    /// Write with O_DIRECT|O_DSYNC (needs io_uring).
+    pub direct_io: bool,
+    /// Try io_uring.
+    pub uring: bool,
+    /// Durable writes in flight at most (`aof-inflight-syncs`; 0 means 1).
+    pub inflight: usize,
 }
 
 pub enum Job {
@@ -72,6 +97,8 @@ struct Queue {
     shutdown: bool,
     mode: FsyncMode,
     disk_min_free: u64,
+    /// `aof-disk-min-free` as a percentage of the filesystem (0: use the size).
+    disk_min_free_pct: u64,
 }
 
 /// State shared by the executor and the writer thread.
@@ -97,6 +124,18 @@ pub struct Shared {
     pub fsyncs: AtomicU64,
     fsync_us: Mutex<VecDeque<u64>>,
     notifier: Mutex<Option<Box<dyn Fn() + Send>>>,
+    /// The io_uring engine's eventfd (-1: the thread engine, woken by `work`); owned by
+    /// `wake_owned`, so it stays open as long as anyone can write to it.
+    wake_fd: std::sync::atomic::AtomicI32,
+    wake_owned: Mutex<Option<std::os::fd::OwnedFd>>,
+    /// The io_uring writer is about to wait and could take new work: the executor writes
+    /// the eventfd only then (a wake-up while every slot is in flight would be a wasted
+    /// context switch per executor turn on a 2-core machine).
+    want_wake: AtomicBool,
+    /// "uring", "uring-direct" or "thread" (INFO `aof_io_engine`).
+    pub engine: Mutex<&'static str>,
+    /// Retired incremental files reused (INFO `aof_recycled_files`).
+    pub recycled: AtomicU64,
 }
 
 fn strerror(e: &std::io::Error) -> String {
@@ -134,6 +173,13 @@ impl Shared {
             f();
         }
     }
+    fn record_sync_us(&self, us: u64) {
+        let mut s = self.fsync_us.lock().unwrap_or_else(|e| e.into_inner());
+        if s.len() >= FSYNC_SAMPLES {
+            s.pop_front();
+        }
+        s.push_back(us);
+    }
     fn fail(&self, what: &str, e: &std::io::Error) {
         let text = strerror(e);
         crate::warning!("AOF {what} failed: {text}. Refusing writes until restart.");
@@ -150,7 +196,8 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Starts the thread. `incr` is open with `incr_len` valid bytes; new data goes there.
+    /// Starts the thread engine without pre-allocation. `incr` is open with `incr_len`
+    /// valid bytes; new data goes there.
     pub fn start(
         dir: Box<dyn LogDir>,
         incr: Box<dyn LogFile>,
@@ -159,6 +206,31 @@ impl Writer {
         mode: FsyncMode,
         disk_min_free: u64,
     ) -> std::io::Result<Writer> {
+        Self::start_opts(
+            dir,
+            incr,
+            None,
+            incr_len,
+            last_lsn,
+            mode,
+            disk_min_free,
+            IoOpts::default(),
+        )
+    }
+
+    /// Starts the thread. `incr` (named `incr_name` in `dir`) has `incr_len` valid bytes;
+    /// new data goes there, after them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_opts(
+        dir: Box<dyn LogDir>,
+        incr: Box<dyn LogFile>,
+        incr_name: Option<&str>,
+        incr_len: u64,
+        last_lsn: u64,
+        mode: FsyncMode,
+        disk_min_free: u64,
+        opts: IoOpts,
+    ) -> std::io::Result<Writer> {
         let shared = Arc::new(Shared {
             q: Mutex::new(Queue {
                 jobs: VecDeque::new(),
@@ -166,6 +238,7 @@ impl Writer {
                 shutdown: false,
                 mode,
                 disk_min_free,
+                disk_min_free_pct: 0,
             }),
             work: Condvar::new(),
             space: Condvar::new(),
@@ -183,18 +256,45 @@ impl Writer {
             fsyncs: AtomicU64::new(0),
             fsync_us: Mutex::new(VecDeque::new()),
             notifier: Mutex::new(None),
+            wake_fd: std::sync::atomic::AtomicI32::new(-1),
+            wake_owned: Mutex::new(None),
+            want_wake: AtomicBool::new(false),
+            engine: Mutex::new("thread"),
+            recycled: AtomicU64::new(0),
         });
         let mut t = Thread {
             shared: shared.clone(),
             dir,
             incr,
+            incr_name: incr_name.map(str::to_string),
             incr_off: incr_len,
             base: None,
             synced_lsn: last_lsn,
+            sync_submitted: last_lsn,
             last_sync: Instant::now(),
             last_disk_check: None,
+            engine: None,
+            prealloc: None,
+            direct: None,
+            opts,
         };
-        t.check_disk(disk_min_free);
+        if t.opts.uring && t.incr.real_file().is_some() {
+            match uring::eventfd().and_then(|efd| {
+                let e = Engine::new(efd.as_raw_fd(), t.opts.inflight)?;
+                Ok((efd, e))
+            }) {
+                Ok((efd, e)) => {
+                    shared.wake_fd.store(efd.as_raw_fd(), Ordering::SeqCst);
+                    *shared.wake_owned.lock().unwrap_or_else(|e| e.into_inner()) = Some(efd);
+                    t.engine = Some(e);
+                }
+                Err(e) => crate::notice!(
+                    "io_uring unavailable for the AOF ({e}): using the thread writer (one fsync at a time)"
+                ),
+            }
+        }
+        t.setup_file();
+        t.check_disk((disk_min_free, 0));
         let join = std::thread::Builder::new()
             .name("cairn-aof".into())
             .spawn(move || t.run())?;
@@ -226,12 +326,18 @@ impl Writer {
         q.jobs.push_back(job);
         drop(q);
         self.shared.work.notify_one();
+        let fd = self.shared.wake_fd.load(Ordering::SeqCst);
+        if fd >= 0 && self.shared.want_wake.swap(false, Ordering::SeqCst) {
+            uring::wake(fd);
+        }
     }
 
-    pub fn set_params(&self, mode: FsyncMode, disk_min_free: u64) {
+    /// `disk_min_free_pct` > 0 overrides `disk_min_free` (a share of the filesystem).
+    pub fn set_params(&self, mode: FsyncMode, disk_min_free: u64, disk_min_free_pct: u64) {
         let mut q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
         q.mode = mode;
         q.disk_min_free = disk_min_free;
+        q.disk_min_free_pct = disk_min_free_pct;
     }
 
     /// Writes and syncs everything queued, then stops the thread.
@@ -241,6 +347,10 @@ impl Writer {
             q.shutdown = true;
         }
         self.shared.work.notify_one();
+        let fd = self.shared.wake_fd.load(Ordering::SeqCst);
+        if fd >= 0 {
+            uring::wake(fd);
+        }
         if let Some(j) = self.join.take() {
             let _ = j.join();
         }
@@ -257,20 +367,79 @@ struct Thread {
     shared: Arc<Shared>,
     dir: Box<dyn LogDir>,
     incr: Box<dyn LogFile>,
+    incr_name: Option<String>,
+    /// End of the log's content in the incremental file (where the next batch goes).
     incr_off: u64,
     base: Option<(String, Box<dyn LogFile>, u64)>,
     synced_lsn: u64,
+    /// Highest LSN an fsync in flight (or done) covers (io_uring buffered mode).
+    sync_submitted: u64,
     last_sync: Instant,
     last_disk_check: Option<Instant>,
+    engine: Option<Engine>,
+    prealloc: Option<Prealloc>,
+    direct: Option<Direct>,
+    opts: IoOpts,
+}
+
+/// Direct-I/O state of the incremental file.
+struct Direct {
+    file: std::fs::File,
+    /// The bytes of the log's partial last block (from its start to `incr_off`).
+    tail: Vec<u8>,
+    /// End of the last write (block aligned): where a write goes when it cannot rewrite
+    /// the partial block because an earlier write may still be in flight.
+    write_end: u64,
 }
 
 impl Thread {
+    /// Sets up pre-allocation and direct I/O for the current incremental file.
+    fn setup_file(&mut self) {
+        self.prealloc = None;
+        self.direct = None;
+        let name = self.incr_name.clone();
+        let path = name.as_deref().and_then(|n| self.dir.path_of(n));
+        let (Some(engine), Some(path)) = (self.engine.as_mut(), path) else {
+            *self.shared.engine.lock().unwrap_or_else(|e| e.into_inner()) = "thread";
+            return;
+        };
+        engine.set_ordered(false);
+        let mut label = "uring";
+        if self.opts.direct_io {
+            match open_direct(&path, self.incr_off) {
+                Ok(d) => {
+                    engine.set_ordered(true);
+                    self.direct = Some(d);
+                    label = "uring-direct";
+                }
+                Err(e) => crate::warning!(
+                    "aof-direct-io: can't open {} with O_DIRECT ({e}): using buffered writes",
+                    path.display()
+                ),
+            }
+        }
+        *self.shared.engine.lock().unwrap_or_else(|e| e.into_inner()) = label;
+        if self.opts.preallocate_bytes > 0 {
+            let size = self.incr.file_len().unwrap_or(self.incr_off);
+            let f = self.incr.real_file().and_then(|f| f.try_clone().ok());
+            if let Some(f) = f {
+                match Prealloc::start(f, size, self.incr_off, self.opts.preallocate_bytes) {
+                    Ok(p) => self.prealloc = Some(p),
+                    Err(e) => crate::warning!("Can't start the AOF pre-allocation thread: {e}"),
+                }
+            }
+        }
+    }
+
     fn run(mut self) {
         let mut batch: Vec<u8> = Vec::new();
         loop {
+            // With io_uring, new work is taken only when it can be submitted: what waits
+            // stays in the queue, where it counts for the executor's back-pressure.
+            let can_take = self.engine.as_ref().is_none_or(|e| e.can_submit());
             let (jobs, mode, min_free, shutdown) = {
                 let mut q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
-                if q.jobs.is_empty() && !q.shutdown {
+                if self.engine.is_none() && q.jobs.is_empty() && !q.shutdown {
                     q = self
                         .shared
                         .work
@@ -278,12 +447,24 @@ impl Thread {
                         .unwrap_or_else(|e| e.into_inner())
                         .0;
                 }
-                let jobs = std::mem::take(&mut q.jobs);
-                q.bytes = 0;
-                self.shared.queued_bytes.store(0, Ordering::Relaxed);
-                (jobs, q.mode, q.disk_min_free, q.shutdown)
+                let jobs = if can_take {
+                    q.bytes = 0;
+                    self.shared.queued_bytes.store(0, Ordering::Relaxed);
+                    std::mem::take(&mut q.jobs)
+                } else {
+                    VecDeque::new()
+                };
+                (
+                    jobs,
+                    q.mode,
+                    (q.disk_min_free, q.disk_min_free_pct),
+                    q.shutdown,
+                )
             };
-            self.shared.space.notify_all();
+            let took = !jobs.is_empty();
+            if took {
+                self.shared.space.notify_all();
+            }
             let mut last_lsn = None;
             for job in jobs {
                 match job {
@@ -294,6 +475,7 @@ impl Thread {
                     other => {
                         // Keep order: what was appended before goes to the old file.
                         self.write_batch(&mut batch, last_lsn.take());
+                        self.drain();
                         self.control(other);
                     }
                 }
@@ -310,8 +492,35 @@ impl Thread {
                 FsyncMode::EverySec => self.last_sync.elapsed() >= Duration::from_secs(1),
                 FsyncMode::No => shutdown,
             };
-            if (due || shutdown) && written > self.synced_lsn {
-                self.sync(written);
+            if shutdown {
+                self.drain();
+                if written > self.synced_lsn {
+                    self.sync(written);
+                }
+            } else if due && written > self.sync_submitted {
+                self.start_sync(written);
+            }
+            if self.engine.is_some() {
+                let can = self.engine.as_ref().is_some_and(Engine::can_submit);
+                // Ask for a wake-up on new work only when it could be taken, then look at
+                // the queue again (work queued before the flag was seen is not missed).
+                self.shared.want_wake.store(can, Ordering::SeqCst);
+                let queued = can
+                    && !self
+                        .shared
+                        .q
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .jobs
+                        .is_empty();
+                let r = if took || queued || shutdown {
+                    self.engine.as_mut().map(Engine::reap)
+                } else {
+                    self.engine.as_mut().map(|e| e.wait(TICK))
+                };
+                if let Some(r) = r {
+                    self.handle(r);
+                }
             }
             if self.last_disk_check.is_none_or(|t| t.elapsed() >= TICK) {
                 self.check_disk(min_free);
@@ -319,9 +528,61 @@ impl Thread {
             if shutdown {
                 let q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
                 if q.jobs.is_empty() {
+                    drop(q);
+                    self.close_file();
                     return;
                 }
             }
+        }
+    }
+
+    /// Applies what the engine reaped: durable LSN, latencies, a sticky error.
+    fn handle(&mut self, r: uring::Reaped) {
+        for us in &r.latencies_us {
+            self.shared.record_sync_us(*us);
+        }
+        self.shared
+            .fsyncs
+            .fetch_add(r.latencies_us.len() as u64, Ordering::Relaxed);
+        if let Some((what, e)) = r.error {
+            if !self.shared.failed.load(Ordering::SeqCst) {
+                self.shared.fail(what, &e);
+            }
+            return;
+        }
+        if let Some(d) = r.durable {
+            if d > self.synced_lsn && !self.shared.failed.load(Ordering::SeqCst) {
+                self.synced_lsn = d;
+                self.last_sync = Instant::now();
+                if self.direct.is_some() {
+                    self.shared.written_lsn.fetch_max(d, Ordering::SeqCst);
+                }
+                self.shared.durable_lsn.fetch_max(d, Ordering::SeqCst);
+                self.shared.notify();
+            }
+        }
+    }
+
+    /// Waits for everything in flight (before a control job, at shutdown).
+    fn drain(&mut self) {
+        if let Some(r) = self.engine.as_mut().map(Engine::drain) {
+            self.handle(r);
+        }
+    }
+
+    /// Clean close: the pre-allocated or padded part past the log's end is cut off, so a
+    /// cleanly closed file is exactly its entries (and loads in Redis 7).
+    fn close_file(&mut self) {
+        self.prealloc = None;
+        self.direct = None;
+        if self.shared.failed.load(Ordering::SeqCst) {
+            return;
+        }
+        if self.incr.file_len().is_ok_and(|l| l > self.incr_off) {
+            let _ = self
+                .incr
+                .set_len(self.incr_off)
+                .and_then(|_| self.incr.sync_data());
         }
     }
 
@@ -333,21 +594,106 @@ impl Thread {
             batch.clear();
             return;
         }
-        match self.incr.write_all_at(self.incr_off, batch) {
+        // The marker states what was durable when this write was issued (recovery tells a
+        // hole left by writes in flight at a crash from corruption with it).
+        let mut framed = Vec::with_capacity(batch.len() + 64);
+        super::format::encode_batch_marker(
+            &mut framed,
+            self.shared.durable_lsn.load(Ordering::SeqCst),
+        );
+        framed.extend_from_slice(batch);
+        batch.clear();
+        if self.direct.is_some() {
+            self.write_direct(&framed, l);
+            return;
+        }
+        if let Some(p) = &self.prealloc {
+            let gap = super::format::align_gap(self.incr_off + framed.len() as u64);
+            if gap > 0 {
+                super::format::encode_align(&mut framed, gap);
+            }
+            p.ensure(self.incr_off + framed.len() as u64);
+        }
+        match self.incr.write_all_at(self.incr_off, &framed) {
             Ok(()) => {
-                self.incr_off += batch.len() as u64;
+                self.incr_off += framed.len() as u64;
                 self.shared
                     .incr_bytes
                     .store(self.incr_off, Ordering::Relaxed);
                 self.shared.written_lsn.store(l, Ordering::SeqCst);
             }
             Err(e) => {
-                // Cut what reached the file so the log ends on an entry boundary.
-                let _ = self.incr.set_len(self.incr_off);
+                // Cut what reached the file so the log ends on an entry boundary (a
+                // pre-allocated file: zero it instead, keeping its blocks).
+                if self.prealloc.is_some() {
+                    let _ = self
+                        .incr
+                        .write_all_at(self.incr_off, &vec![0u8; framed.len()]);
+                } else {
+                    let _ = self.incr.set_len(self.incr_off);
+                }
                 self.shared.fail("write", &e);
             }
         }
-        batch.clear();
+    }
+
+    /// One O_DIRECT|O_DSYNC write: whole blocks, padded with `#PAD:`. With nothing in
+    /// flight, the partial last block is rewritten with its bytes unchanged followed by
+    /// the new ones (a torn rewrite leaves every old byte intact: each sector holds either
+    /// the old or the new bytes, and the old ones are the same in both). With writes in
+    /// flight, the new write starts at the next block so no two in-flight writes share one.
+    fn write_direct(&mut self, content: &[u8], lsn: u64) {
+        let inflight = self.engine.as_ref().map_or(0, Engine::inflight);
+        let Some(d) = self.direct.as_mut() else {
+            return;
+        };
+        let (start, tail): (u64, &[u8]) = if inflight == 0 && d.write_end > self.incr_off {
+            (self.incr_off - d.tail.len() as u64, &d.tail)
+        } else {
+            (d.write_end.max(self.incr_off), &[])
+        };
+        let buf = uring::direct_buffer(tail, content);
+        let content_end = start + (tail.len() + content.len()) as u64;
+        let new_tail_start = content_end / BLOCK as u64 * BLOCK as u64;
+        let new_tail = buf.as_slice()
+            [(new_tail_start - start) as usize..(content_end - start) as usize]
+            .to_vec();
+        let end = start + buf.as_slice().len() as u64;
+        if let Some(p) = &self.prealloc {
+            p.ensure(end);
+        }
+        let fd = d.file.as_raw_fd();
+        let Some(engine) = self.engine.as_mut() else {
+            return;
+        };
+        match engine.submit_write(fd, start, buf, lsn) {
+            Ok(()) => {
+                d.tail = new_tail;
+                d.write_end = end;
+                self.incr_off = content_end;
+                self.shared
+                    .incr_bytes
+                    .store(self.incr_off, Ordering::Relaxed);
+            }
+            Err(e) => self.shared.fail("write", &e),
+        }
+    }
+
+    /// Makes `written` durable: an fsync in flight (io_uring; direct writes need none) or
+    /// a synchronous one (thread engine).
+    fn start_sync(&mut self, written: u64) {
+        if self.shared.failed.load(Ordering::SeqCst) || self.direct.is_some() {
+            return;
+        }
+        let fd = self.incr.real_file().map(|f| f.as_raw_fd());
+        if let (Some(engine), Some(fd)) = (self.engine.as_mut(), fd) {
+            match engine.submit_fsync(fd, written) {
+                Ok(()) => self.sync_submitted = written,
+                Err(e) => self.shared.fail("fsync", &e),
+            }
+            return;
+        }
+        self.sync(written);
     }
 
     fn sync(&mut self, written: u64) {
@@ -357,21 +703,12 @@ impl Thread {
         let t = Instant::now();
         match self.incr.sync_data() {
             Ok(()) => {
-                let us = t.elapsed().as_micros() as u64;
-                {
-                    let mut s = self
-                        .shared
-                        .fsync_us
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner());
-                    if s.len() >= FSYNC_SAMPLES {
-                        s.pop_front();
-                    }
-                    s.push_back(us);
-                }
+                self.shared.record_sync_us(t.elapsed().as_micros() as u64);
                 self.shared.fsyncs.fetch_add(1, Ordering::Relaxed);
                 self.synced_lsn = written;
+                self.sync_submitted = self.sync_submitted.max(written);
                 self.last_sync = Instant::now();
+                self.shared.written_lsn.fetch_max(written, Ordering::SeqCst);
                 self.shared.durable_lsn.store(written, Ordering::SeqCst);
                 self.shared.notify();
             }
@@ -379,8 +716,16 @@ impl Thread {
         }
     }
 
-    fn check_disk(&mut self, min_free: u64) {
+    fn check_disk(&mut self, (min_bytes, min_pct): (u64, u64)) {
         self.last_disk_check = Some(Instant::now());
+        let min_free = if min_pct > 0 {
+            match self.dir.total_bytes() {
+                Ok(t) => t / 100 * min_pct,
+                Err(_) => min_bytes,
+            }
+        } else {
+            min_bytes
+        };
         if let Ok(free) = self.dir.free_bytes() {
             self.shared.free_bytes.store(free, Ordering::Relaxed);
             let low = min_free > 0 && free < min_free;
@@ -468,14 +813,37 @@ impl Thread {
             Ok(f)
         })();
         match step {
-            Ok(f) => {
+            Ok(mut f) => {
+                self.prealloc = None;
+                self.direct = None;
+                // aof-recycle: the retired incremental file (already allocated and
+                // written) replaces the new, empty one. Its old entries have LSNs below
+                // the new file's first one, so recovery stops at them (docs/formats/aof.md).
+                let retired = self.incr_name.clone().filter(|n| old.contains(n));
+                let mut recycled = None;
+                if self.opts.recycle {
+                    if let Some(r) = &retired {
+                        match self.dir.recycle(r, &new_incr) {
+                            Ok(rf) => {
+                                self.shared.recycled.fetch_add(1, Ordering::Relaxed);
+                                recycled = Some(r.clone());
+                                f = rf;
+                            }
+                            Err(e) => crate::warning!("Can't recycle the AOF file {r}: {e}"),
+                        }
+                    }
+                }
                 self.incr = f;
+                self.incr_name = Some(new_incr.clone());
                 self.incr_off = 0;
                 self.shared.incr_bytes.store(0, Ordering::Relaxed);
                 self.shared.base_bytes.store(base_len, Ordering::Relaxed);
                 for name in old {
-                    let _ = self.dir.remove(&name);
+                    if Some(&name) != recycled.as_ref() {
+                        let _ = self.dir.remove(&name);
+                    }
                 }
+                self.setup_file();
                 self.shared.switches.fetch_add(1, Ordering::SeqCst);
                 self.shared.notify();
             }
@@ -487,4 +855,26 @@ impl Thread {
             }
         }
     }
+}
+
+/// Opens the incremental file for direct I/O and reads the partial last block of its log
+/// (rewritten, unchanged, by the next write).
+fn open_direct(path: &std::path::Path, log_end: u64) -> std::io::Result<Direct> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT | libc::O_DSYNC)
+        .open(path)?;
+    let block_start = log_end / BLOCK as u64 * BLOCK as u64;
+    let mut tail = vec![0u8; (log_end - block_start) as usize];
+    if !tail.is_empty() {
+        // A buffered handle: O_DIRECT reads would need an aligned buffer.
+        std::fs::File::open(path)?.read_exact_at(&mut tail, block_start)?;
+    }
+    Ok(Direct {
+        file,
+        tail,
+        write_end: log_end.div_ceil(BLOCK as u64) * BLOCK as u64,
+    })
 }
