@@ -12,7 +12,11 @@ use std::time::{Duration, Instant};
 const BIG: usize = 20 << 20;
 
 fn big_value(seed: u8) -> Vec<u8> {
-    (0..BIG)
+    sized_value(seed, BIG)
+}
+
+fn sized_value(seed: u8, size: usize) -> Vec<u8> {
+    (0..size)
         .map(|i| {
             (i as u32)
                 .wrapping_mul(2654435761)
@@ -65,7 +69,7 @@ fn info_field(c: &mut Raw, section: &str, field: &str) -> u64 {
 
 /// Each mutation runs while a slow client still has two pipelined GETs of the old value
 /// (with a PING between them) queued; the slow client must get the old bytes intact.
-fn slow_reader_sees_old_value(io_threads: &str, resp3: bool) {
+fn slow_reader_sees_old_value(io_threads: &str, resp3: bool, size: usize) {
     let srv = start_cairn(&["--io-threads", io_threads]);
     let mut w = conn(srv.port);
     let mutations: &[&[&str]] = &[
@@ -80,7 +84,7 @@ fn slow_reader_sees_old_value(io_threads: &str, resp3: bool) {
         &["SWAPDB", "0", "1"],
     ];
     for (i, m) in mutations.iter().enumerate() {
-        let v = big_value(i as u8 + if resp3 { 100 } else { 0 });
+        let v = sized_value(i as u8 + if resp3 { 100 } else { 0 }, size);
         w.cmd(&[b"SET", b"k", &v]);
         assert_eq!(w.reply(), b"+OK\r\n");
         let mut slow = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
@@ -128,7 +132,7 @@ fn slow_reader_sees_old_value(io_threads: &str, resp3: bool) {
         match m[0] {
             "APPEND" => {
                 let r = w.call(&["STRLEN", "k"]);
-                assert_eq!(r, format!(":{}\r\n", BIG + 4).as_bytes());
+                assert_eq!(r, format!(":{}\r\n", size + 4).as_bytes());
                 let r = w.call(&["GETRANGE", "k", "-4", "-1"]);
                 assert_eq!(r, b"$4\r\ntail\r\n");
             }
@@ -159,28 +163,29 @@ fn slow_reader_sees_old_value(io_threads: &str, resp3: bool) {
         assert!(Instant::now() < deadline, "used_memory stays at {used}");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(info_field(&mut w, "stats", "reply_bytes_referenced") >= (BIG * 2 * 9) as u64);
+    assert!(info_field(&mut w, "stats", "reply_bytes_referenced") >= (size * 2 * 9) as u64);
     assert!(info_field(&mut w, "stats", "reply_bytes_copied") < 1 << 20);
 }
 
 #[test]
 fn slow_reader_resp2_single_thread() {
-    slow_reader_sees_old_value("1", false);
+    // The case: a 100 MB value read slowly while another client mutates it.
+    slow_reader_sees_old_value("1", false, 100 << 20);
 }
 
 #[test]
 fn slow_reader_resp3_single_thread() {
-    slow_reader_sees_old_value("1", true);
+    slow_reader_sees_old_value("1", true, BIG);
 }
 
 #[test]
 fn slow_reader_resp2_io_threads() {
-    slow_reader_sees_old_value("3", false);
+    slow_reader_sees_old_value("3", false, BIG);
 }
 
 #[test]
 fn slow_reader_resp3_io_threads() {
-    slow_reader_sees_old_value("3", true);
+    slow_reader_sees_old_value("3", true, BIG);
 }
 
 /// Small values and a lowered threshold: below it replies are copied.
