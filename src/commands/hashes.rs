@@ -150,26 +150,8 @@ fn hmget(ctx: &mut Ctx) -> CmdResult {
 
 fn hdel(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.args.get(1);
-    let db = ctx.db();
-    let Some(mut e) = write_hash(ctx, key)? else {
-        ctx.out.int(0);
-        return Ok(());
-    };
-    let mut n = 0;
-    for i in 2..ctx.args.len() {
-        let (ne, d) = hash::del(&mut ctx.srv.ks, db, e, ctx.args.get(i));
-        e = ne;
-        if d {
-            n += 1;
-            if hash::len(&ctx.srv.ks, e) == 0 {
-                ctx.srv.ks.delete_entry(db, e);
-                break;
-            }
-        }
-    }
-    ctx.dirty(n);
-    ctx.out.int(n as i64);
-    Ok(())
+    let found = write_hash(ctx, key)?;
+    super::remove_members(ctx, found, hash::del, hash::len)
 }
 
 fn hlen(ctx: &mut Ctx) -> CmdResult {

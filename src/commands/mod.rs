@@ -356,3 +356,39 @@ impl CommandTable {
 pub fn full_name(parent: &CommandSpec, sub: &CommandSpec) -> String {
     format!("{}|{}", parent.name, sub.name)
 }
+
+/// HDEL / SREM / ZREM: removes arguments 2.. from the collection `e` (found by the
+/// caller's typed lookup; None: the key is missing), deleting the key when it empties.
+/// `remove` returns the (possibly moved) entry and whether the member was there.
+pub fn remove_members(
+    ctx: &mut Ctx,
+    found: Option<crate::arena::Ref>,
+    remove: fn(
+        &mut crate::keyspace::Keyspace,
+        usize,
+        crate::arena::Ref,
+        &[u8],
+    ) -> (crate::arena::Ref, bool),
+    len: fn(&crate::keyspace::Keyspace, crate::arena::Ref) -> u64,
+) -> CmdResult {
+    let db = ctx.db();
+    let Some(mut e) = found else {
+        ctx.out.int(0);
+        return Ok(());
+    };
+    let mut n = 0;
+    for i in 2..ctx.args.len() {
+        let (ne, removed) = remove(&mut ctx.srv.ks, db, e, ctx.args.get(i));
+        e = ne;
+        if removed {
+            n += 1;
+            if len(&ctx.srv.ks, e) == 0 {
+                ctx.srv.ks.delete_entry(db, e);
+                break;
+            }
+        }
+    }
+    ctx.dirty(n);
+    ctx.out.int(n as i64);
+    Ok(())
+}

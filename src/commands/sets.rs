@@ -83,26 +83,8 @@ fn sadd(ctx: &mut Ctx) -> CmdResult {
 
 fn srem(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.args.get(1);
-    let db = ctx.db();
-    let Some(mut e) = write_set(ctx, key)? else {
-        ctx.out.int(0);
-        return Ok(());
-    };
-    let mut n = 0;
-    for i in 2..ctx.args.len() {
-        let (ne, r) = set::remove(&mut ctx.srv.ks, db, e, ctx.args.get(i));
-        e = ne;
-        if r {
-            n += 1;
-            if set::len(&ctx.srv.ks, e) == 0 {
-                ctx.srv.ks.delete_entry(db, e);
-                break;
-            }
-        }
-    }
-    ctx.dirty(n);
-    ctx.out.int(n as i64);
-    Ok(())
+    let found = write_set(ctx, key)?;
+    super::remove_members(ctx, found, set::remove, set::len)
 }
 
 fn smembers(ctx: &mut Ctx) -> CmdResult {

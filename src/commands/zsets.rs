@@ -515,26 +515,8 @@ fn zincrby(ctx: &mut Ctx) -> CmdResult {
 
 fn zrem(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.args.get(1);
-    let db = ctx.db();
-    let Some(mut e) = write_zset(ctx, key)? else {
-        ctx.out.int(0);
-        return Ok(());
-    };
-    let mut n = 0;
-    for i in 2..ctx.args.len() {
-        let (ne, d) = zset::remove(&mut ctx.srv.ks, db, e, ctx.args.get(i));
-        e = ne;
-        if d {
-            n += 1;
-            if zset::len(&ctx.srv.ks, e) == 0 {
-                ctx.srv.ks.delete_entry(db, e);
-                break;
-            }
-        }
-    }
-    ctx.dirty(n);
-    ctx.out.int(n as i64);
-    Ok(())
+    let found = write_zset(ctx, key)?;
+    super::remove_members(ctx, found, zset::remove, zset::len)
 }
 
 // ---- reads -----------------------------------------------------------------------------------
