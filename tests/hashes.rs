@@ -6,47 +6,6 @@ mod common;
 use common::*;
 use std::time::{Duration, Instant};
 
-fn both(args: &[&str]) -> (ServerProc, ServerProc, Raw, Raw) {
-    let c = start_cairn(args);
-    let r = start_redis(args);
-    let rc = Raw::connect(c.port);
-    let rr = Raw::connect(r.port);
-    (c, r, rc, rr)
-}
-
-fn show(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn same(rc: &mut Raw, rr: &mut Raw, args: &[&[u8]]) -> Vec<u8> {
-    rc.cmd(args);
-    let a = rc.reply();
-    rr.cmd(args);
-    let b = rr.reply();
-    assert_eq!(
-        show(&a),
-        show(&b),
-        "command {:?}",
-        args.iter().map(|x| show(x)).collect::<Vec<_>>()
-    );
-    a
-}
-
-/// Replies compared as multisets of lines (for unspecified orders).
-fn same_unordered(rc: &mut Raw, rr: &mut Raw, args: &[&str]) {
-    let mut a: Vec<String> = show(&rc.call(args))
-        .split("\r\n")
-        .map(String::from)
-        .collect();
-    let mut b: Vec<String> = show(&rr.call(args))
-        .split("\r\n")
-        .map(String::from)
-        .collect();
-    a.sort();
-    b.sort();
-    assert_eq!(a, b, "command {args:?}");
-}
-
 fn run(rc: &mut Raw, rr: &mut Raw, script: &[&str]) {
     for line in script {
         let args: Vec<&[u8]> = line.split(' ').map(|s| s.as_bytes()).collect();

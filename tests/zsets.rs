@@ -6,18 +6,6 @@ mod common;
 use common::*;
 use std::time::{Duration, Instant};
 
-fn both(args: &[&str]) -> (ServerProc, ServerProc, Raw, Raw) {
-    let c = start_cairn(args);
-    let r = start_redis(args);
-    let rc = Raw::connect(c.port);
-    let rr = Raw::connect(r.port);
-    (c, r, rc, rr)
-}
-
-fn show(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 fn same(rc: &mut Raw, rr: &mut Raw, args: &[&str]) -> Vec<u8> {
     let a = rc.call(args);
     let b = rr.call(args);

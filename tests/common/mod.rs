@@ -264,3 +264,48 @@ fn value_end(b: &[u8], at: usize) -> Option<usize> {
         _ => panic!("not RESP: {:?}", String::from_utf8_lossy(&b[at..])),
     }
 }
+
+// ---- comparing cairn with redis-server ------------------------------------------------
+
+/// A cairn and a redis-server started with the same arguments, a raw client to each.
+pub fn both(args: &[&str]) -> (ServerProc, ServerProc, Raw, Raw) {
+    let c = start_cairn(args);
+    let r = start_redis(args);
+    let rc = Raw::connect(c.port);
+    let rr = Raw::connect(r.port);
+    (c, r, rc, rr)
+}
+
+pub fn show(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Sends a command to both servers; their replies must be byte-identical.
+pub fn same(rc: &mut Raw, rr: &mut Raw, args: &[&[u8]]) -> Vec<u8> {
+    rc.cmd(args);
+    let a = rc.reply();
+    rr.cmd(args);
+    let b = rr.reply();
+    assert_eq!(
+        show(&a),
+        show(&b),
+        "command {:?}",
+        args.iter().map(|x| show(x)).collect::<Vec<_>>()
+    );
+    a
+}
+
+/// Replies compared as multisets of lines (for unspecified orders).
+pub fn same_unordered(rc: &mut Raw, rr: &mut Raw, args: &[&str]) {
+    let mut a: Vec<String> = show(&rc.call(args))
+        .split("\r\n")
+        .map(String::from)
+        .collect();
+    let mut b: Vec<String> = show(&rr.call(args))
+        .split("\r\n")
+        .map(String::from)
+        .collect();
+    a.sort();
+    b.sort();
+    assert_eq!(a, b, "command {args:?}");
+}
