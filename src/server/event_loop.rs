@@ -625,6 +625,32 @@ impl EventLoop {
             client.pushed.clear();
         }
         let out_before = conn.out.len();
+        // The connection's batch and output, as every call below passes them.
+        macro_rules! run_batch {
+            () => {
+                run_batch(
+                    srv,
+                    &mut client,
+                    &conn.qbuf,
+                    &mut self.batch,
+                    &mut conn.out,
+                    &mut conn.holds,
+                    &mut conn.refs,
+                )
+            };
+        }
+        macro_rules! exec_holding {
+            ($args:expr) => {
+                exec_holding(
+                    srv,
+                    &mut client,
+                    $args,
+                    &mut conn.out,
+                    &mut conn.holds,
+                    &mut conn.refs,
+                )
+            };
+        }
         let mut held = false;
         srv.begin_batch();
         // Commands read behind a command that blocked run first, in order.
@@ -632,14 +658,7 @@ impl EventLoop {
             let Some(cmd) = client.deferred.pop_front() else {
                 break;
             };
-            held |= exec_holding(
-                srv,
-                &mut client,
-                cmd.args(),
-                &mut conn.out,
-                &mut conn.holds,
-                &mut conn.refs,
-            );
+            held |= exec_holding!(cmd.args());
         }
         loop {
             if client.close_after_reply
@@ -667,15 +686,7 @@ impl EventLoop {
                 Parse::Command if !conn.big_args.is_empty() => {
                     // Runs alone, after what was batched before it; then its argument
                     // blocks go (unless a value adopted one).
-                    held |= run_batch(
-                        srv,
-                        &mut client,
-                        &conn.qbuf,
-                        &mut self.batch,
-                        &mut conn.out,
-                        &mut conn.holds,
-                        &mut conn.refs,
-                    );
+                    held |= run_batch!();
                     let args = Args::with_big(&conn.qbuf, &conn.parser.args, &conn.big_args);
                     if client.blocked {
                         // Behind a command that blocked: waits its turn (copied).
@@ -683,14 +694,7 @@ impl EventLoop {
                             .deferred
                             .push_back(super::client::OwnedCommand::from_args(args));
                     } else {
-                        held |= exec_holding(
-                            srv,
-                            &mut client,
-                            args,
-                            &mut conn.out,
-                            &mut conn.holds,
-                            &mut conn.refs,
-                        );
+                        held |= exec_holding!(args);
                     }
                     for a in conn.big_args.drain(..) {
                         srv.ks.release_arg_block(a.block);
@@ -708,15 +712,7 @@ impl EventLoop {
                         self.batch.push(&conn.parser.args);
                     }
                     if !batched || self.batch.cmds.len() >= BATCH_MAX_COMMANDS {
-                        held |= run_batch(
-                            srv,
-                            &mut client,
-                            &conn.qbuf,
-                            &mut self.batch,
-                            &mut conn.out,
-                            &mut conn.holds,
-                            &mut conn.refs,
-                        );
+                        held |= run_batch!();
                     }
                     if !batched {
                         let buf: &[u8] = if inline {
@@ -731,14 +727,7 @@ impl EventLoop {
                                 .deferred
                                 .push_back(super::client::OwnedCommand::from_args(args));
                         } else {
-                            held |= exec_holding(
-                                srv,
-                                &mut client,
-                                args,
-                                &mut conn.out,
-                                &mut conn.holds,
-                                &mut conn.refs,
-                            );
+                            held |= exec_holding!(args);
                         }
                     }
                     if srv.shutdown.is_some() {
@@ -747,15 +736,7 @@ impl EventLoop {
                 }
                 Parse::Incomplete => break,
                 Parse::Error(msg) => {
-                    held |= run_batch(
-                        srv,
-                        &mut client,
-                        &conn.qbuf,
-                        &mut self.batch,
-                        &mut conn.out,
-                        &mut conn.holds,
-                        &mut conn.refs,
-                    );
+                    held |= run_batch!();
                     verbose!(
                         "Protocol error ({msg}) from client: {}",
                         client.info_line(now_ms())
@@ -768,15 +749,7 @@ impl EventLoop {
                 }
             }
         }
-        held |= run_batch(
-            srv,
-            &mut client,
-            &conn.qbuf,
-            &mut self.batch,
-            &mut conn.out,
-            &mut conn.holds,
-            &mut conn.refs,
-        );
+        held |= run_batch!();
         if client.http_guard_close {
             // The HTTP guard: Redis sends nothing more to such a connection.
             conn.out.truncate(out_before);
