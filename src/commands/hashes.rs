@@ -29,15 +29,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("hscan", -3, READONLY, "hash", hscan).keys(1, 1, 1).doc("Iterates over fields and values of a hash.", "2.8.0"),
 ];
 
-/// HRANDFIELD with a negative count repeats fields; beyond this many the reply alone
-/// would be gigabytes, so it is refused instead of built.
-const MAX_RANDOM_REPEATS: u64 = 1 << 24;
-
 fn check(ctx: &Ctx, e: Option<Ref>) -> Result<Option<Ref>, CmdError> {
-    match e {
-        Some(e) if ctx.srv.ks.kind(e) != Kind::Hash => Err(CmdError::WrongType),
-        other => Ok(other),
-    }
+    super::of_kind(ctx, e, Kind::Hash)
 }
 fn read_hash(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Ref>, CmdError> {
     let e = ctx.srv.ks.lookup_read(ctx.client.db, key, ctx.now_ms);
@@ -329,7 +322,7 @@ fn hrandfield(ctx: &mut Ctx) -> CmdResult {
     }
     if l < 0 {
         let n = l.unsigned_abs();
-        if n > MAX_RANDOM_REPEATS {
+        if n > super::MAX_RANDOM_REPEATS {
             return Err(CmdError::err("value is out of range"));
         }
         header(&mut ctx.out, n as usize);

@@ -38,10 +38,7 @@ pub static COMMANDS: &[CommandSpec] = &[
 ];
 
 fn check(ctx: &Ctx, e: Option<Ref>) -> Result<Option<Ref>, CmdError> {
-    match e {
-        Some(e) if ctx.srv.ks.kind(e) != Kind::List => Err(CmdError::WrongType),
-        other => Ok(other),
-    }
+    super::of_kind(ctx, e, Kind::List)
 }
 fn read_list(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Ref>, CmdError> {
     let e = ctx.srv.ks.lookup_read(ctx.client.db, key, ctx.now_ms);

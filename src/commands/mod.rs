@@ -392,3 +392,21 @@ pub fn remove_members(
     ctx.out.int(n as i64);
     Ok(())
 }
+
+/// A looked-up entry checked for the kind a command family works on: WRONGTYPE otherwise
+/// (None, a missing key, passes through).
+pub fn of_kind(
+    ctx: &Ctx,
+    e: Option<crate::arena::Ref>,
+    kind: crate::keyspace::Kind,
+) -> Result<Option<crate::arena::Ref>, CmdError> {
+    match e {
+        Some(e) if ctx.srv.ks.kind(e) != kind => Err(CmdError::WrongType),
+        other => Ok(other),
+    }
+}
+
+/// HRANDFIELD / SRANDMEMBER / ZRANDMEMBER with a negative count repeat elements; beyond
+/// this many the reply alone would be gigabytes (Redis 7.0 tries and runs out of memory),
+/// so it is refused instead of built.
+pub const MAX_RANDOM_REPEATS: u64 = 1 << 24;

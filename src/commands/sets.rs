@@ -27,17 +27,11 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("sscan", -3, READONLY, "set", sscan).keys(1, 1, 1).doc("Iterates over members of a set.", "2.8.0"),
 ];
 
-/// SRANDMEMBER with a negative count repeats members; beyond this many the reply alone
-/// would be gigabytes (Redis 7.0 tries and runs out of memory), so it is refused.
-const MAX_RANDOM_REPEATS: u64 = 1 << 24;
 /// SPOP logs its popped members as SREM commands of at most this many (Redis's batch).
 const SPOP_LOG_BATCH: usize = 1024;
 
 fn check(ctx: &Ctx, e: Option<Ref>) -> Result<Option<Ref>, CmdError> {
-    match e {
-        Some(e) if ctx.srv.ks.kind(e) != Kind::Set => Err(CmdError::WrongType),
-        other => Ok(other),
-    }
+    super::of_kind(ctx, e, Kind::Set)
 }
 fn read_set(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Ref>, CmdError> {
     let e = ctx.srv.ks.lookup_read(ctx.client.db, key, ctx.now_ms);
@@ -261,7 +255,7 @@ fn srandmember_count(ctx: &mut Ctx) -> CmdResult {
     if l < 0 {
         // Repeats allowed: every pick independent.
         let n = l.unsigned_abs();
-        if n > MAX_RANDOM_REPEATS {
+        if n > super::MAX_RANDOM_REPEATS {
             return Err(CmdError::err("value is out of range"));
         }
         ctx.out.array(n as usize);

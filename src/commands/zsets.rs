@@ -56,15 +56,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("zscan", -3, READONLY, "sorted-set", zscan).keys(1, 1, 1).doc("Iterates over members and scores of a sorted set.", "2.8.0"),
 ];
 
-/// ZRANDMEMBER with a negative count repeats members; beyond this many the reply alone
-/// would be gigabytes, so it is refused instead of built (as HRANDFIELD).
-const MAX_RANDOM_REPEATS: u64 = 1 << 24;
-
 fn check(ctx: &Ctx, e: Option<Ref>) -> Result<Option<Ref>, CmdError> {
-    match e {
-        Some(e) if ctx.srv.ks.kind(e) != Kind::ZSet => Err(CmdError::WrongType),
-        other => Ok(other),
-    }
+    super::of_kind(ctx, e, Kind::ZSet)
 }
 fn read_zset(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Ref>, CmdError> {
     let e = ctx.srv.ks.lookup_read(ctx.client.db, key, ctx.now_ms);
@@ -1214,7 +1207,7 @@ fn zrandmember(ctx: &mut Ctx) -> CmdResult {
     let len = zset::len(&ctx.srv.ks, e);
     let picked: Pairs = if l < 0 || l == 1 {
         let n = l.unsigned_abs();
-        if n > MAX_RANDOM_REPEATS {
+        if n > super::MAX_RANDOM_REPEATS {
             return Err(CmdError::err("value is out of range"));
         }
         (0..n)
