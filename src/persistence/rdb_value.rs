@@ -697,7 +697,12 @@ pub fn write_string_object(out: &mut Vec<u8>, s: &[u8]) {
     write_string(out, s);
 }
 
-const CRC64: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+/// CRC-64/REDIS (Jones polynomial), shared by RDB/DUMP payloads and the AOF's entry
+/// checksums. Slicing-by-16 tables: the byte-at-a-time table ran at ~0.5 GB/s and was a
+/// fifth of the executor's time under `appendfsync always` with 1 KB values (it checksums
+/// every logged command); sixteen tables make it several times faster, same results.
+pub const CRC64: crc::Crc<u64, crc::Table<16>> =
+    crc::Crc::<u64, crc::Table<16>>::new(&crc::CRC_64_REDIS);
 
 /// Redis's `crc64(0, data, len)`.
 pub fn crc64(data: &[u8]) -> u64 {

@@ -149,6 +149,8 @@ pub struct EventLoop {
     batch: Batch,
     /// Connections with output held for the AOF (`appendfsync always`).
     held: Vec<usize>,
+    /// The release LSN the held list was last checked against (mid-turn releases).
+    released_lsn: u64,
     waker: Arc<mio::Waker>,
 }
 
@@ -290,6 +292,7 @@ impl EventLoop {
         let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER_TOKEN)?);
         Ok(EventLoop {
             held: Vec::new(),
+            released_lsn: 0,
             waker,
             poll,
             listeners,
@@ -403,6 +406,7 @@ impl EventLoop {
                 let slot = t - LISTENER_TOKENS;
                 if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                     self.read_and_process(srv, slot, ev.is_read_closed() || ev.is_error());
+                    self.log_midturn(srv);
                 }
                 if ev.is_writable() {
                     self.write(srv, slot);
@@ -876,11 +880,29 @@ impl EventLoop {
     /// Queues for writing the connections whose held output the log now covers. After a
     /// sticky AOF error those writes will never be durable: their clients are closed
     /// (the outcome is unknown to them, as after a crash) instead of hanging.
+    /// `appendfsync always`, between connections of a turn: hands the entries logged so far
+    /// to the writer when it waits for work, and sends the replies that became durable
+    /// meanwhile. Doing both only at the end of the turn serialised the disk behind the
+    /// CPU: a turn over 50 busy connections (read, execute, then 50 replies) lasts longer
+    /// than a flush on this disk, so each flush waited for a whole turn and each turn for a
+    /// whole flush (BENCHMARKS.md, issue #7).
+    fn log_midturn(&mut self, srv: &mut Server) {
+        if !srv.aof.syncs_every_write() {
+            return;
+        }
+        srv.aof.flush_if_writer_idle();
+        if !self.held.is_empty() && srv.aof.release_lsn() > self.released_lsn {
+            self.release_held(srv);
+            self.flush_all(srv);
+        }
+    }
+
     fn release_held(&mut self, srv: &mut Server) {
         if self.held.is_empty() {
             return;
         }
         let durable = srv.aof.release_lsn();
+        self.released_lsn = durable;
         let failed = srv.aof.failed();
         let list = std::mem::take(&mut self.held);
         for slot in list {

@@ -32,7 +32,7 @@ pub const PAD_PREFIX: &[u8] = b"#PAD:";
 /// a line; a larger value is corruption, not padding).
 pub const PAD_MAX_BYTES: u64 = 8192;
 
-const CRC64: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+use crate::persistence::rdb_value::CRC64;
 
 /// Appends a RESP multibulk command.
 pub fn encode_command<A: AsRef<[u8]>>(out: &mut Vec<u8>, args: &[A]) {

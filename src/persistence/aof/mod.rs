@@ -197,6 +197,20 @@ impl Aof {
         self.prune_dirty();
     }
 
+    /// `appendfsync always` with a writer: every acknowledged write waits for a sync.
+    pub fn syncs_every_write(&self) -> bool {
+        self.mode == FsyncMode::Always && self.writer.is_some()
+    }
+
+    /// Hands the buffered entries over now if the writer is waiting for work (so the disk
+    /// starts on them while the executor goes on with the turn), else leaves them for
+    /// [`Aof::flush`] at the end of the turn.
+    pub fn flush_if_writer_idle(&mut self) {
+        if !self.buf.is_empty() && self.writer.as_ref().is_some_and(|w| w.wants_work()) {
+            self.flush();
+        }
+    }
+
     /// Installs the event loop's wake-up; applied to the writer now and to later ones.
     pub fn set_waker(&mut self, f: std::sync::Arc<dyn Fn() + Send + Sync>) {
         self.waker = Some(f);

@@ -73,11 +73,16 @@ impl Prealloc {
     }
 
     /// Before writing `[.., end)`: waits until that range is prepared (unless the helper
-    /// failed, e.g. ENOSPC: then the write simply extends the file) and asks the helper
-    /// to stay `ahead` bytes beyond it.
+    /// failed, e.g. ENOSPC: then the write simply extends the file) and, once less than
+    /// half of `ahead` is left beyond it, asks the helper for `ahead` bytes more.
+    ///
+    /// The hysteresis matters: a helper that followed every append would extend the file
+    /// (a size change) and sync a few KiB per log batch, so every log `fdatasync` would
+    /// again commit a journal transaction and the disk would see two flushes per batch.
+    /// Refilled in bursts, the helper's syncs happen once per `ahead / 2` bytes of log.
     pub fn ensure(&self, end: u64) {
         let mut g = lock(&self.st);
-        if g.target < end + self.ahead {
+        if g.target < end + self.ahead / 2 {
             g.target = end + self.ahead;
             self.st.cv.notify_all();
         }

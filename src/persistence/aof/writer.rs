@@ -332,6 +332,12 @@ impl Writer {
         }
     }
 
+    /// The io_uring writer is waiting and could submit new work at once (the thread
+    /// engine: never reported, it takes work whenever it is queued).
+    pub fn wants_work(&self) -> bool {
+        self.shared.want_wake.load(Ordering::Relaxed)
+    }
+
     /// `disk_min_free_pct` > 0 overrides `disk_min_free` (a share of the filesystem).
     pub fn set_params(&self, mode: FsyncMode, disk_min_free: u64, disk_min_free_pct: u64) {
         let mut q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
