@@ -190,6 +190,9 @@ pub struct SnapshotVsArgs {
     /// Sampling interval (ms): memory, INFO polling for the end of BGSAVE.
     #[arg(long, default_value_t = 20)]
     pub interval_ms: u64,
+    /// Run only cairn (for iterating on the engine; the redis column reads n/a).
+    #[arg(long)]
+    pub cairn_only: bool,
 }
 
 #[derive(Args, Debug, Clone)]

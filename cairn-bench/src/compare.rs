@@ -284,10 +284,10 @@ pub fn snapshot_vs(a: &SnapshotVsArgs) -> Result<Report, String> {
     if let Some(m) = &a.snapshot_mode {
         cairn_args.extend(["--snapshot-mode".to_string(), m.clone()]);
     }
-    let sides = [
-        run_side(a, "cairn", &cairn, &cairn_args)?,
-        run_side(a, "redis", &redis, &[])?,
-    ];
+    let mut sides = vec![run_side(a, "cairn", &cairn, &cairn_args)?];
+    if !a.cairn_only {
+        sides.push(run_side(a, "redis", &redis, &[])?);
+    }
     let metric = |s: &Side, k: &str| s.report.metrics.get(k).copied();
     let mut t = Table {
         title: format!(
@@ -307,7 +307,8 @@ pub fn snapshot_vs(a: &SnapshotVsArgs) -> Result<Report, String> {
         _ => "".into(),
     };
     let mut row = |label: &str, f: &dyn Fn(&Side) -> Option<f64>, fmt: &dyn Fn(f64) -> String| {
-        let v: Vec<Option<f64>> = sides.iter().map(f).collect();
+        let mut v: Vec<Option<f64>> = sides.iter().map(f).collect();
+        v.resize(2, None);
         t.rows.push(vec![
             label.into(),
             v[0].map_or("n/a".into(), fmt),

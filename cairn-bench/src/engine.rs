@@ -23,6 +23,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// How often the PSS (smaps_rollup) of the server and its children is sampled while it
+/// has children (a fork-based snapshot in progress).
+const PSS_INTERVAL: Duration = Duration::from_millis(100);
+/// ... and while it has none.
+const PSS_IDLE_INTERVAL: Duration = Duration::from_secs(1);
+
 #[derive(Clone, Debug)]
 pub struct Target {
     pub addr: SocketAddr,
@@ -707,6 +713,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
     let mut waiting: Option<(usize, Instant)> = None; // event index, deadline
     let tty = spec.progress && std::io::stdout().is_terminal();
     let mut tick = 0u64;
+    let mut next_pss = Duration::ZERO;
     loop {
         tick += 1;
         let next_tick = sh.start + spec.interval * tick as u32;
@@ -723,8 +730,28 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         };
         if let Some(pid) = spec.pid {
             s.rss_kb = procmem::rss_kb(pid);
-            s.pss_kb = procmem::pss_kb(pid);
-            s.tree_pss_kb = procmem::tree_pss_kb(pid);
+            // PSS is what counts a fork child's copy-on-write pages once, but reading it
+            // walks every page table of the process (tens of ms for a multi-GB server, with
+            // its mmap lock held), and read every 20 ms it kept a core busy and stalled the
+            // server under test. So: every PSS_INTERVAL while the server has children (a
+            // fork-based snapshot), every PSS_IDLE_INTERVAL otherwise, where RSS (a counter,
+            // read every tick) is the footprint of a single process anyway.
+            let children = procmem::children(pid);
+            let every = if children.is_empty() {
+                PSS_IDLE_INTERVAL
+            } else {
+                PSS_INTERVAL
+            };
+            if t >= next_pss {
+                next_pss = t + every;
+                s.pss_kb = procmem::pss_kb(pid);
+                s.tree_pss_kb = s.pss_kb.map(|own| {
+                    own + children
+                        .iter()
+                        .filter_map(|&c| procmem::pss_kb(c))
+                        .sum::<u64>()
+                });
+            }
         }
         let mut info = None;
         if let Some(c) = side.as_mut() {

@@ -545,10 +545,15 @@ fn live_passes(
     let auto = p.mode == SnapMode::Auto;
     // Pass 1: protect what is in use, then stream all of it.
     let mut end = view.end();
+    let pass_started = Instant::now();
     t.protect(0, end)?;
     let mut jobs = Vec::new();
     range_jobs(view, 0, end, &mut jobs);
     stream_jobs(&jobs, p.threads, w, cancel)?;
+    crate::verbose!(
+        "Snapshot pass 1: {end} bytes in {} ms",
+        pass_started.elapsed().as_millis()
+    );
     let mut passes = 1u32;
     progress.passes.store(1, Ordering::Relaxed);
     let budget = p.pause_budget_us;
@@ -566,7 +571,7 @@ fn live_passes(
         let mut packer = Packer::new();
         let mut dirty = 0u64;
         let walk = Instant::now();
-        t.harvest_parallel(0, end, p.threads, |off, len| {
+        t.harvest_parallel(0, end, p.threads, uffd::Reprotect::Yes, |off, len| {
             packer.add(off, len, view.base + off as usize);
             dirty += len;
         })?;
@@ -581,6 +586,10 @@ fn live_passes(
         stream_jobs(&packer.finish(), p.threads, w, cancel)?;
         passes += 1;
         progress.passes.store(passes as usize, Ordering::Relaxed);
+        crate::verbose!(
+            "Snapshot pass {passes}: {dirty} dirty bytes, harvest {walk_us} us, pass {} ms",
+            walk.elapsed().as_millis()
+        );
         if pause_estimate_us(walk_us, dirty) <= budget / 2 {
             break;
         }
@@ -610,12 +619,15 @@ fn live_passes(
     let final_end = view.end();
     let mut runs: Vec<(u64, u64)> = Vec::new();
     // The walk is O(page tables): split it over the workers' cores, idle now.
-    t.harvest_parallel(0, end, p.threads, |off, len| runs.push((off, len)))?;
+    t.harvest_parallel(0, end, p.threads, uffd::Reprotect::No, |off, len| {
+        runs.push((off, len))
+    })?;
     if final_end > end {
         runs.push((end, final_end - end));
     }
     let total: u64 = runs.iter().map(|r| r.1).sum();
     let spent_us = guard.started.elapsed().as_micros() as u64;
+    let walk_end = Instant::now();
     if auto && spent_us + total / PAUSE_COPY_BYTES_PER_US > budget {
         // A burst of writes since the last pass: copying it would overrun the budget.
         // Release the executor without a cut and finish freeze-free instead.
@@ -649,6 +661,11 @@ fn live_passes(
     let repl_offset = gate.repl_offset_at_park();
     let pause_us = guard.started.elapsed().as_micros() as u64;
     drop(guard);
+    crate::verbose!(
+        "Snapshot cut: pause {pause_us} us (harvest {spent_us} us, copy of {total} bytes in {} runs {} us)",
+        runs.len(),
+        walk_end.elapsed().as_micros()
+    );
     let mut packer = Packer::new();
     let mut at = 0usize;
     for &(off, len) in &runs {
