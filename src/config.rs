@@ -363,7 +363,7 @@ pub static OPTIONS: &[OptSpec] = &[
         "rdb-key-save-delay",
         OptKind::Int(i32::MIN as i64, INTMAX),
         "0",
-        NA | F_HIDDEN,
+        F_HIDDEN,
     ),
     opt(
         "key-load-delay",

@@ -283,11 +283,14 @@ pub fn load_rdb(
 /// `sink` in pieces of about [`RDB_WRITE_CHUNK_BYTES`] (memory stays bounded whatever the
 /// dataset), with `aux` as extra AUX fields after cairn's. Never on the executor: it walks
 /// every key (`--export-rdb`, and BGREWRITEAOF's RDB base, on a copy of the keyspace
-/// loaded from a snapshot image). Returns the number of keys written.
+/// loaded from a snapshot image). `key_delay_us` > 0 sleeps that long after each key
+/// (Redis's `rdb-key-save-delay`, for tests that need a slow save). Returns the number of
+/// keys written.
 pub fn write_rdb<W: std::io::Write>(
     ks: &mut Keyspace,
     sink: &mut W,
     aux: &[(&str, String)],
+    key_delay_us: u64,
 ) -> Result<u64, String> {
     let mut digest = super::rdb_value::CRC64.digest();
     let mut out: Vec<u8> = Vec::with_capacity(RDB_WRITE_CHUNK_BYTES * 2);
@@ -353,6 +356,9 @@ pub fn write_rdb<W: std::io::Write>(
                 out.extend_from_slice(&obj[1..]);
                 keys += 1;
                 emit(&mut out, false)?;
+                if key_delay_us > 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(key_delay_us));
+                }
             }
             if cursor == 0 {
                 break;
@@ -447,7 +453,7 @@ mod tests {
             );
         }
         let mut out = Vec::new();
-        assert_eq!(write_rdb(&mut a, &mut out, &[]).unwrap(), 5000);
+        assert_eq!(write_rdb(&mut a, &mut out, &[], 0).unwrap(), 5000);
         let mut b = ks();
         let st = load_rdb(&out, &mut b, &Config::default(), 0).unwrap();
         assert_eq!(st.keys_loaded, 5000);

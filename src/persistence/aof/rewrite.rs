@@ -250,6 +250,7 @@ fn convert(
     aux: &[(&str, String)],
     reserve_bytes: usize,
     databases: usize,
+    key_delay_us: u64,
 ) -> Result<u64, String> {
     crate::persistence::snapshot::lower_priority();
     let progress = crate::persistence::snapshot::format::LoadProgress::default();
@@ -264,7 +265,7 @@ fn convert(
     let io = |e: std::io::Error| format!("{}: {e}", tmp.display());
     let written = (|| -> Result<u64, String> {
         let mut f = std::fs::File::create(&tmp).map_err(io)?;
-        crate::persistence::rdb_file::write_rdb(&mut ks, &mut f, aux)?;
+        crate::persistence::rdb_file::write_rdb(&mut ks, &mut f, aux, key_delay_us)?;
         f.sync_all().map_err(io)?;
         let len = f.metadata().map_err(io)?.len();
         std::fs::rename(&tmp, out).map_err(io)?;
@@ -391,6 +392,12 @@ fn after_image(srv: &mut Server, rw: &Rewrite) -> Phase {
         BaseKind::Rdb => {
             let s = srv.config.settings();
             let (reserve, dbs) = (s.arena_reserve_bytes, s.databases);
+            let key_delay_us = srv
+                .config
+                .get_value("rdb-key-save-delay")
+                .and_then(|v| v.parse::<i64>().ok())
+                .unwrap_or(0)
+                .max(0) as u64;
             let aux = vec![
                 ("aof-base", "1".to_string()),
                 (
@@ -403,7 +410,7 @@ fn after_image(srv: &mut Server, rw: &Rewrite) -> Phase {
             let (image, out) = (rw.image_path.clone(), rw.base_path());
             let spawned = std::thread::Builder::new()
                 .name("cairn-aof-base".into())
-                .spawn(move || convert(&image, &out, &aux, reserve, dbs));
+                .spawn(move || convert(&image, &out, &aux, reserve, dbs, key_delay_us));
             match spawned {
                 Ok(h) => Phase::Convert(h),
                 Err(e) => Phase::Failed(format!("can't start the RDB base writer: {e}")),
