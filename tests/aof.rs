@@ -201,20 +201,66 @@ fn entries_are_framed_and_deterministic() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Lists, hashes, sets (intset and listpack and hashtable) and sorted sets named `<p>:*`.
+fn typed_sample(r: &mut Raw, p: &str) {
+    for i in 10..80 {
+        let v = i.to_string();
+        r.call(&["RPUSH", &format!("{p}:l"), &v]);
+        r.call(&["HSET", &format!("{p}:h"), &format!("f{}", i % 40), &v]);
+        r.call(&["SADD", &format!("{p}:si"), &v]);
+        r.call(&["SADD", &format!("{p}:sl"), &format!("m{}", i % 9)]);
+        r.call(&[
+            "SADD",
+            &format!("{p}:sh"),
+            &format!("member-{i}"),
+            &format!("x{i}"),
+        ]);
+        r.call(&[
+            "ZADD",
+            &format!("{p}:z"),
+            &format!("{}.5", i % 13),
+            &format!("z{i}"),
+        ]);
+    }
+    for i in 0..200 {
+        r.call(&[
+            "ZADD",
+            &format!("{p}:zbig"),
+            &i.to_string(),
+            &format!("member-{i}"),
+        ]);
+    }
+    r.call(&["PEXPIRE", &format!("{p}:h"), "90000000"]);
+}
+
 #[test]
 fn redis_server_7_loads_a_cairn_aof() {
     let dir = temp_dir("redis");
+    let digest;
     {
-        let srv = start(&dir, &["--appendfsync", "always"]);
+        let srv = start(
+            &dir,
+            &["--appendfsync", "always", "--enable-debug-command", "yes"],
+        );
         let mut r = Raw::connect(srv.port);
         write_sample(&mut r);
-        // A rewrite too, so Redis reads a base and an incremental file.
+        typed_sample(&mut r, "pre");
+        // A rewrite too, so Redis reads an RDB base and an incremental file.
         assert_eq!(
             r.call(&["BGREWRITEAOF"]),
             b"+Background append only file rewriting started\r\n"
         );
         wait_rewrite(&mut r, 1);
+        let m = manifest(&dir);
+        assert!(
+            m.starts_with("file appendonly.aof.2.base.rdb seq 2 type b\n"),
+            "{m}"
+        );
         assert_eq!(r.call(&["SET", "after", "rewrite"]), b"+OK\r\n");
+        typed_sample(&mut r, "post");
+        assert_eq!(r.call(&["LPOP", "pre:l"]), b"$2\r\n10\r\n");
+        assert_eq!(r.call(&["HDEL", "pre:h", "f3"]), b":1\r\n");
+        digest = r.call(&["DEBUG", "DIGEST"]);
     }
     let port = free_port();
     let mut child = Command::new(redis_server_path())
@@ -224,6 +270,8 @@ fn redis_server_7_loads_a_cairn_aof() {
             "--save",
             "",
             "--appendonly",
+            "yes",
+            "--enable-debug-command",
             "yes",
         ])
         .arg("--dir")
@@ -244,6 +292,8 @@ fn redis_server_7_loads_a_cairn_aof() {
     check_sample(&mut r);
     assert_eq!(r.call(&["SELECT", "0"]), b"+OK\r\n");
     assert_eq!(r.call(&["GET", "after"]), b"$7\r\nrewrite\r\n");
+    // Every key, type and TTL as cairn had them.
+    assert_eq!(s(r.call(&["DEBUG", "DIGEST"])), s(digest));
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
