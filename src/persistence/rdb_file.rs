@@ -465,6 +465,36 @@ mod tests {
         assert_eq!(b.value(e), b"v1");
     }
 
+    /// An AOF base's position rides in AUX fields; the streamed file (written in several
+    /// chunks) has a valid CRC-64.
+    #[test]
+    fn aof_base_aux_fields_round_trip() {
+        let mut a = ks();
+        let big = vec![b'x'; 4096];
+        for i in 0..600 {
+            a.set_string(0, format!("k{i}").as_bytes(), &big, StrEnc::Raw, Ttl::Clear);
+        }
+        let aux = [
+            (AUX_AOF_LSN, "12345".to_string()),
+            ("repl-id", "a".repeat(40)),
+            ("repl-offset", "999".to_string()),
+        ];
+        let mut out = Vec::new();
+        assert_eq!(write_rdb(&mut a, &mut out, &aux, 0).unwrap(), 600);
+        assert!(out.len() > 2 * RDB_WRITE_CHUNK_BYTES);
+        assert_eq!(base_aof_lsn(&out), Some(12345));
+        let mut b = ks();
+        // i64::MIN: nothing counts as expired (an AOF base).
+        let st = load_rdb(&out, &mut b, &Config::default(), i64::MIN).unwrap();
+        assert_eq!(st.keys_loaded, 600);
+        assert_eq!(st.aof_lsn, Some(12345));
+        assert_eq!(st.repl_id.as_deref(), Some("a".repeat(40).as_str()));
+        assert_eq!(st.repl_offset, Some(999));
+        let mut plain = Vec::new();
+        write_rdb(&mut a, &mut plain, &[], 0).unwrap();
+        assert_eq!(base_aof_lsn(&plain), None);
+    }
+
     #[test]
     fn corruption_is_reported_never_panics() {
         let good = file(|f| {

@@ -916,3 +916,115 @@ fn open_direct(path: &std::path::Path, log_end: u64) -> std::io::Result<Direct> 
         write_end: log_end.div_ceil(BLOCK as u64) * BLOCK as u64,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::storage::{FsDir, LogDir};
+    use super::*;
+
+    fn temp_dir(tag: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("cairn-writer-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn entry(lsn: u64) -> Vec<u8> {
+        let mut cmd = Vec::new();
+        super::super::format::encode_command(&mut cmd, &[&b"SET"[..], b"k", b"v"]);
+        let mut out = Vec::new();
+        super::super::format::encode_entry(&mut out, lsn, &"a".repeat(40), lsn * 10, &cmd);
+        out
+    }
+
+    fn wait(st: &JobStatus) -> bool {
+        let t = Instant::now();
+        loop {
+            if let Some(ok) = st.outcome() {
+                return ok;
+            }
+            assert!(t.elapsed() < Duration::from_secs(5), "job never ran");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Entries queued before a Rotate go to the old file, after it to the new one; the
+    /// rotate's manifest is written first; Commit writes its manifest and deletes the
+    /// obsolete files.
+    #[test]
+    fn rotate_splits_the_log_in_queue_order_and_commit_retires_files() {
+        let dir = temp_dir("rotate");
+        let mut d = FsDir::new(&dir);
+        let f = d.open_append("p.1.incr.aof").unwrap();
+        let w = Writer::start_opts(
+            Box::new(FsDir::new(&dir)),
+            f,
+            Some("p.1.incr.aof"),
+            0,
+            0,
+            FsyncMode::Always,
+            0,
+            IoOpts::default(),
+        )
+        .unwrap();
+        w.submit(Job::Append {
+            data: [entry(1), entry(2)].concat(),
+            last_lsn: 2,
+        });
+        let rotated = Arc::new(JobStatus::default());
+        w.submit(Job::Rotate {
+            new_incr: "p.2.incr.aof".into(),
+            manifest: Some(Manifest {
+                name: "p.manifest".into(),
+                text: b"rotated".to_vec(),
+            }),
+            status: rotated.clone(),
+        });
+        w.submit(Job::Append {
+            data: entry(3),
+            last_lsn: 3,
+        });
+        assert!(wait(&rotated));
+        let t = Instant::now();
+        while w.shared.durable_lsn.load(Ordering::SeqCst) < 3 {
+            assert!(t.elapsed() < Duration::from_secs(5));
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let scan = |name: &str| {
+            let b = std::fs::read(dir.join(name)).unwrap();
+            let o = super::super::format::scan(&b, None, |_| Ok(()));
+            assert!(o.bad.is_none(), "{name}: {:?}", o.bad);
+            (o.entries, o.last_lsn)
+        };
+        assert_eq!(scan("p.1.incr.aof"), (2, Some(2)));
+        assert_eq!(scan("p.2.incr.aof"), (1, Some(3)));
+        assert_eq!(std::fs::read(dir.join("p.manifest")).unwrap(), b"rotated");
+        let committed = Arc::new(JobStatus::default());
+        std::fs::write(dir.join("p.1.base.aof"), b"old base").unwrap();
+        w.submit(Job::Commit {
+            manifest: Manifest {
+                name: "p.manifest".into(),
+                text: b"committed".to_vec(),
+            },
+            obsolete: vec!["p.1.base.aof".into(), "p.1.incr.aof".into()],
+            base_bytes: 77,
+            status: committed.clone(),
+        });
+        assert!(wait(&committed));
+        assert_eq!(std::fs::read(dir.join("p.manifest")).unwrap(), b"committed");
+        assert!(!dir.join("p.1.incr.aof").exists());
+        assert!(!dir.join("p.1.base.aof").exists());
+        assert_eq!(w.shared.base_bytes.load(Ordering::Relaxed), 77);
+        drop(w);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn spare_name_keeps_the_prefix() {
+        assert_eq!(
+            spare_name_for("appendonly.aof.3.incr.aof"),
+            "appendonly.aof.spare.aof"
+        );
+        assert_eq!(spare_name_for("my log.12.incr.aof"), "my log.spare.aof");
+    }
+}
