@@ -363,7 +363,7 @@ pub static OPTIONS: &[OptSpec] = &[
         "rdb-key-save-delay",
         OptKind::Int(i32::MIN as i64, INTMAX),
         "0",
-        NA | F_HIDDEN,
+        F_HIDDEN,
     ),
     opt(
         "key-load-delay",
@@ -403,7 +403,7 @@ pub static OPTIONS: &[OptSpec] = &[
         0,
     ),
     opt("aof-load-truncated", OptKind::Bool, "yes", 0),
-    opt("aof-use-rdb-preamble", OptKind::Bool, "yes", NA),
+    opt("aof-use-rdb-preamble", OptKind::Bool, "yes", 0),
     opt("aof-timestamp-enabled", OptKind::Bool, "no", 0),
     opt("aof-disable-auto-gc", OptKind::Bool, "no", NA),
     opt("aof-rewrite-incremental-fsync", OptKind::Bool, "yes", NA),
@@ -782,6 +782,8 @@ pub struct Settings {
     pub auto_aof_rewrite_min_size: u64,
     pub aof_load_truncated: bool,
     pub aof_timestamp_enabled: bool,
+    /// BGREWRITEAOF's base: an RDB file (yes) or the snapshot image (no).
+    pub aof_use_rdb_preamble: bool,
     pub aof_disk_min_free: u64,
     /// `aof-disk-min-free` given as a percentage of the filesystem (0: given as a size).
     pub aof_disk_min_free_pct: u64,
@@ -1023,6 +1025,7 @@ fn placeholder_settings() -> Settings {
         auto_aof_rewrite_min_size: 0,
         aof_load_truncated: true,
         aof_timestamp_enabled: false,
+        aof_use_rdb_preamble: true,
         aof_disk_min_free: 0,
         aof_disk_min_free_pct: 0,
         aof_preallocate_bytes: 0,
@@ -1630,6 +1633,7 @@ impl Config {
             auto_aof_rewrite_min_size: self.int("auto-aof-rewrite-min-size") as u64,
             aof_load_truncated: self.boolean("aof-load-truncated"),
             aof_timestamp_enabled: self.boolean("aof-timestamp-enabled"),
+            aof_use_rdb_preamble: self.boolean("aof-use-rdb-preamble"),
             aof_disk_min_free: self
                 .get_value("aof-disk-min-free")
                 .and_then(|v| v.parse().ok())

@@ -127,7 +127,7 @@ fn export_rdb(args: &[String]) -> i32 {
         }
     };
     let mut buf = Vec::new();
-    let keys = match cairn::persistence::rdb_file::write_rdb(&mut ks, &mut buf) {
+    let keys = match cairn::persistence::rdb_file::write_rdb(&mut ks, &mut buf, &[], 0) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("Cannot export: {e}");

@@ -355,8 +355,9 @@ fn wait_rewrites(r: &mut Raw, n: u64) {
     }
 }
 
-/// `aof-recycle yes`: after a rewrite the retired incremental file becomes the new one,
-/// old entries and all; after a kill, recovery stops at the first old entry.
+/// `aof-recycle yes`: a rewrite keeps the incremental file it retires as the spare, and
+/// the next rewrite's cut switches the log into it (renamed), old entries and all; after a
+/// kill, recovery stops at the first old entry.
 #[test]
 fn recycled_segment_recovery_stops_at_the_right_entry() {
     let dir = temp_dir("recycle");
@@ -378,6 +379,11 @@ fn recycled_segment_recovery_stops_at_the_right_entry() {
             .unwrap()
             .starts_with('+'));
         wait_rewrites(&mut r, 1);
+        assert!(dir.join("appendonlydir/appendonly.aof.spare.aof").exists());
+        assert!(String::from_utf8(r.call(&["BGREWRITEAOF"]))
+            .unwrap()
+            .starts_with('+'));
+        wait_rewrites(&mut r, 2);
         assert_eq!(
             r.info("persistence", "aof_recycled_files").as_deref(),
             Some("1")

@@ -11,10 +11,15 @@ pub static COMMANDS: &[CommandSpec] =
         ),
     ];
 
-/// Starts a rewrite; it runs in slices on the executor and finishes on its own (no fork).
+/// Starts a rewrite (a snapshot of the arena becomes the new base; no fork), or schedules
+/// it behind a running BGSAVE, as Redis.
 fn bgrewriteaof(ctx: &mut Ctx) -> CmdResult {
-    crate::persistence::aof::rewrite::start(ctx.srv).map_err(CmdError::raw)?;
-    ctx.out
-        .simple("Background append only file rewriting started");
+    if crate::persistence::aof::rewrite::request(ctx.srv).map_err(CmdError::raw)? {
+        ctx.out
+            .simple("Background append only file rewriting started");
+    } else {
+        ctx.out
+            .simple("Background append only file rewriting scheduled");
+    }
     Ok(())
 }

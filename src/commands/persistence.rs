@@ -24,15 +24,26 @@ fn save(ctx: &mut Ctx) -> CmdResult {
     }
 }
 
-/// BGSAVE [SCHEDULE]: starts a live snapshot. With no other kind of background job in
-/// cairn, SCHEDULE only matters when a snapshot is already running, where Redis 7.0
-/// still answers that a save is in progress.
+/// BGSAVE [SCHEDULE]: starts a live snapshot. While an AOF rewrite runs (it takes its
+/// own snapshot; the engine takes one at a time) BGSAVE is refused, or with SCHEDULE
+/// started once the rewrite is done, with Redis 7's replies.
 fn bgsave(ctx: &mut Ctx) -> CmdResult {
-    if ctx.args.len() > 1 && !(ctx.args.len() == 2 && ctx.args.is(1, "SCHEDULE")) {
+    let schedule = ctx.args.len() == 2 && ctx.args.is(1, "SCHEDULE");
+    if ctx.args.len() > 1 && !schedule {
         return Err(CmdError::Syntax);
     }
     if ctx.srv.snapshot.in_progress() {
         return Err(CmdError::err("Background save already in progress"));
+    }
+    if ctx.srv.aof.rewrite.is_some() {
+        if schedule {
+            ctx.srv.bgsave_scheduled = true;
+            ctx.out.simple("Background saving scheduled");
+            return Ok(());
+        }
+        return Err(CmdError::err(
+            "Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.",
+        ));
     }
     match ctx.srv.bgsave_start() {
         Ok(()) => {

@@ -68,7 +68,16 @@ pub struct RdbLoadStats {
     pub keys_loaded: u64,
     pub keys_expired_skipped: u64,
     pub aux_fields: u64,
+    /// The log position an AOF base stands for, from cairn's AUX fields (`cairn-aof-lsn`)
+    /// and Redis's (`repl-id`, `repl-offset`), when the file has them.
+    pub aof_lsn: Option<u64>,
+    pub repl_id: Option<String>,
+    pub repl_offset: Option<u64>,
 }
+
+/// AUX field naming the AOF LSN an RDB base of the log stands for (cairn's own; Redis
+/// skips AUX fields it does not know).
+pub const AUX_AOF_LSN: &str = "cairn-aof-lsn";
 
 /// Why a file could not be loaded: the message names the byte offset.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -89,8 +98,26 @@ fn rdb(r: &Reader, e: RdbError) -> RdbLoadError {
     fail(r, e.to_string())
 }
 
-/// Loads every key of `data` (a whole RDB file) into `ks`. Keys whose expire time has
-/// passed are skipped, as a Redis master does on load.
+/// The AOF LSN an RDB base stands for (its `cairn-aof-lsn` AUX field), read from the AUX
+/// fields at the start of the file without loading it (`--check-aof`).
+pub fn base_aof_lsn(data: &[u8]) -> Option<u64> {
+    let mut r = Reader::new(data);
+    if !looks_like_rdb(r.read_bytes(9).ok()?) {
+        return None;
+    }
+    while r.read_u8().ok()? == OP_AUX {
+        let k = r.read_string().ok()?.into_owned();
+        let v = r.read_string().ok()?;
+        if k == AUX_AOF_LSN.as_bytes() {
+            return std::str::from_utf8(&v).ok()?.parse().ok();
+        }
+    }
+    None
+}
+
+/// Loads every key of `data` (a whole RDB file) into `ks`. Keys whose expire time is
+/// before `now_ms` are skipped, as a Redis master does on load (an AOF base passes
+/// `i64::MIN`: the log replayed after it may still name them, as Redis's preamble load).
 pub fn load_rdb(
     data: &[u8],
     ks: &mut Keyspace,
@@ -136,8 +163,15 @@ pub fn load_rdb(
                 return Ok(stats);
             }
             OP_AUX => {
-                r.read_string().map_err(|e| rdb(&r, e))?;
-                r.read_string().map_err(|e| rdb(&r, e))?;
+                let k = r.read_string().map_err(|e| rdb(&r, e))?.into_owned();
+                let v = r.read_string().map_err(|e| rdb(&r, e))?;
+                let text = || String::from_utf8_lossy(&v).into_owned();
+                match k.as_slice() {
+                    b"cairn-aof-lsn" => stats.aof_lsn = text().parse().ok(),
+                    b"repl-id" => stats.repl_id = Some(text()),
+                    b"repl-offset" => stats.repl_offset = text().parse().ok(),
+                    _ => {}
+                }
                 stats.aux_fields += 1;
             }
             OP_RESIZEDB => {
@@ -245,32 +279,60 @@ pub fn load_rdb(
     }
 }
 
-/// Writes the whole keyspace as a Redis 7.0 RDB (version 10) that redis-server loads.
-/// Used offline (`cairn-server --export-rdb IMAGE OUT.rdb`), never on the executor: it walks
-/// every key. Types the keyspace holds but this writer does not know yet are an error.
-pub fn write_rdb(ks: &mut Keyspace, out: &mut Vec<u8>) -> Result<u64, String> {
+/// Writes the whole keyspace as a Redis 7.0 RDB (version 10) that redis-server loads, to
+/// `sink` in pieces of about [`RDB_WRITE_CHUNK_BYTES`] (memory stays bounded whatever the
+/// dataset), with `aux` as extra AUX fields after cairn's. Never on the executor: it walks
+/// every key (`--export-rdb`, and BGREWRITEAOF's RDB base, on a copy of the keyspace
+/// loaded from a snapshot image). `key_delay_us` > 0 sleeps that long after each key
+/// (Redis's `rdb-key-save-delay`, for tests that need a slow save). Returns the number of
+/// keys written.
+pub fn write_rdb<W: std::io::Write>(
+    ks: &mut Keyspace,
+    sink: &mut W,
+    aux: &[(&str, String)],
+    key_delay_us: u64,
+) -> Result<u64, String> {
+    let mut digest = super::rdb_value::CRC64.digest();
+    let mut out: Vec<u8> = Vec::with_capacity(RDB_WRITE_CHUNK_BYTES * 2);
+    let mut emit = |out: &mut Vec<u8>, last: bool| -> Result<(), String> {
+        if out.len() < RDB_WRITE_CHUNK_BYTES && !last {
+            return Ok(());
+        }
+        digest.update(out);
+        if last {
+            let sum = std::mem::replace(&mut digest, super::rdb_value::CRC64.digest());
+            out.extend_from_slice(&sum.finalize().to_le_bytes());
+        }
+        sink.write_all(out)
+            .map_err(|e| format!("writing the RDB file: {e}"))?;
+        out.clear();
+        Ok(())
+    };
     // Finish any incremental rehash so each entry is visited exactly once.
     while ks.rehash_step_all(1 << 16) {}
     out.extend_from_slice(format!("REDIS{:04}", super::rdb_value::RDB_VERSION).as_bytes());
-    for (k, v) in [
+    let fixed = [
         ("redis-ver", "7.0.15"),
         ("redis-bits", "64"),
         ("cairn-ver", env!("CARGO_PKG_VERSION")),
-    ] {
+    ];
+    let extra = aux.iter().map(|(k, v)| (*k, v.as_str()));
+    for (k, v) in fixed.into_iter().chain(extra) {
         out.push(OP_AUX);
-        write_string(out, k.as_bytes());
-        write_string(out, v.as_bytes());
+        write_string(&mut out, k.as_bytes());
+        write_string(&mut out, v.as_bytes());
     }
     let mut keys = 0u64;
+    let mut obj = Vec::new();
     for db in 0..ks.num_dbs() {
         if ks.dbsize(db) == 0 {
             continue;
         }
         out.push(OP_SELECTDB);
-        write_len(out, db as u64);
+        write_len(&mut out, db as u64);
         out.push(OP_RESIZEDB);
-        write_len(out, ks.dbsize(db));
-        write_len(out, ks.volatile_count(db));
+        write_len(&mut out, ks.dbsize(db));
+        write_len(&mut out, ks.volatile_count(db));
         let mut entries = Vec::new();
         let mut cursor = 0;
         loop {
@@ -281,7 +343,7 @@ pub fn write_rdb(ks: &mut Keyspace, out: &mut Vec<u8>) -> Result<u64, String> {
                     out.extend_from_slice(&t.to_le_bytes());
                 }
                 // Type byte, key, value: the type byte comes from `write_object`.
-                let mut obj = Vec::new();
+                obj.clear();
                 write_export_object(ks, e, &mut obj).map_err(|kind| {
                     format!(
                         "key '{}' is a {}, which the RDB writer does not handle yet",
@@ -290,9 +352,13 @@ pub fn write_rdb(ks: &mut Keyspace, out: &mut Vec<u8>) -> Result<u64, String> {
                     )
                 })?;
                 out.push(obj[0]);
-                write_string(out, ks.key(e));
+                write_string(&mut out, ks.key(e));
                 out.extend_from_slice(&obj[1..]);
                 keys += 1;
+                emit(&mut out, false)?;
+                if key_delay_us > 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(key_delay_us));
+                }
             }
             if cursor == 0 {
                 break;
@@ -300,10 +366,12 @@ pub fn write_rdb(ks: &mut Keyspace, out: &mut Vec<u8>) -> Result<u64, String> {
         }
     }
     out.push(OP_EOF);
-    let sum = crc64(out);
-    out.extend_from_slice(&sum.to_le_bytes());
+    emit(&mut out, true)?;
     Ok(keys)
 }
+
+/// How much of an RDB file [`write_rdb`] buffers before handing it to its sink.
+pub const RDB_WRITE_CHUNK_BYTES: usize = 1 << 20;
 
 #[cfg(test)]
 mod tests {
@@ -385,7 +453,7 @@ mod tests {
             );
         }
         let mut out = Vec::new();
-        assert_eq!(write_rdb(&mut a, &mut out).unwrap(), 5000);
+        assert_eq!(write_rdb(&mut a, &mut out, &[], 0).unwrap(), 5000);
         let mut b = ks();
         let st = load_rdb(&out, &mut b, &Config::default(), 0).unwrap();
         assert_eq!(st.keys_loaded, 5000);
@@ -395,6 +463,36 @@ mod tests {
         }
         let e = b.find_raw(1, b"k1").unwrap();
         assert_eq!(b.value(e), b"v1");
+    }
+
+    /// An AOF base's position rides in AUX fields; the streamed file (written in several
+    /// chunks) has a valid CRC-64.
+    #[test]
+    fn aof_base_aux_fields_round_trip() {
+        let mut a = ks();
+        let big = vec![b'x'; 4096];
+        for i in 0..600 {
+            a.set_string(0, format!("k{i}").as_bytes(), &big, StrEnc::Raw, Ttl::Clear);
+        }
+        let aux = [
+            (AUX_AOF_LSN, "12345".to_string()),
+            ("repl-id", "a".repeat(40)),
+            ("repl-offset", "999".to_string()),
+        ];
+        let mut out = Vec::new();
+        assert_eq!(write_rdb(&mut a, &mut out, &aux, 0).unwrap(), 600);
+        assert!(out.len() > 2 * RDB_WRITE_CHUNK_BYTES);
+        assert_eq!(base_aof_lsn(&out), Some(12345));
+        let mut b = ks();
+        // i64::MIN: nothing counts as expired (an AOF base).
+        let st = load_rdb(&out, &mut b, &Config::default(), i64::MIN).unwrap();
+        assert_eq!(st.keys_loaded, 600);
+        assert_eq!(st.aof_lsn, Some(12345));
+        assert_eq!(st.repl_id.as_deref(), Some("a".repeat(40).as_str()));
+        assert_eq!(st.repl_offset, Some(999));
+        let mut plain = Vec::new();
+        write_rdb(&mut a, &mut plain, &[], 0).unwrap();
+        assert_eq!(base_aof_lsn(&plain), None);
     }
 
     #[test]

@@ -49,6 +49,9 @@ pub struct Server {
     /// Changes since the last save (INFO rdb_changes_since_last_save).
     pub dirty: u64,
     pub lastsave_s: i64,
+    /// BGSAVE SCHEDULE while an AOF rewrite ran: start it when that is done (Redis's
+    /// rdb_bgsave_scheduled).
+    pub bgsave_scheduled: bool,
     pub shutdown: Option<ShutdownRequest>,
     /// Microseconds since the epoch at the start of the command being run (see `execute`).
     pub clock_us: i64,
@@ -140,6 +143,7 @@ impl Server {
             start_instant: Instant::now(),
             dirty: 0,
             lastsave_s: now_ms() / 1000,
+            bgsave_scheduled: false,
             shutdown: None,
             clock_us: now_us(),
             active_expire_enabled: true,

@@ -252,27 +252,12 @@ pub fn load_layout(
         let mut next_lsn: Option<u64> = None;
         let mut log_end = None;
         if let Some(b) = &layout.base {
-            if b.name.ends_with(".rdb") {
-                return Err(format!(
-                    "The AOF base file {} is an RDB file; loading RDB preambles is not supported yet",
-                    b.name
-                ));
-            }
             let path = dir.join(&b.name);
-            let m = Mapped::open(&path).map_err(|e| format!("Can't open {}: {e}", b.name))?;
-            // The base's entries are numbered 1.. by themselves; its trailer gives the log
-            // position it stands for.
-            let (o, _) = replay(srv, &mut client, m.bytes(), Some(1));
-            if let Some(bad) = &o.bad {
-                return Err(format!("Bad base file: {}", describe(&path, bad)));
+            let kind = BaseKind::of(&path).map_err(|e| format!("Can't open {}: {e}", b.name))?;
+            if let Some(lsn) = load_base(srv, &mut client, &path, kind)? {
+                next_lsn = Some(lsn + 1);
+                srv.aof.last_lsn = lsn;
             }
-            if let Some(be) = &o.base_end {
-                next_lsn = Some(be.lsn + 1);
-                srv.aof.last_lsn = be.lsn;
-                srv.aof.replid = be.replid.clone();
-                srv.aof.reploff = be.reploff;
-            }
-            notice!("DB loaded from base file {}: {} entries", b.name, o.entries);
         }
         for (i, f) in layout.incrs.iter().enumerate() {
             let last = i + 1 == layout.incrs.len();
@@ -379,6 +364,117 @@ pub fn load_layout(
     result
 }
 
+/// What a base file holds, told by its first bytes (as Redis tells an RDB preamble).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BaseKind {
+    /// `REDIS00xx`: an RDB file (cairn's `.base.rdb`, or one Redis wrote).
+    Rdb,
+    /// `CAIRNIMG`: a snapshot image (`.base.cimg`).
+    Image,
+    /// Commands with `#HDR:` lines and a `#BASE-END` trailer (older `.base.aof`), or an
+    /// empty file.
+    Commands,
+}
+
+impl BaseKind {
+    pub fn of(path: &Path) -> std::io::Result<BaseKind> {
+        use std::io::Read;
+        let mut head = [0u8; 9];
+        let mut f = std::fs::File::open(path)?;
+        let mut n = 0;
+        while n < head.len() {
+            match f.read(&mut head[n..])? {
+                0 => break,
+                k => n += k,
+            }
+        }
+        Ok(
+            if crate::persistence::rdb_file::looks_like_rdb(&head[..n]) {
+                BaseKind::Rdb
+            } else if head[..n.min(8)] == crate::persistence::snapshot::format::FILE_MAGIC[..] {
+                BaseKind::Image
+            } else {
+                BaseKind::Commands
+            },
+        )
+    }
+}
+
+/// Loads the base file into `srv` and sets the log position it stands for (replication
+/// id and offset). Returns its LSN when the file says it (None: a base Redis wrote).
+fn load_base(
+    srv: &mut Server,
+    client: &mut Client,
+    path: &Path,
+    kind: BaseKind,
+) -> Result<Option<u64>, String> {
+    let name = path.display();
+    match kind {
+        BaseKind::Commands => {
+            let m = Mapped::open(path).map_err(|e| format!("Can't open {name}: {e}"))?;
+            // The base's entries are numbered 1.. by themselves; its trailer gives the log
+            // position it stands for.
+            let (o, _) = replay(srv, client, m.bytes(), Some(1));
+            if let Some(bad) = &o.bad {
+                return Err(format!("Bad base file: {}", describe(path, bad)));
+            }
+            notice!("DB loaded from base file {name}: {} entries", o.entries);
+            Ok(o.base_end.map(|be| {
+                srv.aof.replid = be.replid.clone();
+                srv.aof.reploff = be.reploff;
+                be.lsn
+            }))
+        }
+        BaseKind::Rdb => {
+            let m = Mapped::open(path).map_err(|e| format!("Can't open {name}: {e}"))?;
+            // Expired keys are kept: the log after the base may still name them (Redis
+            // loads a preamble the same way).
+            let st = crate::persistence::rdb_file::load_rdb(
+                m.bytes(),
+                &mut srv.ks,
+                &srv.config,
+                i64::MIN,
+            )
+            .map_err(|e| format!("Bad RDB base file {name}: {e}"))?;
+            notice!(
+                "DB loaded from base file {name} (RDB version {}): {} keys",
+                st.version,
+                st.keys_loaded
+            );
+            if let Some(r) = st.repl_id.filter(|r| r.len() == 40) {
+                srv.aof.replid = r;
+            }
+            if let Some(o) = st.repl_offset {
+                srv.aof.reploff = o;
+            }
+            Ok(st.aof_lsn)
+        }
+        BaseKind::Image => {
+            let reserve = srv.config.settings().arena_reserve_bytes;
+            let progress = crate::persistence::snapshot::format::LoadProgress::default();
+            let (arena, header) =
+                crate::persistence::snapshot::load_image(path, reserve, &progress)?
+                    .ok_or_else(|| format!("Can't open {name}: no such file"))?;
+            let databases = srv.config.settings().databases;
+            let ks = crate::keyspace::Keyspace::from_arena(arena, databases)
+                .map_err(|e| format!("snapshot image {name}: {e}"))?;
+            srv.install_keyspace(ks);
+            srv.ks.loading = true;
+            notice!(
+                "DB loaded from base file {name} (snapshot image): {} keys, {} bytes of arena",
+                srv.ks.total_keys(),
+                header.arena_bytes
+            );
+            let id = String::from_utf8_lossy(&header.repl_id).into_owned();
+            if id.bytes().all(|c| c.is_ascii_hexdigit()) {
+                srv.aof.replid = id;
+            }
+            srv.aof.reploff = header.repl_offset;
+            Ok(Some(header.aof_lsn))
+        }
+    }
+}
+
 fn truncate(path: &Path, len: u64) -> Result<(), String> {
     let f = std::fs::OpenOptions::new()
         .write(true)
@@ -483,6 +579,38 @@ pub fn check_aof_cli(args: &[String]) -> i32 {
     let mut ok = true;
     let mut next: Option<u64> = None;
     for (p, is_base) in &files {
+        let kind = match BaseKind::of(p) {
+            Ok(k) if *is_base => k,
+            Ok(_) => BaseKind::Commands,
+            Err(e) => {
+                eprintln!("Cannot open file {}: {e}", p.display());
+                return 1;
+            }
+        };
+        if kind != BaseKind::Commands {
+            // Not a log of commands: its own loader checks it at startup (RDB CRC-64,
+            // image CRC-32C records). Only its log position is needed here.
+            let lsn = match kind {
+                BaseKind::Rdb => Mapped::open(p)
+                    .ok()
+                    .and_then(|m| crate::persistence::rdb_file::base_aof_lsn(m.bytes())),
+                _ => crate::persistence::snapshot::format::read_header(p)
+                    .ok()
+                    .map(|h| h.aof_lsn),
+            };
+            println!(
+                "AOF base {} is {} (not checked as a log; stands for LSN {})",
+                p.display(),
+                if kind == BaseKind::Rdb {
+                    "an RDB file"
+                } else {
+                    "a snapshot image"
+                },
+                lsn.map_or("-".into(), |l| l.to_string())
+            );
+            next = lsn.map(|l| l + 1);
+            continue;
+        }
         let first = if *is_base { Some(1) } else { next };
         match check_file(p, first, fix) {
             Ok((report, valid)) => {

@@ -26,8 +26,17 @@ impl Layout {
     pub fn manifest_name(&self) -> String {
         format!("{}.manifest", self.prefix)
     }
+    /// A base of commands (`create_fresh`'s empty base, and older directories').
     pub fn base_name(prefix: &str, seq: u64) -> String {
         format!("{prefix}.{seq}.base.aof")
+    }
+    /// An RDB base (`aof-use-rdb-preamble yes`; Redis 7's name for it).
+    pub fn base_rdb_name(prefix: &str, seq: u64) -> String {
+        format!("{prefix}.{seq}.base.rdb")
+    }
+    /// A snapshot-image base (`aof-use-rdb-preamble no`; cairn's own).
+    pub fn base_image_name(prefix: &str, seq: u64) -> String {
+        format!("{prefix}.{seq}.base.cimg")
     }
     pub fn incr_name(prefix: &str, seq: u64) -> String {
         format!("{prefix}.{seq}.incr.aof")

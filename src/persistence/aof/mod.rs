@@ -1,8 +1,9 @@
 //! The append-only log (Redis 7's multi-part AOF, with per-entry headers).
 //!
 //! Layout (as Redis 7): `<dir>/<appenddirname>/` holds a manifest
-//! (`<appendfilename>.manifest`), one base file (`<appendfilename>.<seq>.base.aof`, a
-//! snapshot written by BGREWRITEAOF as commands) and incremental files
+//! (`<appendfilename>.manifest`), one base file (BGREWRITEAOF's snapshot of the data:
+//! `<appendfilename>.<seq>.base.rdb`, an RDB file, or `.base.cimg`, a snapshot image;
+//! `.base.aof` command bases of older directories still load) and incremental files
 //! (`<appendfilename>.<seq>.incr.aof`) with every write since. Each entry carries a
 //! `#HDR:` line (LSN, replication id/offset, CRC-64) that Redis 7 skips: see
 //! `docs/formats/aof.md` and [`format`].
@@ -15,7 +16,8 @@
 //! - the writer thread ([`writer`]): writes, syncs (group commit), publishes `durable_lsn`.
 //! - startup ([`load`]): replays the base and incremental files through
 //!   `Server::execute`, verifying CRCs and LSNs; a torn tail is cut.
-//! - BGREWRITEAOF ([`rewrite`]): writes a new base from the keyspace in slices.
+//! - BGREWRITEAOF ([`rewrite`]): a new base from a snapshot of the arena taken by the
+//!   snapshot engine (no fork, nothing proportional to the dataset on the executor).
 
 pub mod format;
 pub mod load;
@@ -71,8 +73,13 @@ pub struct Aof {
     /// Total size (base + incr) after the last rewrite or load, for auto-rewrite.
     pub rewrite_base_size: u64,
     pub loaded_truncated: bool,
-    pub pending_switch: Option<rewrite::PendingSwitch>,
-    pub rewrite_failures_seen: u64,
+    /// Failed rewrites since the last success (INFO; backs automatic rewrites off).
+    pub rewrites_consecutive_failures: u64,
+    /// When the last rewrite ended (for the back-off).
+    pub last_rewrite_end: Option<std::time::Instant>,
+    /// The manifest on disk describes `layout` (false while a log turned on at runtime
+    /// waits for its first rewrite: nothing before it was logged).
+    pub layout_committed: bool,
     /// Wakes the event loop when the log became durable (set by the event loop).
     waker: Option<std::sync::Arc<dyn Fn() + Send + Sync>>,
     /// Inside EXEC: (MULTI already logged?). The first change logs `MULTI`, EXEC's end
@@ -107,8 +114,9 @@ impl Default for Aof {
             last_rewrite_time_s: -1,
             rewrite_base_size: 0,
             loaded_truncated: false,
-            pending_switch: None,
-            rewrite_failures_seen: 0,
+            rewrites_consecutive_failures: 0,
+            last_rewrite_end: None,
+            layout_committed: true,
             waker: None,
             exec_block: None,
         }
@@ -346,7 +354,7 @@ impl Aof {
             ("aof_enabled", (self.enabled as u8).to_string()),
             (
                 "aof_rewrite_in_progress",
-                ((self.rewrite.is_some() || self.pending_switch.is_some()) as u8).to_string(),
+                (self.rewrite.is_some() as u8).to_string(),
             ),
             (
                 "aof_rewrite_scheduled",
@@ -368,7 +376,10 @@ impl Aof {
                 if self.last_rewrite_ok { "ok" } else { "err" }.into(),
             ),
             ("aof_rewrites", self.rewrites.to_string()),
-            ("aof_rewrites_consecutive_failures", "0".into()),
+            (
+                "aof_rewrites_consecutive_failures",
+                self.rewrites_consecutive_failures.to_string(),
+            ),
             (
                 "aof_last_write_status",
                 if self.failed() { "err" } else { "ok" }.into(),
@@ -438,9 +449,6 @@ pub fn log_deletions(srv: &mut crate::server::Server, now_ms: i64) {
         if srv.aof.holds_replies() {
             srv.aof.mark_dirty(db, &key, lsn);
         }
-        if let Some(rw) = srv.aof.rewrite.as_mut() {
-            rw.note_key(db, &key);
-        }
     }
 }
 
@@ -504,17 +512,6 @@ pub fn after_command(
                 srv.aof.mark_barrier(lsn);
             }
         }
-        if let Some(rw) = srv.aof.rewrite.as_mut() {
-            for i in propagate::key_indices(spec, args.len()) {
-                rw.note_key(db, args.get(i));
-            }
-            for (d, k) in &extra {
-                rw.note_key(*d, k);
-            }
-            if matches!(name, "flushall" | "flushdb" | "swapdb") {
-                rw.restart = true;
-            }
-        }
     }
     if holds {
         let durable = srv.aof.release_lsn();
@@ -560,13 +557,12 @@ pub fn apply_config(srv: &mut crate::server::Server) {
             crate::warning!("Can't turn the append only file on: {e}");
         }
     } else if !s.appendonly && srv.aof.enabled {
+        rewrite::cancel(srv);
         srv.aof.flush();
         if let Some(mut w) = srv.aof.writer.take() {
             w.shutdown();
         }
         srv.aof.enabled = false;
-        srv.aof.rewrite = None;
-        srv.aof.pending_switch = None;
         srv.ks.deletions = None;
         crate::notice!("Append only file turned off");
     }
@@ -619,9 +615,15 @@ fn enable_at_runtime(
     srv.aof.writer = Some(w);
     srv.aof.install_waker();
     srv.aof.layout = Some(layout);
+    srv.aof.layout_committed = false;
     srv.aof.enabled = true;
     srv.aof.selected_db = None;
     srv.ks.deletions = Some(Vec::new());
-    // The new files only become the log when this rewrite commits its manifest.
+    // The new files only become the log when this rewrite commits its manifest (behind a
+    // running BGSAVE, when it is done).
+    if srv.background_job_active() {
+        srv.aof.rewrite_scheduled = true;
+        return Ok(());
+    }
     rewrite::start(srv)
 }

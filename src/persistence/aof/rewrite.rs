@@ -1,374 +1,544 @@
-//! BGREWRITEAOF without fork: the executor writes a new base file from the keyspace in
-//! time-boxed slices (cron and event-loop turns), then switches to a new incremental file.
+//! BGREWRITEAOF without fork: the new base is a snapshot of the arena taken by the
+//! snapshot engine (`src/persistence/snapshot`), so nothing proportional to the dataset
+//! runs on the executor.
 //!
-//! Consistency without a snapshot: the base is built while writes go on, so a key may be
-//! dumped and then changed. Every key written during the rewrite is remembered
-//! (`dirty`); once the scan has visited all databases those keys are dumped again (their
-//! value now, or a DEL), repeatedly until the set is empty. At that moment, on the
-//! executor, the base holds exactly the keyspace as of LSN N = the log's last LSN; the
-//! base gets a trailer naming N and the writer thread is told to switch (in queue order:
-//! entries up to N went to the old incremental file, entries from N+1 go to the new one).
-//! FLUSHALL/FLUSHDB/SWAPDB during a rewrite restart it (they change keys they do not name).
-//! The snapshot engine, when it lands, can replace this with an RDB base.
+//! 1. **Start** (executor, O(1)): a background snapshot is started into
+//!    `<prefix>.<seq>.base.cimg` with a cut hook.
+//! 2. **Cut** (snapshot thread, executor stopped at a command boundary): the executor queued
+//!    every framed entry to the writer before stopping and published the log's last LSN N
+//!    (`PauseGate::aof_lsn_at_park`). The hook queues [`Job::Rotate`]: entries ≤ N are
+//!    ahead of it in the queue (old incremental file), entries > N behind it (new file).
+//!    The writer syncs the old file, creates the new one and commits the manifest
+//!    "old base + old incrementals + new incremental" before writing anything to it, as
+//!    Redis does when it opens a new incremental file at a rewrite's start.
+//! 3. **Image done**: with `aof-use-rdb-preamble yes` (the default) a converter thread
+//!    loads the image into a private arena and streams it as an RDB
+//!    `<prefix>.<seq>.base.rdb` (AUX `cairn-aof-lsn` = N, `repl-id`, `repl-offset`), then
+//!    deletes the image; with `no` the image itself is the base (its header carries N).
+//! 4. **Commit** ([`Job::Commit`], writer thread): manifest "new base + new incremental";
+//!    the old base and incrementals are deleted (or the last incremental kept as the
+//!    `aof-recycle` spare).
+//!
+//! Failure anywhere leaves a loadable directory: before the cut nothing changed; after it
+//! the manifest lists both incremental files, so the entries after the cut are never lost
+//! (the next rewrite retires both). A crash before step 4's rename leaves the previous
+//! manifest in force; an unlisted new base is just an unused file.
 
-use super::format;
 use super::manifest::{FileInfo, Layout};
-use super::writer::Job;
-use crate::keyspace::Kind;
+use super::writer::{Job, JobStatus, Manifest};
+use crate::persistence::snapshot::{BgJob, Outcome};
 use crate::server::Server;
 use crate::{notice, warning};
-use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
 
-/// Base bytes buffered on the executor before they are queued to the writer.
-const BASE_CHUNK_BYTES: usize = 1 << 20;
-/// Time one rewrite slice may take on the executor.
-pub const SLICE_BUDGET: Duration = Duration::from_millis(2);
+/// The new base's form (`aof-use-rdb-preamble`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BaseKind {
+    /// An RDB file Redis 7 loads too (`<prefix>.<seq>.base.rdb`).
+    Rdb,
+    /// The snapshot image itself (`<prefix>.<seq>.base.cimg`): restart maps it back like
+    /// a normal image restart, no per-key parsing.
+    Image,
+}
 
-/// A rewrite whose switch is queued to the writer but not yet committed.
-pub struct PendingSwitch {
-    switches_before: u64,
-    started: Instant,
-    keys: u64,
-    old_layout: Layout,
+/// What the cut hook (snapshot thread) tells the executor.
+#[derive(Default)]
+struct Cut {
+    happened: AtomicBool,
+    /// The log's last LSN at the cut (valid once `happened`).
+    lsn: AtomicU64,
+    /// Set at the cut, cleared by the executor when it resumes: the next entry goes to a
+    /// new file and must say which db it is in.
+    unseen_by_executor: AtomicBool,
+    /// The writer's answer to the [`Job::Rotate`] the hook queued.
+    rotate: Arc<JobStatus>,
+}
+
+enum Phase {
+    Snapshot(BgJob),
+    /// The image is complete: waiting for the writer to have switched files at its cut.
+    AwaitSwitch,
+    /// Writing the RDB base from the image (its own thread).
+    Convert(JoinHandle<Result<u64, String>>),
+    /// Waiting for the writer to commit the manifest.
+    Commit(Arc<JobStatus>),
+    /// The rewrite failed; waiting only to learn whether the log switched files.
+    Failed(String),
 }
 
 pub struct Rewrite {
     pub started: Instant,
     base: FileInfo,
-    db: usize,
-    cursor: u64,
-    scanning: bool,
-    dirty: HashSet<(usize, Vec<u8>)>,
-    out: Vec<u8>,
-    scratch: Vec<u8>,
-    selected: Option<usize>,
-    lsn: u64,
-    off: u64,
+    kind: BaseKind,
+    image_path: PathBuf,
+    dir: PathBuf,
+    new_incr: FileInfo,
+    /// The layout once the log has switched files at the cut.
+    rotated: Layout,
+    cut: Arc<Cut>,
+    phase: Phase,
     keys: u64,
-    pub restart: bool,
+    /// Set once the image is complete.
+    outcome: Option<Outcome>,
 }
 
 impl Rewrite {
-    pub fn note_key(&mut self, db: usize, key: &[u8]) {
-        self.dirty.insert((db, key.to_vec()));
-    }
-
-    fn frame(&mut self, db: usize, argv: &[&[u8]], replid: &str) {
-        if self.selected != Some(db) {
-            self.selected = Some(db);
-            let d = db.to_string();
-            self.frame_raw(&[&b"SELECT"[..], d.as_bytes()], replid);
-        }
-        self.frame_raw(argv, replid);
-    }
-    fn frame_raw(&mut self, argv: &[&[u8]], replid: &str) {
-        self.scratch.clear();
-        format::encode_command(&mut self.scratch, argv);
-        self.lsn += 1;
-        self.off += self.scratch.len() as u64;
-        format::encode_entry(&mut self.out, self.lsn, replid, self.off, &self.scratch);
-    }
-
-    /// Dumps `key`'s current state (or a DEL when it is gone).
-    fn dump_key(&mut self, srv: &Server, db: usize, key: &[u8], now_ms: i64) {
-        let replid = srv.aof.replid.clone();
-        let ks = &srv.ks;
-        match ks.find_raw(db, key) {
-            Some(e) if !ks.is_expired(e, now_ms) => match ks.kind(e) {
-                Kind::String => {
-                    let v = ks.value(e).to_vec();
-                    match ks.expire_at(e) {
-                        Some(t) => {
-                            let t = t.to_string();
-                            self.frame(db, &[b"SET", key, &v, b"PXAT", t.as_bytes()], &replid)
-                        }
-                        None => self.frame(db, &[b"SET", key, &v], &replid),
-                    }
-                    self.keys += 1;
-                }
-                Kind::List | Kind::Hash => {
-                    // Redis's rewriteListObject / rewriteHashObject: one command per
-                    // AOF_REWRITE_ITEMS_PER_CMD (64) items, then the TTL.
-                    let mut items: Vec<Vec<u8>> = vec![];
-                    let name: &[u8] = if ks.kind(e) == Kind::List {
-                        crate::collections::list::walk(ks, e, 0, false, |v| {
-                            items.push(v.to_vec());
-                            true
-                        });
-                        b"RPUSH"
-                    } else {
-                        crate::collections::hash::for_each(ks, e, |f, v| {
-                            items.push(f.to_vec());
-                            items.push(v.to_vec());
-                        });
-                        b"HSET"
-                    };
-                    let per = if name == b"RPUSH" { 64 } else { 128 };
-                    for chunk in items.chunks(per) {
-                        let mut argv: Vec<&[u8]> = vec![name, key];
-                        argv.extend(chunk.iter().map(|x| x.as_slice()));
-                        self.frame(db, &argv, &replid);
-                    }
-                    if let Some(t) = ks.expire_at(e) {
-                        let t = t.to_string();
-                        self.frame(db, &[b"PEXPIREAT", key, t.as_bytes()], &replid);
-                    }
-                    self.keys += 1;
-                }
-                Kind::ZSet => {
-                    // Redis's rewriteSortedSetObject: ZADD with 64 score/member pairs per
-                    // command, scores as `%.17g` (exact round trip), then the TTL.
-                    let items = crate::collections::zset::all(ks, e);
-                    for chunk in items.chunks(64) {
-                        let scores: Vec<Vec<u8>> = chunk
-                            .iter()
-                            .map(|(_, s)| crate::protocol::reply::format_double(*s).into_bytes())
-                            .collect();
-                        let mut argv: Vec<&[u8]> = vec![b"ZADD", key];
-                        for ((m, _), s) in chunk.iter().zip(&scores) {
-                            argv.push(s);
-                            argv.push(m);
-                        }
-                        self.frame(db, &argv, &replid);
-                    }
-                    if let Some(t) = ks.expire_at(e) {
-                        let t = t.to_string();
-                        self.frame(db, &[b"PEXPIREAT", key, t.as_bytes()], &replid);
-                    }
-                    self.keys += 1;
-                }
-                Kind::Set => {
-                    // Redis's rewriteSetObject: SADD with 64 members per command.
-                    let members = crate::collections::set::members(ks, e);
-                    for chunk in members.chunks(64) {
-                        let mut argv: Vec<&[u8]> = vec![b"SADD", key];
-                        argv.extend(chunk.iter().map(|x| x.as_slice()));
-                        self.frame(db, &argv, &replid);
-                    }
-                    if let Some(t) = ks.expire_at(e) {
-                        let t = t.to_string();
-                        self.frame(db, &[b"PEXPIREAT", key, t.as_bytes()], &replid);
-                    }
-                    self.keys += 1;
-                }
-            },
-            _ => self.frame(db, &[b"DEL", key], &replid),
-        }
+    fn base_path(&self) -> PathBuf {
+        self.dir.join(&self.base.name)
     }
 }
 
-/// BGREWRITEAOF: starts a rewrite. Err: Redis's error text.
-pub fn start(srv: &mut Server) -> Result<(), String> {
+impl Server {
+    /// A background snapshot or AOF rewrite is running (Redis's hasActiveChildProcess):
+    /// the engine takes one snapshot at a time.
+    pub fn background_job_active(&self) -> bool {
+        self.snapshot.in_progress() || self.aof.rewrite.is_some()
+    }
+}
+
+/// BGREWRITEAOF. Ok(true): started; Ok(false): scheduled behind a running BGSAVE (Redis's
+/// "+Background append only file rewriting scheduled"). Err: Redis's error text.
+pub fn request(srv: &mut Server) -> Result<bool, String> {
+    if srv.aof.rewrite.is_some() {
+        return Err("ERR Background append only file rewriting already in progress".into());
+    }
     if !srv.aof.enabled || srv.aof.writer.is_none() {
         // Redis rewrites even with appendonly no (to a file it then leaves); cairn keeps
         // no log then, so there is nothing to compact.
         return Err("ERR Background AOF rewriting is not possible: appendonly is off".into());
     }
-    if srv.aof.rewrite.is_some() {
-        return Err("ERR Background append only file rewriting already in progress".into());
+    if srv.snapshot.in_progress() {
+        srv.aof.rewrite_scheduled = true;
+        return Ok(false);
+    }
+    start(srv).map(|_| true).map_err(|e| {
+        warning!("Can't rewrite the append only file in background: {e}");
+        "ERR Can't execute an AOF background rewriting. Please check the server logs for more information.".to_string()
+    })
+}
+
+/// Starts a rewrite now (O(1) on the executor). Err: why not.
+pub fn start(srv: &mut Server) -> Result<(), String> {
+    if srv.background_job_active() {
+        return Err("another background job is running".into());
     }
     if srv.aof.failed() {
-        return Err(
-            "ERR Background AOF rewriting is not possible: the AOF has a write error".into(),
-        );
+        return Err("the AOF has a write error".into());
     }
-    let Some(layout) = srv.aof.layout.as_ref() else {
-        return Err("ERR no AOF layout".into());
+    let (Some(layout), Some(w)) = (srv.aof.layout.as_ref(), srv.aof.writer.as_ref()) else {
+        return Err("appendonly is off".into());
     };
+    let s = srv.config.settings();
+    let kind = if s.aof_use_rdb_preamble {
+        BaseKind::Rdb
+    } else {
+        BaseKind::Image
+    };
+    let dir = PathBuf::from(&s.appenddirname);
     let seq = layout.next_base_seq();
     let base = FileInfo {
-        name: Layout::base_name(&layout.prefix, seq),
+        name: match kind {
+            BaseKind::Rdb => Layout::base_rdb_name(&layout.prefix, seq),
+            BaseKind::Image => Layout::base_image_name(&layout.prefix, seq),
+        },
         seq,
     };
-    if let Some(w) = &srv.aof.writer {
-        w.submit(Job::BaseBegin {
-            name: base.name.clone(),
-        });
-    }
-    notice!("Background append only file rewriting started");
+    let image_path = dir.join(Layout::base_image_name(&layout.prefix, seq));
+    let new_incr = FileInfo {
+        name: Layout::incr_name(&layout.prefix, layout.next_incr_seq()),
+        seq: layout.next_incr_seq(),
+    };
+    let mut rotated = layout.clone();
+    rotated.incrs.push(new_incr.clone());
+    // A log turned on at runtime has no valid manifest until its first rewrite commits:
+    // the switch must not publish one.
+    let manifest = srv.aof.layout_committed.then(|| Manifest {
+        name: rotated.manifest_name(),
+        text: rotated.render(),
+    });
+    let cut = Arc::new(Cut::default());
+    let hook = {
+        let (cut, shared, name) = (cut.clone(), w.shared.clone(), new_incr.name.clone());
+        move |lsn: u64| {
+            if cut.happened.swap(true, SeqCst) {
+                return;
+            }
+            cut.lsn.store(lsn, SeqCst);
+            cut.unseen_by_executor.store(true, SeqCst);
+            shared.submit(Job::Rotate {
+                new_incr: name.clone(),
+                manifest: manifest.as_ref().map(|m| Manifest {
+                    name: m.name.clone(),
+                    text: m.text.clone(),
+                }),
+                status: cut.rotate.clone(),
+            });
+        }
+    };
+    let mut p = crate::persistence::snapshot::ops::params(srv);
+    p.path = image_path.clone();
+    p.on_cut = Some(Arc::new(hook));
+    // Freed large blocks must keep their pages while tracking is armed (see Arena).
+    srv.ks.arena.set_keep_pages(true);
+    let job = match BgJob::start(&srv.ks.arena, p, srv.snapshot.gate.clone()) {
+        Ok(j) => j,
+        Err(e) => {
+            srv.ks.arena.set_keep_pages(false);
+            return Err(format!("can't start the snapshot thread: {e}"));
+        }
+    };
+    notice!(
+        "Background append only file rewriting started (base {})",
+        base.name
+    );
     srv.aof.rewrite = Some(Rewrite {
         started: Instant::now(),
         base,
-        db: 0,
-        cursor: 0,
-        scanning: true,
-        dirty: HashSet::new(),
-        out: Vec::new(),
-        scratch: Vec::new(),
-        selected: None,
-        lsn: 0,
-        off: 0,
+        kind,
+        image_path,
+        dir,
+        new_incr,
+        rotated,
+        cut,
+        phase: Phase::Snapshot(job),
         keys: 0,
-        restart: false,
+        outcome: None,
     });
     srv.aof.rewrite_scheduled = false;
     Ok(())
 }
 
-/// Runs the rewrite for at most `budget`. Called from cron and the event loops.
-pub fn step(srv: &mut Server, budget: Duration) {
+impl super::Aof {
+    /// The executor resumes after a snapshot stop: if that stop was a rewrite's cut, the
+    /// next entry goes to the new incremental file and must start with its SELECT.
+    pub fn after_stop(&mut self) {
+        if let Some(rw) = &self.rewrite {
+            if rw.cut.unseen_by_executor.swap(false, SeqCst) {
+                self.selected_db = None;
+            }
+        }
+    }
+}
+
+/// Stops a running rewrite (SHUTDOWN, `appendonly no`): the snapshot is cancelled, a
+/// converter thread is left to finish on its own (its output is never listed). The
+/// manifest on disk stays valid whatever point was reached.
+pub fn cancel(srv: &mut Server) {
+    let Some(rw) = srv.aof.rewrite.take() else {
+        return;
+    };
+    if let Phase::Snapshot(job) = rw.phase {
+        warning!("There is an AOF rewrite in progress: stopping it");
+        job.cancel();
+        srv.ks.arena.set_keep_pages(false);
+    }
+    if rw.cut.happened.load(SeqCst) && rw.cut.rotate.outcome() == Some(true) {
+        srv.aof.layout = Some(rw.rotated);
+    }
+}
+
+/// Writes the RDB base from the image at `image` (on the converter thread): loads it into
+/// a private arena, streams the RDB to a temp file, syncs it and renames it to `out`.
+/// Returns the base's size.
+fn convert(
+    image: &Path,
+    out: &Path,
+    aux: &[(&str, String)],
+    reserve_bytes: usize,
+    databases: usize,
+    key_delay_us: u64,
+) -> Result<u64, String> {
+    crate::persistence::snapshot::lower_priority();
+    let progress = crate::persistence::snapshot::format::LoadProgress::default();
+    let (arena, _) = crate::persistence::snapshot::load_image(image, reserve_bytes, &progress)?
+        .ok_or_else(|| format!("the image {} vanished", image.display()))?;
+    let mut ks = crate::keyspace::Keyspace::from_arena(arena, databases)?;
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = out.with_file_name(format!("temp-{}-{name}", std::process::id()));
+    let io = |e: std::io::Error| format!("{}: {e}", tmp.display());
+    let written = (|| -> Result<u64, String> {
+        let mut f = std::fs::File::create(&tmp).map_err(io)?;
+        crate::persistence::rdb_file::write_rdb(&mut ks, &mut f, aux, key_delay_us)?;
+        f.sync_all().map_err(io)?;
+        let len = f.metadata().map_err(io)?.len();
+        std::fs::rename(&tmp, out).map_err(io)?;
+        sync_dir(out)?;
+        Ok(len)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+fn sync_dir(file: &Path) -> Result<(), String> {
+    let dir = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+/// Advances a running rewrite (cron): every step is a poll, O(1) on the executor.
+fn advance(srv: &mut Server) {
     let Some(mut rw) = srv.aof.rewrite.take() else {
         return;
     };
-    let now = crate::util::now_ms();
-    let t0 = Instant::now();
-    if rw.restart {
-        notice!("AOF rewrite restarted: a FLUSHALL/FLUSHDB/SWAPDB changed whole databases");
-        if let Some(w) = &srv.aof.writer {
-            w.submit(Job::BaseAbort);
-            w.submit(Job::BaseBegin {
-                name: rw.base.name.clone(),
-            });
-        }
-        rw = Rewrite {
-            started: rw.started,
-            base: rw.base,
-            db: 0,
-            cursor: 0,
-            scanning: true,
-            dirty: HashSet::new(),
-            out: Vec::new(),
-            scratch: Vec::new(),
-            selected: None,
-            lsn: 0,
-            off: 0,
-            keys: 0,
-            restart: false,
+    loop {
+        let (next, progressed) = step(srv, &mut rw);
+        rw.phase = match next {
+            Step::Phase(p) => p,
+            Step::Done => return,
         };
-    }
-    let mut keys: Vec<Vec<u8>> = Vec::new();
-    while t0.elapsed() < budget {
-        if rw.scanning {
-            if rw.db >= srv.ks.num_dbs() {
-                rw.scanning = false;
-                continue;
-            }
-            keys.clear();
-            let ks = &srv.ks;
-            rw.cursor = ks.scan(rw.db, rw.cursor, |e| keys.push(ks.key(e).to_vec()));
-            let db = rw.db;
-            for k in &keys {
-                rw.dump_key(srv, db, k, now);
-            }
-            if rw.cursor == 0 {
-                rw.db += 1;
-            }
-        } else {
-            // Keys changed since they were dumped: dump them again, until none is left.
-            let batch: Vec<(usize, Vec<u8>)> = rw.dirty.iter().take(256).cloned().collect();
-            if batch.is_empty() {
-                finish(srv, rw);
-                return;
-            }
-            for (db, k) in batch {
-                rw.dirty.remove(&(db, k.clone()));
-                rw.dump_key(srv, db, &k, now);
-            }
-        }
-        if rw.out.len() >= BASE_CHUNK_BYTES {
-            if let Some(w) = &srv.aof.writer {
-                w.submit(Job::BaseData(std::mem::take(&mut rw.out)));
-            }
+        if !progressed {
+            break;
         }
     }
     srv.aof.rewrite = Some(rw);
 }
 
-fn finish(srv: &mut Server, mut rw: Rewrite) {
-    let aof = &mut srv.aof;
-    format::encode_base_end(&mut rw.out, aof.last_lsn, &aof.replid, aof.reploff, rw.keys);
-    // Entries framed so far belong to the old incremental file.
-    aof.flush();
-    let Some(layout) = aof.layout.as_mut() else {
-        return;
-    };
-    let incr = FileInfo {
-        name: Layout::incr_name(&layout.prefix, layout.next_incr_seq()),
-        seq: layout.next_incr_seq(),
-    };
-    let mut obsolete: Vec<String> = layout.incrs.iter().map(|f| f.name.clone()).collect();
-    obsolete.extend(layout.history.iter().map(|f| f.name.clone()));
-    if let Some(b) = &layout.base {
-        obsolete.push(b.name.clone());
-    }
-    let new_layout = Layout {
-        prefix: layout.prefix.clone(),
-        base: Some(rw.base.clone()),
-        history: vec![],
-        incrs: vec![incr.clone()],
-    };
-    let Some(w) = aof.writer.as_ref() else {
-        return;
-    };
-    let before = w.shared.switches.load(std::sync::atomic::Ordering::SeqCst);
-    w.submit(Job::BaseData(std::mem::take(&mut rw.out)));
-    w.submit(Job::Switch {
-        new_incr: incr.name.clone(),
-        manifest_name: new_layout.manifest_name(),
-        manifest: new_layout.render(),
-        obsolete,
-    });
-    // The next entry starts the new file: it must say which db it is in.
-    aof.selected_db = None;
-    let old = std::mem::replace(layout, new_layout);
-    aof.pending_switch = Some(PendingSwitch {
-        switches_before: before,
-        started: rw.started,
-        keys: rw.keys,
-        old_layout: old,
-    });
+enum Step {
+    Phase(Phase),
+    /// The rewrite ended (committed or failed) and was accounted for.
+    Done,
 }
 
-/// Called from cron: notices a committed (or failed) switch, and starts an automatic
-/// rewrite when the log grew past `auto-aof-rewrite-percentage` of its size after the
-/// last rewrite (and over `auto-aof-rewrite-min-size`), as Redis.
-pub fn cron(srv: &mut Server) {
-    use std::sync::atomic::Ordering::SeqCst;
-    if let (Some(p), Some(w)) = (srv.aof.pending_switch.as_ref(), &srv.aof.writer) {
-        let (started, keys) = (p.started, p.keys);
-        let done = w.shared.switches.load(SeqCst) > p.switches_before;
-        let failed = w.shared.rewrite_failures.load(SeqCst) > srv.aof.rewrite_failures_seen;
-        if done || failed {
-            let p = srv.aof.pending_switch.take();
-            srv.aof.rewrite_failures_seen = w.shared.rewrite_failures.load(SeqCst);
-            srv.aof.last_rewrite_time_s = started.elapsed().as_secs() as i64;
-            if done {
-                srv.aof.rewrites += 1;
-                srv.aof.last_rewrite_ok = true;
-                srv.aof.rewrite_base_size = srv.aof.current_size();
-                notice!("Background AOF rewrite finished successfully ({keys} keys)");
-            } else {
-                // The writer kept appending to the old files, which the old manifest
-                // still lists: go back to that layout.
-                if let Some(p) = p {
-                    srv.aof.layout = Some(p.old_layout);
+/// One transition; `bool`: whether it moved (try the next at once).
+fn step(srv: &mut Server, rw: &mut Rewrite) -> (Step, bool) {
+    let phase = std::mem::replace(&mut rw.phase, Phase::Failed(String::new()));
+    let next = match phase {
+        Phase::Snapshot(job) if job.is_finished() => {
+            let r = job.join();
+            srv.ks.arena.set_keep_pages(false);
+            match r {
+                Ok(o) if rw.cut.happened.load(SeqCst) => {
+                    rw.keys = o.keys;
+                    rw.outcome = Some(o);
+                    Phase::AwaitSwitch
                 }
-                srv.aof.last_rewrite_ok = false;
-                warning!("Background AOF rewrite failed");
+                Ok(_) => Phase::Failed("the snapshot had no cut".into()),
+                Err(e) => Phase::Failed(format!("snapshot failed: {e}")),
+            }
+        }
+        Phase::AwaitSwitch => match rw.cut.rotate.outcome() {
+            None => return (Step::Phase(Phase::AwaitSwitch), false),
+            Some(false) => Phase::Failed("the log could not switch files at the cut".into()),
+            Some(true) => {
+                srv.aof.layout = Some(rw.rotated.clone());
+                after_image(srv, rw)
+            }
+        },
+        Phase::Convert(h) if h.is_finished() => match h.join() {
+            Ok(Ok(bytes)) => {
+                let _ = std::fs::remove_file(&rw.image_path);
+                commit(srv, rw, bytes)
+            }
+            Ok(Err(e)) => Phase::Failed(format!("writing the RDB base: {e}")),
+            Err(_) => Phase::Failed("the RDB base writer panicked".into()),
+        },
+        Phase::Commit(st) => match st.outcome() {
+            None => return (Step::Phase(Phase::Commit(st)), false),
+            Some(true) => {
+                succeeded(srv, rw);
+                return (Step::Done, true);
+            }
+            Some(false) => Phase::Failed("the manifest could not be committed".into()),
+        },
+        Phase::Failed(why) => {
+            // Entries after the cut went to the new file only if the switch succeeded:
+            // the layout follows the writer, so wait for its answer.
+            if rw.cut.happened.load(SeqCst) {
+                match rw.cut.rotate.outcome() {
+                    None => return (Step::Phase(Phase::Failed(why)), false),
+                    Some(true) => srv.aof.layout = Some(rw.rotated.clone()),
+                    Some(false) => {}
+                }
+            }
+            failed(srv, rw, &why);
+            return (Step::Done, true);
+        }
+        other => return (Step::Phase(other), false),
+    };
+    (Step::Phase(next), true)
+}
+
+/// The image is complete and durable and the log switched files at its cut: commit it as
+/// the base, or start writing the RDB base from it.
+fn after_image(srv: &mut Server, rw: &Rewrite) -> Phase {
+    let cut_lsn = rw.cut.lsn.load(SeqCst);
+    let Some(o) = &rw.outcome else {
+        return Phase::Failed("no snapshot outcome".into());
+    };
+    if o.aof_lsn != cut_lsn {
+        return Phase::Failed(format!(
+            "the image's LSN {} is not the cut's {cut_lsn}",
+            o.aof_lsn
+        ));
+    }
+    match rw.kind {
+        BaseKind::Image => {
+            let bytes = std::fs::metadata(&rw.image_path).map_or(0, |m| m.len());
+            commit(srv, rw, bytes)
+        }
+        BaseKind::Rdb => {
+            let s = srv.config.settings();
+            let (reserve, dbs) = (s.arena_reserve_bytes, s.databases);
+            let key_delay_us = srv
+                .config
+                .get_value("rdb-key-save-delay")
+                .and_then(|v| v.parse::<i64>().ok())
+                .unwrap_or(0)
+                .max(0) as u64;
+            let aux = vec![
+                ("aof-base", "1".to_string()),
+                (
+                    crate::persistence::rdb_file::AUX_AOF_LSN,
+                    cut_lsn.to_string(),
+                ),
+                ("repl-id", srv.aof.replid.clone()),
+                ("repl-offset", o.repl_offset.to_string()),
+            ];
+            let (image, out) = (rw.image_path.clone(), rw.base_path());
+            let spawned = std::thread::Builder::new()
+                .name("cairn-aof-base".into())
+                .spawn(move || convert(&image, &out, &aux, reserve, dbs, key_delay_us));
+            match spawned {
+                Ok(h) => Phase::Convert(h),
+                Err(e) => Phase::Failed(format!("can't start the RDB base writer: {e}")),
             }
         }
     }
+}
+
+/// Queues the manifest commit: new base + the incremental file opened at the cut; every
+/// other file of the switched layout becomes obsolete (incrementals last, newest last:
+/// the writer keeps that one as the `aof-recycle` spare).
+fn commit(srv: &mut Server, rw: &Rewrite, base_bytes: u64) -> Phase {
+    let Some(w) = srv.aof.writer.as_ref() else {
+        return Phase::Failed("the log was closed".into());
+    };
+    let new_layout = Layout {
+        prefix: rw.rotated.prefix.clone(),
+        base: Some(rw.base.clone()),
+        history: vec![],
+        incrs: vec![rw.new_incr.clone()],
+    };
+    let mut obsolete: Vec<String> = rw.rotated.history.iter().map(|f| f.name.clone()).collect();
+    obsolete.extend(rw.rotated.base.iter().map(|f| f.name.clone()));
+    obsolete.extend(
+        rw.rotated
+            .incrs
+            .iter()
+            .filter(|f| f.name != rw.new_incr.name)
+            .map(|f| f.name.clone()),
+    );
+    let status = Arc::new(JobStatus::default());
+    w.submit(Job::Commit {
+        manifest: Manifest {
+            name: new_layout.manifest_name(),
+            text: new_layout.render(),
+        },
+        obsolete,
+        base_bytes,
+        status: status.clone(),
+    });
+    Phase::Commit(status)
+}
+
+fn succeeded(srv: &mut Server, rw: &Rewrite) {
+    srv.aof.layout = Some(Layout {
+        prefix: rw.rotated.prefix.clone(),
+        base: Some(rw.base.clone()),
+        history: vec![],
+        incrs: vec![rw.new_incr.clone()],
+    });
+    srv.aof.layout_committed = true;
+    srv.aof.rewrites += 1;
+    srv.aof.rewrites_consecutive_failures = 0;
+    srv.aof.last_rewrite_ok = true;
+    srv.aof.last_rewrite_time_s = rw.started.elapsed().as_secs() as i64;
+    srv.aof.last_rewrite_end = Some(Instant::now());
+    srv.aof.rewrite_base_size = srv.aof.current_size();
+    notice!(
+        "Background AOF rewrite finished successfully (base {}, {} keys, cut at LSN {})",
+        rw.base.name,
+        rw.keys,
+        rw.cut.lsn.load(SeqCst)
+    );
+}
+
+fn failed(srv: &mut Server, rw: &Rewrite, why: &str) {
+    // Unlisted leftovers of this rewrite (never named by a manifest).
+    let _ = std::fs::remove_file(&rw.image_path);
+    if rw.kind == BaseKind::Rdb {
+        let _ = std::fs::remove_file(rw.base_path());
+    }
+    srv.aof.last_rewrite_ok = false;
+    srv.aof.rewrites_consecutive_failures += 1;
+    srv.aof.last_rewrite_time_s = rw.started.elapsed().as_secs() as i64;
+    srv.aof.last_rewrite_end = Some(Instant::now());
+    warning!("Background AOF rewrite failed: {why}");
+}
+
+/// Called from cron: advances a running rewrite; starts a scheduled one once no other
+/// background job runs; starts an automatic rewrite when the log grew past
+/// `auto-aof-rewrite-percentage` of its size after the last rewrite (and over
+/// `auto-aof-rewrite-min-size`), as Redis.
+pub fn cron(srv: &mut Server) {
     if srv.aof.rewrite.is_some() {
-        step(srv, SLICE_BUDGET);
+        advance(srv);
         return;
     }
-    if !srv.aof.enabled || srv.aof.pending_switch.is_some() {
+    if !srv.aof.enabled || srv.background_job_active() {
         return;
     }
     if srv.aof.rewrite_scheduled {
-        let _ = start(srv);
+        if let Err(e) = start(srv) {
+            warning!("Can't start the scheduled AOF rewrite: {e}");
+            srv.aof.rewrite_scheduled = false;
+        }
         return;
     }
     let s = srv.config.settings();
     let (pct, min) = (s.auto_aof_rewrite_percentage, s.auto_aof_rewrite_min_size);
     let size = srv.aof.current_size();
-    if pct > 0 && size > min {
+    if pct > 0 && size > min && !auto_rewrite_backing_off(srv) {
         let base = srv.aof.rewrite_base_size.max(1);
         let growth = (size.saturating_sub(base)) * 100 / base;
         if growth >= pct {
             notice!("Starting automatic rewriting of AOF on {growth}% growth");
-            let _ = start(srv);
+            if let Err(e) = start(srv) {
+                warning!("Can't start the automatic AOF rewrite: {e}");
+                srv.aof.rewrites_consecutive_failures += 1;
+                srv.aof.last_rewrite_end = Some(Instant::now());
+            }
         }
     }
 }
+
+/// After [`AUTO_REWRITE_FREE_FAILURES`] failures in a row, automatic rewrites wait a minute,
+/// doubling per further failure up to an hour (Redis's aofRewriteLimited), so a full or
+/// read-only disk does not get a snapshot every cron tick.
+fn auto_rewrite_backing_off(srv: &Server) -> bool {
+    let failures = srv.aof.rewrites_consecutive_failures;
+    if failures < AUTO_REWRITE_FREE_FAILURES {
+        return false;
+    }
+    let shift = (failures - AUTO_REWRITE_FREE_FAILURES).min(6) as u32;
+    let delay_s = (60u64 << shift).min(3600);
+    srv.aof
+        .last_rewrite_end
+        .is_some_and(|t| t.elapsed().as_secs() < delay_s)
+}
+
+/// Failed rewrites in a row before automatic rewrites back off.
+pub const AUTO_REWRITE_FREE_FAILURES: u64 = 3;

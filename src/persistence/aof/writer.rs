@@ -70,25 +70,53 @@ pub struct IoOpts {
 
 pub enum Job {
     /// Framed entries for the current incremental file, ending with entry `last_lsn`.
-    Append {
-        data: Vec<u8>,
-        last_lsn: u64,
-    },
-    /// Starts a new base file (AOF rewrite).
-    BaseBegin {
-        name: String,
-    },
-    BaseData(Vec<u8>),
-    /// Ends a rewrite: sync the base, open `new_incr`, commit `manifest`, delete `obsolete`.
-    /// Appends queued after this go to the new incremental file.
-    Switch {
+    Append { data: Vec<u8>, last_lsn: u64 },
+    /// BGREWRITEAOF's cut (queued while the executor is stopped there, so every entry
+    /// before it is at most the cut's LSN and every entry after it is later): make the
+    /// current file durable, create `new_incr` (or rename the spare into it, with
+    /// `aof-recycle`), commit `manifest` (which lists it) when given, and append to it
+    /// from now on. On failure the log goes on in the current file.
+    Rotate {
         new_incr: String,
-        manifest_name: String,
-        manifest: Vec<u8>,
-        obsolete: Vec<String>,
+        manifest: Option<Manifest>,
+        status: Arc<JobStatus>,
     },
-    /// Abandons the base being written.
-    BaseAbort,
+    /// BGREWRITEAOF's end (the new base is complete and durable): commit `manifest`, then
+    /// delete the files it no longer lists (with `aof-recycle`, the last incremental
+    /// file among them becomes the spare instead, for the next rotation).
+    Commit {
+        manifest: Manifest,
+        obsolete: Vec<String>,
+        base_bytes: u64,
+        status: Arc<JobStatus>,
+    },
+}
+
+/// A manifest to write atomically: its file name and contents.
+pub struct Manifest {
+    pub name: String,
+    pub text: Vec<u8>,
+}
+
+/// How a control job ended, for the executor to poll.
+#[derive(Default)]
+pub struct JobStatus(std::sync::atomic::AtomicU8);
+
+impl JobStatus {
+    const PENDING: u8 = 0;
+    const DONE: u8 = 1;
+    const FAILED: u8 = 2;
+    /// None while the writer has not run the job yet; then whether it succeeded.
+    pub fn outcome(&self) -> Option<bool> {
+        match self.0.load(Ordering::SeqCst) {
+            Self::PENDING => None,
+            v => Some(v == Self::DONE),
+        }
+    }
+    fn set(&self, ok: bool) {
+        let v = if ok { Self::DONE } else { Self::FAILED };
+        self.0.store(v, Ordering::SeqCst);
+    }
 }
 
 struct Queue {
@@ -118,9 +146,6 @@ pub struct Shared {
     pub incr_bytes: AtomicU64,
     pub base_bytes: AtomicU64,
     pub queued_bytes: AtomicU64,
-    /// Completed rewrites (Switch jobs committed) and failed ones.
-    pub switches: AtomicU64,
-    pub rewrite_failures: AtomicU64,
     pub fsyncs: AtomicU64,
     fsync_us: Mutex<VecDeque<u64>>,
     notifier: Mutex<Option<Box<dyn Fn() + Send>>>,
@@ -147,6 +172,33 @@ fn strerror(e: &std::io::Error) -> String {
 }
 
 impl Shared {
+    /// Queues a job. An append waits only when the queue is over [`QUEUE_MAX_BYTES`]; a
+    /// control job never waits (BGREWRITEAOF's cut queues one while the executor is
+    /// stopped).
+    pub fn submit(&self, job: Job) {
+        let n = match &job {
+            Job::Append { data, .. } => data.len(),
+            _ => 0,
+        };
+        let mut q = self.q.lock().unwrap_or_else(|e| e.into_inner());
+        while n > 0 && q.bytes > QUEUE_MAX_BYTES && !self.failed.load(Ordering::SeqCst) {
+            q = self
+                .space
+                .wait_timeout(q, TICK)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        q.bytes += n;
+        self.queued_bytes.store(q.bytes as u64, Ordering::Relaxed);
+        q.jobs.push_back(job);
+        drop(q);
+        self.work.notify_one();
+        let fd = self.wake_fd.load(Ordering::SeqCst);
+        if fd >= 0 && self.want_wake.swap(false, Ordering::SeqCst) {
+            uring::wake(fd);
+        }
+    }
+
     /// The sticky error text (strerror), if a write or sync failed.
     pub fn error(&self) -> Option<String> {
         self.error.lock().unwrap_or_else(|e| e.into_inner()).clone()
@@ -251,8 +303,6 @@ impl Writer {
             incr_bytes: AtomicU64::new(incr_len),
             base_bytes: AtomicU64::new(0),
             queued_bytes: AtomicU64::new(0),
-            switches: AtomicU64::new(0),
-            rewrite_failures: AtomicU64::new(0),
             fsyncs: AtomicU64::new(0),
             fsync_us: Mutex::new(VecDeque::new()),
             notifier: Mutex::new(None),
@@ -268,7 +318,6 @@ impl Writer {
             incr,
             incr_name: incr_name.map(str::to_string),
             incr_off: incr_len,
-            base: None,
             synced_lsn: last_lsn,
             sync_submitted: last_lsn,
             last_sync: Instant::now(),
@@ -306,30 +355,7 @@ impl Writer {
 
     /// Queues a job. Waits only when the queue is over [`QUEUE_MAX_BYTES`].
     pub fn submit(&self, job: Job) {
-        let n = match &job {
-            Job::Append { data, .. } | Job::BaseData(data) => data.len(),
-            _ => 0,
-        };
-        let mut q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
-        while q.bytes > QUEUE_MAX_BYTES && !self.shared.failed.load(Ordering::SeqCst) {
-            q = self
-                .shared
-                .space
-                .wait_timeout(q, TICK)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-        q.bytes += n;
-        self.shared
-            .queued_bytes
-            .store(q.bytes as u64, Ordering::Relaxed);
-        q.jobs.push_back(job);
-        drop(q);
-        self.shared.work.notify_one();
-        let fd = self.shared.wake_fd.load(Ordering::SeqCst);
-        if fd >= 0 && self.shared.want_wake.swap(false, Ordering::SeqCst) {
-            uring::wake(fd);
-        }
+        self.shared.submit(job)
     }
 
     /// The io_uring writer is waiting and could submit new work at once (the thread
@@ -376,7 +402,6 @@ struct Thread {
     incr_name: Option<String>,
     /// End of the log's content in the incremental file (where the next batch goes).
     incr_off: u64,
-    base: Option<(String, Box<dyn LogFile>, u64)>,
     synced_lsn: u64,
     /// Highest LSN an fsync in flight (or done) covers (io_uring buffered mode).
     sync_submitted: u64,
@@ -751,116 +776,123 @@ impl Thread {
     fn control(&mut self, job: Job) {
         match job {
             Job::Append { .. } => {}
-            Job::BaseBegin { name } => match self.dir.open_append(&name) {
-                Ok(mut f) => {
-                    let _ = f.set_len(0);
-                    self.base = Some((name, f, 0));
-                }
-                Err(e) => {
-                    crate::warning!("Can't open the AOF base file {name}: {}", strerror(&e));
-                    self.shared.rewrite_failures.fetch_add(1, Ordering::SeqCst);
-                }
-            },
-            Job::BaseData(data) => {
-                if let Some((name, f, off)) = self.base.as_mut() {
-                    if let Err(e) = f.write_all_at(*off, &data) {
-                        crate::warning!("Writing the AOF base file {name}: {}", strerror(&e));
-                        let name = name.clone();
-                        self.abort_base(&name);
-                        return;
-                    }
-                    *off += data.len() as u64;
-                }
-            }
-            Job::BaseAbort => {
-                if let Some((name, _, _)) = self.base.take() {
-                    let _ = self.dir.remove(&name);
-                }
-            }
-            Job::Switch {
+            Job::Rotate {
                 new_incr,
-                manifest_name,
+                manifest,
+                status,
+            } => status.set(self.rotate(&new_incr, manifest)),
+            Job::Commit {
                 manifest,
                 obsolete,
-            } => self.switch(new_incr, manifest_name, manifest, obsolete),
+                base_bytes,
+                status,
+            } => status.set(self.commit(manifest, obsolete, base_bytes)),
         }
     }
 
-    fn abort_base(&mut self, name: &str) {
-        self.base = None;
-        let _ = self.dir.remove(name);
-        self.shared.rewrite_failures.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// Commits a rewrite. The old files stay valid until the manifest's rename, so a crash
-    /// at any point leaves a loadable set.
-    fn switch(&mut self, new_incr: String, mname: String, manifest: Vec<u8>, old: Vec<String>) {
-        let Some((base_name, mut base, base_len)) = self.base.take() else {
-            self.shared.rewrite_failures.fetch_add(1, Ordering::SeqCst);
-            return;
-        };
+    /// See [`Job::Rotate`]. The current file stays the log until the manifest naming the
+    /// new one is on disk, so a crash at any point leaves a loadable set.
+    fn rotate(&mut self, new_incr: &str, manifest: Option<Manifest>) -> bool {
         if self.shared.failed.load(Ordering::SeqCst) {
-            let _ = self.dir.remove(&base_name);
-            self.shared.rewrite_failures.fetch_add(1, Ordering::SeqCst);
-            return;
+            return false;
         }
-        // Everything written to the old incremental file must be durable first: the
-        // replies it holds wait for it, and the new base already includes it.
+        // Everything in the current file must be durable before the log moves on: the
+        // replies it holds wait for it, and it stays part of the log (the new base is not
+        // there yet).
         let written = self.shared.written_lsn.load(Ordering::SeqCst);
         if written > self.synced_lsn {
             self.sync(written);
+            if self.shared.failed.load(Ordering::SeqCst) {
+                return false;
+            }
         }
+        let spare = self.opts.recycle.then(|| self.spare_name()).flatten();
+        let mut recycled = false;
         let step = (|| -> std::io::Result<Box<dyn LogFile>> {
-            base.sync_data()?;
-            let mut f = self.dir.open_append(&new_incr)?;
-            f.set_len(0)?;
-            f.sync_data()?;
-            self.dir.write_atomic(&mname, &manifest)?;
+            let f = match spare.as_deref().map(|s| self.dir.recycle(s, new_incr)) {
+                Some(Ok(f)) => {
+                    recycled = true;
+                    f
+                }
+                _ => {
+                    let mut f = self.dir.open_append(new_incr)?;
+                    f.set_len(0)?;
+                    f.sync_data()?;
+                    f
+                }
+            };
+            if let Some(m) = &manifest {
+                self.dir.write_atomic(&m.name, &m.text)?;
+            }
             Ok(f)
         })();
         match step {
-            Ok(mut f) => {
-                self.prealloc = None;
-                self.direct = None;
-                // aof-recycle: the retired incremental file (already allocated and
-                // written) replaces the new, empty one. Its old entries have LSNs below
-                // the new file's first one, so recovery stops at them (docs/formats/aof.md).
-                let retired = self.incr_name.clone().filter(|n| old.contains(n));
-                let mut recycled = None;
-                if self.opts.recycle {
-                    if let Some(r) = &retired {
-                        match self.dir.recycle(r, &new_incr) {
-                            Ok(rf) => {
-                                self.shared.recycled.fetch_add(1, Ordering::Relaxed);
-                                recycled = Some(r.clone());
-                                f = rf;
-                            }
-                            Err(e) => crate::warning!("Can't recycle the AOF file {r}: {e}"),
-                        }
-                    }
+            Ok(f) => {
+                // The old file's filler past the log is cut off (Redis 7 reads it as part
+                // of the log while it is listed).
+                self.close_file();
+                if recycled {
+                    self.shared.recycled.fetch_add(1, Ordering::Relaxed);
                 }
                 self.incr = f;
-                self.incr_name = Some(new_incr.clone());
+                self.incr_name = Some(new_incr.to_string());
                 self.incr_off = 0;
                 self.shared.incr_bytes.store(0, Ordering::Relaxed);
-                self.shared.base_bytes.store(base_len, Ordering::Relaxed);
-                for name in old {
-                    if Some(&name) != recycled.as_ref() {
-                        let _ = self.dir.remove(&name);
-                    }
-                }
                 self.setup_file();
-                self.shared.switches.fetch_add(1, Ordering::SeqCst);
-                self.shared.notify();
+                true
             }
             Err(e) => {
-                crate::warning!("AOF rewrite could not be committed: {}", strerror(&e));
-                let _ = self.dir.remove(&base_name);
-                let _ = self.dir.remove(&new_incr);
-                self.shared.rewrite_failures.fetch_add(1, Ordering::SeqCst);
+                crate::warning!(
+                    "Can't switch the AOF to the new incremental file {new_incr}: {}",
+                    strerror(&e)
+                );
+                let _ = self.dir.remove(new_incr);
+                false
             }
         }
     }
+
+    /// The recycled-file name: `<current incremental file>` with its sequence part
+    /// replaced by `spare` (`appendonly.aof.spare.aof`), or None without a name.
+    fn spare_name(&self) -> Option<String> {
+        self.incr_name.as_deref().map(spare_name_for)
+    }
+
+    /// See [`Job::Commit`].
+    fn commit(&mut self, manifest: Manifest, obsolete: Vec<String>, base_bytes: u64) -> bool {
+        if self.shared.failed.load(Ordering::SeqCst) {
+            return false;
+        }
+        if let Err(e) = self.dir.write_atomic(&manifest.name, &manifest.text) {
+            crate::warning!("AOF rewrite could not be committed: {}", strerror(&e));
+            return false;
+        }
+        self.shared.base_bytes.store(base_bytes, Ordering::Relaxed);
+        let retired = obsolete.iter().rfind(|n| n.ends_with(".incr.aof"));
+        let keep = retired.filter(|_| self.opts.recycle).and_then(|from| {
+            let to = spare_name_for(from);
+            // A leftover spare from an earlier rewrite is replaced by the newer one.
+            let _ = self.dir.remove(&to);
+            self.dir.recycle(from, &to).ok().map(|_| from.clone())
+        });
+        for name in obsolete {
+            if Some(&name) != keep.as_ref() {
+                let _ = self.dir.remove(&name);
+            }
+        }
+        true
+    }
+}
+
+/// The spare (recycled) file of the log whose files are named like `incr_name`:
+/// `<appendfilename>.spare.aof`.
+pub fn spare_name_for(incr_name: &str) -> String {
+    // `<prefix>.<seq>.incr.aof` → `<prefix>`.
+    let prefix = incr_name
+        .strip_suffix(".incr.aof")
+        .and_then(|p| p.rsplit_once('.'))
+        .map_or(incr_name, |(p, _)| p);
+    format!("{prefix}.spare.aof")
 }
 
 /// Opens the incremental file for direct I/O and reads the partial last block of its log
@@ -883,4 +915,116 @@ fn open_direct(path: &std::path::Path, log_end: u64) -> std::io::Result<Direct> 
         tail,
         write_end: log_end.div_ceil(BLOCK as u64) * BLOCK as u64,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::storage::{FsDir, LogDir};
+    use super::*;
+
+    fn temp_dir(tag: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("cairn-writer-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn entry(lsn: u64) -> Vec<u8> {
+        let mut cmd = Vec::new();
+        super::super::format::encode_command(&mut cmd, &[&b"SET"[..], b"k", b"v"]);
+        let mut out = Vec::new();
+        super::super::format::encode_entry(&mut out, lsn, &"a".repeat(40), lsn * 10, &cmd);
+        out
+    }
+
+    fn wait(st: &JobStatus) -> bool {
+        let t = Instant::now();
+        loop {
+            if let Some(ok) = st.outcome() {
+                return ok;
+            }
+            assert!(t.elapsed() < Duration::from_secs(5), "job never ran");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Entries queued before a Rotate go to the old file, after it to the new one; the
+    /// rotate's manifest is written first; Commit writes its manifest and deletes the
+    /// obsolete files.
+    #[test]
+    fn rotate_splits_the_log_in_queue_order_and_commit_retires_files() {
+        let dir = temp_dir("rotate");
+        let mut d = FsDir::new(&dir);
+        let f = d.open_append("p.1.incr.aof").unwrap();
+        let w = Writer::start_opts(
+            Box::new(FsDir::new(&dir)),
+            f,
+            Some("p.1.incr.aof"),
+            0,
+            0,
+            FsyncMode::Always,
+            0,
+            IoOpts::default(),
+        )
+        .unwrap();
+        w.submit(Job::Append {
+            data: [entry(1), entry(2)].concat(),
+            last_lsn: 2,
+        });
+        let rotated = Arc::new(JobStatus::default());
+        w.submit(Job::Rotate {
+            new_incr: "p.2.incr.aof".into(),
+            manifest: Some(Manifest {
+                name: "p.manifest".into(),
+                text: b"rotated".to_vec(),
+            }),
+            status: rotated.clone(),
+        });
+        w.submit(Job::Append {
+            data: entry(3),
+            last_lsn: 3,
+        });
+        assert!(wait(&rotated));
+        let t = Instant::now();
+        while w.shared.durable_lsn.load(Ordering::SeqCst) < 3 {
+            assert!(t.elapsed() < Duration::from_secs(5));
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let scan = |name: &str| {
+            let b = std::fs::read(dir.join(name)).unwrap();
+            let o = super::super::format::scan(&b, None, |_| Ok(()));
+            assert!(o.bad.is_none(), "{name}: {:?}", o.bad);
+            (o.entries, o.last_lsn)
+        };
+        assert_eq!(scan("p.1.incr.aof"), (2, Some(2)));
+        assert_eq!(scan("p.2.incr.aof"), (1, Some(3)));
+        assert_eq!(std::fs::read(dir.join("p.manifest")).unwrap(), b"rotated");
+        let committed = Arc::new(JobStatus::default());
+        std::fs::write(dir.join("p.1.base.aof"), b"old base").unwrap();
+        w.submit(Job::Commit {
+            manifest: Manifest {
+                name: "p.manifest".into(),
+                text: b"committed".to_vec(),
+            },
+            obsolete: vec!["p.1.base.aof".into(), "p.1.incr.aof".into()],
+            base_bytes: 77,
+            status: committed.clone(),
+        });
+        assert!(wait(&committed));
+        assert_eq!(std::fs::read(dir.join("p.manifest")).unwrap(), b"committed");
+        assert!(!dir.join("p.1.incr.aof").exists());
+        assert!(!dir.join("p.1.base.aof").exists());
+        assert_eq!(w.shared.base_bytes.load(Ordering::Relaxed), 77);
+        drop(w);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn spare_name_keeps_the_prefix() {
+        assert_eq!(
+            spare_name_for("appendonly.aof.3.incr.aof"),
+            "appendonly.aof.spare.aof"
+        );
+        assert_eq!(spare_name_for("my log.12.incr.aof"), "my log.spare.aof");
+    }
 }

@@ -117,6 +117,9 @@ pub struct ImageHeader {
     pub keys: u64,
     pub repl_id: [u8; 40],
     pub repl_offset: u64,
+    /// The AOF's last LSN at the cut (0: none). An AOF base image stands for the log up
+    /// to this entry.
+    pub aof_lsn: u64,
     pub mode: CutMode,
     pub passes: u32,
 }
@@ -156,6 +159,7 @@ impl ImageHeader {
         put64(&mut b, 136, self.repl_offset);
         put32(&mut b, 144, self.mode as u32);
         put32(&mut b, 148, self.passes);
+        put64(&mut b, 152, self.aof_lsn);
         let crc = crc32c::crc32c(&b[..HEADER_BYTES - 4]);
         put32(&mut b, HEADER_BYTES - 4, crc);
         b
@@ -206,6 +210,7 @@ impl ImageHeader {
             keys: get64(b, 88),
             repl_id,
             repl_offset: get64(b, 136),
+            aof_lsn: get64(b, 152),
             mode,
             passes: get32(b, 148),
         })
@@ -852,6 +857,7 @@ mod tests {
             keys: 0,
             repl_id: [b'a'; 40],
             repl_offset: 7,
+            aof_lsn: 0x0102_0304_0506,
             mode: CutMode::StopTheWorld,
             passes: 1,
         }

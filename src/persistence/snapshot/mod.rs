@@ -68,6 +68,8 @@ pub struct Outcome {
     pub keys: u64,
     /// The replication offset at the cut (written in the header).
     pub repl_offset: u64,
+    /// The AOF's last LSN at the cut (written in the header; 0 without a log).
+    pub aof_lsn: u64,
     pub bytes_written: u64,
     pub passes: u32,
     pub pause_us: u64,
@@ -114,6 +116,21 @@ pub struct SnapParams {
     pub repl_id: [u8; 40],
     pub repl_offset: u64,
     pub databases: u32,
+    /// Called on the snapshot thread at the cut, while the executor is stopped, with the
+    /// AOF's last LSN there (BGREWRITEAOF switches the log to a new file at that point).
+    pub on_cut: Option<CutHook>,
+}
+
+/// See [`SnapParams::on_cut`]. Must be quick: the executor is stopped while it runs.
+pub type CutHook = Arc<dyn Fn(u64) + Send + Sync>;
+
+/// At the cut, with the executor stopped: runs the cut hook, returns the AOF's LSN there.
+pub(super) fn at_cut(p: &SnapParams, gate: &PauseGate) -> u64 {
+    let lsn = gate.aof_lsn_at_park();
+    if let Some(hook) = &p.on_cut {
+        hook(lsn);
+    }
+    lsn
 }
 
 /// Address and size of the arena for threads other than the executor. Reads through it
@@ -329,6 +346,7 @@ fn header(
     arena_bytes: u64,
     keys: u64,
     repl_offset: u64,
+    aof_lsn: u64,
     mode: CutMode,
     passes: u32,
 ) -> ImageHeader {
@@ -341,6 +359,7 @@ fn header(
         keys,
         repl_id: p.repl_id,
         repl_offset,
+        aof_lsn,
         mode,
         passes,
     }
@@ -378,6 +397,7 @@ pub fn save_blocking(arena: &Arena, keys: u64, p: &SnapParams) -> Result<Outcome
         end,
         keys,
         p.repl_offset,
+        0,
         CutMode::StopTheWorld,
         1,
     ))?;
@@ -386,6 +406,7 @@ pub fn save_blocking(arena: &Arena, keys: u64, p: &SnapParams) -> Result<Outcome
         dirty_at_cut: 0,
         keys,
         repl_offset: p.repl_offset,
+        aof_lsn: 0,
         bytes_written: bytes,
         passes: 1,
         pause_us: started.elapsed().as_micros() as u64,
@@ -430,6 +451,7 @@ fn run_background(
     let dirty_at_cut = gate.dirty_at_park();
     let keys = gate.keys_at_park();
     let repl_offset = gate.repl_offset_at_park();
+    let aof_lsn = at_cut(&p, &gate);
     let (w, end) = write_stw(view, &p, &cancel)?;
     let pause_us = guard.started.elapsed().as_micros() as u64;
     drop(guard);
@@ -438,6 +460,7 @@ fn run_background(
         end,
         keys,
         repl_offset,
+        aof_lsn,
         CutMode::StopTheWorld,
         1,
     ))?;
@@ -447,6 +470,7 @@ fn run_background(
         dirty_at_cut,
         keys,
         repl_offset,
+        aof_lsn,
         bytes_written: bytes,
         passes: 1,
         pause_us,
@@ -467,7 +491,15 @@ fn run_sync_image(
     let mut w = ImageWriter::create(&p.path)?;
     match sync::run_sync(view, p, t, gate, cancel, progress, &mut w) {
         Ok((o, end)) => {
-            let bytes = w.commit(&header(p, end, o.keys, o.repl_offset, o.mode, o.passes))?;
+            let bytes = w.commit(&header(
+                p,
+                end,
+                o.keys,
+                o.repl_offset,
+                o.aof_lsn,
+                o.mode,
+                o.passes,
+            ))?;
             Ok(Outcome {
                 bytes_written: bytes,
                 ..o
@@ -503,7 +535,15 @@ fn run_live(
     drop(t);
     match result {
         Ok(Live::Done(o, end)) => {
-            let bytes = w.commit(&header(p, end, o.keys, o.repl_offset, o.mode, o.passes))?;
+            let bytes = w.commit(&header(
+                p,
+                end,
+                o.keys,
+                o.repl_offset,
+                o.aof_lsn,
+                o.mode,
+                o.passes,
+            ))?;
             Ok(Outcome {
                 bytes_written: bytes,
                 ..o
@@ -659,6 +699,7 @@ fn live_passes(
     let dirty_at_cut = gate.dirty_at_park();
     let keys = gate.keys_at_park();
     let repl_offset = gate.repl_offset_at_park();
+    let aof_lsn = at_cut(p, gate);
     let pause_us = guard.started.elapsed().as_micros() as u64;
     drop(guard);
     crate::verbose!(
@@ -681,6 +722,7 @@ fn live_passes(
             dirty_at_cut,
             keys,
             repl_offset,
+            aof_lsn,
             bytes_written: 0,
             passes,
             pause_us,

@@ -37,7 +37,8 @@ pub fn image_path(srv: &Server) -> PathBuf {
     PathBuf::from(dir).join(&s.dbfilename)
 }
 
-fn params(srv: &Server) -> SnapParams {
+/// The snapshot parameters from the config (BGREWRITEAOF changes the path and the cut hook).
+pub(crate) fn params(srv: &Server) -> SnapParams {
     let s = srv.config.settings();
     let mut repl_id = [b'0'; 40];
     let id = srv.master_replid.as_bytes();
@@ -51,6 +52,7 @@ fn params(srv: &Server) -> SnapParams {
         repl_id,
         repl_offset: srv.aof.reploff,
         databases: srv.ks.num_dbs() as u32,
+        on_cut: None,
     }
 }
 
@@ -99,6 +101,16 @@ impl Server {
         Ok(srv)
     }
 
+    /// Replaces the (empty) keyspace with one restored from an image, keeping the
+    /// settings the config gave the current one.
+    pub fn install_keyspace(&mut self, mut ks: Keyspace) {
+        ks.lfu = self.ks.lfu;
+        ks.lfu_log_factor = self.ks.lfu_log_factor;
+        ks.lfu_decay_time_min = self.ks.lfu_decay_time_min;
+        ks.deletions = self.ks.deletions.take();
+        self.ks = ks;
+    }
+
     pub fn is_loading(&self) -> bool {
         self.snapshot.loading.is_some()
     }
@@ -132,11 +144,8 @@ impl Server {
             Ok((ks, header))
         });
         match loaded {
-            Ok((mut ks, header)) => {
-                ks.lfu = self.ks.lfu;
-                ks.lfu_log_factor = self.ks.lfu_log_factor;
-                ks.lfu_decay_time_min = self.ks.lfu_decay_time_min;
-                self.ks = ks;
+            Ok((ks, header)) => {
+                self.install_keyspace(ks);
                 self.lastsave_s = header.created_ms / 1000;
                 self.dirty = 0;
                 notice!(
@@ -155,32 +164,46 @@ impl Server {
         }
     }
 
-    /// The executor's check between commands (see `PauseGate`).
-    #[inline]
+    /// The executor's check between commands (see `PauseGate`). Before stopping, the
+    /// AOF entries framed so far go to the writer's queue, so at any stop the queue ends
+    /// exactly at the LSN published with it (BGREWRITEAOF switches files there).
     /// Returns true if the executor was parked for a snapshot's final pause.
-    pub fn snapshot_checkpoint(&self) -> bool {
-        self.snapshot
+    #[inline]
+    pub fn snapshot_checkpoint(&mut self) -> bool {
+        if !self.snapshot.gate.requested() {
+            return false;
+        }
+        self.aof.flush();
+        let parked = self
+            .snapshot
             .gate
-            .checkpoint(self.dirty, || self.cut_keys())
+            .checkpoint(self.dirty, || self.cut_keys());
+        if parked {
+            self.aof.after_stop();
+        }
+        parked
     }
-    /// The key count at a stop, publishing the replication offset with it (the cut's
-    /// values; only run when the executor actually stops or goes idle).
+    /// The key count at a stop, publishing the replication offset and the AOF's LSN with
+    /// it (the cut's values; only run when the executor actually stops or goes idle).
     fn cut_keys(&self) -> u64 {
-        self.snapshot
-            .gate
-            .repl_offset
-            .store(self.aof.reploff, std::sync::atomic::Ordering::SeqCst);
+        use std::sync::atomic::Ordering::SeqCst;
+        let gate = &self.snapshot.gate;
+        gate.repl_offset.store(self.aof.reploff, SeqCst);
+        gate.aof_lsn.store(self.aof.last_lsn, SeqCst);
         self.ks.total_keys()
     }
-    /// The executor is about to wait for I/O.
-    pub fn snapshot_idle_begin(&self) {
+    /// The executor is about to wait for I/O (its framed AOF entries are queued first:
+    /// see `snapshot_checkpoint`).
+    pub fn snapshot_idle_begin(&mut self) {
+        self.aof.flush();
         self.snapshot
             .gate
             .idle_begin(self.dirty, || self.cut_keys());
     }
     /// The executor is back from waiting for I/O.
-    pub fn snapshot_idle_end(&self) {
+    pub fn snapshot_idle_end(&mut self) {
         self.snapshot.gate.idle_end(self.dirty, || self.cut_keys());
+        self.aof.after_stop();
     }
 
     /// True when writes must be refused with MISCONF (Redis's writeCommandsDeniedByDiskError).
@@ -218,6 +241,10 @@ impl Server {
         if self.snapshot.in_progress() {
             return Err("Background save already in progress".into());
         }
+        if self.aof.rewrite.is_some() {
+            return Err("an AOF rewrite is taking its snapshot".into());
+        }
+        self.bgsave_scheduled = false;
         self.snapshot.stats.last_bgsave_try_ms = now_ms();
         let p = params(self);
         // Freed large blocks must keep their pages while tracking is armed (see Arena).
@@ -270,7 +297,11 @@ impl Server {
     pub fn snapshot_cron(&mut self) {
         self.loading_poll();
         self.bgsave_collect();
-        if self.snapshot.in_progress() || self.is_loading() {
+        if self.background_job_active() || self.is_loading() {
+            return;
+        }
+        if self.bgsave_scheduled {
+            let _ = self.bgsave_start();
             return;
         }
         let now = now_ms();
@@ -301,6 +332,7 @@ impl Server {
             job.cancel();
             self.ks.arena.set_keep_pages(false);
         }
+        crate::persistence::aof::rewrite::cancel(self);
         // As Redis: never save while loading (it would replace the image with a partial,
         // here empty, dataset).
         let save = match req {

@@ -27,6 +27,10 @@ pub struct PauseGate {
     repl_offset_at_park: AtomicU64,
     /// The executor's replication offset, published as it changes (read at park).
     pub repl_offset: AtomicU64,
+    /// The AOF's last LSN, published by the executor when it stops (every entry up to it
+    /// was handed to the AOF writer before stopping), and its value at the last stop.
+    pub aof_lsn: AtomicU64,
+    aof_lsn_at_park: AtomicU64,
 }
 
 /// While alive, the executor is stopped between two commands.
@@ -43,6 +47,12 @@ impl PauseGate {
     }
 
     // ---- executor side -------------------------------------------------------------------
+
+    /// A pause is requested (the executor is about to be stopped at its next boundary).
+    #[inline]
+    pub fn requested(&self) -> bool {
+        self.requested.load(SeqCst)
+    }
 
     /// Called between commands: parks if a pause is requested.
     #[inline]
@@ -61,6 +71,8 @@ impl PauseGate {
         self.keys_at_park.store(keys, SeqCst);
         self.repl_offset_at_park
             .store(self.repl_offset.load(SeqCst), SeqCst);
+        self.aof_lsn_at_park
+            .store(self.aof_lsn.load(SeqCst), SeqCst);
         let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         self.active.store(false, SeqCst);
         self.cv.notify_all();
@@ -76,6 +88,8 @@ impl PauseGate {
         self.keys_at_park.store(keys(), SeqCst);
         self.repl_offset_at_park
             .store(self.repl_offset.load(SeqCst), SeqCst);
+        self.aof_lsn_at_park
+            .store(self.aof_lsn.load(SeqCst), SeqCst);
         self.active.store(false, SeqCst);
         if self.requested.load(SeqCst) {
             let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -126,6 +140,9 @@ impl PauseGate {
     }
     pub fn repl_offset_at_park(&self) -> u64 {
         self.repl_offset_at_park.load(SeqCst)
+    }
+    pub fn aof_lsn_at_park(&self) -> u64 {
+        self.aof_lsn_at_park.load(SeqCst)
     }
 }
 

@@ -307,6 +307,7 @@ fn sync_body(
     let dirty_at_cut = gate.dirty_at_park();
     let keys = gate.keys_at_park();
     let repl_offset = gate.repl_offset_at_park();
+    let aof_lsn = super::at_cut(p, gate);
     let pause_us = guard.started.elapsed().as_micros() as u64;
     drop(guard);
     armed?;
@@ -335,6 +336,7 @@ fn sync_body(
             dirty_at_cut,
             keys,
             repl_offset,
+            aof_lsn,
             bytes_written: 0,
             passes: rounds + 1,
             pause_us,
