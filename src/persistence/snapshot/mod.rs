@@ -45,9 +45,24 @@ use std::time::Instant;
 /// Live passes before the final pause, at most (each later pass is normally several times
 /// shorter than the one before; past this the write rate is not converging).
 pub const MAX_LIVE_PASSES: u32 = 8;
-/// Assumed raw copy speed during the pause, bytes per µs (a conservative 1 GB/s), used to
-/// turn `snapshot-pause-budget-us` into a dirty-set size to converge to.
-pub const PAUSE_COPY_BYTES_PER_US: u64 = 1000;
+/// Assumed raw copy speed during the pause, bytes per µs (2 GB/s: scattered 4 KiB pages
+/// into a resident buffer on two threads measure 3–8 GB/s here), used to turn
+/// `snapshot-pause-budget-us` into a dirty-set size to converge to.
+pub const PAUSE_COPY_BYTES_PER_US: u64 = 2000;
+/// Below this, the final copy runs on one thread (a second one costs its start-up).
+const PARALLEL_COPY_MIN_BYTES: usize = 1 << 20;
+/// The final copy's buffer is prepared up to this size before the pause (beyond, it
+/// grows inside the pause).
+const PAUSE_BUFFER_MAX_BYTES: usize = 256 << 20;
+/// `auto` finishes with the freeze-free variant only when the final pause is predicted
+/// to exceed the budget this many times. The freeze-free variant makes every first write
+/// to a page wait for the handler and its `UFFDIO_WRITEPROTECT`, whose TLB shootdown
+/// costs ~20 µs when another CPU runs one of our threads (measured on this VM: 1 µs
+/// alone, 19 µs with a worker on the other CPU); over a multi-GB stream that is tens of
+/// thousands of such stalls and 30–60 ms client tails, worse than one pause a few times
+/// the budget. Where the passes cannot converge at all (writes outpace the stream), the
+/// pause would be far larger and the switch pays off.
+pub const AUTO_SYNC_FACTOR: u64 = 8;
 /// Environment switch that makes userfaultfd look refused (tests of the fallback path).
 pub const ENV_NO_UFFD: &str = "CAIRN_SNAPSHOT_NO_UFFD";
 
@@ -566,10 +581,66 @@ fn run_live(
     }
 }
 
-/// Estimated pause (µs) to finish with `dirty` bytes left after a harvest that took
-/// `walk_us`: the final harvest walks the same tables, then the copy.
-fn pause_estimate_us(walk_us: u64, dirty: u64) -> u64 {
-    walk_us + dirty / PAUSE_COPY_BYTES_PER_US
+/// Estimated pause (µs) to finish with `dirty` bytes left: the final, read-only walk of
+/// the page tables (`walk_ro_us`, measured once per snapshot), then the copy.
+fn pause_estimate_us(walk_ro_us: u64, dirty: u64) -> u64 {
+    walk_ro_us + dirty / PAUSE_COPY_BYTES_PER_US
+}
+
+/// Copies `runs` of the arena into `buf` (cleared first), on two threads when there is
+/// enough to copy for the second thread to pay off.
+fn copy_runs(view: RegionView, runs: &[(u64, u64)], buf: &mut Vec<u8>) {
+    let total: usize = runs.iter().map(|r| r.1 as usize).sum();
+    buf.clear();
+    buf.reserve(total);
+    let dst = buf.as_mut_ptr() as usize;
+    let copy = |part: &[(u64, u64)], mut at: usize| {
+        for &(off, len) in part {
+            // SAFETY: the executor is stopped; [off, off+len) lies inside the arena
+            // mapping; the destination lies within the buffer's reserved capacity and the
+            // two halves never overlap.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (view.base + off as usize) as *const u8,
+                    (dst + at) as *mut u8,
+                    len as usize,
+                )
+            };
+            at += len as usize;
+        }
+    };
+    // Split at the run where half the bytes are reached.
+    let mut split = (runs.len(), total);
+    let mut acc = 0usize;
+    for (i, r) in runs.iter().enumerate() {
+        if acc >= total / 2 {
+            split = (i, acc);
+            break;
+        }
+        acc += r.1 as usize;
+    }
+    if total >= PARALLEL_COPY_MIN_BYTES && split.0 < runs.len() {
+        std::thread::scope(|s| {
+            s.spawn(|| copy(&runs[split.0..], split.1));
+            copy(&runs[..split.0], 0);
+        });
+    } else {
+        copy(runs, 0);
+    }
+    // SAFETY: every byte of [0, total) was written above.
+    unsafe { buf.set_len(total) };
+}
+
+/// Makes `buf` hold at least `bytes` of resident capacity (written once, so the copy in
+/// the pause takes no page faults and no allocation).
+fn prefault(buf: &mut Vec<u8>, bytes: usize) {
+    if buf.capacity() < bytes {
+        // Written, not `vec![0; n]`: a zeroed allocation of this size is fresh mmap memory
+        // that the kernel maps lazily, so every page would still fault in the pause.
+        *buf = Vec::with_capacity(bytes);
+        buf.resize(bytes, 0x5a);
+        buf.clear();
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -587,35 +658,40 @@ fn live_passes(
     let mut end = view.end();
     let pass_started = Instant::now();
     t.protect(0, end)?;
+    // What the final walk will cost: the same read-only walk, now (nothing is written
+    // yet, so it only reads the page tables; no pause needed).
+    let walk = Instant::now();
+    t.harvest_parallel(0, end, p.threads, uffd::Reprotect::No, |_, _| {})?;
+    let mut walk_ro_us = walk.elapsed().as_micros() as u64;
     let mut jobs = Vec::new();
     range_jobs(view, 0, end, &mut jobs);
     stream_jobs(&jobs, p.threads, w, cancel)?;
     crate::verbose!(
-        "Snapshot pass 1: {end} bytes in {} ms",
+        "Snapshot pass 1: {end} bytes in {} ms (read-only walk {walk_ro_us} us)",
         pass_started.elapsed().as_millis()
     );
     let mut passes = 1u32;
     progress.passes.store(1, Ordering::Relaxed);
     let budget = p.pause_budget_us;
+    let switch_over_us = budget.saturating_mul(AUTO_SYNC_FACTOR);
     // Pass 1 sent everything up to `end`.
     let mut last = end;
-    let mut walk_us;
+    let mut dirty;
     // Later passes: what was written (or newly allocated past `end`) since, until the
-    // final pause is predicted to fit the budget. Where the set stops shrinking first,
-    // `auto` switches variants; `async` pauses anyway.
+    // final pause is predicted to fit the budget or the set stops shrinking.
     loop {
         if cancel.load(Ordering::Relaxed) {
             return Err(SnapError::Cancelled);
         }
         let new_end = view.end();
         let mut packer = Packer::new();
-        let mut dirty = 0u64;
+        dirty = 0u64;
         let walk = Instant::now();
         t.harvest_parallel(0, end, p.threads, uffd::Reprotect::Yes, |off, len| {
             packer.add(off, len, view.base + off as usize);
             dirty += len;
         })?;
-        walk_us = walk.elapsed().as_micros() as u64;
+        let walk_us = walk.elapsed().as_micros() as u64;
         if new_end > end {
             // Pages past the old end were never protected: protect them, then copy them.
             t.protect(end, new_end - end)?;
@@ -630,23 +706,25 @@ fn live_passes(
             "Snapshot pass {passes}: {dirty} dirty bytes, harvest {walk_us} us, pass {} ms",
             walk.elapsed().as_millis()
         );
-        if pause_estimate_us(walk_us, dirty) <= budget / 2 {
+        // The estimate of the final walk is the fastest one seen: a walk under load
+        // (the executor and the workers on the same cores) can take several times longer
+        // than in the pause, where the cores are free.
+        if pause_estimate_us(walk_ro_us, dirty) > budget && walk_ro_us > budget / 2 {
+            let walk = Instant::now();
+            t.harvest_parallel(0, end, p.threads, uffd::Reprotect::No, |_, _| {})?;
+            walk_ro_us = walk_ro_us.min(walk.elapsed().as_micros() as u64);
+        }
+        if pause_estimate_us(walk_ro_us, dirty) <= budget {
             break;
         }
-        // `auto` gives up as soon as a pass fails to halve the set: at that rate the passes
-        // would take long and end over the budget anyway, and every pass is lost work once
-        // it switches. `async` goes on while the set shrinks at all.
-        let stalled = if auto {
-            dirty * 2 > last
-        } else {
-            dirty >= last
-        };
-        if stalled || passes >= MAX_LIVE_PASSES {
-            if auto {
+        // Stop when a pass no longer shrinks the set by a quarter: the write rate has
+        // caught up with the passes, and more of them only cost time.
+        if dirty * 4 > last * 3 || passes >= MAX_LIVE_PASSES {
+            if auto && pause_estimate_us(walk_ro_us, dirty) > switch_over_us {
                 return Ok(Live::Switch {
                     passes,
                     reason: format!(
-                        "the dirty set does not converge ({dirty} bytes, harvest {walk_us} us, budget {budget} us)"
+                        "the dirty set does not converge ({dirty} bytes, read-only walk {walk_ro_us} us, budget {budget} us)"
                     ),
                 });
             }
@@ -654,11 +732,19 @@ fn live_passes(
         }
         last = dirty;
     }
+    // A resident buffer for the final copy, ready before the pause: twice the last pass's
+    // set (the final one is what was written during that pass, normally less).
+    let mut buf: Vec<u8> = Vec::new();
+    prefault(
+        &mut buf,
+        (dirty as usize * 2).clamp(1 << 20, PAUSE_BUFFER_MAX_BYTES),
+    );
     // The final pause: harvest and copy raw, then release the executor at once.
     let guard = gate.pause(cancel).ok_or(SnapError::Cancelled)?;
     let final_end = view.end();
     let mut runs: Vec<(u64, u64)> = Vec::new();
-    // The walk is O(page tables): split it over the workers' cores, idle now.
+    // The walk is O(page tables): split it over the workers' cores, idle now. Read-only:
+    // tracking ends with this snapshot.
     t.harvest_parallel(0, end, p.threads, uffd::Reprotect::No, |off, len| {
         runs.push((off, len))
     })?;
@@ -668,9 +754,9 @@ fn live_passes(
     let total: u64 = runs.iter().map(|r| r.1).sum();
     let spent_us = guard.started.elapsed().as_micros() as u64;
     let walk_end = Instant::now();
-    if auto && spent_us + total / PAUSE_COPY_BYTES_PER_US > budget {
-        // A burst of writes since the last pass: copying it would overrun the budget.
-        // Release the executor without a cut and finish freeze-free instead.
+    if auto && spent_us + total / PAUSE_COPY_BYTES_PER_US > switch_over_us {
+        // A burst of writes since the last pass: copying it would overrun the pause far
+        // beyond the budget. Release the executor without a cut and finish freeze-free.
         drop(guard);
         return Ok(Live::Switch {
             passes,
@@ -679,23 +765,7 @@ fn live_passes(
             ),
         });
     }
-    // No memset: the copy initialises every byte.
-    let mut buf: Vec<u8> = Vec::with_capacity(total as usize);
-    let mut at = 0usize;
-    for &(off, len) in &runs {
-        // SAFETY: the executor is stopped; [off, off+len) lies inside the arena mapping;
-        // the destination is within the buffer's capacity.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                (view.base + off as usize) as *const u8,
-                buf.as_mut_ptr().add(at),
-                len as usize,
-            )
-        };
-        at += len as usize;
-    }
-    // SAFETY: `at == total` bytes were written above.
-    unsafe { buf.set_len(at) };
+    copy_runs(view, &runs, &mut buf);
     let dirty_at_cut = gate.dirty_at_park();
     let keys = gate.keys_at_park();
     let repl_offset = gate.repl_offset_at_park();

@@ -226,33 +226,35 @@ impl WpTracker {
         }
         let base = self.base;
         let mut parts: Vec<io::Result<Vec<(u64, u64)>>> = Vec::new();
-        std::thread::scope(|s| {
-            let mut handles = Vec::new();
-            for (i, pm) in std::iter::once(&self.pagemap)
-                .chain(self.extra.iter())
-                .enumerate()
-                .take(threads)
-            {
-                let start = off + i as u64 * part;
-                let end = (start + part).min(off + len);
-                if start >= end {
-                    break;
-                }
-                handles.push(s.spawn(move || {
-                    let mut regions = vec![PageRegion::default(); SCAN_VEC_LEN];
-                    let mut runs = Vec::new();
-                    scan_written(
-                        pm,
-                        &mut regions,
-                        base,
-                        start,
-                        end - start,
-                        reprotect,
-                        &mut |o, l| runs.push((o, l)),
-                    )
-                    .map(|_| runs)
-                }));
+        let walk_part = |pm: &std::fs::File, i: usize| -> io::Result<Vec<(u64, u64)>> {
+            let start = off + i as u64 * part;
+            let end = (start + part).min(off + len);
+            let mut runs = Vec::new();
+            if start >= end {
+                return Ok(runs);
             }
+            let mut regions = vec![PageRegion::default(); SCAN_VEC_LEN];
+            scan_written(
+                pm,
+                &mut regions,
+                base,
+                start,
+                end - start,
+                reprotect,
+                &mut |o, l| runs.push((o, l)),
+            )
+            .map(|_| runs)
+        };
+        std::thread::scope(|s| {
+            // Part 0 on this thread (one thread start less inside a pause).
+            let handles: Vec<_> = self
+                .extra
+                .iter()
+                .take(threads - 1)
+                .enumerate()
+                .map(|(i, pm)| s.spawn(move || walk_part(pm, i + 1)))
+                .collect();
+            parts.push(walk_part(&self.pagemap, 0));
             for h in handles {
                 parts.push(
                     h.join()
