@@ -320,7 +320,7 @@ pub fn snapshot_vs(a: &SnapshotVsArgs) -> Result<Report, String> {
         format!("{v:.2} s")
     });
     row(
-        "extra memory (PSS of server + children, peak − before)",
+        "extra memory (server + children: PSS while a child exists, else RSS; peak − before)",
         &|s| metric(s, "extra_pss_bytes"),
         &|v| mb(v),
     );

@@ -26,8 +26,6 @@ use std::time::{Duration, Instant};
 /// How often the PSS (smaps_rollup) of the server and its children is sampled while it
 /// has children (a fork-based snapshot in progress).
 const PSS_INTERVAL: Duration = Duration::from_millis(100);
-/// ... and while it has none.
-const PSS_IDLE_INTERVAL: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Debug)]
 pub struct Target {
@@ -731,19 +729,17 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         if let Some(pid) = spec.pid {
             s.rss_kb = procmem::rss_kb(pid);
             // PSS is what counts a fork child's copy-on-write pages once, but reading it
-            // walks every page table of the process (tens of ms for a multi-GB server, with
-            // its mmap lock held), and read every 20 ms it kept a core busy and stalled the
-            // server under test. So: every PSS_INTERVAL while the server has children (a
-            // fork-based snapshot), every PSS_IDLE_INTERVAL otherwise, where RSS (a counter,
-            // read every tick) is the footprint of a single process anyway.
+            // walks every page table of the process (tens of ms for a multi-GB server,
+            // with its mmap lock held): read every 20 ms it kept a core busy and stalled
+            // the server under test, and even once a second it can stall a page fault of
+            // the server behind the lock. So PSS is read (every PSS_INTERVAL) only while
+            // the server has children (a fork-based snapshot); without children the
+            // footprint of the single process is its RSS, a counter.
             let children = procmem::children(pid);
-            let every = if children.is_empty() {
-                PSS_IDLE_INTERVAL
-            } else {
-                PSS_INTERVAL
-            };
-            if t >= next_pss {
-                next_pss = t + every;
+            if children.is_empty() {
+                s.tree_pss_kb = s.rss_kb;
+            } else if t >= next_pss {
+                next_pss = t + PSS_INTERVAL;
                 s.pss_kb = procmem::pss_kb(pid);
                 s.tree_pss_kb = s.pss_kb.map(|own| {
                     own + children
