@@ -403,7 +403,10 @@ pub static OPTIONS: &[OptSpec] = &[
         0,
     ),
     opt("aof-load-truncated", OptKind::Bool, "yes", 0),
-    opt("aof-use-rdb-preamble", OptKind::Bool, "yes", 0),
+    // cairn's default is `no`: the rewrite's base is the snapshot image itself. `yes`
+    // (Redis's default) writes an RDB base that redis-server can load, converted from the
+    // image in a private copy of the arena (memory: the dataset again, while it runs).
+    opt("aof-use-rdb-preamble", OptKind::Bool, "no", 0),
     opt("aof-timestamp-enabled", OptKind::Bool, "no", 0),
     opt("aof-disable-auto-gc", OptKind::Bool, "no", NA),
     opt("aof-rewrite-incremental-fsync", OptKind::Bool, "yes", NA),

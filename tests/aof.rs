@@ -238,9 +238,18 @@ fn redis_server_7_loads_a_cairn_aof() {
     let dir = temp_dir("redis");
     let digest;
     {
+        // `aof-use-rdb-preamble yes`: a base redis-server can read (cairn's default base
+        // is its snapshot image).
         let srv = start(
             &dir,
-            &["--appendfsync", "always", "--enable-debug-command", "yes"],
+            &[
+                "--appendfsync",
+                "always",
+                "--enable-debug-command",
+                "yes",
+                "--aof-use-rdb-preamble",
+                "yes",
+            ],
         );
         let mut r = Raw::connect(srv.port);
         write_sample(&mut r);
@@ -716,7 +725,7 @@ fn set_writes_replay_with_spop_logged_as_srem() {
         assert!(text.contains("SREM"), "no SREM logged");
     }
     {
-        let srv = start(&dir, &[]);
+        let srv = start(&dir, &["--aof-use-rdb-preamble", "yes"]);
         let mut r = Raw::connect(srv.port);
         assert_eq!(state(&mut r), want);
         assert_eq!(r.call(&["EXISTS", "whole"]), b":0\r\n");
@@ -731,7 +740,7 @@ fn set_writes_replay_with_spop_logged_as_srem() {
             .nth(1)
             .unwrap()
             .to_string();
-        // The base is an RDB file (`aof-use-rdb-preamble yes`, the default).
+        // The base is an RDB file (`aof-use-rdb-preamble yes`).
         assert!(base.ends_with(".base.rdb"), "{m}");
         let bytes = std::fs::read(dir.join("appendonlydir").join(base)).unwrap();
         assert!(bytes.starts_with(b"REDIS0010"));
@@ -971,7 +980,14 @@ fn kill_during_rewrite_loses_no_acknowledged_write() {
 #[test]
 fn failed_rewrites_keep_the_old_manifest_and_every_write() {
     let dir = temp_dir("rwfail");
-    let args = ["--appendfsync", "always", "--enable-debug-command", "yes"];
+    let args = [
+        "--appendfsync",
+        "always",
+        "--enable-debug-command",
+        "yes",
+        "--aof-use-rdb-preamble",
+        "yes",
+    ];
     let srv = start(&dir, &args);
     let pid = srv.child.id();
     let mut r = Raw::connect(srv.port);

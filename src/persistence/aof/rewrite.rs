@@ -11,7 +11,7 @@
 //!    The writer syncs the old file, creates the new one and commits the manifest
 //!    "old base + old incrementals + new incremental" before writing anything to it, as
 //!    Redis does when it opens a new incremental file at a rewrite's start.
-//! 3. **Image done**: with `aof-use-rdb-preamble yes` (the default) a converter thread
+//! 3. **Image done**: with `aof-use-rdb-preamble yes` (Redis's default; cairn's is `no`) a converter thread
 //!    loads the image into a private arena and streams it as an RDB
 //!    `<prefix>.<seq>.base.rdb` (AUX `cairn-aof-lsn` = N, `repl-id`, `repl-offset`), then
 //!    deletes the image; with `no` the image itself is the base (its header carries N).
