@@ -322,6 +322,15 @@ fn wait_rewrite(r: &mut Raw, n: u64) {
     }
 }
 
+/// Restarts on `dir` with `args`, checks DEBUG DIGEST is `digest`, then removes `dir`.
+fn restart_with_digest(dir: &Path, args: &[&str], digest: &[u8]) {
+    let srv = start(dir, args);
+    let mut r = Raw::connect(srv.port);
+    assert_eq!(r.call(&["DEBUG", "DIGEST"]), digest);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn bgrewriteaof_compacts_and_survives_restart() {
     compacts_and_survives_restart("yes", "appendonly.aof.2.base.rdb");
@@ -966,11 +975,7 @@ fn kill_during_rewrite_loses_no_acknowledged_write() {
     wait_rewrite(&mut r, 1);
     let digest = r.call(&["DEBUG", "DIGEST"]);
     drop(srv);
-    let srv = start(&dir, &args);
-    let mut r = Raw::connect(srv.port);
-    assert_eq!(r.call(&["DEBUG", "DIGEST"]), digest);
-    drop(srv);
-    let _ = std::fs::remove_dir_all(&dir);
+    restart_with_digest(&dir, &args, &digest);
 }
 
 /// A rewrite that fails before its cut (the image cannot be created) changes nothing; one
@@ -1045,11 +1050,7 @@ fn failed_rewrites_keep_the_old_manifest_and_every_write() {
         "file appendonly.aof.2.base.rdb seq 2 type b\nfile appendonly.aof.3.incr.aof seq 3 type i\n"
     );
     drop(srv);
-    let srv = start(&dir, &args);
-    let mut r = Raw::connect(srv.port);
-    assert_eq!(r.call(&["DEBUG", "DIGEST"]), digest);
-    drop(srv);
-    let _ = std::fs::remove_dir_all(&dir);
+    restart_with_digest(&dir, &args, &digest);
 }
 
 /// One snapshot at a time, with Redis 7's replies: BGREWRITEAOF during a BGSAVE is

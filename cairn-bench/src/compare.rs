@@ -94,22 +94,53 @@ fn info(port: u16) -> BTreeMap<String, String> {
     }
 }
 
+/// Probe samples: every PING round trip, and those taken while a BGSAVE ran (or within
+/// [`AFTER_SAVE`] of its end), told apart by polling `rdb_bgsave_in_progress`.
+#[derive(Default)]
+struct ProbeSamples {
+    all_us: Vec<u64>,
+    during_save_us: Vec<u64>,
+}
+
+/// How long after a BGSAVE ends its probe samples still count as "during" it.
+const AFTER_SAVE: Duration = Duration::from_secs(1);
+
 /// A connection sending PING every `period`, recording each round trip; stops with `stop`.
-fn probe(port: u16, period: Duration, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<u64>> {
+/// A second connection polls INFO persistence every 20 ms to know when a BGSAVE runs.
+fn probe(
+    port: u16,
+    period: Duration,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<ProbeSamples> {
     std::thread::spawn(move || {
-        let mut lat_us = Vec::new();
-        let Some(mut c) = connect(port) else {
-            return lat_us;
+        let mut out = ProbeSamples::default();
+        let (Some(mut c), Some(mut side)) = (connect(port), connect(port)) else {
+            return out;
         };
+        let mut saving_until: Option<Instant> = None;
+        let mut next_poll = Instant::now();
         while !stop.load(Ordering::Relaxed) {
+            if Instant::now() >= next_poll {
+                next_poll = Instant::now() + Duration::from_millis(20);
+                if let Ok(Reply::Bulk(Some(b))) = side.call_str(&["INFO", "persistence"]) {
+                    let text = String::from_utf8_lossy(&b);
+                    if text.contains("rdb_bgsave_in_progress:1") {
+                        saving_until = Some(Instant::now() + AFTER_SAVE);
+                    }
+                }
+            }
             let t = Instant::now();
             if c.call_str(&["PING"]).is_err() {
                 break;
             }
-            lat_us.push(t.elapsed().as_micros() as u64);
+            let us = t.elapsed().as_micros() as u64;
+            out.all_us.push(us);
+            if saving_until.is_some_and(|u| Instant::now() < u) {
+                out.during_save_us.push(us);
+            }
             std::thread::sleep(period.saturating_sub(t.elapsed()));
         }
-        lat_us
+        out
     })
 }
 
@@ -118,6 +149,9 @@ struct Side {
     report: Report,
     probe_max_us: u64,
     probe_p99_us: u64,
+    /// The same, over the samples taken during the BGSAVE (and 1 s after).
+    probe_save_max_us: u64,
+    probe_save_p99_us: u64,
     restart_s: f64,
     file_bytes: u64,
     info: BTreeMap<String, String>,
@@ -192,7 +226,7 @@ fn run_side(a: &SnapshotVsArgs, name: &str, bin: &Path, extra: &[String]) -> Res
     };
     // The probe starts once the fill is done: it runs alongside the load phase only.
     let stop = Arc::new(AtomicBool::new(false));
-    let (report, mut lat) = {
+    let (report, mut probed) = {
         let port = srv.port;
         let stop2 = stop.clone();
         let keys = a.keys;
@@ -200,7 +234,7 @@ fn run_side(a: &SnapshotVsArgs, name: &str, bin: &Path, extra: &[String]) -> Res
         let starter = std::thread::spawn(move || {
             loop {
                 if stop2.load(Ordering::Relaxed) {
-                    return Vec::new();
+                    return ProbeSamples::default();
                 }
                 let n = connect(port)
                     .and_then(|mut c| match c.call_str(&["DBSIZE"]) {
@@ -219,8 +253,8 @@ fn run_side(a: &SnapshotVsArgs, name: &str, bin: &Path, extra: &[String]) -> Res
         });
         let r = scenario::snapshot(&sa);
         stop.store(true, Ordering::Relaxed);
-        let lat = starter.join().unwrap_or_default();
-        (r?, lat)
+        let probed = starter.join().unwrap_or_default();
+        (r?, probed)
     };
     let info = info(srv.port);
     let file_bytes = std::fs::metadata(dir.join("dump.rdb"))
@@ -256,8 +290,10 @@ fn run_side(a: &SnapshotVsArgs, name: &str, bin: &Path, extra: &[String]) -> Res
     }
     Ok(Side {
         name: name.into(),
-        probe_max_us: lat.iter().copied().max().unwrap_or(0),
-        probe_p99_us: pct(&mut lat, 0.99),
+        probe_max_us: probed.all_us.iter().copied().max().unwrap_or(0),
+        probe_p99_us: pct(&mut probed.all_us, 0.99),
+        probe_save_max_us: probed.during_save_us.iter().copied().max().unwrap_or(0),
+        probe_save_p99_us: pct(&mut probed.during_save_us, 0.99),
         restart_s,
         file_bytes,
         info,
@@ -350,13 +386,23 @@ pub fn snapshot_vs(a: &SnapshotVsArgs) -> Result<Report, String> {
         &|v| format!("{v:.2} ms"),
     );
     row(
-        "probe PING latency, max",
+        "probe PING latency, max (whole load phase)",
         &|s| Some(s.probe_max_us as f64 / 1000.0),
         &|v| format!("{v:.2} ms"),
     );
     row(
-        "probe PING latency, p99",
+        "probe PING latency, p99 (whole load phase)",
         &|s| Some(s.probe_p99_us as f64 / 1000.0),
+        &|v| format!("{v:.2} ms"),
+    );
+    row(
+        "probe PING latency, max (during BGSAVE and 1 s after)",
+        &|s| Some(s.probe_save_max_us as f64 / 1000.0),
+        &|v| format!("{v:.2} ms"),
+    );
+    row(
+        "probe PING latency, p99 (during BGSAVE and 1 s after)",
+        &|s| Some(s.probe_save_p99_us as f64 / 1000.0),
         &|v| format!("{v:.2} ms"),
     );
     row(
@@ -383,6 +429,10 @@ pub fn snapshot_vs(a: &SnapshotVsArgs) -> Result<Report, String> {
         }
         rep.metrics
             .insert(format!("{}_probe_max_us", s.name), s.probe_max_us as f64);
+        rep.metrics.insert(
+            format!("{}_probe_save_max_us", s.name),
+            s.probe_save_max_us as f64,
+        );
         rep.metrics
             .insert(format!("{}_restart_s", s.name), s.restart_s);
         for p in &s.report.problems {

@@ -505,26 +505,23 @@ fn run_sync_image(
 ) -> Result<Outcome, SnapError> {
     let mut w = ImageWriter::create(&p.path)?;
     match sync::run_sync(view, p, t, gate, cancel, progress, &mut w) {
-        Ok((o, end)) => {
-            let bytes = w.commit(&header(
-                p,
-                end,
-                o.keys,
-                o.repl_offset,
-                o.aof_lsn,
-                o.mode,
-                o.passes,
-            ))?;
-            Ok(Outcome {
-                bytes_written: bytes,
-                ..o
-            })
-        }
+        Ok((o, end)) => commit(w, p, o, end),
         Err(e) => {
             w.abort();
             Err(e)
         }
     }
+}
+
+/// Commits the image of a finished background snapshot (`end` arena bytes); the outcome
+/// gains the bytes written.
+fn commit(w: ImageWriter, p: &SnapParams, o: Outcome, end: u64) -> Result<Outcome, SnapError> {
+    let h = header(p, end, o.keys, o.repl_offset, o.aof_lsn, o.mode, o.passes);
+    let bytes = w.commit(&h)?;
+    Ok(Outcome {
+        bytes_written: bytes,
+        ..o
+    })
 }
 
 /// How the live passes ended.
@@ -549,21 +546,7 @@ fn run_live(
     // Unregistering clears the protection everywhere (a kernel walk on this thread).
     drop(t);
     match result {
-        Ok(Live::Done(o, end)) => {
-            let bytes = w.commit(&header(
-                p,
-                end,
-                o.keys,
-                o.repl_offset,
-                o.aof_lsn,
-                o.mode,
-                o.passes,
-            ))?;
-            Ok(Outcome {
-                bytes_written: bytes,
-                ..o
-            })
-        }
+        Ok(Live::Done(o, end)) => commit(w, p, o, end),
         Ok(Live::Switch { passes, reason }) => {
             // The records written so far are useless without the tracking that was just
             // dropped: the freeze-free stream is a complete image on its own.

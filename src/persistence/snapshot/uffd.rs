@@ -245,16 +245,29 @@ impl WpTracker {
             )
             .map(|_| runs)
         };
+        // Live harvests run on threads at the workers' low priority (a walk of a few GiB
+        // takes tens of ms, and at equal priority it delays the executor by as much); the
+        // final one runs in the pause, with part 0 on this thread (one thread start less).
+        let live = reprotect == Reprotect::Yes;
         std::thread::scope(|s| {
-            // Part 0 on this thread (one thread start less inside a pause).
-            let handles: Vec<_> = self
-                .extra
-                .iter()
-                .take(threads - 1)
+            let first_spawned = usize::from(!live);
+            let handles: Vec<_> = std::iter::once(&self.pagemap)
+                .chain(self.extra.iter())
+                .take(threads)
                 .enumerate()
-                .map(|(i, pm)| s.spawn(move || walk_part(pm, i + 1)))
+                .skip(first_spawned)
+                .map(|(i, pm)| {
+                    s.spawn(move || {
+                        if live {
+                            super::lower_priority();
+                        }
+                        walk_part(pm, i)
+                    })
+                })
                 .collect();
-            parts.push(walk_part(&self.pagemap, 0));
+            if !live {
+                parts.push(walk_part(&self.pagemap, 0));
+            }
             for h in handles {
                 parts.push(
                     h.join()
