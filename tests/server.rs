@@ -89,8 +89,9 @@ fn config_get_star_has_redis_names_and_defaults() {
         ],
         "unexpected options"
     );
-    // Every default prints as Redis prints it, except what differs on purpose.
-    let on_purpose = ["bind", "dir", "port"];
+    // Every default prints as Redis prints it, except what differs on purpose
+    // (`aof-use-rdb-preamble`: cairn's rewrite base is its snapshot image by default).
+    let on_purpose = ["bind", "dir", "port", "aof-use-rdb-preamble"];
     for (name, rv) in &r {
         if on_purpose.contains(&name.as_str()) {
             continue;
