@@ -322,6 +322,21 @@ fn wait_rewrite(r: &mut Raw, n: u64) {
     }
 }
 
+/// Waits for the rewrite in progress to end, and checks it failed, the `failures`-th time
+/// in a row.
+fn wait_rewrite_failed(r: &mut Raw, failures: u64) {
+    let t = Instant::now();
+    while info_field(r, "aof_rewrite_in_progress") == "1" {
+        assert!(t.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info_field(r, "aof_last_bgrewrite_status"), "err");
+    assert_eq!(
+        info_field(r, "aof_rewrites_consecutive_failures"),
+        failures.to_string()
+    );
+}
+
 /// Restarts on `dir` with `args`, checks DEBUG DIGEST is `digest`, then removes `dir`.
 fn restart_with_digest(dir: &Path, args: &[&str], digest: &[u8]) {
     let srv = start(dir, args);
@@ -1003,13 +1018,7 @@ fn failed_rewrites_keep_the_old_manifest_and_every_write() {
     let blocker = aofdir.join(format!("temp-{pid}-appendonly.aof.2.base.cimg"));
     std::fs::create_dir(&blocker).unwrap();
     assert!(r.call(&["BGREWRITEAOF"]).starts_with(b"+"));
-    let t = Instant::now();
-    while info_field(&mut r, "aof_rewrite_in_progress") == "1" {
-        assert!(t.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(info_field(&mut r, "aof_last_bgrewrite_status"), "err");
-    assert_eq!(info_field(&mut r, "aof_rewrites_consecutive_failures"), "1");
+    wait_rewrite_failed(&mut r, 1);
     assert_eq!(manifest(&dir), before);
     std::fs::remove_dir(&blocker).unwrap();
     assert_eq!(r.call(&["SET", "after-fail-1", "x"]), b"+OK\r\n");
@@ -1023,13 +1032,7 @@ fn failed_rewrites_keep_the_old_manifest_and_every_write() {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-    let t = Instant::now();
-    while info_field(&mut r, "aof_rewrite_in_progress") == "1" {
-        assert!(t.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(info_field(&mut r, "aof_last_bgrewrite_status"), "err");
-    assert_eq!(info_field(&mut r, "aof_rewrites_consecutive_failures"), "2");
+    wait_rewrite_failed(&mut r, 2);
     assert_eq!(
         manifest(&dir),
         "file appendonly.aof.1.base.aof seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\nfile appendonly.aof.2.incr.aof seq 2 type i\n"
