@@ -106,36 +106,11 @@ impl WpTracker {
     pub fn new(base: usize, len: usize) -> io::Result<WpTracker> {
         // Kernel-mode faults never touch the arena (sockets read into client buffers), so
         // user-mode-only tracking is enough where full userfaultfd is not permitted.
-        let uffd = open_uffd()?;
-        let want = UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED;
-        let mut api = UffdioApi {
-            api: UFFD_API,
-            features: want,
-            ioctls: 0,
-        };
-        // SAFETY: UFFDIO_API with a correctly laid out struct.
-        check(
-            unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_API, &mut api) },
-            "UFFDIO_API (WP_ASYNC | WP_UNPOPULATED)",
-        )?;
-        if api.features & want != want {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "userfaultfd lacks WP_ASYNC / WP_UNPOPULATED",
-            ));
-        }
-        let mut reg = UffdioRegister {
-            range: UffdioRange {
-                start: base as u64,
-                len: len as u64,
-            },
-            mode: UFFDIO_REGISTER_MODE_WP,
-            ioctls: 0,
-        };
-        // SAFETY: as above; the range is our own private anonymous mapping.
-        check(
-            unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_REGISTER, &mut reg) },
-            "UFFDIO_REGISTER (WP)",
+        let uffd = open_registered(
+            base,
+            len,
+            UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED,
+            "WP_ASYNC | WP_UNPOPULATED",
         )?;
         let pagemap = match std::fs::File::open("/proc/self/pagemap") {
             Ok(f) => f,
@@ -370,31 +345,7 @@ impl SyncWp {
     /// Opens a userfaultfd with WP_UNPOPULATED only and registers `[base, base+len)` for
     /// write-protect faults. Nothing is protected yet.
     pub fn new(base: usize, len: usize) -> io::Result<SyncWp> {
-        let uffd = open_uffd()?;
-        let want = UFFD_FEATURE_WP_UNPOPULATED;
-        let mut api = UffdioApi {
-            api: UFFD_API,
-            features: want,
-            ioctls: 0,
-        };
-        // SAFETY: UFFDIO_API with a correctly laid out struct.
-        check(
-            unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_API, &mut api) },
-            "UFFDIO_API (WP_UNPOPULATED)",
-        )?;
-        let mut reg = UffdioRegister {
-            range: UffdioRange {
-                start: base as u64,
-                len: len as u64,
-            },
-            mode: UFFDIO_REGISTER_MODE_WP,
-            ioctls: 0,
-        };
-        // SAFETY: as above; the range is our own private anonymous mapping.
-        check(
-            unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_REGISTER, &mut reg) },
-            "UFFDIO_REGISTER (WP, synchronous)",
-        )?;
+        let uffd = open_registered(base, len, UFFD_FEATURE_WP_UNPOPULATED, "WP_UNPOPULATED")?;
         Ok(SyncWp {
             uffd,
             base: base as u64,
@@ -533,6 +484,42 @@ fn unregister_sliced(uffd: &OwnedFd, base: u64, len: u64, hot: u64) {
 
 /// A userfaultfd descriptor: full mode first, user-mode-only where that is all a sandbox
 /// permits (kernel-mode accesses never write the arena).
+/// A userfaultfd with `features` (named `what` in errors) whose `[base, base+len)` is
+/// registered for write-protect faults; nothing is protected yet.
+fn open_registered(base: usize, len: usize, features: u64, what: &str) -> io::Result<OwnedFd> {
+    let uffd = open_uffd()?;
+    let mut api = UffdioApi {
+        api: UFFD_API,
+        features,
+        ioctls: 0,
+    };
+    // SAFETY: UFFDIO_API with a correctly laid out struct.
+    check(
+        unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_API, &mut api) },
+        &format!("UFFDIO_API ({what})"),
+    )?;
+    if api.features & features != features {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("userfaultfd lacks {what}"),
+        ));
+    }
+    let mut reg = UffdioRegister {
+        range: UffdioRange {
+            start: base as u64,
+            len: len as u64,
+        },
+        mode: UFFDIO_REGISTER_MODE_WP,
+        ioctls: 0,
+    };
+    // SAFETY: as above; the range is our own private anonymous mapping.
+    check(
+        unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_REGISTER, &mut reg) },
+        "UFFDIO_REGISTER (WP)",
+    )?;
+    Ok(uffd)
+}
+
 fn open_uffd() -> io::Result<OwnedFd> {
     // SAFETY: plain syscalls; the result is checked.
     let mut fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) }
