@@ -149,6 +149,10 @@ fn kill_9_with_always_then_restart_replays_everything() {
             assert_eq!(r.call(&["SET", "last", "v"]), b"+OK\r\n");
             let lsn = info_field(&mut r, "aof_lsn");
             assert_eq!(info_field(&mut r, "aof_durable_lsn"), lsn);
+            // One event loop: the executor appends and syncs itself (the writer lends it
+            // the file); with I/O threads the writer thread does.
+            let own: u64 = info_field(&mut r, "aof_executor_batches").parse().unwrap();
+            assert_eq!(own > 0, threads == "1", "aof_executor_batches {own}");
         } // SIGKILL
         let srv = start(&dir, &["--io-threads", threads]);
         let mut r = Raw::connect(srv.port);

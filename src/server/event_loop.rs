@@ -32,6 +32,8 @@ pub const WRITE_BUDGET_BYTES: usize = 256 << 10;
 const LISTENER_TOKENS: usize = 16;
 /// The AOF writer wakes the loop through this token when the log became durable.
 const WAKER_TOKEN: Token = Token(usize::MAX - 1);
+/// The eventfd the executor's AOF ring rings when one of its fsyncs completes.
+const AOF_SYNC_TOKEN: Token = Token(usize::MAX - 2);
 const EVENTS_CAPACITY: usize = 1024;
 
 pub static SHUTDOWN_SIGNAL: AtomicBool = AtomicBool::new(false);
@@ -152,6 +154,9 @@ pub struct EventLoop {
     /// The release LSN the held list was last checked against (mid-turn releases).
     released_lsn: u64,
     waker: Arc<mio::Waker>,
+    /// Rung by the kernel when an fsync the executor issued completes (see
+    /// `aof::writer::Lease`).
+    aof_sync_efd: std::os::fd::OwnedFd,
 }
 
 /// Commands parsed ahead before running them, so their keys' cache misses overlap.
@@ -290,7 +295,17 @@ impl EventLoop {
             poll.registry().register(l, Token(i), Interest::READABLE)?;
         }
         let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER_TOKEN)?);
+        let aof_sync_efd = crate::persistence::aof::uring::eventfd()?;
+        {
+            use std::os::fd::AsRawFd;
+            poll.registry().register(
+                &mut mio::unix::SourceFd(&aof_sync_efd.as_raw_fd()),
+                AOF_SYNC_TOKEN,
+                Interest::READABLE,
+            )?;
+        }
         Ok(EventLoop {
+            aof_sync_efd,
             held: Vec::new(),
             released_lsn: 0,
             waker,
@@ -399,6 +414,11 @@ impl EventLoop {
                 if ev.token() == WAKER_TOKEN {
                     continue; // The log advanced: release_held below.
                 }
+                if ev.token() == AOF_SYNC_TOKEN {
+                    drain_eventfd(&self.aof_sync_efd);
+                    self.log_midturn(srv);
+                    continue;
+                }
                 if t < LISTENER_TOKENS {
                     self.accept(srv, t);
                     continue;
@@ -421,7 +441,8 @@ impl EventLoop {
             self.deliver_pushes(srv);
             // Hand this turn's log entries to the AOF writer (group commit), then send
             // what may be sent.
-            srv.aof.flush();
+            srv.aof.reap_syncs();
+            srv.aof.flush_turn();
             self.release_held(srv);
             self.flush_all(srv);
             self.apply_kills(srv);
@@ -890,6 +911,7 @@ impl EventLoop {
         if !srv.aof.syncs_every_write() {
             return;
         }
+        srv.aof.reap_syncs();
         srv.aof.flush_if_writer_idle();
         if !self.held.is_empty() && srv.aof.release_lsn() > self.released_lsn {
             self.release_held(srv);
@@ -1197,6 +1219,16 @@ fn set_keepalive(stream: &TcpStream, secs: u64) {
     }
 }
 
+/// Resets an eventfd's counter (non-blocking; nothing to read is fine).
+fn drain_eventfd(fd: &std::os::fd::OwnedFd) {
+    use std::os::fd::AsRawFd;
+    let mut v: u64 = 0;
+    // SAFETY: reads 8 bytes into a local u64 from a non-blocking eventfd.
+    unsafe {
+        libc::read(fd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8);
+    }
+}
+
 /// Starts the server: binds, logs, serves until shutdown.
 pub fn serve(mut srv: Server) -> io::Result<()> {
     let s = srv.config.settings().clone();
@@ -1210,6 +1242,10 @@ pub fn serve(mut srv: Server) -> io::Result<()> {
     srv.aof.set_waker(Arc::new(move || {
         let _ = waker.wake();
     }));
+    {
+        use std::os::fd::AsRawFd;
+        srv.aof.set_completion_fd(el.aof_sync_efd.as_raw_fd());
+    }
     let addrs = el.local_addrs();
     if let Some(a) = addrs.first() {
         srv.tcp_port = a.port();

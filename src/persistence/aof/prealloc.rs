@@ -100,6 +100,15 @@ impl Prealloc {
         lock(&self.st).prepared
     }
 
+    /// A handle for the executor's appends (see `writer::Lease`): [`PreallocHandle::ready`]
+    /// never waits.
+    pub fn handle(&self) -> PreallocHandle {
+        PreallocHandle {
+            st: self.st.clone(),
+            ahead: self.ahead,
+        }
+    }
+
     /// Stops the helper (waits for the chunk in progress).
     pub fn stop(&mut self) {
         lock(&self.st).stop = true;
@@ -107,6 +116,26 @@ impl Prealloc {
         if let Some(j) = self.join.take() {
             let _ = j.join();
         }
+    }
+}
+
+/// The executor's view of the helper: it may ask for more and look, never wait.
+pub struct PreallocHandle {
+    st: Arc<St>,
+    ahead: u64,
+}
+
+impl PreallocHandle {
+    /// [`Prealloc::ensure`] without the wait: true when `[.., end)` may be written now
+    /// (prepared, or the helper failed and appends grow the file); false when the write
+    /// would pass the helper (which then overwrites it with filler) or the helper stopped.
+    pub fn ready(&self, end: u64) -> bool {
+        let mut g = lock(&self.st);
+        if g.target < end + self.ahead / 2 && !g.stop {
+            g.target = end + self.ahead;
+            self.st.cv.notify_all();
+        }
+        !g.stop && (g.prepared >= end || g.failed)
     }
 }
 

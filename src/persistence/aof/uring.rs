@@ -123,6 +123,15 @@ impl Engine {
         })
     }
 
+    /// A ring that signals `completion_fd` (an eventfd in the executor's poll set) when it
+    /// posts a completion: the executor's own fsyncs (see `writer::Lease`). Its owner never
+    /// sleeps in it; it reaps when the eventfd fires or between connections.
+    pub fn with_completion_eventfd(completion_fd: RawFd, depth: usize) -> io::Result<Engine> {
+        let e = Engine::new(-1, depth)?;
+        e.ring.submitter().register_eventfd(completion_fd)?;
+        Ok(e)
+    }
+
     pub fn set_ordered(&mut self, ordered: bool) {
         self.ordered = ordered;
     }
@@ -199,7 +208,7 @@ impl Engine {
     /// Waits up to `timeout` for a completion or a wake-up (returns at once if one is
     /// there), then collects completions.
     pub fn wait(&mut self, timeout: Duration) -> Reaped {
-        if !self.efd_armed {
+        if !self.efd_armed && self.efd >= 0 {
             let sqe = opcode::Read::new(
                 types::Fd(self.efd),
                 &mut *self.efd_buf as *mut u64 as *mut u8,

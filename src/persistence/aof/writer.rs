@@ -119,10 +119,44 @@ impl JobStatus {
     }
 }
 
+/// Who appends to the incremental file (see [`Lease`]).
+enum LeaseSlot {
+    /// The writer thread: appends come as [`Job::Append`].
+    Writer,
+    /// The writer offers the file; the executor takes it at its next flush.
+    Offered(Lease),
+    /// The executor appends (pwrite) and syncs (its own ring).
+    Executor,
+    /// A rotation waits: the executor gives the file back at its next flush.
+    Revoked,
+    /// Given back: the log's end in the file and the highest LSN an fsync was issued for.
+    Returned { off: u64, sync_submitted: u64 },
+}
+
+/// The incremental file lent to the executor: where the log ends and the pre-allocation
+/// helper to ask for room.
+///
+/// Why: with `appendfsync always` a batch through the writer thread costs four
+/// cross-thread wake-ups (executor → writer → io_uring worker → writer → executor), and
+/// on a 2-vCPU machine those, not the disk, capped throughput (BENCHMARKS.md, issue #7:
+/// ~76k SET/s with the log on tmpfs against ~150k without a log). With the lease the
+/// executor `pwrite`s the batch into the page cache at the end of its turn (as Redis's
+/// beforeSleep does; the file is pre-allocated, so no block allocation and no journal) and
+/// submits the `fdatasync` to its own io_uring, whose completion rings an eventfd in the
+/// executor's poll set: one kernel worker does the sync, one wake-up comes back, and the
+/// executor never waits for the disk. The writer thread keeps everything else: rotation,
+/// pre-allocation, `everysec` syncs, the disk-space watermark, direct I/O.
+pub struct Lease {
+    file: std::fs::File,
+    off: u64,
+    prealloc: Option<super::prealloc::PreallocHandle>,
+}
+
 struct Queue {
     jobs: VecDeque<Job>,
     bytes: usize,
     shutdown: bool,
+    lease: LeaseSlot,
     mode: FsyncMode,
     disk_min_free: u64,
     /// `aof-disk-min-free` as a percentage of the filesystem (0: use the size).
@@ -161,6 +195,15 @@ pub struct Shared {
     pub engine: Mutex<&'static str>,
     /// Retired incremental files reused (INFO `aof_recycled_files`).
     pub recycled: AtomicU64,
+    /// The executor has a ring of its own: the writer may lend it the file.
+    exec_ready: AtomicBool,
+    /// Batches the executor appended itself (INFO `aof_executor_batches`).
+    pub exec_batches: AtomicU64,
+    /// `aof-inflight-syncs`: the executor's ring has the writer's depth.
+    inflight: usize,
+    /// A rotation called the lease back (the executor answers at its next flush, even
+    /// with nothing to append).
+    called_back: AtomicBool,
 }
 
 fn strerror(e: &std::io::Error) -> String {
@@ -181,6 +224,19 @@ impl Shared {
             _ => 0,
         };
         let mut q = self.q.lock().unwrap_or_else(|e| e.into_inner());
+        // A rotation needs the file's end: an offer is withdrawn, a lease called back.
+        let mut call_back = false;
+        if matches!(job, Job::Rotate { .. }) {
+            match q.lease {
+                LeaseSlot::Offered(_) => q.lease = LeaseSlot::Writer,
+                LeaseSlot::Executor => {
+                    q.lease = LeaseSlot::Revoked;
+                    self.called_back.store(true, Ordering::SeqCst);
+                    call_back = true;
+                }
+                _ => {}
+            }
+        }
         while n > 0 && q.bytes > QUEUE_MAX_BYTES && !self.failed.load(Ordering::SeqCst) {
             q = self
                 .space
@@ -197,6 +253,19 @@ impl Shared {
         if fd >= 0 && self.want_wake.swap(false, Ordering::SeqCst) {
             uring::wake(fd);
         }
+        if call_back {
+            // The executor gives the file back at its next flush: wake it for one.
+            self.notify();
+        }
+    }
+
+    /// Wakes the writer thread whatever it waits in (a returned lease).
+    fn wake_writer(&self) {
+        self.work.notify_all();
+        let fd = self.wake_fd.load(Ordering::SeqCst);
+        if fd >= 0 {
+            uring::wake(fd);
+        }
     }
 
     /// The sticky error text (strerror), if a write or sync failed.
@@ -207,13 +276,18 @@ impl Shared {
         *self.notifier.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
     }
     pub fn fsync_p99_us(&self) -> u64 {
+        self.fsync_percentile_us(99)
+    }
+    /// Percentile `p` (0..=100) of the last [`FSYNC_SAMPLES`] durable operations' latency
+    /// (issue to completion seen), µs.
+    pub fn fsync_percentile_us(&self, p: usize) -> u64 {
         let s = self.fsync_us.lock().unwrap_or_else(|e| e.into_inner());
         if s.is_empty() {
             return 0;
         }
         let mut v: Vec<u64> = s.iter().copied().collect();
         v.sort_unstable();
-        v[(v.len() * 99 / 100).min(v.len() - 1)]
+        v[(v.len() * p.min(100) / 100).min(v.len() - 1)]
     }
     fn notify(&self) {
         if let Some(f) = self
@@ -245,6 +319,41 @@ impl Shared {
 pub struct Writer {
     pub shared: Arc<Shared>,
     join: Option<std::thread::JoinHandle<()>>,
+    /// The executor's own appends (see [`Lease`]); None until the event loop gives it an
+    /// eventfd for completions ([`Writer::enable_executor_appends`]).
+    exec: Option<ExecAppends>,
+}
+
+/// The executor's side of a lease: the file while it holds it, and its fsync ring.
+struct ExecAppends {
+    engine: Engine,
+    lease: Option<Lease>,
+    /// Highest LSN the executor wrote to the file.
+    written: u64,
+    /// Highest LSN an fsync on `engine` was issued for.
+    sync_submitted: u64,
+    /// Files of given-back leases, kept open until the fsyncs issued on them complete
+    /// (the ring looks the descriptor up when it runs the operation, not when queued).
+    retired: Vec<std::fs::File>,
+}
+
+impl ExecAppends {
+    /// Gives the file back: (log end, highest LSN an fsync was issued for).
+    fn give_back(&mut self) -> Option<(u64, u64)> {
+        let l = self.lease.take()?;
+        if self.engine.inflight() > 0 {
+            self.retired.push(l.file);
+        }
+        Some((l.off, self.sync_submitted))
+    }
+}
+
+/// Why the executor could not append a batch itself.
+enum LeasedWrite {
+    Done,
+    /// The pre-allocation helper is behind: the writer thread (which may wait) takes it.
+    NotPrepared,
+    Failed,
 }
 
 impl Writer {
@@ -291,6 +400,7 @@ impl Writer {
                 mode,
                 disk_min_free,
                 disk_min_free_pct: 0,
+                lease: LeaseSlot::Writer,
             }),
             work: Condvar::new(),
             space: Condvar::new(),
@@ -311,6 +421,10 @@ impl Writer {
             want_wake: AtomicBool::new(false),
             engine: Mutex::new("thread"),
             recycled: AtomicU64::new(0),
+            exec_ready: AtomicBool::new(false),
+            exec_batches: AtomicU64::new(0),
+            inflight: opts.inflight,
+            called_back: AtomicBool::new(false),
         });
         let mut t = Thread {
             shared: shared.clone(),
@@ -350,6 +464,7 @@ impl Writer {
         Ok(Writer {
             shared,
             join: Some(join),
+            exec: None,
         })
     }
 
@@ -358,10 +473,173 @@ impl Writer {
         self.shared.submit(job)
     }
 
-    /// The io_uring writer is waiting and could submit new work at once (the thread
-    /// engine: never reported, it takes work whenever it is queued).
+    /// Lets the executor append and sync itself while the writer lends it the file (see
+    /// [`Lease`]): `completion_fd` is an eventfd in the executor's poll set, rung when one
+    /// of its fsyncs completes. Only with the io_uring engine (not the thread engine, nor
+    /// a backend without a real file such as the fault injector).
+    pub fn enable_executor_appends(&mut self, completion_fd: std::os::fd::RawFd) {
+        if self.exec.is_some() || self.shared.wake_fd.load(Ordering::SeqCst) < 0 {
+            return;
+        }
+        match Engine::with_completion_eventfd(completion_fd, self.shared.inflight) {
+            Ok(engine) => {
+                self.exec = Some(ExecAppends {
+                    engine,
+                    lease: None,
+                    written: 0,
+                    sync_submitted: 0,
+                    retired: Vec::new(),
+                });
+                self.shared.exec_ready.store(true, Ordering::SeqCst);
+                self.shared.wake_writer();
+            }
+            Err(e) => crate::notice!(
+                "AOF: no io_uring for the executor's fsyncs ({e}): the writer thread appends"
+            ),
+        }
+    }
+
+    /// Appends a batch of framed entries ending with `last_lsn`: written by the executor
+    /// itself while it holds the file (then synced on its ring when `sync`), else queued
+    /// for the writer thread.
+    ///
+    /// `buf` is left empty with its capacity when the executor wrote it (no allocation
+    /// per batch); handed over whole to the writer thread otherwise.
+    pub fn append(&mut self, buf: &mut Vec<u8>, last_lsn: u64, sync: bool) {
+        if !self.try_append_leased(buf, last_lsn, sync) {
+            let data = std::mem::take(buf);
+            self.shared.submit(Job::Append { data, last_lsn });
+        }
+    }
+
+    /// The executor's own append; false when the batch must go to the writer thread.
+    fn try_append_leased(&mut self, data: &mut Vec<u8>, last_lsn: u64, sync: bool) -> bool {
+        if let Some(x) = self.exec.as_mut() {
+            let mut q = lock_queue(&self.shared);
+            match std::mem::replace(&mut q.lease, LeaseSlot::Writer) {
+                LeaseSlot::Offered(l) => {
+                    x.lease = Some(l);
+                    q.lease = LeaseSlot::Executor;
+                }
+                LeaseSlot::Revoked => {
+                    self.shared.called_back.store(false, Ordering::SeqCst);
+                    q.lease = match x.give_back() {
+                        Some((off, sync_submitted)) => LeaseSlot::Returned {
+                            off,
+                            sync_submitted,
+                        },
+                        None => LeaseSlot::Writer,
+                    };
+                    drop(q);
+                    self.shared.wake_writer();
+                    return false;
+                }
+                other => q.lease = other,
+            }
+            if matches!(q.lease, LeaseSlot::Executor) {
+                // Written under the queue's lock: a rotation cannot call the file back
+                // between the check and the write.
+                match write_leased(&self.shared, x, data, last_lsn) {
+                    LeasedWrite::Done => {
+                        drop(q);
+                        data.clear();
+                        if sync {
+                            x.start_sync(&self.shared);
+                        }
+                        return true;
+                    }
+                    LeasedWrite::Failed => {
+                        data.clear();
+                        return true;
+                    }
+                    LeasedWrite::NotPrepared => {
+                        if let Some((off, sync_submitted)) = x.give_back() {
+                            q.lease = LeaseSlot::Returned {
+                                off,
+                                sync_submitted,
+                            };
+                        }
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    /// Collects the executor's completed fsyncs: raises `durable_lsn` (or fails the log),
+    /// and issues the next fsync when written entries wait for one. Cheap (no system call
+    /// unless an fsync is issued); returns true if the durable LSN moved.
+    pub fn reap_executor_syncs(&mut self) -> bool {
+        let Some(x) = self.exec.as_mut() else {
+            return false;
+        };
+        if x.engine.inflight() == 0 {
+            return false;
+        }
+        let r = x.engine.reap();
+        if x.engine.inflight() == 0 {
+            x.retired.clear();
+        }
+        let sh = &self.shared;
+        for us in &r.latencies_us {
+            sh.record_sync_us(*us);
+        }
+        sh.fsyncs
+            .fetch_add(r.latencies_us.len() as u64, Ordering::Relaxed);
+        if let Some((what, e)) = r.error {
+            if !sh.failed.load(Ordering::SeqCst) {
+                sh.fail(what, &e);
+            }
+            return true;
+        }
+        let mut moved = false;
+        if let Some(d) = r.durable {
+            if !sh.failed.load(Ordering::SeqCst) {
+                moved = sh.durable_lsn.fetch_max(d, Ordering::SeqCst) < d;
+            }
+        }
+        x.start_sync(sh);
+        moved
+    }
+
+    /// Gives the file back if a rotation called it back (the executor's flush with
+    /// nothing to append).
+    pub fn answer_call_back(&mut self) {
+        if !self.shared.called_back.load(Ordering::SeqCst) {
+            return;
+        }
+        let Some(x) = self.exec.as_mut() else {
+            return;
+        };
+        let mut q = lock_queue(&self.shared);
+        if !matches!(q.lease, LeaseSlot::Revoked) {
+            return;
+        }
+        self.shared.called_back.store(false, Ordering::SeqCst);
+        q.lease = match x.give_back() {
+            Some((off, sync_submitted)) => LeaseSlot::Returned {
+                off,
+                sync_submitted,
+            },
+            None => LeaseSlot::Writer,
+        };
+        drop(q);
+        self.shared.wake_writer();
+    }
+
+    /// The executor appends itself now (it holds the file).
+    pub fn holds_lease(&self) -> bool {
+        self.exec.as_ref().is_some_and(|x| x.lease.is_some())
+    }
+
+    /// The log would start on new entries at once: the executor holds the file and its
+    /// ring has room, or the io_uring writer waits for work (the thread engine: never
+    /// reported, it takes work whenever it is queued).
     pub fn wants_work(&self) -> bool {
-        self.shared.want_wake.load(Ordering::Relaxed)
+        match &self.exec {
+            Some(x) if x.lease.is_some() => x.engine.can_submit(),
+            _ => self.shared.want_wake.load(Ordering::Relaxed),
+        }
     }
 
     /// `disk_min_free_pct` > 0 overrides `disk_min_free` (a share of the filesystem).
@@ -376,6 +654,18 @@ impl Writer {
     pub fn shutdown(&mut self) {
         {
             let mut q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
+            // The file goes back to the writer first (it syncs and closes it).
+            let lent = self.exec.as_mut().and_then(ExecAppends::give_back);
+            match (&q.lease, lent) {
+                (_, Some((off, sync_submitted))) => {
+                    q.lease = LeaseSlot::Returned {
+                        off,
+                        sync_submitted,
+                    }
+                }
+                (LeaseSlot::Offered(_), None) => q.lease = LeaseSlot::Writer,
+                _ => {}
+            }
             q.shutdown = true;
         }
         self.shared.work.notify_one();
@@ -392,6 +682,135 @@ impl Writer {
 impl Drop for Writer {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// Writes every byte of `parts`, in order, at `offset` (pwritev, resumed after a short
+/// write).
+fn pwritev_all(file: &std::fs::File, parts: &[&[u8]], offset: u64) -> std::io::Result<()> {
+    let mut skip: usize = 0;
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    while skip < total {
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(parts.len());
+        let mut before = 0;
+        for p in parts {
+            let (start, end) = (before, before + p.len());
+            before = end;
+            if end <= skip || p.is_empty() {
+                continue;
+            }
+            let from = skip.saturating_sub(start);
+            iov.push(libc::iovec {
+                iov_base: p[from..].as_ptr() as *mut libc::c_void,
+                iov_len: p.len() - from,
+            });
+        }
+        // SAFETY: every iovec points into a live slice of `parts` for its length.
+        let n = unsafe {
+            libc::pwritev(
+                file.as_raw_fd(),
+                iov.as_ptr(),
+                iov.len() as libc::c_int,
+                (offset + skip as u64) as libc::off_t,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(std::io::Error::from(std::io::ErrorKind::WriteZero));
+        }
+        skip += n as usize;
+    }
+    Ok(())
+}
+
+/// A returned lease's (log end, fsync LSN issued); the slot goes back to the writer.
+fn returned(q: &mut Queue) -> Option<(u64, u64)> {
+    if let LeaseSlot::Returned {
+        off,
+        sync_submitted,
+    } = q.lease
+    {
+        q.lease = LeaseSlot::Writer;
+        return Some((off, sync_submitted));
+    }
+    None
+}
+
+fn lock_queue(sh: &Shared) -> std::sync::MutexGuard<'_, Queue> {
+    sh.q.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ExecAppends {
+    /// Issues an fdatasync for what was written and not yet covered, if the ring has room
+    /// (else the next reap does it).
+    fn start_sync(&mut self, sh: &Shared) {
+        if self.written <= self.sync_submitted
+            || !self.engine.can_submit()
+            || sh.failed.load(Ordering::SeqCst)
+        {
+            return;
+        }
+        let Some(l) = &self.lease else {
+            return;
+        };
+        match self.engine.submit_fsync(l.file.as_raw_fd(), self.written) {
+            Ok(()) => self.sync_submitted = self.written,
+            Err(e) => sh.fail("fsync", &e),
+        }
+    }
+}
+
+/// The executor's append of one batch into the lent file (the writer thread's
+/// `write_batch`, buffered case).
+fn write_leased(sh: &Shared, x: &mut ExecAppends, data: &[u8], last_lsn: u64) -> LeasedWrite {
+    use std::os::unix::fs::FileExt;
+    if sh.failed.load(Ordering::SeqCst) {
+        return LeasedWrite::Failed;
+    }
+    let Some(l) = x.lease.as_mut() else {
+        return LeasedWrite::NotPrepared;
+    };
+    // marker, entries, alignment: one pwritev from the executor's buffers (no copy).
+    let mut marker = Vec::with_capacity(64);
+    super::format::encode_batch_marker(&mut marker, sh.durable_lsn.load(Ordering::SeqCst));
+    let mut align = Vec::new();
+    let mut len = (marker.len() + data.len()) as u64;
+    if let Some(p) = &l.prealloc {
+        let gap = super::format::align_gap(l.off + len);
+        if gap > 0 {
+            super::format::encode_align(&mut align, gap);
+        }
+        len += align.len() as u64;
+        if !p.ready(l.off + len) {
+            return LeasedWrite::NotPrepared;
+        }
+    }
+    match pwritev_all(&l.file, &[&marker, data, &align], l.off) {
+        Ok(()) => {
+            l.off += len;
+            sh.incr_bytes.store(l.off, Ordering::Relaxed);
+            sh.written_lsn.store(last_lsn, Ordering::SeqCst);
+            sh.exec_batches.fetch_add(1, Ordering::Relaxed);
+            x.written = last_lsn;
+            LeasedWrite::Done
+        }
+        Err(e) => {
+            // The log must end on an entry boundary: zero what reached a pre-allocated
+            // file (keeping its blocks), cut it off otherwise.
+            if l.prealloc.is_some() {
+                let _ = l.file.write_all_at(&vec![0u8; len as usize], l.off);
+            } else {
+                let _ = l.file.set_len(l.off);
+            }
+            sh.fail("write", &e);
+            LeasedWrite::Failed
+        }
     }
 }
 
@@ -468,7 +887,7 @@ impl Thread {
             // With io_uring, new work is taken only when it can be submitted: what waits
             // stays in the queue, where it counts for the executor's back-pressure.
             let can_take = self.engine.as_ref().is_none_or(|e| e.can_submit());
-            let (jobs, mode, min_free, shutdown) = {
+            let (jobs, mode, min_free, shutdown, back) = {
                 let mut q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
                 if self.engine.is_none() && q.jobs.is_empty() && !q.shutdown {
                     q = self
@@ -490,8 +909,10 @@ impl Thread {
                     q.mode,
                     (q.disk_min_free, q.disk_min_free_pct),
                     q.shutdown,
+                    returned(&mut q),
                 )
             };
+            self.take_back(back);
             let took = !jobs.is_empty();
             if took {
                 self.shared.space.notify_all();
@@ -504,6 +925,10 @@ impl Thread {
                         last_lsn = Some(l);
                     }
                     other => {
+                        // A rotation needs the file's end: the executor gives it back.
+                        if matches!(other, Job::Rotate { .. }) {
+                            self.reclaim_lease();
+                        }
                         // Keep order: what was appended before goes to the old file.
                         self.write_batch(&mut batch, last_lsn.take());
                         self.drain();
@@ -528,9 +953,10 @@ impl Thread {
                 if written > self.synced_lsn {
                     self.sync(written);
                 }
-            } else if due && written > self.sync_submitted {
+            } else if due && written > self.sync_submitted && !self.lent_for_always(mode) {
                 self.start_sync(written);
             }
+            self.offer_lease();
             if self.engine.is_some() {
                 let can = self.engine.as_ref().is_some_and(Engine::can_submit);
                 // Ask for a wake-up on new work only when it could be taken, then look at
@@ -565,6 +991,87 @@ impl Thread {
                 }
             }
         }
+    }
+
+    /// Takes a returned lease back: the log's end is where the executor left it.
+    fn take_back(&mut self, returned: Option<(u64, u64)>) {
+        if let Some((off, sync_submitted)) = returned {
+            self.incr_off = off;
+            self.shared.incr_bytes.store(off, Ordering::Relaxed);
+            self.sync_submitted = self.sync_submitted.max(sync_submitted);
+        }
+    }
+
+    /// With `always`, the executor syncs what it appends while it holds the file.
+    fn lent_for_always(&self, mode: FsyncMode) -> bool {
+        mode == FsyncMode::Always
+            && matches!(
+                lock_queue(&self.shared).lease,
+                LeaseSlot::Executor | LeaseSlot::Revoked
+            )
+    }
+
+    /// Before a rotation: waits until the executor gave the file back (it does at its next
+    /// flush, which the call-back in `Shared::submit` woke it for).
+    fn reclaim_lease(&mut self) {
+        let mut q = lock_queue(&self.shared);
+        loop {
+            match q.lease {
+                LeaseSlot::Writer => return,
+                LeaseSlot::Offered(_) => {
+                    q.lease = LeaseSlot::Writer;
+                    return;
+                }
+                LeaseSlot::Returned { .. } => {
+                    let r = returned(&mut q);
+                    drop(q);
+                    self.take_back(r);
+                    return;
+                }
+                LeaseSlot::Executor => {
+                    q.lease = LeaseSlot::Revoked;
+                    self.shared.called_back.store(true, Ordering::SeqCst);
+                    drop(q);
+                    self.shared.notify();
+                    q = lock_queue(&self.shared);
+                }
+                LeaseSlot::Revoked => {
+                    if q.shutdown {
+                        return;
+                    }
+                    q = self
+                        .shared
+                        .work
+                        .wait_timeout(q, TICK)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+        }
+    }
+
+    /// Offers the file to the executor when it can append itself: io_uring buffered
+    /// writes to a real file, no error, nothing queued (see [`Lease`]).
+    fn offer_lease(&mut self) {
+        if !self.shared.exec_ready.load(Ordering::SeqCst)
+            || self.engine.is_none()
+            || self.direct.is_some()
+            || self.shared.failed.load(Ordering::SeqCst)
+        {
+            return;
+        }
+        let mut q = lock_queue(&self.shared);
+        if !matches!(q.lease, LeaseSlot::Writer) || !q.jobs.is_empty() || q.shutdown {
+            return;
+        }
+        let Some(file) = self.incr.real_file().and_then(|f| f.try_clone().ok()) else {
+            return;
+        };
+        q.lease = LeaseSlot::Offered(Lease {
+            file,
+            off: self.incr_off,
+            prealloc: self.prealloc.as_ref().map(Prealloc::handle),
+        });
     }
 
     /// Applies what the engine reaped: durable LSN, latencies, a sticky error.

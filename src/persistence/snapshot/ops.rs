@@ -195,7 +195,14 @@ impl Server {
     /// The executor is about to wait for I/O (its framed AOF entries are queued first:
     /// see `snapshot_checkpoint`).
     pub fn snapshot_idle_begin(&mut self) {
-        self.aof.flush();
+        // Only a running snapshot can cut while the executor waits: then the log's queue
+        // must end at the published LSN. Otherwise entries may wait for the next fsync
+        // (see `Aof::flush_turn`).
+        if self.background_job_active() {
+            self.aof.flush();
+        } else {
+            self.aof.flush_turn();
+        }
         self.snapshot
             .gate
             .idle_begin(self.dirty, || self.cut_keys());
