@@ -53,6 +53,7 @@ pub(crate) fn params(srv: &Server) -> SnapParams {
         repl_offset: srv.aof.reploff,
         databases: srv.ks.num_dbs() as u32,
         on_cut: None,
+        executor_cpu: None,
     }
 }
 
