@@ -49,10 +49,9 @@ pub const MAX_LIVE_PASSES: u32 = 8;
 /// into a resident buffer on two threads measure 3–8 GB/s here), used to turn
 /// `snapshot-pause-budget-us` into a dirty-set size to converge to.
 pub const PAUSE_COPY_BYTES_PER_US: u64 = 2000;
-/// Threads of the final, read-only walk. One: over 4 GiB of populated arena one thread
-/// walks in 1.1–1.8 ms and two in 1.5–2.3 ms on this VM (the walk is bound by memory and
-/// the mmap lock, not by a core; measured with a throwaway test), and one spares a thread
-/// start inside the pause.
+/// Threads of the final, read-only walk at normal priority. One: over 4 GiB of populated
+/// arena one thread walks in 1.1–1.8 ms and two in 1.5–2.3 ms on this VM (the second
+/// shares a CPU with the clients). At real-time priority (see `Realtime`) it is two.
 const FINAL_WALK_THREADS: usize = 1;
 /// Below this, the final copy runs on one thread (a second one costs its start-up).
 const PARALLEL_COPY_MIN_BYTES: usize = 1 << 20;
@@ -587,9 +586,10 @@ fn copy_runs(view: RegionView, runs: &[(u64, u64)], buf: &mut Vec<u8>) {
     let dst = buf.as_mut_ptr() as usize;
     let copy = |part: &[(u64, u64)], mut at: usize| {
         for &(off, len) in part {
-            // SAFETY: the executor is stopped; [off, off+len) lies inside the arena
-            // mapping; the destination lies within the buffer's reserved capacity and the
-            // two halves never overlap.
+            // SAFETY: [off, off+len) lies inside the arena mapping; the destination lies
+            // within the buffer's reserved capacity and the two halves never overlap. In
+            // the pause the executor is stopped; before it (the last live harvest's copy)
+            // a read may race with a write, which the final walk then finds (RegionView).
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     (view.base + off as usize) as *const u8,
@@ -620,6 +620,52 @@ fn copy_runs(view: RegionView, runs: &[(u64, u64)], buf: &mut Vec<u8>) {
     }
     // SAFETY: every byte of [0, total) was written above.
     unsafe { buf.set_len(total) };
+}
+
+/// At most this many times the pause budget, the predicted final pause starts the
+/// helper that makes the last buffers resident (see `live_passes`): bounds their size
+/// (≈ 2 × 12 MB at a 2 ms budget).
+const PREFAULT_FACTOR: u64 = 4;
+
+/// The pause's copy buffer and the last harvest's raw-copy buffer, made resident by a
+/// helper thread while the passes go on.
+enum Buffers {
+    Ready(Vec<u8>, Vec<u8>),
+    Growing(JoinHandle<(Vec<u8>, Vec<u8>)>),
+}
+
+impl Buffers {
+    fn is_ready(&self) -> bool {
+        match self {
+            Buffers::Ready(..) => true,
+            Buffers::Growing(h) => h.is_finished(),
+        }
+    }
+
+    /// Starts making both at least `bytes` resident.
+    fn grow(&mut self, bytes: usize) {
+        let (mut a, mut b) = self.take();
+        let spawned = std::thread::Builder::new()
+            .name("cairn-snap-buf".into())
+            .spawn(move || {
+                lower_priority();
+                prefault(&mut a, bytes);
+                prefault(&mut b, bytes);
+                (a, b)
+            });
+        *self = match spawned {
+            Ok(h) => Buffers::Growing(h),
+            Err(_) => Buffers::Ready(Vec::new(), Vec::new()),
+        };
+    }
+
+    /// The buffers (waits for the helper if it is still at work).
+    fn take(&mut self) -> (Vec<u8>, Vec<u8>) {
+        match std::mem::replace(self, Buffers::Ready(Vec::new(), Vec::new())) {
+            Buffers::Ready(a, b) => (a, b),
+            Buffers::Growing(h) => h.join().unwrap_or_default(),
+        }
+    }
 }
 
 /// Makes `buf` hold at least `bytes` of resident capacity (written once, so the copy in
@@ -668,6 +714,12 @@ fn live_passes(
     // Pass 1 sent everything up to `end`.
     let mut last = end;
     let mut dirty;
+    // The final copy's buffer and the last live harvest's raw copy, made resident
+    // before they are needed (see `prefault`).
+    let mut buffers = Buffers::Ready(Vec::new(), Vec::new());
+    let last_runs: Vec<(u64, u64)>;
+    let mut buf: Vec<u8>;
+    let last_raw: Vec<u8>;
     // Later passes: what was written (or newly allocated past `end`) since, until the
     // final pause is predicted to fit the budget or the set stops shrinking.
     loop {
@@ -675,12 +727,12 @@ fn live_passes(
             return Err(SnapError::Cancelled);
         }
         let new_end = view.end();
-        let mut packer = Packer::new();
+        let mut runs: Vec<(u64, u64)> = Vec::new();
         dirty = 0u64;
         let walk = Instant::now();
         let on_executor_cpu = p.executor_cpu.map(OnCpu::pin);
         t.harvest_parallel(0, end, p.threads, uffd::Reprotect::Yes, |off, len| {
-            packer.add(off, len, view.base + off as usize);
+            runs.push((off, len));
             dirty += len;
         })?;
         drop(on_executor_cpu);
@@ -688,17 +740,12 @@ fn live_passes(
         if new_end > end {
             // Pages past the old end were never protected: protect them, then copy them.
             t.protect(end, new_end - end)?;
-            packer.add(end, new_end - end, view.base + end as usize);
+            runs.push((end, new_end - end));
             dirty += new_end - end;
             end = new_end;
         }
-        stream_jobs(&packer.finish(), p.threads, w, cancel)?;
         passes += 1;
         progress.passes.store(passes as usize, Ordering::Relaxed);
-        crate::verbose!(
-            "Snapshot pass {passes}: {dirty} dirty bytes, harvest {walk_us} us, pass {} ms",
-            walk.elapsed().as_millis()
-        );
         // The estimate of the final walk is the fastest one seen: a walk under load
         // (the executor and the workers on the same cores) can take several times longer
         // than in the pause, where the cores are free.
@@ -707,44 +754,74 @@ fn live_passes(
             t.harvest_parallel(0, end, FINAL_WALK_THREADS, uffd::Reprotect::No, |_, _| {})?;
             walk_ro_us = walk_ro_us.min(walk.elapsed().as_micros() as u64);
         }
-        if pause_estimate_us(walk_ro_us, dirty) <= budget {
+        // Stop when the final pause is predicted to fit the budget, or when a pass no
+        // longer shrinks the set by a quarter (the write rate has caught up with the
+        // passes, and more of them only cost time).
+        let converged = pause_estimate_us(walk_ro_us, dirty) <= budget;
+        let stalled = dirty * 4 > last * 3 || passes >= MAX_LIVE_PASSES;
+        if !converged && stalled && auto && pause_estimate_us(walk_ro_us, dirty) > switch_over_us {
+            return Ok(Live::Switch {
+                passes,
+                reason: format!(
+                    "the dirty set does not converge ({dirty} bytes, read-only walk {walk_ro_us} us, budget {budget} us)"
+                ),
+            });
+        }
+        // The end, unless the buffers are still being made resident: then one more
+        // compressed pass (waiting here would widen the final set by as long).
+        if (converged || stalled) && (buffers.is_ready() || passes >= MAX_LIVE_PASSES) {
+            let (ready, mut raw) = buffers.take();
+            // The last live harvest's pages are copied raw, now, and compressed after the
+            // cut: the final set is then what was written during this harvest and copy
+            // (a few ms), not during a whole compression pass as well (tens of ms). A
+            // page changed after its copy is protected again, so the final walk finds it
+            // and the pause copies it again (its record lands later in the image).
+            copy_runs(view, &runs, &mut raw);
+            (buf, last_raw, last_runs) = (ready, raw, runs);
+            crate::verbose!(
+                "Snapshot pass {passes}: {dirty} dirty bytes, harvest {walk_us} us, raw copy, {} us in all",
+                walk.elapsed().as_micros()
+            );
             break;
         }
-        // Stop when a pass no longer shrinks the set by a quarter: the write rate has
-        // caught up with the passes, and more of them only cost time.
-        if dirty * 4 > last * 3 || passes >= MAX_LIVE_PASSES {
-            if auto && pause_estimate_us(walk_ro_us, dirty) > switch_over_us {
-                return Ok(Live::Switch {
-                    passes,
-                    reason: format!(
-                        "the dirty set does not converge ({dirty} bytes, read-only walk {walk_ro_us} us, budget {budget} us)"
-                    ),
-                });
-            }
-            break;
+        let mut packer = Packer::new();
+        for &(off, len) in &runs {
+            packer.add(off, len, view.base + off as usize);
         }
+        // Close to the end: the buffers for the last harvest's raw copy and for the
+        // pause's copy are made resident on a helper thread (niced) while the passes go
+        // on, sized from this set, which bounds the next ones. Not later: fresh memory
+        // costs 1.5–5 µs a page to fault in on this VM (53 ms for 15 MB measured), and
+        // between the last harvest and the pause every one of them widens the final set.
+        // Not on this pass's clock either: waiting for it made passes 4× longer.
+        if pause_estimate_us(walk_ro_us, dirty) <= budget.saturating_mul(PREFAULT_FACTOR)
+            && buffers.is_ready()
+        {
+            let n = (dirty as usize).clamp(1 << 20, PAUSE_BUFFER_MAX_BYTES);
+            buffers.grow(n);
+        }
+        stream_jobs(&packer.finish(), p.threads, w, cancel)?;
+        crate::verbose!(
+            "Snapshot pass {passes}: {dirty} dirty bytes, harvest {walk_us} us, pass {} ms",
+            walk.elapsed().as_millis()
+        );
         last = dirty;
     }
-    // A resident buffer for the final copy, ready before the pause: twice the last pass's
-    // set (the final one is what was written during that pass, normally less).
-    let mut buf: Vec<u8> = Vec::new();
     prefault(
         &mut buf,
-        (dirty as usize * 2).clamp(1 << 20, PAUSE_BUFFER_MAX_BYTES),
+        (dirty as usize).clamp(1 << 20, PAUSE_BUFFER_MAX_BYTES),
     );
     // The final pause: harvest and copy raw, then release the executor at once.
     let guard = gate.pause(cancel).ok_or(SnapError::Cancelled)?;
+    let rt = Realtime::enter();
     let final_end = view.end();
     let mut runs: Vec<(u64, u64)> = Vec::new();
-    // The walk is O(page tables), read-only (tracking ends with this snapshot), on this
-    // thread: see FINAL_WALK_THREADS.
-    t.harvest_parallel(
-        0,
-        end,
-        FINAL_WALK_THREADS,
-        uffd::Reprotect::No,
-        |off, len| runs.push((off, len)),
-    )?;
+    // The walk is O(page tables), read-only (tracking ends with this snapshot): on two
+    // threads at real-time priority, else on this one (see FINAL_WALK_THREADS).
+    let walkers = if rt.0 { 2 } else { FINAL_WALK_THREADS };
+    t.harvest_parallel(0, end, walkers, uffd::Reprotect::No, |off, len| {
+        runs.push((off, len))
+    })?;
     if final_end > end {
         runs.push((end, final_end - end));
     }
@@ -763,6 +840,7 @@ fn live_passes(
         });
     }
     copy_runs(view, &runs, &mut buf);
+    drop(rt);
     let dirty_at_cut = gate.dirty_at_park();
     let keys = gate.keys_at_park();
     let repl_offset = gate.repl_offset_at_park();
@@ -774,6 +852,16 @@ fn live_passes(
         runs.len(),
         walk_end.elapsed().as_micros()
     );
+    // Records in order: the last harvest's raw copy, then the pause's (which may hold
+    // newer versions of the same pages).
+    let mut packer = Packer::new();
+    let mut at = 0usize;
+    for &(off, len) in &last_runs {
+        packer.add(off, len, last_raw.as_ptr() as usize + at);
+        at += len as usize;
+    }
+    stream_jobs(&packer.finish(), p.threads, w, cancel)?;
+    drop(last_raw);
     let mut packer = Packer::new();
     let mut at = 0usize;
     for &(off, len) in &runs {
@@ -845,6 +933,37 @@ impl Drop for OnCpu {
     fn drop(&mut self) {
         if let Some(set) = &self.0 {
             restore_cpus(set);
+        }
+    }
+}
+
+/// SCHED_FIFO for the calling thread (and the threads it starts) until dropped, where
+/// permitted (CAP_SYS_NICE; `CAIRN_PAUSE_REALTIME=0` never tries).
+///
+/// Why: in the pause the executor's CPU is ours, but the other CPUs run clients, and a
+/// second walker at normal priority only gets a share of one (measured at 8M keys: two
+/// walkers 2.4–2.7 ms, one 2.0–2.2 ms; two at SCHED_FIFO 1.2–1.6 ms). The pause is short
+/// and bounded (budget, then the switch to the freeze-free variant), so holding a CPU
+/// that long is the point of it.
+struct Realtime(bool);
+
+impl Realtime {
+    fn enter() -> Realtime {
+        if std::env::var_os("CAIRN_PAUSE_REALTIME").is_some_and(|v| v == "0") {
+            return Realtime(false);
+        }
+        let p = libc::sched_param { sched_priority: 1 };
+        // SAFETY: changes the calling thread's policy.
+        Realtime(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } == 0)
+    }
+}
+
+impl Drop for Realtime {
+    fn drop(&mut self) {
+        if self.0 {
+            let p = libc::sched_param { sched_priority: 0 };
+            // SAFETY: back to the default policy.
+            unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &p) };
         }
     }
 }
