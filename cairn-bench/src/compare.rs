@@ -102,6 +102,9 @@ fn info(port: u16) -> BTreeMap<String, String> {
 struct ProbeSamples {
     all_us: Vec<u64>,
     during_save_us: Vec<u64>,
+    /// Samples before the first BGSAVE window opened: the same load without a snapshot,
+    /// i.e. the latency floor of the machine and the server under this load.
+    before_save_us: Vec<u64>,
 }
 
 /// How long before the first poll that saw a BGSAVE its window opens (polls are 20 ms
@@ -153,6 +156,8 @@ fn probe(
             out.all_us.push(us);
             if windows.iter().any(|w| t >= w.0 && t <= w.1) {
                 out.during_save_us.push(us);
+            } else if windows.first().is_none_or(|w| t < w.0) {
+                out.before_save_us.push(us);
             }
         }
         out
@@ -166,6 +171,8 @@ struct Side {
     probe_p99_us: u64,
     /// The same, over the samples taken during the BGSAVE (and 1 s after).
     probe_save_max_us: u64,
+    /// Max over the samples before the BGSAVE window (the floor without a snapshot).
+    probe_before_max_us: u64,
     probe_save_p99_us: u64,
     restart_s: f64,
     file_bytes: u64,
@@ -308,6 +315,7 @@ fn run_side(a: &SnapshotVsArgs, name: &str, bin: &Path, extra: &[String]) -> Res
         probe_max_us: probed.all_us.iter().copied().max().unwrap_or(0),
         probe_p99_us: pct(&mut probed.all_us, 0.99),
         probe_save_max_us: probed.during_save_us.iter().copied().max().unwrap_or(0),
+        probe_before_max_us: probed.before_save_us.iter().copied().max().unwrap_or(0),
         probe_save_p99_us: pct(&mut probed.during_save_us, 0.99),
         restart_s,
         file_bytes,
@@ -416,6 +424,11 @@ pub fn snapshot_vs(a: &SnapshotVsArgs) -> Result<Report, String> {
         &|v| format!("{v:.2} ms"),
     );
     row(
+        "probe PING latency, max before the BGSAVE window (same load, no snapshot)",
+        &|s| Some(s.probe_before_max_us as f64 / 1000.0),
+        &|v| format!("{v:.2} ms"),
+    );
+    row(
         "probe PING latency, p99 (BGSAVE window)",
         &|s| Some(s.probe_save_p99_us as f64 / 1000.0),
         &|v| format!("{v:.2} ms"),
@@ -447,6 +460,10 @@ pub fn snapshot_vs(a: &SnapshotVsArgs) -> Result<Report, String> {
         rep.metrics.insert(
             format!("{}_probe_save_max_us", s.name),
             s.probe_save_max_us as f64,
+        );
+        rep.metrics.insert(
+            format!("{}_probe_before_max_us", s.name),
+            s.probe_before_max_us as f64,
         );
         rep.metrics
             .insert(format!("{}_restart_s", s.name), s.restart_s);
