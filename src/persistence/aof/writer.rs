@@ -522,14 +522,7 @@ impl Writer {
                     q.lease = LeaseSlot::Executor;
                 }
                 LeaseSlot::Revoked => {
-                    self.shared.called_back.store(false, Ordering::SeqCst);
-                    q.lease = match x.give_back() {
-                        Some((off, sync_submitted)) => LeaseSlot::Returned {
-                            off,
-                            sync_submitted,
-                        },
-                        None => LeaseSlot::Writer,
-                    };
+                    hand_back(&mut q, x, &self.shared);
                     drop(q);
                     self.shared.wake_writer();
                     return false;
@@ -552,14 +545,7 @@ impl Writer {
                         data.clear();
                         return true;
                     }
-                    LeasedWrite::NotPrepared => {
-                        if let Some((off, sync_submitted)) = x.give_back() {
-                            q.lease = LeaseSlot::Returned {
-                                off,
-                                sync_submitted,
-                            };
-                        }
-                    }
+                    LeasedWrite::NotPrepared => hand_back(&mut q, x, &self.shared),
                 }
             }
         }
@@ -615,14 +601,7 @@ impl Writer {
         if !matches!(q.lease, LeaseSlot::Revoked) {
             return;
         }
-        self.shared.called_back.store(false, Ordering::SeqCst);
-        q.lease = match x.give_back() {
-            Some((off, sync_submitted)) => LeaseSlot::Returned {
-                off,
-                sync_submitted,
-            },
-            None => LeaseSlot::Writer,
-        };
+        hand_back(&mut q, x, &self.shared);
         drop(q);
         self.shared.wake_writer();
     }
@@ -740,6 +719,19 @@ fn returned(q: &mut Queue) -> Option<(u64, u64)> {
         return Some((off, sync_submitted));
     }
     None
+}
+
+/// Puts the executor's file back into the slot (`Returned`, or `Writer` if it held none)
+/// and answers any call-back.
+fn hand_back(q: &mut Queue, x: &mut ExecAppends, sh: &Shared) {
+    sh.called_back.store(false, Ordering::SeqCst);
+    q.lease = match x.give_back() {
+        Some((off, sync_submitted)) => LeaseSlot::Returned {
+            off,
+            sync_submitted,
+        },
+        None => LeaseSlot::Writer,
+    };
 }
 
 fn lock_queue(sh: &Shared) -> std::sync::MutexGuard<'_, Queue> {
@@ -1578,7 +1570,20 @@ mod tests {
             assert!(t.elapsed() < Duration::from_secs(5), "no lease offered");
             std::thread::sleep(Duration::from_millis(1));
         }
+        let wait_offer = |w: &Writer| {
+            let t = Instant::now();
+            while !w.holds_lease() && !matches!(lock_queue(&w.shared).lease, LeaseSlot::Offered(_))
+            {
+                assert!(t.elapsed() < Duration::from_secs(5), "no lease offered");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // Let the pre-allocation helper get ahead again, so the next appends are ours.
+            std::thread::sleep(Duration::from_millis(5));
+        };
         for i in 0..300u64 {
+            if i % 50 == 25 {
+                wait_offer(&w);
+            }
             for _ in 0..(i % 4 + 1) {
                 lsn += 1;
                 buf.extend_from_slice(&entry(lsn));
