@@ -259,6 +259,17 @@ impl Shared {
         }
     }
 
+    /// The writer thread waits for work (or a returned lease) at most one [`TICK`].
+    fn wait_work<'a>(
+        &self,
+        q: std::sync::MutexGuard<'a, Queue>,
+    ) -> std::sync::MutexGuard<'a, Queue> {
+        self.work
+            .wait_timeout(q, TICK)
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+    }
+
     /// Wakes the writer thread whatever it waits in (a returned lease).
     fn wake_writer(&self) {
         self.work.notify_all();
@@ -882,12 +893,7 @@ impl Thread {
             let (jobs, mode, min_free, shutdown, back) = {
                 let mut q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
                 if self.engine.is_none() && q.jobs.is_empty() && !q.shutdown {
-                    q = self
-                        .shared
-                        .work
-                        .wait_timeout(q, TICK)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
+                    q = self.shared.wait_work(q);
                 }
                 let jobs = if can_take {
                     q.bytes = 0;
@@ -1031,12 +1037,7 @@ impl Thread {
                     if q.shutdown {
                         return;
                     }
-                    q = self
-                        .shared
-                        .work
-                        .wait_timeout(q, TICK)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
+                    q = self.shared.wait_work(q);
                 }
             }
         }

@@ -668,6 +668,19 @@ impl Buffers {
     }
 }
 
+/// Jobs for arena runs whose bytes were copied, one after another, into `raw` (by
+/// [`copy_runs`]).
+fn raw_jobs(runs: &[(u64, u64)], raw: &[u8]) -> Vec<Job> {
+    let mut packer = Packer::new();
+    let mut at = 0usize;
+    for &(off, len) in runs {
+        packer.add(off, len, raw.as_ptr() as usize + at);
+        at += len as usize;
+    }
+    debug_assert_eq!(at, raw.len());
+    packer.finish()
+}
+
 /// Makes `buf` hold at least `bytes` of resident capacity (written once, so the copy in
 /// the pause takes no page faults and no allocation).
 fn prefault(buf: &mut Vec<u8>, bytes: usize) {
@@ -854,21 +867,9 @@ fn live_passes(
     );
     // Records in order: the last harvest's raw copy, then the pause's (which may hold
     // newer versions of the same pages).
-    let mut packer = Packer::new();
-    let mut at = 0usize;
-    for &(off, len) in &last_runs {
-        packer.add(off, len, last_raw.as_ptr() as usize + at);
-        at += len as usize;
-    }
-    stream_jobs(&packer.finish(), p.threads, w, cancel)?;
+    stream_jobs(&raw_jobs(&last_runs, &last_raw), p.threads, w, cancel)?;
     drop(last_raw);
-    let mut packer = Packer::new();
-    let mut at = 0usize;
-    for &(off, len) in &runs {
-        packer.add(off, len, buf.as_ptr() as usize + at);
-        at += len as usize;
-    }
-    stream_jobs(&packer.finish(), p.threads, w, cancel)?;
+    stream_jobs(&raw_jobs(&runs, &buf), p.threads, w, cancel)?;
     passes += 1;
     progress.passes.store(passes as usize, Ordering::Relaxed);
     Ok(Live::Done(
@@ -932,7 +933,10 @@ impl OnCpu {
 impl Drop for OnCpu {
     fn drop(&mut self) {
         if let Some(set) = &self.0 {
-            restore_cpus(set);
+            // SAFETY: sets the calling thread's affinity from a valid cpu set.
+            unsafe {
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set);
+            }
         }
     }
 }
@@ -973,13 +977,6 @@ fn current_cpu() -> Option<usize> {
     // SAFETY: no arguments.
     let c = unsafe { libc::sched_getcpu() };
     usize::try_from(c).ok()
-}
-
-fn restore_cpus(set: &libc::cpu_set_t) {
-    // SAFETY: sets the calling thread's affinity from a valid cpu set.
-    unsafe {
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set);
-    }
 }
 
 impl BgJob {
