@@ -105,6 +105,27 @@ struct ProbeSamples {
     /// Samples before the first BGSAVE window opened: the same load without a snapshot,
     /// i.e. the latency floor of the machine and the server under this load.
     before_save_us: Vec<u64>,
+    /// The slowest samples in a BGSAVE window with their wall-clock time (UTC
+    /// `HH:MM:SS.mmm`, as in the server's log), to set against its snapshot passes.
+    slowest_in_save: Vec<(String, u64)>,
+}
+
+/// How many of the slowest in-window samples the notes list.
+const SLOWEST_LISTED: usize = 8;
+
+/// `HH:MM:SS.mmm` (UTC) of a wall-clock time.
+fn clock_ms(t: std::time::SystemTime) -> String {
+    let ms = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let s = ms / 1000;
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        (s / 3600) % 24,
+        (s / 60) % 60,
+        s % 60,
+        ms % 1000
+    )
 }
 
 /// How long before the first poll that saw a BGSAVE its window opens (polls are 20 ms
@@ -126,7 +147,7 @@ fn probe(
             return out;
         };
         // (sent at, round trip µs) and the windows where a BGSAVE was seen.
-        let mut samples: Vec<(Instant, u64)> = Vec::new();
+        let mut samples: Vec<(Instant, std::time::SystemTime, u64)> = Vec::new();
         let mut windows: Vec<(Instant, Instant)> = Vec::new();
         let mut next_poll = Instant::now();
         while !stop.load(Ordering::Relaxed) {
@@ -145,21 +166,27 @@ fn probe(
                     }
                 }
             }
-            let t = Instant::now();
+            let (t, wall) = (Instant::now(), std::time::SystemTime::now());
             if c.call_str(&["PING"]).is_err() {
                 break;
             }
-            samples.push((t, t.elapsed().as_micros() as u64));
+            samples.push((t, wall, t.elapsed().as_micros() as u64));
             std::thread::sleep(period.saturating_sub(t.elapsed()));
         }
-        for (t, us) in samples {
+        let mut slow: Vec<(std::time::SystemTime, u64)> = Vec::new();
+        for (t, wall, us) in samples {
             out.all_us.push(us);
             if windows.iter().any(|w| t >= w.0 && t <= w.1) {
                 out.during_save_us.push(us);
+                slow.push((wall, us));
             } else if windows.first().is_none_or(|w| t < w.0) {
                 out.before_save_us.push(us);
             }
         }
+        slow.sort_by_key(|&(_, us)| std::cmp::Reverse(us));
+        slow.truncate(SLOWEST_LISTED);
+        slow.sort_by_key(|&(wall, _)| wall);
+        out.slowest_in_save = slow.into_iter().map(|(w, us)| (clock_ms(w), us)).collect();
         out
     })
 }
@@ -304,6 +331,17 @@ fn run_side(a: &SnapshotVsArgs, name: &str, bin: &Path, extra: &[String]) -> Res
     let _ = std::fs::remove_dir_all(&dir);
     let mut report = report;
     report.notes.extend(log_lines);
+    if !probed.slowest_in_save.is_empty() {
+        let list: Vec<String> = probed
+            .slowest_in_save
+            .iter()
+            .map(|(at, us)| format!("{at} {:.2} ms", *us as f64 / 1000.0))
+            .collect();
+        report.notes.push(format!(
+            "{name} probe: slowest PINGs in the BGSAVE window (sent at, UTC): {}",
+            list.join(", ")
+        ));
+    }
     if keys_after < a.keys {
         report.problems.push(format!(
             "{name}: {keys_after} keys after the restart, {} expected",
@@ -471,7 +509,7 @@ pub fn snapshot_vs(a: &SnapshotVsArgs) -> Result<Report, String> {
             rep.problems.push(format!("{}: {p}", s.name));
         }
         for n in &s.report.notes {
-            if n.contains(" log: ") {
+            if n.contains(" log: ") || n.contains(" probe: ") {
                 rep.notes.push(n.clone());
             }
         }

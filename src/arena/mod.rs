@@ -522,6 +522,9 @@ impl Drop for Arena {
     fn drop(&mut self) {
         // SAFETY: we own the mapping and nothing borrows it past `self`.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.reserved_bytes) };
+        // A snapshot's write-protect registration may be kept over the mapping between
+        // snapshots: it went with the mapping.
+        crate::persistence::snapshot::uffd::range_unmapped(self.base as usize, self.reserved_bytes);
     }
 }
 

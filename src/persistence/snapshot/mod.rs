@@ -141,6 +141,10 @@ pub struct SnapParams {
     /// The CPU the executor is pinned to while the job runs (see [`OnCpu`]); live
     /// harvests run there.
     pub executor_cpu: Option<usize>,
+    /// The snapshot thread's CPUs before it moved off the executor's (see
+    /// [`OnCpu::away_from`]): the pause, where the executor's CPU is free, and the
+    /// freeze-free variant's fault handler, which the executor waits on, run there.
+    pub wide_cpus: Option<CpuSet>,
 }
 
 /// See [`SnapParams::on_cut`]. Must be quick: the executor is stopped while it runs.
@@ -451,6 +455,11 @@ fn run_background(
     cancel: Arc<AtomicBool>,
     progress: Arc<Progress>,
 ) -> Result<Outcome, SnapError> {
+    // Off the executor's CPU for the whole job, and so every thread spawned from here
+    // (affinity is inherited): see `OnCpu`.
+    let mut p = p;
+    let _away = p.executor_cpu.map(OnCpu::away_from);
+    p.wide_cpus = _away.as_ref().and_then(OnCpu::previous);
     let mut fallback_reason = None;
     if p.mode != SnapMode::StopTheWorld {
         if std::env::var_os(ENV_NO_UFFD).is_some_and(|v| v == "1") {
@@ -459,7 +468,7 @@ fn run_background(
             let tried = match p.mode {
                 SnapMode::Sync => uffd::SyncWp::new(view.base, view.reserved)
                     .map(|t| run_sync_image(view, &p, t, &gate, &cancel, &progress)),
-                _ => uffd::WpTracker::new(view.base, view.reserved)
+                _ => uffd::WpTracker::reuse_or_new(view.base, view.reserved)
                     .map(|t| run_live(view, &p, t, &gate, &cancel, &progress)),
             };
             match tried {
@@ -550,8 +559,32 @@ fn run_live(
 ) -> Result<Outcome, SnapError> {
     let mut w = ImageWriter::create(&p.path)?;
     let result = live_passes(view, p, &mut t, gate, cancel, progress, &mut w);
-    // Unregistering clears the protection everywhere (a kernel walk on this thread).
-    drop(t);
+    // Ending the tracking lifts every protection: a kernel walk of the page tables
+    // (≈ 10 ms a GiB), on a niced thread so that the clients sharing its CPU get in
+    // between its slices. After a cut the registration is kept for the next snapshot
+    // (see `WpTracker::retire`); otherwise (a switch to the freeze-free variant, which
+    // registers the range itself, or an error) it is dropped.
+    let ended = Instant::now();
+    let keep = matches!(result, Ok(Live::Done(..)));
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            lower_priority();
+            if keep {
+                t.retire();
+            } else {
+                drop(t);
+            }
+        });
+    });
+    crate::verbose!(
+        "Snapshot tracking ended ({}): {} us",
+        if keep {
+            "kept registered"
+        } else {
+            "unregistered"
+        },
+        ended.elapsed().as_micros()
+    );
     match result {
         Ok(Live::Done(o, end)) => commit(w, p, o, end),
         Ok(Live::Switch { passes, reason }) => {
@@ -713,6 +746,18 @@ fn live_passes(
     let walk = Instant::now();
     t.harvest_parallel(0, end, FINAL_WALK_THREADS, uffd::Reprotect::No, |_, _| {})?;
     let mut walk_ro_us = walk.elapsed().as_micros() as u64;
+    let budget = p.pause_budget_us;
+    // The final copy's buffer and the last live harvest's raw copy, made resident
+    // before they are needed (see `prefault`): started now, at twice what the budget
+    // copies, so the helper is done long before the last passes. Started late, it ran
+    // alongside their harvests, whose write-protect changes then cost an IPI to the
+    // helper's CPU each: measured, late harvests of 15-57 ms instead of 3-6, and final
+    // sets (what the pause copies) growing as much.
+    let mut buffers = Buffers::Ready(Vec::new(), Vec::new());
+    buffers.grow(
+        (budget.saturating_mul(PAUSE_COPY_BYTES_PER_US * 2) as usize)
+            .clamp(1 << 20, PAUSE_BUFFER_MAX_BYTES),
+    );
     let mut jobs = Vec::new();
     range_jobs(view, 0, end, &mut jobs);
     stream_jobs(&jobs, p.threads, w, cancel)?;
@@ -722,14 +767,10 @@ fn live_passes(
     );
     let mut passes = 1u32;
     progress.passes.store(1, Ordering::Relaxed);
-    let budget = p.pause_budget_us;
     let switch_over_us = budget.saturating_mul(AUTO_SYNC_FACTOR);
     // Pass 1 sent everything up to `end`.
     let mut last = end;
     let mut dirty;
-    // The final copy's buffer and the last live harvest's raw copy, made resident
-    // before they are needed (see `prefault`).
-    let mut buffers = Buffers::Ready(Vec::new(), Vec::new());
     let last_runs: Vec<(u64, u64)>;
     let mut buf: Vec<u8>;
     let last_raw: Vec<u8>;
@@ -826,6 +867,8 @@ fn live_passes(
     );
     // The final pause: harvest and copy raw, then release the executor at once.
     let guard = gate.pause(cancel).ok_or(SnapError::Cancelled)?;
+    // The executor is parked: its CPU is free for the pause's walkers and copy.
+    let wide = p.wide_cpus.as_ref().map(OnCpu::set);
     let rt = Realtime::enter();
     let final_end = view.end();
     let mut runs: Vec<(u64, u64)> = Vec::new();
@@ -854,6 +897,7 @@ fn live_passes(
     }
     copy_runs(view, &runs, &mut buf);
     drop(rt);
+    drop(wide);
     let dirty_at_cut = gate.dirty_at_park();
     let keys = gate.keys_at_park();
     let repl_offset = gate.repl_offset_at_park();
@@ -870,6 +914,10 @@ fn live_passes(
     stream_jobs(&raw_jobs(&last_runs, &last_raw), p.threads, w, cancel)?;
     drop(last_raw);
     stream_jobs(&raw_jobs(&runs, &buf), p.threads, w, cancel)?;
+    crate::verbose!(
+        "Snapshot raw copies written: {} us after the cut",
+        walk_end.elapsed().as_micros()
+    );
     passes += 1;
     progress.passes.store(passes as usize, Ordering::Relaxed);
     Ok(Live::Done(
@@ -912,22 +960,80 @@ pub struct BgJob {
 /// executor preempts them. The executor is pinned for the job so that CPU stays its own.
 pub(crate) struct OnCpu(Option<libc::cpu_set_t>);
 
+/// A CPU set (Copy, for [`SnapParams`]).
+#[derive(Clone, Copy)]
+pub struct CpuSet(libc::cpu_set_t);
+
+impl std::fmt::Debug for CpuSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+            // SAFETY: reads a bit of a valid cpu set.
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, &self.0) })
+            .collect();
+        write!(f, "CpuSet({cpus:?})")
+    }
+}
+
 impl OnCpu {
     pub(crate) fn pin(cpu: usize) -> OnCpu {
-        // SAFETY: plain syscalls on the calling thread with zeroed, then filled, cpu sets.
+        let mut one = empty_cpu_set();
+        // SAFETY: sets a bit of a valid cpu set.
+        unsafe { libc::CPU_SET(cpu, &mut one) };
+        OnCpu::apply(&one)
+    }
+
+    /// Every CPU the thread may use now except `cpu` (no change where that leaves none).
+    ///
+    /// Why the snapshot's threads keep off the executor's CPU while it is pinned there:
+    /// with the executor pinned, a snapshot thread on its CPU makes it wait until the
+    /// scheduler preempts that thread, and neither nice 10 nor EEVDF's wake-up rules
+    /// make that prompt: measured with `perf sched` at 8M keys, the snapshot thread's
+    /// file writes (kernel time, not preemptible on this PREEMPT_NONE kernel) and the
+    /// compression workers held the executor's CPU 1–6 ms at a time, 55 times in one
+    /// snapshot, and those were the probe's slowest PINGs.
+    pub(crate) fn away_from(cpu: usize) -> OnCpu {
+        let mut set = empty_cpu_set();
+        // SAFETY: plain syscalls on the calling thread with a valid cpu set.
         unsafe {
-            let mut old: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+                return OnCpu(None);
+            }
+            libc::CPU_CLR(cpu, &mut set);
+            if libc::CPU_COUNT(&set) == 0 {
+                return OnCpu(None);
+            }
+        }
+        OnCpu::apply(&set)
+    }
+
+    /// Runs the calling thread on `set` until dropped.
+    pub(crate) fn set(set: &CpuSet) -> OnCpu {
+        OnCpu::apply(&set.0)
+    }
+
+    /// The set before this guard changed it (None: it changed nothing).
+    pub(crate) fn previous(&self) -> Option<CpuSet> {
+        self.0.map(CpuSet)
+    }
+
+    fn apply(set: &libc::cpu_set_t) -> OnCpu {
+        let mut old = empty_cpu_set();
+        // SAFETY: plain syscalls on the calling thread with valid cpu sets.
+        unsafe {
             if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut old) != 0 {
                 return OnCpu(None);
             }
-            let mut one: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut one);
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) != 0 {
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) != 0 {
                 return OnCpu(None);
             }
-            OnCpu(Some(old))
         }
+        OnCpu(Some(old))
     }
+}
+
+fn empty_cpu_set() -> libc::cpu_set_t {
+    // SAFETY: an all-zero cpu_set_t is the empty set.
+    unsafe { std::mem::zeroed() }
 }
 
 impl Drop for OnCpu {

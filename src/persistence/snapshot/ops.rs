@@ -54,6 +54,7 @@ pub(crate) fn params(srv: &Server) -> SnapParams {
         databases: srv.ks.num_dbs() as u32,
         on_cut: None,
         executor_cpu: None,
+        wide_cpus: None,
     }
 }
 

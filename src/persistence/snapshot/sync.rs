@@ -228,7 +228,12 @@ pub(super) fn run_sync(
     let result = std::thread::scope(|s| {
         let handler = std::thread::Builder::new()
             .name("cairn-snap-wp".into())
-            .spawn_scoped(s, || handler_loop(&t, &sh, view))
+            .spawn_scoped(s, || {
+                // The executor waits on this thread (its CPU is idle meanwhile): it may
+                // run there, unlike the rest of the snapshot (see `OnCpu::away_from`).
+                let _wide = p.wide_cpus.as_ref().map(super::OnCpu::set);
+                handler_loop(&t, &sh, view)
+            })
             .map_err(SnapError::Io)?;
         let r = sync_body(view, p, &t, &sh, gate, cancel, progress, w);
         // Unregister while the handler still serves faults: this lifts every protection

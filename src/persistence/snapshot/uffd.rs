@@ -89,6 +89,36 @@ pub struct WpTracker {
     base: u64,
     len: u64,
     regions: Vec<PageRegion>,
+    /// False once the range's mapping is gone (nothing to unregister on drop).
+    registered: bool,
+}
+
+/// The asynchronous tracker the last snapshot kept registered (see [`WpTracker::retire`]).
+static KEPT: std::sync::Mutex<Option<WpTracker>> = std::sync::Mutex::new(None);
+
+fn kept() -> std::sync::MutexGuard<'static, Option<WpTracker>> {
+    KEPT.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Unregisters the kept tracker, if any: a freeze-free snapshot registers the range with
+/// a descriptor of its own, and a range is registered with one descriptor at a time.
+pub fn release_kept() {
+    let t = kept().take();
+    drop(t);
+}
+
+/// The arena at `[base, base+len)` was unmapped: a tracker kept for it is closed without
+/// unregistering (its registration went with the mapping, and the addresses may be
+/// mapped again, by another arena, before the next snapshot).
+pub fn range_unmapped(base: usize, len: usize) {
+    let mut k = kept();
+    if k.as_ref()
+        .is_some_and(|t| t.base == base as u64 && t.len == len as u64)
+    {
+        if let Some(mut t) = k.take() {
+            t.registered = false;
+        }
+    }
 }
 
 fn check(rc: libc::c_int, what: &str) -> io::Result<()> {
@@ -132,7 +162,56 @@ impl WpTracker {
             base: base as u64,
             len: len as u64,
             regions: vec![PageRegion::default(); SCAN_VEC_LEN],
+            registered: true,
         })
+    }
+
+    /// The tracker the last snapshot kept for this range (registered again, which is
+    /// cheap and idempotent: the arena's mapping may have been replaced since), else a
+    /// new one.
+    pub fn reuse_or_new(base: usize, len: usize) -> io::Result<WpTracker> {
+        let k = kept().take();
+        if let Some(t) = k {
+            if t.base == base as u64 && t.len == len as u64 && register(&t.uffd, base, len).is_ok()
+            {
+                return Ok(t);
+            }
+            drop(t);
+        }
+        WpTracker::new(base, len)
+    }
+
+    /// Ends a snapshot's tracking without unregistering: lifts every protection, in
+    /// slices, and keeps the registration for the next snapshot ([`reuse_or_new`]).
+    ///
+    /// Why not unregister: `UFFDIO_UNREGISTER` walks every page table under the mmap
+    /// *write* lock and splits the arena's VMA as it goes, and at 8M keys the clients
+    /// saw 4-39 ms stalls at that moment however it was sliced (measured:
+    /// `cairn-bench snapshot-vs` slowest PINGs against the log's "tracking ended"), while
+    /// `UFFDIO_WRITEPROTECT` takes the mmap lock for reading only, so the executor's page
+    /// faults run alongside. A registration with nothing protected costs nothing.
+    ///
+    /// [`reuse_or_new`]: WpTracker::reuse_or_new
+    pub fn retire(self) {
+        let mut off = 0;
+        while off < self.hot {
+            let n = (self.hot - off).min(UNREGISTER_SLICE_BYTES);
+            let mut wp = UffdioWriteprotect {
+                range: UffdioRange {
+                    start: self.base + off,
+                    len: n,
+                },
+                mode: 0,
+            };
+            // SAFETY: a correctly laid out struct over our registered range.
+            if unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_WRITEPROTECT, &mut wp) } < 0 {
+                // Unregistering (on drop) lifts whatever is left.
+                return;
+            }
+            off += n;
+        }
+        let old = kept().replace(self);
+        drop(old);
     }
 
     /// Write-protects `[off, off+len)` of the range: a later write marks a page written.
@@ -221,8 +300,10 @@ impl WpTracker {
             .map(|_| runs)
         };
         // Live harvests run on threads at the workers' low priority (a walk of a few GiB
-        // takes tens of ms, and at equal priority it delays the executor by as much); the
-        // final one runs in the pause, with part 0 on this thread (one thread start less).
+        // takes several ms on the executor's CPU, and at equal priority it delays the
+        // executor by as much; SCHED_IDLE was tried: the harvests took 23-39 ms instead of
+        // 3-12, so the final set and the pause grew); the final one runs in the pause,
+        // with part 0 on this thread (one thread start less).
         let live = reprotect == Reprotect::Yes;
         std::thread::scope(|s| {
             let first_spawned = usize::from(!live);
@@ -345,6 +426,7 @@ impl SyncWp {
     /// Opens a userfaultfd with WP_UNPOPULATED only and registers `[base, base+len)` for
     /// write-protect faults. Nothing is protected yet.
     pub fn new(base: usize, len: usize) -> io::Result<SyncWp> {
+        release_kept();
         let uffd = open_registered(base, len, UFFD_FEATURE_WP_UNPOPULATED, "WP_UNPOPULATED")?;
         Ok(SyncWp {
             uffd,
@@ -456,9 +538,12 @@ impl Drop for SyncWp {
 /// Bytes unregistered per `UFFDIO_UNREGISTER` call below the protected high-water mark.
 /// Unregistering clears the protection bit of every page in a kernel walk (≈ 10 ms per
 /// GiB populated) under the process's mmap write lock, which blocks the executor's page
-/// faults (a fresh arena page, a large malloc): in slices, each hold is bounded (about
-/// 0.7 ms) and the executor's faults get in between.
-const UNREGISTER_SLICE_BYTES: u64 = 64 << 20;
+/// faults (a fresh arena page, a large malloc), and is kernel time that a kernel without
+/// preemption (this VM's) interrupts only where the walk offers to reschedule: in slices,
+/// each hold is bounded (about 0.2 ms) and the executor's faults and the other threads on
+/// that CPU get in between (64 MiB slices were measured holding a CPU 3-7 ms at a time
+/// at 8M keys, which clients sharing that CPU saw as latency).
+const UNREGISTER_SLICE_BYTES: u64 = 16 << 20;
 
 /// Unregisters `[base, base+len)` from `uffd`: slices up to `hot` (the part that may hold
 /// protected pages), then the rest (never touched, cheap) in one call.
@@ -504,6 +589,13 @@ fn open_registered(base: usize, len: usize, features: u64, what: &str) -> io::Re
             format!("userfaultfd lacks {what}"),
         ));
     }
+    register(&uffd, base, len)?;
+    Ok(uffd)
+}
+
+/// Registers `[base, base+len)` with `uffd` for write-protect faults (again: a no-op for
+/// the parts already registered with it).
+fn register(uffd: &OwnedFd, base: usize, len: usize) -> io::Result<()> {
     let mut reg = UffdioRegister {
         range: UffdioRange {
             start: base as u64,
@@ -512,12 +604,11 @@ fn open_registered(base: usize, len: usize, features: u64, what: &str) -> io::Re
         mode: UFFDIO_REGISTER_MODE_WP,
         ioctls: 0,
     };
-    // SAFETY: as above; the range is our own private anonymous mapping.
+    // SAFETY: a correctly laid out struct; the range is our own private anonymous mapping.
     check(
         unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_REGISTER, &mut reg) },
         "UFFDIO_REGISTER (WP)",
-    )?;
-    Ok(uffd)
+    )
 }
 
 fn open_uffd() -> io::Result<OwnedFd> {
@@ -540,7 +631,9 @@ fn open_uffd() -> io::Result<OwnedFd> {
 impl Drop for WpTracker {
     fn drop(&mut self) {
         // This also drops the write protection, so the executor's writes stop faulting.
-        unregister_sliced(&self.uffd, self.base, self.len, self.hot);
+        if self.registered {
+            unregister_sliced(&self.uffd, self.base, self.len, self.hot);
+        }
     }
 }
 
@@ -622,6 +715,75 @@ mod tests {
         }
         drop(t);
         unsafe { libc::munmap(base as *mut libc::c_void, len) };
+    }
+
+    /// A retired tracker lifts its protection and keeps the registration: the next
+    /// tracker over the same range tracks again, a freeze-free tracker can register the
+    /// range after it (the kept one is released first), and an unmapped range's kept
+    /// tracker is forgotten. (Other tests may take or replace the kept tracker meanwhile:
+    /// each step holds either way.)
+    #[test]
+    fn a_retired_tracker_is_kept_registered_and_reused() {
+        let len = 256 * 4096;
+        // SAFETY: a private anonymous mapping for the test.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        } as *mut u8;
+        assert_ne!(base as *mut libc::c_void, libc::MAP_FAILED);
+        for pg in 0..256 {
+            unsafe { *base.add(pg * 4096) = 1 };
+        }
+        let mut t = match WpTracker::reuse_or_new(base as usize, len) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("userfaultfd unavailable here, skipping: {e}");
+                return;
+            }
+        };
+        t.protect(0, len as u64).unwrap();
+        unsafe { *base.add(10 * 4096) = 2 };
+        t.retire();
+        // Registered, nothing protected: a second uffd cannot register the range (checked
+        // while it is still the kept one: the lock keeps other tests from releasing it)...
+        {
+            let k = kept();
+            if k.as_ref().is_some_and(|k| k.base == base as u64) {
+                assert!(
+                    open_registered(base as usize, len, 0, "plain").is_err(),
+                    "the retired tracker's registration is gone"
+                );
+            }
+        }
+        // ...and writes no longer mark pages: a reused tracker sees only what is written
+        // after its own protect.
+        unsafe { *base.add(20 * 4096) = 2 };
+        let mut t = WpTracker::reuse_or_new(base as usize, len).unwrap();
+        t.protect(0, len as u64).unwrap();
+        unsafe { *base.add(30 * 4096) = 2 };
+        let mut seen = Vec::new();
+        t.harvest(0, len as u64, |o, l| seen.push((o, l))).unwrap();
+        assert_eq!(seen, vec![(30 * 4096, 4096)]);
+        t.retire();
+        // A freeze-free tracker releases the kept one before it registers.
+        let sync = SyncWp::new(base as usize, len).expect("registers after release_kept");
+        sync.unregister();
+        drop(sync);
+        // Kept again, then the mapping goes: forgotten, not unregistered over a range
+        // that another mapping may own by now.
+        let t = WpTracker::reuse_or_new(base as usize, len).unwrap();
+        t.retire();
+        unsafe { libc::munmap(base as *mut libc::c_void, len) };
+        range_unmapped(base as usize, len);
+        assert!(kept()
+            .as_ref()
+            .is_none_or(|k| k.base != base as u64 || k.len != len as u64));
     }
 
     /// A write to a page protected with [`SyncWp`] waits until the handler unprotects it,
