@@ -679,6 +679,10 @@ pub static OPTIONS: &[OptSpec] = &[
     // best where the disk serializes flushes (measured on this VM); disks that overlap
     // flushes (NVMe, many cloud volumes) gain from 4-8.
     opt("aof-inflight-syncs", OptKind::Int(1, 64), "1", IMM),
+    // `appendfsync always` group commit: a group of log entries may wait this long after
+    // its first entry for the rest of its members (the clients the last sync answered)
+    // before its sync starts. 0 starts a sync as soon as the disk is free.
+    opt("aof-group-commit-wait-us", OptKind::Int(0, 100_000), "0", 0),
     opt(
         "arena-reserve-bytes",
         OptKind::Memory(1 << 20, 32 << 30),
@@ -794,6 +798,7 @@ pub struct Settings {
     pub aof_recycle: bool,
     pub aof_direct_io: bool,
     pub aof_inflight_syncs: usize,
+    pub aof_group_commit_wait_us: u64,
 }
 
 #[derive(Debug)]
@@ -1035,6 +1040,7 @@ fn placeholder_settings() -> Settings {
         aof_recycle: false,
         aof_direct_io: false,
         aof_inflight_syncs: 1,
+        aof_group_commit_wait_us: 0,
     }
 }
 
@@ -1650,6 +1656,7 @@ impl Config {
             aof_recycle: self.boolean("aof-recycle"),
             aof_direct_io: self.boolean("aof-direct-io"),
             aof_inflight_syncs: self.int("aof-inflight-syncs") as usize,
+            aof_group_commit_wait_us: self.int("aof-group-commit-wait-us") as u64,
         }
     }
 }

@@ -218,6 +218,19 @@ fn kill9_at_random_moments_loses_no_acknowledged_write_uring() {
         &[],
         5,
     );
+    // Group commit: entries held back for their group are still never acknowledged
+    // before they are durable.
+    kill9_trials(
+        "k9group",
+        &[
+            "--appendfsync",
+            "always",
+            "--aof-group-commit-wait-us",
+            "2000",
+        ],
+        &[],
+        3,
+    );
 }
 
 #[test]

@@ -75,6 +75,7 @@ fn config_get_star_has_redis_names_and_defaults() {
         vec![
             &"aof-direct-io",
             &"aof-disk-min-free",
+            &"aof-group-commit-wait-us",
             &"aof-inflight-syncs",
             &"aof-preallocate-bytes",
             &"aof-recycle",

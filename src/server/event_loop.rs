@@ -376,6 +376,10 @@ impl EventLoop {
                     let ms = (d - now_ms()).max(0) as u64;
                     t = t.min(Duration::from_millis(ms));
                 }
+                // A log group waiting for its members (`aof-group-commit-wait-us`).
+                if let Some(d) = srv.aof.group_deadline() {
+                    t = t.min(d);
+                }
                 t
             };
             // While blocked in poll the executor touches no arena memory: a snapshot's

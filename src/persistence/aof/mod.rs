@@ -88,6 +88,15 @@ pub struct Aof {
     /// The event loop's eventfd for the executor's own fsyncs (None: the writer thread
     /// does every append, e.g. with I/O threads).
     completion_fd: Option<std::os::fd::RawFd>,
+    /// Group commit under `always` (see [`Aof::group_ready`]): entries in `buf`, when the
+    /// oldest of them was framed, the size of the last group handed over, and how long a
+    /// group may wait for its members (`aof-group-commit-wait-us`).
+    pending_entries: u64,
+    pending_since: Option<std::time::Instant>,
+    last_group_entries: u64,
+    /// Entries framed while the last group's sync was in flight.
+    arrived_in_flight: u64,
+    group_wait: std::time::Duration,
 }
 
 impl Default for Aof {
@@ -123,6 +132,11 @@ impl Default for Aof {
             waker: None,
             exec_block: None,
             completion_fd: None,
+            pending_entries: 0,
+            pending_since: None,
+            last_group_entries: 0,
+            arrived_in_flight: 0,
+            group_wait: std::time::Duration::ZERO,
         }
     }
 }
@@ -156,6 +170,10 @@ impl Aof {
     }
 
     fn frame<A: AsRef<[u8]>>(&mut self, argv: &[A]) -> u64 {
+        if self.pending_entries == 0 {
+            self.pending_since = Some(std::time::Instant::now());
+        }
+        self.pending_entries += 1;
         self.scratch.clear();
         format::encode_command(&mut self.scratch, argv);
         self.reploff += self.scratch.len() as u64;
@@ -201,6 +219,10 @@ impl Aof {
             return;
         }
         let sync = self.mode == FsyncMode::Always;
+        self.last_group_entries = self.pending_entries;
+        self.arrived_in_flight = 0;
+        self.pending_entries = 0;
+        self.pending_since = None;
         let Some(w) = self.writer.as_mut() else {
             self.buf.clear();
             return;
@@ -221,7 +243,7 @@ impl Aof {
                 .writer
                 .as_ref()
                 .is_some_and(|w| w.holds_lease() && !w.wants_work());
-        if !defer {
+        if !defer && self.group_ready() {
             self.flush();
         }
     }
@@ -235,17 +257,55 @@ impl Aof {
     /// starts on them while the executor goes on with the turn), else leaves them for
     /// [`Aof::flush`] at the end of the turn.
     pub fn flush_if_writer_idle(&mut self) {
-        if !self.buf.is_empty() && self.writer.as_ref().is_some_and(|w| w.wants_work()) {
+        if !self.buf.is_empty()
+            && self.writer.as_ref().is_some_and(|w| w.wants_work())
+            && self.group_ready()
+        {
             self.flush();
         }
+    }
+
+    /// Under `always`, whether the entries waiting in `buf` should start their sync now
+    /// (group commit, `aof-group-commit-wait-us` > 0). A sync's replies go out when it
+    /// completes, and clients that wait for their reply before the next write come back a
+    /// round trip later; starting the next sync on the first of them leaves the rest to
+    /// wait a whole sync more, and the clients settle in two halves taking turns
+    /// (measured under issue #7's benchmark: 18-24 entries a sync out of 50 clients). So
+    /// a group waits until it holds as many entries as the last group plus those that
+    /// arrived while its sync was in flight (everyone who was writing), for at most
+    /// `group_wait` after its first entry: 40 entries a sync there, +11% SET/s
+    /// (BENCHMARKS.md). A lone client never waits (its last group was itself).
+    fn group_ready(&self) -> bool {
+        if self.group_wait.is_zero() || self.mode != FsyncMode::Always {
+            return true;
+        }
+        if self.pending_entries >= self.last_group_entries + self.arrived_in_flight {
+            return true;
+        }
+        self.pending_since
+            .is_none_or(|t| t.elapsed() >= self.group_wait)
+    }
+
+    /// How long the event loop may sleep before a waiting group must start its sync.
+    pub fn group_deadline(&self) -> Option<std::time::Duration> {
+        if self.buf.is_empty() || self.group_ready() {
+            return None;
+        }
+        let t = self.pending_since?;
+        Some(self.group_wait.saturating_sub(t.elapsed()))
     }
 
     /// Collects the executor's completed fsyncs (see `writer::Lease`); true if the durable
     /// LSN moved. Cheap enough to call between connections.
     pub fn reap_syncs(&mut self) -> bool {
-        self.writer
+        let moved = self
+            .writer
             .as_mut()
-            .is_some_and(|w| w.reap_executor_syncs())
+            .is_some_and(|w| w.reap_executor_syncs());
+        if moved {
+            self.arrived_in_flight = self.pending_entries;
+        }
+        moved
     }
 
     /// The event loop's eventfd for the executor's fsync completions: from now on the
@@ -373,6 +433,7 @@ impl Aof {
     pub fn apply_settings(&mut self, s: &crate::config::Settings) {
         self.mode = FsyncMode::parse(&s.appendfsync);
         self.timestamps = s.aof_timestamp_enabled;
+        self.group_wait = std::time::Duration::from_micros(s.aof_group_commit_wait_us);
         if let Some(w) = &self.writer {
             w.set_params(self.mode, s.aof_disk_min_free, s.aof_disk_min_free_pct);
         }
@@ -676,4 +737,69 @@ fn enable_at_runtime(
         return Ok(());
     }
     rewrite::start(srv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn set(a: &mut Aof, k: &str) {
+        a.feed(0, &["SET", k, "v"], 0);
+    }
+
+    /// Group commit: a group waits for as many entries as the last group plus those that
+    /// arrived while its sync was in flight, or for `group_wait`; never without a wait
+    /// configured, outside `always`, or for a lone client.
+    #[test]
+    fn a_group_waits_for_everyone_who_was_writing() {
+        let mut a = Aof::default();
+        a.mode = FsyncMode::Always;
+        a.group_wait = Duration::from_secs(3600);
+        set(&mut a, "a");
+        set(&mut a, "b");
+        assert!(a.group_ready(), "the first group has nobody to wait for");
+        a.flush(); // SELECT + 2 SETs handed over (no writer: dropped)
+        assert_eq!(a.last_group_entries, 3);
+        set(&mut a, "c"); // arrives while that group's sync is in flight...
+        a.arrived_in_flight = a.pending_entries; // ...which then completes (reap_syncs)
+        set(&mut a, "d");
+        set(&mut a, "e");
+        assert!(!a.group_ready(), "3 of 3 + 1 entries");
+        let left = a
+            .group_deadline()
+            .expect("the loop must wake for the deadline");
+        assert!(left > Duration::from_secs(3500) && left <= Duration::from_secs(3600));
+        set(&mut a, "g");
+        assert!(a.group_ready());
+        assert_eq!(a.group_deadline(), None);
+        a.flush();
+        assert_eq!((a.last_group_entries, a.arrived_in_flight), (4, 0));
+
+        // The wait is bounded.
+        a.group_wait = Duration::from_millis(2);
+        set(&mut a, "h");
+        assert!(!a.group_ready());
+        std::thread::sleep(Duration::from_millis(3));
+        assert!(a.group_ready());
+        a.flush();
+
+        // A lone client: its last group was its own single entry.
+        a.group_wait = Duration::from_secs(3600);
+        set(&mut a, "i");
+        assert!(a.group_ready());
+        a.flush();
+
+        // Off: no wait configured, or not `always`.
+        set(&mut a, "j");
+        a.flush();
+        a.last_group_entries = 10;
+        set(&mut a, "k");
+        assert!(!a.group_ready());
+        a.mode = FsyncMode::EverySec;
+        assert!(a.group_ready());
+        a.mode = FsyncMode::Always;
+        a.group_wait = Duration::ZERO;
+        assert!(a.group_ready());
+    }
 }

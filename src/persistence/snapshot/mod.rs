@@ -483,7 +483,10 @@ fn run_background(
     let keys = gate.keys_at_park();
     let repl_offset = gate.repl_offset_at_park();
     let aof_lsn = at_cut(&p, &gate);
+    // The executor is parked for the whole copy: its CPU works on it too.
+    let wide = p.wide_cpus.as_ref().map(OnCpu::set);
     let (w, end) = write_stw(view, &p, &cancel)?;
+    drop(wide);
     let pause_us = guard.started.elapsed().as_micros() as u64;
     drop(guard);
     let bytes = w.commit(&header(
