@@ -641,10 +641,9 @@ impl Drop for WpTracker {
 mod tests {
     use super::*;
 
-    #[test]
-    fn tracks_writes_after_protect() {
-        let len = 64 * 4096;
-        // SAFETY: a private anonymous mapping for the test.
+    /// A private anonymous read-write mapping of `len` bytes (left mapped).
+    fn test_mapping(len: usize) -> *mut u8 {
+        // SAFETY: a fresh private anonymous mapping.
         let base = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -656,6 +655,13 @@ mod tests {
             )
         } as *mut u8;
         assert_ne!(base as *mut libc::c_void, libc::MAP_FAILED);
+        base
+    }
+
+    #[test]
+    fn tracks_writes_after_protect() {
+        let len = 64 * 4096;
+        let base = test_mapping(len);
         unsafe { *base.add(3 * 4096) = 1 };
         let mut t = match WpTracker::new(base as usize, len) {
             Ok(t) => t,
@@ -725,18 +731,7 @@ mod tests {
     #[test]
     fn a_retired_tracker_is_kept_registered_and_reused() {
         let len = 256 * 4096;
-        // SAFETY: a private anonymous mapping for the test.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        } as *mut u8;
-        assert_ne!(base as *mut libc::c_void, libc::MAP_FAILED);
+        let base = test_mapping(len);
         for pg in 0..256 {
             unsafe { *base.add(pg * 4096) = 1 };
         }
@@ -797,18 +792,7 @@ mod tests {
             .and_then(|v| v.parse().ok())
             .unwrap_or(64);
         let len = mb << 20;
-        // SAFETY: a private anonymous mapping for the test.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        } as *mut u8;
-        assert_ne!(base as *mut libc::c_void, libc::MAP_FAILED);
+        let base = test_mapping(len);
         for off in (0..len).step_by(4096) {
             unsafe { *base.add(off) = 1 };
         }
