@@ -458,8 +458,8 @@ fn run_background(
     // Off the executor's CPU for the whole job, and so every thread spawned from here
     // (affinity is inherited): see `OnCpu`.
     let mut p = p;
-    let _away = p.executor_cpu.map(OnCpu::away_from);
-    p.wide_cpus = _away.as_ref().and_then(OnCpu::previous);
+    let away = p.executor_cpu.map(OnCpu::away_from);
+    p.wide_cpus = away.as_ref().and_then(OnCpu::previous);
     let mut fallback_reason = None;
     if p.mode != SnapMode::StopTheWorld {
         if std::env::var_os(ENV_NO_UFFD).is_some_and(|v| v == "1") {
