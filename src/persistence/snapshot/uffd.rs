@@ -121,6 +121,20 @@ pub fn range_unmapped(base: usize, len: usize) {
     }
 }
 
+/// `UFFDIO_WRITEPROTECT` of `[start, start+len)` with `mode` (`UFFDIO_WRITEPROTECT_MODE_WP`
+/// protects, 0 lifts the protection and wakes blocked writers).
+fn writeprotect(uffd: &OwnedFd, start: u64, len: u64, mode: u64) -> io::Result<()> {
+    let mut wp = UffdioWriteprotect {
+        range: UffdioRange { start, len },
+        mode,
+    };
+    // SAFETY: a correctly laid out struct over a range registered with `uffd`.
+    check(
+        unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_WRITEPROTECT, &mut wp) },
+        "UFFDIO_WRITEPROTECT",
+    )
+}
+
 fn check(rc: libc::c_int, what: &str) -> io::Result<()> {
     if rc < 0 {
         let e = io::Error::last_os_error();
@@ -196,15 +210,7 @@ impl WpTracker {
         let mut off = 0;
         while off < self.hot {
             let n = (self.hot - off).min(UNREGISTER_SLICE_BYTES);
-            let mut wp = UffdioWriteprotect {
-                range: UffdioRange {
-                    start: self.base + off,
-                    len: n,
-                },
-                mode: 0,
-            };
-            // SAFETY: a correctly laid out struct over our registered range.
-            if unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_WRITEPROTECT, &mut wp) } < 0 {
+            if writeprotect(&self.uffd, self.base + off, n, 0).is_err() {
                 // Unregistering (on drop) lifts whatever is left.
                 return;
             }
@@ -220,17 +226,11 @@ impl WpTracker {
             return Ok(());
         }
         self.hot = self.hot.max(off + len);
-        let mut wp = UffdioWriteprotect {
-            range: UffdioRange {
-                start: self.base + off,
-                len,
-            },
-            mode: UFFDIO_WRITEPROTECT_MODE_WP,
-        };
-        // SAFETY: a correctly laid out struct over a registered range.
-        check(
-            unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_WRITEPROTECT, &mut wp) },
-            "UFFDIO_WRITEPROTECT",
+        writeprotect(
+            &self.uffd,
+            self.base + off,
+            len,
+            UFFDIO_WRITEPROTECT_MODE_WP,
         )
     }
 
@@ -441,18 +441,7 @@ impl SyncWp {
         if len == 0 {
             return Ok(());
         }
-        let mut wp = UffdioWriteprotect {
-            range: UffdioRange {
-                start: self.base + off,
-                len,
-            },
-            mode,
-        };
-        // SAFETY: a correctly laid out struct over a registered range.
-        check(
-            unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_WRITEPROTECT, &mut wp) },
-            "UFFDIO_WRITEPROTECT",
-        )
+        writeprotect(&self.uffd, self.base + off, len, mode)
     }
 
     /// Write-protects `[off, off+len)`: the next write to any of its pages faults.
