@@ -912,6 +912,11 @@ impl Keyspace {
             Some(o) if self.lfu => self.lru(o),
             _ => self.initial_lru(),
         };
+        if let Some(o) = old {
+            if self.overwrite_string_in_place(o, key.len(), kind, enc, value, expire, lru) {
+                return o;
+            }
+        }
         let e = self.write_new_entry(key, kind, enc, value, expire, lru);
         match old {
             Some(o) => {
@@ -937,6 +942,53 @@ impl Keyspace {
         }
         self.write_db(db, &dbh);
         e
+    }
+
+    /// Overwrites string entry `e`'s value in its own block when the new entry would have
+    /// the same size class and the same layout (inline value; TTL or none as before), so a
+    /// SET of an existing key writes one block instead of allocating another, relinking
+    /// its hash chain and freeing the old one. Why it matters beyond the allocator: a
+    /// snapshot re-sends every page written since its last pass, and an overwrite touches
+    /// one page where a move touches three (the new block, the chain link, the freed
+    /// block's free-list link). Returns false (nothing changed) when it does not apply.
+    #[allow(clippy::too_many_arguments)]
+    fn overwrite_string_in_place(
+        &mut self,
+        e: Ref,
+        key_len: usize,
+        kind: Kind,
+        enc: u8,
+        value: &[u8],
+        expire: Option<i64>,
+        lru: u32,
+    ) -> bool {
+        let a = &mut self.arena;
+        let flags = entry_flags(a, e);
+        if kind != Kind::String
+            || value.len() >= BIG_VALUE_BYTES
+            || a.bytes(e, OFF_KIND, 1)[0] != Kind::String as u8
+            || flags & FLAG_BIG != 0
+            || (flags & FLAG_EXPIRE != 0) != expire.is_some()
+        {
+            return false;
+        }
+        let old_size = entry_size(a, e);
+        let new_size = entry_bytes(key_len, value.len(), expire.is_some());
+        if crate::arena::size_class(old_size).0 != crate::arena::size_class(new_size).0 {
+            return false;
+        }
+        let same = a.realloc(e, old_size, new_size);
+        debug_assert_eq!(same, e, "a same-class realloc stays in place");
+        a.write_u32(e, OFF_VAL_LEN, value.len() as u32);
+        a.write_u32(e, OFF_LRU, lru);
+        a.bytes_mut(e, OFF_ENC, 1)[0] = enc;
+        a.bytes_mut(e, ENTRY_HEADER_BYTES + key_len, value.len())
+            .copy_from_slice(value);
+        if let Some(t) = expire {
+            a.write_u64(e, ENTRY_HEADER_BYTES + key_len + value.len(), t as u64);
+        }
+        debug_assert_eq!(entry_size(a, e), new_size);
+        true
     }
 
     /// After entry `old` was replaced by `new` keep the volatile index pointing right.
@@ -1432,6 +1484,41 @@ mod tests {
         assert_eq!(k.dbsize(0), 0);
         // Only the initial bucket array stays.
         assert!(k.arena.used_bytes() - used0 <= 64);
+    }
+
+    #[test]
+    fn overwrites_of_the_same_size_class_stay_in_place() {
+        let mut k = ks();
+        let e = k.set_string(0, b"key", &[b'a'; 500], StrEnc::Raw, Ttl::Clear);
+        let used = k.arena.used_bytes();
+        // Same class (500 and 498 bytes of value): the same block, the new bytes.
+        let e2 = k.set_string(0, b"key", &[b'b'; 498], StrEnc::Raw, Ttl::Clear);
+        assert_eq!(e2, e);
+        assert_eq!(k.value(e), &[b'b'; 498][..]);
+        assert_eq!(k.arena.used_bytes(), used);
+        // An int encoding is recorded as well.
+        k.set_string(0, b"key", b"12", StrEnc::Int, Ttl::Clear);
+        let e3 = k.find_raw(0, b"key").unwrap();
+        assert_ne!(e3, e, "2 bytes is another size class: moved");
+        assert_eq!((k.value(e3), k.str_enc(e3)), (&b"12"[..], StrEnc::Int));
+        // With a TTL before and after: in place, the new deadline, still indexed.
+        let e = k.set_string(0, b"t", &[b'x'; 100], StrEnc::Raw, Ttl::At(5000));
+        let e2 = k.set_string(0, b"t", &[b'y'; 100], StrEnc::Raw, Ttl::At(7000));
+        assert_eq!(e2, e);
+        assert_eq!(k.expire_at(e), Some(7000));
+        assert_eq!(k.value(e), &[b'y'; 100][..]);
+        assert_eq!(k.volatile_count(0), 1);
+        assert_eq!(k.random_volatile(0), Some(e));
+        // KEEPTTL keeps it; dropping the TTL changes the layout: moved, unindexed.
+        let e2 = k.set_string(0, b"t", &[b'z'; 100], StrEnc::Raw, Ttl::Keep);
+        assert_eq!((e2, k.expire_at(e2)), (e, Some(7000)));
+        let e3 = k.set_string(0, b"t", &[b'w'; 100], StrEnc::Raw, Ttl::Clear);
+        assert_ne!(e3, e);
+        assert_eq!((k.expire_at(e3), k.volatile_count(0)), (None, 0));
+        assert!(k
+            .find(0, b"t", 0)
+            .is_some_and(|x| k.value(x) == &[b'w'; 100][..]));
+        assert_eq!(k.dbsize(0), 2);
     }
 
     #[test]

@@ -28,6 +28,7 @@
 pub mod format;
 pub mod ops;
 pub mod pause;
+mod raw_pool;
 pub mod sync;
 pub mod uffd;
 
@@ -35,6 +36,7 @@ use crate::arena::{self, Arena, PAGE_BYTES};
 use crate::{notice, warning};
 use format::{CutMode, Extent, ImageHeader, ImageWriter, Record, CHUNK_BYTES, MAX_EXTENTS};
 pub use pause::PauseGate;
+use raw_pool::{NewPages, RawPool};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -43,8 +45,9 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 /// Live passes before the final pause, at most (each later pass is normally several times
-/// shorter than the one before; past this the write rate is not converging).
-pub const MAX_LIVE_PASSES: u32 = 8;
+/// shorter than the one before; past this the write rate is not converging). The late
+/// ones are raw copies of a few ms each (see [`raw_pool`]).
+pub const MAX_LIVE_PASSES: u32 = 12;
 /// Assumed raw copy speed during the pause, bytes per µs (2 GB/s: scattered 4 KiB pages
 /// into a resident buffer on two threads measure 3–8 GB/s here), used to turn
 /// `snapshot-pause-budget-us` into a dirty-set size to converge to.
@@ -54,10 +57,7 @@ pub const PAUSE_COPY_BYTES_PER_US: u64 = 2000;
 /// shares a CPU with the clients). At real-time priority (see `Realtime`) it is two.
 const FINAL_WALK_THREADS: usize = 1;
 /// Below this, the final copy runs on one thread (a second one costs its start-up).
-const PARALLEL_COPY_MIN_BYTES: usize = 1 << 20;
-/// The final copy's buffer is prepared up to this size before the pause (beyond, it
-/// grows inside the pause).
-const PAUSE_BUFFER_MAX_BYTES: usize = 256 << 20;
+pub(super) const PARALLEL_COPY_MIN_BYTES: usize = 1 << 20;
 /// `auto` finishes with the freeze-free variant only when the final pause is predicted
 /// to exceed the budget this many times. The freeze-free variant makes every first write
 /// to a page wait for the handler and its `UFFDIO_WRITEPROTECT`, whose TLB shootdown
@@ -658,48 +658,68 @@ fn copy_runs(view: RegionView, runs: &[(u64, u64)], buf: &mut Vec<u8>) {
     unsafe { buf.set_len(total) };
 }
 
-/// At most this many times the pause budget, the predicted final pause starts the
-/// helper that makes the last buffers resident (see `live_passes`): bounds their size
-/// (≈ 2 × 12 MB at a 2 ms budget).
-const PREFAULT_FACTOR: u64 = 4;
+/// The raw pool's size: this many times what the pause budget copies (≈ 44 MB at the
+/// default 2 ms), within [`RAW_POOL_MIN_BYTES`, `RAW_POOL_MAX_BYTES`] and never more than
+/// the arena. It must hold the distinct pages of the late passes and of the pause: at 8M
+/// keys and 40k SET/s the first set that fits is 20–35 MB and the ones after it a few MB.
+const RAW_POOL_BUDGET_FACTOR: u64 = 11;
+const RAW_POOL_MIN_BYTES: usize = 4 << 20;
+/// Bounds the snapshot's extra memory (issue: ≤ 64 MiB whatever the write rate) with the
+/// workers' chunk buffers and the image writer's.
+const RAW_POOL_MAX_BYTES: usize = 44 << 20;
 
-/// The pause's copy buffer and the last harvest's raw-copy buffer, made resident by a
-/// helper thread while the passes go on.
-enum Buffers {
-    Ready(Vec<u8>, Vec<u8>),
-    Growing(JoinHandle<(Vec<u8>, Vec<u8>)>),
+fn raw_pool_bytes(budget_us: u64, arena_end: u64) -> usize {
+    (budget_us.saturating_mul(PAUSE_COPY_BYTES_PER_US * RAW_POOL_BUDGET_FACTOR) as usize)
+        .clamp(RAW_POOL_MIN_BYTES, RAW_POOL_MAX_BYTES)
+        .min(arena_end as usize)
 }
 
-impl Buffers {
-    fn is_ready(&self) -> bool {
-        match self {
-            Buffers::Ready(..) => true,
-            Buffers::Growing(h) => h.is_finished(),
-        }
-    }
+/// The raw pool, made resident by a helper thread while pass 1 streams.
+enum PoolPrep {
+    Ready(RawPool),
+    Growing(JoinHandle<RawPool>),
+}
 
-    /// Starts making both at least `bytes` resident.
-    fn grow(&mut self, bytes: usize) {
-        let (mut a, mut b) = self.take();
+impl PoolPrep {
+    /// Starts the helper. Started with pass 1, it is done long before the late passes:
+    /// started late, it ran beside their harvests, whose write-protect changes then cost
+    /// an IPI to its CPU each (measured: late harvests of 15–57 ms instead of 3–6).
+    fn start(bytes: usize) -> PoolPrep {
         let spawned = std::thread::Builder::new()
             .name("cairn-snap-buf".into())
             .spawn(move || {
                 lower_priority();
-                prefault(&mut a, bytes);
-                prefault(&mut b, bytes);
-                (a, b)
+                RawPool::new(bytes)
             });
-        *self = match spawned {
-            Ok(h) => Buffers::Growing(h),
-            Err(_) => Buffers::Ready(Vec::new(), Vec::new()),
-        };
+        match spawned {
+            Ok(h) => PoolPrep::Growing(h),
+            Err(_) => PoolPrep::Ready(RawPool::empty()),
+        }
     }
 
-    /// The buffers (waits for the helper if it is still at work).
-    fn take(&mut self) -> (Vec<u8>, Vec<u8>) {
-        match std::mem::replace(self, Buffers::Ready(Vec::new(), Vec::new())) {
-            Buffers::Ready(a, b) => (a, b),
-            Buffers::Growing(h) => h.join().unwrap_or_default(),
+    /// The pool once the helper is done (never waits).
+    fn ready(&mut self) -> Option<&mut RawPool> {
+        if let PoolPrep::Growing(h) = self {
+            if !h.is_finished() {
+                return None;
+            }
+            let PoolPrep::Growing(h) = std::mem::replace(self, PoolPrep::Ready(RawPool::empty()))
+            else {
+                unreachable!()
+            };
+            *self = PoolPrep::Ready(h.join().unwrap_or_else(|_| RawPool::empty()));
+        }
+        match self {
+            PoolPrep::Ready(p) => Some(p),
+            PoolPrep::Growing(_) => None,
+        }
+    }
+
+    /// The pool (waits for the helper if it is still at work).
+    fn take(self) -> RawPool {
+        match self {
+            PoolPrep::Ready(p) => p,
+            PoolPrep::Growing(h) => h.join().unwrap_or_else(|_| RawPool::empty()),
         }
     }
 }
@@ -715,18 +735,6 @@ fn raw_jobs(runs: &[(u64, u64)], raw: &[u8]) -> Vec<Job> {
     }
     debug_assert_eq!(at, raw.len());
     packer.finish()
-}
-
-/// Makes `buf` hold at least `bytes` of resident capacity (written once, so the copy in
-/// the pause takes no page faults and no allocation).
-fn prefault(buf: &mut Vec<u8>, bytes: usize) {
-    if buf.capacity() < bytes {
-        // Written, not `vec![0; n]`: a zeroed allocation of this size is fresh mmap memory
-        // that the kernel maps lazily, so every page would still fault in the pause.
-        *buf = Vec::with_capacity(bytes);
-        buf.resize(bytes, 0x5a);
-        buf.clear();
-    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -750,17 +758,12 @@ fn live_passes(
     t.harvest_parallel(0, end, FINAL_WALK_THREADS, uffd::Reprotect::No, |_, _| {})?;
     let mut walk_ro_us = walk.elapsed().as_micros() as u64;
     let budget = p.pause_budget_us;
-    // The final copy's buffer and the last live harvest's raw copy, made resident
-    // before they are needed (see `prefault`): started now, at twice what the budget
-    // copies, so the helper is done long before the last passes. Started late, it ran
-    // alongside their harvests, whose write-protect changes then cost an IPI to the
-    // helper's CPU each: measured, late harvests of 15-57 ms instead of 3-6, and final
-    // sets (what the pause copies) growing as much.
-    let mut buffers = Buffers::Ready(Vec::new(), Vec::new());
-    buffers.grow(
-        (budget.saturating_mul(PAUSE_COPY_BYTES_PER_US * 2) as usize)
-            .clamp(1 << 20, PAUSE_BUFFER_MAX_BYTES),
-    );
+    // The raw pool for the late passes and the pause, made resident meanwhile. The
+    // pause keeps 1.5 times what its budget copies free for itself; the first set that
+    // goes to the pool leaves as much again for the (smaller) sets after it.
+    let mut pool = PoolPrep::start(raw_pool_bytes(budget, end));
+    let pause_reserve_pages =
+        (budget.saturating_mul(PAUSE_COPY_BYTES_PER_US * 3 / 2) as usize).div_ceil(PAGE_BYTES);
     let mut jobs = Vec::new();
     range_jobs(view, 0, end, &mut jobs);
     stream_jobs(&jobs, p.threads, w, cancel)?;
@@ -773,12 +776,13 @@ fn live_passes(
     let switch_over_us = budget.saturating_mul(AUTO_SYNC_FACTOR);
     // Pass 1 sent everything up to `end`.
     let mut last = end;
+    let mut last_all_raw = false;
     let mut dirty;
-    let last_runs: Vec<(u64, u64)>;
-    let mut buf: Vec<u8>;
-    let last_raw: Vec<u8>;
     // Later passes: what was written (or newly allocated past `end`) since, until the
-    // final pause is predicted to fit the budget or the set stops shrinking.
+    // final pause is predicted to fit the budget or the set stops shrinking. A pass whose
+    // pages all fit the raw pool is copied there (a memcpy, compressed after the cut);
+    // a larger one is compressed and written now, except the pages that already have a
+    // slot, which must go to their slot (their older copy there would win otherwise).
     loop {
         if cancel.load(Ordering::Relaxed) {
             return Err(SnapError::Cancelled);
@@ -811,11 +815,32 @@ fn live_passes(
             t.harvest_parallel(0, end, FINAL_WALK_THREADS, uffd::Reprotect::No, |_, _| {})?;
             walk_ro_us = walk_ro_us.min(walk.elapsed().as_micros() as u64);
         }
+        // Into the raw pool when the whole set fits and leaves room for the sets after it
+        // (mostly new pages: random writes seldom hit a page twice within a few ms) and
+        // for the pause's; otherwise only the pages that already have a slot go there.
+        let (raw_bytes, new_pages, rest) = match pool.ready() {
+            Some(pool) => {
+                let followers = if last_all_raw { 0 } else { pause_reserve_pages };
+                let limit = pool
+                    .free_pages()
+                    .saturating_sub(pause_reserve_pages + followers);
+                let placed = pool.place(&runs, NewPages::AllIfAtMost(limit));
+                pool.copy(view, &placed.copies, false);
+                let raw_bytes = (placed.copies.len() * PAGE_BYTES) as u64;
+                (raw_bytes, placed.new_pages, placed.rest)
+            }
+            None => (0, 0, runs),
+        };
+        let pool_ready = pool.ready().is_some();
+        let all_raw = pool_ready && raw_bytes == dirty;
         // Stop when the final pause is predicted to fit the budget, or when a pass no
         // longer shrinks the set by a quarter (the write rate has caught up with the
-        // passes, and more of them only cost time).
+        // passes, and more of them only cost time). A set that was compressed while this
+        // one goes to the pool does not count as stalled: the set after a raw copy is
+        // only what was written during a few ms.
         let converged = pause_estimate_us(walk_ro_us, dirty) <= budget;
-        let stalled = dirty * 4 > last * 3 || passes >= MAX_LIVE_PASSES;
+        let stalled =
+            (dirty * 4 > last * 3 && (last_all_raw || !all_raw)) || passes >= MAX_LIVE_PASSES;
         if !converged && stalled && auto && pause_estimate_us(walk_ro_us, dirty) > switch_over_us {
             return Ok(Live::Switch {
                 passes,
@@ -824,50 +849,29 @@ fn live_passes(
                 ),
             });
         }
-        // The end, unless the buffers are still being made resident: then one more
-        // compressed pass (waiting here would widen the final set by as long).
-        if (converged || stalled) && (buffers.is_ready() || passes >= MAX_LIVE_PASSES) {
-            let (ready, mut raw) = buffers.take();
-            // The last live harvest's pages are copied raw, now, and compressed after the
-            // cut: the final set is then what was written during this harvest and copy
-            // (a few ms), not during a whole compression pass as well (tens of ms). A
-            // page changed after its copy is protected again, so the final walk finds it
-            // and the pause copies it again (its record lands later in the image).
-            copy_runs(view, &runs, &mut raw);
-            (buf, last_raw, last_runs) = (ready, raw, runs);
-            crate::verbose!(
-                "Snapshot pass {passes}: {dirty} dirty bytes, harvest {walk_us} us, raw copy, {} us in all",
-                walk.elapsed().as_micros()
-            );
+        // The end, unless the pool is still being made resident: then one more pass
+        // (waiting here would widen the final set by as long).
+        let finishing = (converged || stalled) && (pool_ready || passes >= MAX_LIVE_PASSES);
+        let written_before = w.bytes_written;
+        if !rest.is_empty() {
+            let mut packer = Packer::new();
+            for &(off, len) in &rest {
+                packer.add(off, len, view.base + off as usize);
+            }
+            stream_jobs(&packer.finish(), p.threads, w, cancel)?;
+        }
+        crate::verbose!(
+            "Snapshot pass {passes}: {dirty} dirty bytes, harvest {walk_us} us, {raw_bytes} copied raw ({new_pages} pages new to the pool), {} written, {} us in all",
+            w.bytes_written - written_before,
+            walk.elapsed().as_micros()
+        );
+        if finishing {
             break;
         }
-        let mut packer = Packer::new();
-        for &(off, len) in &runs {
-            packer.add(off, len, view.base + off as usize);
-        }
-        // Close to the end: the buffers for the last harvest's raw copy and for the
-        // pause's copy are made resident on a helper thread (niced) while the passes go
-        // on, sized from this set, which bounds the next ones. Not later: fresh memory
-        // costs 1.5–5 µs a page to fault in on this VM (53 ms for 15 MB measured), and
-        // between the last harvest and the pause every one of them widens the final set.
-        // Not on this pass's clock either: waiting for it made passes 4× longer.
-        if pause_estimate_us(walk_ro_us, dirty) <= budget.saturating_mul(PREFAULT_FACTOR)
-            && buffers.is_ready()
-        {
-            let n = (dirty as usize).clamp(1 << 20, PAUSE_BUFFER_MAX_BYTES);
-            buffers.grow(n);
-        }
-        stream_jobs(&packer.finish(), p.threads, w, cancel)?;
-        crate::verbose!(
-            "Snapshot pass {passes}: {dirty} dirty bytes, harvest {walk_us} us, pass {} ms",
-            walk.elapsed().as_millis()
-        );
         last = dirty;
+        last_all_raw = all_raw;
     }
-    prefault(
-        &mut buf,
-        (dirty as usize).clamp(1 << 20, PAUSE_BUFFER_MAX_BYTES),
-    );
+    let mut pool = pool.take();
     // The final pause: harvest and copy raw, then release the executor at once.
     let guard = gate.pause(cancel).ok_or(SnapError::Cancelled)?;
     // The executor is parked: its CPU is free for the pause's walkers and copy.
@@ -898,7 +902,12 @@ fn live_passes(
             ),
         });
     }
-    copy_runs(view, &runs, &mut buf);
+    // Into the pool (slotted pages in place, new ones while slots are free), the rest
+    // into a buffer grown here: only when the set is far over what the budget copies.
+    let placed = pool.place(&runs, NewPages::WhileFree);
+    pool.copy(view, &placed.copies, true);
+    let mut overflow = Vec::new();
+    copy_runs(view, &placed.rest, &mut overflow);
     drop(rt);
     drop(wide);
     let dirty_at_cut = gate.dirty_at_park();
@@ -908,18 +917,19 @@ fn live_passes(
     let pause_us = guard.started.elapsed().as_micros() as u64;
     drop(guard);
     crate::verbose!(
-        "Snapshot cut: pause {pause_us} us (harvest {spent_us} us, copy of {total} bytes in {} runs {} us)",
+        "Snapshot cut: pause {pause_us} us (harvest {spent_us} us, copy of {total} bytes in {} runs {} us, {} bytes past the pool)",
         runs.len(),
-        walk_end.elapsed().as_micros()
+        walk_end.elapsed().as_micros(),
+        overflow.len()
     );
-    // Records in order: the last harvest's raw copy, then the pause's (which may hold
-    // newer versions of the same pages).
-    stream_jobs(&raw_jobs(&last_runs, &last_raw), p.threads, w, cancel)?;
-    drop(last_raw);
-    stream_jobs(&raw_jobs(&runs, &buf), p.threads, w, cancel)?;
+    // The pool's pages and the overflow's are disjoint (a page with a slot always goes
+    // to its slot), and both are newer than every record written before the cut.
+    stream_jobs(&pool.jobs(), p.threads, w, cancel)?;
+    stream_jobs(&raw_jobs(&placed.rest, &overflow), p.threads, w, cancel)?;
     crate::verbose!(
-        "Snapshot raw copies written: {} us after the cut",
-        walk_end.elapsed().as_micros()
+        "Snapshot raw copies written: {} us after the cut ({} bytes from the pool)",
+        walk_end.elapsed().as_micros(),
+        pool.used_bytes()
     );
     passes += 1;
     progress.passes.store(passes as usize, Ordering::Relaxed);
@@ -933,7 +943,7 @@ fn live_passes(
             bytes_written: 0,
             passes,
             pause_us,
-            extra_bytes: total,
+            extra_bytes: pool.resident_bytes() + overflow.capacity() as u64,
             fallback_reason: None,
         },
         final_end,
