@@ -658,20 +658,15 @@ fn copy_runs(view: RegionView, runs: &[(u64, u64)], buf: &mut Vec<u8>) {
     unsafe { buf.set_len(total) };
 }
 
-/// The raw pool's size: this many times what the pause budget copies (≈ 44 MB at the
-/// default 2 ms), within [`RAW_POOL_MIN_BYTES`, `RAW_POOL_MAX_BYTES`] and never more than
-/// the arena. It must hold the distinct pages of the late passes and of the pause: at 8M
-/// keys and 40k SET/s the first set that fits is 20–35 MB and the ones after it a few MB.
-const RAW_POOL_BUDGET_FACTOR: u64 = 11;
-const RAW_POOL_MIN_BYTES: usize = 4 << 20;
-/// Bounds the snapshot's extra memory (issue: ≤ 64 MiB whatever the write rate) with the
-/// workers' chunk buffers and the image writer's.
-const RAW_POOL_MAX_BYTES: usize = 44 << 20;
+/// The raw pool's size (or the arena's, when smaller). It must hold the distinct pages of
+/// the late passes and of the pause: at 8M keys and 40k SET/s the first set that fits is
+/// 20–35 MB and those after it 1–5 MB. With the workers' chunk buffers and the image
+/// writer's, it bounds the snapshot's extra memory (issue: ≤ 64 MiB whatever the write
+/// rate; measured 53–56 MB of RSS at 8M keys and 40k SET/s).
+const RAW_POOL_BYTES: usize = 44 << 20;
 
-fn raw_pool_bytes(budget_us: u64, arena_end: u64) -> usize {
-    (budget_us.saturating_mul(PAUSE_COPY_BYTES_PER_US * RAW_POOL_BUDGET_FACTOR) as usize)
-        .clamp(RAW_POOL_MIN_BYTES, RAW_POOL_MAX_BYTES)
-        .min(arena_end as usize)
+fn raw_pool_bytes(arena_end: u64) -> usize {
+    RAW_POOL_BYTES.min(arena_end as usize)
 }
 
 /// The raw pool, made resident by a helper thread while pass 1 streams.
@@ -759,11 +754,11 @@ fn live_passes(
     let mut walk_ro_us = walk.elapsed().as_micros() as u64;
     let budget = p.pause_budget_us;
     // The raw pool for the late passes and the pause, made resident meanwhile. The
-    // pause keeps 1.5 times what its budget copies free for itself; the first set that
-    // goes to the pool leaves as much again for the (smaller) sets after it.
-    let mut pool = PoolPrep::start(raw_pool_bytes(budget, end));
+    // pause keeps what its budget can copy free for itself; the first set that goes to
+    // the pool leaves as much again for the (smaller) sets after it.
+    let mut pool = PoolPrep::start(raw_pool_bytes(end));
     let pause_reserve_pages =
-        (budget.saturating_mul(PAUSE_COPY_BYTES_PER_US * 3 / 2) as usize).div_ceil(PAGE_BYTES);
+        (budget.saturating_mul(PAUSE_COPY_BYTES_PER_US) as usize).div_ceil(PAGE_BYTES);
     let mut jobs = Vec::new();
     range_jobs(view, 0, end, &mut jobs);
     stream_jobs(&jobs, p.threads, w, cancel)?;
