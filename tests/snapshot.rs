@@ -246,6 +246,9 @@ fn bgsave_streams_live_and_restores() {
 /// absent, so a restored image that mixes two moments shows up as a hole or an extra.
 /// Several BGSAVEs run meanwhile in `mode`; the last image is restored and checked.
 /// Returns the INFO `snapshot_mode` the server reported, and `snapshot_pause_us_max`.
+/// Overwritten keys per writer in [`point_in_time_opts`].
+const SLOTS: u64 = 1000;
+
 fn point_in_time(tag: &str, args: &[&str], env: &[(&str, &str)], clients: u64) -> (String, u64) {
     point_in_time_opts(tag, args, env, clients, false)
 }
@@ -297,13 +300,16 @@ fn point_in_time_opts(
                     for _ in 0..64 {
                         let v = format!("{i}").repeat(1 + (i % 13) as usize * 7);
                         pipe(&mut w, &["SET", &format!("j:{c}:{i}"), &v]);
+                        // Overwrites (in place when the size class allows) whose state
+                        // at the cut follows from n: checked after the restart.
+                        pipe(&mut w, &["SET", &format!("b:{c}:{}", i % SLOTS), &v]);
                         pipe(&mut w, &["INCR", &format!("n:{c}")]);
                         // Rewrites across the ballast dirty pages all over the arena.
                         let k = (i * 7919 + c * 104_729) % 50_000;
                         pipe(&mut w, &["SET", &format!("k:{k}"), &v]);
                         i += 1;
                     }
-                    for _ in 0..64 * 3 {
+                    for _ in 0..64 * 4 {
                         w.reply();
                     }
                 }
@@ -348,6 +354,25 @@ fn point_in_time_opts(
         }
         let got = cmd(&mut r, &["GET", &format!("j:{c}:{n}")]);
         assert!(got.starts_with('$') && !got.starts_with("$-1"));
+        // Each slot holds the last value written to it by step n (the slot of step n+1,
+        // whose SETs may precede the cut without its INCR, is either).
+        for slot in 0..SLOTS {
+            if slot == (n + 1) % SLOTS {
+                continue;
+            }
+            let got = cmd(&mut r, &["GET", &format!("b:{c}:{slot}")]);
+            let last = n.checked_sub((n + SLOTS - slot) % SLOTS).unwrap_or(0);
+            if last == 0 || last > n {
+                assert_eq!(got, "$-1\r\n", "{mode}: b:{c}:{slot} with n = {n}");
+                continue;
+            }
+            let v = format!("{last}").repeat(1 + (last % 13) as usize * 7);
+            assert_eq!(
+                got,
+                format!("${}\r\n{v}\r\n", v.len()),
+                "{mode}: b:{c}:{slot} with n = {n}"
+            );
+        }
         assert_eq!(
             cmd(&mut r, &["EXISTS", &format!("j:{c}:{}", n + 2)]),
             ":0\r\n",

@@ -658,7 +658,7 @@ fn copy_runs(view: RegionView, runs: &[(u64, u64)], buf: &mut Vec<u8>) {
     unsafe { buf.set_len(total) };
 }
 
-/// The raw pool's size (or the arena's, when smaller). It must hold the distinct pages of
+/// The raw pool's size (or a quarter of the arena's, when smaller). It must hold the distinct pages of
 /// the late passes and of the pause: at 8M keys and 40k SET/s the first set that fits is
 /// 20–35 MB and those after it 1–5 MB. With the workers' chunk buffers and the image
 /// writer's, it bounds the snapshot's extra memory (issue: ≤ 64 MiB whatever the write
@@ -666,7 +666,8 @@ fn copy_runs(view: RegionView, runs: &[(u64, u64)], buf: &mut Vec<u8>) {
 const RAW_POOL_BYTES: usize = 44 << 20;
 
 fn raw_pool_bytes(arena_end: u64) -> usize {
-    RAW_POOL_BYTES.min(arena_end as usize)
+    // A small arena needs no more than a quarter of itself (a larger set is compressed).
+    RAW_POOL_BYTES.min(arena_end as usize / 4)
 }
 
 /// The raw pool, made resident by a helper thread while pass 1 streams.

@@ -226,12 +226,16 @@ impl WpTracker {
             return Ok(());
         }
         self.hot = self.hot.max(off + len);
-        writeprotect(
-            &self.uffd,
-            self.base + off,
-            len,
-            UFFDIO_WRITEPROTECT_MODE_WP,
-        )
+        // In slices: one call over the whole arena holds the mmap lock and the CPU (this
+        // kernel does not preempt in system calls) for tens of ms; between slices both
+        // are let go.
+        let mut at = off;
+        while at < off + len {
+            let n = (off + len - at).min(PROTECT_SLICE_BYTES);
+            writeprotect(&self.uffd, self.base + at, n, UFFDIO_WRITEPROTECT_MODE_WP)?;
+            at += n;
+        }
+        Ok(())
     }
 
     /// Calls `f(offset, len)` for every run of pages in `[off, off+len)` written since it
@@ -357,6 +361,8 @@ pub enum Reprotect {
 /// process) queues behind it and blocks every page fault after it — the executor's too.
 /// 64 MiB is 16k page-table entries, well under a millisecond.
 const SCAN_SLICE_BYTES: u64 = 64 << 20;
+/// Bytes write-protected per `UFFDIO_WRITEPROTECT` call by [`WpTracker::protect`].
+const PROTECT_SLICE_BYTES: u64 = 64 << 20;
 
 /// One PAGEMAP_SCAN walk over `[off, off+len)` of the range at `base`: reports written
 /// runs and, with [`Reprotect::Yes`], re-protects them.
