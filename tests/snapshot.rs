@@ -250,19 +250,23 @@ fn bgsave_streams_live_and_restores() {
 const SLOTS: u64 = 1000;
 
 fn point_in_time(tag: &str, args: &[&str], env: &[(&str, &str)], clients: u64) -> (String, u64) {
-    point_in_time_opts(tag, args, env, clients, false)
+    let (mode, pause_max, _) = point_in_time_opts(tag, args, env, clients, false, 0);
+    (mode, pause_max)
 }
 
 /// [`point_in_time`]; with `evict`, the ballast gets TTLs and `maxmemory` is set just above
 /// the filled size with `volatile-random`, so the writers' new keys evict ballast keys
 /// (never the checked ones, which have no TTL) while the snapshots run.
+/// With `pace_ms`, each writer sleeps that long after every batch (a bounded write rate
+/// the live passes converge under). Returns the server's log as well.
 fn point_in_time_opts(
     tag: &str,
     args: &[&str],
     env: &[(&str, &str)],
     clients: u64,
     evict: bool,
-) -> (String, u64) {
+    pace_ms: u64,
+) -> (String, u64, String) {
     let dir = test_dir(tag);
     let s = start_env(&dir, args, env);
     let port = s.port;
@@ -312,6 +316,7 @@ fn point_in_time_opts(
                     for _ in 0..64 * 4 {
                         w.reply();
                     }
+                    std::thread::sleep(Duration::from_millis(pace_ms));
                 }
                 i
             })
@@ -379,19 +384,28 @@ fn point_in_time_opts(
             "{mode}: client {c}"
         );
     }
+    let log = std::fs::read_to_string(dir.join("log.txt")).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
-    (mode, pause_max)
+    (mode, pause_max, log)
 }
 
 #[test]
 fn point_in_time_with_eviction_sync() {
-    let (mode, _) = point_in_time_opts("pit-ev-sync", &["--snapshot-mode", "sync"], &[], 4, true);
+    let (mode, _, _) =
+        point_in_time_opts("pit-ev-sync", &["--snapshot-mode", "sync"], &[], 4, true, 0);
     assert_eq!(mode, "uffd-wp-sync");
 }
 
 #[test]
 fn point_in_time_with_eviction_async() {
-    let (mode, _) = point_in_time_opts("pit-ev-async", &["--snapshot-mode", "async"], &[], 4, true);
+    let (mode, _, _) = point_in_time_opts(
+        "pit-ev-async",
+        &["--snapshot-mode", "async"],
+        &[],
+        4,
+        true,
+        0,
+    );
     assert_eq!(mode, "uffd-wp-async");
 }
 
@@ -474,6 +488,48 @@ fn background_work_during_snapshot_sync() {
 fn point_in_time_consistency_async() {
     let (mode, _) = point_in_time("pit-async", &["--snapshot-mode", "async"], &[], 4);
     assert_eq!(mode, "uffd-wp-async");
+}
+
+#[test]
+fn point_in_time_consistency_async_small_raw_pool() {
+    // 64 KiB: most late sets do not fit, so passes mix raw copies (pages with a slot) and
+    // compressed ones, and the pause overflows the pool.
+    let dir_args = ["--snapshot-mode", "async", "--loglevel", "verbose"];
+    let env = [("CAIRN_SNAPSHOT_RAW_POOL_BYTES", "65536")];
+    let (mode, _) = point_in_time("pitsmallpool", &dir_args, &env, 4);
+    assert_eq!(mode, "uffd-wp-async");
+}
+
+#[test]
+fn point_in_time_consistency_async_paced_raw_passes() {
+    // A write rate the passes converge under, and a budget small enough that the sets
+    // after pass 1 do not fit it at once: the late passes go to the raw pool (a page
+    // dirtied again overwrites its slot) and the pause copies into it.
+    let args = [
+        "--snapshot-mode",
+        "async",
+        "--snapshot-pause-budget-us",
+        "100",
+        "--loglevel",
+        "verbose",
+    ];
+    let (mode, _, log) = point_in_time_opts("pitpaced", &args, &[], 4, false, 20);
+    assert_eq!(mode, "uffd-wp-async");
+    // "... harvest N us, <bytes> copied raw (...)" with bytes > 0.
+    let raw_passes = log
+        .lines()
+        .filter(|l| l.contains(" copied raw"))
+        .filter_map(|l| {
+            l.split(" copied raw")
+                .next()?
+                .rsplit(' ')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .filter(|&b| b > 0)
+        .count();
+    assert!(raw_passes > 0, "no live pass went to the raw pool:\n{log}");
 }
 
 #[test]

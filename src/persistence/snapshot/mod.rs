@@ -665,7 +665,17 @@ fn copy_runs(view: RegionView, runs: &[(u64, u64)], buf: &mut Vec<u8>) {
 /// rate; measured 53–56 MB of RSS at 8M keys and 40k SET/s).
 const RAW_POOL_BYTES: usize = 44 << 20;
 
+/// Environment override of the raw pool's size in bytes (tests: a pool too small for the
+/// sets makes passes mix raw and compressed pages and the pause overflow).
+pub const ENV_RAW_POOL_BYTES: &str = "CAIRN_SNAPSHOT_RAW_POOL_BYTES";
+
 fn raw_pool_bytes(arena_end: u64) -> usize {
+    if let Some(n) = std::env::var(ENV_RAW_POOL_BYTES)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        return n;
+    }
     // A small arena needs no more than a quarter of itself (a larger set is compressed).
     RAW_POOL_BYTES.min(arena_end as usize / 4)
 }
