@@ -153,6 +153,9 @@ pub struct EventLoop {
     held: Vec<usize>,
     /// The release LSN the held list was last checked against (mid-turn releases).
     released_lsn: u64,
+    /// A reply was held since the last [`EventLoop::release_held`] (which then has work
+    /// even if the release LSN has not moved).
+    held_since_release: bool,
     waker: Arc<mio::Waker>,
     /// Rung by the kernel when an fsync the executor issued completes (see
     /// `aof::writer::Lease`).
@@ -308,6 +311,7 @@ impl EventLoop {
             aof_sync_efd,
             held: Vec::new(),
             released_lsn: 0,
+            held_since_release: false,
             waker,
             poll,
             listeners,
@@ -792,6 +796,7 @@ impl EventLoop {
             let gone = conn.refs.truncate(out_before);
             srv.release_refs(gone);
         }
+        self.held_since_release |= held;
         if held && !conn.in_held_list && !conn.holds.is_empty() {
             conn.in_held_list = true;
             self.held.push(slot);
@@ -934,8 +939,14 @@ impl EventLoop {
             return;
         }
         let durable = srv.aof.release_lsn();
-        self.released_lsn = durable;
         let failed = srv.aof.failed();
+        // Called every turn: with nothing newly durable and nothing newly held, the walk
+        // over the held connections would release nothing.
+        if durable == self.released_lsn && !self.held_since_release && !failed {
+            return;
+        }
+        self.released_lsn = durable;
+        self.held_since_release = false;
         let list = std::mem::take(&mut self.held);
         for slot in list {
             let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
@@ -1031,6 +1042,7 @@ impl EventLoop {
                 }));
                 if u.hold_lsn > 0 && conn.holds.back().is_none_or(|b| b.1 < u.hold_lsn) {
                     conn.holds.push_back((base, u.hold_lsn));
+                    self.held_since_release = true;
                     if !conn.in_held_list {
                         conn.in_held_list = true;
                         self.held.push(u.slot);
