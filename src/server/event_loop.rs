@@ -20,8 +20,15 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Bytes read from one connection per loop iteration before others get a turn.
+/// Bytes read from one connection per loop iteration before others get a turn, while a
+/// big argument is being received.
 pub const READ_BUDGET_BYTES: usize = 1 << 20;
+/// The same for ordinary commands: one chunk, as Redis reads one PROTO_IOBUF_LEN per
+/// event. A client with a backlog (an open-loop load that fell behind, a deep pipeline)
+/// then gets its commands run a chunk per turn, interleaved with everyone else's, instead
+/// of holding the executor for all of them: measured at 8M keys and 40k SET/s during a
+/// snapshot, a turn working off 8 such backlogs took 7.6 ms and a PING waited for it.
+pub const READ_TURN_BYTES: usize = READ_CHUNK_BYTES;
 /// Smallest read into the query buffer (Redis's PROTO_IOBUF_LEN).
 pub const READ_CHUNK_BYTES: usize = 16 * 1024;
 /// Request arguments at least this long that are not yet buffered are read straight into
@@ -553,6 +560,7 @@ impl EventLoop {
                 return;
             }
             let fd = conn.stream.as_raw_fd();
+            let mut in_bulk = false;
             // A big argument being read goes straight into its arena block.
             let filling = conn.big_args.last().filter(|a| a.filled < a.len).copied();
             let (dst, len) = match filling {
@@ -562,6 +570,7 @@ impl EventLoop {
                 ),
                 None => {
                     let pending = conn.parser.pending_bulk_bytes(conn.qbuf.len());
+                    in_bulk = pending > 0;
                     // Inside a big bulk, read exactly its remaining bytes (at most the
                     // budget) so the limit check never counts the next command's start.
                     let want = if pending > 0 {
@@ -602,7 +611,12 @@ impl EventLoop {
                 if complete {
                     self.process(srv, slot);
                 }
-                if read_total >= READ_BUDGET_BYTES {
+                let budget = if filling.is_none() && !in_bulk {
+                    READ_TURN_BYTES
+                } else {
+                    READ_BUDGET_BYTES
+                };
+                if read_total >= budget && n == len {
                     if let Some(conn) = self.conns[slot].as_mut() {
                         conn.more_to_read = true;
                         self.pending_read.push(slot);
