@@ -758,6 +758,7 @@ fn live_passes(
     let mut end = view.end();
     let pass_started = Instant::now();
     t.protect(0, end)?;
+    let protect_us = pass_started.elapsed().as_micros();
     // What the final walk will cost: the same read-only walk, now (nothing is written
     // yet, so it only reads the page tables; no pause needed).
     let walk = Instant::now();
@@ -774,7 +775,7 @@ fn live_passes(
     range_jobs(view, 0, end, &mut jobs);
     stream_jobs(&jobs, p.threads, w, cancel)?;
     crate::verbose!(
-        "Snapshot pass 1: {end} bytes in {} ms (read-only walk {walk_ro_us} us)",
+        "Snapshot pass 1: {end} bytes in {} ms (protect {protect_us} us, read-only walk {walk_ro_us} us)",
         pass_started.elapsed().as_millis()
     );
     let mut passes = 1u32;
