@@ -658,11 +658,11 @@ fn copy_runs(view: RegionView, runs: &[(u64, u64)], buf: &mut Vec<u8>) {
     unsafe { buf.set_len(total) };
 }
 
-/// The raw pool's size (or a quarter of the arena's, when smaller). It must hold the distinct pages of
-/// the late passes and of the pause: at 8M keys and 40k SET/s the first set that fits is
-/// 20–35 MB and those after it 1–5 MB. With the workers' chunk buffers and the image
-/// writer's, it bounds the snapshot's extra memory (issue: ≤ 64 MiB whatever the write
-/// rate; measured 53–56 MB of RSS at 8M keys and 40k SET/s).
+/// The raw pool's size (or a quarter of the arena's, when smaller). It must hold the
+/// distinct pages of the late passes and of the pause: at 8M keys and 40k SET/s the first
+/// set that fits is 20–35 MB and those after it 1–5 MB. With the workers' chunk buffers
+/// and the image writer's, it bounds the snapshot's extra memory (issue: ≤ 64 MiB
+/// whatever the write rate; measured 53–57 MB of RSS at 8M keys and 40k SET/s).
 const RAW_POOL_BYTES: usize = 44 << 20;
 
 /// Environment override of the raw pool's size in bytes (tests: a pool too small for the
@@ -705,15 +705,11 @@ impl PoolPrep {
 
     /// The pool once the helper is done (never waits).
     fn ready(&mut self) -> Option<&mut RawPool> {
-        if let PoolPrep::Growing(h) = self {
-            if !h.is_finished() {
-                return None;
+        if matches!(self, PoolPrep::Growing(h) if h.is_finished()) {
+            if let PoolPrep::Growing(h) = std::mem::replace(self, PoolPrep::Ready(RawPool::empty()))
+            {
+                *self = PoolPrep::Ready(h.join().unwrap_or_else(|_| RawPool::empty()));
             }
-            let PoolPrep::Growing(h) = std::mem::replace(self, PoolPrep::Ready(RawPool::empty()))
-            else {
-                unreachable!()
-            };
-            *self = PoolPrep::Ready(h.join().unwrap_or_else(|_| RawPool::empty()));
         }
         match self {
             PoolPrep::Ready(p) => Some(p),
