@@ -135,6 +135,25 @@ fn writeprotect(uffd: &OwnedFd, start: u64, len: u64, mode: u64) -> io::Result<(
     )
 }
 
+/// [`writeprotect`] over `[start, start+len)` in calls of at most `slice` bytes: one call
+/// over the whole arena holds the mmap lock and the CPU (this kernel does not preempt in
+/// system calls) for tens of ms; between slices both are let go.
+fn writeprotect_sliced(
+    uffd: &OwnedFd,
+    start: u64,
+    len: u64,
+    mode: u64,
+    slice: u64,
+) -> io::Result<()> {
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(slice);
+        writeprotect(uffd, start + at, n, mode)?;
+        at += n;
+    }
+    Ok(())
+}
+
 fn check(rc: libc::c_int, what: &str) -> io::Result<()> {
     if rc < 0 {
         let e = io::Error::last_os_error();
@@ -207,14 +226,11 @@ impl WpTracker {
     ///
     /// [`reuse_or_new`]: WpTracker::reuse_or_new
     pub fn retire(self) {
-        let mut off = 0;
-        while off < self.hot {
-            let n = (self.hot - off).min(UNREGISTER_SLICE_BYTES);
-            if writeprotect(&self.uffd, self.base + off, n, 0).is_err() {
-                // Unregistering (on drop) lifts whatever is left.
-                return;
-            }
-            off += n;
+        let lifted =
+            writeprotect_sliced(&self.uffd, self.base, self.hot, 0, UNREGISTER_SLICE_BYTES);
+        if lifted.is_err() {
+            // Unregistering (on drop) lifts whatever is left.
+            return;
         }
         let old = kept().replace(self);
         drop(old);
@@ -226,16 +242,13 @@ impl WpTracker {
             return Ok(());
         }
         self.hot = self.hot.max(off + len);
-        // In slices: one call over the whole arena holds the mmap lock and the CPU (this
-        // kernel does not preempt in system calls) for tens of ms; between slices both
-        // are let go.
-        let mut at = off;
-        while at < off + len {
-            let n = (off + len - at).min(PROTECT_SLICE_BYTES);
-            writeprotect(&self.uffd, self.base + at, n, UFFDIO_WRITEPROTECT_MODE_WP)?;
-            at += n;
-        }
-        Ok(())
+        writeprotect_sliced(
+            &self.uffd,
+            self.base + off,
+            len,
+            UFFDIO_WRITEPROTECT_MODE_WP,
+            PROTECT_SLICE_BYTES,
+        )
     }
 
     /// Calls `f(offset, len)` for every run of pages in `[off, off+len)` written since it
