@@ -529,7 +529,8 @@ fn touch_counts_existing_keys_and_resets_idle_time() {
     let idle = int_reply(&c.call(&["OBJECT", "IDLETIME", "old"]));
     assert!((5000..=5002).contains(&idle), "{idle}");
     assert_eq!(c.call(&["TOUCH", "old"]), b":1\r\n");
-    assert_eq!(c.call(&["OBJECT", "IDLETIME", "old"]), b":0\r\n");
+    let idle = int_reply(&c.call(&["OBJECT", "IDLETIME", "old"]));
+    assert!((0..=1).contains(&idle), "{idle}");
 }
 
 #[test]
@@ -639,12 +640,17 @@ fn object_subcommands() {
             &["OBJECT", "REFCOUNT", "nope"],
             &["OBJECT", "IDLETIME", "nope"],
             &["OBJECT", "FREQ", "nope"],
-            &["OBJECT", "IDLETIME", "e"],
             &["APPEND", "i", "4"],
             &["OBJECT", "ENCODING", "i"],
             &["OBJECT", "REFCOUNT", "i"],
         ],
     );
+    // The idle time is counted in whole seconds of a coarse clock, so a key set a moment
+    // ago reads 0 or, across a tick of that clock on a slow machine, 1 (Redis alike).
+    for server in [&mut c, &mut r] {
+        let idle = server.call(&["OBJECT", "IDLETIME", "e"]);
+        assert!(idle == b":0\r\n" || idle == b":1\r\n", "{idle:?}");
+    }
     assert_eq!(c.call(&["OBJECT", "REFCOUNT", "zero"]), b":2147483647\r\n");
     assert_eq!(c.call(&["OBJECT", "REFCOUNT", "big"]), b":1\r\n");
     assert_eq!(c.call(&["HELLO", "3"])[0], b'%');
