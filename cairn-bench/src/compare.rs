@@ -108,6 +108,21 @@ struct ProbeSamples {
     /// The slowest samples in a BGSAVE window with their wall-clock time (UTC
     /// `HH:MM:SS.mmm`, as in the server's log), to set against its snapshot passes.
     slowest_in_save: Vec<(String, u64)>,
+    /// Whether the probe thread ran at real-time priority (see [`probe_realtime`]).
+    realtime: bool,
+}
+
+/// Puts the calling (probe) thread at `SCHED_FIFO` priority 1 where permitted.
+///
+/// Why: the probe measures the server, but on a small machine its own thread shares the
+/// CPUs with the load's client threads, and at normal priority it waited 1–4 ms for a CPU
+/// after its reply had arrived (`perf sched timehist`: the probe's "sch delay"), with or
+/// without a snapshot, for either server. At real-time priority it runs as soon as its
+/// reply is in; it sends one PING a millisecond, so it takes nothing from the others.
+fn probe_realtime() -> bool {
+    let p = libc::sched_param { sched_priority: 1 };
+    // SAFETY: changes the calling thread's scheduling policy only.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
 }
 
 /// How many of the slowest in-window samples the notes list.
@@ -142,7 +157,10 @@ fn probe(
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<ProbeSamples> {
     std::thread::spawn(move || {
-        let mut out = ProbeSamples::default();
+        let mut out = ProbeSamples {
+            realtime: probe_realtime(),
+            ..ProbeSamples::default()
+        };
         let (Some(mut c), Some(mut side)) = (connect(port), connect(port)) else {
             return out;
         };
@@ -342,6 +360,14 @@ fn run_side(a: &SnapshotVsArgs, name: &str, bin: &Path, extra: &[String]) -> Res
             list.join(", ")
         ));
     }
+    report.notes.push(format!(
+        "{name} probe thread: {}",
+        if probed.realtime {
+            "SCHED_FIFO 1"
+        } else {
+            "normal priority (SCHED_FIFO refused)"
+        }
+    ));
     if keys_after < a.keys {
         report.problems.push(format!(
             "{name}: {keys_after} keys after the restart, {} expected",

@@ -269,19 +269,22 @@ impl WpTracker {
     /// [`WpTracker::harvest`] with the range split over `threads` threads (each its own
     /// pagemap descriptor): the walk is O(page tables), so the final pause's harvest
     /// shortens with the cores that are idle while the executor is stopped. Runs come back
-    /// in ascending order.
+    /// in ascending order. A live harvest (`Reprotect::Yes`) walks on spawned, niced
+    /// threads, pinned to `on_cpu` if given; the caller only gathers their runs.
     pub fn harvest_parallel(
         &mut self,
         off: u64,
         len: u64,
         threads: usize,
         reprotect: Reprotect,
+        on_cpu: Option<usize>,
         mut f: impl FnMut(u64, u64),
     ) -> io::Result<()> {
         let threads = threads.clamp(1, 8);
         let page = crate::arena::PAGE_BYTES as u64;
         let part = (len / threads as u64).next_multiple_of(page).max(page);
-        if threads == 1 || len <= part {
+        let live = reprotect == Reprotect::Yes;
+        if (threads == 1 || len <= part) && !(live && on_cpu.is_some()) {
             return scan_written(
                 &self.pagemap,
                 &mut self.regions,
@@ -316,12 +319,16 @@ impl WpTracker {
             )
             .map(|_| runs)
         };
-        // Live harvests run on threads at the workers' low priority (a walk of a few GiB
-        // takes several ms on the executor's CPU, and at equal priority it delays the
-        // executor by as much; SCHED_IDLE was tried: the harvests took 23-39 ms instead of
-        // 3-12, so the final set and the pause grew); the final one runs in the pause,
-        // with part 0 on this thread (one thread start less).
-        let live = reprotect == Reprotect::Yes;
+        // Live harvests run on spawned threads at normal priority that walk in short
+        // stints and yield between them (see LIVE_SCAN_STINT): the executor never waits
+        // more than one stint, and the walk still gets its share of the CPU. Measured at
+        // 8M keys and 40k SET/s, 6 runs: late harvests 5-8 ms, pauses 1.1-1.7 ms, probe
+        // max 2.6-5.8 ms (the slowest no longer at harvests). Tried: niced (nice 10)
+        // without stints: 3-18 ms harvests, but a niced thread once picked held the CPU up
+        // to the 4 ms tick (the probe's 7-10 ms at the first live harvest); niced with
+        // stints: 15-60 ms harvests, the final set and the pause grew (2.0-3.4 ms);
+        // SCHED_IDLE: 17-185 ms harvests. The final harvest runs in the pause, with part 0
+        // on this thread (one thread start less).
         std::thread::scope(|s| {
             let first_spawned = usize::from(!live);
             let handles: Vec<_> = std::iter::once(&self.pagemap)
@@ -331,9 +338,7 @@ impl WpTracker {
                 .skip(first_spawned)
                 .map(|(i, pm)| {
                     s.spawn(move || {
-                        if live {
-                            super::lower_priority();
-                        }
+                        let _pin = on_cpu.map(super::OnCpu::pin);
                         walk_part(pm, i)
                     })
                 })
@@ -374,6 +379,22 @@ pub enum Reprotect {
 /// process) queues behind it and blocks every page fault after it — the executor's too.
 /// 64 MiB is 16k page-table entries, well under a millisecond.
 const SCAN_SLICE_BYTES: u64 = 64 << 20;
+/// Longest range one PAGEMAP_SCAN call of a live harvest walks, and between two calls the
+/// harvest thread yields its CPU.
+///
+/// Why: a live harvest runs on the executor's CPU (see `OnCpu`), and this kernel neither
+/// preempts system calls (PREEMPT_NONE) nor ends a slice before its 4 ms tick (HZ=250,
+/// no HRTICK): a niced harvest thread, once picked, held that CPU 2.5–4 ms while the
+/// executor was runnable (`perf record -e sched:sched_switch`: the first live harvest
+/// after pass 1, re-protecting ~75k pages, was the probe's slowest PING in every run at
+/// 40k SET/s, 7–10 ms). 8 MiB is 2k page-table entries: a fraction of a millisecond even
+/// when most are re-protected, and `sched_yield` hands the CPU to the executor if it
+/// waits (a no-op system call otherwise).
+const LIVE_SCAN_SLICE_BYTES: u64 = 8 << 20;
+/// How long a live harvest thread walks before it yields (checked between calls).
+/// Yielding after every call made the late, small harvests 3–4 times longer (the CPU is
+/// busy with the executor and the clients), and the final dirty set with them.
+const LIVE_SCAN_STINT: std::time::Duration = std::time::Duration::from_micros(300);
 /// Bytes write-protected per `UFFDIO_WRITEPROTECT` call by [`WpTracker::protect`].
 const PROTECT_SLICE_BYTES: u64 = 64 << 20;
 
@@ -394,12 +415,22 @@ fn scan_written(
         Reprotect::Yes => PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
         Reprotect::No => 0,
     };
+    let slice = match reprotect {
+        Reprotect::Yes => LIVE_SCAN_SLICE_BYTES,
+        Reprotect::No => SCAN_SLICE_BYTES,
+    };
+    let mut stint = std::time::Instant::now();
     while start < end {
+        if reprotect == Reprotect::Yes && stint.elapsed() >= LIVE_SCAN_STINT {
+            // SAFETY: no arguments.
+            unsafe { libc::sched_yield() };
+            stint = std::time::Instant::now();
+        }
         let mut arg = PmScanArg {
             size: std::mem::size_of::<PmScanArg>() as u64,
             flags,
             start,
-            end: end.min(start + SCAN_SLICE_BYTES),
+            end: end.min(start + slice),
             walk_end: 0,
             vec: regions.as_mut_ptr() as u64,
             vec_len: regions.len() as u64,
@@ -700,8 +731,10 @@ mod tests {
         for pg in [1usize, 17, 18, 33, 63] {
             unsafe { *base.add(pg * 4096) = 4 };
         }
-        t.harvest_parallel(0, len as u64, 3, Reprotect::Yes, |o, l| seen.push((o, l)))
-            .unwrap();
+        t.harvest_parallel(0, len as u64, 3, Reprotect::Yes, None, |o, l| {
+            seen.push((o, l))
+        })
+        .unwrap();
         assert_eq!(
             seen,
             vec![
@@ -712,8 +745,10 @@ mod tests {
             ]
         );
         seen.clear();
-        t.harvest_parallel(0, len as u64, 3, Reprotect::Yes, |o, l| seen.push((o, l)))
-            .unwrap();
+        t.harvest_parallel(0, len as u64, 3, Reprotect::Yes, None, |o, l| {
+            seen.push((o, l))
+        })
+        .unwrap();
         assert!(
             seen.is_empty(),
             "re-protected by the parallel scan: {seen:?}"
@@ -723,8 +758,10 @@ mod tests {
         unsafe { *base.add(20 * 4096) = 5 };
         for _ in 0..2 {
             seen.clear();
-            t.harvest_parallel(0, len as u64, 3, Reprotect::No, |o, l| seen.push((o, l)))
-                .unwrap();
+            t.harvest_parallel(0, len as u64, 3, Reprotect::No, None, |o, l| {
+                seen.push((o, l))
+            })
+            .unwrap();
             assert_eq!(seen, vec![(20 * 4096, 4096)]);
         }
         drop(t);
