@@ -8,7 +8,7 @@ mod common;
 use cairn::persistence::aof::format;
 use cairn::persistence::aof::load::check_file;
 use cairn::persistence::aof::storage::{Faults, FaultyDir, FsDir, LogDir};
-use cairn::persistence::aof::writer::{FsyncMode, Job, Writer};
+use cairn::persistence::aof::writer::{FsyncMode, Writer};
 use common::{free_port, redis_server_path, Raw};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -583,68 +583,130 @@ fn entries(from_lsn: u64, n: u64) -> Vec<u8> {
     out
 }
 
-fn wait_for(cond: impl Fn() -> bool) {
-    let t = Instant::now();
-    while !cond() {
-        assert!(t.elapsed() < Duration::from_secs(5), "timed out");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
 /// The writer against a fault-injecting backend: after a torn write (ENOSPC/EIO) or a
 /// failed fsync nothing more is acknowledged, and the file holds exactly a valid prefix.
+/// Each fault runs through the three paths a write can take: the thread engine (every
+/// call through the storage trait), the io_uring engine (its fsyncs on the ring) and the
+/// executor's lease (the executor's own pwritev and ring).
 #[test]
 fn writer_faults_are_sticky_and_leave_a_valid_prefix() {
-    for (label, fault) in [
-        ("torn ENOSPC", (Some((libc::ENOSPC, 37usize)), None)),
-        ("torn EIO", (Some((libc::EIO, 5usize)), None)),
-        ("fsync EIO", (None, Some(libc::EIO))),
-    ] {
-        let dir = temp_dir("faults");
-        let faults = Arc::new(Mutex::new(Faults::default()));
-        let mut d = FaultyDir {
-            inner: FsDir::new(&dir),
-            faults: faults.clone(),
-        };
-        let f = d.open_append("log.aof").unwrap();
-        let w = Writer::start(Box::new(d), f, 0, 0, FsyncMode::Always, 0).unwrap();
-        w.submit(Job::Append {
-            data: entries(1, 3),
-            last_lsn: 3,
-        });
-        wait_for(|| w.shared.durable_lsn.load(Ordering::SeqCst) == 3);
-        {
-            let mut fl = faults.lock().unwrap();
-            fl.fail_write = fault.0;
-            fl.fail_sync = fault.1;
+    use cairn::persistence::aof::uring;
+    use cairn::persistence::aof::writer::IoOpts;
+    use std::os::fd::AsRawFd;
+    for path in ["thread", "uring", "lease"] {
+        for (label, fault) in [
+            ("torn ENOSPC", (Some((libc::ENOSPC, 37usize)), None)),
+            ("torn EIO", (Some((libc::EIO, 5usize)), None)),
+            ("fsync EIO", (None, Some(libc::EIO))),
+        ] {
+            let label = format!("{path}, {label}");
+            let dir = temp_dir("faults");
+            let faults = Arc::new(Mutex::new(Faults {
+                through_uring: path != "thread",
+                ..Faults::default()
+            }));
+            let mut d = FaultyDir {
+                inner: FsDir::new(&dir),
+                faults: faults.clone(),
+            };
+            let f = d.open_append("log.aof").unwrap();
+            let opts = IoOpts {
+                uring: path != "thread",
+                ..IoOpts::default()
+            };
+            let mut w = Writer::start_opts(
+                Box::new(d),
+                f,
+                Some("log.aof"),
+                0,
+                0,
+                FsyncMode::Always,
+                0,
+                opts,
+            )
+            .unwrap();
+            let efd = uring::eventfd().unwrap();
+            if path == "lease" {
+                w.enable_executor_appends(efd.as_raw_fd());
+            }
+            let engine = *w.shared.engine.lock().unwrap();
+            if path != "thread" && engine != "uring" {
+                eprintln!("io_uring refused here ({engine}): the {path} path is not testable");
+                return;
+            }
+            // Appends a batch as the executor does and waits until `done` holds, reaping
+            // the executor's ring meanwhile.
+            let mut lsn = 0;
+            let mut append = |w: &mut Writer, n: u64| {
+                let mut buf = entries(lsn + 1, n);
+                lsn += n;
+                w.append(&mut buf, lsn, true);
+                lsn
+            };
+            let settle = |w: &mut Writer, done: &dyn Fn(&Writer) -> bool| {
+                let t = Instant::now();
+                while !done(w) {
+                    w.reap_executor_syncs();
+                    assert!(t.elapsed() < Duration::from_secs(5), "timed out");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            };
+            // Durable batches first; on the lease path, until the executor holds the file
+            // (so the faulty batch is the executor's own).
+            loop {
+                let last = append(&mut w, 3);
+                settle(&mut w, &|w| {
+                    w.shared.durable_lsn.load(Ordering::SeqCst) == last
+                });
+                if path != "lease" || w.holds_lease() || last > 300 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            assert!(path != "lease" || w.holds_lease(), "{label}: never leased");
+            let durable = w.shared.durable_lsn.load(Ordering::SeqCst);
+            let own_before = w.shared.exec_batches.load(Ordering::Relaxed);
+            {
+                let mut fl = faults.lock().unwrap();
+                fl.fail_write = fault.0;
+                fl.fail_sync = fault.1;
+            }
+            append(&mut w, 2);
+            settle(&mut w, &|w| w.shared.failed.load(Ordering::SeqCst));
+            assert_eq!(faults.lock().unwrap().injected, 1, "{label}: fault not met");
+            if path == "lease" && fault.0.is_none() {
+                assert!(
+                    w.shared.exec_batches.load(Ordering::Relaxed) > own_before,
+                    "{label}: the executor did not write the batch"
+                );
+            }
+            let err = w.shared.error().unwrap();
+            assert!(
+                err.contains("No space left") || err.contains("Input/output error"),
+                "{label}: {err}"
+            );
+            // Sticky: later writes are not written nor acknowledged.
+            append(&mut w, 1);
+            for _ in 0..50 {
+                w.reap_executor_syncs();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(
+                w.shared.durable_lsn.load(Ordering::SeqCst),
+                durable,
+                "{label}"
+            );
+            drop(w);
+            let bytes = std::fs::read(dir.join("log.aof")).unwrap();
+            let o = format::scan(&bytes, Some(1), |_| Ok(()));
+            assert!(
+                o.bad.is_none(),
+                "{label}: file must end on an entry: {:?}",
+                o.bad
+            );
+            assert!(o.last_lsn >= Some(durable), "{label}");
+            let _ = std::fs::remove_dir_all(&dir);
         }
-        w.submit(Job::Append {
-            data: entries(4, 2),
-            last_lsn: 5,
-        });
-        wait_for(|| w.shared.failed.load(Ordering::SeqCst));
-        let err = w.shared.error().unwrap();
-        assert!(
-            err.contains("No space left") || err.contains("Input/output error"),
-            "{label}: {err}"
-        );
-        // Sticky: later writes are not written nor acknowledged.
-        w.submit(Job::Append {
-            data: entries(6, 1),
-            last_lsn: 6,
-        });
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(w.shared.durable_lsn.load(Ordering::SeqCst), 3, "{label}");
-        drop(w);
-        let bytes = std::fs::read(dir.join("log.aof")).unwrap();
-        let o = format::scan(&bytes, Some(1), |_| Ok(()));
-        assert!(
-            o.bad.is_none(),
-            "{label}: file must end on an entry: {:?}",
-            o.bad
-        );
-        assert!(o.last_lsn >= Some(3), "{label}");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 

@@ -1,8 +1,11 @@
 //! Where the log's bytes go: a small trait so the writer thread can run against real files
 //! (`pwrite` + `fdatasync`) or a fault-injecting backend in tests (torn writes, EIO,
 //! ENOSPC). The io_uring engine (`uring.rs`) drives the real file's descriptor directly
-//! (`LogFile::real_file`); a backend that returns None there (the fault injector) runs the
-//! thread engine, where every write and sync goes through this trait.
+//! (`LogFile::real_file`); a backend that returns None there runs the thread engine, where
+//! every write and sync goes through this trait. The fault injector can do either: by
+//! default it hides its file (thread engine); with `Faults::through_uring` it hands the
+//! real descriptor to the io_uring engine and the executor's lease and injects its faults
+//! through [`FaultHook`], which those paths consult around each write and fsync.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -25,6 +28,20 @@ pub trait LogFile: Send {
     }
     /// Current size in bytes.
     fn file_len(&mut self) -> io::Result<u64>;
+    /// Faults to inject where the file is driven through its descriptor (the io_uring
+    /// engine, the executor's lease); None for a real file.
+    fn fault_hook(&self) -> Option<Arc<dyn FaultHook>> {
+        None
+    }
+}
+
+/// How a test backend makes the descriptor-driven paths fail (see the module doc).
+pub trait FaultHook: Send + Sync {
+    /// Before a write of `len` bytes: `Some((errno, prefix))` makes the caller write only
+    /// the first `prefix` bytes and then fail with `errno` (a torn write).
+    fn before_write(&self, len: usize) -> Option<(i32, usize)>;
+    /// After an fsync that succeeded: `Some(errno)` turns it into that failure.
+    fn after_sync(&self) -> Option<i32>;
 }
 
 /// Opens, creates and replaces the files of one AOF directory.
@@ -160,6 +177,9 @@ pub struct Faults {
     pub fail_sync: Option<i32>,
     /// Reported free space (None: the real value).
     pub free_bytes: Option<u64>,
+    /// Expose the real file so the io_uring engine and the executor's lease drive it
+    /// (faults then come through [`FaultHook`]); read when a file is opened.
+    pub through_uring: bool,
     /// Every failure so far, for assertions.
     pub injected: u32,
 }
@@ -179,24 +199,46 @@ fn lock(f: &Mutex<Faults>) -> std::sync::MutexGuard<'_, Faults> {
     f.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+impl FaultHook for Mutex<Faults> {
+    fn before_write(&self, len: usize) -> Option<(i32, usize)> {
+        let mut f = lock(self);
+        let (errno, prefix) = f.fail_write.take()?;
+        f.injected += 1;
+        Some((errno, prefix.min(len)))
+    }
+    fn after_sync(&self) -> Option<i32> {
+        let mut f = lock(self);
+        let errno = f.fail_sync.take()?;
+        f.injected += 1;
+        Some(errno)
+    }
+}
+
 impl LogFile for FaultyFile {
     fn write_all_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
-        let fail = lock(&self.faults).fail_write.take();
-        if let Some((errno, prefix)) = fail {
-            lock(&self.faults).injected += 1;
-            let n = prefix.min(data.len());
-            self.inner.write_all_at(offset, &data[..n])?;
+        if let Some((errno, prefix)) = self.faults.before_write(data.len()) {
+            self.inner.write_all_at(offset, &data[..prefix])?;
             return Err(io::Error::from_raw_os_error(errno));
         }
         self.inner.write_all_at(offset, data)
     }
     fn sync_data(&mut self) -> io::Result<()> {
-        let fail = lock(&self.faults).fail_sync.take();
-        if let Some(errno) = fail {
-            lock(&self.faults).injected += 1;
-            return Err(io::Error::from_raw_os_error(errno));
+        self.inner.sync_data()?;
+        match self.faults.after_sync() {
+            Some(errno) => Err(io::Error::from_raw_os_error(errno)),
+            None => Ok(()),
         }
-        self.inner.sync_data()
+    }
+    fn real_file(&self) -> Option<&File> {
+        if lock(&self.faults).through_uring {
+            self.inner.real_file()
+        } else {
+            None
+        }
+    }
+    fn fault_hook(&self) -> Option<Arc<dyn FaultHook>> {
+        let hook: Arc<dyn FaultHook> = self.faults.clone();
+        lock(&self.faults).through_uring.then_some(hook)
     }
     fn set_len(&mut self, len: u64) -> io::Result<()> {
         self.inner.set_len(len)
@@ -227,5 +269,14 @@ impl LogDir for FaultyDir {
     }
     fn size_of(&mut self, name: &str) -> io::Result<u64> {
         self.inner.size_of(name)
+    }
+    fn path_of(&self, name: &str) -> Option<PathBuf> {
+        // Only where the real file is exposed anyway (pre-allocation; direct I/O would
+        // open its own descriptor, which no fault reaches: tests leave it off).
+        if lock(&self.faults).through_uring {
+            self.inner.path_of(name)
+        } else {
+            None
+        }
     }
 }

@@ -104,6 +104,8 @@ pub struct Engine {
     ordered: bool,
     /// Operations in flight at most (`aof-inflight-syncs`, 1..=[`INFLIGHT_MAX`]).
     depth: usize,
+    /// A test backend's injected fsync failures (`storage::FaultHook`).
+    fault_hook: Option<std::sync::Arc<dyn super::storage::FaultHook>>,
 }
 
 impl Engine {
@@ -120,6 +122,7 @@ impl Engine {
             next_id: 1,
             ordered: false,
             depth: depth.clamp(1, INFLIGHT_MAX),
+            fault_hook: None,
         })
     }
 
@@ -130,6 +133,11 @@ impl Engine {
         let e = Engine::new(-1, depth)?;
         e.ring.submitter().register_eventfd(completion_fd)?;
         Ok(e)
+    }
+
+    /// Faults a test backend injects into this engine's fsyncs (None: none).
+    pub fn set_fault_hook(&mut self, hook: Option<std::sync::Arc<dyn super::storage::FaultHook>>) {
+        self.fault_hook = hook;
     }
 
     pub fn set_ordered(&mut self, ordered: bool) {
@@ -247,6 +255,11 @@ impl Engine {
             };
             op.done = true;
             r.latencies_us.push(op.started.elapsed().as_micros() as u64);
+            let injected = match (&self.fault_hook, &op.buf) {
+                (Some(h), None) if res >= 0 => h.after_sync().map(|errno| -errno),
+                _ => None,
+            };
+            let res = injected.unwrap_or(res);
             if res < 0 {
                 let what = if op.buf.is_some() { "write" } else { "fsync" };
                 r.error

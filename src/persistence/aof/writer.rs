@@ -150,6 +150,8 @@ pub struct Lease {
     file: std::fs::File,
     off: u64,
     prealloc: Option<super::prealloc::PreallocHandle>,
+    /// A test backend's injected faults (`storage::FaultHook`), applied by the executor.
+    fault_hook: Option<Arc<dyn super::storage::FaultHook>>,
 }
 
 struct Queue {
@@ -529,6 +531,7 @@ impl Writer {
             let mut q = lock_queue(&self.shared);
             match std::mem::replace(&mut q.lease, LeaseSlot::Writer) {
                 LeaseSlot::Offered(l) => {
+                    x.engine.set_fault_hook(l.fault_hook.clone());
                     x.lease = Some(l);
                     q.lease = LeaseSlot::Executor;
                 }
@@ -675,6 +678,18 @@ impl Drop for Writer {
     }
 }
 
+/// A torn write for fault injection: the first `prefix` bytes of `parts` at `offset`.
+fn write_prefix(
+    file: &std::fs::File,
+    parts: &[&[u8]],
+    offset: u64,
+    prefix: usize,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let bytes: Vec<u8> = parts.concat().into_iter().take(prefix).collect();
+    file.write_all_at(&bytes, offset)
+}
+
 /// Writes every byte of `parts`, in order, at `offset` (pwritev, resumed after a short
 /// write).
 fn pwritev_all(file: &std::fs::File, parts: &[&[u8]], offset: u64) -> std::io::Result<()> {
@@ -794,7 +809,16 @@ fn write_leased(sh: &Shared, x: &mut ExecAppends, data: &[u8], last_lsn: u64) ->
             return LeasedWrite::NotPrepared;
         }
     }
-    match pwritev_all(&l.file, &[&marker, data, &align], l.off) {
+    let written = match l
+        .fault_hook
+        .as_ref()
+        .and_then(|h| h.before_write(len as usize))
+    {
+        Some((errno, prefix)) => write_prefix(&l.file, &[&marker, data, &align], l.off, prefix)
+            .and(Err(std::io::Error::from_raw_os_error(errno))),
+        None => pwritev_all(&l.file, &[&marker, data, &align], l.off),
+    };
+    match written {
         Ok(()) => {
             l.off += len;
             sh.incr_bytes.store(l.off, Ordering::Relaxed);
@@ -850,6 +874,9 @@ impl Thread {
     fn setup_file(&mut self) {
         self.prealloc = None;
         self.direct = None;
+        if let Some(engine) = self.engine.as_mut() {
+            engine.set_fault_hook(self.incr.fault_hook());
+        }
         let name = self.incr_name.clone();
         let path = name.as_deref().and_then(|n| self.dir.path_of(n));
         let (Some(engine), Some(path)) = (self.engine.as_mut(), path) else {
@@ -1064,6 +1091,7 @@ impl Thread {
             file,
             off: self.incr_off,
             prealloc: self.prealloc.as_ref().map(Prealloc::handle),
+            fault_hook: self.incr.fault_hook(),
         });
     }
 
