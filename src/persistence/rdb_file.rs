@@ -292,7 +292,7 @@ pub fn write_rdb<W: std::io::Write>(
     aux: &[(&str, String)],
     key_delay_us: u64,
 ) -> Result<u64, String> {
-    let mut digest = super::rdb_value::CRC64.digest();
+    let mut digest = super::rdb_value::crc64_digest();
     let mut out: Vec<u8> = Vec::with_capacity(RDB_WRITE_CHUNK_BYTES * 2);
     let mut emit = |out: &mut Vec<u8>, last: bool| -> Result<(), String> {
         if out.len() < RDB_WRITE_CHUNK_BYTES && !last {
@@ -300,7 +300,7 @@ pub fn write_rdb<W: std::io::Write>(
         }
         digest.update(out);
         if last {
-            let sum = std::mem::replace(&mut digest, super::rdb_value::CRC64.digest());
+            let sum = std::mem::replace(&mut digest, super::rdb_value::crc64_digest());
             out.extend_from_slice(&sum.finalize().to_le_bytes());
         }
         sink.write_all(out)

@@ -697,16 +697,35 @@ pub fn write_string_object(out: &mut Vec<u8>, s: &[u8]) {
     write_string(out, s);
 }
 
-/// CRC-64/REDIS (Jones polynomial), shared by RDB/DUMP payloads and the AOF's entry
-/// checksums. Slicing-by-16 tables: the byte-at-a-time table ran at ~0.5 GB/s and was a
-/// fifth of the executor's time under `appendfsync always` with 1 KB values (it checksums
-/// every logged command); sixteen tables make it several times faster, same results.
-pub const CRC64: crc::Crc<u64, crc::Table<16>> =
-    crc::Crc::<u64, crc::Table<16>>::new(&crc::CRC_64_REDIS);
+/// CRC-64/REDIS (Jones polynomial, reflected, init 0, no final xor), shared by RDB/DUMP
+/// payloads and the AOF's entry checksums. `crc-fast` folds with carry-less multiplication
+/// (PCLMULQDQ / VPCLMULQDQ where the CPU has them, tables elsewhere): measured here, 1.1 KB
+/// in ~75 ns against ~320 ns for the `crc` crate's slicing-by-16 tables and 1 MiB in ~16 µs
+/// against ~300 µs. The executor checksums every logged command under `appendonly yes`,
+/// a large value's whole payload included.
+fn crc64_params() -> crc_fast::CrcParams {
+    static PARAMS: std::sync::OnceLock<crc_fast::CrcParams> = std::sync::OnceLock::new();
+    *PARAMS.get_or_init(|| {
+        crc_fast::CrcParams::new(
+            "CRC-64/REDIS",
+            64,
+            0xad93_d235_94c9_35a9,
+            0,
+            true,
+            0,
+            0xe9c6_d914_c4b8_d9ca,
+        )
+    })
+}
 
 /// Redis's `crc64(0, data, len)`.
 pub fn crc64(data: &[u8]) -> u64 {
-    CRC64.checksum(data)
+    crc_fast::checksum_with_params(crc64_params(), data)
+}
+
+/// A running [`crc64`] over several pieces (`update`, then `finalize`).
+pub fn crc64_digest() -> crc_fast::Digest {
+    crc_fast::Digest::new_with_params(crc64_params())
 }
 
 /// Frames an encoded value as a DUMP payload: the value, the RDB version and a CRC-64 of
@@ -752,6 +771,40 @@ mod tests {
     fn crc64_matches_redis() {
         // The check value of Redis's crc64.c self-test.
         assert_eq!(crc64(b"123456789"), 0xe9c6d914c4b8d9ca);
+    }
+
+    /// The folding implementation against the definition (bit by bit, reflected) at every
+    /// length up to past its SIMD thresholds, whole and split in two digest updates.
+    #[test]
+    fn crc64_agrees_with_the_bitwise_definition() {
+        fn bitwise(data: &[u8]) -> u64 {
+            let mut crc = 0u64;
+            for &b in data {
+                crc ^= b as u64;
+                for _ in 0..8 {
+                    crc = if crc & 1 == 1 {
+                        (crc >> 1) ^ 0x95ac_9329_ac4b_c9b5
+                    } else {
+                        crc >> 1
+                    };
+                }
+            }
+            crc
+        }
+        assert_eq!(bitwise(b"123456789"), 0xe9c6d914c4b8d9ca);
+        let data: Vec<u8> = (0..3000u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
+        for len in (0..600).chain([1023, 1024, 1025, 2047, 2048, 2049, 3000]) {
+            let d = &data[..len];
+            let want = bitwise(d);
+            assert_eq!(crc64(d), want, "len {len}");
+            let cut = len / 3;
+            let mut dg = crc64_digest();
+            dg.update(&d[..cut]);
+            dg.update(&d[cut..]);
+            assert_eq!(dg.finalize(), want, "len {len} split at {cut}");
+        }
     }
 
     #[test]

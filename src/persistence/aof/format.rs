@@ -32,7 +32,7 @@ pub const PAD_PREFIX: &[u8] = b"#PAD:";
 /// a line; a larger value is corruption, not padding).
 pub const PAD_MAX_BYTES: u64 = 8192;
 
-use crate::persistence::rdb_value::CRC64;
+use crate::persistence::rdb_value::{crc64, crc64_digest};
 
 /// Appends a RESP multibulk command.
 pub fn encode_command<A: AsRef<[u8]>>(out: &mut Vec<u8>, args: &[A]) {
@@ -62,7 +62,7 @@ pub fn encode_entry(out: &mut Vec<u8>, lsn: u64, replid: &str, reploff: u64, pay
         "#HDR:len:{};lsn:{lsn};replid:{replid};reploff:{reploff}",
         payload.len()
     );
-    let mut d = CRC64.digest();
+    let mut d = crc64_digest();
     d.update(&out[start..]);
     d.update(payload);
     let _ = write!(Hex(out), ";cksum:{:016x}\r\n", d.finalize());
@@ -78,7 +78,7 @@ pub fn encode_entry(out: &mut Vec<u8>, lsn: u64, replid: &str, reploff: u64, pay
 pub fn encode_batch_marker(out: &mut Vec<u8>, durable: u64) {
     let start = out.len();
     let _ = write!(Hex(out), "#BATCH:durable:{durable}");
-    let c = CRC64.checksum(&out[start..]);
+    let c = crc64(&out[start..]);
     let _ = write!(Hex(out), ";cksum:{c:016x}\r\n");
 }
 
@@ -351,7 +351,7 @@ fn step(b: &[u8], pos: usize, strict: bool) -> Step<'_> {
         }
         // Checksum: header text before ";cksum:" then the payload.
         let covered_end = eol - ";cksum:".len() - cksum_text_len(&b[pos..eol]);
-        let mut d = CRC64.digest();
+        let mut d = crc64_digest();
         d.update(&b[pos..covered_end]);
         d.update(&b[start..end]);
         if d.finalize() != cksum {
@@ -409,7 +409,7 @@ fn step(b: &[u8], pos: usize, strict: bool) -> Step<'_> {
                 && c.iter()
                     .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c));
             let c = u64::from_str_radix(std::str::from_utf8(c).ok()?, 16).ok()?;
-            (canonical && CRC64.checksum(&line[..covered]) == c).then_some(d)
+            (canonical && crc64(&line[..covered]) == c).then_some(d)
         });
         return match parsed {
             Some(d) => Step::Batch(d, eol + 2),
