@@ -9,7 +9,7 @@ use cairn::persistence::aof::format;
 use cairn::persistence::aof::load::check_file;
 use cairn::persistence::aof::storage::{Faults, FaultyDir, FsDir, LogDir};
 use cairn::persistence::aof::writer::{FsyncMode, Writer};
-use common::{free_port, redis_server_path, Raw};
+use common::{encode, free_port, redis_server_path, Raw};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -1166,6 +1166,210 @@ fn bgsave_and_bgrewriteaof_take_turns() {
             "the scheduled BGSAVE never ran"
         );
         std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// True if no byte arrives on `r` for `ms` milliseconds (the reply is being held).
+fn silent_for(r: &mut Raw, ms: u64) -> bool {
+    r.s.set_read_timeout(Some(Duration::from_millis(ms)))
+        .unwrap();
+    let mut b = [0u8; 1];
+    let silent = match r.s.peek(&mut b) {
+        Ok(_) => false, // a byte, or the connection closed
+        Err(e) => matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    };
+    r.s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    silent
+}
+
+/// Dirty-key tracking under `appendfsync always`, with the log's fsyncs paused (`DEBUG
+/// AOF-PAUSE-SYNCS 1`) so that nothing written meanwhile becomes durable: a write's reply
+/// waits, and so does every read of a key such a write touched — plain writes, MULTI/EXEC,
+/// RENAME, an expiry's deletion, a blocking pop served by a push, and FLUSHALL / SWAPDB
+/// (which every read waits behind) — while reads of clean keys are answered at once. When
+/// the syncs resume, the held replies go out in order.
+#[test]
+fn reads_of_keys_with_writes_not_yet_durable_wait_and_clean_reads_do_not() {
+    dirty_key_holds("1");
+}
+
+/// The same with I/O threads (replies travel back through them; the writer thread
+/// appends instead of the executor).
+#[test]
+fn dirty_key_holds_with_io_threads() {
+    dirty_key_holds("2");
+}
+
+fn dirty_key_holds(io_threads: &str) {
+    let dir = temp_dir(&format!("dirty-io{io_threads}"));
+    let srv = start(
+        &dir,
+        &[
+            "--appendfsync",
+            "always",
+            "--enable-debug-command",
+            "yes",
+            "--io-threads",
+            io_threads,
+        ],
+    );
+    let mut ctl = Raw::connect(srv.port);
+    let mut w = Raw::connect(srv.port);
+    let mut r = Raw::connect(srv.port);
+    assert_eq!(ctl.call(&["SET", "clean", "c"]), b"+OK\r\n");
+    assert_eq!(ctl.call(&["SET", "src", "s"]), b"+OK\r\n");
+    assert_eq!(ctl.call(&["SET", "gone", "g", "PX", "150"]), b"+OK\r\n");
+    assert_eq!(ctl.call(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");
+    let pause = |ctl: &mut Raw, on: &str| {
+        assert_eq!(ctl.call(&["DEBUG", "AOF-PAUSE-SYNCS", on]), b"+OK\r\n");
+    };
+    let send = |c: &mut Raw, args: &[&str]| {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        c.cmd(&a);
+    };
+    // A clean read is answered while writes wait (never behind them).
+    let clean_read_is_prompt = |r: &mut Raw| {
+        assert_eq!(r.call(&["GET", "clean"]), b"$1\r\nc\r\n");
+    };
+
+    // Plain write; MULTI/EXEC; RENAME — each on its own connection (with I/O threads a
+    // connection's next batch waits for the held replies of the one before), then wait
+    // until all of them ran: 1 + 4 (MULTI, SET, SET, EXEC) + 1 entries.
+    pause(&mut ctl, "1");
+    let lsn = |c: &mut Raw| -> u64 { c.info("persistence", "aof_lsn").unwrap().parse().unwrap() };
+    let lsn0 = lsn(&mut ctl);
+    let mut w1 = Raw::connect(srv.port);
+    let mut w2 = Raw::connect(srv.port);
+    send(&mut w1, &["SET", "k", "v"]);
+    w2.send(
+        &[
+            encode(&[b"MULTI"]),
+            encode(&[b"SET", b"m1", b"a"]),
+            encode(&[b"SET", b"m2", b"b"]),
+            encode(&[b"EXEC"]),
+        ]
+        .concat(),
+    );
+    send(&mut w, &["RENAME", "src", "dst"]);
+    // Waits until the log holds `n` entries more than `from` (the writes ran).
+    let ran = |ctl: &mut Raw, from: u64, n: u64| {
+        let t = Instant::now();
+        while lsn(ctl) < from + n {
+            assert!(t.elapsed() < Duration::from_secs(5), "the writes never ran");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(lsn(ctl), from + n);
+    };
+    ran(&mut ctl, lsn0, 6);
+    for c in [&mut w1, &mut w] {
+        assert!(
+            silent_for(c, 100),
+            "a write was acknowledged before it was durable"
+        );
+    }
+    clean_read_is_prompt(&mut r);
+    let mut readers: Vec<(&str, Raw)> = ["k", "m2", "dst", "src"]
+        .into_iter()
+        .map(|key| (key, Raw::connect(srv.port)))
+        .collect();
+    for (key, rk) in readers.iter_mut() {
+        send(rk, &["GET", key]);
+        assert!(
+            silent_for(rk, 200),
+            "GET {key} answered before its write was durable"
+        );
+        clean_read_is_prompt(&mut r);
+    }
+    pause(&mut ctl, "0");
+    for (key, rk) in readers.iter_mut() {
+        let want: &[u8] = match *key {
+            "k" => b"$1\r\nv\r\n",
+            "m2" => b"$1\r\nb\r\n",
+            "dst" => b"$1\r\ns\r\n",
+            _ => b"$-1\r\n",
+        };
+        assert_eq!(rk.reply(), want, "GET {key}");
+    }
+    assert_eq!(w1.reply(), b"+OK\r\n");
+    assert_eq!(w2.reply(), b"+OK\r\n");
+    assert_eq!(w2.reply(), b"+QUEUED\r\n");
+    assert_eq!(w2.reply(), b"+QUEUED\r\n");
+    assert_eq!(w2.reply(), b"*2\r\n+OK\r\n+OK\r\n");
+    assert_eq!(w.reply(), b"+OK\r\n");
+
+    // An expiry's deletion is a write: the read that found the key expired waits for it.
+    std::thread::sleep(Duration::from_millis(200));
+    pause(&mut ctl, "1");
+    send(&mut r, &["GET", "gone"]);
+    assert!(
+        silent_for(&mut r, 200),
+        "the expired key's GET did not wait for its DEL"
+    );
+    pause(&mut ctl, "0");
+    assert_eq!(r.reply(), b"$-1\r\n");
+    pause(&mut ctl, "1");
+
+    // A blocking pop served by a push: both replies wait for the pop's entry.
+    let mut b = Raw::connect(srv.port);
+    let blocked = |c: &mut Raw, n: &str| {
+        let t = Instant::now();
+        while c.info("clients", "blocked_clients").as_deref() != Some(n) {
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "blocked_clients never {n}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    send(&mut b, &["BLPOP", "q", "0"]);
+    blocked(&mut ctl, "1");
+    send(&mut w, &["RPUSH", "q", "x"]);
+    blocked(&mut ctl, "0");
+    assert!(
+        silent_for(&mut b, 300),
+        "BLPOP answered before its pop was durable"
+    );
+    assert!(
+        silent_for(&mut w, 10),
+        "RPUSH answered before it was durable"
+    );
+    clean_read_is_prompt(&mut r);
+    pause(&mut ctl, "0");
+    assert_eq!(b.reply(), b"*2\r\n$1\r\nq\r\n$1\r\nx\r\n");
+    assert_eq!(w.reply(), b":1\r\n");
+
+    // FLUSHALL and SWAPDB change every key: every read waits behind them.
+    for barrier in [&["SWAPDB", "0", "1"][..], &["FLUSHALL"][..]] {
+        pause(&mut ctl, "1");
+        // Every reply waits behind a barrier (INFO too): see it in the file instead.
+        let logged = |name: &str| {
+            let text = String::from_utf8_lossy(&std::fs::read(incr_file(&dir)).unwrap())
+                .to_ascii_uppercase();
+            text.matches(name).count()
+        };
+        let before = logged(barrier[0]);
+        send(&mut w, barrier);
+        let t = Instant::now();
+        while logged(barrier[0]) == before {
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "{barrier:?} never ran"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        send(&mut r, &["GET", "clean"]);
+        assert!(
+            silent_for(&mut r, 200),
+            "a read did not wait behind {barrier:?}"
+        );
+        pause(&mut ctl, "0");
+        assert_eq!(w.reply(), b"+OK\r\n");
+        r.reply();
     }
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);

@@ -1590,6 +1590,16 @@ fn debug(ctx: &mut Ctx) -> CmdResult {
             ctx.out.simple(&line);
             Ok(())
         }
+        ("aof-pause-syncs", 3) => {
+            // cairn's own: with 1 the log issues no fsync, so under `appendfsync always`
+            // write replies and reads of the keys they touched wait until 0 (tests).
+            let paused = crate::util::parse_i64(ctx.args.get(2)).unwrap_or(0) != 0;
+            if !ctx.srv.aof.pause_syncs(paused) {
+                return Err(CmdError::err("the append only file is not open"));
+            }
+            ctx.out.ok();
+            Ok(())
+        }
         ("set-active-expire", 3) => {
             // As Redis (atoi): any non-zero number enables it.
             let v = crate::util::parse_i64(ctx.args.get(2)).unwrap_or(0);
@@ -1609,6 +1619,9 @@ fn debug_help(ctx: &mut Ctx) -> CmdResult {
         &mut ctx.out,
         "DEBUG",
         &[
+            "AOF-PAUSE-SYNCS <0|1>",
+            "    With 1 the append only file issues no fsync: under appendfsync always,",
+            "    write replies and reads of the keys they wrote wait until it is set to 0.",
             "DIGEST",
             "    Output a hex signature representing the current DB content.",
             "DIGEST-VALUE <key> [<key> ...]",

@@ -210,6 +210,21 @@ impl Aof {
         Some(self.feed(db, &[&b"EXEC"[..]], now_ms))
     }
 
+    /// `DEBUG AOF-PAUSE-SYNCS`: stop (or resume) making the log durable; false when no
+    /// log is open.
+    pub fn pause_syncs(&mut self, paused: bool) -> bool {
+        if !paused {
+            self.flush();
+        }
+        match self.writer.as_mut() {
+            Some(w) => {
+                w.pause_syncs(paused);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Hands buffered entries to the writer (Redis's flushAppendOnlyFile in beforeSleep).
     pub fn flush(&mut self) {
         if self.buf.is_empty() {

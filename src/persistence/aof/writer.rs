@@ -206,6 +206,10 @@ pub struct Shared {
     /// A rotation called the lease back (the executor answers at its next flush, even
     /// with nothing to append).
     called_back: AtomicBool,
+    /// `DEBUG AOF-PAUSE-SYNCS 1`: no fsync is issued (writes still reach the file), so
+    /// nothing more becomes durable — tests hold `always` replies and dirty-key reads
+    /// this way for as long as they need to look.
+    syncs_paused: AtomicBool,
 }
 
 fn strerror(e: &std::io::Error) -> String {
@@ -438,6 +442,7 @@ impl Writer {
             exec_batches: AtomicU64::new(0),
             inflight: opts.inflight,
             called_back: AtomicBool::new(false),
+            syncs_paused: AtomicBool::new(false),
         });
         let mut t = Thread {
             shared: shared.clone(),
@@ -620,6 +625,18 @@ impl Writer {
         self.shared.wake_writer();
     }
 
+    /// `DEBUG AOF-PAUSE-SYNCS`: while paused no fsync is issued; on resume the executor
+    /// (if it holds the file) and the writer sync what was written meanwhile.
+    pub fn pause_syncs(&mut self, paused: bool) {
+        self.shared.syncs_paused.store(paused, Ordering::SeqCst);
+        if !paused {
+            if let Some(x) = self.exec.as_mut() {
+                x.start_sync(&self.shared);
+            }
+            self.shared.wake_writer();
+        }
+    }
+
     /// The executor appends itself now (it holds the file).
     pub fn holds_lease(&self) -> bool {
         self.exec.as_ref().is_some_and(|x| x.lease.is_some())
@@ -771,6 +788,7 @@ impl ExecAppends {
         if self.written <= self.sync_submitted
             || !self.engine.can_submit()
             || sh.failed.load(Ordering::SeqCst)
+            || sh.syncs_paused.load(Ordering::SeqCst)
         {
             return;
         }
@@ -969,6 +987,7 @@ impl Thread {
                 self.shared.notify();
             }
             let due = match mode {
+                _ if self.shared.syncs_paused.load(Ordering::SeqCst) => false,
                 FsyncMode::Always => true,
                 FsyncMode::EverySec => self.last_sync.elapsed() >= Duration::from_secs(1),
                 FsyncMode::No => shutdown,
