@@ -607,6 +607,21 @@ fn run_live(
     }
 }
 
+/// Times the final pause's read-only walk of the tracked range `[0, end)` (µs): what the
+/// walk in the pause will cost, measured outside it.
+fn time_read_only_walk(t: &mut uffd::WpTracker, end: u64) -> std::io::Result<u64> {
+    let walk = Instant::now();
+    t.harvest_parallel(
+        0,
+        end,
+        FINAL_WALK_THREADS,
+        uffd::Reprotect::No,
+        None,
+        |_, _| {},
+    )?;
+    Ok(walk.elapsed().as_micros() as u64)
+}
+
 /// Estimated pause (µs) to finish with `dirty` bytes left: the final, read-only walk of
 /// the page tables (`walk_ro_us`, measured once per snapshot), then the copy.
 fn pause_estimate_us(walk_ro_us: u64, dirty: u64) -> u64 {
@@ -757,16 +772,7 @@ fn live_passes(
     let protect_us = pass_started.elapsed().as_micros();
     // What the final walk will cost: the same read-only walk, now (nothing is written
     // yet, so it only reads the page tables; no pause needed).
-    let walk = Instant::now();
-    t.harvest_parallel(
-        0,
-        end,
-        FINAL_WALK_THREADS,
-        uffd::Reprotect::No,
-        None,
-        |_, _| {},
-    )?;
-    let mut walk_ro_us = walk.elapsed().as_micros() as u64;
+    let mut walk_ro_us = time_read_only_walk(t, end)?;
     let budget = p.pause_budget_us;
     // The raw pool for the late passes and the pause, made resident meanwhile. The
     // pause keeps what its budget can copy free for itself; the first set that goes to
@@ -829,16 +835,7 @@ fn live_passes(
         // (the executor and the workers on the same cores) can take several times longer
         // than in the pause, where the cores are free.
         if pause_estimate_us(walk_ro_us, dirty) > budget && walk_ro_us > budget / 2 {
-            let walk = Instant::now();
-            t.harvest_parallel(
-                0,
-                end,
-                FINAL_WALK_THREADS,
-                uffd::Reprotect::No,
-                None,
-                |_, _| {},
-            )?;
-            walk_ro_us = walk_ro_us.min(walk.elapsed().as_micros() as u64);
+            walk_ro_us = walk_ro_us.min(time_read_only_walk(t, end)?);
         }
         // Into the raw pool when the whole set fits and leaves room for the sets after it
         // (mostly new pages: random writes seldom hit a page twice within a few ms) and
