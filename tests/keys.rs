@@ -970,3 +970,107 @@ fn dump_restore_across_servers() {
     c.call(&["HELLO", "3"]);
     assert_eq!(c.call(&["DUMP", "nope"]), b"_\r\n");
 }
+
+/// RESTORE of mutated DUMP payloads whose checksum is made valid again (so the decoder,
+/// not the CRC check, meets the damage): every payload is refused with an error or
+/// accepted as a value that reads and writes like any other; the server never dies.
+#[test]
+fn restore_of_corrupted_payloads_with_valid_checksums_never_kills_the_server() {
+    let srv = start_cairn(&["--enable-debug-command", "yes"]);
+    let mut c = Raw::connect(srv.port);
+    c.call(&["RPUSH", "l1", "a", "b", "1", "2"]);
+    c.call(&["HSET", "h1", "f", "v", "g", "12"]);
+    c.call(&["SADD", "s1", "1", "2", "300", "-5"]);
+    c.call(&["SADD", "s2", "a", "b", "c"]);
+    c.call(&["ZADD", "z1", "1", "a", "2.5", "b"]);
+    c.call(&["SET", "str", "hello world"]);
+    for i in 0..200 {
+        let (f, m, sc) = (
+            format!("f{i}"),
+            format!("m{i}"),
+            format!("{}", i as f64 * 1.5),
+        );
+        c.call(&["RPUSH", "l2", &"v".repeat(i % 40 + 1)]);
+        c.call(&["HSET", "h2", &f, &"v".repeat(i)]);
+        c.call(&["SADD", "s3", &m]);
+        c.call(&["ZADD", "z2", &sc, &m]);
+    }
+    let seeds: Vec<Vec<u8>> = ["l1", "l2", "h1", "h2", "s1", "s2", "s3", "z1", "z2", "str"]
+        .iter()
+        .map(|k| bulk_payload(&c.call(&["DUMP", k])))
+        .collect();
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let (mut accepted, mut refused) = (0, 0);
+    for round in 0..1500 {
+        let seed = &seeds[next() as usize % seeds.len()];
+        let mut body = seed[..seed.len() - 8].to_vec();
+        for _ in 0..1 + next() % 4 {
+            let i = next() as usize % (body.len() - 2);
+            match next() % 4 {
+                0 => body[i] = next() as u8,
+                1 => body[i] = [0u8, 1, 0x7f, 0x80, 0xc0, 0xfe, 0xff][next() as usize % 7],
+                2 => {
+                    let n = (1 + next() % 6) as usize;
+                    body.drain(i..(i + n).min(body.len() - 2));
+                }
+                _ => {
+                    for _ in 0..1 + next() % 6 {
+                        body.insert(i, next() as u8);
+                    }
+                }
+            }
+        }
+        let crc = crc64(&body);
+        body.extend_from_slice(&crc.to_le_bytes());
+        let k = format!("t{}", round % 20);
+        let r = call_bin(&mut c, &[b"RESTORE", k.as_bytes(), b"0", &body, b"REPLACE"]);
+        if r != b"+OK\r\n" {
+            assert!(r.starts_with(b"-"), "{}", String::from_utf8_lossy(&r));
+            refused += 1;
+            continue;
+        }
+        accepted += 1;
+        let kc = format!("{k}c");
+        for cmd in [
+            &["TYPE", &k][..],
+            &["OBJECT", "ENCODING", &k],
+            &["DUMP", &k],
+            &["LRANGE", &k, "0", "-1"],
+            &["HGETALL", &k],
+            &["SMEMBERS", &k],
+            &["ZRANGE", &k, "0", "-1", "WITHSCORES"],
+            &["GET", &k],
+            &["DEBUG", "DIGEST-VALUE", &k],
+            &["LPUSH", &k, "x"],
+            &["LINSERT", &k, "BEFORE", "a", "y"],
+            &["RPOP", &k],
+            &["HSET", &k, "f", "vv"],
+            &["HDEL", &k, "g"],
+            &["SADD", &k, "77", "zz"],
+            &["SREM", &k, "1"],
+            &["ZADD", &k, "3", "c"],
+            &["ZREM", &k, "a"],
+            &["APPEND", &k, "xx"],
+            &["SPOP", &k],
+            &["HRANDFIELD", &k, "-5"],
+            &["SRANDMEMBER", &k, "-5"],
+            &["ZRANDMEMBER", &k, "-5"],
+            &["COPY", &k, &kc, "REPLACE"],
+        ] {
+            let r = c.call(cmd);
+            assert!(!r.is_empty(), "{cmd:?}");
+        }
+    }
+    eprintln!("{accepted} accepted, {refused} refused");
+    assert!(
+        accepted > 0 && refused > 0,
+        "{accepted} accepted, {refused} refused"
+    );
+    assert_eq!(c.call(&["PING"]), b"+PONG\r\n");
+}
