@@ -206,9 +206,10 @@ pub struct Shared {
     /// A rotation called the lease back (the executor answers at its next flush, even
     /// with nothing to append).
     called_back: AtomicBool,
-    /// `DEBUG AOF-PAUSE-SYNCS 1`: no fsync is issued (writes still reach the file), so
-    /// nothing more becomes durable — tests hold `always` replies and dirty-key reads
-    /// this way for as long as they need to look.
+    /// `DEBUG AOF-PAUSE-SYNCS 1`: no group fsync is issued (writes still reach the file),
+    /// so nothing more becomes durable — tests hold `always` replies and dirty-key reads
+    /// this way for as long as they need to look. A rotation (BGREWRITEAOF's cut) and
+    /// shutdown still sync: they must.
     syncs_paused: AtomicBool,
 }
 
