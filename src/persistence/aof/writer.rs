@@ -626,7 +626,7 @@ impl Writer {
         self.shared.wake_writer();
     }
 
-    /// `DEBUG AOF-PAUSE-SYNCS`: while paused no fsync is issued; on resume the executor
+    /// `DEBUG AOF-PAUSE-SYNCS`: while paused no group fsync is issued; on resume the executor
     /// (if it holds the file) and the writer sync what was written meanwhile.
     pub fn pause_syncs(&mut self, paused: bool) {
         self.shared.syncs_paused.store(paused, Ordering::SeqCst);
@@ -704,8 +704,7 @@ fn write_prefix(
     prefix: usize,
 ) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
-    let bytes: Vec<u8> = parts.concat().into_iter().take(prefix).collect();
-    file.write_all_at(&bytes, offset)
+    file.write_all_at(&parts.concat()[..prefix], offset)
 }
 
 /// Writes every byte of `parts`, in order, at `offset` (pwritev, resumed after a short
