@@ -200,7 +200,9 @@ pub fn startup(srv: &mut Server) -> Result<(), String> {
     srv.aof.writer = Some(w);
     srv.aof.enabled = true;
     srv.ks.deletions = Some(Vec::new());
-    srv.aof.rewrite_base_size = srv.aof.current_size();
+    let arena_bytes = srv.ks.arena.used_bytes();
+    srv.aof
+        .reset_growth_basis(layout.base.as_ref().map(|b| b.name.as_str()), arena_bytes);
     srv.aof.layout = Some(layout);
     notice!(
         "Opening AOF incr file {} on server start (LSN {})",

@@ -467,7 +467,9 @@ fn succeeded(srv: &mut Server, rw: &Rewrite) {
     srv.aof.last_rewrite_ok = true;
     srv.aof.last_rewrite_time_s = rw.started.elapsed().as_secs() as i64;
     srv.aof.last_rewrite_end = Some(Instant::now());
-    srv.aof.rewrite_base_size = srv.aof.current_size();
+    let arena_bytes = srv.ks.arena.used_bytes();
+    srv.aof
+        .reset_growth_basis(Some(rw.base.name.as_str()), arena_bytes);
     notice!(
         "Background AOF rewrite finished successfully (base {}, {} keys, cut at LSN {})",
         rw.base.name,
@@ -492,7 +494,8 @@ fn failed(srv: &mut Server, rw: &Rewrite, why: &str) {
 /// Called from cron: advances a running rewrite; starts a scheduled one once no other
 /// background job runs; starts an automatic rewrite when the log grew past
 /// `auto-aof-rewrite-percentage` of its size after the last rewrite (and over
-/// `auto-aof-rewrite-min-size`), as Redis.
+/// `auto-aof-rewrite-min-size`), as Redis — an image base counted at the size of the
+/// dataset it holds (`Aof::base_logical_extra`).
 pub fn cron(srv: &mut Server) {
     if srv.aof.rewrite.is_some() {
         advance(srv);
@@ -510,8 +513,8 @@ pub fn cron(srv: &mut Server) {
     }
     let s = srv.config.settings();
     let (pct, min) = (s.auto_aof_rewrite_percentage, s.auto_aof_rewrite_min_size);
-    let size = srv.aof.current_size();
-    if pct > 0 && size > min && !auto_rewrite_backing_off(srv) {
+    let size = srv.aof.growth_size();
+    if pct > 0 && srv.aof.current_size() > min && !auto_rewrite_backing_off(srv) {
         let base = srv.aof.rewrite_base_size.max(1);
         let growth = (size.saturating_sub(base)) * 100 / base;
         if growth >= pct {
