@@ -271,8 +271,8 @@ impl LogDir for FaultyDir {
         self.inner.size_of(name)
     }
     fn path_of(&self, name: &str) -> Option<PathBuf> {
-        // Only where the real file is exposed anyway (pre-allocation; direct I/O would
-        // open its own descriptor, which no fault reaches: tests leave it off).
+        // Only where the real file is exposed anyway (pre-allocation, direct I/O: the
+        // engine applies the hook to the direct descriptor's writes too).
         if lock(&self.faults).through_uring {
             self.inner.path_of(name)
         } else {

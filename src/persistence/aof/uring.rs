@@ -79,6 +79,8 @@ struct Op {
     buf: Option<AlignedBuf>,
     done: bool,
     started: std::time::Instant,
+    /// A test backend's torn write: this errno replaces the completion's result.
+    injected_errno: Option<i32>,
 }
 
 /// What a reap found.
@@ -183,6 +185,7 @@ impl Engine {
             buf: None,
             done: false,
             started: std::time::Instant::now(),
+            injected_errno: None,
         });
         Ok(())
     }
@@ -192,11 +195,21 @@ impl Engine {
         &mut self,
         fd: RawFd,
         offset: u64,
-        buf: AlignedBuf,
+        mut buf: AlignedBuf,
         lsn: u64,
     ) -> io::Result<()> {
         let id = self.next_id;
         self.next_id += 1;
+        // A torn write injected by a test backend: the whole blocks of the prefix reach
+        // the file (O_DIRECT writes whole blocks), then the completion reports the errno.
+        let injected = self
+            .fault_hook
+            .as_ref()
+            .and_then(|h| h.before_write(buf.len));
+        let injected_errno = injected.map(|(errno, prefix)| {
+            buf.len = prefix / BLOCK * BLOCK;
+            errno
+        });
         let sqe = opcode::Write::new(types::Fd(fd), buf.ptr as *const u8, buf.len as u32)
             .offset(offset)
             .build()
@@ -209,6 +222,7 @@ impl Engine {
             buf: Some(buf),
             done: false,
             started: std::time::Instant::now(),
+            injected_errno,
         });
         Ok(())
     }
@@ -255,8 +269,11 @@ impl Engine {
             };
             op.done = true;
             r.latencies_us.push(op.started.elapsed().as_micros() as u64);
-            let injected = match (&self.fault_hook, &op.buf) {
-                (Some(h), None) if res >= 0 => h.after_sync().map(|errno| -errno),
+            // Injected failures (tests): a torn write's errno; else a failed sync — of an
+            // fsync, or of an O_DSYNC direct write's flush.
+            let injected = match (op.injected_errno, &self.fault_hook) {
+                (Some(errno), _) => Some(-errno),
+                (None, Some(h)) if res >= 0 => h.after_sync().map(|errno| -errno),
                 _ => None,
             };
             let res = injected.unwrap_or(res);
