@@ -1415,9 +1415,22 @@ fn automatic_rewrite_measures_growth_against_the_dataset_an_image_base_holds() {
     // 4 MB of values; the rewrites this starts on the way (growth from an empty base)
     // settle, then one more sets the basis on the whole dataset.
     overwrite(&mut r, 0..4000);
-    std::thread::sleep(Duration::from_millis(300));
-    let before: u64 = info_field(&mut r, "aof_rewrites").parse().unwrap();
-    wait_rewrite(&mut r, before);
+    // Until no automatic rewrite runs nor is due (cron checks every 100 ms).
+    let t = Instant::now();
+    let before = loop {
+        let n: u64 = info_field(&mut r, "aof_rewrites").parse().unwrap();
+        wait_rewrite(&mut r, n);
+        std::thread::sleep(Duration::from_millis(300));
+        if info_field(&mut r, "aof_rewrite_in_progress") == "0"
+            && info_field(&mut r, "aof_rewrites") == n.to_string()
+        {
+            break n;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "rewrites never settled"
+        );
+    };
     assert!(r.call(&["BGREWRITEAOF"]).starts_with(b"+"));
     wait_rewrite(&mut r, before + 1);
     let base: u64 = info_field(&mut r, "aof_base_size").parse().unwrap();
