@@ -1591,8 +1591,9 @@ fn debug(ctx: &mut Ctx) -> CmdResult {
             Ok(())
         }
         ("aof-pause-syncs", 3) => {
-            // cairn's own: with 1 the log issues no fsync, so under `appendfsync always`
-            // write replies and reads of the keys they touched wait until 0 (tests).
+            // cairn's own: with 1 the log issues no group fsync (a rotation or shutdown
+            // still syncs), so under `appendfsync always` write replies and reads of the
+            // keys they touched wait until 0 (tests).
             let paused = crate::util::parse_i64(ctx.args.get(2)).unwrap_or(0) != 0;
             if !ctx.srv.aof.pause_syncs(paused) {
                 return Err(CmdError::err("the append only file is not open"));

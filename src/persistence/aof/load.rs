@@ -200,9 +200,12 @@ pub fn startup(srv: &mut Server) -> Result<(), String> {
     srv.aof.writer = Some(w);
     srv.aof.enabled = true;
     srv.ks.deletions = Some(Vec::new());
+    let image_base = layout
+        .base
+        .as_ref()
+        .is_some_and(|b| BaseKind::of(&dir.join(&b.name)).is_ok_and(|k| k == BaseKind::Image));
     let arena_bytes = srv.ks.arena.used_bytes();
-    srv.aof
-        .reset_growth_basis(layout.base.as_ref().map(|b| b.name.as_str()), arena_bytes);
+    srv.aof.reset_growth_basis(image_base, arena_bytes);
     srv.aof.layout = Some(layout);
     notice!(
         "Opening AOF incr file {} on server start (LSN {})",

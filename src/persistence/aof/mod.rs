@@ -471,16 +471,15 @@ impl Aof {
         self.current_size() + self.base_logical_extra
     }
 
-    /// After a rewrite or a load: the base is `base_name` and the arena holds
-    /// `arena_bytes`; the growth rule starts over from here.
-    pub fn reset_growth_basis(&mut self, base_name: Option<&str>, arena_bytes: u64) {
-        let image = base_name.is_some_and(|n| n.ends_with(".base.cimg"));
+    /// After a rewrite or a load: `image_base` says the base is a snapshot image, and the
+    /// arena holds `arena_bytes`; the growth rule starts over from here.
+    pub fn reset_growth_basis(&mut self, image_base: bool, arena_bytes: u64) {
         let base_file = self.writer.as_ref().map_or(0, |w| {
             w.shared
                 .base_bytes
                 .load(std::sync::atomic::Ordering::Relaxed)
         });
-        self.base_logical_extra = if image {
+        self.base_logical_extra = if image_base {
             arena_bytes.saturating_sub(base_file)
         } else {
             0

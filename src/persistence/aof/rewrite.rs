@@ -469,7 +469,7 @@ fn succeeded(srv: &mut Server, rw: &Rewrite) {
     srv.aof.last_rewrite_end = Some(Instant::now());
     let arena_bytes = srv.ks.arena.used_bytes();
     srv.aof
-        .reset_growth_basis(Some(rw.base.name.as_str()), arena_bytes);
+        .reset_growth_basis(rw.kind == BaseKind::Image, arena_bytes);
     notice!(
         "Background AOF rewrite finished successfully (base {}, {} keys, cut at LSN {})",
         rw.base.name,
