@@ -371,7 +371,7 @@ pub static OPTIONS: &[OptSpec] = &[
         "0",
         NA | F_HIDDEN,
     ),
-    opt("rdb-save-incremental-fsync", OptKind::Bool, "yes", NA),
+    opt("rdb-save-incremental-fsync", OptKind::Bool, "yes", 0),
     opt("stop-writes-on-bgsave-error", OptKind::Bool, "yes", 0),
     opt(
         "sanitize-dump-payload",
@@ -409,7 +409,7 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("aof-use-rdb-preamble", OptKind::Bool, "no", 0),
     opt("aof-timestamp-enabled", OptKind::Bool, "no", 0),
     opt("aof-disable-auto-gc", OptKind::Bool, "no", NA),
-    opt("aof-rewrite-incremental-fsync", OptKind::Bool, "yes", NA),
+    opt("aof-rewrite-incremental-fsync", OptKind::Bool, "yes", 0),
     // --- replication
     aliased("replicaof", "slaveof", OptKind::Special, "", IMM | NA),
     aliased(
@@ -791,6 +791,11 @@ pub struct Settings {
     pub aof_timestamp_enabled: bool,
     /// BGREWRITEAOF's base: an RDB file (yes) or the snapshot image (no).
     pub aof_use_rdb_preamble: bool,
+    /// Snapshot images and RDB files are written back every 4 MiB as they are written
+    /// (`persistence::write_behind`), not all at their final fsync.
+    pub rdb_save_incremental_fsync: bool,
+    /// The same for BGREWRITEAOF's base.
+    pub aof_rewrite_incremental_fsync: bool,
     pub aof_disk_min_free: u64,
     /// `aof-disk-min-free` given as a percentage of the filesystem (0: given as a size).
     pub aof_disk_min_free_pct: u64,
@@ -1034,6 +1039,8 @@ fn placeholder_settings() -> Settings {
         aof_load_truncated: true,
         aof_timestamp_enabled: false,
         aof_use_rdb_preamble: true,
+        rdb_save_incremental_fsync: true,
+        aof_rewrite_incremental_fsync: true,
         aof_disk_min_free: 0,
         aof_disk_min_free_pct: 0,
         aof_preallocate_bytes: 0,
@@ -1643,6 +1650,8 @@ impl Config {
             aof_load_truncated: self.boolean("aof-load-truncated"),
             aof_timestamp_enabled: self.boolean("aof-timestamp-enabled"),
             aof_use_rdb_preamble: self.boolean("aof-use-rdb-preamble"),
+            rdb_save_incremental_fsync: self.boolean("rdb-save-incremental-fsync"),
+            aof_rewrite_incremental_fsync: self.boolean("aof-rewrite-incremental-fsync"),
             aof_disk_min_free: self
                 .get_value("aof-disk-min-free")
                 .and_then(|v| v.parse().ok())

@@ -1068,12 +1068,13 @@ fn kill_during_rewrite_loses_no_acknowledged_write() {
     restart_with_digest(&dir, &args, &digest);
 }
 
-/// A rewrite that fails before its cut (the image cannot be created) changes nothing; one
-/// that fails after it (the RDB base cannot be renamed into place) leaves the old base
-/// with both incremental files listed. No write is lost either way, and the next rewrite
-/// retires everything.
+/// A rewrite that fails before its cut (the image cannot be created) leaves the old base
+/// and the incremental file opened at its start listed (the log moved there), as Redis 7
+/// does; one that fails after it (the RDB base cannot be renamed into place) leaves the
+/// old base with both incremental files listed. No write is lost either way, and the
+/// next rewrite retires everything.
 #[test]
-fn failed_rewrites_keep_the_old_manifest_and_every_write() {
+fn failed_rewrites_keep_every_write_and_a_loadable_manifest() {
     let dir = temp_dir("rwfail");
     let args = [
         "--appendfsync",
@@ -1094,7 +1095,12 @@ fn failed_rewrites_keep_the_old_manifest_and_every_write() {
     std::fs::create_dir(&blocker).unwrap();
     assert!(r.call(&["BGREWRITEAOF"]).starts_with(b"+"));
     wait_rewrite_failed(&mut r, 1);
-    assert_eq!(manifest(&dir), before);
+    // As Redis 7: the incremental file opened at the rewrite's start stays listed, and
+    // with no cut the log moved there when the rewrite failed.
+    assert_eq!(
+        manifest(&dir),
+        format!("{before}file appendonly.aof.2.incr.aof seq 2 type i\n")
+    );
     std::fs::remove_dir(&blocker).unwrap();
     assert_eq!(r.call(&["SET", "after-fail-1", "x"]), b"+OK\r\n");
     // 2. After the cut: a directory where the RDB base goes.
@@ -1110,7 +1116,7 @@ fn failed_rewrites_keep_the_old_manifest_and_every_write() {
     wait_rewrite_failed(&mut r, 2);
     assert_eq!(
         manifest(&dir),
-        "file appendonly.aof.1.base.aof seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\nfile appendonly.aof.2.incr.aof seq 2 type i\n"
+        "file appendonly.aof.1.base.aof seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\nfile appendonly.aof.2.incr.aof seq 2 type i\nfile appendonly.aof.3.incr.aof seq 3 type i\n"
     );
     assert_eq!(r.call(&["SET", "after-fail-2", "y"]), b"+OK\r\n");
     let digest = r.call(&["DEBUG", "DIGEST"]);
@@ -1120,12 +1126,20 @@ fn failed_rewrites_keep_the_old_manifest_and_every_write() {
     let mut r = Raw::connect(srv.port);
     assert_eq!(r.call(&["DEBUG", "DIGEST"]), digest);
     assert_eq!(r.call(&["GET", "during"]), b"$2\r\n50\r\n");
-    // 3. The next rewrite retires both incremental files.
+    // 3. The next rewrite retires every incremental file.
     assert!(r.call(&["BGREWRITEAOF"]).starts_with(b"+"));
     wait_rewrite(&mut r, 1);
     assert_eq!(
         manifest(&dir),
-        "file appendonly.aof.2.base.rdb seq 2 type b\nfile appendonly.aof.3.incr.aof seq 3 type i\n"
+        "file appendonly.aof.2.base.rdb seq 2 type b\nfile appendonly.aof.4.incr.aof seq 4 type i\n"
+    );
+    assert_eq!(
+        dir_names(&dir),
+        [
+            "appendonly.aof.2.base.rdb",
+            "appendonly.aof.4.incr.aof",
+            "appendonly.aof.manifest"
+        ]
     );
     drop(srv);
     restart_with_digest(&dir, &args, &digest);

@@ -6,3 +6,4 @@ pub mod aof;
 pub mod rdb_file;
 pub mod rdb_value;
 pub mod snapshot;
+pub mod write_behind;

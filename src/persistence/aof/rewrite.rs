@@ -79,6 +79,8 @@ pub struct Rewrite {
     new_incr: FileInfo,
     /// The layout once the log has switched files at the cut.
     rotated: Layout,
+    /// The manifest that lists `new_incr` (None for a log turned on at runtime).
+    switch_manifest: Option<Manifest>,
     cut: Arc<Cut>,
     phase: Phase,
     keys: u64,
@@ -163,6 +165,7 @@ pub fn start(srv: &mut Server) -> Result<(), String> {
     let cut = Arc::new(Cut::default());
     let hook = {
         let (cut, shared, name) = (cut.clone(), w.shared.clone(), new_incr.name.clone());
+        let manifest = manifest.clone();
         move |lsn: u64| {
             if cut.happened.swap(true, SeqCst) {
                 return;
@@ -171,10 +174,7 @@ pub fn start(srv: &mut Server) -> Result<(), String> {
             cut.unseen_by_executor.store(true, SeqCst);
             shared.submit(Job::Rotate {
                 new_incr: name.clone(),
-                manifest: manifest.as_ref().map(|m| Manifest {
-                    name: m.name.clone(),
-                    text: m.text.clone(),
-                }),
+                manifest: manifest.clone(),
                 status: cut.rotate.clone(),
             });
         }
@@ -182,6 +182,7 @@ pub fn start(srv: &mut Server) -> Result<(), String> {
     let mut p = crate::persistence::snapshot::ops::params(srv);
     p.path = image_path.clone();
     p.on_cut = Some(Arc::new(hook));
+    p.write_behind = s.aof_rewrite_incremental_fsync;
     // Freed large blocks must keep their pages while tracking is armed (see Arena).
     srv.ks.arena.set_keep_pages(true);
     let job = match BgJob::start(&srv.ks.arena, p, srv.snapshot.gate.clone()) {
@@ -191,11 +192,19 @@ pub fn start(srv: &mut Server) -> Result<(), String> {
             return Err(format!("can't start the snapshot thread: {e}"));
         }
     };
+    // The new incremental file is made ready (and listed, as Redis 7 lists it at a
+    // rewrite's start) now, so the cut only switches to it (see `Job::Prepare`).
+    w.submit(Job::Prepare {
+        new_incr: new_incr.name.clone(),
+        manifest: manifest.clone(),
+        status: Arc::new(JobStatus::default()),
+    });
     notice!(
         "Background append only file rewriting started (base {})",
         base.name
     );
     srv.aof.rewrite = Some(Rewrite {
+        switch_manifest: manifest,
         started: Instant::now(),
         base,
         kind,
@@ -251,6 +260,7 @@ fn convert(
     reserve_bytes: usize,
     databases: usize,
     key_delay_us: u64,
+    write_behind: bool,
 ) -> Result<u64, String> {
     crate::persistence::snapshot::lower_priority();
     let progress = crate::persistence::snapshot::format::LoadProgress::default();
@@ -264,8 +274,10 @@ fn convert(
     let tmp = out.with_file_name(format!("temp-{}-{name}", std::process::id()));
     let io = |e: std::io::Error| format!("{}: {e}", tmp.display());
     let written = (|| -> Result<u64, String> {
-        let mut f = std::fs::File::create(&tmp).map_err(io)?;
+        let f = std::fs::File::create(&tmp).map_err(io)?;
+        let mut f = crate::persistence::write_behind::WriteBehind::new(f, 0, write_behind);
         crate::persistence::rdb_file::write_rdb(&mut ks, &mut f, aux, key_delay_us)?;
+        let f = f.into_inner();
         f.sync_all().map_err(io)?;
         let len = f.metadata().map_err(io)?.len();
         std::fs::rename(&tmp, out).map_err(io)?;
@@ -354,9 +366,25 @@ fn step(srv: &mut Server, rw: &mut Rewrite) -> (Step, bool) {
             Some(false) => Phase::Failed("the manifest could not be committed".into()),
         },
         Phase::Failed(why) => {
+            // The manifest on disk lists the new file since the start (`Job::Prepare`):
+            // with no cut, the log moves there now (any point is a valid switch when no
+            // base depends on it), as Redis 7 keeps the incremental file it opened.
+            if !rw.cut.happened.swap(true, SeqCst) {
+                // What the executor buffered goes to the old file, before the switch; the
+                // next entry starts the new file with its SELECT.
+                srv.aof.flush();
+                srv.aof.selected_db = None;
+                if let Some(w) = srv.aof.writer.as_ref() {
+                    w.submit(Job::Rotate {
+                        new_incr: rw.new_incr.name.clone(),
+                        manifest: rw.switch_manifest.clone(),
+                        status: rw.cut.rotate.clone(),
+                    });
+                }
+            }
             // Entries after the cut went to the new file only if the switch succeeded:
             // the layout follows the writer, so wait for its answer.
-            if rw.cut.happened.load(SeqCst) {
+            if rw.cut.happened.load(SeqCst) && srv.aof.writer.is_some() {
                 match rw.cut.rotate.outcome() {
                     None => return (Step::Phase(Phase::Failed(why)), false),
                     Some(true) => srv.aof.layout = Some(rw.rotated.clone()),
@@ -392,6 +420,7 @@ fn after_image(srv: &mut Server, rw: &Rewrite) -> Phase {
         BaseKind::Rdb => {
             let s = srv.config.settings();
             let (reserve, dbs) = (s.arena_reserve_bytes, s.databases);
+            let write_behind = s.aof_rewrite_incremental_fsync;
             let key_delay_us = srv
                 .config
                 .get_value("rdb-key-save-delay")
@@ -410,7 +439,9 @@ fn after_image(srv: &mut Server, rw: &Rewrite) -> Phase {
             let (image, out) = (rw.image_path.clone(), rw.base_path());
             let spawned = std::thread::Builder::new()
                 .name("cairn-aof-base".into())
-                .spawn(move || convert(&image, &out, &aux, reserve, dbs, key_delay_us));
+                .spawn(move || {
+                    convert(&image, &out, &aux, reserve, dbs, key_delay_us, write_behind)
+                });
             match spawned {
                 Ok(h) => Phase::Convert(h),
                 Err(e) => Phase::Failed(format!("can't start the RDB base writer: {e}")),

@@ -71,11 +71,25 @@ pub struct IoOpts {
 pub enum Job {
     /// Framed entries for the current incremental file, ending with entry `last_lsn`.
     Append { data: Vec<u8>, last_lsn: u64 },
+    /// BGREWRITEAOF's start: create `new_incr` (or rename the spare into it, with
+    /// `aof-recycle`), start pre-allocating it, and commit `manifest` (the current layout
+    /// plus `new_incr`, as Redis 7 does when it opens a new incremental file at a
+    /// rewrite's start) when given. Nothing is written to it until the [`Job::Rotate`]
+    /// that names it: an empty (or filler-only) last incremental file is a valid log
+    /// end, so a crash in between loads the same dataset. Done ahead of the cut so the cut
+    /// itself creates nothing: replies held for durability then wait only for the old
+    /// file's last sync (measured before: ~25 ms of held replies at the cut while the
+    /// writer created the file, wrote the manifest and its pre-allocation caught up).
+    Prepare {
+        new_incr: String,
+        manifest: Option<Manifest>,
+        status: Arc<JobStatus>,
+    },
     /// BGREWRITEAOF's cut (queued while the executor is stopped there, so every entry
     /// before it is at most the cut's LSN and every entry after it is later): make the
-    /// current file durable, create `new_incr` (or rename the spare into it, with
-    /// `aof-recycle`), commit `manifest` (which lists it) when given, and append to it
-    /// from now on. On failure the log goes on in the current file.
+    /// current file durable and append to `new_incr` from now on — the file a
+    /// [`Job::Prepare`] made ready, or else created here (and `manifest` committed) as
+    /// that job would. On failure the log goes on in the current file.
     Rotate {
         new_incr: String,
         manifest: Option<Manifest>,
@@ -93,6 +107,7 @@ pub enum Job {
 }
 
 /// A manifest to write atomically: its file name and contents.
+#[derive(Clone)]
 pub struct Manifest {
     pub name: String,
     pub text: Vec<u8>,
@@ -459,6 +474,8 @@ impl Writer {
             prealloc: None,
             direct: None,
             opts,
+            next: None,
+            retiring: Vec::new(),
         };
         if t.opts.uring && t.incr.real_file().is_some() {
             match uring::eventfd().and_then(|efd| {
@@ -475,7 +492,7 @@ impl Writer {
                 ),
             }
         }
-        t.setup_file();
+        t.setup_file(None);
         t.check_disk((disk_min_free, 0));
         let join = std::thread::Builder::new()
             .name("cairn-aof".into())
@@ -875,6 +892,19 @@ struct Thread {
     prealloc: Option<Prealloc>,
     direct: Option<Direct>,
     opts: IoOpts,
+    /// The incremental file a [`Job::Prepare`] made ready for the next rotation.
+    next: Option<NextFile>,
+    /// Pre-allocation helpers of retired files, told to stop and joined later (at the
+    /// rewrite's commit, which may recycle their file) so a rotation never waits for one.
+    retiring: Vec<Prealloc>,
+}
+
+/// A prepared incremental file (see [`Job::Prepare`]).
+struct NextFile {
+    name: String,
+    file: Box<dyn LogFile>,
+    prealloc: Option<Prealloc>,
+    recycled: bool,
 }
 
 /// Direct-I/O state of the incremental file.
@@ -888,8 +918,9 @@ struct Direct {
 }
 
 impl Thread {
-    /// Sets up pre-allocation and direct I/O for the current incremental file.
-    fn setup_file(&mut self) {
+    /// Sets up pre-allocation (`prealloc`: a helper already working on this file) and
+    /// direct I/O for the current incremental file.
+    fn setup_file(&mut self, prealloc: Option<Prealloc>) {
         self.prealloc = None;
         self.direct = None;
         if let Some(engine) = self.engine.as_mut() {
@@ -917,15 +948,11 @@ impl Thread {
             }
         }
         *self.shared.engine.lock().unwrap_or_else(|e| e.into_inner()) = label;
-        if self.opts.preallocate_bytes > 0 {
-            let size = self.incr.file_len().unwrap_or(self.incr_off);
-            let f = self.incr.real_file().and_then(|f| f.try_clone().ok());
-            if let Some(f) = f {
-                match Prealloc::start(f, size, self.incr_off, self.opts.preallocate_bytes) {
-                    Ok(p) => self.prealloc = Some(p),
-                    Err(e) => crate::warning!("Can't start the AOF pre-allocation thread: {e}"),
-                }
-            }
+        if prealloc.is_some() {
+            self.prealloc = prealloc;
+        } else if self.opts.preallocate_bytes > 0 {
+            let ahead = self.opts.preallocate_bytes;
+            self.prealloc = start_prealloc(self.incr.as_mut(), self.incr_off + ahead, ahead);
         }
     }
 
@@ -966,6 +993,12 @@ impl Thread {
                     Job::Append { data, last_lsn: l } => {
                         batch.extend_from_slice(&data);
                         last_lsn = Some(l);
+                    }
+                    Job::Prepare { .. } => {
+                        // Touches only the next file: the current one (maybe lent to the
+                        // executor) goes on as it is.
+                        self.write_batch(&mut batch, last_lsn.take());
+                        self.control(job);
                     }
                     other => {
                         // A rotation needs the file's end: the executor gives it back.
@@ -1031,6 +1064,7 @@ impl Thread {
                 if q.jobs.is_empty() {
                     drop(q);
                     self.close_file();
+                    self.discard_next();
                     return;
                 }
             }
@@ -1323,22 +1357,140 @@ impl Thread {
     fn control(&mut self, job: Job) {
         match job {
             Job::Append { .. } => {}
+            Job::Prepare {
+                new_incr,
+                manifest,
+                status,
+            } => {
+                let t = Instant::now();
+                let ok = self.prepare(&new_incr, manifest.as_ref());
+                status.set(ok);
+                crate::verbose!(
+                    "AOF: {new_incr} prepared in {} us (ok: {ok})",
+                    t.elapsed().as_micros()
+                );
+            }
             Job::Rotate {
                 new_incr,
                 manifest,
                 status,
-            } => status.set(self.rotate(&new_incr, manifest)),
+            } => {
+                let t = Instant::now();
+                let ok = self.rotate(&new_incr, manifest);
+                status.set(ok);
+                crate::verbose!(
+                    "AOF: switched to {new_incr} in {} us (ok: {ok})",
+                    t.elapsed().as_micros()
+                );
+            }
             Job::Commit {
                 manifest,
                 obsolete,
                 base_bytes,
                 status,
-            } => status.set(self.commit(manifest, obsolete, base_bytes)),
+            } => {
+                let t = Instant::now();
+                let ok = self.commit(manifest, obsolete, base_bytes);
+                status.set(ok);
+                crate::verbose!(
+                    "AOF: rewrite committed in {} us (ok: {ok})",
+                    t.elapsed().as_micros()
+                );
+            }
         }
     }
 
-    /// See [`Job::Rotate`]. The current file stays the log until the manifest naming the
-    /// new one is on disk, so a crash at any point leaves a loadable set.
+    /// Creates `name` empty (or renames the `aof-recycle` spare into it) and commits
+    /// `manifest` (which lists it) when given. The current file stays the log until the
+    /// manifest naming the new one is on disk, so a crash at any point leaves a loadable
+    /// set.
+    fn create_next(
+        &mut self,
+        name: &str,
+        manifest: Option<&Manifest>,
+    ) -> std::io::Result<(Box<dyn LogFile>, bool)> {
+        let spare = self.opts.recycle.then(|| self.spare_name()).flatten();
+        let mut recycled = false;
+        let step = (|| -> std::io::Result<Box<dyn LogFile>> {
+            let f = match spare.as_deref().map(|s| self.dir.recycle(s, name)) {
+                Some(Ok(f)) => {
+                    recycled = true;
+                    f
+                }
+                _ => {
+                    let mut f = self.dir.open_append(name)?;
+                    f.set_len(0)?;
+                    f.sync_data()?;
+                    f
+                }
+            };
+            if let Some(m) = manifest {
+                self.dir.write_atomic(&m.name, &m.text)?;
+            }
+            Ok(f)
+        })();
+        match step {
+            Ok(f) => Ok((f, recycled)),
+            Err(e) => {
+                crate::warning!(
+                    "Can't switch the AOF to the new incremental file {name}: {}",
+                    strerror(&e)
+                );
+                let _ = self.dir.remove(name);
+                Err(e)
+            }
+        }
+    }
+
+    /// See [`Job::Prepare`].
+    fn prepare(&mut self, new_incr: &str, manifest: Option<&Manifest>) -> bool {
+        if self.shared.failed.load(Ordering::SeqCst) {
+            return false;
+        }
+        self.discard_next();
+        self.retiring.clear();
+        let Ok((mut file, recycled)) = self.create_next(new_incr, manifest) else {
+            return false;
+        };
+        // Only the first chunk now: the rest once the log is there (a rewrite's image is
+        // being written meanwhile, and megabytes of filler would compete with it).
+        // Pre-allocation goes with the io_uring engine on a real directory, as in
+        // `setup_file`.
+        let ahead = self.opts.preallocate_bytes;
+        let prealloc = (ahead > 0 && self.engine.is_some() && self.dir.path_of(new_incr).is_some())
+            .then(|| start_prealloc(file.as_mut(), ahead.min(FIRST_CHUNK_BYTES), ahead))
+            .flatten();
+        // Frozen until the rewrite commits: filler that extends the file changes its size,
+        // and a log fdatasync issued meanwhile must then commit the filesystem journal,
+        // which between the cut and the commit holds the image's and the retired files'
+        // metadata.
+        if let Some(p) = &prealloc {
+            p.freeze();
+        }
+        if let Some(p) = &self.prealloc {
+            p.freeze();
+        }
+        self.next = Some(NextFile {
+            name: new_incr.to_string(),
+            file,
+            prealloc,
+            recycled,
+        });
+        true
+    }
+
+    /// Drops a prepared file that no rotation took (shutdown, or a newer preparation): it
+    /// may be listed by the manifest on disk, so it is cut to an empty log, not deleted.
+    fn discard_next(&mut self) {
+        if let Some(mut n) = self.next.take() {
+            n.prealloc = None;
+            if !n.recycled {
+                let _ = n.file.set_len(0).and_then(|_| n.file.sync_data());
+            }
+        }
+    }
+
+    /// See [`Job::Rotate`].
     fn rotate(&mut self, new_incr: &str, manifest: Option<Manifest>) -> bool {
         if self.shared.failed.load(Ordering::SeqCst) {
             return false;
@@ -1353,50 +1505,48 @@ impl Thread {
                 return false;
             }
         }
-        let spare = self.opts.recycle.then(|| self.spare_name()).flatten();
-        let mut recycled = false;
-        let step = (|| -> std::io::Result<Box<dyn LogFile>> {
-            let f = match spare.as_deref().map(|s| self.dir.recycle(s, new_incr)) {
-                Some(Ok(f)) => {
-                    recycled = true;
-                    f
-                }
-                _ => {
-                    let mut f = self.dir.open_append(new_incr)?;
-                    f.set_len(0)?;
-                    f.sync_data()?;
-                    f
-                }
-            };
-            if let Some(m) = &manifest {
-                self.dir.write_atomic(&m.name, &m.text)?;
+        if let Some(n) = self.next.take_if(|n| n.name == new_incr) {
+            // Prepared at the rewrite's start (manifest already committed). The old file
+            // keeps its filler past the log: it is deleted (or recycled) when the rewrite
+            // commits, and while it stays listed its `#FILL` lines load as the end of its
+            // log here and as annotations in Redis 7. Its helper is not waited for.
+            self.direct = None;
+            if let Some(p) = self.prealloc.take() {
+                p.stop_nowait();
+                self.retiring.push(p);
             }
-            Ok(f)
-        })();
-        match step {
-            Ok(f) => {
+            self.switch_to(n.name, n.file, n.recycled, n.prealloc);
+            return true;
+        }
+        self.discard_next();
+        match self.create_next(new_incr, manifest.as_ref()) {
+            Ok((f, recycled)) => {
                 // The old file's filler past the log is cut off (Redis 7 reads it as part
                 // of the log while it is listed).
                 self.close_file();
-                if recycled {
-                    self.shared.recycled.fetch_add(1, Ordering::Relaxed);
-                }
-                self.incr = f;
-                self.incr_name = Some(new_incr.to_string());
-                self.incr_off = 0;
-                self.shared.incr_bytes.store(0, Ordering::Relaxed);
-                self.setup_file();
+                self.switch_to(new_incr.to_string(), f, recycled, None);
                 true
             }
-            Err(e) => {
-                crate::warning!(
-                    "Can't switch the AOF to the new incremental file {new_incr}: {}",
-                    strerror(&e)
-                );
-                let _ = self.dir.remove(new_incr);
-                false
-            }
+            Err(_) => false,
         }
+    }
+
+    /// Makes `file` the log's current incremental file (empty, or a recycled one).
+    fn switch_to(
+        &mut self,
+        name: String,
+        file: Box<dyn LogFile>,
+        recycled: bool,
+        prealloc: Option<Prealloc>,
+    ) {
+        if recycled {
+            self.shared.recycled.fetch_add(1, Ordering::Relaxed);
+        }
+        self.incr = file;
+        self.incr_name = Some(name);
+        self.incr_off = 0;
+        self.shared.incr_bytes.store(0, Ordering::Relaxed);
+        self.setup_file(prealloc);
     }
 
     /// The recycled-file name: `<current incremental file>` with its sequence part
@@ -1415,6 +1565,11 @@ impl Thread {
             return false;
         }
         self.shared.base_bytes.store(base_bytes, Ordering::Relaxed);
+        // The retired files' helpers are done before a file is renamed or deleted.
+        self.retiring.clear();
+        if let Some(p) = &self.prealloc {
+            p.unfreeze();
+        }
         let retired = obsolete.iter().rfind(|n| n.ends_with(".incr.aof"));
         let keep = retired.filter(|_| self.opts.recycle).and_then(|from| {
             let to = spare_name_for(from);
@@ -1424,10 +1579,27 @@ impl Thread {
         });
         for name in obsolete {
             if Some(&name) != keep.as_ref() {
-                let _ = self.dir.remove(&name);
+                let _ = self.dir.retire(&name);
             }
         }
         true
+    }
+}
+
+/// Pre-allocation of a prepared file: its first chunk (the log reaches the rest later).
+const FIRST_CHUNK_BYTES: u64 = 8 << 20;
+
+/// Starts pre-allocating `file` up to `target` (then `ahead` beyond the log's end): None
+/// without a real file or when the helper can't start (appends then grow the file).
+fn start_prealloc(file: &mut dyn LogFile, target: u64, ahead: u64) -> Option<Prealloc> {
+    let size = file.file_len().ok()?;
+    let f = file.real_file().and_then(|f| f.try_clone().ok())?;
+    match Prealloc::start(f, size, target, ahead) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            crate::warning!("Can't start the AOF pre-allocation thread: {e}");
+            None
+        }
     }
 }
 
@@ -1563,6 +1735,103 @@ mod tests {
         assert!(!dir.join("p.1.base.aof").exists());
         assert_eq!(w.shared.base_bytes.load(Ordering::Relaxed), 77);
         drop(w);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// BGREWRITEAOF's start prepares the next file and commits the manifest listing it;
+    /// entries keep going to the current file until the rotation, which takes the prepared
+    /// file without writing the manifest again; the retired file keeps its filler and
+    /// still scans to its last entry. A prepared file no rotation took is cut to an empty
+    /// log at shutdown (the manifest may list it).
+    #[test]
+    fn prepared_file_is_listed_at_the_start_and_taken_at_the_rotation() {
+        let dir = temp_dir("prepare");
+        let mut d = FsDir::new(&dir);
+        let f = d.open_append("p.1.incr.aof").unwrap();
+        let opts = IoOpts {
+            preallocate_bytes: 1 << 20,
+            uring: true,
+            ..IoOpts::default()
+        };
+        let w = Writer::start_opts(
+            Box::new(FsDir::new(&dir)),
+            f,
+            Some("p.1.incr.aof"),
+            0,
+            0,
+            FsyncMode::Always,
+            0,
+            opts,
+        )
+        .unwrap();
+        let manifest = |text: &[u8]| {
+            Some(Manifest {
+                name: "p.manifest".into(),
+                text: text.to_vec(),
+            })
+        };
+        w.submit(Job::Append {
+            data: [entry(1), entry(2)].concat(),
+            last_lsn: 2,
+        });
+        let prepared = Arc::new(JobStatus::default());
+        w.submit(Job::Prepare {
+            new_incr: "p.2.incr.aof".into(),
+            manifest: manifest(b"listed"),
+            status: prepared.clone(),
+        });
+        w.submit(Job::Append {
+            data: entry(3),
+            last_lsn: 3,
+        });
+        assert!(wait(&prepared));
+        assert_eq!(std::fs::read(dir.join("p.manifest")).unwrap(), b"listed");
+        assert!(dir.join("p.2.incr.aof").exists());
+        let rotated = Arc::new(JobStatus::default());
+        w.submit(Job::Rotate {
+            new_incr: "p.2.incr.aof".into(),
+            manifest: manifest(b"written again"),
+            status: rotated.clone(),
+        });
+        w.submit(Job::Append {
+            data: entry(4),
+            last_lsn: 4,
+        });
+        assert!(wait(&rotated));
+        let t = Instant::now();
+        while w.shared.durable_lsn.load(Ordering::SeqCst) < 4 {
+            assert!(t.elapsed() < Duration::from_secs(5));
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(std::fs::read(dir.join("p.manifest")).unwrap(), b"listed");
+        let scan = |name: &str| {
+            let b = std::fs::read(dir.join(name)).unwrap();
+            let o = super::super::format::scan(&b, None, |_| Ok(()));
+            assert!(o.bad.is_none(), "{name}: {:?}", o.bad);
+            (o.entries, o.last_lsn, b.len())
+        };
+        let (n, last, len) = scan("p.1.incr.aof");
+        assert_eq!((n, last), (3, Some(3)));
+        assert!(
+            len > 3 * entry(1).len(),
+            "the retired file keeps its filler"
+        );
+        assert_eq!(scan("p.2.incr.aof").0, 1);
+        assert_eq!(scan("p.2.incr.aof").1, Some(4));
+        // Prepared, never taken: empty at shutdown.
+        let again = Arc::new(JobStatus::default());
+        w.submit(Job::Prepare {
+            new_incr: "p.3.incr.aof".into(),
+            manifest: manifest(b"listed 3"),
+            status: again.clone(),
+        });
+        assert!(wait(&again));
+        drop(w);
+        assert_eq!(
+            std::fs::metadata(dir.join("p.3.incr.aof")).unwrap().len(),
+            0
+        );
+        assert_eq!(scan("p.2.incr.aof").1, Some(4));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

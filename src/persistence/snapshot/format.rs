@@ -9,6 +9,7 @@
 //! a truncated file and an image from another build are each told apart, with where.
 
 use crate::arena::{self, RawRegion};
+use crate::persistence::write_behind::WriteBehind;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -304,7 +305,7 @@ impl Record {
 
 /// Writes an image to `<final>.tmp-<pid>`; [`ImageWriter::commit`] makes it the image.
 pub struct ImageWriter {
-    file: BufWriter<File>,
+    file: BufWriter<WriteBehind>,
     tmp: PathBuf,
     path: PathBuf,
     records: u64,
@@ -314,7 +315,9 @@ pub struct ImageWriter {
 }
 
 impl ImageWriter {
-    pub fn create(path: &Path) -> io::Result<ImageWriter> {
+    /// `write_behind`: start the write-back every few MiB as the image is written
+    /// (`rdb-save-incremental-fsync`, see `persistence::write_behind`).
+    pub fn create(path: &Path, write_behind: bool) -> io::Result<ImageWriter> {
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -326,7 +329,7 @@ impl ImageWriter {
             .truncate(true)
             .open(&tmp)?;
         let mut w = ImageWriter {
-            file: BufWriter::with_capacity(1 << 20, file),
+            file: BufWriter::with_capacity(1 << 20, WriteBehind::new(file, 0, write_behind)),
             tmp,
             path: path.to_path_buf(),
             records: 0,
@@ -366,12 +369,22 @@ impl ImageWriter {
         put32(&mut t, 28, crc);
         self.file.write_all(&t)?;
         self.bytes_written += TRAILER_BYTES as u64;
-        let mut file = self.file.into_inner().map_err(|e| e.into_error())?;
+        let mut file = self
+            .file
+            .into_inner()
+            .map_err(|e| e.into_error())?
+            .into_inner();
         file.seek(SeekFrom::Start(0))?;
         file.write_all(&header.encode())?;
         file.sync_all()?;
         drop(file);
+        // The image this one replaces is freed gradually, not at the rename (see
+        // `free_gradually`: freeing a large file at once stalls concurrent log syncs).
+        let replaced = OpenOptions::new().write(true).open(&self.path).ok();
         std::fs::rename(&self.tmp, &self.path)?;
+        if let Some(old) = replaced {
+            crate::persistence::aof::storage::free_gradually(old);
+        }
         let dir = match self.path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -880,7 +893,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("cairn-fmt-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("img");
-        let mut w = ImageWriter::create(&path).unwrap();
+        let mut w = ImageWriter::create(&path, true).unwrap();
         let a = vec![7u8; 8192];
         w.write_record(&Record::encode(
             vec![Extent {
@@ -945,7 +958,7 @@ mod tests {
         let path = dir.join("img");
         let arena = 24 * 4096u64;
         let mut want = vec![0u8; arena as usize];
-        let mut w = ImageWriter::create(&path).unwrap();
+        let mut w = ImageWriter::create(&path, true).unwrap();
         let mut seed = 7u64;
         let mut rnd = move || {
             seed ^= seed << 13;
@@ -974,7 +987,7 @@ mod tests {
         let (mut region, _) = load(&path, 1 << 20).unwrap();
         assert_eq!(region.slice_mut(0, arena as usize).unwrap(), &want[..]);
         // Mode 3: disjoint records, descending offsets.
-        let mut w = ImageWriter::create(&path).unwrap();
+        let mut w = ImageWriter::create(&path, true).unwrap();
         let mut want = vec![0u8; arena as usize];
         for p in (0..24u64).rev() {
             let bytes = vec![p as u8 + 1; 4096];

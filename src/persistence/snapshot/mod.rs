@@ -145,6 +145,9 @@ pub struct SnapParams {
     /// [`OnCpu::away_from`]): the pause, where the executor's CPU is free, and the
     /// freeze-free variant's fault handler, which the executor waits on, run there.
     pub wide_cpus: Option<CpuSet>,
+    /// Write the image back every few MiB as it is written (`rdb-save-incremental-fsync`,
+    /// `aof-rewrite-incremental-fsync`; `persistence::write_behind`).
+    pub write_behind: bool,
 }
 
 /// See [`SnapParams::on_cut`]. Must be quick: the executor is stopped while it runs.
@@ -399,7 +402,7 @@ fn write_stw(
     p: &SnapParams,
     cancel: &AtomicBool,
 ) -> Result<(ImageWriter, u64), SnapError> {
-    let mut w = ImageWriter::create(&p.path)?;
+    let mut w = ImageWriter::create(&p.path, p.write_behind)?;
     let end = view.end();
     let mut jobs = Vec::new();
     range_jobs(view, 0, end, &mut jobs);
@@ -522,7 +525,7 @@ fn run_sync_image(
     cancel: &AtomicBool,
     progress: &Progress,
 ) -> Result<Outcome, SnapError> {
-    let mut w = ImageWriter::create(&p.path)?;
+    let mut w = ImageWriter::create(&p.path, p.write_behind)?;
     match sync::run_sync(view, p, t, gate, cancel, progress, &mut w) {
         Ok((o, end)) => commit(w, p, o, end),
         Err(e) => {
@@ -560,7 +563,7 @@ fn run_live(
     cancel: &AtomicBool,
     progress: &Progress,
 ) -> Result<Outcome, SnapError> {
-    let mut w = ImageWriter::create(&p.path)?;
+    let mut w = ImageWriter::create(&p.path, p.write_behind)?;
     let result = live_passes(view, p, &mut t, gate, cancel, progress, &mut w);
     // Ending the tracking lifts every protection: a kernel walk of the page tables
     // (≈ 10 ms a GiB), on a niced thread so that the clients sharing its CPU get in

@@ -55,6 +55,7 @@ pub(crate) fn params(srv: &Server) -> SnapParams {
         on_cut: None,
         executor_cpu: None,
         wide_cpus: None,
+        write_behind: s.rdb_save_incremental_fsync,
     }
 }
 
