@@ -289,8 +289,16 @@ pub fn load_layout(
             if last {
                 log_end = Some(o.valid_len);
             }
+            // A tail (torn, or a recycled file's old content) ends *this* file's log,
+            // whether or not the file is the last one listed: since a rewrite's start the
+            // manifest lists the next incremental file while this one is still written
+            // (`writer::Job::Prepare`), and at the cut this one keeps whatever followed
+            // its log. Nothing acknowledged can be lost that way unnoticed: the next
+            // file's first entry must continue from the LSN this one ends at (`replay`
+            // checks it), and a later file gets entries only after this one was synced
+            // whole at the cut.
             if let Some(bad) = &o.bad {
-                if bad.torn_tail && last && bad.stale_follows {
+                if bad.torn_tail && bad.stale_follows {
                     // A recycled file's old content after the new log: its normal end. It
                     // is cut all the same: later bytes may hold entries of writes that
                     // were in flight, whose LSNs the next entries will reuse.
@@ -302,7 +310,7 @@ pub fn load_layout(
                     );
                     drop(m);
                     truncate(&path, o.valid_len)?;
-                } else if bad.torn_tail && last && load_truncated {
+                } else if bad.torn_tail && load_truncated {
                     warning!(
                         "!!! Warning: short read while loading the AOF file {}!!! {}",
                         f.name,
@@ -318,7 +326,7 @@ pub fn load_layout(
                     drop(m);
                     truncate(&path, o.valid_len)?;
                     srv.aof.loaded_truncated = true;
-                } else if bad.torn_tail && last {
+                } else if bad.torn_tail {
                     return Err(format!(
                         "Unexpected end of file reading the append only file {}: {}. You can: 1) Make a backup of your AOF file, then use ./cairn-server --check-aof --fix <filename.manifest>. 2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server.",
                         f.name,
@@ -332,9 +340,11 @@ pub fn load_layout(
                     ));
                 }
             }
-            if let (Some(om), true) = (open, last) {
+            if let Some(om) = open {
                 // The log ends inside MULTI (a crash while the block was being written):
                 // none of it was applied; cut it so later appends do not land inside it.
+                // In any file, as a torn tail above: a later file must continue from the
+                // LSN before the block.
                 if !load_truncated {
                     return Err(format!(
                         "Unexpected end of file reading the append only file {}: a MULTI block at offset {} has no EXEC. You can: 1) Make a backup of your AOF file, then use ./cairn-server --check-aof --fix <filename.manifest>. 2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server.",
@@ -349,7 +359,10 @@ pub fn load_layout(
                 );
                 truncate(&path, om.offset)?;
                 // The writer appends where the kept log now ends.
-                log_end = Some(om.offset);
+                if last {
+                    log_end = Some(om.offset);
+                }
+                next_lsn = Some(om.prev_lsn + 1);
                 srv.aof.last_lsn = om.prev_lsn;
                 srv.aof.reploff = om.prev_reploff;
                 srv.aof.loaded_truncated = true;

@@ -23,7 +23,7 @@ use std::time::Duration;
 /// syncs 3–5 ms here).
 const CHUNK_BYTES: u64 = 2 << 20;
 /// After [`Prealloc::freeze`]: refill only once less than this is left ahead of the log,
-/// and then two chunks' worth.
+/// and then up to this much plus one chunk past it.
 const FROZEN_MARGIN_BYTES: u64 = 4 << 20;
 /// Unless the log is waiting for room, the helper rests this many times as long as a
 /// chunk took before the next one, so its writes take at most a third of the device's
@@ -121,11 +121,12 @@ impl Prealloc {
         lock(&self.st).prepared
     }
 
-    /// The file is about to be retired (a rewrite started; the log moves to a new file at
-    /// its cut): from now on the helper refills only when the log is about to reach the
-    /// prepared end, one chunk at a time, instead of keeping `ahead` bytes ready. A chunk
-    /// is megabytes written and synced, and one in flight at the cut delays the first
-    /// syncs of the new file behind it on the device (measured: ~9 ms of held replies).
+    /// A rewrite is running: this file is about to be retired (the log moves to a new one
+    /// at the cut), or is that new one until the rewrite commits. From now on the helper
+    /// refills only when the log comes within [`FROZEN_MARGIN_BYTES`] of the prepared end,
+    /// a chunk past that margin at a time, instead of keeping `ahead` bytes ready: filler
+    /// is megabytes written and synced, and one in flight at the cut delayed the new
+    /// file's first syncs behind it on the device (measured: ~9 ms of held replies).
     pub fn freeze(&self) {
         lock(&self.st).frozen = true;
     }
@@ -185,8 +186,9 @@ impl PreallocHandle {
     }
 }
 
-/// Raises the helper's target when the log's end `end` comes within half of `ahead` of it
-/// (frozen: within [`FROZEN_MARGIN_BYTES`], and then by one chunk). True when it did.
+/// Raises the helper's target when the log's end `end` comes within half of `ahead` of it,
+/// to `ahead` past `end` (frozen: within [`FROZEN_MARGIN_BYTES`], and then to that margin
+/// plus one chunk past `end`). True when it did.
 ///
 /// The hysteresis matters: see [`Prealloc::ensure`].
 fn refill(g: &mut Inner, end: u64, ahead: u64) -> bool {
@@ -294,7 +296,7 @@ mod tests {
     }
 
     /// Normally the target jumps to `ahead` past the log once half of it is used; frozen,
-    /// only when the log comes within the margin, and then by two chunks.
+    /// only when the log comes within the margin, and then to the margin plus a chunk.
     #[test]
     fn refill_keeps_ahead_normally_and_only_what_is_needed_when_frozen() {
         let ahead = 64 << 20;

@@ -3,14 +3,15 @@
 //! runs on the executor.
 //!
 //! 1. **Start** (executor, O(1)): a background snapshot is started into
-//!    `<prefix>.<seq>.base.cimg` with a cut hook.
+//!    `<prefix>.<seq>.base.cimg` with a cut hook, and the writer prepares the next
+//!    incremental file ([`Job::Prepare`]: created, pre-allocation begun, manifest
+//!    "old base + old incrementals + new incremental" committed, as Redis 7 lists a new
+//!    incremental file at a rewrite's start; nothing is written into it yet).
 //! 2. **Cut** (snapshot thread, executor stopped at a command boundary): the executor queued
 //!    every framed entry to the writer before stopping and published the log's last LSN N
 //!    (`PauseGate::aof_lsn_at_park`). The hook queues [`Job::Rotate`]: entries ≤ N are
 //!    ahead of it in the queue (old incremental file), entries > N behind it (new file).
-//!    The writer syncs the old file, creates the new one and commits the manifest
-//!    "old base + old incrementals + new incremental" before writing anything to it, as
-//!    Redis does when it opens a new incremental file at a rewrite's start.
+//!    The writer syncs the old file and switches to the prepared one.
 //! 3. **Image done**: with `aof-use-rdb-preamble yes` (Redis's default; cairn's is `no`) a converter thread
 //!    loads the image into a private arena and streams it as an RDB
 //!    `<prefix>.<seq>.base.rdb` (AUX `cairn-aof-lsn` = N, `repl-id`, `repl-offset`), then
@@ -19,10 +20,14 @@
 //!    the old base and incrementals are deleted (or the last incremental kept as the
 //!    `aof-recycle` spare).
 //!
-//! Failure anywhere leaves a loadable directory: before the cut nothing changed; after it
-//! the manifest lists both incremental files, so the entries after the cut are never lost
-//! (the next rewrite retires both). A crash before step 4's rename leaves the previous
-//! manifest in force; an unlisted new base is just an unused file.
+//! Failure anywhere leaves a loadable directory: from step 1 the manifest lists the new
+//! file after the old ones, and every acknowledged entry is in one of them (the loader
+//! takes a torn or recycled tail of the second-to-last file as its end when the next file
+//! continues the LSNs or is empty). Without a cut the log moves to the prepared file when
+//! the rewrite fails or is cancelled; after it, the old base stays with every incremental
+//! listed ([`Job::EndRewrite`] cuts the retired file back to its log). The next rewrite
+//! retires them all. A crash before step 4's rename leaves the previous manifest in force;
+//! an unlisted new base is just an unused file.
 
 use super::manifest::{FileInfo, Layout};
 use super::writer::{Job, JobStatus, Manifest};
@@ -237,16 +242,50 @@ impl super::Aof {
 /// converter thread is left to finish on its own (its output is never listed). The
 /// manifest on disk stays valid whatever point was reached.
 pub fn cancel(srv: &mut Server) {
-    let Some(rw) = srv.aof.rewrite.take() else {
+    let Some(mut rw) = srv.aof.rewrite.take() else {
         return;
     };
-    if let Phase::Snapshot(job) = rw.phase {
+    let phase = std::mem::replace(&mut rw.phase, Phase::Failed(String::new()));
+    if let Phase::Snapshot(job) = phase {
         warning!("There is an AOF rewrite in progress: stopping it");
         job.cancel();
         srv.ks.arena.set_keep_pages(false);
     }
-    if rw.cut.happened.load(SeqCst) && rw.cut.rotate.outcome() == Some(true) {
-        srv.aof.layout = Some(rw.rotated);
+    // The manifest on disk lists the new file since the start: with no cut the log moves
+    // there now, as when a rewrite fails; the layout names it either way (a later rewrite
+    // must not pick its name again).
+    rotate_without_cut(srv, &rw);
+    srv.aof.layout = Some(rw.rotated.clone());
+    end_without_commit(srv);
+}
+
+/// The rewrite ends with no cut (failed or cancelled before it): the log moves to the
+/// file prepared at the start, which the manifest on disk already lists — any point is a
+/// valid switch when no new base depends on it, and Redis 7 keeps the incremental file it
+/// opened too.
+fn rotate_without_cut(srv: &mut Server, rw: &Rewrite) {
+    if rw.cut.happened.swap(true, SeqCst) {
+        return;
+    }
+    // What the executor buffered goes to the old file, before the switch; the next entry
+    // starts the new file with its SELECT.
+    srv.aof.flush();
+    srv.aof.selected_db = None;
+    if let Some(w) = srv.aof.writer.as_ref() {
+        w.submit(Job::Rotate {
+            new_incr: rw.new_incr.name.clone(),
+            manifest: rw.switch_manifest.clone(),
+            status: rw.cut.rotate.clone(),
+        });
+    }
+}
+
+/// Tells the writer the rewrite ended without a commit (see `Job::EndRewrite`).
+fn end_without_commit(srv: &mut Server) {
+    if let Some(w) = srv.aof.writer.as_ref() {
+        w.submit(Job::EndRewrite {
+            status: Arc::new(JobStatus::default()),
+        });
     }
 }
 
@@ -369,19 +408,7 @@ fn step(srv: &mut Server, rw: &mut Rewrite) -> (Step, bool) {
             // The manifest on disk lists the new file since the start (`Job::Prepare`):
             // with no cut, the log moves there now (any point is a valid switch when no
             // base depends on it), as Redis 7 keeps the incremental file it opened.
-            if !rw.cut.happened.swap(true, SeqCst) {
-                // What the executor buffered goes to the old file, before the switch; the
-                // next entry starts the new file with its SELECT.
-                srv.aof.flush();
-                srv.aof.selected_db = None;
-                if let Some(w) = srv.aof.writer.as_ref() {
-                    w.submit(Job::Rotate {
-                        new_incr: rw.new_incr.name.clone(),
-                        manifest: rw.switch_manifest.clone(),
-                        status: rw.cut.rotate.clone(),
-                    });
-                }
-            }
+            rotate_without_cut(srv, rw);
             // Entries after the cut went to the new file only if the switch succeeded:
             // the layout follows the writer, so wait for its answer.
             if rw.cut.happened.load(SeqCst) && srv.aof.writer.is_some() {
@@ -510,6 +537,7 @@ fn succeeded(srv: &mut Server, rw: &Rewrite) {
 }
 
 fn failed(srv: &mut Server, rw: &Rewrite, why: &str) {
+    end_without_commit(srv);
     // Unlisted leftovers of this rewrite (never named by a manifest).
     let _ = std::fs::remove_file(&rw.image_path);
     if rw.kind == BaseKind::Rdb {

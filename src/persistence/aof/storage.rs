@@ -92,7 +92,13 @@ pub fn free_gradually(file: File) {
     let spawned = std::thread::Builder::new()
         .name("cairn-file-free".into())
         .spawn(move || {
-            let Ok(mut len) = file.metadata().map(|m| m.len()) else {
+            use std::os::unix::fs::MetadataExt;
+            // Only a file with no name left: a hard link elsewhere (a backup made with
+            // `ln` or `cp -al`) keeps its data, and the blocks go when that link does.
+            let Ok(mut len) = file
+                .metadata()
+                .map(|m| if m.nlink() == 0 { m.len() } else { 0 })
+            else {
                 return;
             };
             while len > 0 {
@@ -354,6 +360,17 @@ mod free_tests {
             assert!(t.elapsed() < std::time::Duration::from_secs(10));
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
+        // A file with another name (a hard-linked backup) keeps its data.
+        let f = File::create(dir.join("linked.aof")).unwrap();
+        f.set_len(FREE_STEP_BYTES + 7).unwrap();
+        drop(f);
+        std::fs::hard_link(dir.join("linked.aof"), dir.join("backup.aof")).unwrap();
+        d.retire("linked.aof").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert_eq!(
+            std::fs::metadata(dir.join("backup.aof")).unwrap().len(),
+            FREE_STEP_BYTES + 7
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -95,6 +95,11 @@ pub enum Job {
         manifest: Option<Manifest>,
         status: Arc<JobStatus>,
     },
+    /// A rewrite ended without a commit (failed or cancelled): the current file's
+    /// pre-allocation goes back to keeping `aof-preallocate-bytes` ready, and a file retired
+    /// at the cut (still listed) is cut back to its log, so every listed file but the last
+    /// is exactly its entries again.
+    EndRewrite { status: Arc<JobStatus> },
     /// BGREWRITEAOF's end (the new base is complete and durable): commit `manifest`, then
     /// delete the files it no longer lists (with `aof-recycle`, the last incremental
     /// file among them becomes the spare instead, for the next rotation).
@@ -476,6 +481,7 @@ impl Writer {
             opts,
             next: None,
             retiring: Vec::new(),
+            retired: None,
         };
         if t.opts.uring && t.incr.real_file().is_some() {
             match uring::eventfd().and_then(|efd| {
@@ -897,6 +903,10 @@ struct Thread {
     /// Pre-allocation helpers of retired files, told to stop and joined later (at the
     /// rewrite's commit, which may recycle their file) so a rotation never waits for one.
     retiring: Vec<Prealloc>,
+    /// The file a rotation to a prepared file retired, with where its log ends: it keeps
+    /// what followed the log (filler, a recycled file's old bytes) until the rewrite
+    /// commits (and deletes it) or ends without a commit (`Job::EndRewrite` cuts it).
+    retired: Option<(Box<dyn LogFile>, u64)>,
 }
 
 /// A prepared incremental file (see [`Job::Prepare`]).
@@ -1383,6 +1393,10 @@ impl Thread {
                     t.elapsed().as_micros()
                 );
             }
+            Job::EndRewrite { status } => {
+                self.end_rewrite();
+                status.set(true);
+            }
             Job::Commit {
                 manifest,
                 obsolete,
@@ -1409,6 +1423,11 @@ impl Thread {
         name: &str,
         manifest: Option<&Manifest>,
     ) -> std::io::Result<(Box<dyn LogFile>, bool)> {
+        if self.incr_name.as_deref() == Some(name) {
+            // A layout that missed a switch would name the live file: never truncate it.
+            crate::warning!("Can't prepare {name}: it is the AOF's current incremental file");
+            return Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists));
+        }
         let spare = self.opts.recycle.then(|| self.spare_name()).flatten();
         let mut recycled = false;
         let step = (|| -> std::io::Result<Box<dyn LogFile>> {
@@ -1490,6 +1509,20 @@ impl Thread {
         }
     }
 
+    /// See [`Job::EndRewrite`].
+    fn end_rewrite(&mut self) {
+        self.retiring.clear();
+        if let Some(p) = &self.prealloc {
+            p.unfreeze();
+        }
+        if let Some((mut f, log_end)) = self.retired.take() {
+            if !self.shared.failed.load(Ordering::SeqCst) && f.file_len().is_ok_and(|l| l > log_end)
+            {
+                let _ = f.set_len(log_end).and_then(|_| f.sync_data());
+            }
+        }
+    }
+
     /// See [`Job::Rotate`].
     fn rotate(&mut self, new_incr: &str, manifest: Option<Manifest>) -> bool {
         if self.shared.failed.load(Ordering::SeqCst) {
@@ -1515,7 +1548,9 @@ impl Thread {
                 p.stop_nowait();
                 self.retiring.push(p);
             }
-            self.switch_to(n.name, n.file, n.recycled, n.prealloc);
+            let old = std::mem::replace(&mut self.incr, n.file);
+            self.retired = Some((old, self.incr_off));
+            self.switch_to(n.name, None, n.recycled, n.prealloc);
             return true;
         }
         self.discard_next();
@@ -1524,25 +1559,28 @@ impl Thread {
                 // The old file's filler past the log is cut off (Redis 7 reads it as part
                 // of the log while it is listed).
                 self.close_file();
-                self.switch_to(new_incr.to_string(), f, recycled, None);
+                self.switch_to(new_incr.to_string(), Some(f), recycled, None);
                 true
             }
             Err(_) => false,
         }
     }
 
-    /// Makes `file` the log's current incremental file (empty, or a recycled one).
+    /// Makes `file` (None: already in `self.incr`) the log's current incremental file
+    /// (empty, or a recycled one).
     fn switch_to(
         &mut self,
         name: String,
-        file: Box<dyn LogFile>,
+        file: Option<Box<dyn LogFile>>,
         recycled: bool,
         prealloc: Option<Prealloc>,
     ) {
         if recycled {
             self.shared.recycled.fetch_add(1, Ordering::Relaxed);
         }
-        self.incr = file;
+        if let Some(f) = file {
+            self.incr = f;
+        }
         self.incr_name = Some(name);
         self.incr_off = 0;
         self.shared.incr_bytes.store(0, Ordering::Relaxed);
@@ -1567,6 +1605,7 @@ impl Thread {
         self.shared.base_bytes.store(base_bytes, Ordering::Relaxed);
         // The retired files' helpers are done before a file is renamed or deleted.
         self.retiring.clear();
+        self.retired = None;
         if let Some(p) = &self.prealloc {
             p.unfreeze();
         }
@@ -1740,9 +1779,10 @@ mod tests {
 
     /// BGREWRITEAOF's start prepares the next file and commits the manifest listing it;
     /// entries keep going to the current file until the rotation, which takes the prepared
-    /// file without writing the manifest again; the retired file keeps its filler and
-    /// still scans to its last entry. A prepared file no rotation took is cut to an empty
-    /// log at shutdown (the manifest may list it).
+    /// file without writing the manifest again; the retired file keeps its filler (and
+    /// still scans to its last entry) until the rewrite ends without a commit, which cuts
+    /// it back to its log. A prepared file no rotation took is cut to an empty log at
+    /// shutdown (the manifest may list it).
     #[test]
     fn prepared_file_is_listed_at_the_start_and_taken_at_the_rotation() {
         let dir = temp_dir("prepare");
@@ -1818,6 +1858,16 @@ mod tests {
         );
         assert_eq!(scan("p.2.incr.aof").0, 1);
         assert_eq!(scan("p.2.incr.aof").1, Some(4));
+        // The rewrite ends without a commit: the retired file is cut back to its log.
+        let ended = Arc::new(JobStatus::default());
+        w.submit(Job::EndRewrite {
+            status: ended.clone(),
+        });
+        assert!(wait(&ended));
+        let b = std::fs::read(dir.join("p.1.incr.aof")).unwrap();
+        let o = super::super::format::scan(&b, None, |_| Ok(()));
+        assert_eq!((o.entries, o.valid_len), (3, b.len() as u64));
+        assert!(!o.zero_tail, "no filler left");
         // Prepared, never taken: empty at shutdown.
         let again = Arc::new(JobStatus::default());
         w.submit(Job::Prepare {
