@@ -452,21 +452,24 @@ fn make_log(dir: &Path, n: usize) -> PathBuf {
     incr_file(dir)
 }
 
+/// A log of `make_log(dir, 5)` cut inside its last entry loads up to key3, says it was
+/// truncated, and goes on with the next LSN (a new key4).
+fn loads_cut_before_key4_then_writes_it(dir: &Path) {
+    let srv = start(dir, &[]);
+    let mut r = Raw::connect(srv.port);
+    assert_eq!(r.call(&["GET", "key3"]), b"$2\r\nv3\r\n");
+    assert_eq!(r.call(&["EXISTS", "key4"]), b":0\r\n");
+    assert!(log(dir).contains("truncated"), "{}", log(dir));
+    assert_eq!(r.call(&["SET", "key4", "again"]), b"+OK\r\n");
+}
+
 #[test]
 fn torn_tail_is_cut_and_reported_then_startup_continues() {
     let dir = temp_dir("torn");
     let f = make_log(&dir, 5);
     let full = std::fs::read(&f).unwrap();
     std::fs::write(&f, &full[..full.len() - 7]).unwrap();
-    {
-        let srv = start(&dir, &[]);
-        let mut r = Raw::connect(srv.port);
-        assert_eq!(r.call(&["GET", "key3"]), b"$2\r\nv3\r\n");
-        assert_eq!(r.call(&["EXISTS", "key4"]), b":0\r\n");
-        assert!(log(&dir).contains("truncated"), "{}", log(&dir));
-        // The log continues after the cut with the next LSN.
-        assert_eq!(r.call(&["SET", "key4", "again"]), b"+OK\r\n");
-    }
+    loads_cut_before_key4_then_writes_it(&dir);
     let srv = start(&dir, &[]);
     let mut r = Raw::connect(srv.port);
     assert_eq!(
@@ -506,14 +509,7 @@ fn a_torn_file_before_an_empty_listed_one_loads_and_a_gap_after_it_does_not() {
     );
     std::fs::write(aofdir.join("appendonly.aof.manifest"), &listed).unwrap();
     std::fs::write(aofdir.join("appendonly.aof.2.incr.aof"), b"").unwrap();
-    {
-        let srv = start(&dir, &[]);
-        let mut r = Raw::connect(srv.port);
-        assert_eq!(r.call(&["GET", "key3"]), b"$2\r\nv3\r\n");
-        assert_eq!(r.call(&["EXISTS", "key4"]), b":0\r\n");
-        assert!(log(&dir).contains("truncated"), "{}", log(&dir));
-        assert_eq!(r.call(&["SET", "key4", "again"]), b"+OK\r\n");
-    }
+    loads_cut_before_key4_then_writes_it(&dir);
     assert!(
         std::fs::metadata(aofdir.join("appendonly.aof.2.incr.aof"))
             .unwrap()

@@ -273,26 +273,23 @@ fn kill9_at_random_moments_loses_no_acknowledged_write_uring() {
     );
 }
 
+/// `always` with recycled segments and small pre-allocation chunks.
+const RECYCLED_1MB: [&str; 6] = [
+    "--appendfsync",
+    "always",
+    "--aof-recycle",
+    "yes",
+    "--aof-preallocate-bytes",
+    "1mb",
+];
+
 /// Kills during rewrites: from a rewrite's start the manifest lists the next incremental
 /// file while the current one is still written, so a kill there leaves a torn (or, with
 /// `aof-recycle`, a recycled) tail in the file before the last one listed.
 #[test]
 fn kill9_during_rewrites_loses_no_acknowledged_write() {
     kill9_trials_rewriting("k9rw", &["--appendfsync", "always"], &[], 4, true);
-    kill9_trials_rewriting(
-        "k9rwrecycle",
-        &[
-            "--appendfsync",
-            "always",
-            "--aof-recycle",
-            "yes",
-            "--aof-preallocate-bytes",
-            "1mb",
-        ],
-        &[],
-        12,
-        true,
-    );
+    kill9_trials_rewriting("k9rwrecycle", &RECYCLED_1MB, &[], 12, true);
 }
 
 #[test]
@@ -436,14 +433,7 @@ fn wait_rewrites(r: &mut Raw, n: u64) {
 #[test]
 fn recycled_segment_recovery_stops_at_the_right_entry() {
     let dir = temp_dir("recycle");
-    let args = [
-        "--appendfsync",
-        "always",
-        "--aof-recycle",
-        "yes",
-        "--aof-preallocate-bytes",
-        "1mb",
-    ];
+    let args = RECYCLED_1MB;
     {
         let srv = start(&dir, &args);
         let mut r = Raw::connect(srv.port);
