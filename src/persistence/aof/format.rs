@@ -203,6 +203,8 @@ pub struct ScanOutcome {
     /// The log ended at filler lines or zero bytes that run to the end of the file: the
     /// unused part of a pre-allocated segment (a clean end, not an error).
     pub zero_tail: bool,
+    /// The file has `#HDR:` lines (cairn's): every entry carries an LSN.
+    pub headed: bool,
 }
 
 fn find_crlf(b: &[u8], from: usize, max: usize) -> Option<usize> {
@@ -540,6 +542,7 @@ pub fn scan<'a>(
     let mut pos = 0usize;
     // A file with any header line is cairn's: every command in it must have one.
     let strict = b.starts_with(HDR_PREFIX) || b.windows(6).any(|w| w == b"\n#HDR:");
+    out.headed = strict;
     while pos < b.len() {
         let (reason, incomplete) = match step(b, pos, strict) {
             Step::Entry(e, next) => {

@@ -69,7 +69,8 @@ impl Drop for Mapped {
 #[derive(Clone, Copy, Debug)]
 struct OpenMulti {
     offset: u64,
-    prev_lsn: u64,
+    /// None in a file without LSN headers (written by Redis).
+    prev_lsn: Option<u64>,
     prev_reploff: u64,
 }
 
@@ -106,7 +107,7 @@ fn replay(
             // `*1\r\n$5\r\nMULTI\r\n` is 15 bytes of replication offset.
             open = Some(OpenMulti {
                 offset: e.offset,
-                prev_lsn: e.lsn.map_or(0, |l| l.saturating_sub(1)),
+                prev_lsn: e.lsn.map(|l| l.saturating_sub(1)),
                 prev_reploff: prev_reploff.unwrap_or(e.reploff.saturating_sub(15)),
             });
         }
@@ -297,8 +298,13 @@ pub fn load_layout(
             // file's first entry must continue from the LSN this one ends at (`replay`
             // checks it), and a later file gets entries only after this one was synced
             // whole at the cut.
+            // Only for a file whose entries carry LSNs (cairn's): in one written by Redis a
+            // damaged entry in the middle reads as a tail and no LSN would show a loss, so
+            // there, as in Redis, only the last file may end early.
+            let tail_ok =
+                last || (o.headed && o.bad.as_ref().is_some_and(|b| b.expected_lsn.is_some()));
             if let Some(bad) = &o.bad {
-                if bad.torn_tail && bad.stale_follows {
+                if bad.torn_tail && tail_ok && bad.stale_follows {
                     // A recycled file's old content after the new log: its normal end. It
                     // is cut all the same: later bytes may hold entries of writes that
                     // were in flight, whose LSNs the next entries will reuse.
@@ -310,7 +316,7 @@ pub fn load_layout(
                     );
                     drop(m);
                     truncate(&path, o.valid_len)?;
-                } else if bad.torn_tail && load_truncated {
+                } else if bad.torn_tail && tail_ok && load_truncated {
                     warning!(
                         "!!! Warning: short read while loading the AOF file {}!!! {}",
                         f.name,
@@ -326,7 +332,7 @@ pub fn load_layout(
                     drop(m);
                     truncate(&path, o.valid_len)?;
                     srv.aof.loaded_truncated = true;
-                } else if bad.torn_tail {
+                } else if bad.torn_tail && tail_ok {
                     return Err(format!(
                         "Unexpected end of file reading the append only file {}: {}. You can: 1) Make a backup of your AOF file, then use ./cairn-server --check-aof --fix <filename.manifest>. 2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server.",
                         f.name,
@@ -340,6 +346,8 @@ pub fn load_layout(
                     ));
                 }
             }
+            // An unfinished MULTI ends a file as a tail does (same condition).
+            let open = open.filter(|om| last || om.prev_lsn.is_some());
             if let Some(om) = open {
                 // The log ends inside MULTI (a crash while the block was being written):
                 // none of it was applied; cut it so later appends do not land inside it.
@@ -355,15 +363,17 @@ pub fn load_layout(
                     "Revert incomplete MULTI/EXEC transaction in AOF file {} (cut at offset {}, last LSN {})",
                     f.name,
                     om.offset,
-                    om.prev_lsn
+                    om.prev_lsn.map_or("-".to_string(), |l| l.to_string())
                 );
                 truncate(&path, om.offset)?;
                 // The writer appends where the kept log now ends.
                 if last {
                     log_end = Some(om.offset);
                 }
-                next_lsn = Some(om.prev_lsn + 1);
-                srv.aof.last_lsn = om.prev_lsn;
+                if let Some(prev) = om.prev_lsn {
+                    next_lsn = Some(prev + 1);
+                    srv.aof.last_lsn = prev;
+                }
                 srv.aof.reploff = om.prev_reploff;
                 srv.aof.loaded_truncated = true;
                 client.multi = None;

@@ -246,10 +246,25 @@ pub fn cancel(srv: &mut Server) {
         return;
     };
     let phase = std::mem::replace(&mut rw.phase, Phase::Failed(String::new()));
-    if let Phase::Snapshot(job) = phase {
-        warning!("There is an AOF rewrite in progress: stopping it");
-        job.cancel();
-        srv.ks.arena.set_keep_pages(false);
+    match phase {
+        Phase::Snapshot(job) => {
+            warning!("There is an AOF rewrite in progress: stopping it");
+            job.cancel();
+            srv.ks.arena.set_keep_pages(false);
+        }
+        Phase::Commit(st) => {
+            // The commit is queued: its outcome decides the layout (SHUTDOWN may fail
+            // its save and leave the server running). The writer runs it shortly.
+            let t = Instant::now();
+            while st.outcome().is_none() && t.elapsed() < std::time::Duration::from_secs(10) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            if st.outcome() == Some(true) {
+                succeeded(srv, &rw);
+                return;
+            }
+        }
+        _ => {}
     }
     // The manifest on disk lists the new file since the start: with no cut the log moves
     // there now, as when a rewrite fails; the layout names it either way (a later rewrite
