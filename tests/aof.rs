@@ -525,8 +525,11 @@ fn a_torn_file_before_an_empty_listed_one_loads_and_a_gap_after_it_does_not() {
     let full = std::fs::read(&f).unwrap();
     std::fs::write(&f, &full[..full.len() - 7]).unwrap();
     std::fs::write(aofdir.join("appendonly.aof.2.incr.aof"), &gap).unwrap();
+    let torn_len = std::fs::metadata(&f).unwrap().len();
     assert!(try_start(&dir, &[]).is_err());
     assert!(log(&dir).contains("where 6 was expected"), "{}", log(&dir));
+    // A failed load cut nothing: the torn bytes are still there for --check-aof.
+    assert_eq!(std::fs::metadata(&f).unwrap().len(), torn_len);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -257,6 +257,9 @@ pub fn load_layout(
     let result = (|| -> Result<Option<u64>, String> {
         let mut next_lsn: Option<u64> = None;
         let mut log_end = None;
+        // Files to cut at their log's end: applied only once the whole layout has loaded,
+        // so a load that fails on a later file leaves every byte as it found it.
+        let mut cuts: Vec<(std::path::PathBuf, u64)> = Vec::new();
         if let Some(b) = &layout.base {
             let path = dir.join(&b.name);
             let kind = BaseKind::of(&path).map_err(|e| format!("Can't open {}: {e}", b.name))?;
@@ -314,8 +317,7 @@ pub fn load_layout(
                         o.valid_len,
                         srv.aof.last_lsn
                     );
-                    drop(m);
-                    truncate(&path, o.valid_len)?;
+                    cuts.push((path.clone(), o.valid_len));
                 } else if bad.torn_tail && tail_ok && load_truncated {
                     warning!(
                         "!!! Warning: short read while loading the AOF file {}!!! {}",
@@ -329,8 +331,7 @@ pub fn load_layout(
                         m.bytes().len() as u64 - o.valid_len,
                         srv.aof.last_lsn
                     );
-                    drop(m);
-                    truncate(&path, o.valid_len)?;
+                    cuts.push((path.clone(), o.valid_len));
                     srv.aof.loaded_truncated = true;
                 } else if bad.torn_tail && tail_ok {
                     return Err(format!(
@@ -365,7 +366,7 @@ pub fn load_layout(
                     om.offset,
                     om.prev_lsn.map_or("-".to_string(), |l| l.to_string())
                 );
-                truncate(&path, om.offset)?;
+                cuts.push((path.clone(), om.offset));
                 // The writer appends where the kept log now ends.
                 if last {
                     log_end = Some(om.offset);
@@ -379,6 +380,9 @@ pub fn load_layout(
                 client.multi = None;
             }
             notice!("DB loaded from incr file {}: {} entries", f.name, o.entries);
+        }
+        for (path, len) in cuts {
+            truncate(&path, len)?;
         }
         Ok(log_end)
     })();

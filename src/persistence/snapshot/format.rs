@@ -378,13 +378,10 @@ impl ImageWriter {
         file.write_all(&header.encode())?;
         file.sync_all()?;
         drop(file);
-        // The image this one replaces is freed gradually, not at the rename (see
-        // `free_gradually`: freeing a large file at once stalls concurrent log syncs).
-        let replaced = OpenOptions::new().write(true).open(&self.path).ok();
+        // The image this one replaces is freed at the rename, whole: a backup copying it
+        // meanwhile must keep reading every byte (Redis's promise that a dump file is
+        // never modified once written), so it is not cut stepwise as retired logs are.
         std::fs::rename(&self.tmp, &self.path)?;
-        if let Some(old) = replaced {
-            crate::persistence::aof::storage::free_gradually(old);
-        }
         let dir = match self.path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
