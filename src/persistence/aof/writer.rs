@@ -480,7 +480,6 @@ impl Writer {
             direct: None,
             opts,
             next: None,
-            retiring: Vec::new(),
             retired: None,
         };
         if t.opts.uring && t.incr.real_file().is_some() {
@@ -900,13 +899,19 @@ struct Thread {
     opts: IoOpts,
     /// The incremental file a [`Job::Prepare`] made ready for the next rotation.
     next: Option<NextFile>,
-    /// Pre-allocation helpers of retired files, told to stop and joined later (at the
-    /// rewrite's commit, which may recycle their file) so a rotation never waits for one.
-    retiring: Vec<Prealloc>,
-    /// The file a rotation to a prepared file retired, with where its log ends: it keeps
-    /// what followed the log (filler, a recycled file's old bytes) until the rewrite
-    /// commits (and deletes it) or ends without a commit (`Job::EndRewrite` cuts it).
-    retired: Option<(Box<dyn LogFile>, u64)>,
+    /// The file a rotation to a prepared file retired (see [`Retired`]).
+    retired: Option<Retired>,
+}
+
+/// A file a rotation retired: it keeps what followed its log (filler, a recycled file's
+/// old bytes) until the rewrite commits (and deletes it) or ends without a commit
+/// (`Job::EndRewrite` cuts it back). Its pre-allocation helper was told to stop and is
+/// joined when this is dropped — before the file is cut, renamed or deleted — so a
+/// rotation never waits for it.
+struct Retired {
+    file: Box<dyn LogFile>,
+    log_end: u64,
+    prealloc: Option<Prealloc>,
 }
 
 /// A prepared incremental file (see [`Job::Prepare`]).
@@ -1467,7 +1472,6 @@ impl Thread {
             return false;
         }
         self.discard_next();
-        self.retiring.clear();
         let Ok((mut file, recycled)) = self.create_next(new_incr, manifest) else {
             return false;
         };
@@ -1511,14 +1515,20 @@ impl Thread {
 
     /// See [`Job::EndRewrite`].
     fn end_rewrite(&mut self) {
-        self.retiring.clear();
         if let Some(p) = &self.prealloc {
             p.unfreeze();
         }
-        if let Some((mut f, log_end)) = self.retired.take() {
-            if !self.shared.failed.load(Ordering::SeqCst) && f.file_len().is_ok_and(|l| l > log_end)
+        if let Some(Retired {
+            mut file,
+            log_end,
+            prealloc,
+        }) = self.retired.take()
+        {
+            drop(prealloc); // joins the helper before the cut
+            if !self.shared.failed.load(Ordering::SeqCst)
+                && file.file_len().is_ok_and(|l| l > log_end)
             {
-                let _ = f.set_len(log_end).and_then(|_| f.sync_data());
+                let _ = file.set_len(log_end).and_then(|_| file.sync_data());
             }
         }
     }
@@ -1544,12 +1554,15 @@ impl Thread {
             // commits, and while it stays listed its `#FILL` lines load as the end of its
             // log here and as annotations in Redis 7. Its helper is not waited for.
             self.direct = None;
-            if let Some(p) = self.prealloc.take() {
+            let prealloc = self.prealloc.take();
+            if let Some(p) = &prealloc {
                 p.stop_nowait();
-                self.retiring.push(p);
             }
-            let old = std::mem::replace(&mut self.incr, n.file);
-            self.retired = Some((old, self.incr_off));
+            self.retired = Some(Retired {
+                file: std::mem::replace(&mut self.incr, n.file),
+                log_end: self.incr_off,
+                prealloc,
+            });
             self.switch_to(n.name, None, n.recycled, n.prealloc);
             return true;
         }
@@ -1603,8 +1616,7 @@ impl Thread {
             return false;
         }
         self.shared.base_bytes.store(base_bytes, Ordering::Relaxed);
-        // The retired files' helpers are done before a file is renamed or deleted.
-        self.retiring.clear();
+        // The retired file's helper is done before a file is renamed or deleted.
         self.retired = None;
         if let Some(p) = &self.prealloc {
             p.unfreeze();
