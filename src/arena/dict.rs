@@ -255,7 +255,13 @@ impl DictHeader {
         if log2 == self.size_log2[0] {
             return;
         }
-        self.table[1] = a.alloc_zeroed(4usize << log2);
+        // The next table is the one allocation a dict makes whose size grows with the
+        // keyspace: when the arena cannot give it, the dict keeps its table (chains get
+        // longer) rather than failing the write that asked for room.
+        let Ok(table) = a.try_alloc_zeroed_optional(4usize << log2) else {
+            return;
+        };
+        self.table[1] = table;
         self.size_log2[1] = log2;
         self.used[1] = 0;
         self.rehash_idx = 0;
@@ -507,6 +513,29 @@ mod tests {
         a.write_u32(e, 4, key.len() as u32);
         a.bytes_mut(e, 8, key.len()).copy_from_slice(key);
         e
+    }
+
+    #[test]
+    fn a_dict_keeps_its_table_when_the_arena_cannot_grow_it() {
+        let mut a = Arena::new(1 << 20, [3, 4]).unwrap();
+        a.set_optional_floor(64 * 1024);
+        let mut d = DictHeader::new(KEY_OFF);
+        // Insert until the arena is nearly full: growing the bucket table fails quietly
+        // past some size and inserts go on into longer chains.
+        let mut n = 0u64;
+        while a.headroom_bytes() > 32 * 1024 {
+            let key = n.to_le_bytes();
+            let e = make_entry(&mut a, &key);
+            let h = a.hash(&key);
+            d.insert_new(&mut a, e, h);
+            n += 1;
+        }
+        assert!(d.len() > d.buckets(), "{} keys in {} buckets", d.len(), d.buckets());
+        assert!(d.buckets() * 4 <= 512 * 1024, "a table of {} buckets", d.buckets());
+        for i in 0..n {
+            let key = i.to_le_bytes();
+            assert!(d.find(&a, &key, a.hash(&key)).is_some(), "key {i} lost");
+        }
     }
 
     #[test]

@@ -101,6 +101,10 @@ pub struct Arena {
     /// page does not show as written), so the image would keep stale bytes where the live
     /// arena has zeros — and `alloc_zeroed` relies on those zeros.
     keep_pages: bool,
+    /// Headroom an optional allocation ([`Arena::try_alloc_zeroed_optional`]) must leave
+    /// at the bump: the executor sets it before each write to what the write itself may
+    /// still need, so a dict's table growth never takes a command's own room.
+    optional_floor_bytes: u64,
 }
 
 // The executor thread owns the arena, but it is created on another thread and moved there.
@@ -112,6 +116,14 @@ pub enum ArenaError {
     Reserve { bytes: usize, source: io::Error },
     #[error("restored arena is inconsistent: {0}")]
     Corrupt(String),
+}
+
+/// The reserved address space has no room for a block of this size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("arena address space exhausted: no room for {wanted_bytes} bytes ({reserved_bytes} bytes reserved)")]
+pub struct ArenaFull {
+    pub wanted_bytes: usize,
+    pub reserved_bytes: usize,
 }
 
 /// Size of the arena header at offset 0 (rounded to a cache line). Part of the layout
@@ -207,6 +219,7 @@ impl Arena {
             reserved_bytes,
             hasher: SipHasher13::new_with_keys(hash_seed[0], hash_seed[1]),
             keep_pages: false,
+            optional_floor_bytes: 0,
         };
         let header_bytes = HEADER_BYTES;
         let header = Header {
@@ -275,6 +288,7 @@ impl Arena {
             reserved_bytes: region.reserved_bytes,
             hasher: SipHasher13::new_with_keys(h.hash_seed[0], h.hash_seed[1]),
             keep_pages: false,
+            optional_floor_bytes: 0,
         };
         std::mem::forget(region);
         Ok(arena)
@@ -350,17 +364,29 @@ impl Arena {
     pub fn set_root(&mut self, slot: usize, value: u64) {
         self.header_mut().roots[slot] = value;
     }
-    /// Room left before the address space reserved for the arena runs out (free lists not
-    /// counted). Write commands are refused when this gets low, instead of failing mid-way.
+    /// Room left at the bump before the address space reserved for the arena runs out
+    /// (free lists not counted; the server weighs both before admitting a write).
     pub fn headroom_bytes(&self) -> u64 {
         self.reserved_bytes as u64 - self.header().bump_bytes
     }
 
     /// Allocates a block of at least `size` bytes, 8-byte aligned, contents unspecified.
     ///
-    /// Panics only if the reserved address space is exhausted; the server keeps a margin
-    /// (see `headroom_bytes`) so that network input cannot get here.
+    /// Panics if the reserved address space is exhausted. Callers on the request path
+    /// never get there: the server refuses writes while [`Arena::headroom_bytes`] is below
+    /// its reserve plus what the command may allocate, and the allocations whose size a
+    /// client chooses (request argument blocks, a dict's next bucket array) use
+    /// [`Arena::try_alloc`] and degrade instead.
     pub fn alloc(&mut self, size: usize) -> Ref {
+        match self.try_alloc(size) {
+            Ok(r) => r,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Allocates a block of at least `size` bytes, or says the address space is exhausted
+    /// (free lists first, then the bump; nothing changes on failure).
+    pub fn try_alloc(&mut self, size: usize) -> Result<Ref, ArenaFull> {
         let (class, class_bytes) = size_class(size);
         let head = self.header().free_heads[class];
         let r = if head != NULL {
@@ -370,18 +396,26 @@ impl Arena {
             h.free_bytes[(class_bytes >= LARGE_BLOCK_BYTES) as usize] -= class_bytes as u64;
             head
         } else {
-            self.bump(class_bytes)
+            self.bump(class_bytes)?
         };
         let h = self.header_mut();
         h.used_bytes += class_bytes as u64;
         h.requested_bytes += size as u64;
         h.live_blocks += 1;
-        r
+        Ok(r)
     }
 
-    /// Allocates a zero-filled block.
+    /// Allocates a zero-filled block (panics as [`Arena::alloc`]).
     pub fn alloc_zeroed(&mut self, size: usize) -> Ref {
-        let r = self.alloc(size);
+        match self.try_alloc_zeroed(size) {
+            Ok(r) => r,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Allocates a zero-filled block, or says the address space is exhausted.
+    pub fn try_alloc_zeroed(&mut self, size: usize) -> Result<Ref, ArenaFull> {
+        let r = self.try_alloc(size)?;
         let (_, class_bytes) = size_class(size);
         if class_bytes >= LARGE_BLOCK_BYTES && self.read_u32(r, 4) != LARGE_FREE_NOT_ZEROED {
             // Only the first page of a recycled large block may be non-zero: the rest was
@@ -391,23 +425,51 @@ impl Arena {
         } else {
             self.bytes_mut(r, 0, size).fill(0);
         }
-        r
+        Ok(r)
     }
 
-    fn bump(&mut self, class_bytes: usize) -> Ref {
+    /// Sets the headroom optional allocations must leave (see `optional_floor_bytes`).
+    pub fn set_optional_floor(&mut self, bytes: u64) {
+        self.optional_floor_bytes = bytes;
+    }
+
+    /// A zero-filled block the caller can do without (a dict's next, larger table): only
+    /// when it leaves the optional floor's headroom at the bump (or a free block fits).
+    pub fn try_alloc_zeroed_optional(&mut self, size: usize) -> Result<Ref, ArenaFull> {
+        if !self.can_alloc(size, self.optional_floor_bytes) {
+            return Err(ArenaFull {
+                wanted_bytes: size,
+                reserved_bytes: self.reserved_bytes,
+            });
+        }
+        self.try_alloc_zeroed(size)
+    }
+
+    /// Whether a block of `size` bytes can be had without touching the bump's last
+    /// `reserve_bytes` (a free block of its class, or room at the bump).
+    pub fn can_alloc(&self, size: usize, reserve_bytes: u64) -> bool {
+        let (class, class_bytes) = size_class(size);
+        if self.header().free_heads[class] != NULL {
+            return true;
+        }
+        self.headroom_bytes() >= reserve_bytes.saturating_add(class_bytes as u64 + PAGE_BYTES as u64)
+    }
+
+    fn bump(&mut self, class_bytes: usize) -> Result<Ref, ArenaFull> {
         let h = self.header();
         let mut start = h.bump_bytes as usize;
         if class_bytes >= LARGE_BLOCK_BYTES {
             start = start.next_multiple_of(PAGE_BYTES);
         }
-        let end = start + class_bytes;
-        assert!(
-            end <= self.reserved_bytes,
-            "arena address space exhausted ({} bytes reserved)",
-            self.reserved_bytes
-        );
+        let end = start.saturating_add(class_bytes);
+        if end > self.reserved_bytes {
+            return Err(ArenaFull {
+                wanted_bytes: class_bytes,
+                reserved_bytes: self.reserved_bytes,
+            });
+        }
         self.header_mut().bump_bytes = end as u64;
-        (start / ALIGN_BYTES) as Ref
+        Ok((start / ALIGN_BYTES) as Ref)
     }
 
     /// Frees a block; `size` must be the size it was allocated with.
@@ -442,7 +504,8 @@ impl Arena {
         h.live_blocks -= 1;
     }
 
-    /// Resizes a block, copying `min(old, new)` bytes when the class changes.
+    /// Resizes a block, copying `min(old, new)` bytes when the class changes (panics as
+    /// [`Arena::alloc`]).
     pub fn realloc(&mut self, r: Ref, old_size: usize, new_size: usize) -> Ref {
         if size_class(old_size).0 == size_class(new_size).0 {
             let h = self.header_mut();
@@ -564,6 +627,27 @@ mod tests {
             let (_, class) = size_class(size);
             assert_eq!(class % PAGE_BYTES, 0);
         }
+    }
+
+    #[test]
+    fn a_full_arena_answers_err_and_changes_nothing() {
+        let mut a = Arena::new(1 << 20, [1, 2]).unwrap();
+        let mut blocks = 0;
+        let err = loop {
+            match a.try_alloc(64 * 1024) {
+                Ok(_) => blocks += 1,
+                Err(e) => break e,
+            }
+        };
+        assert!(blocks > 0 && blocks < 16, "{blocks} blocks of 64 KiB in 1 MiB");
+        assert_eq!(err.reserved_bytes, 1 << 20);
+        let (used, bump) = (a.used_bytes(), a.headroom_bytes());
+        assert!(a.try_alloc(64 * 1024).is_err());
+        assert!(!a.can_alloc(64 * 1024, 0));
+        assert_eq!((a.used_bytes(), a.headroom_bytes()), (used, bump));
+        // Small blocks still fit where a large one does not.
+        assert!(a.can_alloc(16, 0));
+        assert!(a.try_alloc_zeroed(16).is_ok());
     }
 
     #[test]

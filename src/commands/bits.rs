@@ -89,7 +89,12 @@ fn string_for_bit_write(ctx: &mut Ctx, maxbit: u64) -> Result<(Ref, bool), CmdEr
     let db = ctx.client.db;
     // `maxbit >> 3` is below max_string_bytes (checked when parsing the offset).
     let need = (maxbit >> 3) as usize + 1;
-    match write_string(ctx, key)? {
+    let existing = write_string(ctx, key)?;
+    let old = existing.map_or(0, |e| ctx.srv.ks.value(e).len());
+    if old < need {
+        ctx.ensure_arena_room(need as u64)?;
+    }
+    match existing {
         None => {
             let e = ctx.srv.ks.set_string(db, key, b"", StrEnc::Raw, Ttl::Clear);
             Ok((ctx.srv.ks.resize_value(db, e, need), true))
@@ -422,6 +427,7 @@ fn bitop(ctx: &mut Ctx) -> CmdResult {
     }
     let target = ctx.args.get(2);
     if maxlen > 0 {
+        ctx.ensure_arena_room(res.len() as u64)?;
         ctx.srv
             .ks
             .set_string(db, target, &res, StrEnc::Raw, Ttl::Clear);

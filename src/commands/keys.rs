@@ -503,10 +503,12 @@ fn copy(ctx: &mut Ctx) -> CmdResult {
     if src_db == dst_db && src == dst {
         return Err(CmdError::err("source and destination objects are the same"));
     }
-    if ctx.srv.ks.lookup_read(src_db, src, ctx.now_ms).is_none() {
+    let Some(src_entry) = ctx.srv.ks.lookup_read(src_db, src, ctx.now_ms) else {
         ctx.out.int(0);
         return Ok(());
-    }
+    };
+    let copy_bytes = crate::commands::server::key_memory_usage(&ctx.srv.ks, src_db, src_entry);
+    ctx.ensure_arena_room(copy_bytes)?;
     if ctx.srv.ks.lookup_write(dst_db, dst, ctx.now_ms).is_some() {
         if !replace {
             ctx.out.int(0);
@@ -910,6 +912,7 @@ fn restore(ctx: &mut Ctx) -> CmdResult {
         Err(_) => return Err(CmdError::err("Bad data format")),
     };
 
+    ctx.ensure_arena_room(value.arena_bytes_estimate())?;
     let deleted = replace && ctx.srv.ks.delete(db, key, ctx.now_ms);
     if ttl != 0 && !absttl {
         // Redis adds without an overflow check; a wrapped (negative) time is simply in

@@ -235,6 +235,20 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// Refuses with -OOM a write about to allocate about `bytes` of arena beyond its
+    /// arguments (a grown string, a stored result, a copy) when that would eat into the
+    /// last half of the arena's write reserve ([`Server::arena_reserve_bytes`]). Called
+    /// before the command changes anything, so a refusal leaves no half-done write.
+    pub fn ensure_arena_room(&mut self, bytes: u64) -> CmdResult {
+        // Size classes round up by at most an eighth.
+        let bytes = bytes.saturating_add(bytes / 8);
+        if !self.srv.arena_admits(self.srv.arena_reserve_bytes() / 2, bytes) {
+            self.srv.stats.arena_oom_refusals += 1;
+            return Err(CmdError::Oom);
+        }
+        Ok(())
+    }
+
     /// A bulk reply of entry `e`'s value. A large out-of-line value is queued as a
     /// reference (the socket writer sends it from the arena) when the connection allows
     /// it (`Server::execute_refs`); otherwise it is copied.

@@ -595,6 +595,13 @@ fn info_memory(srv: &mut Server, s: &mut Section) {
     s.line("active_defrag_running", 0);
     s.line("lazyfree_pending_objects", srv.ks.lazyfree_pending);
     s.line("lazyfreed_objects", srv.ks.stats.lazyfreed_objects);
+    // cairn's own: address space of the arena, and the claims of big request arguments
+    // read in place (declared lengths, bounded by the budget; see ARCHITECTURE.md).
+    s.line("arena_reserved_bytes", srv.ks.arena.reserved_bytes());
+    s.line("arena_headroom_bytes", srv.ks.arena.headroom_bytes());
+    s.line("arena_write_reserve_bytes", srv.arena_reserve_bytes());
+    s.line("request_args_in_place_bytes", srv.ks.arg_block_bytes);
+    s.line("request_args_in_place_budget_bytes", srv.arg_block_budget_bytes());
 }
 
 fn info_persistence(srv: &Server, s: &mut Section) {
@@ -735,6 +742,11 @@ fn info_stats(srv: &Server, s: &mut Section) {
     s.line("reply_bytes_referenced", st.reply_bytes_referenced);
     s.line("request_args_in_place", srv.ks.stats.request_args_in_place);
     s.line("request_args_adopted", srv.ks.stats.request_args_adopted);
+    s.line(
+        "request_args_over_budget",
+        srv.ks.stats.request_args_over_budget,
+    );
+    s.line("arena_oom_refusals", st.arena_oom_refusals);
 }
 
 fn info_replication(srv: &Server, s: &mut Section) {

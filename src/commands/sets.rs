@@ -444,19 +444,22 @@ fn reply_members(ctx: &mut Ctx, mut ms: Vec<Vec<u8>>) {
 }
 
 /// Stores a computed set at `dst` (deleting `dst` when it is empty); replies its size.
-fn store(ctx: &mut Ctx, dst: &[u8], ms: Vec<Vec<u8>>) {
+fn store(ctx: &mut Ctx, dst: &[u8], ms: Vec<Vec<u8>>) -> CmdResult {
     let db = ctx.db();
     if ms.is_empty() {
         if ctx.srv.ks.delete(db, dst, ctx.now_ms) {
             ctx.dirty(1);
         }
         ctx.out.int(0);
-        return;
+        return Ok(());
     }
+    let bytes: u64 = ms.iter().map(|m| m.len() as u64 + 24).sum();
+    ctx.ensure_arena_room(bytes)?;
     let lim = limits(ctx);
     set::create_from(&mut ctx.srv.ks, db, dst, &ms, Ttl::Clear, lim);
     ctx.dirty(1);
     ctx.out.int(ms.len() as i64);
+    Ok(())
 }
 
 fn sinter(ctx: &mut Ctx) -> CmdResult {
@@ -474,8 +477,7 @@ fn sinterstore(ctx: &mut Ctx) -> CmdResult {
     let sets = sources(ctx, 2, ctx.args.len(), true)?;
     let ms = intersection(ctx, &sets, 0);
     let dst = ctx.args.get(1);
-    store(ctx, dst, ms);
-    Ok(())
+    store(ctx, dst, ms)
 }
 
 fn sintercard(ctx: &mut Ctx) -> CmdResult {
@@ -519,8 +521,7 @@ fn sunionstore(ctx: &mut Ctx) -> CmdResult {
     let sets = sources(ctx, 2, ctx.args.len(), true)?;
     let ms = union_diff(ctx, &sets, false);
     let dst = ctx.args.get(1);
-    store(ctx, dst, ms);
-    Ok(())
+    store(ctx, dst, ms)
 }
 
 fn sdiff(ctx: &mut Ctx) -> CmdResult {
@@ -534,8 +535,7 @@ fn sdiffstore(ctx: &mut Ctx) -> CmdResult {
     let sets = sources(ctx, 2, ctx.args.len(), true)?;
     let ms = union_diff(ctx, &sets, true);
     let dst = ctx.args.get(1);
-    store(ctx, dst, ms);
-    Ok(())
+    store(ctx, dst, ms)
 }
 
 fn sscan(ctx: &mut Ctx) -> CmdResult {

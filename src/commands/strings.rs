@@ -51,14 +51,16 @@ pub fn write_string(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Ref>, CmdError> 
 pub const MAX_STRING_BYTES: u64 = u32::MAX as u64 - 64;
 
 /// The largest string a write may produce (Redis checks against proto-max-bulk-len).
-fn check_string_length(ctx: &Ctx, len: u64) -> CmdResult {
+/// A string about to grow to `len` bytes: within `proto-max-bulk-len`, and within the
+/// arena's room.
+fn check_string_length(ctx: &mut Ctx, len: u64) -> CmdResult {
     let limit = (ctx.srv.config.settings().proto_max_bulk_len.max(0) as u64).min(MAX_STRING_BYTES);
     if len > limit {
         return Err(CmdError::err(
             "string exceeds maximum allowed size (proto-max-bulk-len)",
         ));
     }
-    Ok(())
+    ctx.ensure_arena_room(len)
 }
 
 fn get(ctx: &mut Ctx) -> CmdResult {

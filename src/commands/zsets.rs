@@ -778,7 +778,7 @@ fn zrange_generic(
                     *s = 0.0;
                 }
             }
-            store_result(ctx, dst, result);
+            store_result(ctx, dst, result)?;
         }
         None => {
             let r3 = resp3(ctx);
@@ -790,7 +790,7 @@ fn zrange_generic(
 
 /// Writes a store command's result to `dst` (deleting it when empty) and replies with the
 /// result's size.
-fn store_result(ctx: &mut Ctx, dst: &[u8], result: Pairs) {
+fn store_result(ctx: &mut Ctx, dst: &[u8], result: Pairs) -> CmdResult {
     let db = ctx.db();
     let n = result.len();
     let lim = limits(ctx);
@@ -799,10 +799,14 @@ fn store_result(ctx: &mut Ctx, dst: &[u8], result: Pairs) {
             ctx.dirty(1);
         }
     } else {
+        // A skiplist node per member: links, score, span, and the member's bytes.
+        let bytes: u64 = result.iter().map(|(m, _)| m.len() as u64 + 64).sum();
+        ctx.ensure_arena_room(bytes)?;
         zset::create_from(&mut ctx.srv.ks, db, dst, result, Ttl::Clear, lim);
         ctx.dirty(1);
     }
     ctx.out.int(n as i64);
+    Ok(())
 }
 
 fn zrange(ctx: &mut Ctx) -> CmdResult {
@@ -1451,7 +1455,7 @@ fn setop_generic(
     };
     result.sort_by(|x, y| zset::cmp(x.1, &x.0, y.1, &y.0));
     match dst {
-        Some(d) => store_result(ctx, d, result),
+        Some(d) => store_result(ctx, d, result)?,
         None => {
             let r3 = resp3(ctx);
             reply_pairs(&mut ctx.out, &result, withscores, r3);

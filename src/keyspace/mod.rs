@@ -178,6 +178,9 @@ pub struct KeyspaceStats {
     /// took over without a copy (INFO stats `request_args_in_place` / `_adopted`).
     pub request_args_in_place: u64,
     pub request_args_adopted: u64,
+    /// Big request arguments read into the query buffer instead, because their declared
+    /// length did not fit the in-place budget (INFO stats `request_args_over_budget`).
+    pub request_args_over_budget: u64,
 }
 
 pub struct Keyspace {
@@ -205,6 +208,9 @@ pub struct Keyspace {
     /// Blocks holding big request arguments, by the address of their bytes (see
     /// [`Keyspace::alloc_arg_block`]).
     arg_blocks: std::collections::HashMap<usize, Ref>,
+    /// Declared bytes of the blocks in `arg_blocks`: what clients have claimed and not yet
+    /// finished with, held under [`Keyspace::try_alloc_arg_block`]'s budget.
+    pub arg_block_bytes: u64,
     /// WATCHed keys (off the arena: client state, not data). Expiry, eviction, FLUSHDB,
     /// FLUSHALL and SWAPDB touch them here; commands touch the keys they write in the
     /// pipeline (`Server::signal_written`).
@@ -322,6 +328,7 @@ impl Keyspace {
             deletions: None,
             pins: std::collections::HashMap::new(),
             arg_blocks: std::collections::HashMap::new(),
+            arg_block_bytes: 0,
             watch: watch::Watches::default(),
         };
         for i in 0..num_dbs {
@@ -369,6 +376,7 @@ impl Keyspace {
             deletions: None,
             pins: std::collections::HashMap::new(),
             arg_blocks: std::collections::HashMap::new(),
+            arg_block_bytes: 0,
             watch: watch::Watches::default(),
         };
         if image_dbs < num_dbs {
@@ -597,16 +605,32 @@ impl Keyspace {
     /// it frees it at load) and pinned by the connection: a command that stores the
     /// argument as a string value adopts the block instead of copying it
     /// ([`Keyspace::new_block`]), and the pin keeps it intact until the command and its
-    /// propagation are done. The connection drops it with [`Keyspace::unpin`].
-    pub fn alloc_arg_block(&mut self, len: usize) -> (Ref, *mut u8) {
-        let b = self.arena.alloc(BIG_HDR + len);
+    /// propagation are done. The connection drops it with [`Keyspace::release_arg_block`].
+    ///
+    /// A declared length is a claim, not bytes: None (the caller reads the bulk into its
+    /// query buffer, which grows only with bytes that arrive) when the claims of every
+    /// connection would pass `budget_bytes`, or when the block would eat into the last
+    /// `reserve_bytes` of the arena that writes need.
+    pub fn try_alloc_arg_block(
+        &mut self,
+        len: usize,
+        budget_bytes: u64,
+        reserve_bytes: u64,
+    ) -> Option<(Ref, *mut u8)> {
+        let over_budget = self.arg_block_bytes.saturating_add(len as u64) > budget_bytes;
+        if over_budget || !self.arena.can_alloc(BIG_HDR + len, reserve_bytes) {
+            self.stats.request_args_over_budget += 1;
+            return None;
+        }
+        let b = self.arena.try_alloc(BIG_HDR + len).ok()?;
         self.arena.write_u32(b, 0, len as u32);
         link_orphan(&mut self.arena, b);
         *self.pins.entry(b).or_insert(0) += 1;
         let addr = self.block_ptr(b) as *mut u8;
         self.arg_blocks.insert(addr as usize, b);
+        self.arg_block_bytes += len as u64;
         self.stats.request_args_in_place += 1;
-        (b, addr)
+        Some((b, addr))
     }
 
     /// The argument block whose bytes are `bytes`, taken over as a value's block.
@@ -616,6 +640,7 @@ impl Keyspace {
             return None;
         }
         self.arg_blocks.remove(&(bytes.as_ptr() as usize));
+        self.arg_block_bytes -= bytes.len() as u64;
         self.unlink_orphan(b);
         self.stats.request_args_adopted += 1;
         Some(b)
@@ -641,7 +666,9 @@ impl Keyspace {
     /// A connection is done with its argument block: freed unless a value adopted it.
     pub fn release_arg_block(&mut self, b: Ref) {
         let addr = self.block_ptr(b) as usize;
-        self.arg_blocks.remove(&addr);
+        if self.arg_blocks.remove(&addr).is_some() {
+            self.arg_block_bytes -= self.arena.read_u32(b, 0) as u64;
+        }
         self.unpin(b);
     }
 

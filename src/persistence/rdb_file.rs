@@ -118,6 +118,9 @@ pub fn base_aof_lsn(data: &[u8]) -> Option<u64> {
 /// Loads every key of `data` (a whole RDB file) into `ks`. Keys whose expire time is
 /// before `now_ms` are skipped, as a Redis master does on load (an AOF base passes
 /// `i64::MIN`: the log replayed after it may still name them, as Redis's preamble load).
+/// Room kept free beyond a loaded key's own estimate (dict growth, database headers).
+const ARENA_LOAD_SLACK_BYTES: u64 = 64 << 20;
+
 pub fn load_rdb(
     data: &[u8],
     ks: &mut Keyspace,
@@ -235,6 +238,19 @@ pub fn load_rdb(
                     continue;
                 }
                 let ttl = ttl.map_or(Ttl::Clear, Ttl::At);
+                // A dataset larger than the arena's address space stops the load with an
+                // error instead of exhausting it mid-key.
+                let slack = ARENA_LOAD_SLACK_BYTES.min(ks.arena.reserved_bytes() as u64 / 16);
+                let need = value.arena_bytes_estimate() + key.len() as u64 + slack;
+                if ks.arena.headroom_bytes() < need {
+                    return Err(fail(
+                        &r,
+                        format!(
+                            "the dataset does not fit the arena's address space ({} bytes reserved; raise arena-reserve-bytes)",
+                            ks.arena.reserved_bytes()
+                        ),
+                    ));
+                }
                 match value {
                     Value::String(v) => {
                         ks.set_string(db, &key, &v, StrEnc::for_value(&v), ttl);

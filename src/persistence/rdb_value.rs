@@ -298,6 +298,25 @@ pub enum Value {
     SetIntset(Vec<u8>),
 }
 
+impl Value {
+    /// About how much arena the value takes once stored: its bytes plus a per-element
+    /// allowance for links and headers (checked against the arena's room before a
+    /// RESTORE writes anything).
+    pub fn arena_bytes_estimate(&self) -> u64 {
+        const PER_ELEMENT: u64 = 64;
+        let sum = |lens: &mut dyn Iterator<Item = usize>| -> u64 {
+            lens.map(|l| l as u64 + PER_ELEMENT).sum()
+        };
+        match self {
+            Value::String(s) | Value::SetIntset(s) => s.len() as u64 + PER_ELEMENT,
+            Value::List(nodes) => sum(&mut nodes.iter().map(Vec::len)),
+            Value::Hash(pairs) => sum(&mut pairs.iter().map(|(f, v)| f.len() + v.len())),
+            Value::ZSet(pairs) => sum(&mut pairs.iter().map(|(m, _)| m.len())),
+            Value::Set(members) => sum(&mut members.iter().map(Vec::len)),
+        }
+    }
+}
+
 /// Quicklist node containers (Redis's QUICKLIST_NODE_CONTAINER_*).
 const CONTAINER_PLAIN: u64 = 1;
 const CONTAINER_PACKED: u64 = 2;

@@ -63,6 +63,8 @@ pub struct RequestParser {
     big_arg_min: usize,
     /// The two bytes after a big bulk (read into the buffer, not the block) come next.
     skip_crlf: bool,
+    /// The caller had no block for the current big bulk: it is read into the buffer.
+    big_declined: bool,
 }
 
 /// A request argument read straight into an arena block instead of the query buffer.
@@ -151,6 +153,13 @@ impl RequestParser {
         self.bulk_len = -1;
         self.multibulk_left -= 1;
         self.skip_crlf = true;
+    }
+
+    /// The caller will not read the big bulk just announced ([`Parse::BigBulk`]) into a
+    /// block of its own: its bytes are buffered like any other bulk's.
+    pub fn decline_big_bulk(&mut self) {
+        debug_assert!(self.multibulk_left > 0 && self.bulk_len >= 0);
+        self.big_declined = true;
     }
 
     /// Bytes the current bulk still needs beyond what is buffered (to size a read).
@@ -289,11 +298,16 @@ impl RequestParser {
             let len = self.bulk_len as usize;
             // Like Redis, the two bytes after the bulk are skipped, not checked.
             if buf.len() - self.pos < len + 2 {
-                if self.big_arg_min > 0 && len >= self.big_arg_min && !self.args.is_empty() {
+                if self.big_arg_min > 0
+                    && len >= self.big_arg_min
+                    && !self.args.is_empty()
+                    && !self.big_declined
+                {
                     return Ok(Bulks::Big);
                 }
                 return Ok(Bulks::NeedMore);
             }
+            self.big_declined = false;
             self.args.push((self.pos, len));
             self.pos += len + 2;
             self.bulk_len = -1;

@@ -191,10 +191,14 @@ impl Batch {
 }
 
 /// A big bulk's header was parsed: gives it an arena block and moves the bytes already
-/// buffered into it. True if that completed it (parsing goes on), false if the rest is
-/// to be read into the block ([`fill_big_arg`]).
+/// buffered into it. True if that completed it or if no block could be had (parsing goes
+/// on; the bulk is then read into the query buffer), false if the rest is to be read
+/// into the block (by the read loop).
 fn read_big_bulk_start(srv: &mut Server, conn: &mut Conn, len: usize) -> bool {
-    let (block, addr) = srv.ks.alloc_arg_block(len);
+    let Some((block, addr)) = srv.try_alloc_arg_block(len) else {
+        conn.parser.decline_big_bulk();
+        return true;
+    };
     let start = conn.parser.data_start();
     let have = (conn.qbuf.len() - start).min(len);
     // SAFETY: the block has `len` bytes; the source is initialised buffer bytes.

@@ -90,8 +90,16 @@ struct ToIo {
     push_only: bool,
     /// The client has subscriptions: its output is under the `pubsub` limit class.
     pubsub: bool,
-    /// The block asked for with `ToExecutor::ArgBlock` (nothing else in the message).
-    arg_block: Option<BigArg>,
+    /// The answer to `ToExecutor::ArgBlock` (nothing else in the message).
+    arg_block: Option<ArgBlockAnswer>,
+}
+
+/// The executor's answer to a connection's request for a big bulk's block.
+enum ArgBlockAnswer {
+    Block(BigArg),
+    /// Over the in-place budget or the arena's reserve: the bulk is read into the query
+    /// buffer instead.
+    Declined,
 }
 
 /// Settings the I/O threads read; the executor refreshes them after CONFIG SET.
@@ -489,11 +497,7 @@ impl IoThread {
             .reads_processed
             .fetch_add(1, Ordering::Relaxed);
         if query_bytes(conn) > limit {
-            warning!("Closing client that reached max query buffer length");
-            self.counters
-                .qbuf_limit_disconnections
-                .fetch_add(1, Ordering::Relaxed);
-            self.close(slot);
+            self.close_over_query_limit(slot);
             return;
         }
         self.dispatch(slot);
@@ -507,6 +511,14 @@ impl IoThread {
             }
             let _ = self.me.waker.wake();
         }
+    }
+
+    fn close_over_query_limit(&mut self, slot: usize) {
+        warning!("Closing client that reached max query buffer length");
+        self.counters
+            .qbuf_limit_disconnections
+            .fetch_add(1, Ordering::Relaxed);
+        self.close(slot);
     }
 
     /// Sends the connection's complete commands to the executor (if none are in flight).
@@ -747,15 +759,27 @@ impl IoThread {
             else {
                 // The connection is gone: its references go back at once.
                 self.release(r.refs.iter().map(|x| x.block).collect());
-                if let Some(a) = r.arg_block {
+                if let Some(ArgBlockAnswer::Block(a)) = r.arg_block {
                     self.send(ToExecutor::ReleaseArgs(vec![a.block]));
                 }
                 continue;
             };
             let slot = self.by_id[&r.conn];
-            if let Some(a) = r.arg_block {
-                self.got_arg_block(slot, a);
-                continue;
+            match r.arg_block {
+                Some(ArgBlockAnswer::Block(a)) => {
+                    self.got_arg_block(slot, a);
+                    continue;
+                }
+                Some(ArgBlockAnswer::Declined) => {
+                    conn.awaiting_block = false;
+                    conn.parser.decline_big_bulk();
+                    // Bytes may wait in the socket with no new edge to report them.
+                    if !self.more_to_read.contains(&slot) {
+                        self.more_to_read.push(slot);
+                    }
+                    continue;
+                }
+                None => {}
             }
             conn.pubsub = r.pubsub;
             if r.push_only && r.close {
@@ -1254,7 +1278,15 @@ fn handle_message(
             }
         }
         ToExecutor::ArgBlock { conn, len } => {
-            let (block, addr) = srv.ks.alloc_arg_block(len);
+            let answer = match srv.try_alloc_arg_block(len) {
+                Some((block, addr)) => ArgBlockAnswer::Block(BigArg {
+                    block,
+                    addr: addr as usize,
+                    len,
+                    filled: 0,
+                }),
+                None => ArgBlockAnswer::Declined,
+            };
             let pubsub = slots
                 .get(&conn)
                 .and_then(|&s| srv.clients[s].as_ref())
@@ -1267,12 +1299,7 @@ fn handle_message(
                 authenticated: true,
                 push_only: true,
                 pubsub,
-                arg_block: Some(BigArg {
-                    block,
-                    addr: addr as usize,
-                    len,
-                    filled: 0,
-                }),
+                arg_block: Some(answer),
             });
         }
         ToExecutor::Connected {

@@ -36,6 +36,8 @@ pub enum ShutdownRequest {
 
 pub struct Server {
     pub ks: Keyspace,
+    /// The last write found the arena without room (its warning is logged).
+    arena_full_logged: bool,
     pub config: Config,
     pub commands: CommandTable,
     pub cmdstats: CommandStats,
@@ -132,6 +134,7 @@ impl Server {
         let commands = CommandTable::build();
         Ok(Server {
             ks,
+            arena_full_logged: false,
             cmdstats: CommandStats::default(),
             commands,
             stats: Stats::default(),
@@ -514,13 +517,38 @@ impl Server {
             reply.error(&commands::pubsub::context_error(&full));
             return Outcome::Rejected;
         }
-        // Leave room in the arena's address space so a write can never exhaust it.
-        if spec.flags & commands::WRITE != 0
-            && self.ks.arena.headroom_bytes() < ARENA_HEADROOM_BYTES
+        // Leave room in the arena's address space so a write can never exhaust it. A write
+        // that may grow the dataset (`denyoom`) needs the reserve plus what its arguments
+        // could become (for EXEC, every queued command's: it is checked once, so a
+        // transaction is never cut in half); other writes (DEL, FLUSHALL, EXPIRE: the
+        // ways out of a full arena) need an eighth of it, which growth never takes.
+        let arena_needed = if flags & commands::DENYOOM != 0 {
+            let arg_bytes = match client.multi.as_ref() {
+                Some(m) if is_exec => m.bytes as u64,
+                _ => (1..args.len()).map(|i| args.get(i).len() as u64).sum(),
+            };
+            Some((self.arena_reserve_bytes(), arg_bytes))
+        } else if flags & commands::WRITE != 0 {
+            Some((self.arena_reserve_bytes() / 8, 0))
+        } else {
+            None
+        };
+        if prechecks
+            && arena_needed.is_some_and(|(reserve, args)| !self.arena_admits_logged(reserve, args))
         {
             self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
             reply.error(&CmdError::Oom.to_string());
             return Outcome::Rejected;
+        }
+        if prechecks {
+            // What the admitted write may still need at the bump (the smaller of the two
+            // ways `arena_admits` admits): a dict's table growth must leave it.
+            let floor = match arena_needed {
+                Some((reserve, args)) => (reserve.saturating_add(args))
+                    .min((reserve / 4).saturating_add(args.saturating_mul(2))),
+                None => self.arena_reserve_bytes(),
+            };
+            self.ks.arena.set_optional_floor(floor);
         }
         if queueing {
             if spec.flags & commands::NO_MULTI != 0 {
@@ -729,5 +757,71 @@ fn c_str(b: &[u8], max: usize) -> &[u8] {
 
 /// Entries freed per lazy-free step (a step takes well under 100 µs).
 pub const LAZYFREE_ENTRIES_PER_STEP: usize = 1024;
-/// Writes are refused when the arena's reserved address space has less than this left.
+/// Writes are refused when the arena's reserved address space has less than this left
+/// (or an eighth of a smaller arena), beyond what the write's arguments take: room for
+/// the bookkeeping a write does besides storing its arguments (entries, collection
+/// nodes, a grown string of up to `proto-max-bulk-len`).
 pub const ARENA_HEADROOM_BYTES: u64 = 1 << 30;
+/// Declared lengths of big request arguments read in place (into arena blocks) add up to
+/// at most this (or an eighth of a smaller arena); past it, a big bulk is read into its
+/// connection's query buffer, which grows only with the bytes that arrive.
+pub const ARG_BLOCK_BUDGET_BYTES: u64 = 4 << 30;
+
+impl Server {
+    pub fn arena_reserve_bytes(&self) -> u64 {
+        ARENA_HEADROOM_BYTES.min(self.ks.arena.reserved_bytes() as u64 / 8)
+    }
+
+    pub fn arg_block_budget_bytes(&self) -> u64 {
+        ARG_BLOCK_BUDGET_BYTES.min(self.ks.arena.reserved_bytes() as u64 / 8)
+    }
+
+    /// A block for a big bulk a connection has announced, or None: the bulk is then read
+    /// into the connection's query buffer, which grows with the bytes that arrive and
+    /// closes the client past `client-query-buffer-limit` (as Redis's does). A declared
+    /// length over that limit never gets a block; the others share the in-place budget.
+    pub fn try_alloc_arg_block(&mut self, len: usize) -> Option<(crate::arena::Ref, *mut u8)> {
+        let query_limit = self.config.settings().client_query_buffer_limit;
+        if len as u64 + 2 > query_limit {
+            self.ks.stats.request_args_over_budget += 1;
+            return None;
+        }
+        let (budget, reserve) = (self.arg_block_budget_bytes(), self.arena_reserve_bytes());
+        self.ks.try_alloc_arg_block(len, budget, reserve)
+    }
+
+    /// Whether a write may run that needs `reserve_bytes` of room for its bookkeeping
+    /// plus `arg_bytes` for what its arguments become. Room is the bump's headroom, or
+    /// free-list space to reuse when the bump still keeps a quarter of the reserve plus
+    /// twice the arguments (so allocations that fit no free block have somewhere to go:
+    /// a full arena that was emptied by DEL or FLUSHALL takes writes again).
+    pub fn arena_admits(&self, reserve_bytes: u64, arg_bytes: u64) -> bool {
+        let headroom = self.ks.arena.headroom_bytes();
+        let (free_small, free_large) = self.ks.arena.free_list_bytes();
+        let need = reserve_bytes.saturating_add(arg_bytes);
+        headroom >= need
+            || (free_small + free_large >= need.saturating_mul(2)
+                && headroom >= (reserve_bytes / 4).saturating_add(arg_bytes.saturating_mul(2)))
+    }
+
+    /// [`Server::arena_admits`], logging the first refusal after a stretch of room (a
+    /// full arena is one warning, not one a write) and counting every refusal.
+    fn arena_admits_logged(&mut self, reserve_bytes: u64, arg_bytes: u64) -> bool {
+        let room = self.arena_admits(reserve_bytes, arg_bytes);
+        if !room && !self.arena_full_logged {
+            crate::warning!(
+                "The arena's address space is nearly exhausted ({} of {} bytes reserved left at the bump, {:?} bytes on free lists): writes that grow the dataset are refused with -OOM until memory is freed; raise arena-reserve-bytes or set maxmemory",
+                self.ks.arena.headroom_bytes(),
+                self.ks.arena.reserved_bytes(),
+                self.ks.arena.free_list_bytes(),
+            );
+        }
+        if !room {
+            self.arena_full_logged = true;
+            self.stats.arena_oom_refusals += 1;
+        } else if self.arena_admits(self.arena_reserve_bytes(), 0) {
+            self.arena_full_logged = false; // room again: a later refusal is news
+        }
+        room
+    }
+}

@@ -8,6 +8,9 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 #[derive(Default, Debug, Clone)]
 pub struct Stats {
+    /// Writes refused because the arena's address space had no room (INFO stats
+    /// `arena_oom_refusals`).
+    pub arena_oom_refusals: u64,
     pub total_connections_received: u64,
     pub total_commands_processed: u64,
     pub rejected_connections: u64,

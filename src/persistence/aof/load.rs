@@ -100,7 +100,17 @@ fn replay(
         }
         out.clear();
         let was_open = client.multi.is_some();
+        let oom_before = srv.stats.arena_oom_refusals;
         srv.execute(client, Args::new(bytes, &ranges), &mut out);
+        if srv.stats.arena_oom_refusals != oom_before {
+            // Replay must reach the state the log recorded: a write the arena has no room
+            // for stops the load rather than being skipped.
+            return Err(format!(
+                "The dataset does not fit the arena's address space ({} bytes reserved) at '{}' reading the append only file; raise arena-reserve-bytes",
+                srv.ks.arena.reserved_bytes(),
+                String::from_utf8_lossy(name)
+            ));
+        }
         if client.multi.is_none() {
             open = None;
         } else if !was_open {
