@@ -227,6 +227,54 @@ fn a_full_arena_refuses_writes_and_keeps_serving() {
     assert_serving(srv.port);
 }
 
+/// Sources made while there is room, then the arena filled: commands that write more
+/// than their arguments (copies, stored results, restores, BITOP) are refused before they
+/// change anything, and so is a big bulk read in place.
+#[test]
+fn growth_beyond_the_arguments_is_refused_before_it_starts() {
+    let srv = start_cairn(&["--arena-reserve-bytes", "64mb"]);
+    let mut c = Raw::connect(srv.port);
+    let chunk = "x".repeat(64 * 1024);
+    let big = "b".repeat(12 << 20);
+    assert_eq!(c.call(&["SET", "bigsrc", &big]), b"+OK\r\n");
+    // Each source is larger than what is left once the arena is full (the write reserve
+    // of a 64 MiB arena is 8 MiB).
+    for i in 0..5000 {
+        c.call(&["SADD", "set1", &format!("{i}{}", &chunk[..2000])]);
+        c.call(&["ZADD", "z1", &i.to_string(), &format!("{i}{}", &chunk[..2000])]);
+    }
+    let dump = {
+        c.cmd(&[b"DUMP", b"bigsrc"]);
+        let r = c.reply();
+        let header_end = r.iter().position(|&b| b == b'\n').unwrap() + 1;
+        r[header_end..r.len() - 2].to_vec()
+    };
+    fill_until_oom(&mut c, "SET", |c, i| c.call(&["SET", &format!("f{i}"), &chunk]));
+    let refused: Vec<(&str, Vec<u8>)> = vec![
+        ("COPY", c.call(&["COPY", "bigsrc", "copy"])),
+        ("SUNIONSTORE", c.call(&["SUNIONSTORE", "su", "set1"])),
+        ("ZUNIONSTORE", c.call(&["ZUNIONSTORE", "zu", "1", "z1"])),
+        ("BITOP", c.call(&["BITOP", "NOT", "bo", "bigsrc"])),
+        ("RESTORE", {
+            c.cmd(&[b"RESTORE", b"restored", b"0", &dump]);
+            c.reply()
+        }),
+        ("SET big bulk", {
+            c.cmd(&[b"SET", b"bulk", &vec![b'q'; 4 << 20]]);
+            c.reply()
+        }),
+    ];
+    for (what, reply) in refused {
+        assert!(reply.starts_with(b"-OOM"), "{what}: {}", show(&reply));
+    }
+    assert_eq!(
+        c.call(&["EXISTS", "copy", "su", "zu", "bo", "restored", "bulk"]),
+        b":0\r\n"
+    );
+    assert_eq!(c.call(&["STRLEN", "bigsrc"]), format!(":{}\r\n", 12 << 20).into_bytes());
+    assert_serving_reads(srv.port);
+}
+
 /// A transaction is checked as a whole when EXEC runs (or refused while queueing): it
 /// runs whole or not at all.
 #[test]
@@ -259,4 +307,11 @@ fn a_transaction_on_a_full_arena_is_refused_whole() {
     assert!(wait_for(Duration::from_secs(20), || c.call(&["SET", "after", "flush"])
         == b"+OK\r\n"));
     assert_serving(srv.port);
+}
+
+/// PING and reads on a server whose arena is full (no SET round trip).
+fn assert_serving_reads(port: u16) {
+    let mut c = Raw::connect(port);
+    assert_eq!(c.call(&["PING"]), b"+PONG\r\n");
+    assert_eq!(c.call(&["STRLEN", "f1"]), b":65536\r\n");
 }
