@@ -193,6 +193,15 @@ impl Raw {
             .map(|v| v.trim().to_string())
     }
 
+    /// A numeric field of `INFO <section>`; panics when INFO does not have it.
+    pub fn info_u64(&mut self, section: &str, field: &str) -> u64 {
+        let v = self
+            .info(section, field)
+            .unwrap_or_else(|| panic!("INFO {section} has no {field}"));
+        v.parse()
+            .unwrap_or_else(|_| panic!("INFO {section} {field} is not a number: {v}"))
+    }
+
     /// True if the server closed the connection (reads EOF) within the timeout.
     pub fn closed(&mut self) -> bool {
         let mut tmp = [0u8; 4096];
