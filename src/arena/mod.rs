@@ -521,65 +521,99 @@ impl Arena {
         n
     }
 
+    /// The address of `r`'s first byte, checked to lie below the bump (the part of the
+    /// region ever handed out). Dereferencing it is the caller's business (`unsafe`).
     #[inline]
     pub fn ptr(&self, r: Ref) -> *mut u8 {
-        debug_assert!((r as usize) * ALIGN_BYTES < self.reserved_bytes);
-        // SAFETY: every Ref handed out lies inside the reserved region.
-        unsafe { self.base.add(r as usize * ALIGN_BYTES) }
+        self.checked_ptr(r, 0, 0)
+    }
+
+    /// The address of `len` bytes at `offset` in block `r`, after checking that they lie
+    /// inside the region's used part. The check runs in release builds too: a wrong
+    /// `Ref` (a bug, or a crafted image that got past validation) stops the server with a
+    /// panic instead of reading or writing outside the region.
+    #[inline(always)]
+    fn checked_ptr(&self, r: Ref, offset: usize, len: usize) -> *mut u8 {
+        let start = r as usize * ALIGN_BYTES;
+        let end = start.wrapping_add(offset).wrapping_add(len);
+        let bump = self.header().bump_bytes as usize;
+        if end > bump || end < start {
+            out_of_bounds(r, offset, len, bump);
+        }
+        // SAFETY: start + offset + len <= bump_bytes <= reserved_bytes (the header's bump
+        // never passes the reservation), so the pointer stays inside the mapping.
+        unsafe { self.base.add(start + offset) }
     }
 
     #[inline]
     pub fn bytes(&self, r: Ref, offset: usize, len: usize) -> &[u8] {
-        debug_assert!(r as usize * ALIGN_BYTES + offset + len <= self.header().bump_bytes as usize);
-        // SAFETY: callers address inside a live block; the region outlives `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr(r).add(offset), len) }
+        let p = self.checked_ptr(r, offset, len);
+        // SAFETY: checked to lie inside the mapping; the region outlives `self`, and `&self`
+        // excludes the executor's writes (only it holds `&mut Arena`).
+        unsafe { std::slice::from_raw_parts(p, len) }
     }
 
     #[inline]
     pub fn bytes_mut(&mut self, r: Ref, offset: usize, len: usize) -> &mut [u8] {
-        debug_assert!(r as usize * ALIGN_BYTES + offset + len <= self.header().bump_bytes as usize);
+        let p = self.checked_ptr(r, offset, len);
         // SAFETY: as `bytes`; `&mut self` gives exclusive access.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr(r).add(offset), len) }
+        unsafe { std::slice::from_raw_parts_mut(p, len) }
     }
 
     /// Copies `len` bytes between (possibly overlapping) places in the arena.
     pub fn copy_within(&mut self, src: Ref, src_off: usize, dst: Ref, dst_off: usize, len: usize) {
-        // SAFETY: both ranges lie in live blocks of the region; `copy` allows overlap.
-        unsafe { ptr::copy(self.ptr(src).add(src_off), self.ptr(dst).add(dst_off), len) };
+        let from = self.checked_ptr(src, src_off, len);
+        let to = self.checked_ptr(dst, dst_off, len);
+        // SAFETY: both ranges checked to lie inside the mapping; `copy` allows overlap.
+        unsafe { ptr::copy(from, to, len) };
     }
 
     #[inline]
     pub fn read_u32(&self, r: Ref, offset: usize) -> u32 {
-        // SAFETY: callers address inside a live block.
-        unsafe { ptr::read_unaligned(self.ptr(r).add(offset) as *const u32) }
+        let p = self.checked_ptr(r, offset, 4);
+        // SAFETY: checked to lie inside the mapping; any bit pattern is a u32.
+        unsafe { ptr::read_unaligned(p as *const u32) }
     }
     #[inline]
     pub fn write_u32(&mut self, r: Ref, offset: usize, v: u32) {
-        // SAFETY: as `read_u32`.
-        unsafe { ptr::write_unaligned(self.ptr(r).add(offset) as *mut u32, v) }
+        let p = self.checked_ptr(r, offset, 4);
+        // SAFETY: as `read_u32`; `&mut self` gives exclusive access.
+        unsafe { ptr::write_unaligned(p as *mut u32, v) }
     }
     #[inline]
     pub fn read_u64(&self, r: Ref, offset: usize) -> u64 {
+        let p = self.checked_ptr(r, offset, 8);
         // SAFETY: as `read_u32`.
-        unsafe { ptr::read_unaligned(self.ptr(r).add(offset) as *const u64) }
+        unsafe { ptr::read_unaligned(p as *const u64) }
     }
     #[inline]
     pub fn write_u64(&mut self, r: Ref, offset: usize, v: u64) {
-        // SAFETY: as `read_u32`.
-        unsafe { ptr::write_unaligned(self.ptr(r).add(offset) as *mut u64, v) }
+        let p = self.checked_ptr(r, offset, 8);
+        // SAFETY: as `write_u32`.
+        unsafe { ptr::write_unaligned(p as *mut u64, v) }
     }
 
     /// Reads a plain-old-data struct stored at `r`.
     #[inline]
     pub fn read<T: Pod>(&self, r: Ref) -> T {
-        // SAFETY: T is Pod (any bit pattern valid); r addresses a live block of >= size_of T.
-        unsafe { ptr::read_unaligned(self.ptr(r) as *const T) }
+        let p = self.checked_ptr(r, 0, std::mem::size_of::<T>());
+        // SAFETY: checked to lie inside the mapping; T is Pod (any bit pattern valid).
+        unsafe { ptr::read_unaligned(p as *const T) }
     }
     #[inline]
     pub fn write<T: Pod>(&mut self, r: Ref, v: &T) {
-        // SAFETY: as `read`.
-        unsafe { ptr::write_unaligned(self.ptr(r) as *mut T, *v) }
+        let p = self.checked_ptr(r, 0, std::mem::size_of::<T>());
+        // SAFETY: as `read`; `&mut self` gives exclusive access.
+        unsafe { ptr::write_unaligned(p as *mut T, *v) }
     }
+}
+
+#[cold]
+#[inline(never)]
+fn out_of_bounds(r: Ref, offset: usize, len: usize, bump: usize) -> ! {
+    panic!(
+        "arena access out of bounds: block {r} + {offset}, {len} bytes, used part ends at {bump}"
+    )
 }
 
 impl Drop for Arena {
