@@ -6,7 +6,7 @@
 mod common;
 
 use cairn::persistence::aof::format;
-use cairn::persistence::aof::load::check_file;
+use cairn::persistence::aof::load::{check_file, FileRole, Fix};
 use cairn::persistence::aof::storage::{Faults, FaultyDir, FsDir, LogDir};
 use cairn::persistence::aof::writer::{FsyncMode, Writer};
 use common::{encode, free_port, redis_server_path, Raw};
@@ -659,8 +659,16 @@ fn check_aof_on_every_truncation_of_the_last_entries() {
     let tmp = dir.join("cut.aof");
     for cut in from..full.len() {
         std::fs::write(&tmp, &full[..cut]).unwrap();
-        let (_, valid) = check_file(&tmp, Some(1), true).unwrap();
-        assert!(valid);
+        let mut report = Vec::new();
+        let c = check_file(
+            &tmp,
+            Some(1),
+            FileRole::Incr { last: true },
+            Fix::Yes,
+            &mut report,
+        )
+        .unwrap();
+        assert!(c.loadable, "cut at {cut}: {}", s(report));
         // The fixed file is the longest valid prefix: exactly the entries that were whole.
         let fixed = std::fs::read(&tmp).unwrap();
         let o = format::scan(&fixed, Some(1), |_| Ok(()));
