@@ -588,7 +588,11 @@ fn unwritten_from(b: &[u8], from: usize) -> usize {
     let mut q = b.len();
     while q > from {
         if b[q - 1] == 0 {
-            q = from + b[from..q].iter().rposition(|&c| c != 0).map_or(0, |p| p + 1);
+            q = from
+                + b[from..q]
+                    .iter()
+                    .rposition(|&c| c != 0)
+                    .map_or(0, |p| p + 1);
             continue;
         }
         let Some(k) = (1..=FILL_LINE.len().min(q - from))
@@ -893,7 +897,11 @@ mod tests {
             let want = *ends.iter().filter(|&&e| e <= cut as u64).max().unwrap();
             assert_eq!(o.valid_len, want, "cut at {cut}");
             if want != cut as u64 {
-                assert_eq!(o.bad.as_ref().unwrap().damage, Damage::TornTail, "cut at {cut}");
+                assert_eq!(
+                    o.bad.as_ref().unwrap().damage,
+                    Damage::TornTail,
+                    "cut at {cut}"
+                );
             }
         }
     }
@@ -1077,7 +1085,11 @@ mod tests {
         b.extend(padded(batch(17, 2, 4), b.len()));
         let o = scan(&b, Some(1), |_| Ok(()));
         assert_eq!(o.bad.expect("the tear").damage, Damage::TornTail);
-        assert!(o.last_lsn.is_some_and(|l| (5..17).contains(&l)), "{:?}", o.last_lsn);
+        assert!(
+            o.last_lsn.is_some_and(|l| (5..17).contains(&l)),
+            "{:?}",
+            o.last_lsn
+        );
         // The same hole followed by a batch issued after LSN 5 was durable: entry 5 had
         // been acknowledged, so the hole is corruption in the middle.
         let mut c = padded(batch(1, 4, 0), 0);
@@ -1125,7 +1137,11 @@ mod tests {
                 entries.push(e.offset as usize);
                 Ok(())
             });
-            assert!(o.bad.is_none() && o.last_lsn == Some(6), "{layout}: {:?}", o.bad);
+            assert!(
+                o.bad.is_none() && o.last_lsn == Some(6),
+                "{layout}: {:?}",
+                o.bad
+            );
             // Each entry's bytes: from its header to the next marker, entry or annotation.
             for (i, &start) in entries.iter().enumerate() {
                 let end = entries.get(i + 1).copied().unwrap_or(b.len());
@@ -1202,7 +1218,9 @@ mod tests {
                 Ok(())
             });
             assert!(
-                o.bad.as_ref().is_some_and(|b| b.damage != Damage::Corruption),
+                o.bad
+                    .as_ref()
+                    .is_some_and(|b| b.damage != Damage::Corruption),
                 "cut {cut}: {:?}",
                 o.bad
             );
