@@ -520,5 +520,19 @@ fn redis_style_multi_part_directory_damaged_at_every_entry() {
     put_aof_files(&dir, &torn);
     assert!(try_start(&dir, &[]).is_err());
     assert!(aof_files(&dir) == torn);
+    // --check-aof agrees, and --fix will not cut a file before the last one (the files
+    // after it would replay over the hole), even with -y.
+    let (ok, report) = check_aof_accepts(&dir);
+    assert!(!ok, "{report}");
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn-server"))
+        .args(["--check-aof", "--fix", "-y"])
+        .arg(dir.join(AOF_DIR).join(MANIFEST))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("only the last incremental file"), "{text}");
+    assert!(aof_files(&dir) == torn);
     let _ = std::fs::remove_dir_all(&dir);
 }

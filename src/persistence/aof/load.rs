@@ -645,10 +645,10 @@ pub fn check_file(
             ))?;
         }
     }
-    let confirm: &mut dyn FnMut() -> bool = match fix {
+    let mut confirm = match fix {
         Fix::No => return Ok(check),
-        Fix::Ask(confirm) => confirm,
-        Fix::Yes => &mut || true,
+        Fix::Ask(confirm) => Some(confirm),
+        Fix::Yes => None,
     };
     // A cut may only end the log where startup could end it: cutting an earlier file (or
     // a base) would let the files after it replay on top of the hole.
@@ -665,12 +665,15 @@ pub fn check_file(
         ""
     };
     say(format!(
-        "--fix cuts AOF {name} from {size} to {} bytes ({dropped} bytes dropped{after_damage})\nContinue? [y/N]: ",
+        "--fix cuts AOF {name} from {size} to {} bytes ({dropped} bytes dropped{after_damage})\n",
         o.valid_len
     ))?;
-    if !confirm() {
-        say(format!("Aborting: AOF {name} is unchanged\n"))?;
-        return Ok(check);
+    if let Some(confirm) = confirm.as_mut() {
+        say("Continue? [y/N]: ".into())?;
+        if !confirm() {
+            say(format!("Aborting: AOF {name} is unchanged\n"))?;
+            return Ok(check);
+        }
     }
     truncate(path, o.valid_len)?;
     say(format!(
