@@ -80,10 +80,15 @@ fn log(dir: &Path) -> String {
 }
 
 const AOF_DIR: &str = "appendonlydir";
+
+/// An AOF directory's files: name → bytes.
+type Files = BTreeMap<String, Vec<u8>>;
+/// A dataset: (db, key) → value.
+type Data = BTreeMap<(u32, String), String>;
 const MANIFEST: &str = "appendonly.aof.manifest";
 
 /// Every file of the AOF directory, by name.
-fn aof_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+fn aof_files(dir: &Path) -> Files {
     std::fs::read_dir(dir.join(AOF_DIR))
         .unwrap()
         .map(|e| {
@@ -97,7 +102,7 @@ fn aof_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 /// Makes the AOF directory exactly `files`.
-fn put_aof_files(dir: &Path, files: &BTreeMap<String, Vec<u8>>) {
+fn put_aof_files(dir: &Path, files: &Files) {
     let _ = std::fs::remove_dir_all(dir.join(AOF_DIR));
     std::fs::create_dir_all(dir.join(AOF_DIR)).unwrap();
     for (name, bytes) in files {
@@ -107,7 +112,7 @@ fn put_aof_files(dir: &Path, files: &BTreeMap<String, Vec<u8>>) {
 }
 
 /// The incremental files the manifest lists, in order.
-fn listed_incrs(files: &BTreeMap<String, Vec<u8>>) -> Vec<String> {
+fn listed_incrs(files: &Files) -> Vec<String> {
     String::from_utf8_lossy(&files[MANIFEST])
         .lines()
         .filter(|l| l.ends_with("type i"))
@@ -144,7 +149,7 @@ fn entry_ranges(bytes: &[u8]) -> Vec<(usize, usize)> {
 
 /// The data an AOF directory's commands leave, as (db, key) → value (SET and SELECT
 /// only: what these tests write). None if the files do not parse whole.
-fn replayed(files: &BTreeMap<String, Vec<u8>>) -> Option<BTreeMap<(u32, String), String>> {
+fn replayed(files: &Files) -> Option<Data> {
     let mut data = BTreeMap::new();
     let mut db = 0u32;
     let text_files = files
@@ -181,7 +186,7 @@ fn replayed(files: &BTreeMap<String, Vec<u8>>) -> Option<BTreeMap<(u32, String),
 }
 
 /// Checks that a started server holds every `(db, key) → value`.
-fn holds_all(port: u16, want: &BTreeMap<(u32, String), String>) -> Result<(), String> {
+fn holds_all(port: u16, want: &Data) -> Result<(), String> {
     let mut r = Raw::connect(port);
     for ((db, key), value) in want {
         r.call(&["SELECT", &db.to_string()]);
@@ -226,8 +231,8 @@ struct Outcomes {
 /// exactly the directories startup loads.
 fn every_entry_damaged(
     dir: &Path,
-    pristine: &BTreeMap<String, Vec<u8>>,
-    acked: &BTreeMap<(u32, String), String>,
+    pristine: &Files,
+    acked: &Data,
     args: &[&str],
     check_agrees: bool,
 ) -> Outcomes {
@@ -293,12 +298,7 @@ fn every_entry_damaged(
 /// Writes `keys` SETs to a cairn server started with `args` (`pipelined`: all sent at
 /// once, so several land in one write; else one at a time, each acknowledged before the
 /// next), then kills it (SIGKILL). Returns the AOF files and the acknowledged writes.
-fn cairn_written(
-    dir: &Path,
-    args: &[&str],
-    keys: usize,
-    pipelined: bool,
-) -> (BTreeMap<String, Vec<u8>>, BTreeMap<(u32, String), String>) {
+fn cairn_written(dir: &Path, args: &[&str], keys: usize, pipelined: bool) -> (Files, Data) {
     let srv = try_start(dir, args).unwrap_or_else(|e| panic!("{e}: {}", log(dir)));
     let mut r = Raw::connect(srv.port);
     let mut acked = BTreeMap::new();
