@@ -715,7 +715,7 @@ fn judge(
     let mut old_from: Vec<usize> = first_old_sector(b, pos, limit).into_iter().collect();
     if first.is_none() {
         let unwritten = unwritten_from(b, pos);
-        if unwritten == pos || unwritten % SECTOR == 0 {
+        if unwritten == pos || unwritten.is_multiple_of(SECTOR) {
             old_from.push(unwritten);
         }
         old_from.push(b.len());
