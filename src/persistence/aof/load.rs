@@ -1,6 +1,6 @@
 //! Startup: open (or create) the AOF directory, replay the base and incremental files
 //! through `Server::execute`, cut a torn tail, start the writer thread. Also
-//! `cairn-server --check-aof FILE [--fix]`.
+//! `cairn-server --check-aof FILE [--fix [-y]]`.
 
 use super::format::{self, Bad, Damage, ScanOutcome};
 use super::manifest::Layout;
