@@ -19,7 +19,7 @@ fn main() {
     if argv.iter().any(|a| a == "-h" || a == "--help") {
         println!("Usage: cairn-server [/path/to/cairn.conf] [options]");
         println!("       cairn-server -v or --version");
-        println!("       cairn-server --check-aof [--fix] <file.manifest|file.aof>");
+        println!("       cairn-server --check-aof [--fix [-y]] <file.manifest|file.aof>");
         println!("Examples:");
         println!("       cairn-server (run the server with default config)");
         println!("       cairn-server /etc/redis/6379.conf");

@@ -6,7 +6,7 @@
 mod common;
 
 use cairn::persistence::aof::format;
-use cairn::persistence::aof::load::check_file;
+use cairn::persistence::aof::load::{check_file, FileRole, Fix};
 use cairn::persistence::aof::storage::{Faults, FaultyDir, FsDir, LogDir};
 use cairn::persistence::aof::writer::{FsyncMode, Writer};
 use common::{encode, free_port, redis_server_path, Raw};
@@ -509,6 +509,14 @@ fn a_torn_file_before_an_empty_listed_one_loads_and_a_gap_after_it_does_not() {
     );
     std::fs::write(aofdir.join("appendonly.aof.manifest"), &listed).unwrap();
     std::fs::write(aofdir.join("appendonly.aof.2.incr.aof"), b"").unwrap();
+    // --check-aof says what startup does: the torn tail is cut, the directory loads.
+    let manifest_path = aofdir.join("appendonly.aof.manifest");
+    let (ok, text) = check_aof(&manifest_path);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("Torn tail") && text.contains("loads"),
+        "{text}"
+    );
     loads_cut_before_key4_then_writes_it(&dir);
     assert!(
         std::fs::metadata(aofdir.join("appendonly.aof.2.incr.aof"))
@@ -526,11 +534,25 @@ fn a_torn_file_before_an_empty_listed_one_loads_and_a_gap_after_it_does_not() {
     std::fs::write(&f, &full[..full.len() - 7]).unwrap();
     std::fs::write(aofdir.join("appendonly.aof.2.incr.aof"), &gap).unwrap();
     let torn_len = std::fs::metadata(&f).unwrap().len();
+    let (ok, text) = check_aof(&manifest_path);
+    assert!(!ok, "{text}");
+    assert!(text.contains("where 6 was expected"), "{text}");
     assert!(try_start(&dir, &[]).is_err());
     assert!(log(&dir).contains("where 6 was expected"), "{}", log(&dir));
     // A failed load cut nothing: the torn bytes are still there for --check-aof.
     assert_eq!(std::fs::metadata(&f).unwrap().len(), torn_len);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `cairn-server --check-aof FILE` with no answer on stdin: (exit status 0, stdout).
+fn check_aof(file: &Path) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn-server"))
+        .arg("--check-aof")
+        .arg(file)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (out.status.success(), s(out.stdout))
 }
 
 /// In files written by Redis (no LSN headers) nothing can show that a cut lost entries,
@@ -562,13 +584,29 @@ fn a_damaged_redis_written_file_before_the_last_stops_startup() {
         "{}",
         log(&dir)
     );
-    // The same damage in the last file is a torn tail there (Redis's rule too).
+    // The same damage in the last file stops startup too: a command that ends wrong with
+    // more commands after it is bad format, not a cut (Redis refuses it as well).
     std::fs::write(aofdir.join("appendonly.aof.2.incr.aof"), &first).unwrap();
     std::fs::write(
         aofdir.join("appendonly.aof.1.incr.aof"),
         encode(&[b"SET", b"d", b"4"]),
     )
     .unwrap();
+    assert!(try_start(&dir, &[]).is_err(), "{}", log(&dir));
+    assert_eq!(
+        std::fs::read(aofdir.join("appendonly.aof.2.incr.aof")).unwrap(),
+        first
+    );
+    // A last file that ends inside its last command is a torn tail: cut, the rest loads.
+    let torn = &first[..first.len() - 3];
+    std::fs::write(aofdir.join("appendonly.aof.2.incr.aof"), torn).unwrap();
+    assert!(
+        try_start(&dir, &[]).is_err(),
+        "b's command is still damaged"
+    );
+    let mut whole_then_cut = encode(&[b"SET", b"a", b"1"]);
+    whole_then_cut.extend_from_slice(b"*3\r\n$3\r\nSET\r\n$1\r\nb\r\n$1\r\n");
+    std::fs::write(aofdir.join("appendonly.aof.2.incr.aof"), &whole_then_cut).unwrap();
     restart_with_digest_of(&dir, &[("a", "1"), ("d", "4")]);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -604,7 +642,8 @@ fn corruption_in_the_middle_stops_startup_naming_file_offset_lsn() {
     assert!(l.contains("appendonly.aof.1.incr.aof"), "{l}");
     assert!(l.contains("at offset "), "{l}");
     assert!(l.contains("expected LSN 4"), "{l}"); // SELECT is LSN 1, key0 LSN 2...
-                                                  // --check-aof names it; --fix cuts there and the server starts with the prefix.
+                                                  // --check-aof names it; --fix asks first (anything but y leaves the file as it is),
+                                                  // then cuts there and the server starts with the prefix.
     let exe = env!("CARGO_BIN_EXE_cairn-server");
     let out = Command::new(exe)
         .arg("--check-aof")
@@ -615,12 +654,44 @@ fn corruption_in_the_middle_stops_startup_naming_file_offset_lsn() {
     let text = s(out.stdout);
     assert!(text.contains("Corruption in the middle"), "{text}");
     assert!(text.contains("is not valid"), "{text}");
-    let out = Command::new(exe)
-        .args(["--check-aof", "--fix"])
-        .arg(&f)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", s(out.stdout));
+    let fix = |answer: Option<&str>, extra: &[&str]| {
+        let mut child = Command::new(exe)
+            .args(["--check-aof", "--fix"])
+            .args(extra)
+            .arg(&f)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        if let Some(a) = answer {
+            stdin.write_all(a.as_bytes()).unwrap();
+        }
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        (out.status.success(), s(out.stdout))
+    };
+    for answer in [Some("n\n"), Some("\n"), Some("yy\n"), None] {
+        let (ok, text) = fix(answer, &[]);
+        assert!(!ok, "{answer:?}: {text}");
+        assert!(text.contains("Continue? [y/N]: "), "{text}");
+        assert!(text.contains("unchanged"), "{text}");
+        assert_eq!(std::fs::read(&f).unwrap(), bytes, "{answer:?}");
+    }
+    let (ok, text) = fix(Some("Y\n"), &[]);
+    assert!(ok, "{text}");
+    assert!(text.contains("Successfully truncated"), "{text}");
+    assert!(
+        text.contains("including valid entries after the damage"),
+        "{text}"
+    );
+    assert!(std::fs::read(&f).unwrap().len() < bytes.len());
+    // `-y` cuts without asking.
+    std::fs::write(&f, &bytes).unwrap();
+    let (ok, text) = fix(None, &["-y"]);
+    assert!(ok, "{text}");
+    assert!(!text.contains("Continue?"), "{text}");
+    assert!(text.contains("Successfully truncated"), "{text}");
     let srv = start(&dir, &[]);
     let mut r = Raw::connect(srv.port);
     assert_eq!(r.call(&["GET", "key1"]), b"$2\r\nv1\r\n");
@@ -659,8 +730,16 @@ fn check_aof_on_every_truncation_of_the_last_entries() {
     let tmp = dir.join("cut.aof");
     for cut in from..full.len() {
         std::fs::write(&tmp, &full[..cut]).unwrap();
-        let (_, valid) = check_file(&tmp, Some(1), true).unwrap();
-        assert!(valid);
+        let mut report = Vec::new();
+        let c = check_file(
+            &tmp,
+            Some(1),
+            FileRole::Incr { last: true },
+            Fix::Yes,
+            &mut report,
+        )
+        .unwrap();
+        assert!(c.loadable, "cut at {cut}: {}", s(report));
         // The fixed file is the longest valid prefix: exactly the entries that were whole.
         let fixed = std::fs::read(&tmp).unwrap();
         let o = format::scan(&fixed, Some(1), |_| Ok(()));

@@ -166,6 +166,23 @@ pub struct Entry<'a> {
     pub args: Vec<&'a [u8]>,
 }
 
+/// What the bytes from a scan's first bad spot on are, as recovery judges them (the rules
+/// are in `docs/formats/aof.md`, "Recovery rules").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Damage {
+    /// The end of an interrupted write: the bytes run out inside an item (at the file's
+    /// end, or where unwritten space — zeroes, filler lines — starts), possibly followed by
+    /// writes that were in flight with it. Nothing after it was acknowledged: recovery may
+    /// cut it.
+    TornTail,
+    /// A recycled segment's old content (entries with LSNs below the expected one) follows
+    /// the log: the log's normal end in such a file.
+    RecycledEnd,
+    /// Damage followed by more of the log, or a whole item that fails its checks: the
+    /// bytes may hide acknowledged writes, so startup stops.
+    Corruption,
+}
+
 /// Where and why a scan stopped early.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bad {
@@ -174,12 +191,7 @@ pub struct Bad {
     /// The LSN the log expected there (last valid + 1), if known.
     pub expected_lsn: Option<u64>,
     pub reason: String,
-    /// True when no valid entry follows: a torn tail (the end of an interrupted write),
-    /// which recovery may cut. False: corruption in the middle of the log.
-    pub torn_tail: bool,
-    /// Valid entries older than the expected LSN follow: the rest is a recycled segment's
-    /// old content (the log's normal end there, not damage).
-    pub stale_follows: bool,
+    pub damage: Damage,
 }
 
 /// The log position stated by a base file's trailer.
@@ -346,6 +358,13 @@ fn step(b: &[u8], pos: usize, strict: bool) -> Step<'_> {
             return Step::Malformed("entry length out of range".into());
         };
         if end > b.len() {
+            // A torn entry's bytes are a proper prefix of its command, which never parses
+            // whole: a whole command in fewer bytes than `len` means `len` is damaged.
+            if parse_command(&b[start..], false).is_ok() {
+                return Step::Malformed(format!(
+                    "entry lsn {lsn} declares {len} bytes but its command is shorter"
+                ));
+            }
             return Step::Incomplete(format!(
                 "entry lsn {lsn} needs {len} bytes, {} present",
                 b.len() - start
@@ -472,57 +491,243 @@ fn cksum_text_len(line: &[u8]) -> usize {
     }
 }
 
-/// True if something after `from` proves that the bad spot before it lies in the middle of
-/// the acknowledged log: a valid headed entry (LSN not below `expected`, so not a stale
-/// entry of a recycled segment) written by a batch issued when `expected` was already
-/// durable. Entries of batches issued earlier (their marker's durable LSN is below
-/// `expected`) were in flight together with the missing one and never acknowledged, so a
-/// hole before them is a torn tail. `batch_d` is the marker of the batch the bad spot is in.
-/// Also returns whether stale entries were seen.
-fn evidence_after(
-    b: &[u8],
-    from: usize,
-    expected: Option<u64>,
-    batch_d: Option<u64>,
-) -> (bool, bool) {
-    let mut pos = from;
-    let mut marker = batch_d;
-    let mut stale_seen = false;
-    while pos < b.len() {
-        let Some(p) = b[pos..].iter().position(|&c| c == b'#') else {
-            return (false, stale_seen);
-        };
-        let at = pos + p;
-        match step(b, at, true) {
-            Step::Batch(d, next) => {
-                marker = Some(d);
-                pos = next;
+/// The smallest unit a write reaches the disk in: direct I/O writes are whole sectors, and
+/// page-cache pages are whole sectors too. What a torn or missing write leaves behind (the
+/// bytes that were there before it) therefore starts at a multiple of it.
+const SECTOR: usize = 512;
+
+/// What the scan met at its first bad spot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BadSpot {
+    /// The bytes ran out inside an item.
+    Cut,
+    /// An item that fails its checks, or a zero byte where one should start.
+    Broken,
+    /// A whole entry whose LSN is above the expected one: entries are missing before it.
+    Ahead,
+    /// A whole entry whose LSN is below the expected one: a recycled segment's old content.
+    Behind,
+}
+
+/// A whole entry found past a bad spot.
+#[derive(Clone, Copy, Debug)]
+struct Found {
+    offset: usize,
+    /// None for a command without a header (a file written by Redis).
+    lsn: Option<u64>,
+    /// The durable LSN of the last batch marker before it.
+    marker: Option<u64>,
+}
+
+/// The whole entries in `b` from `pos` on, found by trying every place one could start (a
+/// `#` for cairn's headed entries and batch markers; in a file without headers, a `*` at a
+/// line start for a Redis-written command). Tracks the batch markers passed.
+struct Resync<'a> {
+    b: &'a [u8],
+    pos: usize,
+    strict: bool,
+    marker: Option<u64>,
+}
+
+impl Iterator for Resync<'_> {
+    type Item = Found;
+    fn next(&mut self) -> Option<Found> {
+        let b = self.b;
+        while self.pos < b.len() {
+            let strict = self.strict;
+            let at = self.pos
+                + b[self.pos..]
+                    .iter()
+                    .position(|&c| c == b'#' || (!strict && c == b'*'))?;
+            self.pos = at + 1;
+            if b[at] == b'*' {
+                if at > 0 && b[at - 1] != b'\n' {
+                    continue;
+                }
+                if let Ok((_, used)) = parse_command(&b[at..], false) {
+                    self.pos = at + used;
+                    return Some(Found {
+                        offset: at,
+                        lsn: None,
+                        marker: self.marker,
+                    });
+                }
                 continue;
             }
-            Step::Zero | Step::Fill => {
-                if only_filler(&b[at..]) {
-                    return (false, stale_seen);
+            match step(b, at, true) {
+                Step::Batch(d, next) => {
+                    self.marker = Some(d);
+                    self.pos = next;
                 }
-                let mut p = at;
-                while b[p..].starts_with(FILL_LINE) {
-                    p += FILL_LINE.len();
+                Step::Entry(e, next) => {
+                    self.pos = next;
+                    return Some(Found {
+                        offset: at,
+                        lsn: e.lsn,
+                        marker: self.marker,
+                    });
                 }
-                pos = p.max(at + 1);
-                continue;
+                Step::Fill => {
+                    let mut p = at;
+                    while b[p..].starts_with(FILL_LINE) {
+                        p += FILL_LINE.len();
+                    }
+                    self.pos = p;
+                }
+                _ => {}
             }
-            Step::Entry(e, _) => {
-                let stale = matches!((e.lsn, expected), (Some(l), Some(x)) if l < x);
-                let unacked = matches!((marker, expected), (Some(d), Some(x)) if d < x);
-                stale_seen |= stale;
-                if !stale && !unacked {
-                    return (true, stale_seen);
-                }
-            }
-            _ => {}
         }
-        pos = at + 1;
+        None
     }
-    (false, stale_seen)
+}
+
+/// Where the unwritten space at the end of `b` starts (not before `from`): zero bytes and
+/// filler lines (one possibly cut short where zeroes begin), in any order, running to the
+/// end of the file. `b.len()` when the file ends with other bytes.
+fn unwritten_from(b: &[u8], from: usize) -> usize {
+    let mut q = b.len();
+    while q > from {
+        if b[q - 1] == 0 {
+            q = from
+                + b[from..q]
+                    .iter()
+                    .rposition(|&c| c != 0)
+                    .map_or(0, |p| p + 1);
+            continue;
+        }
+        let Some(k) = (1..=FILL_LINE.len().min(q - from))
+            .rev()
+            .find(|&k| b[q - k..q] == FILL_LINE[..k])
+        else {
+            break;
+        };
+        q -= k;
+    }
+    q
+}
+
+/// True if `sector` holds what a write that never reached it leaves there: zeroes, filler
+/// lines, or the end of an old `#PAD:` line and its zeroes (a direct I/O block whose
+/// rewrite was torn).
+fn old_content(sector: &[u8]) -> bool {
+    if only_filler(sector) {
+        return true;
+    }
+    let head = &sector[..sector.len().min(16)];
+    let Some(nl) = head.iter().position(|&c| c == b'\n') else {
+        return false;
+    };
+    head[..nl].iter().all(|c| b"#PAD:0123456789\r".contains(c))
+        && sector[nl + 1..].iter().all(|&c| c == 0)
+}
+
+/// The first sector boundary at or after `from` where a whole sector (ending by `limit`)
+/// is old content.
+fn first_old_sector(b: &[u8], from: usize, limit: usize) -> Option<usize> {
+    let mut s = from.div_ceil(SECTOR) * SECTOR;
+    while s + SECTOR <= limit {
+        if old_content(&b[s..s + SECTOR]) {
+            return Some(s);
+        }
+        s += SECTOR;
+    }
+    None
+}
+
+/// True if the item at `pos` is a header line followed by a whole RESP command: an entry
+/// that is all there, so only a changed byte can make it fail (a torn entry's command runs
+/// into old content and does not parse).
+fn whole_headed_entry(b: &[u8], pos: usize) -> bool {
+    if !b[pos..].starts_with(HDR_PREFIX) {
+        return false;
+    }
+    find_crlf(b, pos, HDR_LINE_MAX_BYTES)
+        .is_some_and(|eol| parse_command(&b[eol + 2..], false).is_ok())
+}
+
+/// Judges the bytes from the scan's first bad spot `pos` on (`expected`: the LSN the log
+/// expected there; `marker`: the durable LSN of the batch marker before it). Rules (see
+/// `docs/formats/aof.md`, "Recovery rules"):
+///
+/// - A torn write leaves a proper prefix of itself followed by old content: the file's end,
+///   unwritten space (zeroes, filler), or — past a sector boundary — old sectors. So the
+///   bad item must be cut short where such old content starts, and nothing whole may lie
+///   between. An entry that is all there (its command parses whole) is damaged, not torn.
+/// - Whole entries after that old content are writes that were in flight with the torn one
+///   (their batch marker says the expected LSN was not yet durable when they were issued),
+///   or a recycled segment's old entries (LSNs below the expected one). Any other whole
+///   entry — a Redis-written command included, which has no marker — means acknowledged
+///   writes follow: corruption.
+fn judge(
+    b: &[u8],
+    pos: usize,
+    expected: Option<u64>,
+    marker: Option<u64>,
+    strict: bool,
+    spot: BadSpot,
+) -> Damage {
+    let stale = |f: &Found| matches!((f.lsn, expected), (Some(l), Some(x)) if l < x);
+    // Everything from `from` on must be old entries or writes that were in flight.
+    let rest_unacknowledged = |from: usize, marker: Option<u64>| {
+        let mut stale_seen = false;
+        for f in (Resync {
+            b,
+            pos: from,
+            strict,
+            marker,
+        }) {
+            if stale(&f) {
+                stale_seen = true;
+                continue;
+            }
+            let in_flight = matches!((f.marker, expected), (Some(d), Some(x)) if d < x);
+            if !in_flight {
+                return Damage::Corruption;
+            }
+        }
+        if stale_seen {
+            Damage::RecycledEnd
+        } else {
+            Damage::TornTail
+        }
+    };
+    if matches!(spot, BadSpot::Ahead | BadSpot::Behind) {
+        return rest_unacknowledged(pos, marker);
+    }
+    let first = Resync {
+        b,
+        pos: pos + 1,
+        strict,
+        marker,
+    }
+    .next();
+    if let Some(f) = first.filter(|f| stale(f)) {
+        // A write torn over a recycled segment's old bytes: its old entries follow.
+        return rest_unacknowledged(f.offset, f.marker);
+    }
+    if whole_headed_entry(b, pos) {
+        return Damage::Corruption;
+    }
+    // Where the old content may start: an old sector before the next whole entry; with
+    // nothing whole after the item, also the file's end, or unwritten space running to it
+    // from a sector boundary (writes land in whole sectors) or from the item's start.
+    let limit = first.map_or(b.len(), |f| f.offset);
+    let mut old_from: Vec<usize> = first_old_sector(b, pos, limit).into_iter().collect();
+    if first.is_none() {
+        let unwritten = unwritten_from(b, pos);
+        if unwritten == pos || unwritten.is_multiple_of(SECTOR) {
+            old_from.push(unwritten);
+        }
+        old_from.push(b.len());
+    }
+    let torn = old_from
+        .into_iter()
+        .any(|c| c == pos || matches!(step(&b[..c], pos, strict), Step::Incomplete(_)));
+    match (torn, first) {
+        (false, _) => Damage::Corruption,
+        (true, None) => Damage::TornTail,
+        (true, Some(f)) => rest_unacknowledged(f.offset, f.marker),
+    }
 }
 
 /// Reads `b` forward, verifying each entry's CRC and that LSNs rise by exactly one (the
@@ -530,7 +735,7 @@ fn evidence_after(
 /// Err from `f` stops the scan (reported as a bad entry in the middle). Zero bytes where an
 /// entry should start end the log cleanly when only zeroes follow (a pre-allocated
 /// segment's unused part); an entry whose LSN is below the expected one is the stale
-/// content of a recycled segment and ends the log too (see [`evidence_after`]).
+/// content of a recycled segment and ends the log too (see [`judge`]).
 pub fn scan<'a>(
     b: &'a [u8],
     first_lsn: Option<u64>,
@@ -544,7 +749,7 @@ pub fn scan<'a>(
     let strict = b.starts_with(HDR_PREFIX) || b.windows(6).any(|w| w == b"\n#HDR:");
     out.headed = strict;
     while pos < b.len() {
-        let (reason, incomplete) = match step(b, pos, strict) {
+        let (reason, spot) = match step(b, pos, strict) {
             Step::Entry(e, next) => {
                 if let (Some(l), Some(want)) = (e.lsn, expected) {
                     if l != want {
@@ -553,7 +758,12 @@ pub fn scan<'a>(
                         } else {
                             format!("LSN {l} where {want} was expected")
                         };
-                        out.bad = Some(bad(b, pos, expected, batch_d, reason, false));
+                        let spot = if l < want {
+                            BadSpot::Behind
+                        } else {
+                            BadSpot::Ahead
+                        };
+                        out.bad = Some(bad(b, pos, expected, batch_d, strict, reason, spot));
                         return out;
                     }
                 }
@@ -562,8 +772,7 @@ pub fn scan<'a>(
                         offset: pos as u64,
                         expected_lsn: expected,
                         reason,
-                        torn_tail: false,
-                        stale_follows: false,
+                        damage: Damage::Corruption,
                     });
                     return out;
                 }
@@ -609,12 +818,12 @@ pub fn scan<'a>(
                     }
                     continue;
                 }
-                ("zero bytes inside the log".to_string(), false)
+                ("zero bytes inside the log".to_string(), BadSpot::Broken)
             }
-            Step::Incomplete(r) => (r, true),
-            Step::Malformed(r) => (r, false),
+            Step::Incomplete(r) => (r, BadSpot::Cut),
+            Step::Malformed(r) => (r, BadSpot::Broken),
         };
-        out.bad = Some(bad(b, pos, expected, batch_d, reason, incomplete));
+        out.bad = Some(bad(b, pos, expected, batch_d, strict, reason, spot));
         return out;
     }
     out
@@ -625,20 +834,15 @@ fn bad(
     pos: usize,
     expected: Option<u64>,
     batch_d: Option<u64>,
+    strict: bool,
     reason: String,
-    incomplete: bool,
+    spot: BadSpot,
 ) -> Bad {
-    let (evidence, stale_follows) = if incomplete {
-        (false, false)
-    } else {
-        evidence_after(b, pos, expected, batch_d)
-    };
     Bad {
         offset: pos as u64,
         expected_lsn: expected,
         reason,
-        torn_tail: !evidence,
-        stale_follows,
+        damage: judge(b, pos, expected, batch_d, strict, spot),
     }
 }
 
@@ -697,7 +901,11 @@ mod tests {
             let want = *ends.iter().filter(|&&e| e <= cut as u64).max().unwrap();
             assert_eq!(o.valid_len, want, "cut at {cut}");
             if want != cut as u64 {
-                assert!(o.bad.as_ref().unwrap().torn_tail, "cut at {cut}");
+                assert_eq!(
+                    o.bad.as_ref().unwrap().damage,
+                    Damage::TornTail,
+                    "cut at {cut}"
+                );
             }
         }
     }
@@ -722,7 +930,7 @@ mod tests {
         c[HDR_LINE_MAX_BYTES.min(60)] ^= 0x20; // inside the first entry
         let o = scan(&c, Some(1), |_| Ok(()));
         let bad = o.bad.unwrap();
-        assert!(!bad.torn_tail);
+        assert_eq!(bad.damage, Damage::Corruption);
         assert_eq!(bad.offset, 0);
         assert_eq!(bad.expected_lsn, Some(1));
     }
@@ -773,20 +981,9 @@ mod tests {
     }
 
     #[test]
-    fn zero_tail_is_a_clean_end_and_every_truncation_into_it_a_torn_tail() {
-        // A pre-allocated segment: the log, then zeroes. A write torn anywhere in the
-        // last three entries (the rest of the segment still zero) loads the longest
-        // valid prefix.
+    fn zero_tail_is_a_clean_end_and_a_write_torn_into_it_a_torn_tail() {
+        // A pre-allocated segment: the log, then zeroes (or filler lines).
         let b = batch(1, 5, 0);
-        let ends: Vec<usize> = {
-            let mut v = Vec::new();
-            scan(&b, Some(1), |e| {
-                v.push(e.offset as usize);
-                Ok(())
-            });
-            v.push(b.len());
-            v
-        };
         let mut seg = b.clone();
         seg.resize(b.len() + 8192, 0);
         let o = scan(&seg, Some(1), |_| Ok(()));
@@ -802,59 +999,239 @@ mod tests {
         let o = scan(&seg, Some(1), |_| Ok(()));
         assert!(o.bad.is_none() && o.zero_tail, "{:?}", o.bad);
         assert_eq!(o.valid_len, b.len() as u64);
-        for cut in ends[2]..b.len() {
-            let mut seg = b[..cut].to_vec();
-            for _ in 0..100 {
-                seg.extend_from_slice(FILL_LINE);
+        // A write torn where a sector ends (writes land in whole sectors): the log up to
+        // there, then what was there before, filler lines (at 64-byte offsets) or zeroes.
+        let b = batch(1, 40, 0);
+        let ends: Vec<usize> = {
+            let mut v = Vec::new();
+            scan(&b, Some(1), |e| {
+                v.push(e.offset as usize);
+                Ok(())
+            });
+            v.push(b.len());
+            v
+        };
+        let filler: Vec<u8> = FILL_LINE.repeat(b.len() / FILL_LINE.len() + 128);
+        let zeroes = vec![0u8; b.len() + 8192];
+        for old in [&filler, &zeroes] {
+            for tear in (SECTOR..b.len()).step_by(SECTOR) {
+                let mut seg = old.clone();
+                seg[..tear].copy_from_slice(&b[..tear]);
+                let o = scan(&seg, Some(1), |_| Ok(()));
+                let whole = ends.iter().filter(|&&e| e <= tear).count() as u64 - 1;
+                assert_eq!(o.last_lsn, Some(whole), "torn at {tear}");
+                assert!(
+                    o.bad.as_ref().is_none_or(|b| b.damage == Damage::TornTail),
+                    "torn at {tear}: {:?}",
+                    o.bad
+                );
             }
-            let o = scan(&seg, Some(1), |_| Ok(()));
-            // The entries that were whole, and no more (a cut right after an entry may
-            // leave a lone `#` that reads as an annotation together with the next filler
-            // line: skipped, like any annotation).
-            let whole = ends.iter().filter(|&&e| e <= cut).count() as u64 - 1;
-            assert_eq!(o.last_lsn, Some(whole), "filler, cut at {cut}");
-            assert!(o.bad.as_ref().is_none_or(|b| b.torn_tail), "cut at {cut}");
         }
-        for cut in ends[2]..b.len() {
-            let mut seg = b[..cut].to_vec();
-            seg.resize(b.len() + 8192, 0);
-            let o = scan(&seg, Some(1), |_| Ok(()));
-            let want = *ends.iter().filter(|&&e| e <= cut).max().unwrap() as u64;
-            assert_eq!(o.valid_len, want, "cut at {cut}");
-            if let Some(bad) = &o.bad {
-                assert!(bad.torn_tail, "cut at {cut}: {bad:?}");
+    }
+
+    /// `w` padded to the next 4 KiB boundary after `at` (where it is written), as a
+    /// direct I/O write is.
+    fn padded(mut w: Vec<u8>, at: usize) -> Vec<u8> {
+        let end = at + w.len();
+        let mut gap = (4096 - end % 4096) % 4096;
+        if gap < PAD_MIN_BYTES {
+            gap += 4096;
+        }
+        encode_pad(&mut w, gap);
+        w
+    }
+
+    #[test]
+    fn hole_left_by_writes_in_flight_is_a_torn_tail() {
+        // Direct I/O, several writes in flight: batches 1-2 durable; batches 3 and 4 were
+        // issued while only LSN 4 was durable (in flight together, each in its own
+        // blocks); batch 3 never reached the disk (its block still zeroes, or filler),
+        // batch 4 did.
+        for old in [0u8, b'F'] {
+            let mut b = padded(batch(1, 2, 0), 0);
+            b.extend(padded(batch(3, 2, 2), b.len()));
+            let hole_at = b.len();
+            if old == 0 {
+                b.resize(b.len() + 4096, 0);
             } else {
-                assert!(o.zero_tail);
+                for _ in 0..4096 / FILL_LINE.len() {
+                    b.extend_from_slice(FILL_LINE);
+                }
+            }
+            b.extend(padded(batch(8, 2, 4), b.len()));
+            b.resize(b.len() + 4096, 0);
+            let o = scan(&b, Some(1), |_| Ok(()));
+            let bad = o.bad.expect("the hole");
+            assert_eq!(bad.damage, Damage::TornTail, "{bad:?}");
+            assert_eq!(o.last_lsn, Some(4));
+            // Filler is skipped like an annotation, up to batch 4's marker; zeroes are not.
+            let kept = scan(&b[..o.valid_len as usize], Some(1), |_| Ok(()));
+            assert!(kept.bad.is_none() && kept.last_lsn == Some(4));
+            assert!(old != 0 || o.valid_len == hole_at as u64);
+        }
+        // Batch 3 torn instead: its first sector landed, the rest of its block is zeroes.
+        let mut b = padded(batch(1, 4, 0), 0);
+        let torn_at = b.len();
+        b.extend(padded(batch(5, 12, 4), b.len()));
+        assert!(b.len() - torn_at > 1024, "batch 3 spans more than a sector");
+        b[torn_at + 512..].fill(0);
+        b.extend(padded(batch(17, 2, 4), b.len()));
+        let o = scan(&b, Some(1), |_| Ok(()));
+        assert_eq!(o.bad.expect("the tear").damage, Damage::TornTail);
+        assert!(
+            o.last_lsn.is_some_and(|l| (5..17).contains(&l)),
+            "{:?}",
+            o.last_lsn
+        );
+        // The same hole followed by a batch issued after LSN 5 was durable: entry 5 had
+        // been acknowledged, so the hole is corruption in the middle.
+        let mut c = padded(batch(1, 4, 0), 0);
+        c.resize(c.len() + 4096, 0);
+        c.extend(padded(batch(6, 2, 5), c.len()));
+        let o = scan(&c, Some(1), |_| Ok(()));
+        let bad = o.bad.expect("the hole");
+        assert_eq!(bad.damage, Damage::Corruption, "{bad:?}");
+        assert_eq!(bad.expected_lsn, Some(5));
+    }
+
+    /// Writes close together: every marker says nothing was durable yet (as under
+    /// `appendfsync everysec`, or with syncs in flight), laid out as each writer path
+    /// lays them out.
+    fn close_together(layout: &str) -> Vec<u8> {
+        let mut b = Vec::new();
+        for (from, n) in [(1, 2), (3, 1), (4, 3)] {
+            let w = batch(from, n, 0);
+            match layout {
+                "direct" => b.extend(padded(w, b.len())),
+                "prealloc" => {
+                    b.extend(w);
+                    let gap = align_gap(b.len() as u64);
+                    if gap > 0 {
+                        encode_align(&mut b, gap);
+                    }
+                }
+                _ => b.extend(w),
+            }
+        }
+        if layout == "prealloc" {
+            for _ in 0..128 {
+                b.extend_from_slice(FILL_LINE);
+            }
+        }
+        b
+    }
+
+    #[test]
+    fn a_changed_byte_in_any_entry_is_corruption_whatever_the_markers_say() {
+        for layout in ["plain", "direct", "prealloc"] {
+            let b = close_together(layout);
+            let mut entries = Vec::new();
+            let o = scan(&b, Some(1), |e| {
+                entries.push(e.offset as usize);
+                Ok(())
+            });
+            assert!(
+                o.bad.is_none() && o.last_lsn == Some(6),
+                "{layout}: {:?}",
+                o.bad
+            );
+            // Each entry's bytes: from its header to the next marker, entry or annotation.
+            for (i, &start) in entries.iter().enumerate() {
+                let end = entries.get(i + 1).copied().unwrap_or(b.len());
+                let end = start
+                    + b[start + 1..end]
+                        .iter()
+                        .position(|&c| c == b'#')
+                        .map_or(end - start, |p| p + 1);
+                for at in start..end {
+                    for mask in [0x01u8, 0x20, 0x23, 0x80, 0xff] {
+                        let mut c = b.clone();
+                        c[at] ^= mask;
+                        let o = scan(&c, Some(1), |_| Ok(()));
+                        let bad = o.bad.unwrap_or_else(|| panic!("{layout}: {at} ^ {mask}"));
+                        assert_eq!(
+                            bad.damage,
+                            Damage::Corruption,
+                            "{layout}: byte {at} of entry {} ^ {mask:#x}: {bad:?}",
+                            i + 1
+                        );
+                    }
+                }
             }
         }
     }
 
     #[test]
-    fn hole_left_by_writes_in_flight_is_a_torn_tail() {
-        // Batches 1-2 durable; batches 3 and 4 were issued while only LSN 4 was durable
-        // (in flight together); batch 3 never reached the disk (zeroes), batch 4 did.
-        let mut b = batch(1, 2, 0);
-        b.extend_from_slice(&batch(3, 2, 2));
-        let hole_at = b.len();
-        let b3 = batch(5, 3, 4);
-        b.extend(std::iter::repeat_n(0u8, b3.len()));
-        b.extend_from_slice(&batch(8, 2, 4));
-        b.resize(b.len() + 4096, 0);
-        let o = scan(&b, Some(1), |_| Ok(()));
-        let bad = o.bad.expect("the hole");
-        assert!(bad.torn_tail, "{bad:?}");
-        assert_eq!(o.valid_len, hole_at as u64);
-        assert_eq!(o.last_lsn, Some(4));
-        // The same hole followed by a batch issued after LSN 5 was durable: entry 5 had
-        // been acknowledged, so the hole is corruption in the middle.
-        let mut c = batch(1, 4, 0);
-        let b5 = batch(5, 1, 4);
-        c.extend(std::iter::repeat_n(0u8, b5.len()));
-        c.extend_from_slice(&batch(6, 2, 5));
-        let o = scan(&c, Some(1), |_| Ok(()));
-        let bad = o.bad.expect("the hole");
-        assert!(!bad.torn_tail, "{bad:?}");
-        assert_eq!(bad.expected_lsn, Some(5));
+    fn random_damage_is_judged_without_panicking_and_a_changed_byte_is_never_cut() {
+        let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move |n: usize| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % n.max(1) as u64) as usize
+        };
+        let mut redis = Vec::new();
+        for i in 0..20 {
+            encode_command(&mut redis, &[&b"SET"[..], format!("k{i}").as_bytes(), b"v"]);
+        }
+        for layout in ["plain", "direct", "prealloc", "redis"] {
+            let b = if layout == "redis" {
+                redis.clone()
+            } else {
+                close_together(layout)
+            };
+            let first = (layout != "redis").then_some(1);
+            for _ in 0..3000 {
+                let mut c = b.clone();
+                let at = next(c.len());
+                match next(4) {
+                    0 => c[at] ^= 1 << next(8),
+                    1 => c.truncate(at),
+                    2 => c[at..(at + next(600)).min(b.len())].fill(0),
+                    _ => c[at] = next(256) as u8,
+                }
+                let o = scan(&c, first, |_| Ok(()));
+                let one_byte_changed =
+                    c.len() == b.len() && (0..c.len()).filter(|&i| c[i] != b[i]).count() == 1;
+                if let (Some(bad), true, false) = (&o.bad, one_byte_changed, layout == "redis") {
+                    // Markers aside, a changed byte in cairn's framing is never a tail to cut.
+                    let in_marker = c[..at].iter().rposition(|&x| x == b'#').is_some_and(|p| {
+                        c[p..].starts_with(b"#BATCH") || b[p..].starts_with(b"#BATCH")
+                    });
+                    assert!(
+                        in_marker || bad.damage == Damage::Corruption,
+                        "{layout}: byte {at}: {bad:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn redis_written_damage_followed_by_commands_is_corruption_and_a_cut_end_a_torn_tail() {
+        let mut b = Vec::new();
+        for k in ["a", "b", "c"] {
+            encode_command(&mut b, &[&b"SET"[..], k.as_bytes(), b"value"]);
+        }
+        let second = b.iter().skip(1).position(|&c| c == b'*').unwrap() + 1;
+        // Its `*`, a length, the CRLF after a value: the third command still follows.
+        for at in [second, second + 1, second + 16, second + 29] {
+            let mut c = b.clone();
+            c[at] ^= 0x41;
+            let o = scan(&c, None, |_| Ok(()));
+            let bad = o.bad.unwrap_or_else(|| panic!("{at}"));
+            assert_eq!(bad.damage, Damage::Corruption, "{at}: {bad:?}");
+        }
+        // The last command's final byte: a whole command that ends wrong.
+        let mut c = b.clone();
+        *c.last_mut().unwrap() = b'x';
+        let o = scan(&c, None, |_| Ok(()));
+        assert_eq!(o.bad.unwrap().damage, Damage::Corruption);
+        // The file ends inside the last command: a torn tail.
+        for cut in b.len() - 20..b.len() {
+            let o = scan(&b[..cut], None, |_| Ok(()));
+            assert_eq!(o.bad.unwrap().damage, Damage::TornTail, "cut {cut}");
+        }
     }
 
     #[test]
@@ -869,7 +1246,7 @@ mod tests {
         assert_eq!(o.last_lsn, Some(45));
         assert_eq!(o.valid_len, new.len() as u64);
         let bad = o.bad.expect("stale content");
-        assert!(bad.torn_tail, "{bad:?}");
+        assert_eq!(bad.damage, Damage::RecycledEnd, "{bad:?}");
         // Every cut of the new content (a torn write over old bytes) stops at the last
         // whole new entry, never accepting an old one.
         for cut in 0..new.len() {
@@ -879,7 +1256,20 @@ mod tests {
                 assert!(e.lsn.unwrap() >= 41, "old entry accepted at cut {cut}");
                 Ok(())
             });
-            assert!(o.bad.as_ref().is_some_and(|b| b.torn_tail), "cut {cut}");
+            assert!(
+                o.bad
+                    .as_ref()
+                    .is_some_and(|b| b.damage != Damage::Corruption),
+                "cut {cut}: {:?}",
+                o.bad
+            );
+        }
+        // A changed byte in a new entry that more new entries follow is corruption.
+        for at in [new.len() / 3, new.len() / 2] {
+            let mut seg = seg.clone();
+            seg[at] ^= 0x10;
+            let o = scan(&seg, Some(41), |_| Ok(()));
+            assert_eq!(o.bad.unwrap().damage, Damage::Corruption, "byte {at}");
         }
     }
 

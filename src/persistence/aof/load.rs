@@ -1,8 +1,8 @@
 //! Startup: open (or create) the AOF directory, replay the base and incremental files
 //! through `Server::execute`, cut a torn tail, start the writer thread. Also
-//! `cairn-server --check-aof FILE [--fix]`.
+//! `cairn-server --check-aof FILE [--fix [-y]]`.
 
-use super::format::{self, Bad, ScanOutcome};
+use super::format::{self, Bad, Damage, ScanOutcome};
 use super::manifest::Layout;
 use super::storage::{FsDir, LogDir};
 use super::writer::{FsyncMode, Writer};
@@ -125,6 +125,46 @@ fn replay(
         Ok(())
     });
     (o, open)
+}
+
+/// How startup treats the end of one incremental file's log: the one rule the loader and
+/// `--check-aof` both apply, so they always agree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogEnd {
+    /// The whole file is log (or the log ends at unused filler).
+    Whole,
+    /// A recycled file's old content follows the log: cut, whatever `aof-load-truncated`
+    /// says.
+    Recycled,
+    /// An interrupted write follows the log (nothing after it was acknowledged): cut with
+    /// `aof-load-truncated yes`, startup stops with `no`.
+    TornTail,
+    /// Damage that may hide acknowledged writes, or a tail where this file may not end:
+    /// startup stops and leaves the file as it is.
+    Refused,
+}
+
+/// The [`LogEnd`] of a scanned incremental file (`last`: the last one listed).
+pub fn end_of_log(o: &ScanOutcome, last: bool) -> LogEnd {
+    let Some(bad) = &o.bad else {
+        return LogEnd::Whole;
+    };
+    // A tail (torn, or a recycled file's old content) ends *this* file's log, whether or
+    // not the file is the last one listed: since a rewrite's start the manifest lists the
+    // next incremental file while this one is still written (`writer::Job::Prepare`), and
+    // at the cut this one keeps whatever followed its log. Nothing acknowledged can be lost
+    // that way unnoticed: the next file's first entry must continue from the LSN this one
+    // ends at (`replay` checks it), and a later file gets entries only after this one was
+    // synced whole at the cut. Only for a file whose entries carry LSNs (cairn's): in one
+    // written by Redis no LSN would show a loss, so there, as in Redis, only the last file
+    // may end early.
+    let may_end_early = last || (o.headed && bad.expected_lsn.is_some());
+    match bad.damage {
+        _ if !may_end_early => LogEnd::Refused,
+        Damage::RecycledEnd => LogEnd::Recycled,
+        Damage::TornTail => LogEnd::TornTail,
+        Damage::Corruption => LogEnd::Refused,
+    }
 }
 
 fn describe(path: &Path, bad: &Bad) -> String {
@@ -303,21 +343,9 @@ pub fn load_layout(
             if last {
                 log_end = Some(o.valid_len);
             }
-            // A tail (torn, or a recycled file's old content) ends *this* file's log,
-            // whether or not the file is the last one listed: since a rewrite's start the
-            // manifest lists the next incremental file while this one is still written
-            // (`writer::Job::Prepare`), and at the cut this one keeps whatever followed
-            // its log. Nothing acknowledged can be lost that way unnoticed: the next
-            // file's first entry must continue from the LSN this one ends at (`replay`
-            // checks it), and a later file gets entries only after this one was synced
-            // whole at the cut.
-            // Only for a file whose entries carry LSNs (cairn's): in one written by Redis a
-            // damaged entry in the middle reads as a tail and no LSN would show a loss, so
-            // there, as in Redis, only the last file may end early.
-            let tail_ok =
-                last || (o.headed && o.bad.as_ref().is_some_and(|b| b.expected_lsn.is_some()));
-            if let Some(bad) = &o.bad {
-                if bad.torn_tail && tail_ok && bad.stale_follows {
+            match (end_of_log(&o, last), &o.bad) {
+                (LogEnd::Whole, _) | (_, None) => {}
+                (LogEnd::Recycled, Some(_)) => {
                     // A recycled file's old content after the new log: its normal end. It
                     // is cut all the same: later bytes may hold entries of writes that
                     // were in flight, whose LSNs the next entries will reuse.
@@ -328,7 +356,8 @@ pub fn load_layout(
                         srv.aof.last_lsn
                     );
                     cuts.push((path.clone(), o.valid_len));
-                } else if bad.torn_tail && tail_ok && load_truncated {
+                }
+                (LogEnd::TornTail, Some(bad)) if load_truncated => {
                     warning!(
                         "!!! Warning: short read while loading the AOF file {}!!! {}",
                         f.name,
@@ -343,15 +372,17 @@ pub fn load_layout(
                     );
                     cuts.push((path.clone(), o.valid_len));
                     srv.aof.loaded_truncated = true;
-                } else if bad.torn_tail && tail_ok {
+                }
+                (LogEnd::TornTail, Some(bad)) => {
                     return Err(format!(
                         "Unexpected end of file reading the append only file {}: {}. You can: 1) Make a backup of your AOF file, then use ./cairn-server --check-aof --fix <filename.manifest>. 2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server.",
                         f.name,
                         describe(&path, bad)
                     ));
-                } else {
+                }
+                (LogEnd::Refused, Some(bad)) => {
                     return Err(format!(
-                        "Bad file format reading the append only file {}: {}. Make a backup of your AOF file, then use ./cairn-server --check-aof --fix <filename>",
+                        "Bad file format reading the append only file {}: {}. The file was left unchanged. Make a backup of your AOF file, then use ./cairn-server --check-aof --fix <filename.manifest>",
                         f.name,
                         describe(&path, bad)
                     ));
@@ -527,65 +558,176 @@ fn truncate(path: &Path, len: u64) -> Result<(), String> {
         .map_err(|e| format!("Can't truncate {}: {e}", path.display()))
 }
 
-/// Checks one file; with `fix`, cuts it at the first bad byte. Returns (report, valid).
+/// Which part of the log a checked file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileRole {
+    /// A base of commands (`.base.aof`): any damage is corruption, and it is never cut.
+    Base,
+    /// An incremental file; `last`: the last one listed (or a file checked on its own).
+    Incr { last: bool },
+}
+
+/// Whether and how `--check-aof` may cut a file.
+pub enum Fix<'a> {
+    /// Report only.
+    No,
+    /// Cut after a yes from `confirm` (the question has been written out).
+    Ask(&'a mut dyn FnMut() -> bool),
+    /// Cut without asking (`-y`).
+    Yes,
+}
+
+/// What `--check-aof` found in one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileCheck {
+    /// Startup loads the file as it now is (cutting a torn or recycled tail if there is one).
+    pub loadable: bool,
+    /// The LSN of the last valid entry.
+    pub last_lsn: Option<u64>,
+    /// The LSN a base's trailer stands for.
+    pub base_end_lsn: Option<u64>,
+}
+
+/// Checks one file and writes the findings to `out`; with `fix`, offers to cut it at the
+/// first bad byte. The verdict is the loader's ([`end_of_log`]).
 pub fn check_file(
     path: &Path,
     first_lsn: Option<u64>,
-    fix: bool,
-) -> Result<(String, bool), String> {
+    role: FileRole,
+    fix: Fix<'_>,
+    out: &mut dyn std::io::Write,
+) -> Result<FileCheck, String> {
     let m = Mapped::open(path).map_err(|e| format!("Cannot open file {}: {e}", path.display()))?;
     let size = m.bytes().len() as u64;
     let o = format::scan(m.bytes(), first_lsn, |_| Ok(()));
-    let mut report = format!(
-        "AOF analyzed: filename={}, size={size}, ok_up_to={}, entries={}, last_lsn={}, diff={}\n",
-        path.display(),
+    drop(m);
+    let name = path.display();
+    let mut check = FileCheck {
+        loadable: true,
+        last_lsn: o.last_lsn,
+        base_end_lsn: o.base_end.as_ref().map(|be| be.lsn),
+    };
+    let mut say = |text: String| -> Result<(), String> {
+        out.write_all(text.as_bytes())
+            .and_then(|_| out.flush())
+            .map_err(|e| format!("Cannot write the report: {e}"))
+    };
+    say(format!(
+        "AOF analyzed: filename={name}, size={size}, ok_up_to={}, entries={}, last_lsn={}, diff={}\n",
         o.valid_len,
         o.entries,
         o.last_lsn.map_or("-".into(), |l| l.to_string()),
         size - o.valid_len
-    );
-    let Some(bad) = o.bad else {
-        report.push_str(&format!("AOF {} is valid\n", path.display()));
-        return Ok((report, true));
+    ))?;
+    let Some(bad) = &o.bad else {
+        say(format!("AOF {name} is valid\n"))?;
+        return Ok(check);
     };
-    report.push_str(&format!(
-        "{}: {}\n",
-        if bad.torn_tail {
-            "Torn tail (an interrupted write)"
-        } else {
-            "Corruption in the middle of the log"
-        },
-        describe(path, &bad)
-    ));
-    if !fix {
-        report.push_str(&format!(
-            "AOF {} is not valid. Use the --fix option to try fixing it.\n",
-            path.display()
-        ));
-        return Ok((report, false));
-    }
-    drop(m);
-    truncate(path, o.valid_len)?;
-    report.push_str(&format!(
-        "Successfully truncated AOF {} to {} bytes ({} bytes dropped{})\n",
-        path.display(),
-        o.valid_len,
-        size - o.valid_len,
-        if bad.torn_tail {
-            String::new()
-        } else {
-            ", including valid entries after the corruption".into()
+    let end = match role {
+        FileRole::Base => LogEnd::Refused,
+        FileRole::Incr { last } => end_of_log(&o, last),
+    };
+    let dropped = size - o.valid_len;
+    match end {
+        // Only a file without a bad spot is whole (returned above).
+        LogEnd::Whole => return Ok(check),
+        LogEnd::Recycled => say(format!(
+            "AOF {name} is valid: its log ends at offset {} (LSN {}); the {dropped} bytes after it are a recycled file's old content, which startup cuts\n",
+            o.valid_len,
+            o.last_lsn.map_or("-".into(), |l| l.to_string()),
+        ))?,
+        LogEnd::TornTail => say(format!(
+            "Torn tail (an interrupted write; nothing after it was acknowledged): {}\nAOF {name} loads: startup cuts its last {dropped} bytes when aof-load-truncated is yes (the default)\n",
+            describe(path, bad)
+        ))?,
+        LogEnd::Refused => {
+            check.loadable = false;
+            let what = match bad.damage {
+                Damage::Corruption => "Corruption in the middle of the log",
+                Damage::TornTail | Damage::RecycledEnd => match role {
+                    FileRole::Base => "Damage in a base file",
+                    FileRole::Incr { .. } => "A tail in a file without LSNs before the last one",
+                },
+            };
+            say(format!(
+                "{what}: {}\nAOF {name} is not valid. Use the --fix option to try fixing it.\n",
+                describe(path, bad)
+            ))?;
         }
-    ));
-    Ok((report, true))
+    }
+    let mut confirm = match fix {
+        Fix::No => return Ok(check),
+        Fix::Ask(confirm) => Some(confirm),
+        Fix::Yes => None,
+    };
+    // A cut may only end the log where startup could end it: cutting an earlier file (or
+    // a base) would let the files after it replay on top of the hole.
+    let last = matches!(role, FileRole::Incr { last: true });
+    if end == LogEnd::Refused && !last {
+        say(format!(
+            "Cannot cut AOF {name}: only the last incremental file may be cut (the files after it would replay over the hole)\n"
+        ))?;
+        return Ok(check);
+    }
+    let after_damage = if bad.damage == Damage::Corruption {
+        ", including valid entries after the damage"
+    } else {
+        ""
+    };
+    say(format!(
+        "--fix cuts AOF {name} from {size} to {} bytes ({dropped} bytes dropped{after_damage})\n",
+        o.valid_len
+    ))?;
+    if let Some(confirm) = confirm.as_mut() {
+        say("Continue? [y/N]: ".into())?;
+        if !confirm() {
+            say(format!("Aborting: AOF {name} is unchanged\n"))?;
+            return Ok(check);
+        }
+    }
+    truncate(path, o.valid_len)?;
+    say(format!(
+        "Successfully truncated AOF {name} to {} bytes ({dropped} bytes dropped{after_damage})\n",
+        o.valid_len
+    ))?;
+    check.loadable = true;
+    Ok(check)
 }
 
-/// `cairn-server --check-aof FILE [--fix]`: FILE is one AOF file or a manifest (then every
-/// file it lists is checked, LSNs continuing across them). Returns the exit code.
+/// Reads the answer to "Continue? [y/N]" from stdin: yes only for `y` or `yes` (any case).
+fn confirm_on_stdin() -> bool {
+    let mut answer = String::new();
+    match std::io::stdin().read_line(&mut answer) {
+        Ok(_) => {
+            let a = answer.trim();
+            a.eq_ignore_ascii_case("y") || a.eq_ignore_ascii_case("yes")
+        }
+        Err(_) => false,
+    }
+}
+
+const CHECK_AOF_USAGE: &str =
+    "Usage: cairn-server --check-aof [--fix [-y|--yes]] <file.manifest|file.aof>";
+
+/// `cairn-server --check-aof [--fix [-y]] FILE`: FILE is one AOF file or a manifest (then
+/// every file it lists is checked, LSNs continuing across them). `--fix` asks before it
+/// cuts anything (`Continue? [y/N]:` on stdin, as redis-check-aof does); `-y` does not ask.
+/// Returns the exit code: 0 when startup would load every file as it now is.
 pub fn check_aof_cli(args: &[String]) -> i32 {
-    let fix = args.iter().any(|a| a == "--fix");
-    let Some(file) = args.iter().find(|a| !a.starts_with("--")) else {
-        eprintln!("Usage: cairn-server --check-aof [--fix] <file.manifest|file.aof>");
+    let (mut fix, mut yes, mut file) = (false, false, None);
+    for a in args {
+        match a.as_str() {
+            "--fix" => fix = true,
+            "-y" | "--yes" => yes = true,
+            _ if a.starts_with('-') || file.is_some() => {
+                eprintln!("{CHECK_AOF_USAGE}");
+                return 1;
+            }
+            _ => file = Some(a.as_str()),
+        }
+    }
+    let Some(file) = file else {
+        eprintln!("{CHECK_AOF_USAGE}");
         return 1;
     };
     let path = Path::new(file);
@@ -618,8 +760,10 @@ pub fn check_aof_cli(args: &[String]) -> i32 {
     } else {
         files.push((path.to_path_buf(), file.contains(".base.")));
     }
+    let incrs = files.iter().filter(|(_, is_base)| !is_base).count();
     let mut ok = true;
     let mut next: Option<u64> = None;
+    let mut seen_incrs = 0;
     for (p, is_base) in &files {
         let kind = match BaseKind::of(p) {
             Ok(k) if *is_base => k,
@@ -653,25 +797,35 @@ pub fn check_aof_cli(args: &[String]) -> i32 {
             next = lsn.map(|l| l + 1);
             continue;
         }
+        let role = if *is_base {
+            FileRole::Base
+        } else {
+            seen_incrs += 1;
+            FileRole::Incr {
+                last: seen_incrs == incrs,
+            }
+        };
         let first = if *is_base { Some(1) } else { next };
-        match check_file(p, first, fix) {
-            Ok((report, valid)) => {
-                print!("{report}");
-                ok &= valid;
+        let mut ask = confirm_on_stdin;
+        let mode = match (fix, yes) {
+            (false, _) => Fix::No,
+            (true, false) => Fix::Ask(&mut ask),
+            (true, true) => Fix::Yes,
+        };
+        match check_file(p, first, role, mode, &mut std::io::stdout()) {
+            Ok(c) => {
+                ok &= c.loadable;
+                // LSNs continue from the base's trailer or the previous file's last entry.
+                next = match (is_base, c.base_end_lsn, c.last_lsn) {
+                    (true, Some(be), _) => Some(be + 1),
+                    (false, _, Some(l)) => Some(l + 1),
+                    _ => next,
+                };
             }
             Err(e) => {
                 eprintln!("{e}");
                 return 1;
             }
-        }
-        // LSNs continue from the base's trailer or the previous file's last entry.
-        if let Ok(m) = Mapped::open(p) {
-            let o = format::scan(m.bytes(), None, |_| Ok(()));
-            next = match (is_base, o.base_end, o.last_lsn) {
-                (true, Some(be), _) => Some(be.lsn + 1),
-                (false, _, Some(l)) => Some(l + 1),
-                _ => next,
-            };
         }
     }
     if ok {
