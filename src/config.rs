@@ -6,8 +6,7 @@
 //! Values are kept as their canonical CONFIG GET text; [`Settings`] is the typed view the
 //! server reads on hot paths, rebuilt after every change.
 
-use crate::keyspace::evict::EvictionPolicy;
-use crate::protocol::parser::split_args;
+use crate::util::split_args;
 use std::fmt;
 
 #[derive(Clone, Copy, Debug)]
@@ -780,7 +779,7 @@ pub struct Settings {
     pub snapshot_threads: usize,
     pub snapshot_pause_budget_us: u64,
     pub event_loop_spin_us: u64,
-    pub snapshot_mode: crate::persistence::snapshot::SnapMode,
+    pub snapshot_mode: SnapMode,
     pub appendonly: bool,
     pub appendfilename: String,
     pub appenddirname: String,
@@ -1029,7 +1028,7 @@ fn placeholder_settings() -> Settings {
         snapshot_threads: 2,
         snapshot_pause_budget_us: 2000,
         event_loop_spin_us: 50,
-        snapshot_mode: crate::persistence::snapshot::SnapMode::Auto,
+        snapshot_mode: SnapMode::Auto,
         appendonly: false,
         appendfilename: String::new(),
         appenddirname: String::new(),
@@ -1639,8 +1638,8 @@ impl Config {
             event_loop_spin_us: self.int("event-loop-spin-us") as u64,
             snapshot_mode: self
                 .get_value("snapshot-mode")
-                .and_then(crate::persistence::snapshot::SnapMode::parse)
-                .unwrap_or(crate::persistence::snapshot::SnapMode::Auto),
+                .and_then(SnapMode::parse)
+                .unwrap_or(SnapMode::Auto),
             appendonly: self.boolean("appendonly"),
             appendfilename: self.get_value("appendfilename").unwrap_or("").into(),
             appenddirname: self.get_value("appenddirname").unwrap_or("").into(),
@@ -1667,6 +1666,87 @@ impl Config {
             aof_inflight_syncs: self.int("aof-inflight-syncs") as usize,
             aof_group_commit_wait_us: self.int("aof-group-commit-wait-us") as u64,
         }
+    }
+}
+
+/// `maxmemory-policy`: which keys eviction may pick, and by which order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvictionPolicy {
+    NoEviction,
+    AllKeysLru,
+    AllKeysLfu,
+    AllKeysRandom,
+    VolatileLru,
+    VolatileLfu,
+    VolatileRandom,
+    VolatileTtl,
+}
+
+impl EvictionPolicy {
+    pub const ALL: [(&'static str, EvictionPolicy); 8] = [
+        ("volatile-lru", EvictionPolicy::VolatileLru),
+        ("volatile-lfu", EvictionPolicy::VolatileLfu),
+        ("volatile-random", EvictionPolicy::VolatileRandom),
+        ("volatile-ttl", EvictionPolicy::VolatileTtl),
+        ("allkeys-lru", EvictionPolicy::AllKeysLru),
+        ("allkeys-lfu", EvictionPolicy::AllKeysLfu),
+        ("allkeys-random", EvictionPolicy::AllKeysRandom),
+        ("noeviction", EvictionPolicy::NoEviction),
+    ];
+    pub fn parse(s: &str) -> Option<EvictionPolicy> {
+        Self::ALL
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(s))
+            .map(|&(_, p)| p)
+    }
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, p)| *p == self)
+            .map(|(n, _)| *n)
+            .unwrap_or("noeviction")
+    }
+    pub fn is_lfu(self) -> bool {
+        matches!(
+            self,
+            EvictionPolicy::AllKeysLfu | EvictionPolicy::VolatileLfu
+        )
+    }
+    pub fn volatile_only(self) -> bool {
+        matches!(
+            self,
+            EvictionPolicy::VolatileLru
+                | EvictionPolicy::VolatileLfu
+                | EvictionPolicy::VolatileRandom
+                | EvictionPolicy::VolatileTtl
+        )
+    }
+}
+
+/// `snapshot-mode`: how a background snapshot is taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapMode {
+    /// Live passes with `WP_ASYNC` tracking; where they do not converge within the pause
+    /// budget, switch to the freeze-free variant for the remainder.
+    Auto,
+    /// Live passes with `WP_ASYNC` tracking only; the final pause copies whatever is dirty
+    /// then, even past the budget.
+    Async,
+    /// The freeze-free variant from the start (synchronous write-protect faults).
+    Sync,
+    /// The executor stops for the whole copy.
+    StopTheWorld,
+}
+
+impl SnapMode {
+    pub fn parse(s: &str) -> Option<SnapMode> {
+        Some(match s {
+            "auto" => SnapMode::Auto,
+            "async" => SnapMode::Async,
+            "sync" => SnapMode::Sync,
+            "stop-the-world" => SnapMode::StopTheWorld,
+            _ => return None,
+        })
     }
 }
 

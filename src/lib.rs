@@ -7,6 +7,7 @@ pub mod collections;
 pub mod commands;
 pub mod config;
 pub mod keyspace;
+pub mod log;
 pub mod persistence;
 pub mod protocol;
 pub mod server;

@@ -1,7 +1,8 @@
 //! `cairn-server [cairn.conf] [--option value ...]` — started like redis-server.
 
 use cairn::config::Config;
-use cairn::server::{event_loop, log, Server};
+use cairn::log;
+use cairn::server::{event_loop, Server};
 use cairn::{notice, warning};
 
 fn main() {

@@ -281,6 +281,96 @@ pub fn eq_ignore_case(a: &[u8], b: &str) -> bool {
     a.eq_ignore_ascii_case(b.as_bytes())
 }
 
+/// `split_args` found a quote that is not closed, or closed but followed by a non-space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnbalancedQuotes;
+
+fn hex_val(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|v| v as u8)
+}
+
+/// Redis's `sdssplitargs`: whitespace-separated words, "double quotes" with C escapes and
+/// \xHH, 'single quotes' with only \' escaped. A closing quote must be followed by a
+/// space or the end of the line.
+pub fn split_args(
+    line: &[u8],
+    out: &mut Vec<u8>,
+    ranges: &mut Vec<(usize, usize)>,
+) -> Result<(), UnbalancedQuotes> {
+    let mut i = 0;
+    let n = line.len();
+    loop {
+        while i < n && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= n {
+            return Ok(());
+        }
+        let start = out.len();
+        let (mut inq, mut insq, mut done) = (false, false, false);
+        while !done {
+            if inq {
+                if i >= n {
+                    return Err(UnbalancedQuotes);
+                }
+                if line[i] == b'\\' && i + 3 < n && line[i + 1] == b'x' {
+                    if let (Some(h), Some(l)) = (hex_val(line[i + 2]), hex_val(line[i + 3])) {
+                        out.push(h * 16 + l);
+                        i += 4;
+                        continue;
+                    }
+                }
+                if line[i] == b'\\' && i + 1 < n {
+                    i += 1;
+                    out.push(match line[i] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 8,
+                        b'a' => 7,
+                        c => c,
+                    });
+                } else if line[i] == b'"' {
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return Err(UnbalancedQuotes);
+                    }
+                    done = true;
+                } else {
+                    out.push(line[i]);
+                }
+            } else if insq {
+                if i >= n {
+                    return Err(UnbalancedQuotes);
+                }
+                if line[i] == b'\\' && i + 1 < n && line[i + 1] == b'\'' {
+                    i += 1;
+                    out.push(b'\'');
+                } else if line[i] == b'\'' {
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return Err(UnbalancedQuotes);
+                    }
+                    done = true;
+                } else {
+                    out.push(line[i]);
+                }
+            } else if i >= n {
+                done = true;
+            } else {
+                match line[i] {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => done = true,
+                    b'"' => inq = true,
+                    b'\'' => insq = true,
+                    c => out.push(c),
+                }
+            }
+            if i < n {
+                i += 1;
+            }
+        }
+        ranges.push((start, out.len() - start));
+    }
+}
+
 #[cfg(test)]
 mod glob_tests {
     use super::glob_match;

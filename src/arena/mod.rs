@@ -620,10 +620,22 @@ impl Drop for Arena {
     fn drop(&mut self) {
         // SAFETY: we own the mapping and nothing borrows it past `self`.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.reserved_bytes) };
-        // A snapshot's write-protect registration may be kept over the mapping between
-        // snapshots: it went with the mapping.
-        crate::persistence::snapshot::uffd::range_unmapped(self.base as usize, self.reserved_bytes);
+        // Whoever tracks the region's pages (a snapshot's write-protect registration, kept
+        // between snapshots) learns that it went with the mapping.
+        if let Some(hook) = UNMAP_HOOK.get() {
+            hook(self.base as usize, self.reserved_bytes);
+        }
     }
+}
+
+/// Called with `(base, len)` when an arena's mapping is unmapped (see [`on_unmap`]).
+static UNMAP_HOOK: std::sync::OnceLock<fn(usize, usize)> = std::sync::OnceLock::new();
+
+/// Registers the function told of every arena mapping that goes away. The arena knows
+/// nothing of who tracks its pages; the tracker registers (once; later calls keep the
+/// first function).
+pub fn on_unmap(hook: fn(usize, usize)) {
+    let _ = UNMAP_HOOK.set(hook);
 }
 
 /// Types that may be stored in the arena byte-for-byte: `repr(C)`, no pointers, every bit

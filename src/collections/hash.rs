@@ -412,17 +412,11 @@ pub fn random(ks: &mut Keyspace, e: Ref) -> Option<(Vec<u8>, Vec<u8>)> {
     Some((lp::get(l, o).to_vec(), lp::get(l, vo).to_vec()))
 }
 
-/// DUMP: listpack hashes as RDB_TYPE_HASH_LISTPACK, hashtables as RDB_TYPE_HASH.
-pub fn dump(ks: &Keyspace, e: Ref, out: &mut Vec<u8>) {
+/// The hash's listpack bytes when it is stored as one (None: a hashtable), for writers
+/// of formats that keep the encoding (DUMP, RDB).
+pub fn listpack(ks: &Keyspace, e: Ref) -> Option<&[u8]> {
     let v = ks.value(e);
-    if !is_ht(v) {
-        crate::persistence::rdb_value::write_hash_listpack_object(out, inline_lp(v));
-        return;
-    }
-    let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = vec![];
-    for_each(ks, e, |f, v| pairs.push((f.to_vec(), v.to_vec())));
-    let refs: Vec<(&[u8], &[u8])> = pairs.iter().map(|(f, v)| (&f[..], &v[..])).collect();
-    crate::persistence::rdb_value::write_hash_object(out, &refs);
+    (!is_ht(v)).then(|| inline_lp(v))
 }
 
 #[cfg(test)]

@@ -706,19 +706,22 @@ pub fn create_from_intset(
     e
 }
 
-/// DUMP / RDB export. `intset_or_plain`: write RDB type 2 instead of type 20 for a listpack
-/// set (Redis 7.0 cannot read type 20).
-pub fn dump(ks: &Keyspace, e: Ref, out: &mut Vec<u8>, intset_or_plain: bool) {
-    use crate::persistence::rdb_value as rv;
+/// How a set is stored, for writers of formats that keep the encoding (DUMP, RDB).
+pub enum Encoded<'a> {
+    /// Redis's intset bytes.
+    Intset(&'a [u8]),
+    /// Listpack bytes.
+    Listpack(&'a [u8]),
+    /// A hashtable: read it with [`for_each`] or [`members`].
+    Table,
+}
+
+pub fn encoded(ks: &Keyspace, e: Ref) -> Encoded<'_> {
     let v = ks.value(e);
     match v[0] {
-        TAG_INTSET => rv::write_set_intset_object(out, body(v)),
-        TAG_LP if !intset_or_plain => rv::write_set_listpack_object(out, body(v)),
-        _ => {
-            let ms = members(ks, e);
-            let refs: Vec<&[u8]> = ms.iter().map(|m| m.as_slice()).collect();
-            rv::write_set_object(out, &refs);
-        }
+        TAG_INTSET => Encoded::Intset(body(v)),
+        TAG_LP => Encoded::Listpack(body(v)),
+        _ => Encoded::Table,
     }
 }
 

@@ -970,23 +970,37 @@ pub fn random(ks: &mut Keyspace, e: Ref) -> Option<(Vec<u8>, f64)> {
     range(ks, e, i, i, false).pop()
 }
 
-/// DUMP: listpack zsets as RDB_TYPE_ZSET_LISTPACK (the bytes as they are), skiplists as
-/// RDB_TYPE_ZSET_2 from the greatest element down, as Redis writes them.
-pub fn dump(ks: &Keyspace, e: Ref, out: &mut Vec<u8>) {
+/// The sorted set's listpack bytes when it is stored as one (None: a skiplist), for
+/// writers of formats that keep the encoding (DUMP, RDB).
+pub fn listpack(ks: &Keyspace, e: Ref) -> Option<&[u8]> {
+    let v = ks.value(e);
+    (!is_sl(v)).then(|| inline_lp(v))
+}
+
+/// Visits a skiplist-encoded sorted set's (member, score) pairs from the greatest down
+/// (the order Redis writes RDB_TYPE_ZSET_2 in); visits nothing for a listpack.
+pub fn for_each_descending<'k>(ks: &'k Keyspace, e: Ref, mut f: impl FnMut(&'k [u8], f64)) {
     let v = ks.value(e);
     if !is_sl(v) {
-        crate::persistence::rdb_value::write_zset_listpack_object(out, inline_lp(v));
         return;
     }
     let s = read_sl(v);
     let a = &ks.arena;
-    let mut items: Vec<(&[u8], f64)> = Vec::with_capacity(sl_len(v) as usize);
     let mut x = h_tail(a, s.head);
     while x != NULL {
-        items.push((n_member(a, x), n_score(a, x)));
+        f(n_member(a, x), n_score(a, x));
         x = n_back(a, x);
     }
-    crate::persistence::rdb_value::write_zset2_object(out, &items);
+}
+
+/// Elements of a skiplist-encoded sorted set (0 for a listpack: see [`listpack`]).
+pub fn skiplist_len(ks: &Keyspace, e: Ref) -> u64 {
+    let v = ks.value(e);
+    if is_sl(v) {
+        sl_len(v)
+    } else {
+        0
+    }
 }
 
 #[cfg(test)]

@@ -166,61 +166,12 @@ impl CmdError {
     }
 }
 
-use crate::protocol::parser::{BigArg, BIG_ARG_FLAG};
+pub use crate::protocol::request::Args;
 
-/// A command's arguments: ranges into a buffer (zero copy), or arena blocks for big ones.
-#[derive(Clone, Copy)]
-pub struct Args<'a> {
-    buf: &'a [u8],
-    ranges: &'a [(usize, usize)],
-    /// Arguments read into arena blocks (ranges flagged with `BIG_ARG_FLAG` index this).
-    big: &'a [BigArg],
-}
-
-impl<'a> Args<'a> {
-    pub fn new(buf: &'a [u8], ranges: &'a [(usize, usize)]) -> Args<'a> {
-        Args {
-            buf,
-            ranges,
-            big: &[],
-        }
-    }
-    /// Arguments some of which were read straight into arena blocks.
-    pub fn with_big(buf: &'a [u8], ranges: &'a [(usize, usize)], big: &'a [BigArg]) -> Args<'a> {
-        Args { buf, ranges, big }
-    }
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.ranges.len()
-    }
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
-    }
-    #[inline]
-    pub fn get(&self, i: usize) -> &'a [u8] {
-        let (s, l) = self.ranges[i];
-        if s & BIG_ARG_FLAG != 0 {
-            let b = &self.big[s & !BIG_ARG_FLAG];
-            debug_assert!(b.filled == b.len && b.len == l);
-            // SAFETY: the block is allocated and pinned by the connection until the
-            // command is done (Keyspace::alloc_arg_block): neither written nor freed.
-            return unsafe { std::slice::from_raw_parts(b.addr as *const u8, l) };
-        }
-        &self.buf[s..s + l]
-    }
-    pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + '_ {
-        (0..self.len()).map(|i| self.get(i))
-    }
-    /// Argument `i` as UTF-8 (lossy), for messages and option names.
-    pub fn str(&self, i: usize) -> String {
-        String::from_utf8_lossy(self.get(i)).into_owned()
-    }
-    pub fn is(&self, i: usize, word: &str) -> bool {
-        self.get(i).eq_ignore_ascii_case(word.as_bytes())
-    }
-    pub fn i64(&self, i: usize) -> Result<i64, CmdError> {
-        crate::util::parse_i64(self.get(i)).ok_or(CmdError::NotInteger)
+/// An argument that should have been an integer answers Redis's "not an integer" error.
+impl From<crate::protocol::request::NotAnInteger> for CmdError {
+    fn from(_: crate::protocol::request::NotAnInteger) -> CmdError {
+        CmdError::NotInteger
     }
 }
 

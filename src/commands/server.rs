@@ -831,7 +831,7 @@ fn config_set(ctx: &mut Ctx) -> CmdResult {
         .set_many(&pairs, allow_protected)
         .map_err(CmdError::raw)?;
     let s = ctx.srv.config.settings();
-    crate::server::log::set_level(&s.loglevel);
+    crate::log::set_level(&s.loglevel);
     if s.dir != old_dir {
         // As Redis, `dir` is the working directory (files are written relative to it).
         if let Err(e) = std::env::set_current_dir(&s.dir) {

@@ -4,58 +4,7 @@
 
 use super::{lru_clock, Keyspace, LRU_CLOCK_MAX};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EvictionPolicy {
-    NoEviction,
-    AllKeysLru,
-    AllKeysLfu,
-    AllKeysRandom,
-    VolatileLru,
-    VolatileLfu,
-    VolatileRandom,
-    VolatileTtl,
-}
-
-impl EvictionPolicy {
-    pub const ALL: [(&'static str, EvictionPolicy); 8] = [
-        ("volatile-lru", EvictionPolicy::VolatileLru),
-        ("volatile-lfu", EvictionPolicy::VolatileLfu),
-        ("volatile-random", EvictionPolicy::VolatileRandom),
-        ("volatile-ttl", EvictionPolicy::VolatileTtl),
-        ("allkeys-lru", EvictionPolicy::AllKeysLru),
-        ("allkeys-lfu", EvictionPolicy::AllKeysLfu),
-        ("allkeys-random", EvictionPolicy::AllKeysRandom),
-        ("noeviction", EvictionPolicy::NoEviction),
-    ];
-    pub fn parse(s: &str) -> Option<EvictionPolicy> {
-        Self::ALL
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(s))
-            .map(|&(_, p)| p)
-    }
-    pub fn name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, p)| *p == self)
-            .map(|(n, _)| *n)
-            .unwrap_or("noeviction")
-    }
-    pub fn is_lfu(self) -> bool {
-        matches!(
-            self,
-            EvictionPolicy::AllKeysLfu | EvictionPolicy::VolatileLfu
-        )
-    }
-    fn volatile_only(self) -> bool {
-        matches!(
-            self,
-            EvictionPolicy::VolatileLru
-                | EvictionPolicy::VolatileLfu
-                | EvictionPolicy::VolatileRandom
-                | EvictionPolicy::VolatileTtl
-        )
-    }
-}
+pub use crate::config::EvictionPolicy;
 
 /// Candidates kept between evictions (Redis's EVPOOL_SIZE).
 pub const EVICTION_POOL_SIZE: usize = 16;

@@ -25,18 +25,61 @@ pub fn write_object(ks: &Keyspace, e: Ref, out: &mut Vec<u8>) -> Result<(), Kind
                 .collect();
             super::rdb_value::write_list_object(out, &lps);
         }
-        Kind::Hash => crate::collections::hash::dump(ks, e, out),
-        Kind::ZSet => crate::collections::zset::dump(ks, e, out),
-        Kind::Set => crate::collections::set::dump(ks, e, out, false),
+        Kind::Hash => write_hash(ks, e, out),
+        Kind::ZSet => write_zset(ks, e, out),
+        Kind::Set => write_set(ks, e, out, false),
     }
     Ok(())
+}
+
+/// A hash as DUMP writes it: listpack hashes as RDB_TYPE_HASH_LISTPACK, hashtables as
+/// RDB_TYPE_HASH.
+fn write_hash(ks: &Keyspace, e: Ref, out: &mut Vec<u8>) {
+    use crate::collections::hash;
+    if let Some(lp) = hash::listpack(ks, e) {
+        super::rdb_value::write_hash_listpack_object(out, lp);
+        return;
+    }
+    let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = vec![];
+    hash::for_each(ks, e, |f, v| pairs.push((f.to_vec(), v.to_vec())));
+    let refs: Vec<(&[u8], &[u8])> = pairs.iter().map(|(f, v)| (&f[..], &v[..])).collect();
+    super::rdb_value::write_hash_object(out, &refs);
+}
+
+/// A sorted set as DUMP writes it: listpack zsets as RDB_TYPE_ZSET_LISTPACK (the bytes as
+/// they are), skiplists as RDB_TYPE_ZSET_2 from the greatest element down, as Redis does.
+fn write_zset(ks: &Keyspace, e: Ref, out: &mut Vec<u8>) {
+    use crate::collections::zset;
+    if let Some(lp) = zset::listpack(ks, e) {
+        super::rdb_value::write_zset_listpack_object(out, lp);
+        return;
+    }
+    let mut items: Vec<(&[u8], f64)> = Vec::with_capacity(zset::skiplist_len(ks, e) as usize);
+    zset::for_each_descending(ks, e, |m, s| items.push((m, s)));
+    super::rdb_value::write_zset2_object(out, &items);
+}
+
+/// A set as DUMP writes it. `intset_or_plain`: RDB type 2 instead of type 20 for a
+/// listpack set (Redis 7.0 cannot read type 20).
+fn write_set(ks: &Keyspace, e: Ref, out: &mut Vec<u8>, intset_or_plain: bool) {
+    use super::rdb_value as rv;
+    use crate::collections::set::{self, Encoded};
+    match set::encoded(ks, e) {
+        Encoded::Intset(bytes) => rv::write_set_intset_object(out, bytes),
+        Encoded::Listpack(bytes) if !intset_or_plain => rv::write_set_listpack_object(out, bytes),
+        _ => {
+            let ms = set::members(ks, e);
+            let refs: Vec<&[u8]> = ms.iter().map(|m| m.as_slice()).collect();
+            rv::write_set_object(out, &refs);
+        }
+    }
 }
 
 /// `write_object` for an RDB file Redis 7.0 must load (`--export-rdb`): a listpack set is
 /// written as RDB_TYPE_SET (7.0 has no type 20); everything else as DUMP writes it.
 pub fn write_export_object(ks: &Keyspace, e: Ref, out: &mut Vec<u8>) -> Result<(), Kind> {
     if ks.kind(e) == Kind::Set {
-        crate::collections::set::dump(ks, e, out, true);
+        write_set(ks, e, out, true);
         return Ok(());
     }
     write_object(ks, e, out)

@@ -2,3 +2,4 @@
 
 pub mod parser;
 pub mod reply;
+pub mod request;

@@ -8,7 +8,6 @@ pub mod blocking;
 pub mod client;
 pub mod event_loop;
 pub mod io_threads;
-pub mod log;
 pub mod outq;
 pub mod stats;
 

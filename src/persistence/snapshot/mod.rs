@@ -98,32 +98,7 @@ pub struct Outcome {
     pub fallback_reason: Option<String>,
 }
 
-/// `snapshot-mode`: how a background snapshot is taken.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SnapMode {
-    /// Live passes with `WP_ASYNC` tracking; where they do not converge within the pause
-    /// budget, switch to the freeze-free variant for the remainder.
-    Auto,
-    /// Live passes with `WP_ASYNC` tracking only; the final pause copies whatever is dirty
-    /// then, even past the budget.
-    Async,
-    /// The freeze-free variant from the start (synchronous write-protect faults).
-    Sync,
-    /// The executor stops for the whole copy.
-    StopTheWorld,
-}
-
-impl SnapMode {
-    pub fn parse(s: &str) -> Option<SnapMode> {
-        Some(match s {
-            "auto" => SnapMode::Auto,
-            "async" => SnapMode::Async,
-            "sync" => SnapMode::Sync,
-            "stop-the-world" => SnapMode::StopTheWorld,
-            _ => return None,
-        })
-    }
-}
+pub use crate::config::SnapMode;
 
 /// Parameters of one snapshot.
 #[derive(Clone)]

@@ -232,6 +232,8 @@ impl WpTracker {
             // Unregistering (on drop) lifts whatever is left.
             return;
         }
+        // The arena tells us when its mapping goes (the kept registration goes with it).
+        crate::arena::on_unmap(range_unmapped);
         let old = kept().replace(self);
         drop(old);
     }

@@ -113,8 +113,8 @@ pub fn log(level: Level, msg: &str) {
 }
 
 #[macro_export]
-macro_rules! notice { ($($t:tt)*) => { $crate::server::log::log($crate::server::log::Level::Notice, &format!($($t)*)) } }
+macro_rules! notice { ($($t:tt)*) => { $crate::log::log($crate::log::Level::Notice, &format!($($t)*)) } }
 #[macro_export]
-macro_rules! warning { ($($t:tt)*) => { $crate::server::log::log($crate::server::log::Level::Warning, &format!($($t)*)) } }
+macro_rules! warning { ($($t:tt)*) => { $crate::log::log($crate::log::Level::Warning, &format!($($t)*)) } }
 #[macro_export]
-macro_rules! verbose { ($($t:tt)*) => { $crate::server::log::log($crate::server::log::Level::Verbose, &format!($($t)*)) } }
+macro_rules! verbose { ($($t:tt)*) => { $crate::log::log($crate::log::Level::Verbose, &format!($($t)*)) } }
