@@ -159,11 +159,12 @@ impl Client {
         self.subscriptions() + self.sub_shard.len() > 0
     }
 
-    /// Connected over loopback (for `enable-debug-command local`, protected mode).
+    /// Connected over loopback (for `enable-debug-command local` and
+    /// `enable-protected-configs local`).
     pub fn is_local(&self) -> bool {
-        self.addr.starts_with("127.")
-            || self.addr.starts_with("[::1]")
-            || self.addr.starts_with("::1")
+        self.addr
+            .parse::<std::net::SocketAddr>()
+            .is_ok_and(|a| super::listeners::is_loopback(a.ip()))
     }
 
     /// One CLIENT LIST / CLIENT INFO line (without the trailing newline).

@@ -15,7 +15,7 @@ use crate::commands::Args;
 use crate::protocol::parser::{ArgSource, BigArg, Parse, ParseLimits, RequestParser, BIG_ARG_FLAG};
 use crate::util::now_ms;
 use crate::{notice, verbose, warning};
-use mio::net::{TcpListener, TcpStream};
+use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Write};
@@ -26,8 +26,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::event_loop::{
-    bind_listeners, BIG_ARG_BYTES, READ_BUDGET_BYTES, READ_CHUNK_BYTES, SHUTDOWN_SIGNAL,
-    WRITE_BUDGET_BYTES,
+    BIG_ARG_BYTES, READ_BUDGET_BYTES, READ_CHUNK_BYTES, SHUTDOWN_SIGNAL, WRITE_BUDGET_BYTES,
+};
+use super::listeners::{
+    admission_refusal, bind_listeners, AdmissionRules, Listeners, SharedListeners, MAX_LISTENERS,
 };
 
 /// Messages queued from all I/O threads to the executor. The queue is bounded; a thread
@@ -35,6 +37,7 @@ use super::event_loop::{
 pub const EXECUTOR_QUEUE_LEN: usize = 4096;
 const WAKER_TOKEN: Token = Token(usize::MAX - 1);
 const LISTENER_TOKEN_BASE: usize = usize::MAX - 64;
+const _: () = assert!(LISTENER_TOKEN_BASE + MAX_LISTENERS < WAKER_TOKEN.0);
 
 /// Connection id: thread index in the top 8 bits, a per-thread sequence below.
 type ConnId = u64;
@@ -107,6 +110,7 @@ pub struct SharedLimits {
     pub pubsub_soft_seconds: AtomicU64,
     pub maxclients: AtomicUsize,
     pub requirepass_set: AtomicBool,
+    pub protected_mode: AtomicBool,
     pub timeout_s: AtomicU64,
 }
 
@@ -132,6 +136,8 @@ impl SharedLimits {
         self.maxclients.store(s.maxclients, Ordering::Relaxed);
         self.requirepass_set
             .store(s.requirepass.is_some(), Ordering::Relaxed);
+        self.protected_mode
+            .store(s.protected_mode, Ordering::Relaxed);
         self.timeout_s.store(s.timeout_s, Ordering::Relaxed);
     }
 }
@@ -188,7 +194,8 @@ struct IoConn {
 struct IoThread {
     index: usize,
     poll: Poll,
-    listeners: Vec<TcpListener>,
+    /// Thread 0 accepts every connection; the others have no listeners.
+    listeners: Option<SharedListeners>,
     peers: Vec<ThreadHandle>,
     me: ThreadHandle,
     to_exec: SyncSender<ToExecutor>,
@@ -277,7 +284,11 @@ impl IoThread {
                 self.accept_paused = true;
                 return;
             }
-            let (stream, peer) = match self.listeners[li].accept() {
+            let Some(listeners) = self.listeners.as_ref() else {
+                return;
+            };
+            let accepted = listeners.lock().accept(li);
+            let (mut stream, peer) = match accepted {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {
@@ -285,19 +296,22 @@ impl IoThread {
                     return;
                 }
             };
-            self.counters
-                .connections_received
-                .fetch_add(1, Ordering::Relaxed);
-            if self.connected.load(Ordering::Relaxed)
-                >= self.limits.maxclients.load(Ordering::Relaxed)
-            {
+            let rules = AdmissionRules {
+                protected_mode: self.limits.protected_mode.load(Ordering::Relaxed),
+                password_set: self.limits.requirepass_set.load(Ordering::Relaxed),
+                maxclients: self.limits.maxclients.load(Ordering::Relaxed),
+            };
+            let connected = self.connected.load(Ordering::Relaxed);
+            if let Some(refusal) = admission_refusal(&rules, connected, peer.ip()) {
                 self.counters
                     .rejected_connections
                     .fetch_add(1, Ordering::Relaxed);
-                let mut s = stream;
-                let _ = s.write(b"-ERR max number of clients reached\r\n");
+                let _ = stream.write(refusal.as_bytes());
                 continue;
             }
+            self.counters
+                .connections_received
+                .fetch_add(1, Ordering::Relaxed);
             self.connected.fetch_add(1, Ordering::Relaxed);
             // Spread connections over the threads round-robin.
             let target = self.next_peer % (self.peers.len() + 1);
@@ -407,7 +421,8 @@ impl IoThread {
         // Below the bound again: what waited for it goes on.
         if self.accept_paused {
             self.accept_paused = false;
-            for li in 0..self.listeners.len() {
+            let count = self.listeners.as_ref().map_or(0, |l| l.lock().len());
+            for li in 0..count {
                 self.accept(li);
             }
         }
@@ -873,12 +888,13 @@ impl IoThread {
 /// Runs the server with `n` I/O threads; this thread becomes the executor.
 pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
     let s = srv.config.settings().clone();
-    let mut listeners = if s.port == 0 {
-        vec![]
-    } else {
-        bind_listeners(&s.bind, s.port)?
-    };
-    if let Some(a) = listeners.first().and_then(|l| l.local_addr().ok()) {
+    let mut listeners = Some(bind_listeners(&s.bind, s.port)?);
+    if let Some(a) = listeners
+        .iter()
+        .flatten()
+        .next()
+        .and_then(|l| l.local_addr().ok())
+    {
         srv.tcp_port = a.port();
     }
     let limits = Arc::new(SharedLimits::default());
@@ -899,16 +915,14 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
     }
     let mut joins = Vec::new();
     for (i, poll) in polls.into_iter().enumerate() {
-        let my_listeners = if i == 0 {
-            std::mem::take(&mut listeners)
-        } else {
-            vec![]
+        let my_listeners = match listeners.take() {
+            Some(sockets) => {
+                let set = Listeners::new(poll.registry(), LISTENER_TOKEN_BASE, sockets)?;
+                srv.listeners = Some(set.clone());
+                Some(set)
+            }
+            None => None,
         };
-        let mut my_listeners = my_listeners;
-        for (li, l) in my_listeners.iter_mut().enumerate() {
-            poll.registry()
-                .register(l, Token(LISTENER_TOKEN_BASE + li), Interest::READABLE)?;
-        }
         let peers = handles
             .iter()
             .enumerate()

@@ -8,6 +8,7 @@ pub mod blocking;
 pub mod client;
 pub mod event_loop;
 pub mod io_threads;
+pub mod listeners;
 pub mod log;
 pub mod outq;
 pub mod stats;
@@ -64,6 +65,8 @@ pub struct Server {
     /// Bytes held by client query/output buffers (maintained by the event loop).
     pub client_buffer_bytes: u64,
     pub tcp_port: u16,
+    /// The listening sockets, replaced by CONFIG SET bind / port (None until a loop runs).
+    pub listeners: Option<listeners::SharedListeners>,
     pub executable: String,
     /// Replication id reported by INFO replication (cairn is always a master).
     pub master_replid: String,
@@ -152,6 +155,7 @@ impl Server {
             kill_queue: Vec::new(),
             client_buffer_bytes: 0,
             tcp_port: s.port,
+            listeners: None,
             executable: std::env::current_exe()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
@@ -233,7 +237,11 @@ impl Server {
     pub fn alloc_client(&mut self, addr: String, laddr: String) -> Box<Client> {
         let id = self.next_client_id;
         self.next_client_id += 1;
-        Box::new(Client::new(id, addr, laddr, now_ms()))
+        let mut client = Box::new(Client::new(id, addr, laddr, now_ms()));
+        // As Redis's clientSetDefaultAuth: a client that connects while the default user
+        // has no password is authenticated, and stays so when a password is set later.
+        client.authenticated = self.config.settings().requirepass.is_none();
+        client
     }
 
     /// Runs one command for `client`, appending its reply to `out`.
