@@ -949,6 +949,25 @@ pub fn parse_memory(s: &str) -> Option<i64> {
     v.checked_mul(mul)
 }
 
+/// `dbfilename`, `appendfilename` and `appenddirname` name a file (or the AOF directory)
+/// inside `dir`, never a path: with a `/` (or a `\`) in it, a SAVE could write anywhere
+/// the process may. Redis 7's check (pathIsBaseName) and texts; the AOF names cannot be
+/// empty either.
+fn file_name_in_dir<'a>(option: &str, value: &'a str) -> Result<&'a str, String> {
+    if value.contains(['/', '\\']) {
+        let what = if option == "appenddirname" {
+            "dirname"
+        } else {
+            "filename"
+        };
+        return Err(format!("{option} can't be a path, just a {what}"));
+    }
+    if value.is_empty() && option != "dbfilename" {
+        return Err(format!("{option} can't be empty"));
+    }
+    Ok(value)
+}
+
 fn parse_bool(s: &str) -> Option<bool> {
     match s.to_ascii_lowercase().as_str() {
         "yes" => Some(true),
@@ -1182,6 +1201,11 @@ impl Config {
                     }
                 }
                 Ok(w.join(" "))
+            }
+            OptKind::Str
+                if matches!(spec.name, "dbfilename" | "appendfilename" | "appenddirname") =>
+            {
+                file_name_in_dir(spec.name, value).map(str::to_string)
             }
             OptKind::Str => Ok(value.to_string()),
             OptKind::Enum(choices) => choices
@@ -1759,5 +1783,70 @@ mod tests {
         assert_eq!(c.settings().obuf_replica.hard_bytes, 256 << 20);
         let got = c.get_matching(&[b"maxmemory*"]);
         assert!(got.iter().any(|(n, v)| n == "maxmemory" && v == "10485760"));
+    }
+
+    #[test]
+    fn file_names_inside_dir_cannot_be_paths() {
+        for (option, bad, msg) in [
+            (
+                "dbfilename",
+                "../x.rdb",
+                "dbfilename can't be a path, just a filename",
+            ),
+            (
+                "dbfilename",
+                "/tmp/x.rdb",
+                "dbfilename can't be a path, just a filename",
+            ),
+            (
+                "dbfilename",
+                "sub/x.rdb",
+                "dbfilename can't be a path, just a filename",
+            ),
+            (
+                "dbfilename",
+                "a\\b.rdb",
+                "dbfilename can't be a path, just a filename",
+            ),
+            (
+                "appendfilename",
+                "../x.aof",
+                "appendfilename can't be a path, just a filename",
+            ),
+            ("appendfilename", "", "appendfilename can't be empty"),
+            (
+                "appenddirname",
+                "/abs",
+                "appenddirname can't be a path, just a dirname",
+            ),
+            (
+                "appenddirname",
+                "a/b",
+                "appenddirname can't be a path, just a dirname",
+            ),
+            ("appenddirname", "", "appenddirname can't be empty"),
+        ] {
+            let e = Config::from_args(&args(&[&format!("--{option}"), bad])).unwrap_err();
+            assert!(e.to_string().ends_with(msg), "{option} {bad:?}: {e}");
+        }
+        let c = Config::from_args(&args(&[
+            "--dbfilename",
+            "my dump.rdb",
+            "--appendfilename",
+            "..aof",
+            "--appenddirname",
+            "aofs",
+        ]))
+        .unwrap();
+        assert_eq!(c.settings().dbfilename, "my dump.rdb");
+        assert_eq!(c.settings().appenddirname, "aofs");
+        let mut c = Config::default();
+        let err = c
+            .set_many(&[("dbfilename", "../escape.rdb")], true)
+            .unwrap_err();
+        assert_eq!(err, "ERR CONFIG SET failed (possibly related to argument 'dbfilename') - dbfilename can't be a path, just a filename");
+        assert_eq!(c.settings().dbfilename, "dump.rdb");
+        c.set_many(&[("dbfilename", "other.rdb")], true).unwrap();
+        assert_eq!(c.settings().dbfilename, "other.rdb");
     }
 }
