@@ -1003,7 +1003,6 @@ fn executor_loop(
         if Instant::now() >= next_cron {
             srv.cron();
             limits.refresh(srv);
-            sync_counters(&mut srv.stats, counters);
             next_cron = Instant::now() + Duration::from_millis(1000 / hz);
         }
         if SHUTDOWN_SIGNAL.load(Ordering::SeqCst) {
@@ -1127,6 +1126,9 @@ fn executor_loop(
                 });
             }
         }
+        // Before the replies go: a client that saw CONFIG SET's OK finds the new limits
+        // applied to its next connection.
+        limits.refresh(srv);
         for (t, replies) in outgoing.iter_mut().enumerate() {
             if replies.is_empty() {
                 continue;
@@ -1142,7 +1144,8 @@ fn executor_loop(
         if srv.ks.lazyfree_pending > 0 {
             srv.lazyfree_slice(Duration::from_micros(500));
         }
-        limits.refresh(srv);
+        // Every turn, so INFO after a connection's first reply already counts it.
+        sync_counters(&mut srv.stats, counters);
     }
 }
 
