@@ -198,7 +198,8 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("maxmemory-policy", OptKind::Enum(POLICIES), "noeviction", 0),
     opt("maxmemory-samples", OptKind::Int(1, INTMAX), "5", 0),
     opt("maxmemory-eviction-tenacity", OptKind::Int(0, 100), "10", 0),
-    opt("maxmemory-clients", OptKind::MemoryOrPercent, "0", NA),
+    // Only 0: client eviction is not built (see MAXMEMORY_CLIENTS_REFUSED).
+    opt("maxmemory-clients", OptKind::MemoryOrPercent, "0", 0),
     opt("lfu-log-factor", OptKind::Int(0, INTMAX), "10", 0),
     opt("lfu-decay-time", OptKind::Int(0, INTMAX), "1", 0),
     opt("active-expire-effort", OptKind::Int(1, 10), "1", 0),
@@ -846,6 +847,10 @@ fn find_spec(name: &str) -> Option<usize> {
     })
 }
 
+/// Why a non-zero `maxmemory-clients` is refused (at startup and by CONFIG SET).
+pub const MAXMEMORY_CLIENTS_REFUSED: &str =
+    "client eviction is not supported by cairn, maxmemory-clients can only be 0";
+
 /// Most addresses `bind` takes (Redis's CONFIG_BINDADDR_MAX).
 const MAX_BIND_ADDRESSES: usize = 16;
 
@@ -1172,7 +1177,7 @@ impl Config {
                 Ok(v.to_string())
             }
             OptKind::MemoryOrPercent => {
-                if let Some(p) = value.strip_suffix('%') {
+                let (canon, amount) = if let Some(p) = value.strip_suffix('%') {
                     let v: i64 = p
                         .parse()
                         .map_err(|_| "argument must be a memory or percent value".to_string())?;
@@ -1182,12 +1187,20 @@ impl Config {
                     if v > 100 {
                         return Err("percentage argument must be less or equal to 100".into());
                     }
-                    Ok(format!("{v}%"))
+                    // Redis keeps a percentage as a negative number: 0% reads back as 0.
+                    let canon = if v == 0 { "0".into() } else { format!("{v}%") };
+                    (canon, v)
                 } else {
-                    parse_memory(value)
-                        .map(|v| v.to_string())
-                        .ok_or_else(|| "argument must be a memory or percent value".into())
+                    let v = parse_memory(value)
+                        .ok_or_else(|| "argument must be a memory or percent value".to_string())?;
+                    (v.to_string(), v)
+                };
+                // A limit nothing enforces would be a protection in name only: cairn has
+                // no client eviction, so only "off" is taken.
+                if spec.name == "maxmemory-clients" && amount != 0 {
+                    return Err(MAXMEMORY_CLIENTS_REFUSED.into());
                 }
+                Ok(canon)
             }
             OptKind::Str if spec.name == "oom-score-adj-values" => {
                 let w: Vec<&str> = value.split_whitespace().collect();
@@ -1848,5 +1861,29 @@ mod tests {
         assert_eq!(c.settings().dbfilename, "dump.rdb");
         c.set_many(&[("dbfilename", "other.rdb")], true).unwrap();
         assert_eq!(c.settings().dbfilename, "other.rdb");
+    }
+
+    #[test]
+    fn maxmemory_clients_is_refused_unless_off() {
+        for on in ["1mb", "10%", "1"] {
+            let e = Config::from_args(&args(&["--maxmemory-clients", on])).unwrap_err();
+            assert!(e.to_string().ends_with(MAXMEMORY_CLIENTS_REFUSED), "{e}");
+            let mut c = Config::default();
+            let e = c.set_many(&[("maxmemory-clients", on)], false).unwrap_err();
+            assert_eq!(e, format!("ERR CONFIG SET failed (possibly related to argument 'maxmemory-clients') - {MAXMEMORY_CLIENTS_REFUSED}"));
+        }
+        // Malformed values keep Redis's texts; off is accepted in both spellings.
+        let mut c = Config::default();
+        let e = c
+            .set_many(&[("maxmemory-clients", "101%")], false)
+            .unwrap_err();
+        assert!(
+            e.ends_with("percentage argument must be less or equal to 100"),
+            "{e}"
+        );
+        c.set_many(&[("maxmemory-clients", "0%")], false).unwrap();
+        assert_eq!(c.get_value("maxmemory-clients"), Some("0"));
+        c.set_many(&[("maxmemory-clients", "0")], false).unwrap();
+        assert!(Config::from_args(&args(&["--maxmemory-clients", "0"])).is_ok());
     }
 }
