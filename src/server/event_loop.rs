@@ -5,7 +5,7 @@
 //! `proto-max-bulk-len` (through the parser), `client-output-buffer-limit`, `timeout`.
 
 use super::listeners::{
-    admission_refusal, bind_listeners, AdmissionRules, Listeners, SharedListeners, MAX_LISTENERS,
+    admission_refusal, bind_listeners, AdmissionRules, SharedListeners, MAX_LISTENERS,
 };
 use super::outq::OutRefs;
 use super::Server;
@@ -253,7 +253,7 @@ fn exec_holding(
 impl EventLoop {
     pub fn new(listeners: Vec<TcpListener>) -> io::Result<EventLoop> {
         let poll = Poll::new()?;
-        let listeners = Listeners::new(poll.registry(), 0, listeners)?;
+        let listeners = SharedListeners::new(poll.registry(), 0, listeners)?;
         let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER_TOKEN)?);
         let aof_sync_efd = crate::persistence::aof::uring::eventfd()?;
         {

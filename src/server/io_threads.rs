@@ -29,7 +29,7 @@ use super::event_loop::{
     BIG_ARG_BYTES, READ_BUDGET_BYTES, READ_CHUNK_BYTES, SHUTDOWN_SIGNAL, WRITE_BUDGET_BYTES,
 };
 use super::listeners::{
-    admission_refusal, bind_listeners, AdmissionRules, Listeners, SharedListeners, MAX_LISTENERS,
+    admission_refusal, bind_listeners, AdmissionRules, SharedListeners, MAX_LISTENERS,
 };
 
 /// Messages queued from all I/O threads to the executor. The queue is bounded; a thread
@@ -917,7 +917,7 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
     for (i, poll) in polls.into_iter().enumerate() {
         let my_listeners = match listeners.take() {
             Some(sockets) => {
-                let set = Listeners::new(poll.registry(), LISTENER_TOKEN_BASE, sockets)?;
+                let set = SharedListeners::new(poll.registry(), LISTENER_TOKEN_BASE, sockets)?;
                 srv.listeners = Some(set.clone());
                 Some(set)
             }

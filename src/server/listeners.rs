@@ -139,12 +139,6 @@ pub struct Listeners {
 pub struct SharedListeners(Arc<Mutex<Listeners>>);
 
 impl SharedListeners {
-    pub fn lock(&self) -> MutexGuard<'_, Listeners> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl Listeners {
     /// Registers `sockets` with the poll `registry` belongs to.
     pub fn new(
         registry: &Registry,
@@ -160,6 +154,12 @@ impl Listeners {
         Ok(SharedListeners(Arc::new(Mutex::new(set))))
     }
 
+    pub fn lock(&self) -> MutexGuard<'_, Listeners> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Listeners {
     fn adopt(&mut self, mut sockets: Vec<TcpListener>) -> io::Result<()> {
         for (i, l) in sockets.iter_mut().enumerate() {
             self.registry
@@ -304,7 +304,7 @@ mod tests {
         let loopback = vec!["127.0.0.1".to_string()];
         let first = bind_listeners(&loopback, free_port()).unwrap();
         let old_port = first[0].local_addr().unwrap().port();
-        let set = Listeners::new(poll.registry(), 0, first).unwrap();
+        let set = SharedListeners::new(poll.registry(), 0, first).unwrap();
         let new_port = free_port();
         set.lock()
             .rebind(&loopback, new_port, &loopback, old_port)
