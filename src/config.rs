@@ -198,7 +198,6 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("maxmemory-policy", OptKind::Enum(POLICIES), "noeviction", 0),
     opt("maxmemory-samples", OptKind::Int(1, INTMAX), "5", 0),
     opt("maxmemory-eviction-tenacity", OptKind::Int(0, 100), "10", 0),
-    // Only 0: client eviction is not built (see MAXMEMORY_CLIENTS_REFUSED).
     opt("maxmemory-clients", OptKind::MemoryOrPercent, "0", 0),
     opt("lfu-log-factor", OptKind::Int(0, INTMAX), "10", 0),
     opt("lfu-decay-time", OptKind::Int(0, INTMAX), "1", 0),
@@ -715,6 +714,40 @@ pub static OPTIONS: &[OptSpec] = &[
     ),
 ];
 
+/// `maxmemory-clients`: a size, or a percentage of `maxmemory`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientMemoryLimit {
+    Bytes(u64),
+    PercentOfMaxmemory(u64),
+}
+
+impl ClientMemoryLimit {
+    fn parse(canonical: &str) -> ClientMemoryLimit {
+        match canonical.strip_suffix('%') {
+            Some(p) => ClientMemoryLimit::PercentOfMaxmemory(p.parse().unwrap_or(0)),
+            None => ClientMemoryLimit::Bytes(canonical.parse().unwrap_or(0)),
+        }
+    }
+
+    /// The limit in bytes, 0 for none. As Redis's getClientEvictionLimit: a percentage
+    /// applies only with a `maxmemory`, and a limit is at least 128 KiB (a smaller one
+    /// could leave no client able to talk to the server).
+    pub fn bytes(self, maxmemory: u64) -> u64 {
+        let limit = match self {
+            ClientMemoryLimit::Bytes(0) => return 0,
+            ClientMemoryLimit::Bytes(b) => b,
+            ClientMemoryLimit::PercentOfMaxmemory(p) if p > 0 && maxmemory > 0 => {
+                (maxmemory as f64 * p as f64 / 100.0) as u64
+            }
+            ClientMemoryLimit::PercentOfMaxmemory(_) => return 0,
+        };
+        limit.max(MIN_CLIENT_MEMORY_LIMIT)
+    }
+}
+
+/// The smallest effective `maxmemory-clients` (Redis's 128 KiB floor).
+pub const MIN_CLIENT_MEMORY_LIMIT: u64 = 128 << 10;
+
 /// Per-class output buffer limits (`client-output-buffer-limit <class> <hard> <soft> <secs>`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct OutputLimit {
@@ -758,6 +791,8 @@ pub struct Settings {
     pub dir: String,
     pub pidfile: String,
     pub maxmemory: u64,
+    /// `maxmemory-clients`: the clients' buffers may not reach this (0: no limit).
+    pub maxmemory_clients: ClientMemoryLimit,
     pub maxmemory_policy: EvictionPolicy,
     pub maxmemory_samples: usize,
     pub lfu_log_factor: u32,
@@ -846,10 +881,6 @@ fn find_spec(name: &str) -> Option<usize> {
         o.name.eq_ignore_ascii_case(name) || o.alias.is_some_and(|a| a.eq_ignore_ascii_case(name))
     })
 }
-
-/// Why a non-zero `maxmemory-clients` is refused (at startup and by CONFIG SET).
-pub const MAXMEMORY_CLIENTS_REFUSED: &str =
-    "client eviction is not supported by cairn, maxmemory-clients can only be 0";
 
 /// Most addresses `bind` takes (Redis's CONFIG_BINDADDR_MAX).
 const MAX_BIND_ADDRESSES: usize = 16;
@@ -1032,6 +1063,7 @@ fn placeholder_settings() -> Settings {
         dir: String::new(),
         pidfile: String::new(),
         maxmemory: 0,
+        maxmemory_clients: ClientMemoryLimit::Bytes(0),
         maxmemory_policy: EvictionPolicy::NoEviction,
         maxmemory_samples: 5,
         lfu_log_factor: 10,
@@ -1177,7 +1209,7 @@ impl Config {
                 Ok(v.to_string())
             }
             OptKind::MemoryOrPercent => {
-                let (canon, amount) = if let Some(p) = value.strip_suffix('%') {
+                if let Some(p) = value.strip_suffix('%') {
                     let v: i64 = p
                         .parse()
                         .map_err(|_| "argument must be a memory or percent value".to_string())?;
@@ -1188,19 +1220,12 @@ impl Config {
                         return Err("percentage argument must be less or equal to 100".into());
                     }
                     // Redis keeps a percentage as a negative number: 0% reads back as 0.
-                    let canon = if v == 0 { "0".into() } else { format!("{v}%") };
-                    (canon, v)
+                    Ok(if v == 0 { "0".into() } else { format!("{v}%") })
                 } else {
-                    let v = parse_memory(value)
-                        .ok_or_else(|| "argument must be a memory or percent value".to_string())?;
-                    (v.to_string(), v)
-                };
-                // A limit nothing enforces would be a protection in name only: cairn has
-                // no client eviction, so only "off" is taken.
-                if spec.name == "maxmemory-clients" && amount != 0 {
-                    return Err(MAXMEMORY_CLIENTS_REFUSED.into());
+                    parse_memory(value)
+                        .map(|v| v.to_string())
+                        .ok_or_else(|| "argument must be a memory or percent value".into())
                 }
-                Ok(canon)
             }
             OptKind::Str if spec.name == "oom-score-adj-values" => {
                 let w: Vec<&str> = value.split_whitespace().collect();
@@ -1642,6 +1667,9 @@ impl Config {
             dir: self.get_value("dir").unwrap_or(".").into(),
             pidfile: self.get_value("pidfile").unwrap_or("").into(),
             maxmemory: self.int("maxmemory") as u64,
+            maxmemory_clients: ClientMemoryLimit::parse(
+                self.get_value("maxmemory-clients").unwrap_or("0"),
+            ),
             maxmemory_policy: EvictionPolicy::parse(
                 self.get_value("maxmemory-policy").unwrap_or(""),
             )
@@ -1864,26 +1892,20 @@ mod tests {
     }
 
     #[test]
-    fn maxmemory_clients_is_refused_unless_off() {
-        for on in ["1mb", "10%", "1"] {
-            let e = Config::from_args(&args(&["--maxmemory-clients", on])).unwrap_err();
-            assert!(e.to_string().ends_with(MAXMEMORY_CLIENTS_REFUSED), "{e}");
-            let mut c = Config::default();
-            let e = c.set_many(&[("maxmemory-clients", on)], false).unwrap_err();
-            assert_eq!(e, format!("ERR CONFIG SET failed (possibly related to argument 'maxmemory-clients') - {MAXMEMORY_CLIENTS_REFUSED}"));
-        }
-        // Malformed values keep Redis's texts; off is accepted in both spellings.
-        let mut c = Config::default();
-        let e = c
-            .set_many(&[("maxmemory-clients", "101%")], false)
-            .unwrap_err();
-        assert!(
-            e.ends_with("percentage argument must be less or equal to 100"),
-            "{e}"
-        );
-        c.set_many(&[("maxmemory-clients", "0%")], false).unwrap();
-        assert_eq!(c.get_value("maxmemory-clients"), Some("0"));
-        c.set_many(&[("maxmemory-clients", "0")], false).unwrap();
-        assert!(Config::from_args(&args(&["--maxmemory-clients", "0"])).is_ok());
+    fn maxmemory_clients_in_bytes_or_percent_of_maxmemory() {
+        let limit = |v: &str, maxmemory: &str| {
+            let c = Config::from_args(&args(&["--maxmemory-clients", v, "--maxmemory", maxmemory]))
+                .unwrap();
+            let s = c.settings();
+            s.maxmemory_clients.bytes(s.maxmemory)
+        };
+        assert_eq!(limit("0", "0"), 0);
+        assert_eq!(limit("1mb", "0"), 1 << 20);
+        assert_eq!(limit("10%", "10mb"), 1 << 20);
+        // A percentage needs a maxmemory; a limit is at least 128 KiB.
+        assert_eq!(limit("10%", "0"), 0);
+        assert_eq!(limit("1k", "0"), MIN_CLIENT_MEMORY_LIMIT);
+        assert_eq!(limit("1%", "1mb"), MIN_CLIENT_MEMORY_LIMIT);
+        assert_eq!(limit("0%", "1mb"), 0);
     }
 }

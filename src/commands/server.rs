@@ -699,7 +699,7 @@ fn info_stats(srv: &Server, s: &mut Section) {
         ks.expired_time_cap_reached_count,
     );
     s.line("evicted_keys", ks.evicted_keys);
-    s.line("evicted_clients", 0);
+    s.line("evicted_clients", srv.stats.evicted_clients);
     s.line("keyspace_hits", ks.hits);
     s.line("keyspace_misses", ks.misses);
     s.line("pubsub_channels", srv.pubsub.channels.len());

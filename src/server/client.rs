@@ -23,6 +23,10 @@ pub struct Client {
     pub authenticated: bool,
     pub reply_mode: ReplyMode,
     pub no_evict: bool,
+    /// What this client's buffers hold, as the socket side measures it (client eviction).
+    pub memory: std::sync::Arc<super::client_memory::ConnMemory>,
+    /// Disconnected by `maxmemory-clients`: runs nothing more, closes at the turn's end.
+    pub evicted: bool,
     pub addr: String,
     pub laddr: String,
     pub fd: i32,
@@ -120,6 +124,8 @@ impl Client {
             authenticated: false,
             reply_mode: ReplyMode::On,
             no_evict: false,
+            memory: Default::default(),
+            evicted: false,
             addr,
             laddr,
             fd: -1,

@@ -4,6 +4,7 @@
 //! does. Limits enforced here: `maxclients`, `client-query-buffer-limit`,
 //! `proto-max-bulk-len` (through the parser), `client-output-buffer-limit`, `timeout`.
 
+use super::client_memory::ConnMemory;
 use super::listeners::{
     admission_refusal, bind_listeners, AdmissionRules, SharedListeners, MAX_LISTENERS,
 };
@@ -86,9 +87,23 @@ pub struct Conn {
     /// Big arguments of the command being read, each in its own arena block; the last
     /// one may still be filling (see [`Parse::BigBulk`]).
     big_args: Vec<BigArg>,
+    /// The client's share of `maxmemory-clients` (src/server/client_memory.rs).
+    memory: Arc<ConnMemory>,
 }
 
 impl Conn {
+    /// What the buffers hold, for client eviction: the query bytes not yet run (big
+    /// arguments included) and the output not yet sent (referenced values included).
+    fn buffered_bytes(&self) -> u64 {
+        let query = self.qbuf.len() + self.big_args.iter().map(|a| a.filled).sum::<usize>();
+        (query + self.out.len() - self.out_pos) as u64 + self.refs.pending_bytes()
+    }
+
+    fn measure_memory(&self, srv: &Server) {
+        srv.client_memory
+            .update(&self.memory, self.buffered_bytes());
+    }
+
     /// End of the bytes that may be sent now (drops satisfied holds).
     fn sendable_end(&mut self, durable_lsn: u64) -> usize {
         while self.holds.front().is_some_and(|h| h.1 <= durable_lsn) {
@@ -413,6 +428,8 @@ impl EventLoop {
             srv.aof.flush_turn();
             self.release_held(srv);
             self.flush_all(srv);
+            // As Redis's beforeSleep: buffers that grew this turn may call for evictions.
+            srv.evict_clients(None);
             self.apply_kills(srv);
             if srv.ks.lazyfree_pending > 0 {
                 srv.lazyfree_slice(Duration::from_micros(500));
@@ -466,6 +483,7 @@ impl EventLoop {
                 srv.clients.resize_with(slot + 1, || None);
             }
             client.slot = slot;
+            let memory = client.memory.clone();
             srv.clients[slot] = Some(client);
             self.conns[slot] = Some(Conn {
                 stream,
@@ -480,6 +498,7 @@ impl EventLoop {
                 refs: OutRefs::default(),
                 in_held_list: false,
                 big_args: Vec::new(),
+                memory,
             });
             self.connected += 1;
         }
@@ -547,6 +566,7 @@ impl EventLoop {
                 }
                 read_total += n;
                 srv.stats.net_input_bytes += n as u64;
+                conn.measure_memory(srv);
                 let big_bytes: usize = conn.big_args.iter().map(|a| a.filled).sum();
                 if conn.parser.unparsed_bytes(conn.qbuf.len()) + big_bytes > limit {
                     over_limit = true;
@@ -773,6 +793,7 @@ impl EventLoop {
         }
         client.qbuf_bytes = conn.qbuf.len() as u64;
         client.obuf_bytes = (conn.out.len() - conn.out_pos) as u64 + conn.refs.pending_bytes();
+        conn.measure_memory(srv);
         let close = client.close_after_reply;
         let over = output_over_limit(srv, &mut client);
         srv.clients[slot] = Some(client);
@@ -863,6 +884,7 @@ impl EventLoop {
             }
         }
         let done = conn.out_pos == conn.out.len();
+        conn.measure_memory(srv);
         if let Some(c) = srv.clients[slot].as_mut() {
             c.obuf_bytes = (conn.out.len() - conn.out_pos) as u64 + conn.refs.pending_bytes();
             if done && c.close_after_reply {
@@ -1032,6 +1054,7 @@ impl EventLoop {
                 srv.ks.release_arg_block(a.block);
             }
             let _ = self.poll.registry().deregister(&mut conn.stream);
+            srv.client_memory.forget(&conn.memory);
             self.connected -= 1;
             self.free_slots.push(slot);
             if let Some(mut c) = srv.clients[slot].take() {

@@ -7,6 +7,7 @@
 //! commands in order and bounds every queue by the number of connections). The executor
 //! answers through a per-thread inbox and wakes the thread with its mio `Waker`.
 
+use super::client_memory::{ClientMemory, ConnMemory};
 use super::outq::OutRefs;
 use super::stats::Stats;
 use super::{RefSeg, Server};
@@ -62,6 +63,8 @@ enum ToExecutor {
         addr: String,
         laddr: String,
         fd: i32,
+        /// Measured by the I/O thread, read by the executor's client eviction.
+        memory: Arc<ConnMemory>,
     },
     Batch(Batch),
     Closed {
@@ -189,6 +192,11 @@ struct IoConn {
     big_args: Vec<BigArg>,
     /// A block for a big bulk was asked of the executor and has not come yet.
     awaiting_block: bool,
+    /// The client's share of `maxmemory-clients` (src/server/client_memory.rs).
+    memory: Arc<ConnMemory>,
+    /// Bytes of the batch in flight (its arguments, big ones included): still the
+    /// client's while the executor runs it, as Redis counts a command's argv.
+    in_flight_bytes: usize,
 }
 
 struct IoThread {
@@ -215,6 +223,7 @@ struct IoThread {
     limits: Arc<SharedLimits>,
     counters: Arc<IoCounters>,
     connected: Arc<AtomicUsize>,
+    client_memory: Arc<ClientMemory>,
     /// Connections whose read stopped at the read budget with data possibly left in the
     /// socket: edge-triggered polling will not report them again, so they are read
     /// again after this turn's events.
@@ -357,6 +366,7 @@ impl IoThread {
             .map(|a| a.to_string())
             .unwrap_or_default();
         let fd = stream.as_raw_fd();
+        let memory = Arc::new(ConnMemory::default());
         self.conns[slot] = Some(IoConn {
             stream,
             id,
@@ -374,6 +384,8 @@ impl IoThread {
             pubsub: false,
             big_args: Vec::new(),
             awaiting_block: false,
+            memory: memory.clone(),
+            in_flight_bytes: 0,
         });
         self.by_id.insert(id, slot);
         self.send(ToExecutor::Connected {
@@ -381,7 +393,16 @@ impl IoThread {
             addr: peer.to_string(),
             laddr,
             fd,
+            memory,
         });
+    }
+
+    /// Measures a connection's buffers for client eviction ([`buffered_bytes`]).
+    fn measure_memory(&self, slot: usize) {
+        if let Some(conn) = self.conns.get(slot).and_then(|c| c.as_ref()) {
+            self.client_memory
+                .update(&conn.memory, buffered_bytes(conn));
+        }
     }
 
     fn send(&mut self, msg: ToExecutor) {
@@ -512,6 +533,7 @@ impl IoThread {
             return;
         }
         self.dispatch(slot);
+        self.measure_memory(slot);
         if eof {
             self.write(slot);
             self.close(slot);
@@ -603,6 +625,12 @@ impl IoThread {
         let id = conn.id;
         if !batch.cmds.is_empty() || batch.error.is_some() {
             conn.in_flight = true;
+            conn.in_flight_bytes =
+                batch.data.len() + batch.big.iter().map(|a| a.len).sum::<usize>();
+        }
+        // Measured before the executor can see the batch, whose commands check the total.
+        self.measure_memory(slot);
+        if !batch.cmds.is_empty() || batch.error.is_some() {
             self.send(ToExecutor::Batch(batch));
         }
         if let Some(len) = ask_block {
@@ -683,6 +711,8 @@ impl IoThread {
                 .writes_processed
                 .fetch_add(1, Ordering::Relaxed);
         }
+        self.client_memory
+            .update(&conn.memory, buffered_bytes(conn));
         // Writable events only while output is stuck on a full socket buffer.
         let stuck = conn.out_pos < conn.out.len();
         if stuck != conn.want_writable {
@@ -734,6 +764,7 @@ impl IoThread {
                 self.send(ToExecutor::ReleaseArgs(args));
             }
             let _ = self.poll.registry().deregister(&mut conn.stream);
+            self.client_memory.forget(&conn.memory);
             self.by_id.remove(&conn.id);
             self.free.push(slot);
             self.connected.fetch_sub(1, Ordering::Relaxed);
@@ -786,6 +817,7 @@ impl IoThread {
             }
             if !r.push_only {
                 conn.in_flight = false;
+                conn.in_flight_bytes = 0;
                 conn.authenticated = r.authenticated;
             }
             if conn.out.is_empty() {
@@ -953,6 +985,7 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
             limits: limits.clone(),
             counters: counters.clone(),
             connected: connected.clone(),
+            client_memory: srv.client_memory.clone(),
             more_to_read: Vec::new(),
             more_to_write: Vec::new(),
         };
@@ -1101,7 +1134,10 @@ fn executor_loop(
             }
         }
         ship_pushes(srv, &mut outgoing, &mut held);
-        // Kills requested by CLIENT KILL go to the owning threads as close requests.
+        // As Redis's beforeSleep: buffers that grew meanwhile may call for evictions.
+        srv.evict_clients(None);
+        // Kills requested by CLIENT KILL (and evictions) go to the owning threads as close
+        // requests.
         for client_id in std::mem::take(&mut srv.kill_queue) {
             let Some(id) = srv
                 .clients
@@ -1297,10 +1333,12 @@ fn handle_message(
             addr,
             laddr,
             fd,
+            memory,
         } => {
             let mut client = srv.alloc_client(addr, laddr);
             client.conn_id = conn;
             client.fd = fd;
+            client.memory = memory;
             let slot = free.pop().unwrap_or_else(|| {
                 srv.clients.push(None);
                 srv.clients.len() - 1
@@ -1405,4 +1443,11 @@ fn sync_counters(stats: &mut Stats, c: &IoCounters) {
 /// big arguments (compared with `client-query-buffer-limit`).
 fn query_bytes(conn: &IoConn) -> usize {
     conn.qbuf.len() + conn.big_args.iter().map(|a| a.filled).sum::<usize>()
+}
+
+/// What a connection's buffers hold, for client eviction: its query bytes, the batch the
+/// executor has of it, and the output not yet written (referenced values included).
+fn buffered_bytes(conn: &IoConn) -> u64 {
+    let output = (conn.out.len() - conn.out_pos) as u64 + conn.refs.pending_bytes();
+    (query_bytes(conn) + conn.in_flight_bytes) as u64 + output
 }
