@@ -656,3 +656,54 @@ fn client_eviction_spares_no_evict_clients() {
         assert_eq!(case(cairn.port), want, "io-threads {io_threads}");
     }
 }
+
+/// Output counts too: a client that pipelines reads of a large value without reading the
+/// replies is evicted once its unsent output reaches the limit; a client with little
+/// buffered is served meanwhile.
+#[test]
+fn client_eviction_counts_unsent_output() {
+    let case = |port: u16| {
+        let mut admin = unevictable(port);
+        let value = "v".repeat(1 << 20);
+        assert_eq!(admin.call(&["SET", "value", &value]), b"+OK\r\n");
+        let mut greedy = connect(port);
+        let gets: Vec<u8> = (0..64).flat_map(|_| encode(&[b"GET", b"value"])).collect();
+        let _ = greedy.write_all(&gets);
+        // Reads everything the server sends before closing it.
+        greedy
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut received = 0usize;
+        let mut buf = vec![0u8; 1 << 16];
+        let closed = loop {
+            match greedy.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(n) => received += n,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    break false
+                }
+                Err(_) => break true,
+            }
+        };
+        let all_replies = 64 * ((1 << 20) + "$1048576\r\n\r\n".len());
+        let mut modest = Raw::connect(port);
+        let served = modest.call(&["PING"]);
+        (
+            closed,
+            received < all_replies,
+            served,
+            evicted_clients(&mut admin),
+        )
+    };
+    let want = (true, true, b"+PONG\r\n".to_vec(), 1);
+    let args = ["--maxmemory-clients", "4mb"];
+    let redis = start_redis(&args);
+    assert_eq!(case(redis.port), want, "redis-server");
+    for io_threads in ["1", "2"] {
+        let cairn = start_cairn(&[&args[..], &["--io-threads", io_threads]].concat());
+        assert_eq!(case(cairn.port), want, "io-threads {io_threads}");
+    }
+}

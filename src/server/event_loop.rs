@@ -1071,11 +1071,15 @@ impl EventLoop {
         }
         let ids = std::mem::take(&mut srv.kill_queue);
         for slot in 0..self.conns.len() {
-            let kill = srv.clients[slot]
-                .as_ref()
-                .is_some_and(|c| ids.contains(&c.id));
-            if kill {
-                self.write(srv, slot);
+            let Some(client) = srv.clients[slot].as_ref() else {
+                continue;
+            };
+            if ids.contains(&client.id) {
+                // An evicted client is freed at once, as Redis does: unsent output goes
+                // too. CLIENT KILL's victim gets one more write first.
+                if !client.evicted {
+                    self.write(srv, slot);
+                }
                 self.close(srv, slot);
             }
         }

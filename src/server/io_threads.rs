@@ -98,6 +98,9 @@ struct ToIo {
     pubsub: bool,
     /// The block asked for with `ToExecutor::ArgBlock` (nothing else in the message).
     arg_block: Option<BigArg>,
+    /// Client eviction: close at once, dropping the unsent output (Redis frees the
+    /// client), where CLIENT KILL's close lets the output go first.
+    evicted: bool,
 }
 
 /// Settings the I/O threads read; the executor refreshes them after CONFIG SET.
@@ -803,6 +806,11 @@ impl IoThread {
                 self.got_arg_block(slot, a);
                 continue;
             }
+            if r.evicted {
+                // Freed at once, as Redis frees an evicted client: unsent output goes too.
+                self.close(slot);
+                continue;
+            }
             conn.pubsub = r.pubsub;
             if r.push_only && r.close {
                 // The executor found the client over its pub/sub output limit.
@@ -1139,12 +1147,12 @@ fn executor_loop(
         // Kills requested by CLIENT KILL (and evictions) go to the owning threads as close
         // requests.
         for client_id in std::mem::take(&mut srv.kill_queue) {
-            let Some(id) = srv
+            let Some((id, evicted)) = srv
                 .clients
                 .iter()
                 .flatten()
                 .find(|c| c.id == client_id)
-                .map(|c| c.conn_id)
+                .map(|c| (c.conn_id, c.evicted))
             else {
                 continue;
             };
@@ -1159,6 +1167,7 @@ fn executor_loop(
                     push_only: false,
                     pubsub: false,
                     arg_block: None,
+                    evicted,
                 });
             }
         }
@@ -1237,6 +1246,7 @@ fn run_in_flight(
                     push_only: true,
                     pubsub: client.is_pubsub(),
                     arg_block: None,
+                    evicted: false,
                 });
             }
             srv.clients[slot] = Some(client);
@@ -1276,6 +1286,7 @@ fn run_in_flight(
         push_only: false,
         pubsub: client.is_pubsub(),
         arg_block: None,
+        evicted: false,
     };
     if hold > 0 {
         held.push((hold, t, reply));
@@ -1326,6 +1337,7 @@ fn handle_message(
                     len,
                     filled: 0,
                 }),
+                evicted: false,
             });
         }
         ToExecutor::Connected {
@@ -1422,6 +1434,7 @@ fn ship_pushes(srv: &mut Server, outgoing: &mut [Vec<ToIo>], held: &mut [(u64, u
             push_only: true,
             pubsub: c.is_pubsub(),
             arg_block: None,
+            evicted: false,
         });
     }
 }
