@@ -219,7 +219,7 @@ impl Server {
         if let Some(c) = current.as_ref() {
             victims.push((c.memory.bytes(), None));
         }
-        victims.sort_by(|a, b| b.0.cmp(&a.0));
+        victims.sort_by_key(|v| std::cmp::Reverse(v.0));
         let mut current_evicted = false;
         for (_, slot) in victims {
             if self.client_memory.total() < limit {
