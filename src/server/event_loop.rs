@@ -1,8 +1,10 @@
 //! The socket side: accept, read, parse, execute, write, on mio (epoll, edge-triggered).
 //!
 //! With `io-threads 1` (the default) the executor thread runs this loop itself, as Redis
-//! does. Limits enforced here: `maxclients`, `client-query-buffer-limit`,
-//! `proto-max-bulk-len` (through the parser), `client-output-buffer-limit`, `timeout`.
+//! does. Limits enforced here: `maxclients` and protected mode (through
+//! [`admission_refusal`], as the I/O threads do), `client-query-buffer-limit`,
+//! `proto-max-bulk-len` (through the parser), `client-output-buffer-limit`, `timeout`;
+//! the buffers `maxmemory-clients` limits are measured here.
 
 use super::client_memory::ConnMemory;
 use super::listeners::{
