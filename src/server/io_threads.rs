@@ -103,7 +103,8 @@ struct ToIo {
     evicted: bool,
 }
 
-/// Settings the I/O threads read; the executor refreshes them after CONFIG SET.
+/// Settings the I/O threads read; the executor refreshes them every turn, before the
+/// turn's replies leave (a client that saw CONFIG SET's OK finds it applied).
 #[derive(Default)]
 pub struct SharedLimits {
     pub proto_max_bulk_len: AtomicU64,

@@ -311,8 +311,8 @@ mod tests {
             .unwrap();
         assert_eq!(set.lock().local_addrs()[0].port(), new_port);
         assert!(std::net::TcpStream::connect(("127.0.0.1", old_port)).is_err());
-        // An address no interface has: the old socket comes back.
-        let bad = vec!["192.0.2.123".to_string()];
+        // An address no interface has (TEST-NET-3): the old socket comes back.
+        let bad = vec!["203.0.113.77".to_string()];
         assert!(set
             .lock()
             .rebind(&bad, new_port, &loopback, new_port)
