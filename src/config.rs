@@ -197,7 +197,7 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("maxmemory-policy", OptKind::Enum(POLICIES), "noeviction", 0),
     opt("maxmemory-samples", OptKind::Int(1, INTMAX), "5", 0),
     opt("maxmemory-eviction-tenacity", OptKind::Int(0, 100), "10", 0),
-    opt("maxmemory-clients", OptKind::MemoryOrPercent, "0", NA),
+    opt("maxmemory-clients", OptKind::MemoryOrPercent, "0", 0),
     opt("lfu-log-factor", OptKind::Int(0, INTMAX), "10", 0),
     opt("lfu-decay-time", OptKind::Int(0, INTMAX), "1", 0),
     opt("active-expire-effort", OptKind::Int(1, 10), "1", 0),
@@ -713,6 +713,40 @@ pub static OPTIONS: &[OptSpec] = &[
     ),
 ];
 
+/// `maxmemory-clients`: a size, or a percentage of `maxmemory`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientMemoryLimit {
+    Bytes(u64),
+    PercentOfMaxmemory(u64),
+}
+
+impl ClientMemoryLimit {
+    fn parse(canonical: &str) -> ClientMemoryLimit {
+        match canonical.strip_suffix('%') {
+            Some(p) => ClientMemoryLimit::PercentOfMaxmemory(p.parse().unwrap_or(0)),
+            None => ClientMemoryLimit::Bytes(canonical.parse().unwrap_or(0)),
+        }
+    }
+
+    /// The limit in bytes, 0 for none. As Redis's getClientEvictionLimit: a percentage
+    /// applies only with a `maxmemory`, and a limit is at least 128 KiB (a smaller one
+    /// could leave no client able to talk to the server).
+    pub fn bytes(self, maxmemory: u64) -> u64 {
+        let limit = match self {
+            ClientMemoryLimit::Bytes(0) => return 0,
+            ClientMemoryLimit::Bytes(b) => b,
+            ClientMemoryLimit::PercentOfMaxmemory(p) if p > 0 && maxmemory > 0 => {
+                (maxmemory as f64 * p as f64 / 100.0) as u64
+            }
+            ClientMemoryLimit::PercentOfMaxmemory(_) => return 0,
+        };
+        limit.max(MIN_CLIENT_MEMORY_LIMIT)
+    }
+}
+
+/// The smallest effective `maxmemory-clients` (Redis's 128 KiB floor).
+pub const MIN_CLIENT_MEMORY_LIMIT: u64 = 128 << 10;
+
 /// Per-class output buffer limits (`client-output-buffer-limit <class> <hard> <soft> <secs>`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct OutputLimit {
@@ -756,6 +790,8 @@ pub struct Settings {
     pub dir: String,
     pub pidfile: String,
     pub maxmemory: u64,
+    /// `maxmemory-clients`: the clients' buffers may not reach this (0: no limit).
+    pub maxmemory_clients: ClientMemoryLimit,
     pub maxmemory_policy: EvictionPolicy,
     pub maxmemory_samples: usize,
     pub lfu_log_factor: u32,
@@ -948,6 +984,25 @@ pub fn parse_memory(s: &str) -> Option<i64> {
     v.checked_mul(mul)
 }
 
+/// `dbfilename`, `appendfilename` and `appenddirname` name a file (or the AOF directory)
+/// inside `dir`, never a path: with a `/` (or a `\`) in it, a SAVE could write anywhere
+/// the process may. Redis 7's check (pathIsBaseName) and texts; the AOF names cannot be
+/// empty either.
+fn file_name_in_dir<'a>(option: &str, value: &'a str) -> Result<&'a str, String> {
+    if value.contains(['/', '\\']) {
+        let what = if option == "appenddirname" {
+            "dirname"
+        } else {
+            "filename"
+        };
+        return Err(format!("{option} can't be a path, just a {what}"));
+    }
+    if value.is_empty() && option != "dbfilename" {
+        return Err(format!("{option} can't be empty"));
+    }
+    Ok(value)
+}
+
 fn parse_bool(s: &str) -> Option<bool> {
     match s.to_ascii_lowercase().as_str() {
         "yes" => Some(true),
@@ -1007,6 +1062,7 @@ fn placeholder_settings() -> Settings {
         dir: String::new(),
         pidfile: String::new(),
         maxmemory: 0,
+        maxmemory_clients: ClientMemoryLimit::Bytes(0),
         maxmemory_policy: EvictionPolicy::NoEviction,
         maxmemory_samples: 5,
         lfu_log_factor: 10,
@@ -1162,7 +1218,8 @@ impl Config {
                     if v > 100 {
                         return Err("percentage argument must be less or equal to 100".into());
                     }
-                    Ok(format!("{v}%"))
+                    // Redis keeps a percentage as a negative number: 0% reads back as 0.
+                    Ok(if v == 0 { "0".into() } else { format!("{v}%") })
                 } else {
                     parse_memory(value)
                         .map(|v| v.to_string())
@@ -1181,6 +1238,11 @@ impl Config {
                     }
                 }
                 Ok(w.join(" "))
+            }
+            OptKind::Str
+                if matches!(spec.name, "dbfilename" | "appendfilename" | "appenddirname") =>
+            {
+                file_name_in_dir(spec.name, value).map(str::to_string)
             }
             OptKind::Str => Ok(value.to_string()),
             OptKind::Enum(choices) => choices
@@ -1604,6 +1666,9 @@ impl Config {
             dir: self.get_value("dir").unwrap_or(".").into(),
             pidfile: self.get_value("pidfile").unwrap_or("").into(),
             maxmemory: self.int("maxmemory") as u64,
+            maxmemory_clients: ClientMemoryLimit::parse(
+                self.get_value("maxmemory-clients").unwrap_or("0"),
+            ),
             maxmemory_policy: EvictionPolicy::parse(
                 self.get_value("maxmemory-policy").unwrap_or(""),
             )
@@ -1839,5 +1904,88 @@ mod tests {
         assert_eq!(c.settings().obuf_replica.hard_bytes, 256 << 20);
         let got = c.get_matching(&[b"maxmemory*"]);
         assert!(got.iter().any(|(n, v)| n == "maxmemory" && v == "10485760"));
+    }
+
+    #[test]
+    fn file_names_inside_dir_cannot_be_paths() {
+        for (option, bad, msg) in [
+            (
+                "dbfilename",
+                "../x.rdb",
+                "dbfilename can't be a path, just a filename",
+            ),
+            (
+                "dbfilename",
+                "/tmp/x.rdb",
+                "dbfilename can't be a path, just a filename",
+            ),
+            (
+                "dbfilename",
+                "sub/x.rdb",
+                "dbfilename can't be a path, just a filename",
+            ),
+            (
+                "dbfilename",
+                "a\\b.rdb",
+                "dbfilename can't be a path, just a filename",
+            ),
+            (
+                "appendfilename",
+                "../x.aof",
+                "appendfilename can't be a path, just a filename",
+            ),
+            ("appendfilename", "", "appendfilename can't be empty"),
+            (
+                "appenddirname",
+                "/abs",
+                "appenddirname can't be a path, just a dirname",
+            ),
+            (
+                "appenddirname",
+                "a/b",
+                "appenddirname can't be a path, just a dirname",
+            ),
+            ("appenddirname", "", "appenddirname can't be empty"),
+        ] {
+            let e = Config::from_args(&args(&[&format!("--{option}"), bad])).unwrap_err();
+            assert!(e.to_string().ends_with(msg), "{option} {bad:?}: {e}");
+        }
+        let c = Config::from_args(&args(&[
+            "--dbfilename",
+            "my dump.rdb",
+            "--appendfilename",
+            "..aof",
+            "--appenddirname",
+            "aofs",
+        ]))
+        .unwrap();
+        assert_eq!(c.settings().dbfilename, "my dump.rdb");
+        assert_eq!(c.settings().appenddirname, "aofs");
+        let mut c = Config::default();
+        let err = c
+            .set_many(&[("dbfilename", "../escape.rdb")], true)
+            .unwrap_err();
+        assert_eq!(err, "ERR CONFIG SET failed (possibly related to argument 'dbfilename') - dbfilename can't be a path, just a filename");
+        assert_eq!(c.settings().dbfilename, "dump.rdb");
+        c.set_many(&[("dbfilename", "other.rdb")], true).unwrap();
+        assert_eq!(c.settings().dbfilename, "other.rdb");
+    }
+
+    #[test]
+    fn maxmemory_clients_in_bytes_or_percent_of_maxmemory() {
+        let limit = |v: &str, maxmemory: &str| {
+            let c = Config::from_args(&args(&["--maxmemory-clients", v, "--maxmemory", maxmemory]))
+                .unwrap();
+            let s = c.settings();
+            s.maxmemory_clients.bytes(s.maxmemory)
+        };
+        assert_eq!(limit("0", "0"), 0);
+        assert_eq!(limit("1mb", "0"), 1 << 20);
+        assert_eq!(limit("10%", "10mb"), 1 << 20);
+        // A percentage needs a maxmemory; a limit is at least 128 KiB.
+        assert_eq!(limit("10%", "0"), 0);
+        assert_eq!(limit("1k", "0"), MIN_CLIENT_MEMORY_LIMIT);
+        assert_eq!(limit("1%", "1mb"), MIN_CLIENT_MEMORY_LIMIT);
+        assert_eq!(limit("0%", "1mb"), 0);
     }
 }

@@ -343,6 +343,118 @@ fn scan_visits_every_key_and_filters() {
     assert_eq!(c.call(&["SCAN", "007"]), b"*2\r\n$1\r\n0\r\n*0\r\n");
 }
 
+/// Cursors at and past the edges of u64 (SCAN, HSCAN, SSCAN, ZSCAN) against redis-server.
+/// What a cursor selects in a hash table depends on the table's hash seed, random per
+/// process in both servers, so byte for byte are compared: errors, empty keyspaces,
+/// listpack and intset values (returned whole whatever the cursor), and walks that find
+/// nothing to return; the keys a huge cursor finds are checked as Redis's cursor defines
+/// them (bit 63 alone is cursor 0; all low bits set is the last bucket, then the end).
+#[test]
+fn huge_scan_cursors_match_redis() {
+    let (_servers, mut c, mut r) = both();
+    const CURSORS: &[&str] = &[
+        "9223372036854775807",
+        "9223372036854775808",
+        "18446744073709551615",
+        "18446744073709551616",
+        "-1",
+        "-9223372036854775808",
+        "-18446744073709551615",
+        "abc",
+        "1e3",
+        "",
+        "+5",
+    ];
+    for cursor in CURSORS {
+        same_replies(
+            &mut c,
+            &mut r,
+            &[&["SCAN", cursor], &["HSCAN", "nokey", cursor]],
+        );
+    }
+    let mut setup: Vec<Vec<String>> = vec![
+        vec![
+            "HSET".into(),
+            "small_hash".into(),
+            "f1".into(),
+            "v1".into(),
+            "f2".into(),
+            "v2".into(),
+        ],
+        vec![
+            "SADD".into(),
+            "int_set".into(),
+            "3".into(),
+            "1".into(),
+            "2".into(),
+        ],
+        vec![
+            "ZADD".into(),
+            "small_zset".into(),
+            "1".into(),
+            "a".into(),
+            "2".into(),
+            "b".into(),
+        ],
+    ];
+    let mut big_hash = vec!["HSET".to_string(), "big_hash".to_string()];
+    let mut big_zset = vec!["ZADD".to_string(), "big_zset".to_string()];
+    let mut big_set = vec!["SADD".to_string(), "big_set".to_string()];
+    for i in 0..600 {
+        big_hash.extend([format!("f{i}"), "v".into()]);
+        big_zset.extend([i.to_string(), format!("m{i}")]);
+        big_set.push(format!("s{i}"));
+        setup.push(vec!["SET".into(), format!("key:{i}"), "v".into()]);
+    }
+    setup.extend([big_hash, big_zset, big_set]);
+    for cmd in &setup {
+        let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        same_replies(&mut c, &mut r, &[&cmd]);
+    }
+    same_replies(
+        &mut c,
+        &mut r,
+        &[
+            &["OBJECT", "ENCODING", "big_hash"],
+            &["OBJECT", "ENCODING", "big_zset"],
+            &["OBJECT", "ENCODING", "big_set"],
+        ],
+    );
+    let nothing = ["MATCH", "no-such-*", "COUNT", "1000000"];
+    for cursor in CURSORS {
+        let mut scans: Vec<Vec<&str>> = vec![
+            vec!["HSCAN", "small_hash", cursor],
+            vec!["SSCAN", "int_set", cursor],
+            vec!["ZSCAN", "small_zset", cursor],
+            vec!["SCAN", cursor],
+            vec!["HSCAN", "big_hash", cursor],
+            vec!["SSCAN", "big_set", cursor],
+            vec!["ZSCAN", "big_zset", cursor],
+        ];
+        for scan in scans.iter_mut().skip(3) {
+            scan.extend_from_slice(&nothing);
+        }
+        let scans: Vec<&[&str]> = scans.iter().map(Vec::as_slice).collect();
+        same_replies(&mut c, &mut r, &scans);
+    }
+    let all: HashSet<Vec<u8>> = (0..600).map(|i| format!("key:{i}").into_bytes()).collect();
+    let keys_only = ["MATCH", "key:*", "COUNT", "1000000"];
+    for server in [&mut c, &mut r] {
+        for bit_63 in ["9223372036854775808", "-9223372036854775808"] {
+            let (next, keys) = scan_once(server, &[&["SCAN", bit_63][..], &keys_only].concat());
+            assert_eq!(next, 0, "{bit_63}");
+            assert_eq!(keys.into_iter().collect::<HashSet<_>>(), all, "{bit_63}");
+        }
+        for last_bucket in ["9223372036854775807", "18446744073709551615", "-1"] {
+            let (next, keys) =
+                scan_once(server, &[&["SCAN", last_bucket][..], &keys_only].concat());
+            assert_eq!(next, 0, "{last_bucket}");
+            assert!(keys.len() < all.len(), "{last_bucket}: {}", keys.len());
+            assert!(keys.iter().all(|k| all.contains(k)), "{last_bucket}");
+        }
+    }
+}
+
 #[test]
 fn randomkey_returns_live_keys_only() {
     let cairn = start_cairn(&[]);

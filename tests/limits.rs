@@ -512,3 +512,198 @@ static ALL_BYTES: [u8; 256] = {
     }
     a
 };
+
+/// Opens a connection that sends `SET key <bulk of total bytes>` but only `sent` bytes of
+/// the bulk: the server holds them for the client (its query buffer).
+fn partial_set(port: u16, key: &str, sent: usize, total: usize) -> TcpStream {
+    let mut s = connect(port);
+    let head = format!("*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${total}\r\n", key.len());
+    // A write error means the server closed the connection meanwhile (evicted it).
+    let _ = s.write_all(head.as_bytes());
+    let _ = s.write_all(&vec![b'x'; sent]);
+    s
+}
+
+/// The next reply line, or the close (evicted clients get no reply).
+fn reply_line_or_close(s: &mut TcpStream) -> Outcome {
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut reply = Vec::new();
+    let mut byte = [0u8; 1];
+    while !reply.ends_with(b"\r\n") {
+        match s.read(&mut byte) {
+            Ok(1) => reply.push(byte[0]),
+            Ok(_) => return Outcome::closed(&reply),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                panic!("no reply and no close within 5 s (got {reply:?})")
+            }
+            Err(_) => return Outcome::closed(&reply),
+        }
+    }
+    Outcome::open(&reply)
+}
+
+/// Sends the rest of a [`partial_set`] bulk: +OK, or the close if it was evicted.
+fn finish_set(s: &mut TcpStream, rest: usize) -> Outcome {
+    let _ = s.write_all(&vec![b'x'; rest]);
+    let _ = s.write_all(b"\r\n");
+    reply_line_or_close(s)
+}
+
+/// A connection that client eviction never picks, for checks and settings.
+fn unevictable(port: u16) -> Raw {
+    let mut admin = Raw::connect(port);
+    assert_eq!(admin.call(&["CLIENT", "NO-EVICT", "on"]), b"+OK\r\n");
+    admin
+}
+
+fn evicted_clients(admin: &mut Raw) -> u64 {
+    admin
+        .info("stats", "evicted_clients")
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// `maxmemory-clients`: once the clients' buffers reach the limit, the client holding the
+/// most is disconnected (without a reply; its half-sent SET never runs) and the others
+/// stay. The limit given at startup in bytes, or set at runtime as a percentage of
+/// maxmemory, with either socket loop.
+#[test]
+fn client_eviction_disconnects_the_biggest_client() {
+    let runtime_percent: &[&str] = &["CONFIG", "SET", "maxmemory-clients", "10%"];
+    for (args, set_at_runtime) in [
+        (&["--maxmemory-clients", "1mb"][..], None),
+        (&["--maxmemory", "10mb"][..], Some(runtime_percent)),
+    ] {
+        let case = |port: u16| {
+            let mut admin = unevictable(port);
+            let mut small = partial_set(port, "small", 300_000, 400_000);
+            let mut big = partial_set(port, "big", 3_000_000, 4_000_000);
+            if let Some(set) = set_at_runtime {
+                assert_eq!(admin.call(set), b"+OK\r\n");
+            }
+            let big_outcome = finish_set(&mut big, 1_000_000);
+            let small_outcome = finish_set(&mut small, 100_000);
+            let stored = admin.call(&["EXISTS", "small", "big"]);
+            (
+                big_outcome,
+                small_outcome,
+                stored,
+                evicted_clients(&mut admin),
+            )
+        };
+        let redis = start_redis(args);
+        let want = case(redis.port);
+        assert_eq!(
+            want,
+            (
+                Outcome::closed(b""),
+                Outcome::open(b"+OK\r\n"),
+                b":1\r\n".to_vec(),
+                1
+            ),
+            "redis-server with {args:?}"
+        );
+        for io_threads in ["1", "2"] {
+            let cairn = start_cairn(&[args, &["--io-threads", io_threads]].concat());
+            assert_eq!(case(cairn.port), want, "{args:?} io-threads {io_threads}");
+        }
+    }
+}
+
+/// A client with CLIENT NO-EVICT on is never evicted, even as the biggest: while it holds
+/// more than the limit, every other client goes instead.
+#[test]
+fn client_eviction_spares_no_evict_clients() {
+    let case = |port: u16| {
+        let mut admin = unevictable(port);
+        let mut exempt = connect(port);
+        exempt
+            .write_all(&encode(&[b"CLIENT", b"NO-EVICT", b"on"]))
+            .unwrap();
+        assert_eq!(reply_line_or_close(&mut exempt), Outcome::open(b"+OK\r\n"));
+        let _ = exempt.write_all(b"*3\r\n$3\r\nSET\r\n$6\r\nexempt\r\n$3100000\r\n");
+        let _ = exempt.write_all(&vec![b'x'; 3_000_000]);
+        // Another client is served until the exempt one's bytes are in, then evicted.
+        let mut other = connect(port);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let other_outcome = loop {
+            let _ = other.write_all(b"PING\r\n");
+            let o = reply_line_or_close(&mut other);
+            if o.closed || Instant::now() > deadline {
+                break o;
+            }
+        };
+        let exempt_outcome = finish_set(&mut exempt, 100_000);
+        let stored = admin.call(&["EXISTS", "exempt"]);
+        let evicted = evicted_clients(&mut admin) >= 1;
+        (other_outcome, exempt_outcome, stored, evicted)
+    };
+    let want = (
+        Outcome::closed(b""),
+        Outcome::open(b"+OK\r\n"),
+        b":1\r\n".to_vec(),
+        true,
+    );
+    let args = ["--maxmemory-clients", "1mb"];
+    let redis = start_redis(&args);
+    assert_eq!(case(redis.port), want, "redis-server");
+    for io_threads in ["1", "2"] {
+        let cairn = start_cairn(&[&args[..], &["--io-threads", io_threads]].concat());
+        assert_eq!(case(cairn.port), want, "io-threads {io_threads}");
+    }
+}
+
+/// Output counts too: a client that pipelines reads of a large value without reading the
+/// replies is evicted once its unsent output reaches the limit; a client with little
+/// buffered is served meanwhile.
+#[test]
+fn client_eviction_counts_unsent_output() {
+    let case = |port: u16| {
+        let mut admin = unevictable(port);
+        let value = "v".repeat(1 << 20);
+        assert_eq!(admin.call(&["SET", "value", &value]), b"+OK\r\n");
+        let mut greedy = connect(port);
+        let gets: Vec<u8> = (0..64).flat_map(|_| encode(&[b"GET", b"value"])).collect();
+        let _ = greedy.write_all(&gets);
+        // Reads everything the server sends before closing it.
+        greedy
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut received = 0usize;
+        let mut buf = vec![0u8; 1 << 16];
+        let closed = loop {
+            match greedy.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(n) => received += n,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    break false
+                }
+                Err(_) => break true,
+            }
+        };
+        let all_replies = 64 * ((1 << 20) + "$1048576\r\n\r\n".len());
+        let mut modest = Raw::connect(port);
+        let served = modest.call(&["PING"]);
+        (
+            closed,
+            received < all_replies,
+            served,
+            evicted_clients(&mut admin),
+        )
+    };
+    let want = (true, true, b"+PONG\r\n".to_vec(), 1);
+    let args = ["--maxmemory-clients", "4mb"];
+    let redis = start_redis(&args);
+    assert_eq!(case(redis.port), want, "redis-server");
+    for io_threads in ["1", "2"] {
+        let cairn = start_cairn(&[&args[..], &["--io-threads", io_threads]].concat());
+        assert_eq!(case(cairn.port), want, "io-threads {io_threads}");
+    }
+}

@@ -178,6 +178,8 @@ fn config_errors_match_redis() {
             &["CONFIG", "GET", "hz"],
             &["CONFIG", "SET", "maxmemory-clients", "10%"],
             &["CONFIG", "GET", "maxmemory-clients"],
+            &["CONFIG", "SET", "maxmemory-clients", "0%"],
+            &["CONFIG", "GET", "maxmemory-clients"],
             &["CONFIG", "SET", "loglevel", "WARNING", "maxmemory", "1gb"],
             &["CONFIG", "GET", "loglevel"],
             &["CONFIG", "GET", "maxmemory"],
@@ -880,5 +882,221 @@ fn debug_object_sleep_and_active_expire() {
             "active expiry did not resume"
         );
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A port something else listens on (the returned listener holds it).
+fn busy_port() -> (std::net::TcpListener, u16) {
+    let l = std::net::TcpListener::bind(("127.0.0.1", free_port())).unwrap();
+    let port = l.local_addr().unwrap().port();
+    (l, port)
+}
+
+/// Redis 7's runtime protections, replies byte for byte with both socket loops: file names
+/// that are paths are refused; a bind or port that cannot be listened on is refused (and
+/// the server keeps its old sockets); setting `requirepass` keeps the clients already
+/// connected authenticated, while new ones must AUTH.
+#[test]
+fn runtime_protections_match_redis() {
+    let (_holder, taken) = busy_port();
+    let taken = taken.to_string();
+    for io_threads in ["1", "2"] {
+        let args = [
+            "--enable-protected-configs",
+            "yes",
+            "--io-threads",
+            io_threads,
+        ];
+        let redis = start_redis(&args);
+        let cairn = start_cairn(&args);
+        same_replies(
+            redis.port,
+            cairn.port,
+            &[
+                &["CONFIG", "SET", "dbfilename", "../escape.rdb"],
+                &["CONFIG", "SET", "dbfilename", "/tmp/escape.rdb"],
+                &["CONFIG", "SET", "dbfilename", "sub/x.rdb"],
+                &["CONFIG", "SET", "dbfilename", "a\\b.rdb"],
+                &["CONFIG", "SET", "dbfilename", "ok.rdb", "hz", "bad"],
+                &["CONFIG", "GET", "dbfilename"],
+                &["CONFIG", "SET", "dbfilename", "..x.rdb"],
+                &["CONFIG", "GET", "dbfilename"],
+                &["CONFIG", "SET", "appendfilename", "../x.aof"],
+                &["CONFIG", "SET", "appenddirname", "../d"],
+                // TEST-NET-3: no interface has it.
+                &["CONFIG", "SET", "bind", "203.0.113.77"],
+                &["CONFIG", "SET", "port", &taken],
+                &["CONFIG", "SET", "port", &taken, "bind", "203.0.113.77"],
+                &["CONFIG", "SET", "bind", "203.0.113.77", "port", &taken],
+                &["CONFIG", "SET", "bind", "127.0.0.1 -203.0.113.77"],
+                &["CONFIG", "GET", "bind"],
+                &["PING"],
+            ],
+        );
+        // The refused rebinds left the old sockets listening.
+        assert_eq!(Raw::connect(cairn.port).call(&["PING"]), b"+PONG\r\n");
+        let pass: &[(usize, &[&str])] = &[
+            (0, &["CONFIG", "SET", "requirepass", "pw"]),
+            (0, &["GET", "x"]),
+            (1, &["GET", "x"]),
+            (2, &["AUTH", "wrong"]),
+            (1, &["AUTH", "wrong"]),
+            (1, &["GET", "x"]),
+            (1, &["RESET"]),
+            (1, &["GET", "x"]),
+            (1, &["AUTH", "pw"]),
+            (1, &["CONFIG", "SET", "requirepass", ""]),
+            (1, &["RESET"]),
+            (0, &["CONFIG", "SET", "requirepass", "pw2"]),
+            (0, &["GET", "x"]),
+            (1, &["GET", "x"]),
+            (0, &["CONFIG", "SET", "requirepass", ""]),
+        ];
+        // Connection 2 connects after the password is set: it must AUTH.
+        let replies_with_late_client = |port: u16| {
+            let mut early: Vec<Raw> = (0..2).map(|_| Raw::connect(port)).collect();
+            let mut out = vec![s(&early[0].call(pass[0].1))];
+            let mut late = Raw::connect(port);
+            out.push(s(&late.call(&["GET", "x"])));
+            for (c, cmd) in &pass[1..] {
+                let conn = if *c == 2 { &mut late } else { &mut early[*c] };
+                out.push(s(&conn.call(cmd)));
+            }
+            out
+        };
+        let (r, c) = (
+            replies_with_late_client(redis.port),
+            replies_with_late_client(cairn.port),
+        );
+        assert_eq!(c, r, "io-threads {io_threads}: cairn (left), redis (right)");
+        assert_eq!(r[1], "-NOAUTH Authentication required.\r\n");
+        assert_eq!(r[2], "$-1\r\n");
+    }
+}
+
+/// CONFIG SET port / bind listen on the new address at once with either socket loop;
+/// connections already open stay, and INFO reports the new port.
+#[test]
+fn config_set_port_and_bind_rebind_at_once() {
+    for io_threads in ["1", "2"] {
+        let srv = start_cairn(&["--io-threads", io_threads]);
+        let mut raw = Raw::connect(srv.port);
+        let new_port = free_port();
+        assert_eq!(
+            raw.call(&["CONFIG", "SET", "port", &new_port.to_string()]),
+            b"+OK\r\n"
+        );
+        assert_eq!(raw.call(&["PING"]), b"+PONG\r\n");
+        let mut moved = Raw::connect(new_port);
+        assert_eq!(moved.call(&["PING"]), b"+PONG\r\n");
+        assert!(std::net::TcpStream::connect(("127.0.0.1", srv.port)).is_err());
+        assert_eq!(moved.info("server", "tcp_port"), Some(new_port.to_string()));
+        // Narrowing the bind list to the address already served: close first, then bind.
+        assert_eq!(
+            raw.call(&["CONFIG", "SET", "bind", "127.0.0.1"]),
+            b"+OK\r\n"
+        );
+        assert_eq!(Raw::connect(new_port).call(&["PING"]), b"+PONG\r\n");
+        let (_holder, taken) = busy_port();
+        assert!(s(&raw.call(&["CONFIG", "SET", "port", &taken.to_string()]))
+            .starts_with("-ERR CONFIG SET failed (possibly related to argument 'port')"));
+        assert_eq!(
+            raw.call(&["CONFIG", "GET", "port"]),
+            format!("*2\r\n$4\r\nport\r\n$5\r\n{new_port}\r\n").as_bytes()
+        );
+        assert_eq!(Raw::connect(new_port).call(&["PING"]), b"+PONG\r\n");
+        // Port 0 listens nowhere; the connections already open still work.
+        assert_eq!(raw.call(&["CONFIG", "SET", "port", "0"]), b"+OK\r\n");
+        assert!(std::net::TcpStream::connect(("127.0.0.1", new_port)).is_err());
+        assert_eq!(moved.call(&["PING"]), b"+PONG\r\n");
+    }
+}
+
+/// A connection refused at accept (here by maxclients) counts in `rejected_connections`
+/// and not in `total_connections_received`, as in Redis, with either socket loop: both
+/// decide admission the same way.
+#[test]
+fn refused_connections_count_as_rejected_not_received() {
+    let counters = |port: u16| {
+        let mut a = Raw::connect(port);
+        assert_eq!(a.call(&["PING"]), b"+PONG\r\n");
+        let before = |a: &mut Raw, f: &str| -> u64 { a.info("stats", f).unwrap().parse().unwrap() };
+        let (received, rejected) = (
+            before(&mut a, "total_connections_received"),
+            before(&mut a, "rejected_connections"),
+        );
+        assert_eq!(a.call(&["CONFIG", "SET", "maxclients", "1"]), b"+OK\r\n");
+        let mut refused = Raw::connect(port);
+        assert_eq!(refused.reply(), b"-ERR max number of clients reached\r\n");
+        assert!(refused.closed());
+        // The I/O threads' counters reach INFO on the executor's next cron.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while before(&mut a, "rejected_connections") == rejected {
+            assert!(Instant::now() < deadline, "the refusal was not counted");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let got = (
+            before(&mut a, "total_connections_received") - received,
+            before(&mut a, "rejected_connections") - rejected,
+        );
+        assert_eq!(a.call(&["CONFIG", "SET", "maxclients", "100"]), b"+OK\r\n");
+        got
+    };
+    let redis = start_redis(&[]);
+    assert_eq!(counters(redis.port), (0, 1), "redis-server");
+    for io_threads in ["1", "2"] {
+        let cairn = start_cairn(&["--io-threads", io_threads]);
+        assert_eq!(counters(cairn.port), (0, 1), "io-threads {io_threads}");
+    }
+}
+
+/// Protected mode with no password serves loopback clients, whichever socket loop accepts
+/// them, and follows CONFIG SET protected-mode / requirepass at once (a non-loopback
+/// peer's refusal is unit-tested in src/server/listeners.rs: tests have only loopback).
+#[test]
+fn protected_mode_serves_loopback_clients_in_both_socket_loops() {
+    for io_threads in ["1", "2"] {
+        let srv = start_cairn(&["--io-threads", io_threads, "--protected-mode", "yes"]);
+        let mut admin = Raw::connect(srv.port);
+        let served = &b"+PONG\r\n"[..];
+        let must_auth = &b"-NOAUTH Authentication required.\r\n"[..];
+        for (change, reply) in [
+            (&["CONFIG", "SET", "protected-mode", "no"][..], served),
+            (&["CONFIG", "SET", "protected-mode", "yes"], served),
+            (&["CONFIG", "SET", "requirepass", "pw"], must_auth),
+            (&["CONFIG", "SET", "requirepass", ""], served),
+        ] {
+            assert_eq!(admin.call(change), b"+OK\r\n", "{change:?}");
+            assert_eq!(Raw::connect(srv.port).call(&["PING"]), reply, "{change:?}");
+        }
+        assert_eq!(
+            admin.info("stats", "rejected_connections").as_deref(),
+            Some("0")
+        );
+    }
+}
+
+/// A path as dbfilename (or appenddirname) stops startup with Redis's text.
+#[test]
+fn a_path_as_a_file_name_stops_startup() {
+    for (option, value, text) in [
+        (
+            "--dbfilename",
+            "../escape.rdb",
+            "dbfilename can't be a path, just a filename",
+        ),
+        (
+            "--appenddirname",
+            "/tmp/aof",
+            "appenddirname can't be a path, just a dirname",
+        ),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_cairn-server"))
+            .args(["--port", "0", option, value])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{option} {value}");
+        let stderr = s(&out.stderr);
+        assert!(stderr.contains(text), "{stderr}");
     }
 }

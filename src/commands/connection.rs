@@ -286,9 +286,8 @@ fn reset(ctx: &mut Ctx) -> CmdResult {
     if c.reply_mode != ReplyMode::Skip {
         c.reply_mode = ReplyMode::On;
     }
-    if ctx.srv.config.settings().requirepass.is_some() {
-        c.authenticated = false;
-    }
+    // Back to the default user's state for a new connection (clientSetDefaultAuth).
+    c.authenticated = ctx.srv.config.settings().requirepass.is_none();
     ctx.out.simple("RESET");
     Ok(())
 }

@@ -709,7 +709,7 @@ fn info_stats(srv: &Server, s: &mut Section) {
         ks.expired_time_cap_reached_count,
     );
     s.line("evicted_keys", ks.evicted_keys);
-    s.line("evicted_clients", 0);
+    s.line("evicted_clients", srv.stats.evicted_clients);
     s.line("keyspace_hits", ks.hits);
     s.line("keyspace_misses", ks.misses);
     s.line("pubsub_channels", srv.pubsub.channels.len());
@@ -825,14 +825,18 @@ fn config_set(ctx: &mut Ctx) -> CmdResult {
         Some("local") => ctx.client.is_local(),
         _ => false,
     };
-    let old_dir = ctx.srv.config.settings().dir.clone();
+    let before = ctx.srv.config.clone();
     ctx.srv
         .config
         .set_many(&pairs, allow_protected)
         .map_err(CmdError::raw)?;
+    if let Err(e) = rebind_if_changed(ctx.srv, before.settings(), &pairs) {
+        ctx.srv.config = before;
+        return Err(e);
+    }
     let s = ctx.srv.config.settings();
     crate::log::set_level(&s.loglevel);
-    if s.dir != old_dir {
+    if s.dir != before.settings().dir {
         // As Redis, `dir` is the working directory (files are written relative to it).
         if let Err(e) = std::env::set_current_dir(&s.dir) {
             crate::warning!("Can't chdir to '{}': {e}", s.dir);
@@ -841,6 +845,47 @@ fn config_set(ctx: &mut Ctx) -> CmdResult {
     ctx.srv.apply_config();
     ctx.out.ok();
     Ok(())
+}
+
+/// CONFIG SET bind / port listen on the new addresses at once, as Redis 7 does: the old
+/// sockets close, connections already open stay. When the new addresses cannot be bound
+/// the old sockets come back and the error names whichever of the two options came first
+/// in the command, with Redis's text for it (the caller restores the old values).
+fn rebind_if_changed(
+    srv: &mut crate::server::Server,
+    old: &crate::config::Settings,
+    pairs: &[(&str, &str)],
+) -> CmdResult {
+    let new = srv.config.settings();
+    if new.bind == old.bind && new.port == old.port {
+        return Ok(());
+    }
+    let Some(listeners) = srv.listeners.clone() else {
+        return Ok(());
+    };
+    let (binds, port) = (new.bind.clone(), new.port);
+    let rebound = listeners.lock().rebind(&binds, port, &old.bind, old.port);
+    match rebound {
+        Ok(()) => {
+            srv.tcp_port = port;
+            crate::notice!("Listening on port {port} of {}", binds.join(" "));
+            Ok(())
+        }
+        Err(_) => {
+            let first_port = pairs
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case("bind") || n.eq_ignore_ascii_case("port"))
+                .is_some_and(|(n, _)| n.eq_ignore_ascii_case("port"));
+            let (name, msg) = if first_port {
+                ("port", "Unable to listen on this port. Check server logs.")
+            } else {
+                ("bind", "Failed to bind to specified addresses.")
+            };
+            Err(CmdError::raw(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{name}') - {msg}"
+            )))
+        }
+    }
 }
 
 fn config_resetstat(ctx: &mut Ctx) -> CmdResult {

@@ -23,6 +23,10 @@ pub struct Client {
     pub authenticated: bool,
     pub reply_mode: ReplyMode,
     pub no_evict: bool,
+    /// What this client's buffers hold, as the socket side measures it (client eviction).
+    pub memory: std::sync::Arc<super::client_memory::ConnMemory>,
+    /// Disconnected by `maxmemory-clients`: runs nothing more, closes at the turn's end.
+    pub evicted: bool,
     pub addr: String,
     pub laddr: String,
     pub fd: i32,
@@ -120,6 +124,8 @@ impl Client {
             authenticated: false,
             reply_mode: ReplyMode::On,
             no_evict: false,
+            memory: Default::default(),
+            evicted: false,
             addr,
             laddr,
             fd: -1,
@@ -159,11 +165,12 @@ impl Client {
         self.subscriptions() + self.sub_shard.len() > 0
     }
 
-    /// Connected over loopback (for `enable-debug-command local`, protected mode).
+    /// Connected over loopback (for `enable-debug-command local` and
+    /// `enable-protected-configs local`).
     pub fn is_local(&self) -> bool {
-        self.addr.starts_with("127.")
-            || self.addr.starts_with("[::1]")
-            || self.addr.starts_with("::1")
+        self.addr
+            .parse::<std::net::SocketAddr>()
+            .is_ok_and(|a| super::listeners::is_loopback(a.ip()))
     }
 
     /// One CLIENT LIST / CLIENT INFO line (without the trailing newline).

@@ -1,9 +1,15 @@
 //! The socket side: accept, read, parse, execute, write, on mio (epoll, edge-triggered).
 //!
 //! With `io-threads 1` (the default) the executor thread runs this loop itself, as Redis
-//! does. Limits enforced here: `maxclients`, `client-query-buffer-limit`,
-//! `proto-max-bulk-len` (through the parser), `client-output-buffer-limit`, `timeout`.
+//! does. Limits enforced here: `maxclients` and protected mode (through
+//! [`admission_refusal`], as the I/O threads do), `client-query-buffer-limit`,
+//! `proto-max-bulk-len` (through the parser), `client-output-buffer-limit`, `timeout`;
+//! the buffers `maxmemory-clients` limits are measured here.
 
+use super::client_memory::ConnMemory;
+use super::listeners::{
+    admission_refusal, bind_listeners, AdmissionRules, SharedListeners, MAX_LISTENERS,
+};
 use super::outq::OutRefs;
 use super::Server;
 use crate::commands::Args;
@@ -36,7 +42,8 @@ pub const READ_CHUNK_BYTES: usize = 16 * 1024;
 pub const BIG_ARG_BYTES: usize = 64 * 1024;
 /// Bytes written to one connection per loop iteration before others get a turn.
 pub const WRITE_BUDGET_BYTES: usize = 256 << 10;
-const LISTENER_TOKENS: usize = 16;
+/// Poll tokens below this are listening sockets'; a connection's is its slot + this.
+const LISTENER_TOKENS: usize = MAX_LISTENERS;
 /// The AOF writer wakes the loop through this token when the log became durable.
 const WAKER_TOKEN: Token = Token(usize::MAX - 1);
 /// The eventfd the executor's AOF ring rings when one of its fsyncs completes.
@@ -82,9 +89,23 @@ pub struct Conn {
     /// Big arguments of the command being read, each in its own arena block; the last
     /// one may still be filling (see [`Parse::BigBulk`]).
     big_args: Vec<BigArg>,
+    /// The client's share of `maxmemory-clients` (src/server/client_memory.rs).
+    memory: Arc<ConnMemory>,
 }
 
 impl Conn {
+    /// What the buffers hold, for client eviction: the query bytes not yet run (big
+    /// arguments included) and the output not yet sent (referenced values included).
+    fn buffered_bytes(&self) -> u64 {
+        let query = self.qbuf.len() + self.big_args.iter().map(|a| a.filled).sum::<usize>();
+        (query + self.out.len() - self.out_pos) as u64 + self.refs.pending_bytes()
+    }
+
+    fn measure_memory(&self, srv: &Server) {
+        srv.client_memory
+            .update(&self.memory, self.buffered_bytes());
+    }
+
     /// End of the bytes that may be sent now (drops satisfied holds).
     fn sendable_end(&mut self, durable_lsn: u64) -> usize {
         while self.holds.front().is_some_and(|h| h.1 <= durable_lsn) {
@@ -94,60 +115,9 @@ impl Conn {
     }
 }
 
-fn resolve_bind(addr: &str, port: u16) -> Option<SocketAddr> {
-    let host = addr.trim_start_matches('-');
-    let ip = match host {
-        "*" => "0.0.0.0",
-        "::*" => "::",
-        h => h,
-    };
-    let s = if ip.contains(':') {
-        format!("[{ip}]:{port}")
-    } else {
-        format!("{ip}:{port}")
-    };
-    s.parse().ok()
-}
-
-/// Binds every `bind` address (a leading `-` marks one whose failure is ignored).
-pub fn bind_listeners(binds: &[String], port: u16) -> io::Result<Vec<TcpListener>> {
-    let mut out = Vec::new();
-    for b in binds {
-        let optional = b.starts_with('-');
-        let Some(addr) = resolve_bind(b, port) else {
-            if optional {
-                continue;
-            }
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("Invalid bind address '{b}'"),
-            ));
-        };
-        match TcpListener::bind(addr) {
-            Ok(l) => out.push(l),
-            Err(e) if optional => {
-                verbose!("Skipping optional bind address {b}: {e}");
-            }
-            Err(e) => {
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("Could not create server TCP listening socket {addr}: {e}"),
-                ));
-            }
-        }
-    }
-    if out.len() > LISTENER_TOKENS {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "Too many bind addresses specified.",
-        ));
-    }
-    Ok(out)
-}
-
 pub struct EventLoop {
     poll: Poll,
-    listeners: Vec<TcpListener>,
+    listeners: SharedListeners,
     conns: Vec<Option<Conn>>,
     free_slots: Vec<usize>,
     connected: usize,
@@ -304,10 +274,7 @@ fn exec_holding(
 impl EventLoop {
     pub fn new(listeners: Vec<TcpListener>) -> io::Result<EventLoop> {
         let poll = Poll::new()?;
-        let mut listeners = listeners;
-        for (i, l) in listeners.iter_mut().enumerate() {
-            poll.registry().register(l, Token(i), Interest::READABLE)?;
-        }
+        let listeners = SharedListeners::new(poll.registry(), 0, listeners)?;
         let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER_TOKEN)?);
         let aof_sync_efd = crate::persistence::aof::uring::eventfd()?;
         {
@@ -336,10 +303,7 @@ impl EventLoop {
     }
 
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
-        self.listeners
-            .iter()
-            .filter_map(|l| l.local_addr().ok())
-            .collect()
+        self.listeners.lock().local_addrs()
     }
 
     /// Runs until SHUTDOWN or a signal. Returns the shutdown request.
@@ -470,6 +434,8 @@ impl EventLoop {
             srv.aof.flush_turn();
             self.release_held(srv);
             self.flush_all(srv);
+            // As Redis's beforeSleep: buffers that grew this turn may call for evictions.
+            srv.evict_clients(None);
             self.apply_kills(srv);
             if srv.ks.lazyfree_pending > 0 {
                 srv.lazyfree_slice(Duration::from_micros(500));
@@ -479,7 +445,8 @@ impl EventLoop {
 
     fn accept(&mut self, srv: &mut Server, listener: usize) {
         loop {
-            let (mut stream, peer) = match self.listeners[listener].accept() {
+            let accepted = self.listeners.lock().accept(listener);
+            let (mut stream, peer) = match accepted {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {
@@ -487,12 +454,13 @@ impl EventLoop {
                     return;
                 }
             };
-            srv.stats.total_connections_received += 1;
-            if self.connected >= srv.config.settings().maxclients {
+            let rules = AdmissionRules::from_settings(srv.config.settings());
+            if let Some(refusal) = admission_refusal(&rules, self.connected, peer.ip()) {
                 srv.stats.rejected_connections += 1;
-                let _ = stream.write(b"-ERR max number of clients reached\r\n");
+                let _ = stream.write(refusal.as_bytes());
                 continue;
             }
+            srv.stats.total_connections_received += 1;
             let _ = stream.set_nodelay(true);
             set_keepalive(&stream, srv.config.settings().tcp_keepalive_s);
             let laddr = stream
@@ -501,11 +469,6 @@ impl EventLoop {
                 .unwrap_or_default();
             let mut client = srv.alloc_client(peer.to_string(), laddr);
             client.fd = stream.as_raw_fd();
-            let s = srv.config.settings();
-            if s.protected_mode && s.requirepass.is_none() && !client.is_local() {
-                let _ = stream.write(PROTECTED_MODE_DENIED.as_bytes());
-                continue;
-            }
             let slot = match self.free_slots.pop() {
                 Some(s) => s,
                 None => {
@@ -526,6 +489,7 @@ impl EventLoop {
                 srv.clients.resize_with(slot + 1, || None);
             }
             client.slot = slot;
+            let memory = client.memory.clone();
             srv.clients[slot] = Some(client);
             self.conns[slot] = Some(Conn {
                 stream,
@@ -540,6 +504,7 @@ impl EventLoop {
                 refs: OutRefs::default(),
                 in_held_list: false,
                 big_args: Vec::new(),
+                memory,
             });
             self.connected += 1;
         }
@@ -607,6 +572,7 @@ impl EventLoop {
                 }
                 read_total += n;
                 srv.stats.net_input_bytes += n as u64;
+                conn.measure_memory(srv);
                 let big_bytes: usize = conn.big_args.iter().map(|a| a.filled).sum();
                 if conn.parser.unparsed_bytes(conn.qbuf.len()) + big_bytes > limit {
                     over_limit = true;
@@ -833,6 +799,7 @@ impl EventLoop {
         }
         client.qbuf_bytes = conn.qbuf.len() as u64;
         client.obuf_bytes = (conn.out.len() - conn.out_pos) as u64 + conn.refs.pending_bytes();
+        conn.measure_memory(srv);
         let close = client.close_after_reply;
         let over = output_over_limit(srv, &mut client);
         srv.clients[slot] = Some(client);
@@ -923,6 +890,7 @@ impl EventLoop {
             }
         }
         let done = conn.out_pos == conn.out.len();
+        conn.measure_memory(srv);
         if let Some(c) = srv.clients[slot].as_mut() {
             c.obuf_bytes = (conn.out.len() - conn.out_pos) as u64 + conn.refs.pending_bytes();
             if done && c.close_after_reply {
@@ -1092,6 +1060,7 @@ impl EventLoop {
                 srv.ks.release_arg_block(a.block);
             }
             let _ = self.poll.registry().deregister(&mut conn.stream);
+            srv.client_memory.forget(&conn.memory);
             self.connected -= 1;
             self.free_slots.push(slot);
             if let Some(mut c) = srv.clients[slot].take() {
@@ -1108,11 +1077,15 @@ impl EventLoop {
         }
         let ids = std::mem::take(&mut srv.kill_queue);
         for slot in 0..self.conns.len() {
-            let kill = srv.clients[slot]
-                .as_ref()
-                .is_some_and(|c| ids.contains(&c.id));
-            if kill {
-                self.write(srv, slot);
+            let Some(client) = srv.clients[slot].as_ref() else {
+                continue;
+            };
+            if ids.contains(&client.id) {
+                // An evicted client is freed at once, as Redis does: unsent output goes
+                // too. CLIENT KILL's victim gets one more write first.
+                if !client.evicted {
+                    self.write(srv, slot);
+                }
                 self.close(srv, slot);
             }
         }
@@ -1214,8 +1187,6 @@ pub fn output_over_bytes(
     over
 }
 
-pub const PROTECTED_MODE_DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
-
 fn set_keepalive(stream: &TcpStream, secs: u64) {
     if secs == 0 {
         return;
@@ -1272,12 +1243,9 @@ fn drain_eventfd(fd: &std::os::fd::OwnedFd) {
 /// Starts the server: binds, logs, serves until shutdown.
 pub fn serve(mut srv: Server) -> io::Result<()> {
     let s = srv.config.settings().clone();
-    let listeners = if s.port == 0 {
-        vec![]
-    } else {
-        bind_listeners(&s.bind, s.port)?
-    };
+    let listeners = bind_listeners(&s.bind, s.port)?;
     let mut el = EventLoop::new(listeners)?;
+    srv.listeners = Some(el.listeners.clone());
     let waker = el.waker.clone();
     srv.aof.set_waker(Arc::new(move || {
         let _ = waker.wake();

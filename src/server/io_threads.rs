@@ -7,6 +7,7 @@
 //! commands in order and bounds every queue by the number of connections). The executor
 //! answers through a per-thread inbox and wakes the thread with its mio `Waker`.
 
+use super::client_memory::{ClientMemory, ConnMemory};
 use super::outq::OutRefs;
 use super::stats::Stats;
 use super::{RefSeg, Server};
@@ -15,7 +16,7 @@ use crate::commands::Args;
 use crate::protocol::parser::{ArgSource, BigArg, Parse, ParseLimits, RequestParser, BIG_ARG_FLAG};
 use crate::util::now_ms;
 use crate::{notice, verbose, warning};
-use mio::net::{TcpListener, TcpStream};
+use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Write};
@@ -26,8 +27,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::event_loop::{
-    bind_listeners, BIG_ARG_BYTES, READ_BUDGET_BYTES, READ_CHUNK_BYTES, SHUTDOWN_SIGNAL,
-    WRITE_BUDGET_BYTES,
+    BIG_ARG_BYTES, READ_BUDGET_BYTES, READ_CHUNK_BYTES, SHUTDOWN_SIGNAL, WRITE_BUDGET_BYTES,
+};
+use super::listeners::{
+    admission_refusal, bind_listeners, AdmissionRules, SharedListeners, MAX_LISTENERS,
 };
 
 /// Messages queued from all I/O threads to the executor. The queue is bounded; a thread
@@ -35,6 +38,7 @@ use super::event_loop::{
 pub const EXECUTOR_QUEUE_LEN: usize = 4096;
 const WAKER_TOKEN: Token = Token(usize::MAX - 1);
 const LISTENER_TOKEN_BASE: usize = usize::MAX - 64;
+const _: () = assert!(LISTENER_TOKEN_BASE + MAX_LISTENERS < WAKER_TOKEN.0);
 
 /// Connection id: thread index in the top 8 bits, a per-thread sequence below.
 type ConnId = u64;
@@ -59,6 +63,8 @@ enum ToExecutor {
         addr: String,
         laddr: String,
         fd: i32,
+        /// Measured by the I/O thread, read by the executor's client eviction.
+        memory: Arc<ConnMemory>,
     },
     Batch(Batch),
     Closed {
@@ -92,6 +98,9 @@ struct ToIo {
     pubsub: bool,
     /// The answer to `ToExecutor::ArgBlock` (nothing else in the message).
     arg_block: Option<ArgBlockAnswer>,
+    /// Client eviction: close at once, dropping the unsent output (Redis frees the
+    /// client), where CLIENT KILL's close lets the output go first.
+    evicted: bool,
 }
 
 /// The executor's answer to a connection's request for a big bulk's block.
@@ -102,7 +111,8 @@ enum ArgBlockAnswer {
     Declined,
 }
 
-/// Settings the I/O threads read; the executor refreshes them after CONFIG SET.
+/// Settings the I/O threads read; the executor refreshes them every turn, before the
+/// turn's replies leave (a client that saw CONFIG SET's OK finds it applied).
 #[derive(Default)]
 pub struct SharedLimits {
     pub proto_max_bulk_len: AtomicU64,
@@ -115,6 +125,7 @@ pub struct SharedLimits {
     pub pubsub_soft_seconds: AtomicU64,
     pub maxclients: AtomicUsize,
     pub requirepass_set: AtomicBool,
+    pub protected_mode: AtomicBool,
     pub timeout_s: AtomicU64,
 }
 
@@ -140,6 +151,8 @@ impl SharedLimits {
         self.maxclients.store(s.maxclients, Ordering::Relaxed);
         self.requirepass_set
             .store(s.requirepass.is_some(), Ordering::Relaxed);
+        self.protected_mode
+            .store(s.protected_mode, Ordering::Relaxed);
         self.timeout_s.store(s.timeout_s, Ordering::Relaxed);
     }
 }
@@ -191,12 +204,18 @@ struct IoConn {
     big_args: Vec<BigArg>,
     /// A block for a big bulk was asked of the executor and has not come yet.
     awaiting_block: bool,
+    /// The client's share of `maxmemory-clients` (src/server/client_memory.rs).
+    memory: Arc<ConnMemory>,
+    /// Bytes of the batch in flight (its arguments, big ones included): still the
+    /// client's while the executor runs it, as Redis counts a command's argv.
+    in_flight_bytes: usize,
 }
 
 struct IoThread {
     index: usize,
     poll: Poll,
-    listeners: Vec<TcpListener>,
+    /// Thread 0 accepts every connection; the others have no listeners.
+    listeners: Option<SharedListeners>,
     peers: Vec<ThreadHandle>,
     me: ThreadHandle,
     to_exec: SyncSender<ToExecutor>,
@@ -216,6 +235,7 @@ struct IoThread {
     limits: Arc<SharedLimits>,
     counters: Arc<IoCounters>,
     connected: Arc<AtomicUsize>,
+    client_memory: Arc<ClientMemory>,
     /// Connections whose read stopped at the read budget with data possibly left in the
     /// socket: edge-triggered polling will not report them again, so they are read
     /// again after this turn's events.
@@ -285,7 +305,11 @@ impl IoThread {
                 self.accept_paused = true;
                 return;
             }
-            let (stream, peer) = match self.listeners[li].accept() {
+            let Some(listeners) = self.listeners.as_ref() else {
+                return;
+            };
+            let accepted = listeners.lock().accept(li);
+            let (mut stream, peer) = match accepted {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {
@@ -293,19 +317,22 @@ impl IoThread {
                     return;
                 }
             };
-            self.counters
-                .connections_received
-                .fetch_add(1, Ordering::Relaxed);
-            if self.connected.load(Ordering::Relaxed)
-                >= self.limits.maxclients.load(Ordering::Relaxed)
-            {
+            let rules = AdmissionRules {
+                protected_mode: self.limits.protected_mode.load(Ordering::Relaxed),
+                password_set: self.limits.requirepass_set.load(Ordering::Relaxed),
+                maxclients: self.limits.maxclients.load(Ordering::Relaxed),
+            };
+            let connected = self.connected.load(Ordering::Relaxed);
+            if let Some(refusal) = admission_refusal(&rules, connected, peer.ip()) {
                 self.counters
                     .rejected_connections
                     .fetch_add(1, Ordering::Relaxed);
-                let mut s = stream;
-                let _ = s.write(b"-ERR max number of clients reached\r\n");
+                let _ = stream.write(refusal.as_bytes());
                 continue;
             }
+            self.counters
+                .connections_received
+                .fetch_add(1, Ordering::Relaxed);
             self.connected.fetch_add(1, Ordering::Relaxed);
             // Spread connections over the threads round-robin.
             let target = self.next_peer % (self.peers.len() + 1);
@@ -351,6 +378,7 @@ impl IoThread {
             .map(|a| a.to_string())
             .unwrap_or_default();
         let fd = stream.as_raw_fd();
+        let memory = Arc::new(ConnMemory::default());
         self.conns[slot] = Some(IoConn {
             stream,
             id,
@@ -368,6 +396,8 @@ impl IoThread {
             pubsub: false,
             big_args: Vec::new(),
             awaiting_block: false,
+            memory: memory.clone(),
+            in_flight_bytes: 0,
         });
         self.by_id.insert(id, slot);
         self.send(ToExecutor::Connected {
@@ -375,7 +405,16 @@ impl IoThread {
             addr: peer.to_string(),
             laddr,
             fd,
+            memory,
         });
+    }
+
+    /// Measures a connection's buffers for client eviction ([`buffered_bytes`]).
+    fn measure_memory(&self, slot: usize) {
+        if let Some(conn) = self.conns.get(slot).and_then(|c| c.as_ref()) {
+            self.client_memory
+                .update(&conn.memory, buffered_bytes(conn));
+        }
     }
 
     fn send(&mut self, msg: ToExecutor) {
@@ -415,7 +454,8 @@ impl IoThread {
         // Below the bound again: what waited for it goes on.
         if self.accept_paused {
             self.accept_paused = false;
-            for li in 0..self.listeners.len() {
+            let count = self.listeners.as_ref().map_or(0, |l| l.lock().len());
+            for li in 0..count {
                 self.accept(li);
             }
         }
@@ -501,6 +541,7 @@ impl IoThread {
             return;
         }
         self.dispatch(slot);
+        self.measure_memory(slot);
         if eof {
             self.write(slot);
             self.close(slot);
@@ -600,6 +641,12 @@ impl IoThread {
         let id = conn.id;
         if !batch.cmds.is_empty() || batch.error.is_some() {
             conn.in_flight = true;
+            conn.in_flight_bytes =
+                batch.data.len() + batch.big.iter().map(|a| a.len).sum::<usize>();
+        }
+        // Measured before the executor can see the batch, whose commands check the total.
+        self.measure_memory(slot);
+        if !batch.cmds.is_empty() || batch.error.is_some() {
             self.send(ToExecutor::Batch(batch));
         }
         if let Some(len) = ask_block {
@@ -680,6 +727,8 @@ impl IoThread {
                 .writes_processed
                 .fetch_add(1, Ordering::Relaxed);
         }
+        self.client_memory
+            .update(&conn.memory, buffered_bytes(conn));
         // Writable events only while output is stuck on a full socket buffer.
         let stuck = conn.out_pos < conn.out.len();
         if stuck != conn.want_writable {
@@ -731,6 +780,7 @@ impl IoThread {
                 self.send(ToExecutor::ReleaseArgs(args));
             }
             let _ = self.poll.registry().deregister(&mut conn.stream);
+            self.client_memory.forget(&conn.memory);
             self.by_id.remove(&conn.id);
             self.free.push(slot);
             self.connected.fetch_sub(1, Ordering::Relaxed);
@@ -781,6 +831,11 @@ impl IoThread {
                 }
                 None => {}
             }
+            if r.evicted {
+                // Freed at once, as Redis frees an evicted client: unsent output goes too.
+                self.close(slot);
+                continue;
+            }
             conn.pubsub = r.pubsub;
             if r.push_only && r.close {
                 // The executor found the client over its pub/sub output limit.
@@ -795,6 +850,7 @@ impl IoThread {
             }
             if !r.push_only {
                 conn.in_flight = false;
+                conn.in_flight_bytes = 0;
                 conn.authenticated = r.authenticated;
             }
             if conn.out.is_empty() {
@@ -897,12 +953,13 @@ impl IoThread {
 /// Runs the server with `n` I/O threads; this thread becomes the executor.
 pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
     let s = srv.config.settings().clone();
-    let mut listeners = if s.port == 0 {
-        vec![]
-    } else {
-        bind_listeners(&s.bind, s.port)?
-    };
-    if let Some(a) = listeners.first().and_then(|l| l.local_addr().ok()) {
+    let mut listeners = Some(bind_listeners(&s.bind, s.port)?);
+    if let Some(a) = listeners
+        .iter()
+        .flatten()
+        .next()
+        .and_then(|l| l.local_addr().ok())
+    {
         srv.tcp_port = a.port();
     }
     let limits = Arc::new(SharedLimits::default());
@@ -923,16 +980,14 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
     }
     let mut joins = Vec::new();
     for (i, poll) in polls.into_iter().enumerate() {
-        let my_listeners = if i == 0 {
-            std::mem::take(&mut listeners)
-        } else {
-            vec![]
+        let my_listeners = match listeners.take() {
+            Some(sockets) => {
+                let set = SharedListeners::new(poll.registry(), LISTENER_TOKEN_BASE, sockets)?;
+                srv.listeners = Some(set.clone());
+                Some(set)
+            }
+            None => None,
         };
-        let mut my_listeners = my_listeners;
-        for (li, l) in my_listeners.iter_mut().enumerate() {
-            poll.registry()
-                .register(l, Token(LISTENER_TOKEN_BASE + li), Interest::READABLE)?;
-        }
         let peers = handles
             .iter()
             .enumerate()
@@ -963,6 +1018,7 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
             limits: limits.clone(),
             counters: counters.clone(),
             connected: connected.clone(),
+            client_memory: srv.client_memory.clone(),
             more_to_read: Vec::new(),
             more_to_write: Vec::new(),
         };
@@ -1013,7 +1069,6 @@ fn executor_loop(
         if Instant::now() >= next_cron {
             srv.cron();
             limits.refresh(srv);
-            sync_counters(&mut srv.stats, counters);
             next_cron = Instant::now() + Duration::from_millis(1000 / hz);
         }
         if SHUTDOWN_SIGNAL.load(Ordering::SeqCst) {
@@ -1112,14 +1167,17 @@ fn executor_loop(
             }
         }
         ship_pushes(srv, &mut outgoing, &mut held);
-        // Kills requested by CLIENT KILL go to the owning threads as close requests.
+        // As Redis's beforeSleep: buffers that grew meanwhile may call for evictions.
+        srv.evict_clients(None);
+        // Kills requested by CLIENT KILL (and evictions) go to the owning threads as close
+        // requests.
         for client_id in std::mem::take(&mut srv.kill_queue) {
-            let Some(id) = srv
+            let Some((id, evicted)) = srv
                 .clients
                 .iter()
                 .flatten()
                 .find(|c| c.id == client_id)
-                .map(|c| c.conn_id)
+                .map(|c| (c.conn_id, c.evicted))
             else {
                 continue;
             };
@@ -1134,9 +1192,13 @@ fn executor_loop(
                     push_only: false,
                     pubsub: false,
                     arg_block: None,
+                    evicted,
                 });
             }
         }
+        // Before the replies go: a client that saw CONFIG SET's OK finds the new limits
+        // applied to its next connection.
+        limits.refresh(srv);
         for (t, replies) in outgoing.iter_mut().enumerate() {
             if replies.is_empty() {
                 continue;
@@ -1152,7 +1214,8 @@ fn executor_loop(
         if srv.ks.lazyfree_pending > 0 {
             srv.lazyfree_slice(Duration::from_micros(500));
         }
-        limits.refresh(srv);
+        // Every turn, so INFO after a connection's first reply already counts it.
+        sync_counters(&mut srv.stats, counters);
     }
 }
 
@@ -1208,6 +1271,7 @@ fn run_in_flight(
                     push_only: true,
                     pubsub: client.is_pubsub(),
                     arg_block: None,
+                    evicted: false,
                 });
             }
             srv.clients[slot] = Some(client);
@@ -1247,6 +1311,7 @@ fn run_in_flight(
         push_only: false,
         pubsub: client.is_pubsub(),
         arg_block: None,
+        evicted: false,
     };
     if hold > 0 {
         held.push((hold, t, reply));
@@ -1300,6 +1365,7 @@ fn handle_message(
                 push_only: true,
                 pubsub,
                 arg_block: Some(answer),
+                evicted: false,
             });
         }
         ToExecutor::Connected {
@@ -1307,10 +1373,12 @@ fn handle_message(
             addr,
             laddr,
             fd,
+            memory,
         } => {
             let mut client = srv.alloc_client(addr, laddr);
             client.conn_id = conn;
             client.fd = fd;
+            client.memory = memory;
             let slot = free.pop().unwrap_or_else(|| {
                 srv.clients.push(None);
                 srv.clients.len() - 1
@@ -1394,6 +1462,7 @@ fn ship_pushes(srv: &mut Server, outgoing: &mut [Vec<ToIo>], held: &mut [(u64, u
             push_only: true,
             pubsub: c.is_pubsub(),
             arg_block: None,
+            evicted: false,
         });
     }
 }
@@ -1415,4 +1484,11 @@ fn sync_counters(stats: &mut Stats, c: &IoCounters) {
 /// big arguments (compared with `client-query-buffer-limit`).
 fn query_bytes(conn: &IoConn) -> usize {
     conn.qbuf.len() + conn.big_args.iter().map(|a| a.filled).sum::<usize>()
+}
+
+/// What a connection's buffers hold, for client eviction: its query bytes, the batch the
+/// executor has of it, and the output not yet written (referenced values included).
+fn buffered_bytes(conn: &IoConn) -> u64 {
+    let output = (conn.out.len() - conn.out_pos) as u64 + conn.refs.pending_bytes();
+    (query_bytes(conn) + conn.in_flight_bytes) as u64 + output
 }

@@ -6,8 +6,10 @@
 
 pub mod blocking;
 pub mod client;
+pub mod client_memory;
 pub mod event_loop;
 pub mod io_threads;
+pub mod listeners;
 pub mod outq;
 pub mod stats;
 
@@ -65,6 +67,10 @@ pub struct Server {
     /// Bytes held by client query/output buffers (maintained by the event loop).
     pub client_buffer_bytes: u64,
     pub tcp_port: u16,
+    /// What all clients' buffers hold (`maxmemory-clients`), shared with the socket side.
+    pub client_memory: std::sync::Arc<client_memory::ClientMemory>,
+    /// The listening sockets, replaced by CONFIG SET bind / port (None until a loop runs).
+    pub listeners: Option<listeners::SharedListeners>,
     pub executable: String,
     /// Replication id reported by INFO replication (cairn is always a master).
     pub master_replid: String,
@@ -154,6 +160,8 @@ impl Server {
             kill_queue: Vec::new(),
             client_buffer_bytes: 0,
             tcp_port: s.port,
+            listeners: None,
+            client_memory: Default::default(),
             executable: std::env::current_exe()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
@@ -187,6 +195,57 @@ impl Server {
         let max = s.slowlog_max_len;
         self.slowlog.trim(max);
         crate::persistence::aof::apply_config(self);
+    }
+
+    /// Redis 7's client eviction: while the clients' buffers hold at least
+    /// `maxmemory-clients`, the client holding the most is disconnected (never one with
+    /// CLIENT NO-EVICT on); each counts `evicted_clients`. `current` is the client whose
+    /// command is about to run (taken out of `clients`), if any. False when `current` was
+    /// evicted: it gets no reply and runs nothing more.
+    pub fn evict_clients(&mut self, current: Option<&mut Client>) -> bool {
+        let s = self.config.settings();
+        let limit = s.maxmemory_clients.bytes(s.maxmemory);
+        if limit == 0 || self.client_memory.total() < limit {
+            return true;
+        }
+        // The biggest first (Redis evicts from its biggest memory bucket down).
+        let mut victims: Vec<(u64, Option<usize>)> = self
+            .clients
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, c)| c.as_ref().map(|c| (slot, c)))
+            .filter(|(_, c)| !c.no_evict && !c.evicted)
+            .map(|(slot, c)| (c.memory.bytes(), Some(slot)))
+            .collect();
+        let mut current = current.filter(|c| !c.no_evict && !c.evicted);
+        if let Some(c) = current.as_ref() {
+            victims.push((c.memory.bytes(), None));
+        }
+        victims.sort_by_key(|v| std::cmp::Reverse(v.0));
+        let mut current_evicted = false;
+        for (_, slot) in victims {
+            if self.client_memory.total() < limit {
+                break;
+            }
+            let client = match slot {
+                Some(slot) => self.clients[slot].as_deref_mut(),
+                None => current.as_deref_mut(),
+            };
+            let Some(client) = client else {
+                continue;
+            };
+            crate::notice!("Evicting client: {}", client.info_line(now_ms()));
+            self.client_memory.forget(&client.memory);
+            self.stats.evicted_clients += 1;
+            client.evicted = true;
+            client.close_after_reply = true;
+            self.kill_queue.push(client.id);
+            current_evicted |= slot.is_none();
+        }
+        if self.client_memory.total() >= limit {
+            crate::warning!("Over client maxmemory after evicting all evictable clients");
+        }
+        !current_evicted
     }
 
     /// `used_memory`: the arena's real use plus client buffers and a fixed overhead.
@@ -235,7 +294,11 @@ impl Server {
     pub fn alloc_client(&mut self, addr: String, laddr: String) -> Box<Client> {
         let id = self.next_client_id;
         self.next_client_id += 1;
-        Box::new(Client::new(id, addr, laddr, now_ms()))
+        let mut client = Box::new(Client::new(id, addr, laddr, now_ms()));
+        // As Redis's clientSetDefaultAuth: a client that connects while the default user
+        // has no password is authenticated, and stays so when a password is set later.
+        client.authenticated = self.config.settings().requirepass.is_none();
+        client
     }
 
     /// Runs one command for `client`, appending its reply to `out`.
@@ -480,6 +543,11 @@ impl Server {
                 reply.error(&msg);
                 return Outcome::Rejected;
             }
+        }
+        // Client eviction, where Redis's processCommand runs it: after the authentication
+        // checks, before key eviction. A client evicted itself runs nothing more.
+        if prechecks && !self.evict_clients(Some(client)) {
+            return Outcome::Rejected;
         }
         if (flags & commands::DENYOOM != 0
             || (queueing && (spec.name != "unwatch" || parent.is_some())))

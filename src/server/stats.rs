@@ -14,6 +14,8 @@ pub struct Stats {
     pub total_connections_received: u64,
     pub total_commands_processed: u64,
     pub rejected_connections: u64,
+    /// Clients disconnected by `maxmemory-clients`.
+    pub evicted_clients: u64,
     pub net_input_bytes: u64,
     pub net_output_bytes: u64,
     pub unknown_commands: u64,

@@ -1,0 +1,335 @@
+//! Listening sockets and who may connect through them.
+//!
+//! Both socket loops (the single-threaded [`super::event_loop`] and the I/O threads of
+//! [`super::io_threads`]) decide on a new connection with [`admission_refusal`], and both
+//! accept through a [`Listeners`] set that the executor replaces when `CONFIG SET bind` or
+//! `CONFIG SET port` changes the addresses (as Redis 7 rebinds at runtime).
+
+use crate::{verbose, warning};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Interest, Registry, Token};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Most listening sockets (Redis's CONFIG_BINDADDR_MAX); each loop reserves this many
+/// poll tokens for them.
+pub const MAX_LISTENERS: usize = 16;
+
+pub const MAX_CLIENTS_REACHED: &str = "-ERR max number of clients reached\r\n";
+
+pub const PROTECTED_MODE_DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+
+/// The settings that decide whether a new connection is served.
+#[derive(Clone, Copy, Debug)]
+pub struct AdmissionRules {
+    pub protected_mode: bool,
+    /// The default user has a password (`requirepass`).
+    pub password_set: bool,
+    pub maxclients: usize,
+}
+
+impl AdmissionRules {
+    pub fn from_settings(s: &crate::config::Settings) -> AdmissionRules {
+        AdmissionRules {
+            protected_mode: s.protected_mode,
+            password_set: s.requirepass.is_some(),
+            maxclients: s.maxclients,
+        }
+    }
+}
+
+/// Why a new connection from `peer` is refused, as the error line to write before closing
+/// it; None when it is served. `connected` counts the clients already served.
+///
+/// Redis 7's rules, in its order: past `maxclients` nobody is served; then, in protected
+/// mode while the default user has no password, only loopback peers are. `bind` plays no
+/// part: Redis 7 dropped the "no bind address given" condition of earlier versions (its
+/// default `bind` is explicit), and so does this.
+pub fn admission_refusal(
+    rules: &AdmissionRules,
+    connected: usize,
+    peer: IpAddr,
+) -> Option<&'static str> {
+    if connected >= rules.maxclients {
+        return Some(MAX_CLIENTS_REACHED);
+    }
+    if rules.protected_mode && !rules.password_set && !is_loopback(peer) {
+        return Some(PROTECTED_MODE_DENIED);
+    }
+    None
+}
+
+/// 127.0.0.0/8 and ::1, and an IPv4 loopback peer seen through a dual-stack IPv6 socket
+/// (`::ffff:127.x.y.z`, which a `bind ::` listener receives for IPv4 connections).
+pub fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+fn resolve_bind(addr: &str, port: u16) -> Option<SocketAddr> {
+    let host = addr.trim_start_matches('-');
+    let ip = match host {
+        "*" => "0.0.0.0",
+        "::*" => "::",
+        h => h,
+    };
+    let s = if ip.contains(':') {
+        format!("[{ip}]:{port}")
+    } else {
+        format!("{ip}:{port}")
+    };
+    s.parse().ok()
+}
+
+/// Binds every `bind` address (a leading `-` marks one whose failure is ignored). Port 0
+/// listens nowhere, as in Redis.
+pub fn bind_listeners(binds: &[String], port: u16) -> io::Result<Vec<TcpListener>> {
+    let mut out = Vec::new();
+    if port == 0 {
+        return Ok(out);
+    }
+    for b in binds {
+        let optional = b.starts_with('-');
+        let Some(addr) = resolve_bind(b, port) else {
+            if optional {
+                continue;
+            }
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("Invalid bind address '{b}'"),
+            ));
+        };
+        match TcpListener::bind(addr) {
+            Ok(l) => out.push(l),
+            Err(e) if optional => {
+                verbose!("Skipping optional bind address {b}: {e}");
+            }
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("Could not create server TCP listening socket {addr}: {e}"),
+                ));
+            }
+        }
+    }
+    if out.len() > MAX_LISTENERS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "Too many bind addresses specified.",
+        ));
+    }
+    Ok(out)
+}
+
+/// The listening sockets of one poll: socket `i` is registered with token
+/// `first_token + i`.
+pub struct Listeners {
+    registry: Registry,
+    first_token: usize,
+    sockets: Vec<TcpListener>,
+}
+
+/// Shared by the loop that accepts on the sockets and the executor, which replaces them.
+#[derive(Clone)]
+pub struct SharedListeners(Arc<Mutex<Listeners>>);
+
+impl SharedListeners {
+    /// Registers `sockets` with the poll `registry` belongs to.
+    pub fn new(
+        registry: &Registry,
+        first_token: usize,
+        sockets: Vec<TcpListener>,
+    ) -> io::Result<SharedListeners> {
+        let mut set = Listeners {
+            registry: registry.try_clone()?,
+            first_token,
+            sockets: Vec::new(),
+        };
+        set.adopt(sockets)?;
+        Ok(SharedListeners(Arc::new(Mutex::new(set))))
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, Listeners> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Listeners {
+    fn adopt(&mut self, mut sockets: Vec<TcpListener>) -> io::Result<()> {
+        for (i, l) in sockets.iter_mut().enumerate() {
+            self.registry
+                .register(l, Token(self.first_token + i), Interest::READABLE)?;
+        }
+        self.sockets = sockets;
+        Ok(())
+    }
+
+    fn close_all(&mut self) {
+        for mut l in self.sockets.drain(..) {
+            let _ = self.registry.deregister(&mut l);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.sockets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sockets.is_empty()
+    }
+
+    /// Accepts on socket `index`. An index the set no longer has (an event that was
+    /// already polled when the sockets were replaced) reads as "nothing to accept".
+    pub fn accept(&self, index: usize) -> io::Result<(TcpStream, SocketAddr)> {
+        match self.sockets.get(index) {
+            Some(l) => l.accept(),
+            None => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.sockets
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect()
+    }
+
+    /// Listens on `binds`:`port` instead of the current sockets. The current ones close
+    /// first, as in Redis, so a new address may be one the old sockets held (the same
+    /// port on another `bind` list, a wildcard narrowed to one address). When the new
+    /// addresses cannot all be bound, listens on `old_binds`:`old_port` again and returns
+    /// the error: connections already open are never affected either way.
+    pub fn rebind(
+        &mut self,
+        binds: &[String],
+        port: u16,
+        old_binds: &[String],
+        old_port: u16,
+    ) -> io::Result<()> {
+        self.close_all();
+        let err = match bind_listeners(binds, port).and_then(|s| self.adopt(s)) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        warning!("{err}");
+        warning!("Failed to bind, trying to restore old listening sockets.");
+        self.close_all();
+        if let Err(e) = bind_listeners(old_binds, old_port).and_then(|s| self.adopt(s)) {
+            warning!("Could not restore the old listening sockets: {e}");
+        }
+        Err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    const OPEN: AdmissionRules = AdmissionRules {
+        protected_mode: true,
+        password_set: false,
+        maxclients: 10,
+    };
+
+    #[test]
+    fn protected_mode_without_password_serves_loopback_peers_only() {
+        for local in ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"] {
+            assert_eq!(admission_refusal(&OPEN, 0, ip(local)), None, "{local}");
+        }
+        for remote in [
+            "192.0.2.7",
+            "10.0.0.1",
+            "::ffff:192.0.2.7",
+            "2001:db8::1",
+            "::",
+        ] {
+            assert_eq!(
+                admission_refusal(&OPEN, 0, ip(remote)),
+                Some(PROTECTED_MODE_DENIED),
+                "{remote}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_password_or_protected_mode_off_serves_remote_peers() {
+        let with_password = AdmissionRules {
+            password_set: true,
+            ..OPEN
+        };
+        let unprotected = AdmissionRules {
+            protected_mode: false,
+            ..OPEN
+        };
+        for rules in [with_password, unprotected] {
+            assert_eq!(admission_refusal(&rules, 0, ip("192.0.2.7")), None);
+            assert_eq!(admission_refusal(&rules, 0, ip("2001:db8::1")), None);
+        }
+    }
+
+    #[test]
+    fn maxclients_is_checked_before_protected_mode() {
+        assert_eq!(
+            admission_refusal(&OPEN, 10, ip("127.0.0.1")),
+            Some(MAX_CLIENTS_REACHED)
+        );
+        assert_eq!(
+            admission_refusal(&OPEN, 10, ip("192.0.2.7")),
+            Some(MAX_CLIENTS_REACHED)
+        );
+        assert_eq!(admission_refusal(&OPEN, 9, ip("127.0.0.1")), None);
+    }
+
+    #[test]
+    fn the_denial_is_redis_7s_text() {
+        assert!(PROTECTED_MODE_DENIED.starts_with(
+            "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user."
+        ));
+        assert!(PROTECTED_MODE_DENIED.ends_with("accepting connections from the outside.\r\n"));
+        assert_eq!(PROTECTED_MODE_DENIED.matches("\r\n").count(), 1);
+    }
+
+    #[test]
+    fn rebind_moves_the_port_and_restores_the_old_one_on_failure() {
+        let poll = mio::Poll::new().unwrap();
+        let loopback = vec!["127.0.0.1".to_string()];
+        let first = bind_listeners(&loopback, free_port()).unwrap();
+        let old_port = first[0].local_addr().unwrap().port();
+        let set = SharedListeners::new(poll.registry(), 0, first).unwrap();
+        let new_port = free_port();
+        set.lock()
+            .rebind(&loopback, new_port, &loopback, old_port)
+            .unwrap();
+        assert_eq!(set.lock().local_addrs()[0].port(), new_port);
+        assert!(std::net::TcpStream::connect(("127.0.0.1", old_port)).is_err());
+        // An address no interface has (TEST-NET-3): the old socket comes back.
+        let bad = vec!["203.0.113.77".to_string()];
+        assert!(set
+            .lock()
+            .rebind(&bad, new_port, &loopback, new_port)
+            .is_err());
+        assert_eq!(set.lock().local_addrs()[0].port(), new_port);
+        assert!(std::net::TcpStream::connect(("127.0.0.1", new_port)).is_ok());
+        set.lock()
+            .rebind(&loopback, 0, &loopback, new_port)
+            .unwrap();
+        assert!(set.lock().is_empty());
+    }
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+}
