@@ -12,6 +12,7 @@ pub mod hashes;
 pub mod keys;
 pub mod lists;
 pub mod persistence;
+pub mod propagate;
 pub mod pubsub;
 pub mod server;
 pub mod sets;

@@ -4,6 +4,9 @@
 //! Architecture invariant: everything here runs on the executor thread, one command at a
 //! time; nothing here blocks on a socket or a disk.
 
+pub mod aof_hooks;
+pub mod aof_rewrite;
+pub mod aof_startup;
 pub mod blocking;
 pub mod client;
 pub mod client_memory;
@@ -194,7 +197,7 @@ impl Server {
         self.ks.lfu_decay_time_min = s.lfu_decay_time;
         let max = s.slowlog_max_len;
         self.slowlog.trim(max);
-        crate::persistence::aof::apply_config(self);
+        aof_hooks::apply_config(self);
     }
 
     /// Redis 7's client eviction: while the clients' buffers hold at least
@@ -663,7 +666,7 @@ impl Server {
         // eviction deletions it caused. Also decides how long the reply is held under
         // `appendfsync always` (`aof.hold_lsn`). Not while replaying the log itself.
         if !self.loading && !is_exec {
-            crate::persistence::aof::after_command(
+            aof_hooks::after_command(
                 self,
                 spec,
                 parent.is_some(),
@@ -710,7 +713,7 @@ impl Server {
         if self.ks.watch.is_empty() && self.blocking.no_waiters() {
             return;
         }
-        use crate::persistence::aof::propagate;
+        use crate::commands::propagate;
         // A handler that says how its change is logged (a served BLPOP as LPOP of one
         // key) also says which keys it changed.
         if let Some(form) = self.propagate_as.take() {
@@ -799,8 +802,8 @@ impl Server {
             let _ = self.perform_evictions();
         }
         // Active expiry and eviction deleted keys: log their DELs; advance a rewrite.
-        crate::persistence::aof::log_deletions(self, now_ms());
-        crate::persistence::aof::rewrite::cron(self);
+        aof_hooks::log_deletions(self, now_ms());
+        aof_rewrite::cron(self);
     }
 
     /// Frees flushed databases for at most `budget`. Returns true if work remains.

@@ -342,7 +342,7 @@ impl Server {
             job.cancel();
             self.ks.arena.set_keep_pages(false);
         }
-        crate::persistence::aof::rewrite::cancel(self);
+        crate::server::aof_rewrite::cancel(self);
         // As Redis: never save while loading (it would replace the image with a partial,
         // here empty, dataset).
         let save = match req {

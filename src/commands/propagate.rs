@@ -4,7 +4,7 @@
 //! ran, so the family code needs no logging logic. Also which keys a command names (for
 //! the dirty-key tracking that holds reads until the writes they see are durable).
 
-use crate::commands::{Args, CommandSpec};
+use super::{Args, CommandSpec};
 use crate::keyspace::Keyspace;
 
 /// The argument indices of a command's keys (Redis's first/last/step key specs).

@@ -1,0 +1,184 @@
+//! The executor's side of the append-only log: the propagation hook every command passes
+//! through (what to log, how long its reply waits under `appendfsync always`), expiry and
+//! eviction deletions, and `appendonly` turned on or off by CONFIG SET. The log itself
+//! (framing, writer thread, files) is `src/persistence/aof/`.
+
+use super::Server;
+use crate::persistence::aof::writer::{FsyncMode, Writer};
+use crate::persistence::aof::{io_opts, manifest, storage};
+
+/// Logs the DELs of keys that expiry or eviction removed since the last call.
+pub fn log_deletions(srv: &mut Server, now_ms: i64) {
+    let Some(q) = srv.ks.deletions.as_mut() else {
+        return;
+    };
+    if q.is_empty() {
+        return;
+    }
+    let dels = std::mem::take(q);
+    for (db, key) in dels {
+        let lsn = srv.aof.feed(db, &[&b"DEL"[..], &key], now_ms);
+        if srv.aof.holds_replies() {
+            srv.aof.mark_dirty(db, &key, lsn);
+        }
+    }
+}
+
+/// The propagation hook, called by `Server::execute` after every command (not while
+/// loading). `changed`: the command counted a change (`Ctx::dirty`). Logs expiry/eviction
+/// deletions, then the command in its deterministic form, and decides how long the reply
+/// must wait (`aof.hold_lsn`) under `appendfsync always`.
+pub fn after_command(
+    srv: &mut Server,
+    spec: &'static crate::commands::CommandSpec,
+    is_sub: bool,
+    args: crate::commands::Args,
+    db: usize,
+    changed: bool,
+    now_ms: i64,
+) {
+    srv.aof.hold_lsn = 0;
+    let overrides = std::mem::take(&mut srv.aof.command_forms);
+    if !srv.aof.enabled {
+        return;
+    }
+    let before = srv.aof.last_lsn;
+    if changed || srv.ks.deletions.as_ref().is_some_and(|d| !d.is_empty()) {
+        srv.aof.exec_open(db, now_ms);
+    }
+    log_deletions(srv, now_ms);
+    let name = spec.name;
+    let holds = srv.aof.holds_replies();
+    if changed {
+        let form = if let Some(f) = srv.propagate_as.take() {
+            Some(f)
+        } else if is_sub {
+            None
+        } else {
+            crate::commands::propagate::log_form(&srv.ks, name, db, args)
+        };
+        let lsn = match &form {
+            _ if !overrides.is_empty() => {
+                let mut lsn = 0;
+                for v in &overrides {
+                    lsn = srv.aof.feed(db, v, now_ms);
+                }
+                lsn
+            }
+            Some(v) => srv.aof.feed(db, v, now_ms),
+            None => {
+                let argv: Vec<&[u8]> = args.iter().collect();
+                srv.aof.feed(db, &argv, now_ms)
+            }
+        };
+        let barrier = !is_sub && crate::commands::propagate::is_barrier(name);
+        let extra = crate::commands::propagate::extra_written_keys(name, db, args);
+        if holds {
+            for i in crate::commands::propagate::key_indices(spec, args.len()) {
+                srv.aof.mark_dirty(db, args.get(i), lsn);
+            }
+            for (d, k) in &extra {
+                srv.aof.mark_dirty(*d, k, lsn);
+            }
+            if barrier {
+                srv.aof.mark_barrier(lsn);
+            }
+        }
+    }
+    if holds {
+        let durable = srv.aof.release_lsn();
+        let mut h = if srv.aof.last_lsn > before {
+            srv.aof.last_lsn
+        } else {
+            0
+        };
+        for i in crate::commands::propagate::key_indices(spec, args.len()) {
+            h = h.max(srv.aof.key_wait_lsn(db, args.get(i)));
+        }
+        h = h.max(srv.aof.barrier_wait_lsn());
+        // KEYS, SCAN, DBSIZE, RANDOMKEY... see every key: wait for every write.
+        if spec.first_key == 0 && spec.flags & crate::commands::READONLY != 0 {
+            h = h.max(srv.aof.last_lsn);
+        }
+        srv.aof.hold_lsn = if h > durable { h } else { 0 };
+    }
+}
+
+/// After CONFIG SET: fsync mode, watermark, timestamps; `appendonly` turned on or off at
+/// runtime (on: a new incremental file plus an immediate rewrite, as Redis's
+/// startAppendOnly; off: everything queued is written and synced, then the log closes).
+pub fn apply_config(srv: &mut Server) {
+    let s = srv.config.settings().clone();
+    srv.aof.apply_settings(&s);
+    if s.appendonly && !srv.aof.enabled && !srv.loading {
+        if let Err(e) = enable_at_runtime(srv, &s) {
+            crate::warning!("Can't turn the append only file on: {e}");
+        }
+    } else if !s.appendonly && srv.aof.enabled {
+        super::aof_rewrite::cancel(srv);
+        srv.aof.flush();
+        if let Some(mut w) = srv.aof.writer.take() {
+            w.shutdown();
+        }
+        srv.aof.enabled = false;
+        srv.ks.deletions = None;
+        crate::notice!("Append only file turned off");
+    }
+}
+
+fn enable_at_runtime(srv: &mut Server, s: &crate::config::Settings) -> Result<(), String> {
+    use storage::LogDir;
+    let dir = std::path::PathBuf::from(&s.appenddirname);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let prefix = s.appendfilename.clone();
+    let mpath = dir.join(format!("{prefix}.manifest"));
+    let mut layout = match std::fs::read(&mpath) {
+        Ok(t) => manifest::Layout::parse(&prefix, &t)?,
+        Err(_) => manifest::Layout {
+            prefix: prefix.clone(),
+            ..Default::default()
+        },
+    };
+    let seq = layout.next_incr_seq();
+    let name = manifest::Layout::incr_name(&prefix, seq);
+    let mut d = storage::FsDir::new(&dir);
+    let mut f = d.open_append(&name).map_err(|e| e.to_string())?;
+    f.set_len(0).map_err(|e| e.to_string())?;
+    layout.incrs.push(manifest::FileInfo { name, seq });
+    let w = Writer::start_opts(
+        Box::new(d),
+        f,
+        Some(
+            &layout
+                .incrs
+                .last()
+                .map(|f| f.name.clone())
+                .unwrap_or_default(),
+        ),
+        0,
+        srv.aof.last_lsn,
+        FsyncMode::parse(&s.appendfsync),
+        s.aof_disk_min_free,
+        io_opts(s),
+    )
+    .map_err(|e| e.to_string())?;
+    w.set_params(
+        FsyncMode::parse(&s.appendfsync),
+        s.aof_disk_min_free,
+        s.aof_disk_min_free_pct,
+    );
+    srv.aof.writer = Some(w);
+    srv.aof.install_waker();
+    srv.aof.layout = Some(layout);
+    srv.aof.layout_committed = false;
+    srv.aof.enabled = true;
+    srv.aof.selected_db = None;
+    srv.ks.deletions = Some(Vec::new());
+    // The new files only become the log when this rewrite commits its manifest (behind a
+    // running BGSAVE, when it is done).
+    if srv.background_job_active() {
+        srv.aof.rewrite_scheduled = true;
+        return Ok(());
+    }
+    super::aof_rewrite::start(srv)
+}
