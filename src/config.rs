@@ -675,8 +675,9 @@ pub static OPTIONS: &[OptSpec] = &[
     // Write the incremental file with O_DIRECT|O_DSYNC, 4 KiB aligned, padded with #PAD.
     opt("aof-direct-io", OptKind::Bool, "no", IMM),
     // Durable writes (fdatasyncs, or direct writes) in flight at once with io_uring. 1 is
-    // best where the disk serializes flushes (measured on this VM); disks that overlap
-    // flushes (NVMe, many cloud volumes) gain from 4-8.
+    // best where the disk serializes flushes (figures: BENCHMARKS.md, "`aof-inflight-syncs`
+    // × `aof-group-commit-wait-us`"); disks that overlap flushes (NVMe, many cloud
+    // volumes) gain from 4-8.
     opt("aof-inflight-syncs", OptKind::Int(1, 64), "1", IMM),
     // `appendfsync always` group commit: a group of log entries may wait this long after
     // its first entry for the rest of its members (the clients the last sync answered)

@@ -5,8 +5,9 @@
 //! [`zset::count_prefix`] (O(log n) on a skiplist), so ZRANGEBYSCORE, ZCOUNT, ZLEXCOUNT,
 //! ZREMRANGEBY* and the pops share one code path per encoding.
 //!
-//! BZPOPMIN, BZPOPMAX and BZMPOP are not registered yet: they need the blocking
-//! infrastructure (see [`bzpop_ready`] for their parsing and immediate case).
+//! BZPOPMIN, BZPOPMAX and BZMPOP parse and serve at once in [`bzpop_ready`]; otherwise
+//! they park the client (`src/server/blocking.rs`) and a served pop is logged as
+//! ZPOPMIN/ZPOPMAX.
 
 use super::{
     CmdError, CmdResult, CommandSpec, Ctx, BLOCKING, DENYOOM, FAST, NOSCRIPT, READONLY, WRITE,

@@ -718,10 +718,10 @@ pub fn write_string_object(out: &mut Vec<u8>, s: &[u8]) {
 
 /// CRC-64/REDIS (Jones polynomial, reflected, init 0, no final xor), shared by RDB/DUMP
 /// payloads and the AOF's entry checksums. `crc-fast` folds with carry-less multiplication
-/// (PCLMULQDQ / VPCLMULQDQ where the CPU has them, tables elsewhere): measured here, 1.1 KB
-/// in ~75 ns against ~320 ns for the `crc` crate's slicing-by-16 tables and 1 MiB in ~16 µs
-/// against ~300 µs. The executor checksums every logged command under `appendonly yes`,
-/// a large value's whole payload included.
+/// (PCLMULQDQ / VPCLMULQDQ where the CPU has them, tables elsewhere), several times faster
+/// than the `crc` crate's slicing-by-16 tables. That matters because the executor checksums
+/// every logged command under `appendonly yes`, a large value's whole payload included
+/// (figures: BENCHMARKS.md, "AOF: `appendfsync always`, `everysec` and `no`").
 fn crc64_params() -> crc_fast::CrcParams {
     static PARAMS: std::sync::OnceLock<crc_fast::CrcParams> = std::sync::OnceLock::new();
     *PARAMS.get_or_init(|| {

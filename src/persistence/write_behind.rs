@@ -1,15 +1,14 @@
 //! Progressive write-back of a large file written sequentially (a snapshot image, an RDB
 //! base): `rdb-save-incremental-fsync` / `aof-rewrite-incremental-fsync`, as Redis.
 //!
-//! Why: left to the page cache, a 200 MB image stays dirty until its final `fsync`, which
-//! then pushes all of it to the device at once. On a disk with a write-back cache (this
-//! virtio disk: a flush makes the host write back everything written before it) every log
-//! `fdatasync` issued meanwhile waits behind that burst: measured here, one flush took
-//! 27–53 ms during a 200 MB image's final fsync, against at most ~3 ms when the image's
-//! write-back is started every 4 MiB (`sync_file_range(SYNC_FILE_RANGE_WRITE)`) and the
-//! window before it waited for, so never more than two windows are dirty. Under
-//! `appendfsync always` those flushes are held replies (BENCHMARKS.md, issue #7's
-//! rewrite-time stalls). `sync_file_range` makes nothing durable: the final `fsync` does.
+//! Why: left to the page cache, a big image stays dirty until its final `fsync`, which
+//! then pushes all of it to the device at once. On a disk with a write-back cache (a flush
+//! makes the host write back everything written before it) every log `fdatasync` issued
+//! meanwhile waits behind that burst. Here the image's write-back is started every 4 MiB
+//! (`sync_file_range(SYNC_FILE_RANGE_WRITE)`) and the window before it waited for, so
+//! never more than two windows are dirty and a concurrent flush stays short. Under
+//! `appendfsync always` those flushes are held replies (figures: BENCHMARKS.md, "AOF
+//! rewrite stall"). `sync_file_range` makes nothing durable: the final `fsync` does.
 
 use std::fs::File;
 use std::io::{self, Write};

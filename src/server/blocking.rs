@@ -1,4 +1,4 @@
-//! Blocking commands (BLPOP, BLMOVE, BLMPOP, BRPOPLPUSH; later BZPOPMIN and friends):
+//! Blocking commands (BLPOP, BRPOP, BLMOVE, BLMPOP, BRPOPLPUSH, BZPOPMIN, BZPOPMAX, BZMPOP):
 //! Redis 7's model, generic over the command.
 //!
 //! A handler that finds its keys empty calls [`block`] instead of replying (after checking

@@ -32,8 +32,8 @@ pub const READ_BUDGET_BYTES: usize = 1 << 20;
 /// The same for ordinary commands: one chunk, as Redis reads one PROTO_IOBUF_LEN per
 /// event. A client with a backlog (an open-loop load that fell behind, a deep pipeline)
 /// then gets its commands run a chunk per turn, interleaved with everyone else's, instead
-/// of holding the executor for all of them: measured at 8M keys and 40k SET/s during a
-/// snapshot, a turn working off 8 such backlogs took 7.6 ms and a PING waited for it.
+/// of holding the executor for all of them while every other client waits (figures:
+/// BENCHMARKS.md, "Snapshot vs Redis at 1M, 4M and 8M keys", "Read budget").
 pub const READ_TURN_BYTES: usize = READ_CHUNK_BYTES;
 /// Smallest read into the query buffer (Redis's PROTO_IOBUF_LEN).
 pub const READ_CHUNK_BYTES: usize = 16 * 1024;
@@ -389,11 +389,9 @@ impl EventLoop {
                 window_start = now;
             }
             // Not while a background snapshot runs: the executor is pinned to its CPU
-            // then, with the snapshot's harvests (niced) and whatever else the machine
-            // runs there, and polling starves them. Measured at 8M keys and 40k SET/s on
-            // this 2-vCPU VM: spinning, the SET load's worst latency in the BGSAVE window
-            // was 27-132 ms (its client starved beside the executor) and the harvests took
-            // 7-24 ms; without it, 8-17 ms.
+            // then, with the snapshot's harvests and whatever else the machine runs
+            // there, and polling starves them (figures: BENCHMARKS.md, "Snapshot vs Redis
+            // at 1M, 4M and 8M keys", "No busy polling during a snapshot").
             let spin_us = srv.config.settings().event_loop_spin_us;
             if hot && spin_us > 0 && !events.is_empty() && !srv.background_job_active() {
                 spin_until = now + Duration::from_micros(spin_us);
@@ -904,10 +902,10 @@ impl EventLoop {
     /// (the outcome is unknown to them, as after a crash) instead of hanging.
     /// `appendfsync always`, between connections of a turn: hands the entries logged so far
     /// to the writer when it waits for work, and sends the replies that became durable
-    /// meanwhile. Doing both only at the end of the turn serialised the disk behind the
-    /// CPU: a turn over 50 busy connections (read, execute, then 50 replies) lasts longer
-    /// than a flush on this disk, so each flush waited for a whole turn and each turn for a
-    /// whole flush (BENCHMARKS.md, issue #7).
+    /// meanwhile. Doing both only at the end of the turn would serialise the disk behind
+    /// the CPU: a turn over many busy connections (read, execute, then their replies) can
+    /// last longer than a flush, so each flush would wait for a whole turn and each turn
+    /// for a whole flush.
     fn log_midturn(&mut self, srv: &mut Server) {
         if !srv.aof.syncs_every_write() {
             return;

@@ -75,11 +75,10 @@ pub struct Aof {
     /// What a snapshot-image base holds beyond its file's size: the arena it maps back
     /// (uncompressed) minus the file (0 for an RDB or command base). The automatic-rewrite
     /// rule adds it to both sides, so "grew by `auto-aof-rewrite-percentage`" is measured
-    /// against the dataset the base holds: an LZ4 image of compressible values can be 40×
-    /// smaller than its data (6.6 MB for 300 MB in issue #7's benchmark), and measured
-    /// against the file the log "doubled" at every `auto-aof-rewrite-min-size` while each
-    /// rewrite costs a snapshot of the whole arena. An RDB base (Redis's rule, Redis's
-    /// sizes) stays as Redis measures it.
+    /// against the dataset the base holds: an LZ4 image of compressible values can be many
+    /// times smaller than its data, and measured against the file the log would "double"
+    /// at every `auto-aof-rewrite-min-size` while each rewrite costs a snapshot of the whole
+    /// arena. An RDB base (Redis's rule, Redis's sizes) stays as Redis measures it.
     pub base_logical_extra: u64,
     pub loaded_truncated: bool,
     /// Failed rewrites since the last success (INFO; backs automatic rewrites off).
@@ -260,8 +259,7 @@ impl Aof {
     /// while the executor holds the file and its fsync ring is full, the entries wait in
     /// the buffer: the completion that frees the ring wakes the executor, which writes them
     /// then with their fsync. Writing them now would cost a `pwrite` per turn for bytes
-    /// the next fsync covers anyway (measured: three entries per `pwrite` under the
-    /// issue's benchmark instead of a whole group).
+    /// the next fsync covers anyway (a few entries per `pwrite` instead of a whole group).
     pub fn flush_turn(&mut self) {
         let defer = self.mode == FsyncMode::Always
             && self
@@ -294,12 +292,12 @@ impl Aof {
     /// (group commit, `aof-group-commit-wait-us` > 0). A sync's replies go out when it
     /// completes, and clients that wait for their reply before the next write come back a
     /// round trip later; starting the next sync on the first of them leaves the rest to
-    /// wait a whole sync more, and the clients settle in two halves taking turns
-    /// (measured under issue #7's benchmark: 18-24 entries a sync out of 50 clients). So
-    /// a group waits until it holds as many entries as the last group plus those that
+    /// wait a whole sync more, and the clients settle in two halves taking turns. So a
+    /// group waits until it holds as many entries as the last group plus those that
     /// arrived while its sync was in flight (everyone who was writing), for at most
-    /// `group_wait` after its first entry: 40 entries a sync there, +11% SET/s
-    /// (BENCHMARKS.md). A lone client never waits (its last group was itself).
+    /// `group_wait` after its first entry: fuller syncs, more SET/s for closed-loop
+    /// clients (figures: BENCHMARKS.md, "`aof-inflight-syncs` × `aof-group-commit-wait-us`").
+    /// A lone client never waits (its last group was itself).
     fn group_ready(&self) -> bool {
         if self.group_wait.is_zero() || self.mode != FsyncMode::Always {
             return true;

@@ -19,8 +19,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// Bytes written (then synced) per step. Small, because a log `fdatasync` that meets a
-/// chunk's sync on the device waits for the chunk's data too (8 MiB chunks made such
-/// syncs 3–5 ms here).
+/// chunk's sync on the device waits for the chunk's data too (figures: BENCHMARKS.md,
+/// "AOF rewrite stall").
 const CHUNK_BYTES: u64 = 2 << 20;
 /// After [`Prealloc::freeze`]: refill only once less than this is left ahead of the log,
 /// and then up to this much plus one chunk past it.
@@ -125,8 +125,8 @@ impl Prealloc {
     /// at the cut), or is that new one until the rewrite commits. From now on the helper
     /// refills only when the log comes within [`FROZEN_MARGIN_BYTES`] of the prepared end,
     /// a chunk past that margin at a time, instead of keeping `ahead` bytes ready: filler
-    /// is megabytes written and synced, and one in flight at the cut delayed the new
-    /// file's first syncs behind it on the device (measured: ~9 ms of held replies).
+    /// is megabytes written and synced, and one in flight at the cut would delay the new
+    /// file's first syncs behind it on the device (held replies).
     pub fn freeze(&self) {
         lock(&self.st).frozen = true;
     }

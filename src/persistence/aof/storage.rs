@@ -84,10 +84,11 @@ const FREE_REST_PER_BUSY: u32 = 2;
 /// durable and followed by a rest, on a thread of its own; the file is gone when the last
 /// step closes it.
 ///
-/// Why: this disk is mounted with `discard`, so freeing a file's blocks sends the device
-/// a discard for every extent at the journal commit; a 300 MB file unlinked at once made
-/// a concurrent log `fdatasync` wait 17–27 ms behind them, stepwise at most ~3–4 ms
-/// (measured here). Under `appendfsync always` that wait is a held reply.
+/// Why: on a filesystem mounted with `discard`, freeing a file's blocks sends the device
+/// a discard for every extent at the journal commit, and a big file unlinked at once makes
+/// a concurrent log `fdatasync` wait behind them all; freed stepwise, the wait stays short
+/// (figures: BENCHMARKS.md, "AOF rewrite stall"). Under `appendfsync always` that wait is
+/// a held reply.
 pub fn free_gradually(file: File) {
     let spawned = std::thread::Builder::new()
         .name("cairn-file-free".into())

@@ -78,8 +78,8 @@ pub enum Job {
     /// that names it: an empty (or filler-only) last incremental file is a valid log
     /// end, so a crash in between loads the same dataset. Done ahead of the cut so the cut
     /// itself creates nothing: replies held for durability then wait only for the old
-    /// file's last sync (measured before: ~25 ms of held replies at the cut while the
-    /// writer created the file, wrote the manifest and its pre-allocation caught up).
+    /// file's last sync, not for a file creation, a manifest and a pre-allocation
+    /// catching up (figures: BENCHMARKS.md, "AOF rewrite stall").
     Prepare {
         new_incr: String,
         manifest: Option<Manifest>,
@@ -156,10 +156,10 @@ enum LeaseSlot {
 /// The incremental file lent to the executor: where the log ends and the pre-allocation
 /// helper to ask for room.
 ///
-/// Why: with `appendfsync always` a batch through the writer thread costs four
-/// cross-thread wake-ups (executor → writer → io_uring worker → writer → executor), and
-/// on a 2-vCPU machine those, not the disk, capped throughput (BENCHMARKS.md, issue #7:
-/// ~76k SET/s with the log on tmpfs against ~150k without a log). With the lease the
+/// Why: a batch through the writer thread costs cross-thread wake-ups (executor → writer
+/// → io_uring worker → writer → executor), and every reply waits for the thread's
+/// hand-over, under `everysec` and `no` too (figures: BENCHMARKS.md, "AOF: `appendfsync
+/// always`, `everysec` and `no`", "Why `always` is where it is"). With the lease the
 /// executor `pwrite`s the batch into the page cache at the end of its turn (as Redis's
 /// beforeSleep does; the file is pre-allocated, so no block allocation and no journal) and
 /// submits the `fdatasync` to its own io_uring, whose completion rings an eventfd in the

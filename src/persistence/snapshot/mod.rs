@@ -48,23 +48,25 @@ use std::time::Instant;
 /// shorter than the one before; past this the write rate is not converging). The late
 /// ones are raw copies of a few ms each (see [`raw_pool`]).
 pub const MAX_LIVE_PASSES: u32 = 12;
-/// Assumed raw copy speed during the pause, bytes per µs (2 GB/s: scattered 4 KiB pages
-/// into a resident buffer on two threads measure 3–8 GB/s here), used to turn
+/// Assumed raw copy speed during the pause, bytes per µs (2 GB/s: below what copying
+/// scattered 4 KiB pages into a resident buffer on two threads reaches; figures:
+/// BENCHMARKS.md, "Snapshot vs Redis at 1M, 4M and 8M keys"), used to turn
 /// `snapshot-pause-budget-us` into a dirty-set size to converge to.
 pub const PAUSE_COPY_BYTES_PER_US: u64 = 2000;
-/// Threads of the final, read-only walk at normal priority. One: over 4 GiB of populated
-/// arena one thread walks in 1.1–1.8 ms and two in 1.5–2.3 ms on this VM (the second
-/// shares a CPU with the clients). At real-time priority (see `Realtime`) it is two.
+/// Threads of the final, read-only walk at normal priority. One: at normal priority a
+/// second walker shares a CPU with the clients and two walk slower than one (figures:
+/// BENCHMARKS.md, "Snapshot vs Redis at 1M, 4M and 8M keys", "The final walk"). At
+/// real-time priority (see `Realtime`) it is two.
 const FINAL_WALK_THREADS: usize = 1;
 /// Below this, the final copy runs on one thread (a second one costs its start-up).
 pub(super) const PARALLEL_COPY_MIN_BYTES: usize = 1 << 20;
 /// `auto` finishes with the freeze-free variant only when the final pause is predicted
 /// to exceed the budget this many times. The freeze-free variant makes every first write
-/// to a page wait for the handler and its `UFFDIO_WRITEPROTECT`, whose TLB shootdown
-/// costs ~20 µs when another CPU runs one of our threads (measured on this VM: 1 µs
-/// alone, 19 µs with a worker on the other CPU); over a multi-GB stream that is tens of
-/// thousands of such stalls and 30–60 ms client tails, worse than one pause a few times
-/// the budget. Where the passes cannot converge at all (writes outpace the stream), the
+/// to a page wait for the handler and its `UFFDIO_WRITEPROTECT`, whose TLB shootdown is
+/// an IPI when another CPU runs one of our threads; over a multi-GB stream that is tens
+/// of thousands of such stalls and client tails far above one pause a few times the
+/// budget (figures: BENCHMARKS.md, "Snapshot vs Redis at 1M, 4M and 8M keys", "auto's 8×
+/// switch factor"). Where the passes cannot converge at all (writes outpace the stream), the
 /// pause would be far larger and the switch pays off.
 pub const AUTO_SYNC_FACTOR: u64 = 8;
 /// Environment switch that makes userfaultfd look refused (tests of the fallback path).
@@ -652,10 +654,10 @@ fn copy_runs(view: RegionView, runs: &[(u64, u64)], buf: &mut Vec<u8>) {
 }
 
 /// The raw pool's size (or a quarter of the arena's, when smaller). It must hold the
-/// distinct pages of the late passes and of the pause: at 8M keys and 40k SET/s the first
-/// set that fits is 20–35 MB and those after it 1–5 MB. With the workers' chunk buffers
-/// and the image writer's, it bounds the snapshot's extra memory (issue: ≤ 64 MiB
-/// whatever the write rate; measured 53–57 MB of RSS at 8M keys and 40k SET/s).
+/// distinct pages of the late passes and of the pause: the first set that fits and the
+/// few-MB sets after it. With the workers' chunk buffers and the image writer's, it bounds
+/// the snapshot's extra memory under 64 MiB whatever the write rate (figures:
+/// BENCHMARKS.md, "Snapshot vs Redis at 1M, 4M and 8M keys", "The raw pool").
 const RAW_POOL_BYTES: usize = 44 << 20;
 
 /// Environment override of the raw pool's size in bytes (tests: a pool too small for the
@@ -682,7 +684,7 @@ enum PoolPrep {
 impl PoolPrep {
     /// Starts the helper. Started with pass 1, it is done long before the late passes:
     /// started late, it ran beside their harvests, whose write-protect changes then cost
-    /// an IPI to its CPU each (measured: late harvests of 15–57 ms instead of 3–6).
+    /// an IPI to its CPU each (figures: BENCHMARKS.md, "The raw pool").
     fn start(bytes: usize) -> PoolPrep {
         let spawned = std::thread::Builder::new()
             .name("cairn-snap-buf".into())
@@ -786,8 +788,8 @@ fn live_passes(
         dirty = 0u64;
         let walk = Instant::now();
         // The harvest threads run on the executor's CPU (see `OnCpu`); this thread stays
-        // off it: gathering a large pass's runs takes ~1 ms, and at its normal priority
-        // on the executor's CPU that was a 2.4 ms wait for the executor (`perf sched`).
+        // off it: gathering a large pass's runs takes about a millisecond, and at its
+        // normal priority on the executor's CPU the executor would wait for it.
         t.harvest_parallel(
             0,
             end,
@@ -964,12 +966,12 @@ pub struct BgJob {
 /// Runs the calling thread on one CPU until dropped (then back on its previous set).
 ///
 /// Why live harvests run on the executor's CPU: every write-protect change in a harvest is
-/// a TLB shootdown, and its cost is the IPI to each other CPU running one of our threads
-/// (measured on this VM: `UFFDIO_WRITEPROTECT` of one page 1 µs with no other CPU in the
-/// process, 19 µs with one). The executor always runs, so a harvest on another CPU pays
-/// an IPI per page table it changes: 12–16 ms per live harvest at 8M keys, and the last
-/// dirty set — what the pause copies — is the writes of that long. On the executor's CPU
-/// the shootdowns are local (3–6 ms measured); the harvest threads walk in short stints
+/// a TLB shootdown, and its cost is the IPI to each other CPU running one of our threads.
+/// The executor always runs, so a harvest on another CPU pays an IPI per page table it
+/// changes, and the last dirty set — what the pause copies — is the writes of that long.
+/// On the executor's CPU the shootdowns are local and the harvests several times shorter
+/// (figures: BENCHMARKS.md, "Snapshot vs Redis at 1M, 4M and 8M keys", "Harvests on the
+/// executor's CPU"); the harvest threads walk in short stints
 /// and yield between them (uffd.rs: `LIVE_SCAN_STINT`), so the executor waits at most one.
 /// The executor is pinned for the job so that CPU stays its own.
 pub(crate) struct OnCpu(Option<libc::cpu_set_t>);
@@ -1001,10 +1003,10 @@ impl OnCpu {
     /// Why the snapshot's threads keep off the executor's CPU while it is pinned there:
     /// with the executor pinned, a snapshot thread on its CPU makes it wait until the
     /// scheduler preempts that thread, and neither nice 10 nor EEVDF's wake-up rules
-    /// make that prompt: measured with `perf sched` at 8M keys, the snapshot thread's
-    /// file writes (kernel time, not preemptible on this PREEMPT_NONE kernel) and the
-    /// compression workers held the executor's CPU 1–6 ms at a time, 55 times in one
-    /// snapshot, and those were the probe's slowest PINGs.
+    /// make that prompt: the snapshot thread's file writes (kernel time, not preemptible
+    /// on a PREEMPT_NONE kernel) and the compression workers would hold the executor's
+    /// CPU for milliseconds at a time (figures: BENCHMARKS.md, "Snapshot vs Redis at 1M,
+    /// 4M and 8M keys", "The rest of the snapshot off the executor's CPU").
     pub(crate) fn away_from(cpu: usize) -> OnCpu {
         let mut set = empty_cpu_set();
         // SAFETY: plain syscalls on the calling thread with a valid cpu set.
@@ -1065,8 +1067,9 @@ impl Drop for OnCpu {
 /// permitted (CAP_SYS_NICE; `CAIRN_PAUSE_REALTIME=0` never tries).
 ///
 /// Why: in the pause the executor's CPU is ours, but the other CPUs run clients, and a
-/// second walker at normal priority only gets a share of one (measured at 8M keys: two
-/// walkers 2.4–2.7 ms, one 2.0–2.2 ms; two at SCHED_FIFO 1.2–1.6 ms). The pause is short
+/// second walker at normal priority only gets a share of one, while two at SCHED_FIFO
+/// beat one (figures: BENCHMARKS.md, "Snapshot vs Redis at 1M, 4M and 8M keys", "The
+/// final walk"). The pause is short
 /// and bounded (budget, then the switch to the freeze-free variant), so holding a CPU
 /// that long is the point of it.
 struct Realtime(bool);

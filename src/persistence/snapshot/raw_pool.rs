@@ -2,12 +2,12 @@
 //! the final pause copy dirty pages into, uncompressed; compressed and written after the
 //! cut.
 //!
-//! Why: at high write rates (8M keys, 40k SET/s dirty the arena at ~340 MB/s here) a
-//! compressed pass over a few tens of MB takes 50–120 ms on the one CPU the snapshot gets,
-//! so the next set is nearly as large and the passes stall well above what the pause can
-//! copy within its budget. A raw pass costs its memcpy (a few GB/s) on top of the harvest,
-//! so the next set is only what was written during those few ms, and the passes converge
-//! to that floor.
+//! Why: at high write rates a compressed pass over a few tens of MB takes tens of ms on
+//! the one CPU the snapshot gets, so the next set is nearly as large and the passes stall
+//! well above what the pause can copy within its budget. A raw pass costs its memcpy on
+//! top of the harvest, so the next set is only what was written during those few ms, and
+//! the passes converge to that floor (figures: BENCHMARKS.md, "Snapshot vs Redis at 1M,
+//! 4M and 8M keys", "The raw pool").
 //!
 //! A page keeps its slot for the rest of the snapshot: copied again (dirtied again since),
 //! it overwrites its slot, so the pool holds each page's newest copy and its size is the
@@ -53,7 +53,7 @@ pub(super) struct Placement {
 impl RawPool {
     /// A pool of `bytes` (rounded down to whole pages), made resident now: call it off the
     /// executor and before the passes that need it (faulting in fresh memory costs
-    /// 1.5–5 µs a page on this VM).
+    /// microseconds a page).
     pub fn new(bytes: usize) -> RawPool {
         let cap_pages = bytes / PAGE_BYTES;
         RawPool {

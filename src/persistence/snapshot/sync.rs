@@ -1,4 +1,4 @@
-//! The freeze-free variant (seed 002's synchronous write-protect): the cut is the moment
+//! The freeze-free variant (synchronous write-protect): the cut is the moment
 //! every page of the arena is write-protected; afterwards a page keeps its cut contents
 //! until its first change, because that change faults and the handler thread copies the
 //! page out (into a bounded side buffer) before it lifts the protection. Workers then stream

@@ -218,9 +218,8 @@ impl WpTracker {
     /// slices, and keeps the registration for the next snapshot ([`reuse_or_new`]).
     ///
     /// Why not unregister: `UFFDIO_UNREGISTER` walks every page table under the mmap
-    /// *write* lock and splits the arena's VMA as it goes, and at 8M keys the clients
-    /// saw 4-39 ms stalls at that moment however it was sliced (measured:
-    /// `cairn-bench snapshot-vs` slowest PINGs against the log's "tracking ended"), while
+    /// *write* lock and splits the arena's VMA as it goes, which stalls clients however it
+    /// is sliced (figures: BENCHMARKS.md, "Snapshot vs Redis at 1M, 4M and 8M keys"), while
     /// `UFFDIO_WRITEPROTECT` takes the mmap lock for reading only, so the executor's page
     /// faults run alongside. A registration with nothing protected costs nothing.
     ///
@@ -323,14 +322,11 @@ impl WpTracker {
         };
         // Live harvests run on spawned threads at normal priority that walk in short
         // stints and yield between them (see LIVE_SCAN_STINT): the executor never waits
-        // more than one stint, and the walk still gets its share of the CPU. Measured at
-        // 8M keys and 40k SET/s, 6 runs: late harvests 5-8 ms, pauses 1.1-1.7 ms, probe
-        // max 2.6-5.8 ms (the slowest no longer at harvests). Tried: niced (nice 10)
-        // without stints: 3-18 ms harvests, but a niced thread once picked held the CPU up
-        // to the 4 ms tick (the probe's 7-10 ms at the first live harvest); niced with
-        // stints: 15-60 ms harvests, the final set and the pause grew (2.0-3.4 ms);
-        // SCHED_IDLE: 17-185 ms harvests. The final harvest runs in the pause, with part 0
-        // on this thread (one thread start less).
+        // more than one stint, and the walk still gets its share of the CPU. Niced or
+        // SCHED_IDLE walks get too little of it and the final set and the pause grow; a
+        // niced walk without stints, once picked, holds the CPU up to a tick (figures:
+        // BENCHMARKS.md, "Snapshot vs Redis at 1M, 4M and 8M keys", "Stints"). The final
+        // harvest runs in the pause, with part 0 on this thread (one thread start less).
         std::thread::scope(|s| {
             let first_spawned = usize::from(!live);
             let handles: Vec<_> = std::iter::once(&self.pagemap)
@@ -371,8 +367,8 @@ pub enum Reprotect {
     Yes,
     /// The final harvest of a snapshot (tracking ends right after): a read-only walk.
     /// Re-protecting changes PTEs, and every page table with a change costs a TLB
-    /// shootdown, an IPI to each other CPU running one of our threads — about 20 µs each
-    /// on a VM, against ~1 µs when no other CPU runs the process — all inside the pause.
+    /// shootdown, an IPI to each other CPU running one of our threads — far costlier than
+    /// a local one (BENCHMARKS.md, "auto's 8× switch factor") — all inside the pause.
     No,
 }
 
@@ -386,16 +382,15 @@ const SCAN_SLICE_BYTES: u64 = 64 << 20;
 ///
 /// Why: a live harvest runs on the executor's CPU (see `OnCpu`), and this kernel neither
 /// preempts system calls (PREEMPT_NONE) nor ends a slice before its 4 ms tick (HZ=250,
-/// no HRTICK): a niced harvest thread, once picked, held that CPU 2.5–4 ms while the
-/// executor was runnable (`perf record -e sched:sched_switch`: the first live harvest
-/// after pass 1, re-protecting ~75k pages, was the probe's slowest PING in every run at
-/// 40k SET/s, 7–10 ms). 8 MiB is 2k page-table entries: a fraction of a millisecond even
+/// no HRTICK): a harvest thread, once picked, holds that CPU up to a tick while the
+/// executor is runnable (figures: BENCHMARKS.md, "Snapshot vs Redis at 1M, 4M and 8M
+/// keys", "Stints"). 8 MiB is 2k page-table entries: a fraction of a millisecond even
 /// when most are re-protected, and `sched_yield` hands the CPU to the executor if it
 /// waits (a no-op system call otherwise).
 const LIVE_SCAN_SLICE_BYTES: u64 = 8 << 20;
 /// How long a live harvest thread walks before it yields (checked between calls).
-/// Yielding after every call made the late, small harvests 3–4 times longer (the CPU is
-/// busy with the executor and the clients), and the final dirty set with them.
+/// Yielding after every call makes the late, small harvests several times longer (the
+/// CPU is busy with the executor and the clients), and the final dirty set with them.
 const LIVE_SCAN_STINT: std::time::Duration = std::time::Duration::from_micros(300);
 /// Bytes write-protected per `UFFDIO_WRITEPROTECT` call by [`WpTracker::protect`].
 const PROTECT_SLICE_BYTES: u64 = 64 << 20;
@@ -577,13 +572,13 @@ impl Drop for SyncWp {
 }
 
 /// Bytes unregistered per `UFFDIO_UNREGISTER` call below the protected high-water mark.
-/// Unregistering clears the protection bit of every page in a kernel walk (≈ 10 ms per
-/// GiB populated) under the process's mmap write lock, which blocks the executor's page
-/// faults (a fresh arena page, a large malloc), and is kernel time that a kernel without
-/// preemption (this VM's) interrupts only where the walk offers to reschedule: in slices,
-/// each hold is bounded (about 0.2 ms) and the executor's faults and the other threads on
-/// that CPU get in between (64 MiB slices were measured holding a CPU 3-7 ms at a time
-/// at 8M keys, which clients sharing that CPU saw as latency).
+/// Unregistering clears the protection bit of every page in a kernel walk under the
+/// process's mmap write lock, which blocks the executor's page faults (a fresh arena page,
+/// a large malloc), and is kernel time that a kernel without preemption interrupts only
+/// where the walk offers to reschedule: in slices, each hold is bounded and the executor's
+/// faults and the other threads on that CPU get in between (larger slices hold a CPU for
+/// milliseconds, which clients sharing that CPU see as latency; figures: BENCHMARKS.md,
+/// "Kernel costs of write-protect tracking").
 const UNREGISTER_SLICE_BYTES: u64 = 16 << 20;
 
 /// Unregisters `[base, base+len)` from `uffd`: slices up to `hot` (the part that may hold
