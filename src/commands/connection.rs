@@ -1,8 +1,8 @@
 //! Connection commands: PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET, CLIENT.
 
 use super::{
-    CmdError, CmdResult, CommandSpec, Ctx, ADMIN, FAST, LOADING, NOSCRIPT, NO_AUTH, PUBSUB_OK,
-    STALE,
+    CmdError, CmdResult, CommandSpec, Ctx, ADMIN, FAST, LOADING, MISCONF_REFUSED, NOSCRIPT,
+    NO_AUTH, PUBSUB_OK, RUNS_IN_MULTI, STALE,
 };
 use crate::protocol::reply::Resp;
 use crate::server::client::ReplyMode;
@@ -15,8 +15,14 @@ pub const COMPAT_REDIS_VERSION: &str = "7.0.15";
 const CONN: u32 = NOSCRIPT | LOADING | STALE | FAST;
 
 pub static COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new("ping", -1, FAST | PUBSUB_OK, "connection", ping)
-        .doc("Returns the server's liveliness response.", "1.0.0"),
+    CommandSpec::new(
+        "ping",
+        -1,
+        FAST | PUBSUB_OK | MISCONF_REFUSED,
+        "connection",
+        ping,
+    )
+    .doc("Returns the server's liveliness response.", "1.0.0"),
     CommandSpec::new("echo", 2, FAST, "connection", echo).doc("Returns the given string.", "1.0.0"),
     CommandSpec::new(
         "hello",
@@ -39,7 +45,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "quit",
         -1,
-        CONN | NO_AUTH | PUBSUB_OK | ALLOW_BUSY_FLAG,
+        CONN | NO_AUTH | PUBSUB_OK | ALLOW_BUSY_FLAG | RUNS_IN_MULTI,
         "connection",
         quit,
     )
@@ -47,7 +53,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "reset",
         1,
-        CONN | NO_AUTH | PUBSUB_OK | ALLOW_BUSY_FLAG,
+        CONN | NO_AUTH | PUBSUB_OK | ALLOW_BUSY_FLAG | RUNS_IN_MULTI,
         "connection",
         reset,
     )

@@ -46,6 +46,17 @@ pub const ALLOW_BUSY: u32 = 1 << 15;
 pub const PUBSUB_OK: u32 = 1 << 16;
 /// DEBUG and friends: gated by `enable-debug-command`.
 pub const PROTECTED: u32 = 1 << 17;
+// cairn's own dispatch flags (not shown by COMMAND): what the executor's pipeline needs to
+// know of a command, so that it has no command-name special cases.
+/// Runs at once inside MULTI instead of being queued (EXEC, DISCARD, MULTI, WATCH, QUIT,
+/// RESET).
+pub const RUNS_IN_MULTI: u32 = 1 << 18;
+/// Admitted with the flags of the commands it holds (EXEC: Redis's mstate cmd_flags).
+pub const TAKES_QUEUED_FLAGS: u32 = 1 << 19;
+/// Refused like a write after a failed background save (PING, so clients notice).
+pub const MISCONF_REFUSED: u32 = 1 << 20;
+/// Queued inside MULTI without the memory check queueing otherwise gets (UNWATCH).
+pub const QUEUES_WITHOUT_OOM_CHECK: u32 = 1 << 21;
 
 pub const FLAG_NAMES: &[(u32, &str)] = &[
     (WRITE, "write"),

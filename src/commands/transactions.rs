@@ -19,14 +19,17 @@
 //! then) also fails EXEC, as Redis 7.0 (`isWatchedKeyExpired`).
 
 use super::{CmdError, CmdResult, CommandSpec, Ctx};
-use super::{ALLOW_BUSY, FAST, LOADING, NOSCRIPT, SKIP_SLOWLOG, STALE};
+use super::{
+    ALLOW_BUSY, FAST, LOADING, NOSCRIPT, QUEUES_WITHOUT_OOM_CHECK, RUNS_IN_MULTI, SKIP_SLOWLOG,
+    STALE, TAKES_QUEUED_FLAGS,
+};
 use crate::server::{Client, Server};
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "multi",
         1,
-        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | RUNS_IN_MULTI,
         "transactions",
         multi,
     )
@@ -34,7 +37,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "exec",
         1,
-        NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG,
+        NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG | RUNS_IN_MULTI | TAKES_QUEUED_FLAGS,
         "transactions",
         exec,
     )
@@ -42,7 +45,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "discard",
         1,
-        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | RUNS_IN_MULTI,
         "transactions",
         discard,
     )
@@ -50,7 +53,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "watch",
         -2,
-        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | RUNS_IN_MULTI,
         "transactions",
         watch,
     )
@@ -62,20 +65,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "unwatch",
         1,
-        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | QUEUES_WITHOUT_OOM_CHECK,
         "transactions",
         unwatch,
     )
     .doc("Forgets about watched keys of a transaction.", "2.2.0"),
 ];
-
-/// Commands that run at once inside MULTI instead of being queued (Redis 7.0's list).
-pub fn runs_inside_multi(name: &str) -> bool {
-    matches!(
-        name,
-        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
-    )
-}
 
 pub const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
 

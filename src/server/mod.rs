@@ -431,25 +431,55 @@ impl Server {
         now: i64,
     ) -> Outcome {
         let mut reply = Reply::new(out, client.resp);
-        let name = args.get(0);
-        // Redis's guard against cross-protocol scripting: an HTTP request line (`POST ...`)
-        // or header (`Host: ...`) sent to the port closes the connection at once, with no
-        // reply, before any lookup or authentication (and drops replies still queued; see
-        // `Client::http_guard_close`).
-        if name.eq_ignore_ascii_case(b"post") || name.eq_ignore_ascii_case(b"host:") {
-            self.security_warning(now);
-            client.close_after_reply = true;
-            client.http_guard_close = true;
+        if self.cross_protocol_guard(client, args.get(0), now) {
             return Outcome::Rejected;
         }
-        // Redis 7.0's order: existence (command, then subcommand), arity, the DEBUG gate,
-        // and only then authentication, so an unauthenticated client learns about typos
-        // and wrong arity before NOAUTH.
-        // Like Redis's c->lastcmd, CLIENT LIST's `cmd=` shows the command looked up last,
-        // whether or not it then ran (NULL when it was unknown).
+        let Some((spec, parent)) = self.resolve_command(client, args, &mut reply) else {
+            return Outcome::Rejected;
+        };
+        let admission = Admission::of(self, client, spec, parent);
+        if let Err(refusal) = self.admit(client, spec, parent, args, &admission) {
+            if refusal.counted {
+                self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
+            }
+            if let Some(msg) = refusal.reply {
+                reply.error(&msg);
+            }
+            return Outcome::Rejected;
+        }
+        if admission.queueing {
+            return self.queue_in_multi(client, spec, args, &mut reply);
+        }
+        self.run_command(client, spec, parent, args, reply, now, admission.is_exec)
+    }
+
+    /// Redis's guard against cross-protocol scripting: an HTTP request line (`POST ...`)
+    /// or header (`Host: ...`) sent to the port closes the connection at once, with no
+    /// reply, before any lookup or authentication (and drops replies still queued; see
+    /// `Client::http_guard_close`). True when the connection is being closed.
+    fn cross_protocol_guard(&mut self, client: &mut Client, name: &[u8], now: i64) -> bool {
+        if !(name.eq_ignore_ascii_case(b"post") || name.eq_ignore_ascii_case(b"host:")) {
+            return false;
+        }
+        self.security_warning(now);
+        client.close_after_reply = true;
+        client.http_guard_close = true;
+        true
+    }
+
+    /// Finds the command (and subcommand) the arguments name, or answers Redis's unknown
+    /// command / subcommand error. Like Redis's c->lastcmd, CLIENT LIST's `cmd=` shows
+    /// the command looked up last, whether or not it then runs (NULL when unknown).
+    fn resolve_command(
+        &mut self,
+        client: &mut Client,
+        args: Args,
+        reply: &mut Reply,
+    ) -> Option<(&'static CommandSpec, Option<&'static CommandSpec>)> {
         client.last_cmd = "NULL";
         client.last_cmd_parent = None;
-        let Some(mut spec) = self.commands.lookup(name) else {
+        let name = args.get(0);
+        let Some(spec) = self.commands.lookup(name) else {
             self.stats.unknown_commands += 1;
             let mut msg = b"ERR unknown command '".to_vec();
             msg.extend_from_slice(c_str(name, 128));
@@ -466,9 +496,9 @@ impl Server {
             }
             msg.extend_from_slice(&rest);
             reply.error_bytes(&msg);
-            return Outcome::Rejected;
+            return None;
         };
-        let mut parent: Option<&'static CommandSpec> = None;
+        let mut resolved = (spec, None);
         if !spec.subcommands.is_empty() && args.len() >= 2 {
             let sub = args.get(1);
             match spec
@@ -476,10 +506,7 @@ impl Server {
                 .iter()
                 .find(|s| s.name.as_bytes().eq_ignore_ascii_case(sub))
             {
-                Some(s) => {
-                    parent = Some(spec);
-                    spec = s;
-                }
+                Some(s) => resolved = (s, Some(spec)),
                 None => {
                     let mut msg = b"ERR unknown subcommand '".to_vec();
                     msg.extend_from_slice(c_str(sub, 128));
@@ -487,152 +514,176 @@ impl Server {
                     msg.extend_from_slice(spec.name.to_uppercase().as_bytes());
                     msg.extend_from_slice(b" HELP.");
                     reply.error_bytes(&msg);
-                    return Outcome::Rejected;
+                    return None;
                 }
             }
         }
-        client.last_cmd = spec.name;
-        client.last_cmd_parent = parent.map(|p| p.name);
+        client.last_cmd = resolved.0.name;
+        client.last_cmd_parent = resolved.1.map(|p| p.name);
+        Some(resolved)
+    }
+
+    /// The checks a resolved command passes before it runs or is queued, in Redis 7.0's
+    /// order: arity, the DEBUG gate, authentication (so an unauthenticated client learns
+    /// about typos and wrong arity before NOAUTH), loading, the log's write refusal,
+    /// client eviction, maxmemory, a failed background save, the RESP2 pub/sub context,
+    /// the arena's room. Inside EXEC only the per-command checks run (EXEC itself was
+    /// admitted with its queued commands' flags).
+    fn admit(
+        &mut self,
+        client: &mut Client,
+        spec: &'static CommandSpec,
+        parent: Option<&'static CommandSpec>,
+        args: Args,
+        a: &Admission,
+    ) -> Result<(), Refusal> {
         if !spec.arity_ok(args.len()) {
-            let full = match parent {
-                Some(p) => commands::full_name(p, spec),
-                None => spec.name.to_string(),
-            };
-            self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
-            reply.error(&format!(
-                "ERR wrong number of arguments for '{full}' command"
-            ));
-            return Outcome::Rejected;
+            return Err(Refusal::counted(format!(
+                "ERR wrong number of arguments for '{}' command",
+                full_name(spec, parent)
+            )));
         }
         if spec.flags & commands::PROTECTED != 0 {
             let setting = self.config.settings().enable_debug_command.as_str();
             let allowed = setting == "yes" || (setting == "local" && client.is_local());
             if !allowed {
-                self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
-                reply.error(&format!(
+                return Err(Refusal::counted(format!(
                     "ERR {} command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
                     spec.name.to_uppercase()
-                ));
-                return Outcome::Rejected;
+                )));
             }
         }
         if !self.client_may_run(client, spec) {
-            self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
-            reply.error("NOAUTH Authentication required.");
-            return Outcome::Rejected;
+            return Err(Refusal::counted("NOAUTH Authentication required."));
         }
         // While the startup image loads, only commands flagged `loading` run (INFO...).
         if spec.flags & commands::LOADING == 0 && self.is_loading() {
-            self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
-            reply.error("LOADING Redis is loading the dataset in memory");
-            return Outcome::Rejected;
+            return Err(Refusal::counted(
+                "LOADING Redis is loading the dataset in memory",
+            ));
         }
-        // EXEC is checked with the flags of the commands it holds (Redis's mstate
-        // cmd_flags); inside EXEC those checks were done already. Inside MULTI any queued
-        // command is refused when out of memory (queueing itself takes memory).
-        let is_exec = spec.name == "exec" && parent.is_none();
-        let flags = match client.multi.as_ref() {
-            Some(m) if is_exec => spec.flags | m.flags,
-            _ => spec.flags,
-        };
-        let queueing = client.multi.is_some()
-            && !commands::transactions::runs_inside_multi(parent.map_or(spec.name, |p| p.name));
-        let prechecks = !self.in_exec;
+        let writes = a.flags & commands::WRITE != 0;
         // As Redis: after an AOF write/fsync error (sticky) or under the disk-space
         // watermark, writes are refused and reads go on.
-        if flags & commands::WRITE != 0 && self.aof.enabled && !self.loading && prechecks {
+        if writes && self.aof.enabled && !self.loading && a.prechecks {
             if let Some(msg) = self.aof.refuse_writes() {
-                self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
-                reply.error(&msg);
-                return Outcome::Rejected;
+                return Err(Refusal::counted(msg));
             }
         }
         // Client eviction, where Redis's processCommand runs it: after the authentication
         // checks, before key eviction. A client evicted itself runs nothing more.
-        if prechecks && !self.evict_clients(Some(client)) {
-            return Outcome::Rejected;
+        if a.prechecks && !self.evict_clients(Some(client)) {
+            return Err(Refusal::silent());
         }
-        if (flags & commands::DENYOOM != 0
-            || (queueing && (spec.name != "unwatch" || parent.is_some())))
+        // Inside MULTI any queued command is checked for memory (queueing itself takes
+        // memory), except the few that queue without it.
+        let queued_needs_memory =
+            a.queueing && spec.flags & commands::QUEUES_WITHOUT_OOM_CHECK == 0;
+        if (a.flags & commands::DENYOOM != 0 || queued_needs_memory)
             && self.config.settings().maxmemory > 0
             && !self.loading
-            && prechecks
+            && a.prechecks
         {
             if let Err(e) = self.perform_evictions() {
-                self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
-                reply.error(&e.to_string());
-                return Outcome::Rejected;
+                return Err(Refusal::counted(e.to_string()));
             }
         }
         // Redis 7.0 refuses writes (and PING, so clients notice) after a failed background
         // save while `stop-writes-on-bgsave-error` is on and save points exist.
-        if (flags & commands::WRITE != 0 || spec.name == "ping")
-            && prechecks
+        if (writes || spec.flags & commands::MISCONF_REFUSED != 0)
+            && a.prechecks
             && self.writes_denied_by_disk_error()
         {
-            self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
-            reply.error(crate::persistence::snapshot::ops::MISCONF_ERR);
-            return Outcome::Rejected;
+            return Err(Refusal::counted(
+                crate::persistence::snapshot::ops::MISCONF_ERR,
+            ));
         }
         // A RESP2 client with subscriptions may only run the pub/sub context commands.
         if client.resp == crate::protocol::reply::Resp::V2
             && client.is_pubsub()
             && spec.flags & commands::PUBSUB_OK == 0
         {
-            let full = match parent {
-                Some(p) => commands::full_name(p, spec),
-                None => spec.name.to_string(),
-            };
-            self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
-            reply.error(&commands::pubsub::context_error(&full));
-            return Outcome::Rejected;
+            return Err(Refusal::counted(commands::pubsub::context_error(
+                &full_name(spec, parent),
+            )));
         }
-        // Leave room in the arena's address space so a write can never exhaust it. A write
-        // that may grow the dataset (`denyoom`) needs the reserve plus what its arguments
-        // could become (for EXEC, every queued command's: it is checked once, so a
-        // transaction is never cut in half); other writes (DEL, FLUSHALL, EXPIRE: the
-        // ways out of a full arena) need an eighth of it, which growth never takes.
-        let arena_needed = if flags & commands::DENYOOM != 0 {
+        if a.prechecks {
+            self.admit_to_arena(client, args, a)?;
+        }
+        Ok(())
+    }
+
+    /// Leaves room in the arena's address space so a write can never exhaust it. A write
+    /// that may grow the dataset (`denyoom`) needs the reserve plus what its arguments
+    /// could become (for EXEC, every queued command's: it is checked once, so a
+    /// transaction is never cut in half); other writes (DEL, FLUSHALL, EXPIRE: the ways
+    /// out of a full arena) need an eighth of it, which growth never takes. Then sets what
+    /// the admitted command may still need at the bump (the smaller of the two ways
+    /// `arena_admits` admits): a dict's table growth must leave it.
+    fn admit_to_arena(
+        &mut self,
+        client: &Client,
+        args: Args,
+        a: &Admission,
+    ) -> Result<(), Refusal> {
+        let needed = if a.flags & commands::DENYOOM != 0 {
             let arg_bytes = match client.multi.as_ref() {
-                Some(m) if is_exec => m.bytes as u64,
+                Some(m) if a.is_exec => m.bytes as u64,
                 _ => (1..args.len()).map(|i| args.get(i).len() as u64).sum(),
             };
             Some((self.arena_reserve_bytes(), arg_bytes))
-        } else if flags & commands::WRITE != 0 {
+        } else if a.flags & commands::WRITE != 0 {
             Some((self.arena_reserve_bytes() / 8, 0))
         } else {
             None
         };
-        if prechecks
-            && arena_needed.is_some_and(|(reserve, args)| !self.arena_admits_logged(reserve, args))
-        {
-            self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
-            reply.error(&CmdError::Oom.to_string());
+        if needed.is_some_and(|(reserve, args)| !self.arena_admits_logged(reserve, args)) {
+            return Err(Refusal::counted(CmdError::Oom.to_string()));
+        }
+        let floor = match needed {
+            Some((reserve, args)) => (reserve.saturating_add(args))
+                .min((reserve / 4).saturating_add(args.saturating_mul(2))),
+            None => self.arena_reserve_bytes(),
+        };
+        self.ks.arena.set_optional_floor(floor);
+        Ok(())
+    }
+
+    /// Inside MULTI: the command is queued (or refused, which makes EXEC abort).
+    fn queue_in_multi(
+        &mut self,
+        client: &mut Client,
+        spec: &'static CommandSpec,
+        args: Args,
+        reply: &mut Reply,
+    ) -> Outcome {
+        if spec.flags & commands::NO_MULTI != 0 {
+            reply.error("ERR Command not allowed inside a transaction");
             return Outcome::Rejected;
         }
-        if prechecks {
-            // What the admitted write may still need at the bump (the smaller of the two
-            // ways `arena_admits` admits): a dict's table growth must leave it.
-            let floor = match arena_needed {
-                Some((reserve, args)) => (reserve.saturating_add(args))
-                    .min((reserve / 4).saturating_add(args.saturating_mul(2))),
-                None => self.arena_reserve_bytes(),
-            };
-            self.ks.arena.set_optional_floor(floor);
+        let max = self.config.settings().client_query_buffer_limit as usize;
+        if !commands::transactions::queue(client, args, spec.flags, max) {
+            reply.error("ERR Transaction queue exceeds client-query-buffer-limit");
+            return Outcome::Rejected;
         }
-        if queueing {
-            if spec.flags & commands::NO_MULTI != 0 {
-                reply.error("ERR Command not allowed inside a transaction");
-                return Outcome::Rejected;
-            }
-            let max = self.config.settings().client_query_buffer_limit as usize;
-            if !commands::transactions::queue(client, args, spec.flags, max) {
-                reply.error("ERR Transaction queue exceeds client-query-buffer-limit");
-                return Outcome::Rejected;
-            }
-            reply.simple("QUEUED");
-            return Outcome::Ran;
-        }
+        reply.simple("QUEUED");
+        Outcome::Ran
+    }
+
+    /// Runs an admitted command, then what follows every command: parking a client that
+    /// blocked, waking watchers and waiters of the keys it wrote, the propagation hook,
+    /// and the accounting (commandstats, slow log, latency monitor).
+    #[allow(clippy::too_many_arguments)]
+    fn run_command(
+        &mut self,
+        client: &mut Client,
+        spec: &'static CommandSpec,
+        parent: Option<&'static CommandSpec>,
+        args: Args,
+        reply: Reply,
+        now: i64,
+        is_exec: bool,
+    ) -> Outcome {
         let dirty_before = self.dirty;
         let db_before = client.db;
         let start = self.clock_us;
@@ -823,6 +874,70 @@ impl Server {
 fn c_str(b: &[u8], max: usize) -> &[u8] {
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len()).min(max);
     &b[..end]
+}
+
+/// What the admission checks of one command go by.
+struct Admission {
+    /// EXEC: admitted with the flags of the commands it holds.
+    is_exec: bool,
+    /// The flags checked: the command's, or for EXEC its own with its queued commands'.
+    flags: u32,
+    /// Inside MULTI and not one of the commands that run there: it will be queued.
+    queueing: bool,
+    /// Not inside EXEC (whose commands were admitted with it).
+    prechecks: bool,
+}
+
+impl Admission {
+    fn of(
+        srv: &Server,
+        client: &Client,
+        spec: &'static CommandSpec,
+        parent: Option<&'static CommandSpec>,
+    ) -> Admission {
+        let top = parent.unwrap_or(spec);
+        let is_exec = parent.is_none() && spec.flags & commands::TAKES_QUEUED_FLAGS != 0;
+        let flags = match client.multi.as_ref() {
+            Some(m) if is_exec => spec.flags | m.flags,
+            _ => spec.flags,
+        };
+        Admission {
+            is_exec,
+            flags,
+            queueing: client.multi.is_some() && top.flags & commands::RUNS_IN_MULTI == 0,
+            prechecks: !srv.in_exec,
+        }
+    }
+}
+
+/// Why a command does not run: the error reply (none for a client that was evicted),
+/// and whether it counts in the command's `rejected_calls`.
+struct Refusal {
+    reply: Option<String>,
+    counted: bool,
+}
+
+impl Refusal {
+    fn counted(msg: impl Into<String>) -> Refusal {
+        Refusal {
+            reply: Some(msg.into()),
+            counted: true,
+        }
+    }
+    fn silent() -> Refusal {
+        Refusal {
+            reply: None,
+            counted: false,
+        }
+    }
+}
+
+/// `CONFIG|SET`-style name of a command or subcommand, for error texts.
+fn full_name(spec: &'static CommandSpec, parent: Option<&'static CommandSpec>) -> String {
+    match parent {
+        Some(p) => commands::full_name(p, spec),
+        None => spec.name.to_string(),
+    }
 }
 
 /// Entries freed per lazy-free step (a step takes well under 100 µs).
