@@ -1,0 +1,126 @@
+//! CONFIG GET / SET / RESETSTAT / REWRITE (the option table itself is `src/config.rs`).
+
+use super::*;
+
+pub(super) fn config_get(ctx: &mut Ctx) -> CmdResult {
+    let patterns: Vec<&[u8]> = (2..ctx.args.len()).map(|i| ctx.args.get(i)).collect();
+    let found = ctx.srv.config.get_matching(&patterns);
+    ctx.out.map(found.len());
+    for (name, value) in &found {
+        ctx.out.bulk_str(name);
+        ctx.out.bulk_str(value);
+    }
+    Ok(())
+}
+
+pub(super) fn config_set(ctx: &mut Ctx) -> CmdResult {
+    if !(ctx.args.len() - 2).is_multiple_of(2) {
+        return Err(CmdError::Syntax);
+    }
+    let owned: Vec<String> = (2..ctx.args.len()).map(|i| ctx.args.str(i)).collect();
+    let pairs: Vec<(&str, &str)> = owned
+        .chunks(2)
+        .map(|c| (c[0].as_str(), c[1].as_str()))
+        .collect();
+    let allow_protected = match ctx.srv.config.get_value("enable-protected-configs") {
+        Some("yes") => true,
+        Some("local") => ctx.client.is_local(),
+        _ => false,
+    };
+    let before = ctx.srv.config.clone();
+    ctx.srv
+        .config
+        .set_many(&pairs, allow_protected)
+        .map_err(CmdError::raw)?;
+    if let Err(e) = rebind_if_changed(ctx.srv, before.settings(), &pairs) {
+        ctx.srv.config = before;
+        return Err(e);
+    }
+    let s = ctx.srv.config.settings();
+    crate::log::set_level(&s.loglevel);
+    if s.dir != before.settings().dir {
+        // As Redis, `dir` is the working directory (files are written relative to it).
+        if let Err(e) = std::env::set_current_dir(&s.dir) {
+            crate::warning!("Can't chdir to '{}': {e}", s.dir);
+        }
+    }
+    ctx.srv.apply_config();
+    ctx.out.ok();
+    Ok(())
+}
+
+/// CONFIG SET bind / port listen on the new addresses at once, as Redis 7 does: the old
+/// sockets close, connections already open stay. When the new addresses cannot be bound
+/// the old sockets come back and the error names whichever of the two options came first
+/// in the command, with Redis's text for it (the caller restores the old values).
+pub(super) fn rebind_if_changed(
+    srv: &mut crate::server::Server,
+    old: &crate::config::Settings,
+    pairs: &[(&str, &str)],
+) -> CmdResult {
+    let new = srv.config.settings();
+    if new.bind == old.bind && new.port == old.port {
+        return Ok(());
+    }
+    let Some(listeners) = srv.listeners.clone() else {
+        return Ok(());
+    };
+    let (binds, port) = (new.bind.clone(), new.port);
+    let rebound = listeners.lock().rebind(&binds, port, &old.bind, old.port);
+    match rebound {
+        Ok(()) => {
+            srv.tcp_port = port;
+            crate::notice!("Listening on port {port} of {}", binds.join(" "));
+            Ok(())
+        }
+        Err(_) => {
+            let first_port = pairs
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case("bind") || n.eq_ignore_ascii_case("port"))
+                .is_some_and(|(n, _)| n.eq_ignore_ascii_case("port"));
+            let (name, msg) = if first_port {
+                ("port", "Unable to listen on this port. Check server logs.")
+            } else {
+                ("bind", "Failed to bind to specified addresses.")
+            };
+            Err(CmdError::raw(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{name}') - {msg}"
+            )))
+        }
+    }
+}
+
+pub(super) fn config_resetstat(ctx: &mut Ctx) -> CmdResult {
+    let srv = &mut *ctx.srv;
+    srv.stats.reset();
+    srv.cmdstats.reset();
+    srv.ks.stats = Default::default();
+    srv.stats.peak_memory = srv.used_memory();
+    ctx.out.ok();
+    Ok(())
+}
+
+pub(super) fn config_rewrite(ctx: &mut Ctx) -> CmdResult {
+    ctx.srv.config.rewrite().map_err(CmdError::raw)?;
+    crate::notice!("CONFIG REWRITE executed with success.");
+    ctx.out.ok();
+    Ok(())
+}
+
+pub(super) fn config_help(ctx: &mut Ctx) -> CmdResult {
+    help_reply(
+        &mut ctx.out,
+        "CONFIG",
+        &[
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
+        ],
+    );
+    Ok(())
+}

@@ -1,0 +1,300 @@
+//! DEBUG (gated by `enable-debug-command`): OBJECT, DIGEST / DIGEST-VALUE, RELOAD and the
+//! test helpers Redis's suite uses.
+
+use super::*;
+
+pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
+    let argc = ctx.args.len();
+    let sub = ctx.args.str(1).to_ascii_lowercase();
+    match (sub.as_str(), argc) {
+        ("help", 2) => debug_help(ctx),
+        ("sleep", 3) => {
+            // Redis parses with strtod: garbage means 0 seconds.
+            let secs = crate::util::parse_f64(ctx.args.get(2)).unwrap_or(0.0);
+            if let Ok(d) = std::time::Duration::try_from_secs_f64(secs) {
+                std::thread::sleep(d);
+            }
+            ctx.out.ok();
+            Ok(())
+        }
+        ("digest", 2) => {
+            let d = dataset_digest(&ctx.srv.ks);
+            ctx.out.simple(&hex(&d));
+            Ok(())
+        }
+        ("digest-value", _) => {
+            ctx.out.array(argc - 2);
+            let db = ctx.db();
+            for i in 2..argc {
+                let mut d = [0u8; 20];
+                if let Some(e) = ctx.srv.ks.find_raw(db, ctx.args.get(i)) {
+                    xor_object_digest(&ctx.srv.ks, e, &mut d);
+                }
+                ctx.out.simple(&hex(&d));
+            }
+            Ok(())
+        }
+        ("object", 3) => {
+            let db = ctx.db();
+            let Some(e) = ctx.srv.ks.find_raw(db, ctx.args.get(2)) else {
+                return Err(CmdError::NoSuchKey);
+            };
+            let fill = ctx
+                .srv
+                .config
+                .get_value("list-max-listpack-size")
+                .and_then(|v| v.parse::<i64>().ok())
+                .unwrap_or(-2);
+            let line = debug_object_line(&ctx.srv.ks, e, fill);
+            ctx.out.simple(&line);
+            Ok(())
+        }
+        ("aof-pause-syncs", 3) => {
+            // cairn's own: with 1 the log issues no group fsync (a rotation or shutdown
+            // still syncs), so under `appendfsync always` write replies and reads of the
+            // keys they touched wait until 0 (tests).
+            let paused = crate::util::parse_i64(ctx.args.get(2)).unwrap_or(0) != 0;
+            if !ctx.srv.aof.pause_syncs(paused) {
+                return Err(CmdError::err("the append only file is not open"));
+            }
+            ctx.out.ok();
+            Ok(())
+        }
+        ("set-active-expire", 3) => {
+            // As Redis (atoi): any non-zero number enables it.
+            let v = crate::util::parse_i64(ctx.args.get(2)).unwrap_or(0);
+            ctx.srv.active_expire_enabled = v != 0;
+            ctx.out.ok();
+            Ok(())
+        }
+        _ => Err(CmdError::err(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+            ctx.args.str(1)
+        ))),
+    }
+}
+
+pub(super) fn debug_help(ctx: &mut Ctx) -> CmdResult {
+    help_reply(
+        &mut ctx.out,
+        "DEBUG",
+        &[
+            "AOF-PAUSE-SYNCS <0|1>",
+            "    With 1 the append only file issues no fsync: under appendfsync always,",
+            "    write replies and reads of the keys they wrote wait until it is set to 0.",
+            "DIGEST",
+            "    Output a hex signature representing the current DB content.",
+            "DIGEST-VALUE <key> [<key> ...]",
+            "    Output a hex signature of the values of all the specified keys.",
+            "OBJECT <key>",
+            "    Show low level info about `key` and associated value.",
+            "SET-ACTIVE-EXPIRE <0|1>",
+            "    Setting it to 0 disables expiring keys in background when they are not",
+            "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
+            "    default.",
+            "SLEEP <seconds>",
+            "    Stop the server for <seconds>. Decimals allowed.",
+        ],
+    );
+    Ok(())
+}
+
+/// Bytes RDB would use for a length prefix (6-bit, 14-bit, 32-bit or 64-bit forms).
+pub(super) fn rdb_len_bytes(n: u64) -> u64 {
+    if n < 1 << 6 {
+        1
+    } else if n < 1 << 14 {
+        2
+    } else if n <= u32::MAX as u64 {
+        5
+    } else {
+        9
+    }
+}
+
+/// DEBUG OBJECT's `serializedlength`: the value's size in an RDB dump without LZF
+/// compression (integers in their compact 1/2/4-byte forms).
+pub(super) fn serialized_length(ks: &Keyspace, e: crate::arena::Ref) -> u64 {
+    let v = ks.value(e);
+    // Only canonical integers that fit 32 bits take RDB's integer forms.
+    let int = (ks.kind(e) == Kind::String && v.len() <= 11)
+        .then(|| crate::util::parse_i64(v))
+        .flatten()
+        .filter(|n| n.to_string().as_bytes() == v);
+    match int {
+        Some(n) if (-128..=127).contains(&n) => return 2,
+        Some(n) if (-32768..=32767).contains(&n) => return 3,
+        Some(n) if (i32::MIN as i64..=i32::MAX as i64).contains(&n) => return 5,
+        _ => {}
+    }
+    rdb_len_bytes(v.len() as u64) + v.len() as u64
+}
+
+pub(super) fn debug_object_line(ks: &Keyspace, e: crate::arena::Ref, list_fill: i64) -> String {
+    let addr = ks.arena.base_addr() as u64 + e as u64 * 8;
+    let encoding = match ks.kind(e) {
+        Kind::String => ks.str_enc(e).name(),
+        Kind::List => "quicklist",
+        Kind::Hash if crate::collections::hash::is_ht(ks.value(e)) => "hashtable",
+        Kind::Hash => "listpack",
+        Kind::ZSet if crate::collections::zset::is_sl(ks.value(e)) => "skiplist",
+        Kind::ZSet => "listpack",
+        Kind::Set => match ks.enc(e) {
+            crate::collections::set::ENC_INTSET => "intset",
+            crate::collections::set::ENC_LISTPACK => "listpack",
+            _ => "hashtable",
+        },
+    };
+    let lru = ks.lru(e) & crate::keyspace::LRU_CLOCK_MAX;
+    let now = crate::keyspace::lru_clock();
+    let idle = if now >= lru {
+        now - lru
+    } else {
+        crate::keyspace::LRU_CLOCK_MAX - lru + now
+    };
+    format!(
+        "Value at:0x{addr:x} refcount:1 encoding:{encoding} serializedlength:{} lru:{lru} lru_seconds_idle:{idle}{}",
+        serialized_length(ks, e),
+        quicklist_fields(ks, e, list_fill)
+    )
+}
+
+/// The quicklist fields Redis appends to DEBUG OBJECT for lists (an inline list counts
+/// as one node, as the single node Redis would have).
+pub(super) fn quicklist_fields(ks: &Keyspace, e: crate::arena::Ref, fill: i64) -> String {
+    use crate::collections::list;
+    if ks.kind(e) != Kind::List {
+        return String::new();
+    }
+    let segs = list::segments(ks, e);
+    let nodes = segs.len().max(1);
+    let size: usize = segs.iter().map(|&s| list::seg_lp(ks, e, s).len()).sum();
+    let avg = list::len(ks, e) as f64 / nodes as f64;
+    format!(
+        " ql_nodes:{nodes} ql_avg_node:{avg:.2} ql_listpack_max:{fill} ql_compressed:0 ql_uncompressed_size:{size}"
+    )
+}
+
+pub(super) fn hex(d: &[u8; 20]) -> String {
+    let mut s = String::with_capacity(40);
+    for b in d {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// digest ^= SHA1(data)
+pub(super) fn xor_digest(digest: &mut [u8; 20], data: &[u8]) {
+    let h = sha1::digest(data);
+    for (d, x) in digest.iter_mut().zip(h) {
+        *d ^= x;
+    }
+}
+
+/// digest = SHA1(digest ^ SHA1(data)): order-sensitive mixing.
+pub(super) fn mix_digest(digest: &mut [u8; 20], data: &[u8]) {
+    xor_digest(digest, data);
+    *digest = sha1::digest(digest);
+}
+
+/// Mixes one value into `digest` as Redis's DEBUG DIGEST does: the type (big-endian
+/// u32), the value, then a marker if the key has a TTL. Strings give Redis's exact
+/// digest; other types are mixed from their stored bytes.
+pub(super) fn xor_object_digest(ks: &Keyspace, e: crate::arena::Ref, digest: &mut [u8; 20]) {
+    let kind = ks.kind(e);
+    mix_digest(digest, &(kind as u32).to_be_bytes());
+    match kind {
+        // Lists: every element mixed in order; hashes: each field/value pair's own
+        // digest XORed in (order-free), exactly as Redis's xorObjectDigest.
+        Kind::List => crate::collections::list::walk(ks, e, 0, false, |v| {
+            mix_digest(digest, &v.to_vec());
+            true
+        }),
+        Kind::Hash => crate::collections::hash::for_each(ks, e, |f, v| {
+            let mut d = [0u8; 20];
+            mix_digest(&mut d, &f.to_vec());
+            mix_digest(&mut d, &v.to_vec());
+            xor_digest(digest, &d);
+        }),
+        // Sorted sets: like hashes, each member/score pair's own digest XORed in, the
+        // score as Redis 7.0's `%.17g` text.
+        Kind::ZSet => crate::collections::zset::walk(ks, e, 0, false, |m, s| {
+            let mut d = [0u8; 20];
+            mix_digest(&mut d, m);
+            mix_digest(&mut d, crate::protocol::reply::format_double(s).as_bytes());
+            xor_digest(digest, &d);
+            true
+        }),
+        // Sets: each member's SHA1 XORed in (order-free), as Redis.
+        Kind::Set => crate::collections::set::for_each(ks, e, |m| {
+            xor_digest(digest, &m.to_vec());
+        }),
+        _ => mix_digest(digest, ks.value(e)),
+    }
+    if ks.has_expire(e) {
+        xor_digest(digest, b"!!expire!!");
+    }
+}
+
+/// DEBUG DIGEST: XOR of the SHA1s of per-key digests (so key order does not matter), each database
+/// mixed in by index; 20 zero bytes when the dataset is empty.
+pub fn dataset_digest(ks: &Keyspace) -> [u8; 20] {
+    let mut fin = [0u8; 20];
+    for db in 0..ks.num_dbs() {
+        if ks.dbsize(db) == 0 {
+            continue;
+        }
+        mix_digest(&mut fin, &(db as u32).to_be_bytes());
+        let mut cursor = 0;
+        loop {
+            cursor = ks.scan(db, cursor, |e| {
+                let mut d = [0u8; 20];
+                mix_digest(&mut d, ks.key(e));
+                xor_object_digest(ks, e, &mut d);
+                xor_digest(&mut fin, &d);
+            });
+            if cursor == 0 {
+                break;
+            }
+        }
+    }
+    fin
+}
+
+/// SHA-1, for DEBUG DIGEST (Redis's digests are SHA-1 mixes of the dataset).
+mod sha1 {
+    use sha1::{Digest, Sha1};
+
+    pub fn digest(data: &[u8]) -> [u8; 20] {
+        Sha1::digest(data).into()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn known_vectors() {
+            let hex = |d: [u8; 20]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
+            assert_eq!(
+                hex(super::digest(b"")),
+                "da39a3ee5e6b4b0d3255bfef95601890afd80709"
+            );
+            assert_eq!(
+                hex(super::digest(b"abc")),
+                "a9993e364706816aba3e25717850c26c9cd0d89d"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rdb_length_prefixes() {
+        assert_eq!(rdb_len_bytes(63), 1);
+        assert_eq!(rdb_len_bytes(64), 2);
+        assert_eq!(rdb_len_bytes(16383), 2);
+        assert_eq!(rdb_len_bytes(16384), 5);
+    }
+}

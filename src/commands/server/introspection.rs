@@ -1,0 +1,668 @@
+//! What the server says about itself: COMMAND (INFO, DOCS, LIST, GETKEYS...), MEMORY,
+//! SLOWLOG, LATENCY.
+
+use super::*;
+
+/// Finds `name` or `container|sub` in the command table.
+pub(super) fn find_command(
+    srv: &Server,
+    name: &[u8],
+) -> Option<(&'static CommandSpec, Option<&'static CommandSpec>)> {
+    match name.iter().position(|&b| b == b'|') {
+        None => srv.commands.lookup(name).map(|c| (c, None)),
+        Some(p) => {
+            let parent = srv.commands.lookup(&name[..p])?;
+            let sub = &name[p + 1..];
+            parent
+                .subcommands
+                .iter()
+                .find(|s| s.name.as_bytes().eq_ignore_ascii_case(sub))
+                .map(|s| (s, Some(parent)))
+        }
+    }
+}
+
+pub(super) fn display_name(spec: &CommandSpec, parent: Option<&CommandSpec>) -> String {
+    match parent {
+        Some(p) => crate::commands::full_name(p, spec),
+        None => spec.name.to_string(),
+    }
+}
+
+/// ACL categories derived from the command's flags and group (Redis's implicit rules
+/// plus the category of its data type).
+pub fn acl_categories(spec: &CommandSpec) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    let f = spec.flags;
+    if spec.group == "generic" {
+        v.push("@keyspace");
+    }
+    if f & READONLY != 0 {
+        v.push("@read");
+    }
+    if f & WRITE != 0 {
+        v.push("@write");
+    }
+    match spec.group {
+        "string" => v.push("@string"),
+        "list" => v.push("@list"),
+        "set" => v.push("@set"),
+        "sorted-set" | "sorted_set" | "zset" => v.push("@sortedset"),
+        "hash" => v.push("@hash"),
+        "bitmap" => v.push("@bitmap"),
+        "hyperloglog" => v.push("@hyperloglog"),
+        "geo" => v.push("@geo"),
+        "stream" => v.push("@stream"),
+        _ => {}
+    }
+    if f & ADMIN != 0 {
+        v.push("@admin");
+    }
+    // As Redis's setImplicitACLCategories: from the flag (the PUBSUB container and
+    // PUBSUB HELP are in the pubsub group but only @slow).
+    if f & PUBSUB != 0 {
+        v.push("@pubsub");
+    }
+    v.push(if f & FAST != 0 { "@fast" } else { "@slow" });
+    if f & BLOCKING != 0 {
+        v.push("@blocking");
+    }
+    if f & (ADMIN | PROTECTED) != 0 {
+        v.push("@dangerous");
+    }
+    match spec.group {
+        "connection" => v.push("@connection"),
+        "transactions" => v.push("@transaction"),
+        "scripting" => v.push("@scripting"),
+        _ => {}
+    }
+    v
+}
+
+/// Key-spec flags derived from the command's flags (CommandSpec has no per-key flags).
+pub(super) fn key_flags(spec: &CommandSpec) -> &'static [&'static str] {
+    if spec.flags & WRITE != 0 {
+        &["RW", "update"]
+    } else {
+        &["RO", "access"]
+    }
+}
+
+/// One COMMAND INFO entry (Redis 7's 10-element shape).
+pub(super) fn write_command_info(
+    out: &mut Reply,
+    spec: &'static CommandSpec,
+    parent: Option<&CommandSpec>,
+) {
+    out.array(10);
+    out.bulk_str(&display_name(spec, parent));
+    out.int(spec.arity as i64);
+    let flags: Vec<&str> = FLAG_NAMES
+        .iter()
+        .filter(|(bit, _)| spec.flags & bit != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    out.set(flags.len());
+    for f in flags {
+        out.simple(f);
+    }
+    out.int(spec.first_key as i64);
+    out.int(spec.last_key as i64);
+    out.int(spec.key_step as i64);
+    let cats = acl_categories(spec);
+    out.set(cats.len());
+    for c in cats {
+        out.simple(c);
+    }
+    out.array(0); // tips
+    if spec.first_key > 0 {
+        out.array(1);
+        out.map(3);
+        out.bulk_str("flags");
+        let kf = key_flags(spec);
+        out.set(kf.len());
+        for f in kf {
+            out.simple(f);
+        }
+        out.bulk_str("begin_search");
+        out.map(2);
+        out.bulk_str("type");
+        out.bulk_str("index");
+        out.bulk_str("spec");
+        out.map(1);
+        out.bulk_str("index");
+        out.int(spec.first_key as i64);
+        out.bulk_str("find_keys");
+        out.map(2);
+        out.bulk_str("type");
+        out.bulk_str("range");
+        out.bulk_str("spec");
+        out.map(3);
+        out.bulk_str("lastkey");
+        out.int(if spec.last_key < 0 {
+            spec.last_key as i64
+        } else {
+            (spec.last_key - spec.first_key) as i64
+        });
+        out.bulk_str("keystep");
+        out.int(spec.key_step as i64);
+        out.bulk_str("limit");
+        out.int(0);
+    } else {
+        out.array(0);
+    }
+    out.array(spec.subcommands.len());
+    for sub in spec.subcommands {
+        write_command_info(out, sub, Some(spec));
+    }
+}
+
+/// One COMMAND DOCS value (a map: summary, since, group, subcommands).
+pub(super) fn write_command_docs(
+    out: &mut Reply,
+    spec: &'static CommandSpec,
+    parent: Option<&CommandSpec>,
+) {
+    let has_subs = !spec.subcommands.is_empty();
+    out.map(3 + has_subs as usize);
+    out.bulk_str("summary");
+    out.bulk_str(spec.summary);
+    out.bulk_str("since");
+    out.bulk_str(spec.since);
+    out.bulk_str("group");
+    out.bulk_str(spec.group);
+    if has_subs {
+        out.bulk_str("subcommands");
+        out.map(spec.subcommands.len());
+        for sub in spec.subcommands {
+            out.bulk_str(&display_name(sub, Some(spec)));
+            write_command_docs(out, sub, Some(spec));
+        }
+    }
+    let _ = parent;
+}
+
+pub(super) fn command_all(ctx: &mut Ctx) -> CmdResult {
+    let all = ctx.srv.commands.all.clone();
+    ctx.out.array(all.len());
+    for spec in all {
+        write_command_info(&mut ctx.out, spec, None);
+    }
+    Ok(())
+}
+
+pub(super) fn command_count(ctx: &mut Ctx) -> CmdResult {
+    ctx.out.int(ctx.srv.commands.len() as i64);
+    Ok(())
+}
+
+pub(super) fn command_info(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len() == 2 {
+        return command_all(ctx);
+    }
+    ctx.out.array(ctx.args.len() - 2);
+    for i in 2..ctx.args.len() {
+        match find_command(ctx.srv, ctx.args.get(i)) {
+            Some((spec, parent)) => write_command_info(&mut ctx.out, spec, parent),
+            None => ctx.out.null(),
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn command_docs(ctx: &mut Ctx) -> CmdResult {
+    let mut found: Vec<(&'static CommandSpec, Option<&'static CommandSpec>)> = Vec::new();
+    if ctx.args.len() == 2 {
+        found.extend(ctx.srv.commands.all.iter().map(|s| (*s, None)));
+    } else {
+        for i in 2..ctx.args.len() {
+            if let Some(f) = find_command(ctx.srv, ctx.args.get(i)) {
+                found.push(f);
+            }
+        }
+    }
+    ctx.out.map(found.len());
+    for (spec, parent) in found {
+        ctx.out.bulk_str(&display_name(spec, parent));
+        write_command_docs(&mut ctx.out, spec, parent);
+    }
+    Ok(())
+}
+
+pub(super) fn command_list(ctx: &mut Ctx) -> CmdResult {
+    enum Filter {
+        All,
+        Module,
+        AclCat(String),
+        Pattern(Vec<u8>),
+    }
+    let filter = match ctx.args.len() {
+        2 => Filter::All,
+        5 if ctx.args.is(2, "FILTERBY") => {
+            if ctx.args.is(3, "MODULE") {
+                Filter::Module
+            } else if ctx.args.is(3, "ACLCAT") {
+                Filter::AclCat(format!("@{}", ctx.args.str(4).to_ascii_lowercase()))
+            } else if ctx.args.is(3, "PATTERN") {
+                Filter::Pattern(ctx.args.get(4).to_vec())
+            } else {
+                return Err(CmdError::Syntax);
+            }
+        }
+        _ => return Err(CmdError::Syntax),
+    };
+    let mut names = Vec::new();
+    for spec in ctx.srv.commands.all.iter() {
+        let entries =
+            std::iter::once((*spec, None)).chain(spec.subcommands.iter().map(|s| (s, Some(*spec))));
+        for (s, parent) in entries {
+            let name = display_name(s, parent);
+            let keep = match &filter {
+                Filter::All => true,
+                Filter::Module => false,
+                Filter::AclCat(c) => acl_categories(s).contains(&c.as_str()),
+                Filter::Pattern(p) => crate::util::glob_match(p, name.as_bytes(), true),
+            };
+            if keep {
+                names.push(name);
+            }
+        }
+    }
+    ctx.out.array(names.len());
+    for n in names {
+        ctx.out.bulk_str(&n);
+    }
+    Ok(())
+}
+
+/// COMMAND GETKEYS / GETKEYSANDFLAGS <full command>: key positions from the spec.
+pub(super) fn command_getkeys(ctx: &mut Ctx) -> CmdResult {
+    let with_flags = ctx.args.is(1, "GETKEYSANDFLAGS");
+    let argc = ctx.args.len() - 2;
+    let Some(mut spec) = ctx.srv.commands.lookup(ctx.args.get(2)) else {
+        return Err(CmdError::err("Invalid command specified"));
+    };
+    if !spec.subcommands.is_empty() && argc >= 2 {
+        let sub = ctx.args.get(3);
+        if let Some(s) = spec
+            .subcommands
+            .iter()
+            .find(|s| s.name.as_bytes().eq_ignore_ascii_case(sub))
+        {
+            spec = s;
+        }
+    }
+    if !spec.arity_ok(argc) {
+        return Err(CmdError::err(
+            "Invalid number of arguments specified for command",
+        ));
+    }
+    if spec.first_key <= 0 {
+        return Err(CmdError::err("The command has no key arguments"));
+    }
+    let first = spec.first_key as usize;
+    let last = if spec.last_key < 0 {
+        argc as i64 + spec.last_key as i64
+    } else {
+        spec.last_key as i64
+    };
+    let step = spec.key_step.max(1) as usize;
+    let last = last.min(argc as i64 - 1);
+    let positions: Vec<usize> = if last < first as i64 {
+        Vec::new()
+    } else {
+        (first..=last as usize).step_by(step).collect()
+    };
+    ctx.out.array(positions.len());
+    for p in positions {
+        let key = ctx.args.get(2 + p);
+        if with_flags {
+            ctx.out.array(2);
+            ctx.out.bulk(key);
+            let kf = key_flags(spec);
+            ctx.out.set(kf.len());
+            for f in kf {
+                ctx.out.simple(f);
+            }
+        } else {
+            ctx.out.bulk(key);
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn command_help(ctx: &mut Ctx) -> CmdResult {
+    help_reply(
+        &mut ctx.out,
+        "COMMAND",
+        &[
+            "(no subcommand)",
+            "    Return details about all Redis commands.",
+            "COUNT",
+            "    Return the total number of commands in this Redis server.",
+            "LIST",
+            "    Return a list of all commands in this Redis server.",
+            "INFO [<command-name> ...]",
+            "    Return details about multiple Redis commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "DOCS [<command-name> ...]",
+            "    Return documentation details about multiple Redis commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "GETKEYS <full-command>",
+            "    Return the keys from a full Redis command.",
+            "GETKEYSANDFLAGS <full-command>",
+            "    Return the keys and the access flags from a full Redis command.",
+        ],
+    );
+    Ok(())
+}
+
+/// Bytes a key costs: its entry block plus its share of the db's bucket array (and its
+/// slot in the volatile-key index when it has a TTL).
+pub fn key_memory_usage(ks: &Keyspace, db: usize, e: crate::arena::Ref) -> u64 {
+    let keys = ks.dbsize(db).max(1);
+    let bucket_share = (ks.buckets(db) * 4).div_ceil(keys);
+    let volatile = if ks.has_expire(e) { 4 } else { 0 };
+    // Collections also own out-of-line blocks (quicklist nodes, dict tables and entries).
+    let out_of_line = crate::collections::out_of_line_bytes(&ks.arena, ks.kind(e), ks.value(e));
+    ks.entry_alloc_bytes(e) as u64 + bucket_share + volatile + out_of_line
+}
+
+pub(super) fn memory_usage(ctx: &mut Ctx) -> CmdResult {
+    let mut i = 3;
+    while i < ctx.args.len() {
+        if ctx.args.is(i, "SAMPLES") && i + 1 < ctx.args.len() {
+            // Values live in one block, so there is nothing to sample; the count is
+            // still validated as Redis does.
+            if ctx.args.i64(i + 1)? < 0 {
+                return Err(CmdError::Syntax);
+            }
+            i += 2;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let db = ctx.db();
+    match ctx.srv.ks.find(db, ctx.args.get(2), ctx.now_ms) {
+        Some(e) => {
+            let n = key_memory_usage(&ctx.srv.ks, db, e);
+            ctx.out.int(n as i64);
+        }
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+pub(super) fn memory_stats(ctx: &mut Ctx) -> CmdResult {
+    let m = mem_figures(ctx.srv);
+    let srv = &*ctx.srv;
+    let keys: u64 = (0..srv.ks.num_dbs()).map(|d| srv.ks.dbsize(d)).sum();
+    let dbs: Vec<usize> = (0..srv.ks.num_dbs())
+        .filter(|&d| srv.ks.dbsize(d) > 0)
+        .collect();
+    let allocated = srv.ks.arena.used_bytes();
+    let out = &mut ctx.out;
+    out.map(25 + dbs.len());
+    let int = |out: &mut Reply, k: &str, v: u64| {
+        out.bulk_str(k);
+        out.int(v as i64);
+    };
+    int(out, "peak.allocated", m.peak);
+    int(out, "total.allocated", m.used);
+    int(out, "startup.allocated", m.startup);
+    int(out, "replication.backlog", 0);
+    int(out, "clients.slaves", 0);
+    int(out, "clients.normal", srv.client_buffer_bytes);
+    int(out, "cluster.links", 0);
+    int(out, "aof.buffer", 0);
+    int(out, "lua.caches", 0);
+    int(out, "functions.caches", 0);
+    int(out, "overhead.total", m.overhead);
+    int(out, "keys.count", keys);
+    int(
+        out,
+        "keys.bytes-per-key",
+        m.dataset.checked_div(keys).unwrap_or(0),
+    );
+    int(out, "dataset.bytes", m.dataset);
+    let pct = |a: u64, b: u64| ratio(a, b) * 100.0;
+    out.bulk_str("dataset.percentage");
+    out.double(pct(m.dataset, m.used.saturating_sub(m.startup)));
+    out.bulk_str("peak.percentage");
+    out.double(pct(m.used, m.peak));
+    int(out, "allocator.allocated", allocated);
+    int(out, "allocator.active", m.allocator_active);
+    int(out, "allocator.resident", m.rss);
+    out.bulk_str("allocator-fragmentation.ratio");
+    out.double(ratio(m.allocator_active, allocated));
+    int(
+        out,
+        "allocator-fragmentation.bytes",
+        m.allocator_active.saturating_sub(allocated),
+    );
+    out.bulk_str("rss-overhead.ratio");
+    out.double(1.0);
+    int(out, "rss-overhead.bytes", 0);
+    out.bulk_str("fragmentation");
+    out.double(ratio(m.rss, m.used));
+    int(out, "fragmentation.bytes", m.rss.saturating_sub(m.used));
+    for d in dbs {
+        out.bulk_str(&format!("db.{d}"));
+        out.map(2);
+        int(out, "overhead.hashtable.main", srv.ks.buckets(d) * 4);
+        int(
+            out,
+            "overhead.hashtable.expires",
+            srv.ks.volatile_count(d) * 4,
+        );
+    }
+    Ok(())
+}
+
+/// MEMORY DOCTOR: a short plain-language report on the figures INFO memory shows.
+pub(super) fn memory_doctor(ctx: &mut Ctx) -> CmdResult {
+    let m = mem_figures(ctx.srv);
+    let mut issues = Vec::new();
+    if m.used >= 5 << 20 {
+        if m.peak > m.used.saturating_mul(3) / 2 {
+            issues.push(format!(
+                "Peak memory ({}) is more than 150% of current use ({}); the arena keeps freed blocks for reuse, so resident memory stays near the peak.",
+                bytes_to_human(m.peak),
+                bytes_to_human(m.used)
+            ));
+        }
+        if ratio(m.rss, m.used) > 1.4 {
+            issues.push(format!(
+                "Resident memory ({}) is more than 1.4 times the memory in use ({}).",
+                bytes_to_human(m.rss),
+                bytes_to_human(m.used)
+            ));
+        }
+    }
+    let report = if m.used < 5 << 20 {
+        "This instance uses very little memory; there is nothing to diagnose yet.\n".to_string()
+    } else if issues.is_empty() {
+        "No memory issue found.\n".to_string()
+    } else {
+        let mut r = String::from("Memory issues found:\n\n");
+        for i in issues {
+            let _ = writeln!(r, " * {i}");
+        }
+        r
+    };
+    ctx.out.verbatim(report.as_bytes());
+    Ok(())
+}
+
+pub(super) fn memory_help(ctx: &mut Ctx) -> CmdResult {
+    help_reply(
+        &mut ctx.out,
+        "MEMORY",
+        &[
+            "DOCTOR",
+            "    Return memory problems reports.",
+            "STATS",
+            "    Return information about the memory usage of the server.",
+            "USAGE <key> [SAMPLES <count>]",
+            "    Return memory in bytes used by <key> and its value. Nested values are",
+            "    sampled up to <count> times (default: 5, 0 means sample all).",
+        ],
+    );
+    Ok(())
+}
+
+pub(super) fn slowlog_get(ctx: &mut Ctx) -> CmdResult {
+    let count = if ctx.args.len() == 3 {
+        match crate::util::parse_i64(ctx.args.get(2)) {
+            Some(n) if n >= -1 => n,
+            _ => return Err(CmdError::err("count should be greater than or equal to -1")),
+        }
+    } else if ctx.args.len() == 2 {
+        10
+    } else {
+        return Err(CmdError::err(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try SLOWLOG HELP.",
+            ctx.args.str(1)
+        )));
+    };
+    let total = ctx.srv.slowlog.entries.len();
+    let n = if count == -1 {
+        total
+    } else {
+        (count as u64).min(total as u64) as usize
+    };
+    ctx.out.array(n);
+    for e in ctx.srv.slowlog.entries.iter().take(n) {
+        ctx.out.array(6);
+        ctx.out.int(e.id as i64);
+        ctx.out.int(e.time_s);
+        ctx.out.int(e.duration_us as i64);
+        ctx.out.array(e.args.len());
+        for a in &e.args {
+            ctx.out.bulk(a);
+        }
+        ctx.out.bulk_str(&e.peer);
+        ctx.out.bulk_str(&e.name);
+    }
+    Ok(())
+}
+
+pub(super) fn slowlog_len(ctx: &mut Ctx) -> CmdResult {
+    ctx.out.int(ctx.srv.slowlog.entries.len() as i64);
+    Ok(())
+}
+
+pub(super) fn slowlog_reset(ctx: &mut Ctx) -> CmdResult {
+    ctx.srv.slowlog.entries.clear();
+    ctx.out.ok();
+    Ok(())
+}
+
+pub(super) fn slowlog_help(ctx: &mut Ctx) -> CmdResult {
+    help_reply(
+        &mut ctx.out,
+        "SLOWLOG",
+        &[
+            "GET [<count>]",
+            "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+            "    Entries are made of:",
+            "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+            "    client name",
+            "LEN",
+            "    Return the length of the slowlog.",
+            "RESET",
+            "    Reset the slowlog.",
+        ],
+    );
+    Ok(())
+}
+
+pub(super) fn latency_latest(ctx: &mut Ctx) -> CmdResult {
+    let events = &ctx.srv.latency.events;
+    let live: Vec<_> = events
+        .iter()
+        .filter_map(|(name, ev)| ev.samples.back().map(|s| (name, *s, ev.max_ms)))
+        .collect();
+    ctx.out.array(live.len());
+    for (name, (ts, ms), max) in live {
+        ctx.out.array(4);
+        ctx.out.bulk_str(name);
+        ctx.out.int(ts);
+        ctx.out.int(ms as i64);
+        ctx.out.int(max as i64);
+    }
+    Ok(())
+}
+
+pub(super) fn latency_history(ctx: &mut Ctx) -> CmdResult {
+    let name = ctx.args.str(2);
+    match ctx.srv.latency.events.get(&name) {
+        None => ctx.out.array(0),
+        Some(ev) => {
+            ctx.out.array(ev.samples.len());
+            for (ts, ms) in &ev.samples {
+                ctx.out.array(2);
+                ctx.out.int(*ts);
+                ctx.out.int(*ms as i64);
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn latency_reset(ctx: &mut Ctx) -> CmdResult {
+    let names: Vec<String> = (2..ctx.args.len()).map(|i| ctx.args.str(i)).collect();
+    let n = ctx.srv.latency.reset(&names);
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+/// LATENCY DOCTOR: a plain-language summary of the recorded latency events.
+pub(super) fn latency_doctor(ctx: &mut Ctx) -> CmdResult {
+    let threshold = ctx.srv.config.settings().latency_monitor_threshold;
+    let mut report = String::new();
+    if ctx.srv.latency.events.is_empty() {
+        if threshold == 0 {
+            report.push_str("Latency monitoring is disabled. Enable it with CONFIG SET latency-monitor-threshold <milliseconds>.\n");
+        } else {
+            report.push_str("No latency spike above the threshold was recorded.\n");
+        }
+    } else {
+        report.push_str("Latency spikes were recorded:\n\n");
+        for (i, (name, ev)) in ctx.srv.latency.events.iter().enumerate() {
+            let n = ev.samples.len().max(1) as u64;
+            let avg = ev.samples.iter().map(|s| s.1).sum::<u64>() / n;
+            let _ = writeln!(
+                report,
+                "{}. {name}: {} spikes (average {avg}ms). Worst: {}ms.",
+                i + 1,
+                ev.samples.len(),
+                ev.max_ms
+            );
+        }
+        report.push_str("\nCheck the slow log (SLOWLOG GET) for the commands involved.\n");
+    }
+    ctx.out.verbatim(report.as_bytes());
+    Ok(())
+}
+
+pub(super) fn latency_help(ctx: &mut Ctx) -> CmdResult {
+    help_reply(
+        &mut ctx.out,
+        "LATENCY",
+        &[
+            "DOCTOR",
+            "    Return a human readable latency analysis report.",
+            "HISTORY <event>",
+            "    Return time-latency samples for the <event> class.",
+            "LATEST",
+            "    Return the latest latency samples for all events.",
+            "RESET [<event> ...]",
+            "    Reset latency data of one or more <event> classes.",
+            "    (default: reset all data for all event classes)",
+        ],
+    );
+    Ok(())
+}
