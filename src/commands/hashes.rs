@@ -656,7 +656,7 @@ mod tests {
         // WITHVALUES: every field with its own value.
         for n in ["-4", "4", "20"] {
             let r = bulks(&run(&mut srv, c, &["HRANDFIELD", "h", n, "WITHVALUES"]));
-            assert!(!r.is_empty() && r.len() % 2 == 0);
+            assert!(!r.is_empty() && r.len().is_multiple_of(2));
             for p in r.chunks(2) {
                 assert_eq!(p[0][1..], p[1][1..], "{p:?}");
             }
