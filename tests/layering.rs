@@ -5,6 +5,7 @@
 //! each edge that runs up the list, naming the file and line — except the edges named in
 //! [`KNOWN_UPWARD`], which are still being removed (and must still exist: a listed edge
 //! that is gone fails the check until it leaves the list, so the list only shrinks).
+//! A file's unit-test module (its last item, after `#[cfg(test)]`) is not read.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,7 +16,6 @@ use std::path::{Path, PathBuf};
 /// `impl Server` in `persistence/snapshot/ops.rs`.
 const KNOWN_UPWARD: &[(&str, &str)] = &[
     ("commands/aof.rs", "server"),
-    ("commands/bits.rs", "server"),
     ("commands/connection.rs", "server"),
     ("commands/lists.rs", "server"),
     ("commands/mod.rs", "server"),
@@ -188,6 +188,11 @@ fn no_module_imports_one_listed_after_it() {
         };
         let text = std::fs::read_to_string(f).unwrap();
         for (n, line) in text.lines().enumerate() {
+            // A file's unit tests (its last item, by the codebase's convention) may build
+            // what they need from any layer: they are not part of the module's dependencies.
+            if line == "#[cfg(test)]" {
+                break;
+            }
             for target in references(line, is_root_file, &macros) {
                 if target == module {
                     continue;

@@ -393,3 +393,291 @@ fn hscan(ctx: &mut Ctx) -> CmdResult {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::Args;
+    use crate::config::Config;
+    use crate::server::{Client, Server};
+
+    #[test]
+    fn value_length_counts_integer_encodings_as_their_decimal_text() {
+        assert_eq!(val_len(Val::Str(b"")), 0);
+        assert_eq!(val_len(Val::Str(b"hello")), 5);
+        assert_eq!(val_len(Val::Int(0)), 1);
+        assert_eq!(val_len(Val::Int(-123)), 4);
+        assert_eq!(val_len(Val::Int(i64::MAX)), 19);
+        assert_eq!(val_len(Val::Int(i64::MIN)), 20);
+    }
+
+    fn run(srv: &mut Server, c: &mut Client, args: &[&str]) -> String {
+        let mut buf = Vec::new();
+        let mut ranges = Vec::new();
+        for a in args {
+            ranges.push((buf.len(), a.len()));
+            buf.extend_from_slice(a.as_bytes());
+        }
+        let mut out = Vec::new();
+        srv.execute(c, Args::new(&buf, &ranges), &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    fn setup() -> (Server, Box<Client>) {
+        let mut srv = Server::new(Config::default()).unwrap();
+        let c = srv.alloc_client("127.0.0.1:1".into(), "127.0.0.1:2".into());
+        (srv, c)
+    }
+
+    /// The bulk strings of a reply, in order (nested arrays flattened).
+    fn bulks(reply: &str) -> Vec<String> {
+        let mut lines = reply.split("\r\n");
+        let mut v = Vec::new();
+        while let Some(l) = lines.next() {
+            if l.starts_with('$') && l != "$-1" {
+                v.push(lines.next().unwrap().to_string());
+            }
+        }
+        v
+    }
+
+    fn sorted(mut v: Vec<String>) -> Vec<String> {
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn hset_counts_new_fields_and_checks_pairs() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        assert_eq!(
+            run(&mut srv, c, &["HSET", "h", "a", "1", "a", "2"]),
+            ":1\r\n"
+        );
+        assert_eq!(run(&mut srv, c, &["HGET", "h", "a"]), "$1\r\n2\r\n");
+        assert_eq!(
+            run(&mut srv, c, &["HSET", "h", "a", "3", "b", "4"]),
+            ":1\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["HSET", "h", "a", "1", "b"]),
+            "-ERR wrong number of arguments for 'hset' command\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["HMSET", "h", "a", "1", "b"]),
+            "-ERR wrong number of arguments for 'hmset' command\r\n"
+        );
+        assert_eq!(run(&mut srv, c, &["HMSET", "h", "c", "5"]), "+OK\r\n");
+        assert_eq!(run(&mut srv, c, &["HLEN", "h"]), ":3\r\n");
+        assert_eq!(run(&mut srv, c, &["HSETNX", "h", "a", "x"]), ":0\r\n");
+        assert_eq!(run(&mut srv, c, &["HGET", "h", "a"]), "$1\r\n3\r\n");
+        assert_eq!(run(&mut srv, c, &["HSETNX", "h", "d", "x"]), ":1\r\n");
+        assert_eq!(run(&mut srv, c, &["HSETNX", "new", "f", "v"]), ":1\r\n");
+        assert_eq!(
+            run(&mut srv, c, &["HMGET", "h", "a", "nope", "d"]),
+            "*3\r\n$1\r\n3\r\n$-1\r\n$1\r\nx\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["HMGET", "nokey", "a", "b"]),
+            "*2\r\n$-1\r\n$-1\r\n"
+        );
+    }
+
+    #[test]
+    fn hstrlen_of_integer_encoded_values() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        run(
+            &mut srv,
+            c,
+            &["HSET", "h", "n", "-123", "z", "0", "s", "text"],
+        );
+        assert_eq!(run(&mut srv, c, &["HSTRLEN", "h", "n"]), ":4\r\n");
+        assert_eq!(run(&mut srv, c, &["HSTRLEN", "h", "z"]), ":1\r\n");
+        assert_eq!(run(&mut srv, c, &["HSTRLEN", "h", "s"]), ":4\r\n");
+        assert_eq!(run(&mut srv, c, &["HSTRLEN", "h", "nope"]), ":0\r\n");
+        assert_eq!(run(&mut srv, c, &["HSTRLEN", "nokey", "n"]), ":0\r\n");
+    }
+
+    #[test]
+    fn hdel_of_the_last_field_deletes_the_key() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        run(&mut srv, c, &["HSET", "h", "a", "1", "b", "2"]);
+        assert_eq!(run(&mut srv, c, &["HDEL", "h", "a", "nope", "a"]), ":1\r\n");
+        assert_eq!(run(&mut srv, c, &["HEXISTS", "h", "a"]), ":0\r\n");
+        assert_eq!(run(&mut srv, c, &["HDEL", "h", "b"]), ":1\r\n");
+        assert_eq!(run(&mut srv, c, &["EXISTS", "h"]), ":0\r\n");
+        assert_eq!(run(&mut srv, c, &["HDEL", "h", "b"]), ":0\r\n");
+    }
+
+    #[test]
+    fn hincrby_overflow_and_non_integers_leave_the_hash_unchanged() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        assert_eq!(run(&mut srv, c, &["HINCRBY", "h", "n", "5"]), ":5\r\n");
+        assert_eq!(run(&mut srv, c, &["HINCRBY", "h", "n", "-7"]), ":-2\r\n");
+        run(
+            &mut srv,
+            c,
+            &["HSET", "h", "max", "9223372036854775807", "s", "abc"],
+        );
+        assert_eq!(
+            run(&mut srv, c, &["HINCRBY", "h", "max", "1"]),
+            "-ERR increment or decrement would overflow\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["HGET", "h", "max"]),
+            "$19\r\n9223372036854775807\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["HINCRBY", "h", "s", "1"]),
+            "-ERR hash value is not an integer\r\n"
+        );
+        // A bad increment is refused before the key is created.
+        assert_eq!(
+            run(&mut srv, c, &["HINCRBY", "new", "f", "x"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(run(&mut srv, c, &["EXISTS", "new"]), ":0\r\n");
+    }
+
+    #[test]
+    fn hincrbyfloat_checks_the_increment_first_then_the_value() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        assert_eq!(
+            run(&mut srv, c, &["HINCRBYFLOAT", "h", "f", "1.5"]),
+            "$3\r\n1.5\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["HINCRBYFLOAT", "h", "f", "1.5"]),
+            "$1\r\n3\r\n"
+        );
+        for bad in ["inf", "-inf"] {
+            assert_eq!(
+                run(&mut srv, c, &["HINCRBYFLOAT", "new", "f", bad]),
+                "-ERR value is NaN or Infinity\r\n",
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            run(&mut srv, c, &["HINCRBYFLOAT", "new", "f", "abc"]),
+            "-ERR value is not a valid float\r\n"
+        );
+        assert_eq!(run(&mut srv, c, &["EXISTS", "new"]), ":0\r\n");
+        run(&mut srv, c, &["HSET", "h", "s", "abc"]);
+        assert_eq!(
+            run(&mut srv, c, &["HINCRBYFLOAT", "h", "s", "1"]),
+            "-ERR hash value is not a float\r\n"
+        );
+        assert_eq!(run(&mut srv, c, &["HGET", "h", "f"]), "$1\r\n3\r\n");
+    }
+
+    #[test]
+    fn hgetall_keys_vals_agree_across_an_encoding_conversion() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        assert_eq!(
+            run(
+                &mut srv,
+                c,
+                &["CONFIG", "SET", "hash-max-listpack-entries", "2"]
+            ),
+            "+OK\r\n"
+        );
+        assert_eq!(run(&mut srv, c, &["HGETALL", "h"]), "*0\r\n");
+        // The third field converts the hash in the middle of one HSET.
+        assert_eq!(
+            run(&mut srv, c, &["HSET", "h", "a", "1", "b", "2", "c", "3"]),
+            ":3\r\n"
+        );
+        assert_eq!(run(&mut srv, c, &["HLEN", "h"]), ":3\r\n");
+        let all = bulks(&run(&mut srv, c, &["HGETALL", "h"]));
+        let mut pairs: Vec<(String, String)> = all
+            .chunks(2)
+            .map(|p| (p[0].clone(), p[1].clone()))
+            .collect();
+        pairs.sort();
+        assert_eq!(
+            pairs,
+            [("a", "1"), ("b", "2"), ("c", "3")].map(|(f, v)| (f.to_string(), v.to_string()))
+        );
+        assert_eq!(
+            sorted(bulks(&run(&mut srv, c, &["HKEYS", "h"]))),
+            ["a", "b", "c"]
+        );
+        assert_eq!(
+            sorted(bulks(&run(&mut srv, c, &["HVALS", "h"]))),
+            ["1", "2", "3"]
+        );
+        // A long value converts too (hash-max-listpack-value).
+        run(
+            &mut srv,
+            c,
+            &["CONFIG", "SET", "hash-max-listpack-value", "4"],
+        );
+        run(&mut srv, c, &["HSET", "h2", "f", "123456789", "g", "x"]);
+        assert_eq!(
+            run(&mut srv, c, &["HGET", "h2", "f"]),
+            "$9\r\n123456789\r\n"
+        );
+        assert_eq!(run(&mut srv, c, &["HGET", "h2", "g"]), "$1\r\nx\r\n");
+    }
+
+    #[test]
+    fn hrandfield_counts_repeats_distinct_and_errors() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        assert_eq!(run(&mut srv, c, &["HRANDFIELD", "nokey"]), "$-1\r\n");
+        assert_eq!(run(&mut srv, c, &["HRANDFIELD", "nokey", "3"]), "*0\r\n");
+        let mut args = vec!["HSET".to_string(), "h".to_string()];
+        for i in 0..10 {
+            args.push(format!("f{i}"));
+            args.push(format!("v{i}"));
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run(&mut srv, c, &args);
+        assert_eq!(run(&mut srv, c, &["HRANDFIELD", "h", "0"]), "*0\r\n");
+        // Negative: exactly that many, repeats allowed.
+        let r = bulks(&run(&mut srv, c, &["HRANDFIELD", "h", "-25"]));
+        assert_eq!(r.len(), 25);
+        assert!(r.iter().all(|f| f.starts_with('f')));
+        // Positive: distinct fields, at most all of them, on every path (few of many,
+        // most of them, more than there are).
+        for n in [2usize, 3, 7, 10, 50] {
+            let r = bulks(&run(&mut srv, c, &["HRANDFIELD", "h", &n.to_string()]));
+            let mut d = r.clone();
+            d.sort();
+            d.dedup();
+            assert_eq!(r.len(), n.min(10), "count {n}");
+            assert_eq!(d.len(), r.len(), "count {n}: repeats in {r:?}");
+        }
+        // WITHVALUES: every field with its own value.
+        for n in ["-4", "4", "20"] {
+            let r = bulks(&run(&mut srv, c, &["HRANDFIELD", "h", n, "WITHVALUES"]));
+            assert!(!r.is_empty() && r.len().is_multiple_of(2));
+            for p in r.chunks(2) {
+                assert_eq!(p[0][1..], p[1][1..], "{p:?}");
+            }
+        }
+        c.resp = crate::protocol::reply::Resp::V3;
+        assert!(
+            run(&mut srv, c, &["HRANDFIELD", "h", "1", "WITHVALUES"]).starts_with("*1\r\n*2\r\n")
+        );
+        c.resp = crate::protocol::reply::Resp::V2;
+        assert!(run(&mut srv, c, &["HRANDFIELD", "h", "1", "WITHVALUES"]).starts_with("*2\r\n$"));
+        assert_eq!(
+            run(&mut srv, c, &["HRANDFIELD", "h", "-9223372036854775808"]),
+            "-ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["HRANDFIELD", "h", "x"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["HRANDFIELD", "h", "1", "WITHVALUE"]),
+            "-ERR syntax error\r\n"
+        );
+    }
+}

@@ -702,3 +702,356 @@ fn lmpop_generic(ctx: &mut Ctx, first: usize, block: bool) -> CmdResult {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::Args;
+    use crate::config::Config;
+    use crate::server::{Client, Server};
+
+    #[test]
+    fn range_normalisation_clamps_and_empties_like_redis() {
+        assert_eq!(norm_range(0, -1, 3), Some((0, 2)));
+        assert_eq!(norm_range(-100, 100, 3), Some((0, 2)));
+        assert_eq!(norm_range(-1, -1, 5), Some((4, 4)));
+        assert_eq!(norm_range(1, 1, 5), Some((1, 1)));
+        assert_eq!(norm_range(2, 1, 3), None);
+        assert_eq!(norm_range(3, 5, 3), None, "start past the end");
+        assert_eq!(norm_range(0, 0, 0), None, "empty list");
+        assert_eq!(norm_range(-6, -6, 5), None, "end before the head");
+        assert_eq!(norm_range(i64::MIN, i64::MAX, 5), Some((0, 4)));
+        assert_eq!(norm_range(i64::MIN, i64::MIN, 3), None);
+        assert_eq!(norm_range(i64::MAX, i64::MAX, 3), None);
+    }
+
+    #[test]
+    fn index_from_either_end_or_none() {
+        assert_eq!(abs_index(0, 3), Some(0));
+        assert_eq!(abs_index(2, 3), Some(2));
+        assert_eq!(abs_index(3, 3), None);
+        assert_eq!(abs_index(-1, 3), Some(2));
+        assert_eq!(abs_index(-3, 3), Some(0));
+        assert_eq!(abs_index(-4, 3), None);
+        assert_eq!(abs_index(0, 0), None);
+        assert_eq!(abs_index(-1, 0), None);
+        assert_eq!(abs_index(i64::MIN, 3), None);
+        assert_eq!(abs_index(i64::MAX, 3), None);
+    }
+
+    fn run(srv: &mut Server, c: &mut Client, args: &[&str]) -> String {
+        let mut buf = Vec::new();
+        let mut ranges = Vec::new();
+        for a in args {
+            ranges.push((buf.len(), a.len()));
+            buf.extend_from_slice(a.as_bytes());
+        }
+        let mut out = Vec::new();
+        srv.execute(c, Args::new(&buf, &ranges), &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    fn setup() -> (Server, Box<Client>) {
+        let mut srv = Server::new(Config::default()).unwrap();
+        let c = srv.alloc_client("127.0.0.1:1".into(), "127.0.0.1:2".into());
+        (srv, c)
+    }
+
+    /// The bulk strings of a flat reply, in order.
+    fn bulks(reply: &str) -> Vec<String> {
+        let mut lines = reply.split("\r\n");
+        let mut v = Vec::new();
+        while let Some(l) = lines.next() {
+            if l.starts_with('$') && l != "$-1" {
+                v.push(lines.next().unwrap().to_string());
+            }
+        }
+        v
+    }
+
+    fn range(srv: &mut Server, c: &mut Client, key: &str) -> Vec<String> {
+        bulks(&run(srv, c, &["LRANGE", key, "0", "-1"]))
+    }
+
+    /// Lists of many segments (two elements each), so the per-segment paths run.
+    fn small_segments(srv: &mut Server, c: &mut Client) {
+        assert_eq!(
+            run(srv, c, &["CONFIG", "SET", "list-max-listpack-size", "2"]),
+            "+OK\r\n"
+        );
+    }
+
+    #[test]
+    fn pops_with_and_without_count() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        assert_eq!(run(&mut srv, c, &["LPOP", "k"]), "$-1\r\n");
+        assert_eq!(run(&mut srv, c, &["LPOP", "k", "2"]), "*-1\r\n");
+        run(&mut srv, c, &["RPUSH", "k", "a", "b", "c"]);
+        assert_eq!(run(&mut srv, c, &["LPOP", "k", "0"]), "*0\r\n");
+        assert_eq!(
+            run(&mut srv, c, &["LPOP", "k", "-1"]),
+            "-ERR value is out of range, must be positive\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["LPOP", "k", "1", "2"]),
+            "-ERR wrong number of arguments for 'lpop' command\r\n"
+        );
+        assert_eq!(bulks(&run(&mut srv, c, &["RPOP", "k", "2"])), ["c", "b"]);
+        assert_eq!(run(&mut srv, c, &["LPOP", "k", "5"]), "*1\r\n$1\r\na\r\n");
+        assert_eq!(run(&mut srv, c, &["EXISTS", "k"]), ":0\r\n");
+    }
+
+    #[test]
+    fn pushx_needs_an_existing_list_and_prepends_in_argument_order() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        assert_eq!(run(&mut srv, c, &["LPUSHX", "k", "a"]), ":0\r\n");
+        assert_eq!(run(&mut srv, c, &["EXISTS", "k"]), ":0\r\n");
+        run(&mut srv, c, &["RPUSH", "k", "a"]);
+        assert_eq!(run(&mut srv, c, &["LPUSHX", "k", "b", "c"]), ":3\r\n");
+        assert_eq!(run(&mut srv, c, &["RPUSHX", "k", "d"]), ":4\r\n");
+        assert_eq!(range(&mut srv, c, "k"), ["c", "b", "a", "d"]);
+        run(&mut srv, c, &["SET", "s", "v"]);
+        assert!(run(&mut srv, c, &["LPUSH", "s", "x"]).starts_with("-WRONGTYPE"));
+    }
+
+    #[test]
+    fn lrange_and_ltrim_use_the_same_normalisation() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        small_segments(&mut srv, c);
+        run(&mut srv, c, &["RPUSH", "k", "1", "2", "3", "4", "5"]);
+        assert_eq!(
+            bulks(&run(
+                &mut srv,
+                c,
+                &["LRANGE", "k", "-9223372036854775808", "9223372036854775807"]
+            )),
+            ["1", "2", "3", "4", "5"]
+        );
+        assert_eq!(run(&mut srv, c, &["LRANGE", "k", "3", "1"]), "*0\r\n");
+        assert_eq!(
+            bulks(&run(&mut srv, c, &["LRANGE", "k", "1", "2"])),
+            ["2", "3"]
+        );
+        assert_eq!(run(&mut srv, c, &["LTRIM", "k", "1", "-2"]), "+OK\r\n");
+        assert_eq!(range(&mut srv, c, "k"), ["2", "3", "4"]);
+        assert_eq!(run(&mut srv, c, &["LTRIM", "k", "-1", "-1"]), "+OK\r\n");
+        assert_eq!(range(&mut srv, c, "k"), ["4"]);
+        // An empty range deletes the key.
+        assert_eq!(run(&mut srv, c, &["LTRIM", "k", "5", "10"]), "+OK\r\n");
+        assert_eq!(run(&mut srv, c, &["EXISTS", "k"]), ":0\r\n");
+        assert_eq!(run(&mut srv, c, &["LTRIM", "nokey", "0", "1"]), "+OK\r\n");
+    }
+
+    #[test]
+    fn lrem_counts_from_the_head_the_tail_or_all_across_segments() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        small_segments(&mut srv, c);
+        run(
+            &mut srv,
+            c,
+            &["RPUSH", "k", "a", "x", "a", "x", "a", "x", "a"],
+        );
+        assert_eq!(run(&mut srv, c, &["LREM", "k", "-2", "a"]), ":2\r\n");
+        assert_eq!(range(&mut srv, c, "k"), ["a", "x", "a", "x", "x"]);
+        assert_eq!(run(&mut srv, c, &["LREM", "k", "1", "x"]), ":1\r\n");
+        assert_eq!(range(&mut srv, c, "k"), ["a", "a", "x", "x"]);
+        assert_eq!(run(&mut srv, c, &["LREM", "k", "0", "nope"]), ":0\r\n");
+        assert_eq!(run(&mut srv, c, &["LREM", "k", "0", "a"]), ":2\r\n");
+        assert_eq!(run(&mut srv, c, &["LREM", "k", "0", "x"]), ":2\r\n");
+        assert_eq!(run(&mut srv, c, &["EXISTS", "k"]), ":0\r\n");
+    }
+
+    #[test]
+    fn lset_linsert_lindex_reach_every_segment() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        small_segments(&mut srv, c);
+        let digits: Vec<String> = (0..10).map(|i| i.to_string()).collect();
+        let mut push = vec!["RPUSH", "k"];
+        push.extend(digits.iter().map(String::as_str));
+        run(&mut srv, c, &push);
+        assert_eq!(run(&mut srv, c, &["LSET", "k", "-1", "nine"]), "+OK\r\n");
+        assert_eq!(run(&mut srv, c, &["LINDEX", "k", "9"]), "$4\r\nnine\r\n");
+        assert_eq!(run(&mut srv, c, &["LINDEX", "k", "-10"]), "$1\r\n0\r\n");
+        assert_eq!(run(&mut srv, c, &["LINDEX", "k", "10"]), "$-1\r\n");
+        assert_eq!(
+            run(&mut srv, c, &["LSET", "k", "10", "x"]),
+            "-ERR index out of range\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["LSET", "nokey", "0", "x"]),
+            "-ERR no such key\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["LINSERT", "k", "BEFORE", "5", "x"]),
+            ":11\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["LINSERT", "k", "after", "nine", "y"]),
+            ":12\r\n"
+        );
+        assert_eq!(
+            bulks(&run(&mut srv, c, &["LRANGE", "k", "4", "6"])),
+            ["4", "x", "5"]
+        );
+        assert_eq!(run(&mut srv, c, &["LINDEX", "k", "-1"]), "$1\r\ny\r\n");
+        assert_eq!(
+            run(&mut srv, c, &["LINSERT", "k", "AFTER", "nope", "z"]),
+            ":-1\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["LINSERT", "nokey", "AFTER", "a", "z"]),
+            ":0\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["LINSERT", "k", "MIDDLE", "5", "z"]),
+            "-ERR syntax error\r\n"
+        );
+        assert_eq!(run(&mut srv, c, &["LLEN", "k"]), ":12\r\n");
+    }
+
+    #[test]
+    fn lpos_rank_count_and_maxlen() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        small_segments(&mut srv, c);
+        run(&mut srv, c, &["RPUSH", "k", "a", "b", "a", "c", "a"]);
+        fn lpos(srv: &mut Server, c: &mut Client, extra: &[&str]) -> String {
+            let mut a = vec!["LPOS", "k", "a"];
+            a.extend_from_slice(extra);
+            run(srv, c, &a)
+        }
+        assert_eq!(lpos(&mut srv, c, &[]), ":0\r\n");
+        assert_eq!(lpos(&mut srv, c, &["RANK", "2"]), ":2\r\n");
+        assert_eq!(lpos(&mut srv, c, &["RANK", "-1"]), ":4\r\n");
+        assert_eq!(lpos(&mut srv, c, &["RANK", "4"]), "$-1\r\n");
+        assert_eq!(
+            lpos(&mut srv, c, &["COUNT", "0"]),
+            "*3\r\n:0\r\n:2\r\n:4\r\n"
+        );
+        assert_eq!(
+            lpos(&mut srv, c, &["COUNT", "2", "RANK", "-1"]),
+            "*2\r\n:4\r\n:2\r\n"
+        );
+        assert_eq!(
+            lpos(&mut srv, c, &["COUNT", "0", "MAXLEN", "2"]),
+            "*1\r\n:0\r\n"
+        );
+        assert_eq!(
+            lpos(&mut srv, c, &["COUNT", "0", "RANK", "-1", "MAXLEN", "1"]),
+            "*1\r\n:4\r\n"
+        );
+        // Redis 7.0's RANK LONG_MIN: the first match from the tail, and COUNT means all.
+        assert_eq!(
+            lpos(&mut srv, c, &["RANK", "-9223372036854775808"]),
+            ":4\r\n"
+        );
+        assert_eq!(
+            lpos(&mut srv, c, &["RANK", "-9223372036854775808", "COUNT", "1"]),
+            "*3\r\n:4\r\n:2\r\n:0\r\n"
+        );
+        assert!(lpos(&mut srv, c, &["RANK", "0"]).starts_with("-ERR RANK can't be zero"));
+        assert_eq!(
+            lpos(&mut srv, c, &["COUNT", "-1"]),
+            "-ERR COUNT can't be negative\r\n"
+        );
+        assert_eq!(
+            lpos(&mut srv, c, &["MAXLEN", "-1"]),
+            "-ERR MAXLEN can't be negative\r\n"
+        );
+        assert_eq!(lpos(&mut srv, c, &["COUNT"]), "-ERR syntax error\r\n");
+        assert_eq!(run(&mut srv, c, &["LPOS", "k", "z"]), "$-1\r\n");
+        assert_eq!(
+            run(&mut srv, c, &["LPOS", "nokey", "a", "COUNT", "1"]),
+            "*0\r\n"
+        );
+    }
+
+    #[test]
+    fn lmove_onto_itself_and_type_checks_before_popping() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        run(&mut srv, c, &["RPUSH", "k", "a", "b", "c"]);
+        assert_eq!(
+            run(&mut srv, c, &["LMOVE", "k", "k", "LEFT", "RIGHT"]),
+            "$1\r\na\r\n"
+        );
+        assert_eq!(range(&mut srv, c, "k"), ["b", "c", "a"]);
+        // The last element onto its own list: the key is emptied, then filled again.
+        run(&mut srv, c, &["RPUSH", "one", "x"]);
+        assert_eq!(
+            run(&mut srv, c, &["LMOVE", "one", "one", "RIGHT", "LEFT"]),
+            "$1\r\nx\r\n"
+        );
+        assert_eq!(range(&mut srv, c, "one"), ["x"]);
+        run(&mut srv, c, &["SET", "s", "v"]);
+        assert!(run(&mut srv, c, &["LMOVE", "k", "s", "LEFT", "LEFT"]).starts_with("-WRONGTYPE"));
+        assert_eq!(range(&mut srv, c, "k"), ["b", "c", "a"], "nothing popped");
+        assert_eq!(
+            run(&mut srv, c, &["LMOVE", "k", "d", "UP", "LEFT"]),
+            "-ERR syntax error\r\n"
+        );
+        assert_eq!(run(&mut srv, c, &["RPOPLPUSH", "nokey", "d"]), "$-1\r\n");
+        assert_eq!(run(&mut srv, c, &["EXISTS", "d"]), ":0\r\n");
+        assert_eq!(run(&mut srv, c, &["RPOPLPUSH", "k", "d"]), "$1\r\na\r\n");
+        assert_eq!(range(&mut srv, c, "d"), ["a"]);
+    }
+
+    #[test]
+    fn lmpop_and_blmpop_argument_rules() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        assert_eq!(
+            run(&mut srv, c, &["LMPOP", "0", "k", "LEFT"]),
+            "-ERR numkeys should be greater than 0\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["LMPOP", "2", "k", "LEFT"]),
+            "-ERR syntax error\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["LMPOP", "1", "k", "LEFT", "COUNT", "0"]),
+            "-ERR count should be greater than 0\r\n"
+        );
+        assert_eq!(
+            run(
+                &mut srv,
+                c,
+                &["LMPOP", "1", "k", "LEFT", "COUNT", "1", "COUNT", "2"]
+            ),
+            "-ERR syntax error\r\n"
+        );
+        assert_eq!(run(&mut srv, c, &["LMPOP", "1", "k", "LEFT"]), "*-1\r\n");
+        run(&mut srv, c, &["RPUSH", "k", "a", "b", "c"]);
+        assert_eq!(
+            run(
+                &mut srv,
+                c,
+                &["LMPOP", "2", "nokey", "k", "RIGHT", "COUNT", "2"]
+            ),
+            "*2\r\n$1\r\nk\r\n*2\r\n$1\r\nc\r\n$1\r\nb\r\n"
+        );
+        // BLMPOP checks its timeout after the other arguments.
+        assert_eq!(
+            run(&mut srv, c, &["BLMPOP", "x", "1", "k", "UP"]),
+            "-ERR syntax error\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["BLMPOP", "x", "1", "k", "LEFT"]),
+            "-ERR timeout is not a float or out of range\r\n"
+        );
+        assert_eq!(
+            run(
+                &mut srv,
+                c,
+                &["BLMPOP", "0", "1", "k", "LEFT", "COUNT", "9"]
+            ),
+            "*2\r\n$1\r\nk\r\n*1\r\n$1\r\na\r\n"
+        );
+        assert_eq!(run(&mut srv, c, &["EXISTS", "k"]), ":0\r\n");
+    }
+}

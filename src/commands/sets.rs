@@ -558,3 +558,337 @@ fn sscan(ctx: &mut Ctx) -> CmdResult {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::Args;
+    use crate::config::Config;
+    use crate::protocol::reply::Reply;
+    use crate::server::{Client, Server};
+
+    fn run(srv: &mut Server, c: &mut Client, args: &[&str]) -> String {
+        let mut buf = Vec::new();
+        let mut ranges = Vec::new();
+        for a in args {
+            ranges.push((buf.len(), a.len()));
+            buf.extend_from_slice(a.as_bytes());
+        }
+        let mut out = Vec::new();
+        srv.execute(c, Args::new(&buf, &ranges), &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    fn setup() -> (Server, Box<Client>) {
+        let mut srv = Server::new(Config::default()).unwrap();
+        let c = srv.alloc_client("127.0.0.1:1".into(), "127.0.0.1:2".into());
+        (srv, c)
+    }
+
+    /// The bulk strings of a flat reply, in order.
+    fn bulks(reply: &str) -> Vec<String> {
+        let mut lines = reply.split("\r\n");
+        let mut v = Vec::new();
+        while let Some(l) = lines.next() {
+            if l.starts_with('$') && l != "$-1" {
+                v.push(lines.next().unwrap().to_string());
+            }
+        }
+        v
+    }
+
+    fn sorted(mut v: Vec<String>) -> Vec<String> {
+        v.sort();
+        v
+    }
+
+    fn members(srv: &mut Server, c: &mut Client, key: &str) -> Vec<String> {
+        sorted(bulks(&run(srv, c, &["SMEMBERS", key])))
+    }
+
+    #[test]
+    fn computed_all_integer_sets_reply_in_ascending_order() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        run(&mut srv, c, &["SADD", "a", "3", "1", "2"]);
+        run(&mut srv, c, &["SADD", "b", "10", "-5", "2"]);
+        run(&mut srv, c, &["SADD", "w", "x", "1"]);
+        assert_eq!(
+            bulks(&run(&mut srv, c, &["SUNION", "b", "a"])),
+            ["-5", "1", "2", "3", "10"]
+        );
+        assert_eq!(bulks(&run(&mut srv, c, &["SDIFF", "b", "a"])), ["-5", "10"]);
+        // Not all integers: first-seen order (the first set's members first).
+        let u = bulks(&run(&mut srv, c, &["SUNION", "w", "a"]));
+        assert_eq!(sorted(u[..2].to_vec()), ["1", "x"]);
+        assert_eq!(u[2..], ["2", "3"]);
+        // Integers with a non-canonical spelling are not integers.
+        run(&mut srv, c, &["SADD", "z", "07", "3"]);
+        let d = bulks(&run(&mut srv, c, &["SDIFF", "z", "a"]));
+        assert_eq!(d, ["07"]);
+    }
+
+    #[test]
+    fn diff_and_intersection_with_missing_keys() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        run(&mut srv, c, &["SADD", "a", "x", "y", "z"]);
+        run(&mut srv, c, &["SADD", "b", "y"]);
+        assert_eq!(run(&mut srv, c, &["SDIFF", "nokey", "a"]), "*0\r\n");
+        assert_eq!(
+            sorted(bulks(&run(&mut srv, c, &["SDIFF", "a", "nokey", "b"]))),
+            ["x", "z"]
+        );
+        assert_eq!(run(&mut srv, c, &["SINTER", "a", "nokey"]), "*0\r\n");
+        assert_eq!(bulks(&run(&mut srv, c, &["SINTER", "a", "b"])), ["y"]);
+        assert_eq!(
+            sorted(bulks(&run(&mut srv, c, &["SINTER", "a", "a"]))),
+            ["x", "y", "z"]
+        );
+        assert_eq!(
+            sorted(bulks(&run(&mut srv, c, &["SUNION", "nokey", "b", "a"]))),
+            ["x", "y", "z"]
+        );
+        // Every key is type-checked, even after a missing one.
+        run(&mut srv, c, &["SET", "s", "v"]);
+        for cmd in ["SINTER", "SUNION", "SDIFF"] {
+            assert!(
+                run(&mut srv, c, &[cmd, "nokey", "s"]).starts_with("-WRONGTYPE"),
+                "{cmd}"
+            );
+        }
+    }
+
+    #[test]
+    fn sintercard_limit_and_argument_errors() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        run(&mut srv, c, &["SADD", "a", "1", "2", "3", "4"]);
+        run(&mut srv, c, &["SADD", "b", "2", "3", "4", "5"]);
+        assert_eq!(run(&mut srv, c, &["SINTERCARD", "2", "a", "b"]), ":3\r\n");
+        assert_eq!(
+            run(&mut srv, c, &["SINTERCARD", "2", "a", "b", "LIMIT", "2"]),
+            ":2\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["SINTERCARD", "2", "a", "b", "LIMIT", "0"]),
+            ":3\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["SINTERCARD", "2", "a", "nokey"]),
+            ":0\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["SINTERCARD", "1", "a", "LIMIT", "-1"]),
+            "-ERR LIMIT can't be negative\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["SINTERCARD", "0", "a"]),
+            "-ERR numkeys should be greater than 0\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["SINTERCARD", "3", "a", "b"]),
+            "-ERR Number of keys can't be greater than number of args\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["SINTERCARD", "1", "a", "LIMIT"]),
+            "-ERR syntax error\r\n"
+        );
+    }
+
+    #[test]
+    fn store_variants_replace_the_destination_or_delete_it_when_empty() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        run(&mut srv, c, &["SADD", "a", "1", "2", "3"]);
+        run(&mut srv, c, &["SADD", "b", "3", "4"]);
+        run(&mut srv, c, &["SET", "dst", "a string"]);
+        assert_eq!(
+            run(&mut srv, c, &["SUNIONSTORE", "dst", "a", "b"]),
+            ":4\r\n"
+        );
+        assert_eq!(run(&mut srv, c, &["TYPE", "dst"]), "+set\r\n");
+        assert_eq!(members(&mut srv, c, "dst"), ["1", "2", "3", "4"]);
+        assert_eq!(
+            run(&mut srv, c, &["SINTERSTORE", "dst", "a", "b"]),
+            ":1\r\n"
+        );
+        assert_eq!(members(&mut srv, c, "dst"), ["3"]);
+        assert_eq!(run(&mut srv, c, &["SDIFFSTORE", "dst", "a", "b"]), ":2\r\n");
+        assert_eq!(members(&mut srv, c, "dst"), ["1", "2"]);
+        assert_eq!(
+            run(&mut srv, c, &["SINTERSTORE", "dst", "a", "nokey"]),
+            ":0\r\n"
+        );
+        assert_eq!(run(&mut srv, c, &["EXISTS", "dst"]), ":0\r\n");
+        // A source may be the destination.
+        assert_eq!(run(&mut srv, c, &["SUNIONSTORE", "a", "a", "b"]), ":4\r\n");
+        assert_eq!(members(&mut srv, c, "a"), ["1", "2", "3", "4"]);
+    }
+
+    #[test]
+    fn smove_edge_cases() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        run(&mut srv, c, &["SADD", "a", "m", "n"]);
+        assert_eq!(run(&mut srv, c, &["SMOVE", "nokey", "a", "m"]), ":0\r\n");
+        assert_eq!(run(&mut srv, c, &["SMOVE", "a", "a", "m"]), ":1\r\n");
+        assert_eq!(run(&mut srv, c, &["SMOVE", "a", "a", "zz"]), ":0\r\n");
+        assert_eq!(members(&mut srv, c, "a"), ["m", "n"]);
+        run(&mut srv, c, &["SET", "s", "v"]);
+        assert!(run(&mut srv, c, &["SMOVE", "a", "s", "m"]).starts_with("-WRONGTYPE"));
+        assert!(run(&mut srv, c, &["SMOVE", "s", "a", "m"]).starts_with("-WRONGTYPE"));
+        assert_eq!(members(&mut srv, c, "a"), ["m", "n"]);
+        assert_eq!(run(&mut srv, c, &["SMOVE", "a", "b", "zz"]), ":0\r\n");
+        assert_eq!(run(&mut srv, c, &["EXISTS", "b"]), ":0\r\n");
+        run(&mut srv, c, &["SADD", "b", "m"]);
+        assert_eq!(run(&mut srv, c, &["SMOVE", "a", "b", "m"]), ":1\r\n");
+        assert_eq!(run(&mut srv, c, &["SCARD", "b"]), ":1\r\n");
+        // The last member: the source goes, a new destination is created.
+        assert_eq!(run(&mut srv, c, &["SMOVE", "a", "c", "n"]), ":1\r\n");
+        assert_eq!(run(&mut srv, c, &["EXISTS", "a"]), ":0\r\n");
+        assert_eq!(members(&mut srv, c, "c"), ["n"]);
+    }
+
+    #[test]
+    fn spop_and_srandmember_counts() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        assert_eq!(run(&mut srv, c, &["SPOP", "nokey"]), "$-1\r\n");
+        assert_eq!(run(&mut srv, c, &["SPOP", "nokey", "3"]), "*0\r\n");
+        assert_eq!(run(&mut srv, c, &["SRANDMEMBER", "nokey"]), "$-1\r\n");
+        assert_eq!(run(&mut srv, c, &["SRANDMEMBER", "nokey", "-3"]), "*0\r\n");
+        let mut add = vec!["SADD".to_string(), "k".to_string()];
+        add.extend((0..12).map(|i| format!("m{i}")));
+        let add: Vec<&str> = add.iter().map(String::as_str).collect();
+        run(&mut srv, c, &add);
+        assert_eq!(
+            run(&mut srv, c, &["SPOP", "k", "-1"]),
+            "-ERR value is out of range, must be positive\r\n"
+        );
+        assert_eq!(
+            run(&mut srv, c, &["SPOP", "k", "1", "2"]),
+            "-ERR syntax error\r\n"
+        );
+        assert_eq!(run(&mut srv, c, &["SPOP", "k", "0"]), "*0\r\n");
+        assert_eq!(
+            run(&mut srv, c, &["SRANDMEMBER", "k", "-9223372036854775808"]),
+            "-ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807\r\n"
+        );
+        assert_eq!(
+            bulks(&run(&mut srv, c, &["SRANDMEMBER", "k", "-30"])).len(),
+            30
+        );
+        // Positive: distinct, at most the whole set, on each path (few of many, most of
+        // them, all).
+        for n in [1usize, 4, 5, 11, 12, 40] {
+            let r = bulks(&run(&mut srv, c, &["SRANDMEMBER", "k", &n.to_string()]));
+            assert_eq!(r.len(), n.min(12), "count {n}");
+            let mut d = r.clone();
+            d.sort();
+            d.dedup();
+            assert_eq!(d.len(), r.len(), "count {n}: repeats in {r:?}");
+        }
+        assert_eq!(run(&mut srv, c, &["SCARD", "k"]), ":12\r\n");
+        let popped = bulks(&run(&mut srv, c, &["SPOP", "k", "5"]));
+        assert_eq!(popped.len(), 5);
+        for m in &popped {
+            assert_eq!(run(&mut srv, c, &["SISMEMBER", "k", m]), ":0\r\n");
+        }
+        assert_eq!(run(&mut srv, c, &["SCARD", "k"]), ":7\r\n");
+        // At least the whole set: all of it, and the key goes.
+        let rest = bulks(&run(&mut srv, c, &["SPOP", "k", "7"]));
+        assert_eq!(rest.len(), 7);
+        assert_eq!(run(&mut srv, c, &["EXISTS", "k"]), ":0\r\n");
+        let mut all = popped;
+        all.extend(rest);
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 12);
+    }
+
+    /// Runs SPOP's handler directly with the log on, returning the reply's members and
+    /// the commands it asks the log to record instead of itself.
+    fn spop_logged(
+        srv: &mut Server,
+        c: &mut Client,
+        args: &[&str],
+    ) -> (Vec<String>, Vec<Vec<String>>) {
+        let mut buf = Vec::new();
+        let mut ranges = Vec::new();
+        for a in args {
+            ranges.push((buf.len(), a.len()));
+            buf.extend_from_slice(a.as_bytes());
+        }
+        let spec = COMMANDS.iter().find(|s| s.name == "spop").unwrap();
+        let mut out = Vec::new();
+        srv.aof.enabled = true;
+        let resp = c.resp;
+        let mut ctx = Ctx {
+            srv,
+            client: c,
+            args: Args::new(&buf, &ranges),
+            out: Reply::new(&mut out, resp),
+            now_ms: crate::util::now_ms(),
+            spec,
+        };
+        spop(&mut ctx).unwrap();
+        srv.aof.enabled = false;
+        let forms = std::mem::take(&mut srv.aof.command_forms)
+            .into_iter()
+            .map(|f| {
+                f.iter()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect()
+            })
+            .collect();
+        (bulks(&String::from_utf8_lossy(&out)), forms)
+    }
+
+    #[test]
+    fn spop_logs_the_members_it_popped_in_batches_or_a_del_for_the_whole_set() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        let mut add = vec!["SADD".to_string(), "k".to_string()];
+        add.extend((0..3000).map(|i| format!("m{i}")));
+        let add: Vec<&str> = add.iter().map(String::as_str).collect();
+        assert_eq!(run(&mut srv, c, &add), ":3000\r\n");
+        let (popped, forms) = spop_logged(&mut srv, c, &["SPOP", "k", "2500"]);
+        assert_eq!(popped.len(), 2500);
+        assert_eq!(
+            forms.iter().map(|f| f.len() - 2).collect::<Vec<_>>(),
+            [1024, 1024, 452]
+        );
+        let mut logged = Vec::new();
+        for f in &forms {
+            assert_eq!(f[..2], ["SREM", "k"]);
+            logged.extend(f[2..].iter().cloned());
+        }
+        assert_eq!(logged, popped, "the log removes exactly what was replied");
+        let (one, forms) = spop_logged(&mut srv, c, &["SPOP", "k"]);
+        assert_eq!(one.len(), 1);
+        assert_eq!(
+            forms,
+            [vec!["SREM".to_string(), "k".to_string(), one[0].clone()]]
+        );
+        let (rest, forms) = spop_logged(&mut srv, c, &["SPOP", "k", "1000"]);
+        assert_eq!(rest.len(), 499);
+        assert_eq!(forms, [vec!["DEL".to_string(), "k".to_string()]]);
+        assert_eq!(run(&mut srv, c, &["EXISTS", "k"]), ":0\r\n");
+    }
+
+    #[test]
+    fn smismember_on_a_missing_key_is_all_zeroes() {
+        let (mut srv, mut c) = setup();
+        let c = &mut *c;
+        assert_eq!(
+            run(&mut srv, c, &["SMISMEMBER", "nokey", "a", "b"]),
+            "*2\r\n:0\r\n:0\r\n"
+        );
+        run(&mut srv, c, &["SADD", "k", "b"]);
+        assert_eq!(
+            run(&mut srv, c, &["SMISMEMBER", "k", "a", "b", "b"]),
+            "*3\r\n:0\r\n:1\r\n:1\r\n"
+        );
+    }
+}

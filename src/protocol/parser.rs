@@ -482,6 +482,372 @@ mod tests {
             "Protocol error: too big mbulk count string"
         );
     }
+
+    /// Feeds `stream` in the pieces `cuts` gives (sorted offsets), the way the connection
+    /// does: append, parse until Incomplete, drain what is consumed. Returns the commands.
+    fn drive(
+        stream: &[u8],
+        cuts: &[usize],
+        lim: &ParseLimits,
+    ) -> Result<Vec<Vec<Vec<u8>>>, String> {
+        let mut p = RequestParser::new();
+        let mut buf = Vec::new();
+        let mut got = Vec::new();
+        let mut fed = 0;
+        for &cut in cuts.iter().chain(std::iter::once(&stream.len())) {
+            buf.extend_from_slice(&stream[fed..cut]);
+            fed = cut;
+            loop {
+                match p.next(&buf, lim) {
+                    Parse::Command => got.push(args_of(&p, &buf)),
+                    Parse::Incomplete => break,
+                    Parse::Error(e) => return Err(e),
+                    Parse::BigBulk { .. } => unreachable!("big bulks are off"),
+                }
+            }
+            let n = p.consumed();
+            assert!(n <= buf.len());
+            buf.drain(..n);
+            p.shift(n);
+        }
+        assert!(!p.in_command(), "stream ends mid-command");
+        assert!(buf.is_empty(), "unconsumed bytes left: {buf:?}");
+        Ok(got)
+    }
+
+    fn strs(v: &[&[u8]]) -> Vec<Vec<u8>> {
+        v.iter().map(|a| a.to_vec()).collect()
+    }
+
+    /// Inline and multibulk commands, empty lines, `*0`, `*-1`, an empty bulk, LF-only
+    /// line ends: one pipelined buffer.
+    const PIPELINE: &[u8] = b"PING\r\n\r\n*0\r\n*-1\r\n*2\r\n$4\r\nECHO\r\n$0\r\n\r\n\
+set \"a\\tb\" 'c d'\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$10\r\n0123456789\r\n   \t \r\n\
+*1\r\n$4\r\nQUIT\r\n";
+
+    fn pipeline_commands() -> Vec<Vec<Vec<u8>>> {
+        vec![
+            strs(&[b"PING"]),
+            strs(&[b"ECHO", b""]),
+            strs(&[b"set", b"a\tb", b"c d"]),
+            strs(&[b"SET", b"k", b"0123456789"]),
+            strs(&[b"QUIT"]),
+        ]
+    }
+
+    #[test]
+    fn pipelined_buffer_parses_the_same_whole_or_split_at_any_one_or_two_points() {
+        let want = pipeline_commands();
+        assert_eq!(drive(PIPELINE, &[], &LIM).unwrap(), want);
+        for a in 0..=PIPELINE.len() {
+            assert_eq!(drive(PIPELINE, &[a], &LIM).unwrap(), want, "cut at {a}");
+            for b in a..=PIPELINE.len() {
+                assert_eq!(
+                    drive(PIPELINE, &[a, b], &LIM).unwrap(),
+                    want,
+                    "cuts at {a} and {b}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn pipelined_buffer_fed_one_byte_at_a_time() {
+        let cuts: Vec<usize> = (1..PIPELINE.len()).collect();
+        assert_eq!(drive(PIPELINE, &cuts, &LIM).unwrap(), pipeline_commands());
+    }
+
+    #[test]
+    fn empty_and_null_multibulks_are_consumed_without_a_command() {
+        for hdr in [&b"*0\r\n"[..], b"*-1\r\n", b"*-7\r\n"] {
+            let mut p = RequestParser::new();
+            assert_eq!(p.next(hdr, &LIM), Parse::Incomplete);
+            assert_eq!(p.consumed(), hdr.len(), "{hdr:?} not consumed");
+            assert!(!p.in_command());
+            // Before AUTH too (a count <= 0 is under the unauthenticated limit).
+            let unauth = ParseLimits {
+                auth_required: true,
+                ..LIM
+            };
+            let mut p = RequestParser::new();
+            assert_eq!(p.next(hdr, &unauth), Parse::Incomplete);
+            assert_eq!(p.consumed(), hdr.len());
+            // The command after it is the one returned.
+            let mut buf = hdr.to_vec();
+            buf.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+            let mut p = RequestParser::new();
+            assert_eq!(p.next(&buf, &LIM), Parse::Command);
+            assert_eq!(args_of(&p, &buf), strs(&[b"PING"]));
+            assert_eq!(p.consumed(), buf.len());
+        }
+        // Without its '\n' the header is not consumed yet.
+        let mut p = RequestParser::new();
+        assert_eq!(p.next(b"*0\r", &LIM), Parse::Incomplete);
+        assert_eq!(p.consumed(), 0);
+    }
+
+    #[test]
+    fn empty_bulk_is_an_empty_argument() {
+        let buf = b"*3\r\n$3\r\nSET\r\n$0\r\n\r\n$0\r\n\r\n";
+        let mut p = RequestParser::new();
+        assert_eq!(p.next(buf, &LIM), Parse::Command);
+        assert_eq!(args_of(&p, buf), strs(&[b"SET", b"", b""]));
+        assert_eq!(p.consumed(), buf.len());
+    }
+
+    #[test]
+    fn inline_escapes_in_double_quotes_and_literal_single_quotes() {
+        let cases: &[(&[u8], &[&[u8]])] = &[
+            (
+                b"x \"\\n\\r\\t\\b\\a\\\\\\\"\"\r\n",
+                &[b"x", b"\n\r\t\x08\x07\\\""],
+            ),
+            (b"x \"\\x41\\x4a\\xff\\x00\"\r\n", &[b"x", b"AJ\xff\x00"]),
+            // An invalid hex escape is the escaped character itself.
+            (b"x \"\\x4g\" \"\\q\"\r\n", &[b"x", b"x4g", b"q"]),
+            // Single quotes: only \' is an escape.
+            (b"x 'a\\nb' 'it\\'s'\r\n", &[b"x", b"a\\nb", b"it's"]),
+            (b"x \"\" ''\r\n", &[b"x", b"", b""]),
+            // A quote may open inside a word; it must close at a word end.
+            (b"x ab\"c d\"\r\n", &[b"x", b"abc d"]),
+            (b"  get \t  k  \r\n", &[b"get", b"k"]),
+            // LF alone ends a line; only one CR before it is the line end.
+            (b"get k\n", &[b"get", b"k"]),
+            (b"get k\r\r\n", &[b"get", b"k"]),
+        ];
+        for (line, want) in cases {
+            let mut p = RequestParser::new();
+            assert_eq!(p.next(line, &LIM), Parse::Command, "{line:?}");
+            assert_eq!(p.source, Some(ArgSource::InlineScratch));
+            assert_eq!(args_of(&p, line), strs(want), "{line:?}");
+            assert_eq!(p.consumed(), line.len());
+        }
+        for bad in [
+            &b"x \"abc\r\n"[..],
+            b"x 'abc\r\n",
+            b"x \"a\"b\r\n",
+            b"x 'a'b\r\n",
+            b"x \"a\\\"\r\n",
+        ] {
+            let mut p = RequestParser::new();
+            assert_eq!(
+                p.next(bad, &LIM),
+                Parse::Error("Protocol error: unbalanced quotes in request".into()),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn blank_inline_lines_are_skipped_and_the_source_follows_each_command() {
+        let buf = b" \t \r\n\n\r\nget k\r\n*1\r\n$4\r\nPING\r\n";
+        let mut p = RequestParser::new();
+        assert_eq!(p.next(buf, &LIM), Parse::Command);
+        assert_eq!(p.source, Some(ArgSource::InlineScratch));
+        assert_eq!(args_of(&p, buf), strs(&[b"get", b"k"]));
+        assert_eq!(p.next(buf, &LIM), Parse::Command);
+        assert_eq!(p.source, Some(ArgSource::QueryBuffer));
+        assert_eq!(args_of(&p, buf), strs(&[b"PING"]));
+        assert_eq!(p.next(buf, &LIM), Parse::Incomplete);
+        assert_eq!(p.consumed(), buf.len());
+    }
+
+    #[test]
+    fn nul_before_a_line_end_waits_for_more_like_redis_strchr() {
+        for input in [
+            &b"*1\0\r\n$4\r\nPING\r\n"[..],
+            b"*1\r\n$4\0\r\nPING\r\n",
+            b"PI\0NG\r\n",
+        ] {
+            let mut p = RequestParser::new();
+            assert_eq!(p.next(input, &LIM), Parse::Incomplete, "{input:?}");
+        }
+        // ... until the line outgrows the inline limit.
+        let mut long = b"GET \0".to_vec();
+        long.resize(INLINE_MAX_BYTES + 2, b'a');
+        long.extend_from_slice(b"\r\n");
+        let mut p = RequestParser::new();
+        assert_eq!(
+            p.next(&long, &LIM),
+            Parse::Error("Protocol error: too big inline request".into())
+        );
+    }
+
+    #[test]
+    fn count_and_length_limits_at_their_edges() {
+        let first = |input: &[u8], lim: &ParseLimits| RequestParser::new().next(input, lim);
+        let invalid_mb = Parse::Error("Protocol error: invalid multibulk length".into());
+        let invalid_bulk = Parse::Error("Protocol error: invalid bulk length".into());
+        assert_eq!(first(b"*2147483647\r\n", &LIM), Parse::Incomplete);
+        assert_eq!(first(b"*2147483648\r\n", &LIM), invalid_mb);
+        assert_eq!(first(b"*99999999999999999999999\r\n", &LIM), invalid_mb);
+        // string2ll's rules: no leading zeros, no sign but '-', no spaces.
+        assert_eq!(first(b"*01\r\n", &LIM), invalid_mb);
+        assert_eq!(first(b"*+1\r\n", &LIM), invalid_mb);
+        assert_eq!(first(b"* 1\r\n", &LIM), invalid_mb);
+        assert_eq!(first(b"*\r\n", &LIM), invalid_mb);
+        assert_eq!(first(b"*1\r\n$01\r\n", &LIM), invalid_bulk);
+        assert_eq!(first(b"*1\r\n$\r\n", &LIM), invalid_bulk);
+        assert_eq!(first(b"*1\r\n$-0\r\n", &LIM), invalid_bulk);
+        // Long header lines: up to the limit they wait, beyond it they are refused.
+        let mut hdr = b"*1\r\n$".to_vec();
+        hdr.resize(4 + INLINE_MAX_BYTES, b'1');
+        assert_eq!(first(&hdr, &LIM), Parse::Incomplete);
+        hdr.push(b'1');
+        assert_eq!(
+            first(&hdr, &LIM),
+            Parse::Error("Protocol error: too big bulk count string".into())
+        );
+        let mut star = b"*".to_vec();
+        star.resize(INLINE_MAX_BYTES, b'1');
+        assert_eq!(first(&star, &LIM), Parse::Incomplete);
+        // Unauthenticated: a bulk's limit applies to its header, before any data.
+        let unauth = ParseLimits {
+            proto_max_bulk_len: 1 << 29,
+            auth_required: true,
+        };
+        assert_eq!(
+            first(b"*2\r\n$3\r\nGET\r\n$16385\r\n", &unauth),
+            Parse::Error("Protocol error: unauthenticated bulk length".into())
+        );
+        assert_eq!(first(b"*-1\r\n", &unauth), Parse::Incomplete);
+    }
+
+    #[test]
+    fn the_two_bytes_after_a_bulk_are_skipped_unchecked() {
+        let buf = b"*2\r\n$3\r\nGET\r\n$1\r\nkXY*1\r\n$4\r\nPING\r\n";
+        let mut p = RequestParser::new();
+        assert_eq!(p.next(buf, &LIM), Parse::Command);
+        assert_eq!(args_of(&p, buf), strs(&[b"GET", b"k"]));
+        assert_eq!(p.next(buf, &LIM), Parse::Command);
+        assert_eq!(args_of(&p, buf), strs(&[b"PING"]));
+    }
+
+    #[test]
+    fn half_read_command_keeps_its_arguments_and_reports_what_it_needs() {
+        let full = b"*1\r\n$4\r\nPING\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100\r\n";
+        let mut buf = full.to_vec();
+        buf.extend_from_slice(b"0123456789");
+        let mut p = RequestParser::new();
+        assert_eq!(p.next(&buf, &LIM), Parse::Command);
+        assert_eq!(p.next(&buf, &LIM), Parse::Incomplete);
+        assert!(p.in_command());
+        // Only the finished PING and the header bytes before SET's first argument may go.
+        let set_arg = 14 + 8;
+        assert_eq!(&buf[set_arg..set_arg + 3], b"SET");
+        assert_eq!(p.consumed(), set_arg);
+        // The 100-byte bulk: its header is parsed, 10 bytes are here, 92 more (CRLF too)
+        // are needed; the query-buffer measure counts the 10 data bytes.
+        assert_eq!(p.pending_bulk_bytes(buf.len()), 92);
+        assert_eq!(p.unparsed_bytes(buf.len()), 10);
+        let n = p.consumed();
+        buf.drain(..n);
+        p.shift(n);
+        assert_eq!(p.pending_bulk_bytes(buf.len()), 92);
+        buf.extend(std::iter::repeat_n(b'v', 90));
+        buf.extend_from_slice(b"\r\n");
+        assert_eq!(p.pending_bulk_bytes(buf.len()), 0);
+        assert_eq!(p.next(&buf, &LIM), Parse::Command);
+        let args = args_of(&p, &buf);
+        assert_eq!(args[..2], strs(&[b"SET", b"k"])[..]);
+        assert_eq!(&args[2][..10], b"0123456789");
+        assert_eq!(args[2].len(), 100);
+        assert!(!p.in_command());
+        assert_eq!(p.pending_bulk_bytes(buf.len()), 0);
+    }
+
+    #[test]
+    fn declined_big_bulk_is_buffered_and_the_next_one_announced_again() {
+        let first = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$20\r\n";
+        let second = b"*2\r\n$4\r\nECHO\r\n$12\r\nabcdefghijkl\r\n";
+        let mut stream = first.to_vec();
+        stream.extend_from_slice(b"01234567890123456789\r\n");
+        stream.extend_from_slice(second);
+        let mut p = RequestParser::with_big_args(8);
+        let mut buf = stream[..first.len() + 5].to_vec();
+        assert_eq!(p.next(&buf, &LIM), Parse::BigBulk { len: 20 });
+        assert_eq!(p.data_start(), first.len());
+        p.decline_big_bulk();
+        // Declined: it waits in the buffer like a small bulk, not announced again.
+        assert_eq!(p.next(&buf, &LIM), Parse::Incomplete);
+        assert_eq!(p.pending_bulk_bytes(buf.len()), 17);
+        assert_eq!(p.next(&buf, &LIM), Parse::Incomplete);
+        // The rest of it, and part of the next command's 12-byte bulk.
+        let part = stream.len() - 10;
+        buf.extend_from_slice(&stream[first.len() + 5..part]);
+        assert_eq!(p.next(&buf, &LIM), Parse::Command);
+        assert_eq!(p.source, Some(ArgSource::QueryBuffer));
+        assert!(p.args.iter().all(|a| a.0 & BIG_ARG_FLAG == 0));
+        assert_eq!(
+            args_of(&p, &buf),
+            strs(&[b"SET", b"k", b"01234567890123456789"])
+        );
+        // The decline was for that bulk only.
+        assert_eq!(p.next(&buf, &LIM), Parse::BigBulk { len: 12 });
+        p.decline_big_bulk();
+        buf.extend_from_slice(&stream[part..]);
+        assert_eq!(p.next(&buf, &LIM), Parse::Command);
+        assert_eq!(args_of(&p, &buf), strs(&[b"ECHO", b"abcdefghijkl"]));
+        assert_eq!(p.consumed(), buf.len());
+    }
+
+    #[test]
+    fn big_bulk_is_announced_only_when_long_unbuffered_and_not_the_name() {
+        // The command name is never handed over, however long.
+        let mut p = RequestParser::with_big_args(8);
+        assert_eq!(p.next(b"*2\r\n$10\r\nabcd", &LIM), Parse::Incomplete);
+        // A bulk under the threshold waits in the buffer.
+        let mut p = RequestParser::with_big_args(8);
+        assert_eq!(
+            p.next(b"*2\r\n$3\r\nSET\r\n$7\r\nab", &LIM),
+            Parse::Incomplete
+        );
+        // At the threshold, not all buffered: announced.
+        let mut p = RequestParser::with_big_args(8);
+        assert_eq!(
+            p.next(b"*2\r\n$3\r\nSET\r\n$8\r\nab", &LIM),
+            Parse::BigBulk { len: 8 }
+        );
+        // Wholly buffered (with its CRLF): a plain argument.
+        let buf = b"*2\r\n$3\r\nSET\r\n$8\r\nabcdefgh\r\n";
+        let mut p = RequestParser::with_big_args(8);
+        assert_eq!(p.next(buf, &LIM), Parse::Command);
+        assert_eq!(args_of(&p, buf), strs(&[b"SET", b"abcdefgh"]));
+        // Big args off: never announced.
+        let mut p = RequestParser::new();
+        assert_eq!(
+            p.next(b"*2\r\n$3\r\nSET\r\n$1000\r\nab", &LIM),
+            Parse::Incomplete
+        );
+    }
+
+    #[test]
+    fn filled_big_bulk_skips_its_crlf_and_shifts_around_the_big_argument() {
+        let mut p = RequestParser::with_big_args(4);
+        let mut buf = b"*2\r\n$3\r\nGET\r\n$5\r\nab".to_vec();
+        assert_eq!(p.next(&buf, &LIM), Parse::BigBulk { len: 5 });
+        let start = p.data_start();
+        buf.truncate(start); // the caller moved "ab" out and reads the rest itself
+        p.big_bulk_filled(7, 5);
+        assert!(p.in_command());
+        // The CRLF after the bulk comes through the buffer; one byte is not enough.
+        buf.push(b'\r');
+        assert_eq!(p.next(&buf, &LIM), Parse::Incomplete);
+        assert!(p.in_command());
+        // Draining moves the buffered argument, not the big one.
+        let n = p.consumed();
+        assert_eq!(n, 8, "only the bytes before GET may go");
+        buf.drain(..n);
+        p.shift(n);
+        buf.extend_from_slice(b"\n*1\r\n$4\r\nPING\r\n");
+        assert_eq!(p.next(&buf, &LIM), Parse::Command);
+        assert_eq!(p.args, vec![(0, 3), (BIG_ARG_FLAG | 7, 5)]);
+        assert_eq!(&buf[..3], b"GET");
+        assert!(!p.in_command());
+        assert_eq!(p.next(&buf, &LIM), Parse::Command);
+        assert_eq!(args_of(&p, &buf), strs(&[b"PING"]));
+        assert_eq!(p.consumed(), buf.len());
+    }
 }
 
 /// Property tests: the same checks as the cargo-fuzz target (`fuzz/fuzz_targets/

@@ -471,3 +471,348 @@ fn auto_rewrite_backing_off(srv: &Server) -> bool {
         .last_rewrite_end
         .is_some_and(|t| t.elapsed().as_secs() < delay_s)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::Args;
+    use crate::config::Config;
+    use crate::persistence::aof::rewrite::*;
+    use crate::persistence::snapshot::format::CutMode;
+    use crate::persistence::snapshot::Outcome;
+    #[allow(unused_imports)]
+    use std::path::Path;
+    #[allow(unused_imports)]
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+    use std::time::Duration;
+
+    fn server() -> Server {
+        Server::new(Config::default()).unwrap()
+    }
+
+    fn run(srv: &mut Server, args: &[&str]) -> String {
+        let mut c = srv.alloc_client("127.0.0.1:1".into(), "127.0.0.1:2".into());
+        let mut buf = Vec::new();
+        let mut ranges = Vec::new();
+        for a in args {
+            ranges.push((buf.len(), a.len()));
+            buf.extend_from_slice(a.as_bytes());
+        }
+        let mut out = Vec::new();
+        srv.execute(&mut c, Args::new(&buf, &ranges), &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("cairn-rewrite-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn ago(secs: u64) -> Option<Instant> {
+        Instant::now().checked_sub(Duration::from_secs(secs))
+    }
+
+    fn old_layout() -> Layout {
+        Layout {
+            prefix: "p".into(),
+            base: Some(FileInfo {
+                name: Layout::base_name("p", 1),
+                seq: 1,
+            }),
+            history: vec![],
+            incrs: vec![FileInfo {
+                name: Layout::incr_name("p", 1),
+                seq: 1,
+            }],
+        }
+    }
+
+    /// A rewrite of `old_layout()` into `dir` at `phase` (as `start` would set it up,
+    /// without a snapshot thread or a writer).
+    fn rewrite(dir: &Path, kind: BaseKind, phase: Phase) -> Rewrite {
+        let layout = old_layout();
+        let seq = layout.next_base_seq();
+        let new_incr = FileInfo {
+            name: Layout::incr_name("p", layout.next_incr_seq()),
+            seq: layout.next_incr_seq(),
+        };
+        let mut rotated = layout.clone();
+        rotated.incrs.push(new_incr.clone());
+        Rewrite {
+            started: Instant::now(),
+            base: FileInfo {
+                name: match kind {
+                    BaseKind::Rdb => Layout::base_rdb_name("p", seq),
+                    BaseKind::Image => Layout::base_image_name("p", seq),
+                },
+                seq,
+            },
+            kind,
+            image_path: dir.join(Layout::base_image_name("p", seq)),
+            dir: dir.to_path_buf(),
+            new_incr,
+            rotated,
+            switch_manifest: None,
+            cut: Arc::new(Cut::default()),
+            phase,
+            keys: 0,
+            outcome: None,
+        }
+    }
+
+    fn failure(p: Phase) -> String {
+        match p {
+            Phase::Failed(why) => why,
+            _ => panic!("the rewrite did not fail"),
+        }
+    }
+
+    #[test]
+    fn automatic_rewrites_back_off_after_three_failures_doubling_to_an_hour() {
+        let mut srv = server();
+        let mut backing_off = |failures: u64, end: Option<Instant>| {
+            srv.aof.rewrites_consecutive_failures = failures;
+            srv.aof.last_rewrite_end = end;
+            auto_rewrite_backing_off(&srv)
+        };
+        assert!(!backing_off(0, ago(0)));
+        assert!(!backing_off(2, ago(0)));
+        assert!(!backing_off(3, None), "no failed rewrite ended yet");
+        // 3 failures: a minute.
+        assert!(backing_off(3, ago(0)));
+        assert!(backing_off(3, ago(50)));
+        assert!(!backing_off(3, ago(61)));
+        // 4: two minutes; 8: 32 minutes.
+        assert!(backing_off(4, ago(61)));
+        assert!(!backing_off(4, ago(121)));
+        assert!(backing_off(8, ago(1900)));
+        assert!(!backing_off(8, ago(1921)));
+        // From 9 on: at most an hour.
+        if let Some(t) = ago(3601) {
+            assert!(!backing_off(9, Some(t)));
+            assert!(!backing_off(1000, Some(t)));
+        }
+        assert!(backing_off(1000, ago(3500)));
+    }
+
+    #[test]
+    fn rewrite_requests_need_a_running_log() {
+        let mut srv = server();
+        let off = "ERR Background AOF rewriting is not possible: appendonly is off";
+        assert_eq!(request(&mut srv), Err(off.to_string()));
+        srv.aof.enabled = true;
+        assert_eq!(request(&mut srv), Err(off.to_string()), "no writer");
+        assert_eq!(start(&mut srv), Err("appendonly is off".to_string()));
+        assert!(!srv.background_job_active());
+    }
+
+    #[test]
+    fn a_scheduled_rewrite_that_cannot_start_is_dropped_without_counting_a_failure() {
+        let mut srv = server();
+        srv.aof.rewrite_scheduled = true;
+        // Log off: cron leaves it alone.
+        cron(&mut srv);
+        assert!(srv.aof.rewrite_scheduled);
+        srv.aof.enabled = true;
+        cron(&mut srv);
+        assert!(!srv.aof.rewrite_scheduled);
+        assert!(srv.aof.rewrite.is_none());
+        assert_eq!(srv.aof.rewrites_consecutive_failures, 0);
+        assert!(srv.aof.last_rewrite_end.is_none());
+    }
+
+    #[test]
+    fn a_failed_rewrite_removes_only_its_own_files_and_counts_the_failure() {
+        for kind in [BaseKind::Rdb, BaseKind::Image] {
+            let dir = temp_dir(&format!("failed-{kind:?}"));
+            let rw = rewrite(&dir, kind, Phase::Failed("boom".into()));
+            let cut = rw.cut.clone();
+            let (image, base) = (rw.image_path.clone(), rw.base_path());
+            let old_base = dir.join(Layout::base_name("p", 1));
+            for f in [&image, &base, &old_base] {
+                std::fs::write(f, b"x").unwrap();
+            }
+            let mut srv = server();
+            srv.aof.enabled = true;
+            srv.aof.layout = Some(old_layout());
+            srv.aof.selected_db = Some(3);
+            srv.aof.rewrite = Some(rw);
+            cron(&mut srv);
+            assert!(srv.aof.rewrite.is_none(), "{kind:?}");
+            assert!(
+                !image.exists() && !base.exists(),
+                "{kind:?}: leftovers stay"
+            );
+            assert!(old_base.exists(), "{kind:?}: a listed file was removed");
+            assert!(!srv.aof.last_rewrite_ok);
+            assert_eq!(srv.aof.rewrites_consecutive_failures, 1);
+            assert!(srv.aof.last_rewrite_end.is_some());
+            // No cut: the log moves to the prepared file (here: nobody writes) and the
+            // next entry must say its db.
+            assert!(cut.happened.load(SeqCst));
+            assert_eq!(srv.aof.selected_db, None);
+            assert_eq!(
+                srv.aof.layout,
+                Some(old_layout()),
+                "no writer switched files"
+            );
+        }
+    }
+
+    #[test]
+    fn cancel_keeps_the_layout_that_lists_the_prepared_file() {
+        let dir = temp_dir("cancel");
+        let mut srv = server();
+        srv.aof.layout = Some(old_layout());
+        srv.aof.rewrite = Some(rewrite(&dir, BaseKind::Image, Phase::AwaitSwitch));
+        cancel(&mut srv);
+        assert!(srv.aof.rewrite.is_none());
+        let l = srv.aof.layout.clone().unwrap();
+        assert_eq!(
+            l.incrs.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(),
+            ["p.1.incr.aof", "p.2.incr.aof"]
+        );
+        // A later rewrite never picks that name again.
+        assert_eq!(l.next_incr_seq(), 3);
+        // Cancelling is not a failure.
+        assert_eq!(srv.aof.rewrites_consecutive_failures, 0);
+        cancel(&mut srv); // nothing running: nothing happens
+        assert_eq!(srv.aof.layout, Some(l));
+    }
+
+    #[test]
+    fn a_rewrite_waits_for_the_writers_answer_at_the_switch() {
+        let dir = temp_dir("await");
+        let mut srv = server();
+        srv.aof.enabled = true;
+        srv.aof.rewrite = Some(rewrite(&dir, BaseKind::Image, Phase::AwaitSwitch));
+        cron(&mut srv);
+        cron(&mut srv);
+        let rw = srv.aof.rewrite.as_ref().expect("still running");
+        assert!(matches!(rw.phase, Phase::AwaitSwitch));
+        assert_eq!(srv.aof.rewrites_consecutive_failures, 0);
+    }
+
+    #[test]
+    fn after_stop_resets_the_selected_db_once_per_cut() {
+        let dir = temp_dir("after-stop");
+        let mut srv = server();
+        srv.aof.selected_db = Some(2);
+        srv.aof.after_stop();
+        assert_eq!(srv.aof.selected_db, Some(2), "no rewrite: no switch");
+        let rw = rewrite(&dir, BaseKind::Image, Phase::AwaitSwitch);
+        rw.cut.unseen_by_executor.store(true, SeqCst);
+        srv.aof.rewrite = Some(rw);
+        srv.aof.after_stop();
+        assert_eq!(srv.aof.selected_db, None);
+        srv.aof.selected_db = Some(2);
+        srv.aof.after_stop();
+        assert_eq!(srv.aof.selected_db, Some(2), "the same cut seen twice");
+    }
+
+    fn outcome(aof_lsn: u64) -> Outcome {
+        Outcome {
+            mode: CutMode::StopTheWorld,
+            dirty_at_cut: 0,
+            keys: 0,
+            repl_offset: 0,
+            aof_lsn,
+            bytes_written: 0,
+            passes: 1,
+            pause_us: 0,
+            extra_bytes: 0,
+            fallback_reason: None,
+        }
+    }
+
+    #[test]
+    fn the_image_must_stand_for_the_cut_lsn_and_commit_needs_the_writer() {
+        let dir = temp_dir("after-image");
+        let mut srv = server();
+        let mut rw = rewrite(&dir, BaseKind::Image, Phase::AwaitSwitch);
+        assert_eq!(failure(after_image(&mut srv, &rw)), "no snapshot outcome");
+        rw.cut.lsn.store(9, SeqCst);
+        rw.outcome = Some(outcome(8));
+        assert_eq!(
+            failure(after_image(&mut srv, &rw)),
+            "the image's LSN 8 is not the cut's 9"
+        );
+        rw.outcome = Some(outcome(9));
+        assert_eq!(failure(after_image(&mut srv, &rw)), "the log was closed");
+        assert_eq!(failure(commit(&mut srv, &rw, 0)), "the log was closed");
+    }
+
+    #[test]
+    fn sync_dir_uses_the_current_dir_for_a_bare_name() {
+        assert!(sync_dir(Path::new("file-in-cwd")).is_ok());
+        let e = sync_dir(Path::new("/nonexistent-cairn-dir/f")).unwrap_err();
+        assert!(e.starts_with("/nonexistent-cairn-dir"), "{e}");
+    }
+
+    #[test]
+    fn an_image_converts_to_an_rdb_base_with_its_log_position() {
+        let dir = temp_dir("convert");
+        let mut srv = server();
+        run(&mut srv, &["SET", "s", "v"]);
+        run(&mut srv, &["RPUSH", "l", "a", "b"]);
+        run(&mut srv, &["HSET", "h", "f", "1"]);
+        run(&mut srv, &["SADD", "z", "m"]);
+        let image = dir.join("p.2.base.cimg");
+        let mut p = crate::persistence::snapshot::ops::params(&srv);
+        p.path = image.clone();
+        crate::persistence::snapshot::save_blocking(&srv.ks.arena, srv.ks.total_keys(), &p)
+            .unwrap();
+        let s = srv.config.settings();
+        let (reserve, dbs) = (s.arena_reserve_bytes, s.databases);
+        let out = dir.join("p.2.base.rdb");
+        let aux = vec![
+            ("aof-base", "1".to_string()),
+            (crate::persistence::rdb_file::AUX_AOF_LSN, "42".to_string()),
+            ("repl-offset", "7".to_string()),
+        ];
+        let (img, o) = (image.clone(), out.clone());
+        // (convert lowers its thread's priority: give it its own.)
+        let written = std::thread::spawn(move || convert(&img, &o, &aux, reserve, dbs, 0, false))
+            .join()
+            .unwrap()
+            .unwrap();
+        let bytes = std::fs::read(&out).unwrap();
+        assert_eq!(written, bytes.len() as u64);
+        assert_eq!(crate::persistence::rdb_file::base_aof_lsn(&bytes), Some(42));
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["p.2.base.cimg", "p.2.base.rdb"],
+            "no temp file left"
+        );
+        let mut back = server();
+        let st =
+            crate::persistence::rdb_file::load_rdb(&bytes, &mut back.ks, &back.config, i64::MIN)
+                .unwrap();
+        assert_eq!(st.keys_loaded, 4);
+        assert_eq!(st.aof_lsn, Some(42));
+        assert_eq!(run(&mut back, &["GET", "s"]), "$1\r\nv\r\n");
+        assert_eq!(
+            run(&mut back, &["LRANGE", "l", "0", "-1"]),
+            "*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+        );
+        assert_eq!(run(&mut back, &["HGET", "h", "f"]), "$1\r\n1\r\n");
+        assert_eq!(run(&mut back, &["SISMEMBER", "z", "m"]), ":1\r\n");
+        // A missing image: an error, and no output or temp file.
+        let (img, o) = (dir.join("missing.cimg"), dir.join("p.3.base.rdb"));
+        let o2 = o.clone();
+        let e = std::thread::spawn(move || convert(&img, &o2, &[], reserve, dbs, 0, false))
+            .join()
+            .unwrap()
+            .unwrap_err();
+        assert!(e.contains("missing.cimg"), "{e}");
+        assert!(!o.exists());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+    }
+}

@@ -384,3 +384,509 @@ fn load_base(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::persistence::aof::format::{
+        encode_batch_marker, encode_command, encode_entry, Bad, Damage,
+    };
+    use crate::persistence::aof::load::*;
+    use crate::persistence::aof::manifest::FileInfo;
+
+    const RID: &str = "0123456789012345678901234567890123456789";
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("cairn-load-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// A log written as the writer frames it: one entry per command, LSNs rising by one.
+    struct Log {
+        bytes: Vec<u8>,
+        next_lsn: u64,
+        reploff: u64,
+        /// Offset and reploff of each entry.
+        entries: Vec<(usize, u64)>,
+    }
+
+    impl Log {
+        fn from(first_lsn: u64) -> Log {
+            Log {
+                bytes: Vec::new(),
+                next_lsn: first_lsn,
+                reploff: 0,
+                entries: Vec::new(),
+            }
+        }
+        fn cmd(mut self, args: &[&str]) -> Log {
+            let mut p = Vec::new();
+            encode_command(&mut p, args);
+            self.reploff += p.len() as u64;
+            self.entries.push((self.bytes.len(), self.reploff));
+            encode_entry(&mut self.bytes, self.next_lsn, RID, self.reploff, &p);
+            self.next_lsn += 1;
+            self
+        }
+        fn sets(mut self, n: usize) -> Log {
+            for _ in 0..n {
+                let l = self.next_lsn.to_string();
+                self = self.cmd(&["SET", &format!("k{l}"), &l]);
+            }
+            self
+        }
+    }
+
+    fn layout(names: &[&str]) -> Layout {
+        Layout {
+            prefix: "t".into(),
+            base: None,
+            history: vec![],
+            incrs: names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| FileInfo {
+                    name: n.to_string(),
+                    seq: i as u64 + 1,
+                })
+                .collect(),
+        }
+    }
+
+    fn server() -> Server {
+        Server::new(Config::default()).unwrap()
+    }
+
+    fn run(srv: &mut Server, args: &[&str]) -> String {
+        let mut c = srv.alloc_client("127.0.0.1:1".into(), "127.0.0.1:2".into());
+        let mut buf = Vec::new();
+        let mut ranges = Vec::new();
+        for a in args {
+            ranges.push((buf.len(), a.len()));
+            buf.extend_from_slice(a.as_bytes());
+        }
+        let mut out = Vec::new();
+        srv.execute(&mut c, Args::new(&buf, &ranges), &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    fn len_of(p: &Path) -> u64 {
+        std::fs::metadata(p).unwrap().len()
+    }
+
+    fn outcome(bad: Option<Damage>, headed: bool, expected_lsn: Option<u64>) -> ScanOutcome {
+        ScanOutcome {
+            headed,
+            bad: bad.map(|damage| Bad {
+                offset: 10,
+                expected_lsn,
+                reason: "x".into(),
+                damage,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn end_of_log_verdicts() {
+        use Damage::*;
+        // No bad spot: whole, wherever the file is.
+        for last in [false, true] {
+            assert_eq!(end_of_log(&outcome(None, false, None), last), LogEnd::Whole);
+        }
+        // The last file, or an earlier one of cairn's (headed, LSN known), may end early.
+        for (headed, lsn, last) in [
+            (false, None, true),
+            (true, Some(5), false),
+            (true, Some(5), true),
+        ] {
+            let v = |d| end_of_log(&outcome(Some(d), headed, lsn), last);
+            assert_eq!(v(RecycledEnd), LogEnd::Recycled);
+            assert_eq!(v(TornTail), LogEnd::TornTail);
+            assert_eq!(v(Corruption), LogEnd::Refused);
+        }
+        // An earlier file written by Redis (no LSNs), or one whose LSN is unknown: any
+        // tail is refused.
+        for (headed, lsn) in [(false, Some(5)), (true, None), (false, None)] {
+            for d in [RecycledEnd, TornTail, Corruption] {
+                assert_eq!(
+                    end_of_log(&outcome(Some(d), headed, lsn), false),
+                    LogEnd::Refused,
+                    "{d:?} headed={headed} lsn={lsn:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn base_kind_is_told_by_the_first_bytes() {
+        let dir = temp_dir("kind");
+        let cases: &[(&str, &[u8], BaseKind)] = &[
+            ("rdb", b"REDIS0011\xfa\x00", BaseKind::Rdb),
+            ("img", b"CAIRNIMG\x01\x02\x03", BaseKind::Image),
+            ("cmds", b"*1\r\n$4\r\nPING\r\n", BaseKind::Commands),
+            ("empty", b"", BaseKind::Commands),
+            ("short", b"REDIS", BaseKind::Commands),
+            ("notdigits", b"REDIS00x1", BaseKind::Commands),
+        ];
+        for (name, bytes, kind) in cases {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).unwrap();
+            assert_eq!(BaseKind::of(&p).unwrap(), *kind, "{name}");
+        }
+        let e = BaseKind::of(&dir.join("missing")).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn mapped_file_gives_its_bytes_and_an_empty_file_none() {
+        let dir = temp_dir("mapped");
+        let p = dir.join("f");
+        std::fs::write(&p, b"hello log").unwrap();
+        assert_eq!(Mapped::open(&p).unwrap().bytes(), b"hello log");
+        std::fs::write(&p, b"").unwrap();
+        assert!(Mapped::open(&p).unwrap().bytes().is_empty());
+        assert!(Mapped::open(&dir.join("missing")).is_err());
+    }
+
+    #[test]
+    fn files_replay_in_order_with_lsns_continuing_across_them() {
+        let dir = temp_dir("order");
+        let a = Log::from(1).cmd(&["SET", "a", "1"]).cmd(&["SET", "b", "2"]);
+        let b = Log::from(3).cmd(&["SET", "a", "3"]).cmd(&["DEL", "b"]);
+        std::fs::write(dir.join("t.1.incr.aof"), &a.bytes).unwrap();
+        std::fs::write(dir.join("t.2.incr.aof"), &b.bytes).unwrap();
+        let mut srv = server();
+        let end = load_layout(
+            &mut srv,
+            &dir,
+            &layout(&["t.1.incr.aof", "t.2.incr.aof"]),
+            false,
+        );
+        assert_eq!(end, Ok(Some(b.bytes.len() as u64)));
+        assert!(!srv.loading && !srv.ks.loading);
+        assert_eq!(run(&mut srv, &["GET", "a"]), "$1\r\n3\r\n");
+        assert_eq!(run(&mut srv, &["EXISTS", "b"]), ":0\r\n");
+        assert_eq!(srv.aof.last_lsn, 4);
+        assert_eq!(srv.aof.reploff, b.reploff);
+        assert_eq!(srv.aof.replid, RID);
+        assert!(!srv.aof.loaded_truncated);
+    }
+
+    #[test]
+    fn a_gap_in_lsns_between_files_refuses_the_load() {
+        let dir = temp_dir("gap");
+        std::fs::write(dir.join("t.1.incr.aof"), Log::from(1).sets(2).bytes).unwrap();
+        let later = Log::from(4).sets(2).bytes;
+        std::fs::write(dir.join("t.2.incr.aof"), &later).unwrap();
+        let mut srv = server();
+        let e = load_layout(
+            &mut srv,
+            &dir,
+            &layout(&["t.1.incr.aof", "t.2.incr.aof"]),
+            true,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("Bad file format") && e.contains("LSN 4 where 3"),
+            "{e}"
+        );
+        assert_eq!(len_of(&dir.join("t.2.incr.aof")), later.len() as u64);
+        assert!(!srv.loading);
+    }
+
+    #[test]
+    fn a_torn_tail_of_the_last_file_is_cut_only_with_aof_load_truncated() {
+        let dir = temp_dir("torn");
+        let log = Log::from(1).sets(3);
+        let whole = log.entries[2].0; // the third entry is torn
+        let torn = &log.bytes[..log.bytes.len() - 5];
+        let p = dir.join("t.1.incr.aof");
+        std::fs::write(&p, torn).unwrap();
+        let l = layout(&["t.1.incr.aof"]);
+        let e = load_layout(&mut server(), &dir, &l, false).unwrap_err();
+        assert!(e.starts_with("Unexpected end of file"), "{e}");
+        assert_eq!(
+            len_of(&p),
+            torn.len() as u64,
+            "refused: the file is left as it is"
+        );
+        let mut srv = server();
+        assert_eq!(
+            load_layout(&mut srv, &dir, &l, true),
+            Ok(Some(whole as u64))
+        );
+        assert_eq!(len_of(&p), whole as u64);
+        assert!(srv.aof.loaded_truncated);
+        assert_eq!(srv.aof.last_lsn, 2);
+        assert_eq!(run(&mut srv, &["EXISTS", "k1", "k2", "k3"]), ":2\r\n");
+    }
+
+    #[test]
+    fn cuts_wait_until_every_file_loaded() {
+        // File 1 ends with a torn write (a cut for later); file 2 is corrupt in the
+        // middle: the load fails and file 1 keeps every byte.
+        let dir = temp_dir("cuts");
+        let a = Log::from(1).sets(2);
+        let mut a_bytes = a.bytes.clone();
+        let mut half = Vec::new();
+        encode_command(&mut half, &["SET", "x", "y"]);
+        encode_entry(&mut a_bytes, 3, RID, 999, &half);
+        a_bytes.truncate(a_bytes.len() - 3);
+        let mut b = Log::from(3).sets(3).bytes;
+        b[40] ^= 0x01;
+        std::fs::write(dir.join("t.1.incr.aof"), &a_bytes).unwrap();
+        std::fs::write(dir.join("t.2.incr.aof"), &b).unwrap();
+        let l = layout(&["t.1.incr.aof", "t.2.incr.aof"]);
+        let e = load_layout(&mut server(), &dir, &l, true).unwrap_err();
+        assert!(e.starts_with("Bad file format"), "{e}");
+        assert_eq!(len_of(&dir.join("t.1.incr.aof")), a_bytes.len() as u64);
+        // With file 2 intact, file 1's torn tail is its end (file 2 continues its LSNs).
+        std::fs::write(dir.join("t.2.incr.aof"), Log::from(3).sets(3).bytes).unwrap();
+        let mut srv = server();
+        assert!(load_layout(&mut srv, &dir, &l, true).is_ok());
+        assert_eq!(len_of(&dir.join("t.1.incr.aof")), a.bytes.len() as u64);
+        assert_eq!(srv.aof.last_lsn, 5);
+        assert_eq!(run(&mut srv, &["EXISTS", "x"]), ":0\r\n");
+    }
+
+    #[test]
+    fn an_unfinished_multi_is_reverted_and_cut_at_its_start() {
+        let dir = temp_dir("multi");
+        let log = Log::from(1)
+            .cmd(&["SET", "a", "1"])
+            .cmd(&["MULTI"])
+            .cmd(&["SET", "a", "2"])
+            .cmd(&["SET", "b", "2"]);
+        let (multi_at, _) = log.entries[1];
+        let p = dir.join("t.1.incr.aof");
+        std::fs::write(&p, &log.bytes).unwrap();
+        let l = layout(&["t.1.incr.aof"]);
+        let e = load_layout(&mut server(), &dir, &l, false).unwrap_err();
+        assert!(
+            e.contains("MULTI block at offset") && e.contains("has no EXEC"),
+            "{e}"
+        );
+        assert_eq!(len_of(&p), log.bytes.len() as u64);
+        let mut srv = server();
+        assert_eq!(
+            load_layout(&mut srv, &dir, &l, true),
+            Ok(Some(multi_at as u64))
+        );
+        assert_eq!(len_of(&p), multi_at as u64);
+        assert_eq!(run(&mut srv, &["GET", "a"]), "$1\r\n1\r\n");
+        assert_eq!(run(&mut srv, &["EXISTS", "b"]), ":0\r\n");
+        // The log position is the one before MULTI.
+        assert_eq!(srv.aof.last_lsn, 1);
+        assert_eq!(srv.aof.reploff, log.entries[0].1);
+        assert!(srv.aof.loaded_truncated);
+        // A finished transaction is applied whole.
+        let done = Log::from(1)
+            .cmd(&["MULTI"])
+            .cmd(&["SET", "a", "9"])
+            .cmd(&["EXEC"]);
+        std::fs::write(&p, &done.bytes).unwrap();
+        let mut srv = server();
+        assert_eq!(
+            load_layout(&mut srv, &dir, &l, false),
+            Ok(Some(done.bytes.len() as u64))
+        );
+        assert_eq!(run(&mut srv, &["GET", "a"]), "$1\r\n9\r\n");
+    }
+
+    #[test]
+    fn a_missing_last_file_is_empty_and_a_missing_earlier_one_an_error() {
+        let dir = temp_dir("missing");
+        std::fs::write(dir.join("t.1.incr.aof"), Log::from(1).sets(1).bytes).unwrap();
+        let mut srv = server();
+        assert_eq!(
+            load_layout(
+                &mut srv,
+                &dir,
+                &layout(&["t.1.incr.aof", "t.2.incr.aof"]),
+                false
+            ),
+            Ok(None)
+        );
+        assert_eq!(srv.aof.last_lsn, 1);
+        let e = load_layout(
+            &mut server(),
+            &dir,
+            &layout(&["t.0.incr.aof", "t.1.incr.aof"]),
+            false,
+        )
+        .unwrap_err();
+        assert!(e.starts_with("Can't open t.0.incr.aof"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_command_stops_the_load() {
+        let dir = temp_dir("unknown");
+        let log = Log::from(1)
+            .cmd(&["SET", "a", "1"])
+            .cmd(&["NOSUCHCMD", "x"])
+            .sets(1);
+        std::fs::write(dir.join("t.1.incr.aof"), &log.bytes).unwrap();
+        let e = load_layout(&mut server(), &dir, &layout(&["t.1.incr.aof"]), true).unwrap_err();
+        assert!(
+            e.contains("Unknown command 'NOSUCHCMD' reading the append only file"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_fresh_directory_is_a_loadable_empty_log() {
+        let dir = temp_dir("fresh");
+        let l = create_fresh(&dir, "appendonly.aof", RID).unwrap();
+        assert_eq!(l, Layout::fresh("appendonly.aof"));
+        let manifest = std::fs::read(dir.join(l.manifest_name())).unwrap();
+        assert_eq!(Layout::parse("appendonly.aof", &manifest).unwrap(), l);
+        let base = dir.join(&l.base.as_ref().unwrap().name);
+        assert_eq!(BaseKind::of(&base).unwrap(), BaseKind::Commands);
+        assert_eq!(len_of(&dir.join(&l.incrs[0].name)), 0);
+        let mut srv = server();
+        srv.aof.replid = "other".into();
+        assert_eq!(load_layout(&mut srv, &dir, &l, false), Ok(Some(0)));
+        assert_eq!(srv.aof.last_lsn, 0);
+        assert_eq!(
+            srv.aof.replid, RID,
+            "the base's trailer states the position"
+        );
+        // A base with entries then its trailer: the next file continues after its LSN.
+        let mut b = Log::from(1).cmd(&["SET", "fromb", "1"]).bytes;
+        crate::persistence::aof::format::encode_base_end(&mut b, 7, RID, 70, 1);
+        std::fs::write(&base, &b).unwrap();
+        std::fs::write(dir.join(&l.incrs[0].name), Log::from(8).sets(1).bytes).unwrap();
+        let mut srv = server();
+        assert!(load_layout(&mut srv, &dir, &l, false).is_ok());
+        assert_eq!(srv.aof.last_lsn, 8);
+        assert_eq!(run(&mut srv, &["EXISTS", "fromb", "k8"]), ":2\r\n");
+    }
+
+    fn check(p: &Path, first: Option<u64>, role: FileRole, fix: Fix<'_>) -> (FileCheck, String) {
+        let mut out = Vec::new();
+        let c = check_file(p, first, role, fix, &mut out).unwrap();
+        (c, String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn check_file_reports_a_valid_log_and_a_torn_tail_it_may_cut() {
+        let dir = temp_dir("check-torn");
+        let p = dir.join("t.1.incr.aof");
+        let log = Log::from(1).sets(3);
+        std::fs::write(&p, &log.bytes).unwrap();
+        let (c, text) = check(&p, Some(1), FileRole::Incr { last: true }, Fix::No);
+        assert!(c.loadable && text.contains("is valid"), "{text}");
+        assert_eq!(c.last_lsn, Some(3));
+        let torn = log.bytes.len() - 4;
+        std::fs::write(&p, &log.bytes[..torn]).unwrap();
+        let (c, text) = check(&p, Some(1), FileRole::Incr { last: true }, Fix::No);
+        assert!(c.loadable && text.contains("Torn tail"), "{text}");
+        assert_eq!(c.last_lsn, Some(2));
+        assert_eq!(len_of(&p), torn as u64, "no --fix: unchanged");
+        let (c, text) = check(&p, Some(1), FileRole::Incr { last: true }, Fix::Yes);
+        assert!(
+            c.loadable && text.contains("Successfully truncated"),
+            "{text}"
+        );
+        assert_eq!(len_of(&p), log.entries[2].0 as u64);
+    }
+
+    #[test]
+    fn check_file_cuts_corruption_only_in_the_last_file_and_after_a_yes() {
+        let dir = temp_dir("check-corrupt");
+        let p = dir.join("t.1.incr.aof");
+        let mut bytes = Log::from(1).sets(4).bytes;
+        let second = Log::from(1).sets(1).bytes.len();
+        bytes[second + 30] ^= 0x04; // inside entry 2, entries 3 and 4 follow
+        let last = FileRole::Incr { last: true };
+        std::fs::write(&p, &bytes).unwrap();
+        let (c, text) = check(&p, Some(1), last, Fix::No);
+        assert!(
+            !c.loadable && text.contains("Corruption in the middle"),
+            "{text}"
+        );
+        let mut no = || false;
+        let (c, text) = check(&p, Some(1), last, Fix::Ask(&mut no));
+        assert!(!c.loadable && text.contains("Aborting"), "{text}");
+        assert_eq!(len_of(&p), bytes.len() as u64);
+        // Not the last file: never cut (the files after it would replay over the hole).
+        let (c, text) = check(&p, Some(1), FileRole::Incr { last: false }, Fix::Yes);
+        assert!(!c.loadable && text.contains("Cannot cut"), "{text}");
+        assert_eq!(len_of(&p), bytes.len() as u64);
+        let (c, text) = check(&p, Some(1), FileRole::Base, Fix::Yes);
+        assert!(!c.loadable && text.contains("Cannot cut"), "{text}");
+        let mut yes = || true;
+        let (c, text) = check(&p, Some(1), last, Fix::Ask(&mut yes));
+        assert!(c.loadable, "{text}");
+        assert!(
+            text.contains("including valid entries after the damage"),
+            "{text}"
+        );
+        assert_eq!(len_of(&p), second as u64);
+    }
+
+    #[test]
+    fn check_file_says_a_base_tail_is_damage_and_a_recycled_end_is_valid() {
+        let dir = temp_dir("check-roles");
+        let p = dir.join("t.1.base.aof");
+        let log = Log::from(1).sets(2);
+        std::fs::write(&p, &log.bytes[..log.bytes.len() - 3]).unwrap();
+        let (c, text) = check(&p, Some(1), FileRole::Base, Fix::No);
+        assert!(
+            !c.loadable && text.contains("Damage in a base file"),
+            "{text}"
+        );
+        // A recycled file: the new log (41..=45) written over the old one (1..=40).
+        let batch = |from: u64, n: u64, durable: u64| {
+            let mut out = Vec::new();
+            encode_batch_marker(&mut out, durable);
+            for lsn in from..from + n {
+                let mut c = Vec::new();
+                encode_command(&mut c, &["SET", &format!("k{lsn}"), "v"]);
+                encode_entry(&mut out, lsn, RID, lsn * 10, &c);
+            }
+            out
+        };
+        let new = batch(41, 5, 40);
+        let mut seg = batch(1, 40, 0);
+        seg[..new.len()].copy_from_slice(&new);
+        let p = dir.join("t.2.incr.aof");
+        std::fs::write(&p, &seg).unwrap();
+        let (c, text) = check(&p, Some(41), FileRole::Incr { last: false }, Fix::No);
+        assert!(
+            c.loadable && text.contains("recycled file's old content"),
+            "{text}"
+        );
+        assert_eq!(c.last_lsn, Some(45));
+        assert_eq!(len_of(&p), seg.len() as u64);
+    }
+
+    #[test]
+    fn check_aof_cli_exit_codes() {
+        let dir = temp_dir("cli");
+        let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        assert_eq!(check_aof_cli(&s(&[])), 1);
+        assert_eq!(check_aof_cli(&s(&["--bogus", "x"])), 1);
+        assert_eq!(check_aof_cli(&s(&["a", "b"])), 1);
+        let l = create_fresh(&dir, "appendonly.aof", RID).unwrap();
+        let incr = dir.join(&l.incrs[0].name);
+        std::fs::write(&incr, Log::from(1).sets(2).bytes).unwrap();
+        let manifest = dir.join(l.manifest_name()).to_string_lossy().into_owned();
+        let incr_s = incr.to_string_lossy().into_owned();
+        let nope = dir.join("nope.manifest").to_string_lossy().into_owned();
+        assert_eq!(check_aof_cli(&s(&[manifest.as_str()])), 0);
+        // The base's trailer says LSN 0: an incremental file starting at 2 is a gap.
+        std::fs::write(&incr, Log::from(2).sets(2).bytes).unwrap();
+        assert_eq!(check_aof_cli(&s(&[manifest.as_str()])), 1);
+        assert_eq!(
+            check_aof_cli(&s(&[incr_s.as_str()])),
+            0,
+            "alone, no LSN to continue"
+        );
+        assert_eq!(check_aof_cli(&s(&[nope.as_str()])), 1);
+    }
+}

@@ -370,3 +370,375 @@ impl Server {
         client.multi = None;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::protocol::reply::Resp;
+
+    // ---- The waiting structures on their own -------------------------------------------
+
+    fn parked(db: usize, keys: &[&str], deadline_ms: i64) -> Parked {
+        Parked {
+            slot: 0,
+            db,
+            req: BlockRequest {
+                keys: keys.iter().map(|k| k.as_bytes().to_vec()).collect(),
+                deadline_ms,
+                kind: Kind::List,
+                on_timeout: TimeoutReply::NullArray,
+            },
+            data: Vec::new(),
+            ranges: Vec::new(),
+        }
+    }
+
+    fn queue(b: &Blocking, db: usize, key: &str) -> Vec<u64> {
+        b.waiters
+            .get(&(db, key.as_bytes().to_vec()))
+            .map(|q| q.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    fn ready(b: &Blocking) -> Vec<(usize, Vec<u8>)> {
+        b.ready.iter().cloned().collect()
+    }
+
+    #[test]
+    fn a_client_waits_once_per_key_and_leaves_every_queue_when_unparked() {
+        let mut b = Blocking::default();
+        b.park(1, parked(0, &["a", "a", "b"], 0));
+        b.park(2, parked(0, &["b"], 0));
+        assert_eq!(queue(&b, 0, "a"), [1]);
+        assert_eq!(queue(&b, 0, "b"), [1, 2]);
+        assert_eq!((b.blocked_clients(), b.blocking_keys()), (2, 2));
+        assert!(b.is_parked(1) && b.is_parked(2));
+        assert!(b.unpark(1).is_some());
+        assert!(!b.is_parked(1));
+        assert_eq!(queue(&b, 0, "b"), [2]);
+        // An emptied queue goes: "a" no longer counts as a blocking key.
+        assert_eq!(b.blocking_keys(), 1);
+        assert!(b.unpark(1).is_none());
+        assert!(b.unpark(2).is_some());
+        assert!(b.no_waiters());
+        assert_eq!(b.blocked_clients(), 0);
+    }
+
+    #[test]
+    fn queues_are_per_db_and_keep_arrival_order() {
+        let mut b = Blocking::default();
+        for id in [10, 11, 12] {
+            b.park(id, parked(0, &["k"], 0));
+        }
+        b.park(20, parked(1, &["k"], 0));
+        assert_eq!(queue(&b, 0, "k"), [10, 11, 12]);
+        assert_eq!(queue(&b, 1, "k"), [20]);
+        b.unpark(11);
+        assert_eq!(queue(&b, 0, "k"), [10, 12]);
+        // Parked again: at the back.
+        b.park(11, parked(0, &["k"], 0));
+        assert_eq!(queue(&b, 0, "k"), [10, 12, 11]);
+        b.unpark(20);
+        assert!(queue(&b, 1, "k").is_empty());
+        assert_eq!(b.blocking_keys(), 1);
+    }
+
+    #[test]
+    fn signal_marks_a_waited_key_ready_once_and_ignores_others() {
+        let mut b = Blocking::default();
+        b.signal(0, b"k");
+        assert!(ready(&b).is_empty(), "nothing waits: nothing is ready");
+        b.park(1, parked(0, &["k", "j"], 0));
+        b.signal(0, b"other");
+        b.signal(1, b"k");
+        assert!(ready(&b).is_empty());
+        b.signal(0, b"k");
+        b.signal(0, b"k");
+        assert_eq!(ready(&b), [(0, b"k".to_vec())]);
+        // SWAPDB: every waited key of the db, none twice.
+        b.signal_db(1);
+        assert_eq!(ready(&b).len(), 1);
+        b.signal_db(0);
+        let mut r = ready(&b);
+        assert_eq!(r.len(), 2);
+        r.sort();
+        assert_eq!(r, [(0, b"j".to_vec()), (0, b"k".to_vec())]);
+    }
+
+    #[test]
+    fn deadlines_order_by_time_and_zero_waits_forever() {
+        let mut b = Blocking::default();
+        b.park(1, parked(0, &["k"], 0));
+        assert_eq!(b.next_deadline_ms(), None);
+        b.park(2, parked(0, &["k"], 500));
+        b.park(3, parked(0, &["k"], 300));
+        b.park(4, parked(0, &["k"], 300));
+        assert_eq!(b.timeout_table_len(), 3);
+        assert_eq!(b.next_deadline_ms(), Some(300));
+        b.unpark(3);
+        assert_eq!(b.next_deadline_ms(), Some(300));
+        b.unpark(4);
+        assert_eq!(b.next_deadline_ms(), Some(500));
+        b.unpark(2);
+        assert_eq!(b.next_deadline_ms(), None);
+        assert_eq!(b.timeout_table_len(), 0);
+        assert!(b.is_parked(1));
+    }
+
+    #[test]
+    fn timeout_parsing_rounds_up_to_ms_and_rejects_like_redis() {
+        let now = 1_000;
+        assert_eq!(parse_timeout(b"0", now), Ok(0));
+        assert_eq!(parse_timeout(b"0.0", now), Ok(0));
+        assert_eq!(parse_timeout(b"1.5", now), Ok(2_500));
+        assert_eq!(parse_timeout(b"3", now), Ok(4_000));
+        // A tiny timeout is at least a millisecond, never "forever".
+        assert_eq!(parse_timeout(b"0.0001", now), Ok(1_001));
+        // Rounded up to -0: not negative (Redis's ceill then the sign test).
+        assert_eq!(parse_timeout(b"-0.0001", now), Ok(0));
+        let e = |m: &str| Err(CmdError::err(m));
+        assert_eq!(parse_timeout(b"-1", now), e("timeout is negative"));
+        assert_eq!(parse_timeout(b"-inf", now), e("timeout is negative"));
+        assert_eq!(parse_timeout(b"inf", now), e("timeout is negative"));
+        assert_eq!(parse_timeout(b"1e300", now), e("timeout is out of range"));
+        assert_eq!(
+            parse_timeout(b"1", i64::MAX - 10),
+            e("timeout is out of range")
+        );
+        for bad in [&b"abc"[..], b"", b"1s", b" 1"] {
+            assert_eq!(
+                parse_timeout(bad, now),
+                e("timeout is not a float or out of range"),
+                "{bad:?}"
+            );
+        }
+    }
+
+    // ---- Parking and serving through a Server ------------------------------------------
+
+    fn connect(srv: &mut Server) -> Box<Client> {
+        let mut c = srv.alloc_client("127.0.0.1:1".into(), "127.0.0.1:2".into());
+        c.slot = srv.clients.len();
+        srv.clients.push(None);
+        c
+    }
+
+    /// Runs a command as the socket side does (ready keys are served after it).
+    fn run(srv: &mut Server, c: &mut Client, args: &[&str]) -> String {
+        let mut buf = Vec::new();
+        let mut ranges = Vec::new();
+        for a in args {
+            ranges.push((buf.len(), a.len()));
+            buf.extend_from_slice(a.as_bytes());
+        }
+        let (mut out, mut refs) = (Vec::new(), Vec::new());
+        srv.execute_refs(c, Args::new(&buf, &ranges), &mut out, &mut refs);
+        srv.release_refs(refs);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Runs a command that must block, then leaves the client in its slot (where the
+    /// serving side finds it). Returns its id.
+    fn block_on(srv: &mut Server, mut c: Box<Client>, args: &[&str]) -> u64 {
+        assert_eq!(run(srv, &mut c, args), "", "{args:?} did not block");
+        assert!(c.blocked);
+        let (id, slot) = (c.id, c.slot);
+        assert!(srv.blocking.is_parked(id));
+        srv.clients[slot] = Some(c);
+        id
+    }
+
+    /// Replies delivered to parked clients since the last call.
+    fn delivered(srv: &mut Server) -> Vec<(u64, String)> {
+        let got: Vec<Unblocked> = srv.blocking.unblocked.drain(..).collect();
+        got.into_iter()
+            .map(|u| {
+                srv.release_refs(u.refs);
+                (u.client_id, String::from_utf8_lossy(&u.out).into_owned())
+            })
+            .collect()
+    }
+
+    fn server() -> Server {
+        Server::new(Config::default()).unwrap()
+    }
+
+    #[test]
+    fn a_ready_key_serves_its_waiters_in_arrival_order() {
+        let mut srv = server();
+        let (a, b) = (connect(&mut srv), connect(&mut srv));
+        let (slot_a, slot_b) = (a.slot, b.slot);
+        let mut c = connect(&mut srv);
+        let ida = block_on(&mut srv, a, &["BLPOP", "k", "0"]);
+        let idb = block_on(&mut srv, b, &["BLPOP", "k", "0"]);
+        assert_eq!(srv.blocking.blocked_clients(), 2);
+        assert_eq!(run(&mut srv, &mut c, &["RPUSH", "k", "x"]), ":1\r\n");
+        assert_eq!(
+            delivered(&mut srv),
+            [(ida, "*2\r\n$1\r\nk\r\n$1\r\nx\r\n".to_string())]
+        );
+        assert!(!srv.clients[slot_a].as_ref().unwrap().blocked);
+        assert!(srv.clients[slot_b].as_ref().unwrap().blocked);
+        assert_eq!(run(&mut srv, &mut c, &["EXISTS", "k"]), ":0\r\n");
+        assert_eq!(run(&mut srv, &mut c, &["RPUSH", "k", "y", "z"]), ":2\r\n");
+        assert_eq!(
+            delivered(&mut srv),
+            [(idb, "*2\r\n$1\r\nk\r\n$1\r\ny\r\n".to_string())]
+        );
+        assert_eq!(
+            run(&mut srv, &mut c, &["LRANGE", "k", "0", "-1"]),
+            "*1\r\n$1\r\nz\r\n"
+        );
+        assert_eq!(srv.blocking.blocked_clients(), 0);
+        assert!(srv.blocking.no_waiters());
+        assert_eq!(srv.blocking.total_served, 2);
+    }
+
+    #[test]
+    fn a_key_of_another_kind_does_not_serve_a_list_waiter() {
+        let mut srv = server();
+        let a = connect(&mut srv);
+        let mut c = connect(&mut srv);
+        let ida = block_on(&mut srv, a, &["BLPOP", "k", "0"]);
+        assert_eq!(run(&mut srv, &mut c, &["SET", "k", "v"]), "+OK\r\n");
+        assert!(delivered(&mut srv).is_empty());
+        assert!(srv.blocking.is_parked(ida));
+        assert_eq!(run(&mut srv, &mut c, &["DEL", "k"]), ":1\r\n");
+        assert_eq!(run(&mut srv, &mut c, &["LPUSH", "k", "x"]), ":1\r\n");
+        assert_eq!(
+            delivered(&mut srv),
+            [(ida, "*2\r\n$1\r\nk\r\n$1\r\nx\r\n".to_string())]
+        );
+    }
+
+    #[test]
+    fn a_multi_key_waiter_is_served_once_and_leaves_its_other_queues() {
+        let mut srv = server();
+        let (a, b) = (connect(&mut srv), connect(&mut srv));
+        let mut c = connect(&mut srv);
+        let ida = block_on(&mut srv, a, &["BLPOP", "k1", "k2", "0"]);
+        let idb = block_on(&mut srv, b, &["BLPOP", "k1", "0"]);
+        assert_eq!(srv.blocking.blocking_keys(), 2);
+        run(&mut srv, &mut c, &["RPUSH", "k2", "x"]);
+        assert_eq!(
+            delivered(&mut srv),
+            [(ida, "*2\r\n$2\r\nk2\r\n$1\r\nx\r\n".to_string())]
+        );
+        assert_eq!(srv.blocking.blocking_keys(), 1);
+        run(&mut srv, &mut c, &["RPUSH", "k1", "y"]);
+        assert_eq!(
+            delivered(&mut srv),
+            [(idb, "*2\r\n$2\r\nk1\r\n$1\r\ny\r\n".to_string())]
+        );
+        assert!(srv.blocking.no_waiters());
+    }
+
+    #[test]
+    fn a_served_blmove_makes_its_destination_serve_in_the_same_call() {
+        let mut srv = server();
+        let (a, b) = (connect(&mut srv), connect(&mut srv));
+        let mut c = connect(&mut srv);
+        let ida = block_on(&mut srv, a, &["BLMOVE", "src", "dst", "LEFT", "RIGHT", "0"]);
+        let idb = block_on(&mut srv, b, &["BLPOP", "dst", "0"]);
+        run(&mut srv, &mut c, &["RPUSH", "src", "v"]);
+        assert_eq!(
+            delivered(&mut srv),
+            [
+                (ida, "$1\r\nv\r\n".to_string()),
+                (idb, "*2\r\n$3\r\ndst\r\n$1\r\nv\r\n".to_string())
+            ]
+        );
+        assert_eq!(run(&mut srv, &mut c, &["EXISTS", "src", "dst"]), ":0\r\n");
+    }
+
+    #[test]
+    fn a_deadline_expires_at_its_ms_with_the_timeout_reply() {
+        let mut srv = server();
+        let (a, mut b, f) = (connect(&mut srv), connect(&mut srv), connect(&mut srv));
+        let slot_a = a.slot;
+        b.resp = Resp::V3;
+        let ida = block_on(&mut srv, a, &["BLPOP", "k", "5"]);
+        let idb = block_on(&mut srv, b, &["BLMOVE", "k", "d", "LEFT", "LEFT", "7"]);
+        let idf = block_on(&mut srv, f, &["BRPOP", "k", "0"]);
+        let d = srv.blocking.next_deadline_ms().unwrap();
+        srv.expire_blocked(d - 1);
+        assert!(delivered(&mut srv).is_empty());
+        assert!(srv.blocking.is_parked(ida));
+        srv.expire_blocked(d);
+        assert_eq!(delivered(&mut srv), [(ida, "*-1\r\n".to_string())]);
+        assert!(!srv.blocking.is_parked(ida));
+        assert!(!srv.clients[slot_a].as_ref().unwrap().blocked);
+        assert_eq!(queue(&srv.blocking, 0, "k"), [idb, idf]);
+        // RESP3: the null is `_`. A waiter without a timeout never expires.
+        srv.expire_blocked(i64::MAX);
+        assert_eq!(delivered(&mut srv), [(idb, "_\r\n".to_string())]);
+        assert!(srv.blocking.is_parked(idf));
+        assert_eq!(srv.blocking.next_deadline_ms(), None);
+    }
+
+    #[test]
+    fn client_unblock_answers_timeout_or_error_only_for_a_blocked_client() {
+        let mut srv = server();
+        let (a, b) = (connect(&mut srv), connect(&mut srv));
+        let ida = block_on(&mut srv, a, &["BLPOP", "k", "0"]);
+        let idb = block_on(&mut srv, b, &["BRPOPLPUSH", "k", "d", "0"]);
+        assert!(srv.unblock_with(ida, false));
+        assert!(!srv.unblock_with(ida, false), "already unblocked");
+        assert!(srv.unblock_with(idb, true));
+        assert!(!srv.unblock_with(12345, true));
+        assert_eq!(
+            delivered(&mut srv),
+            [
+                (ida, "*-1\r\n".to_string()),
+                (
+                    idb,
+                    "-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n".to_string()
+                )
+            ]
+        );
+        assert!(srv.blocking.no_waiters());
+    }
+
+    #[test]
+    fn a_gone_client_leaves_the_queues_and_its_pending_reply_is_dropped() {
+        let mut srv = server();
+        let (a, b) = (connect(&mut srv), connect(&mut srv));
+        let (slot_a, slot_b) = (a.slot, b.slot);
+        let mut c = connect(&mut srv);
+        let ida = block_on(&mut srv, a, &["BLPOP", "k", "0"]);
+        block_on(&mut srv, b, &["BLPOP", "k", "0"]);
+        run(&mut srv, &mut c, &["RPUSH", "k", "x"]);
+        assert_eq!(srv.blocking.unblocked.len(), 1);
+        assert_eq!(srv.blocking.unblocked[0].client_id, ida);
+        // Both connections close before the reply is delivered.
+        let mut a = srv.clients[slot_a].take().unwrap();
+        srv.forget_client(&mut a);
+        assert!(srv.blocking.unblocked.is_empty());
+        let mut b = srv.clients[slot_b].take().unwrap();
+        srv.forget_client(&mut b);
+        assert!(!b.blocked);
+        assert!(srv.blocking.no_waiters());
+        assert_eq!(srv.blocking.timeout_table_len(), 0);
+        // Nobody waits now: the next element stays in the list.
+        run(&mut srv, &mut c, &["RPUSH", "k", "y"]);
+        assert!(delivered(&mut srv).is_empty());
+        assert_eq!(run(&mut srv, &mut c, &["LLEN", "k"]), ":1\r\n");
+    }
+
+    #[test]
+    fn blocking_commands_inside_exec_answer_as_on_timeout() {
+        let mut srv = server();
+        let mut c = connect(&mut srv);
+        assert_eq!(run(&mut srv, &mut c, &["MULTI"]), "+OK\r\n");
+        assert_eq!(run(&mut srv, &mut c, &["BLPOP", "k", "0"]), "+QUEUED\r\n");
+        assert_eq!(
+            run(&mut srv, &mut c, &["BLMOVE", "k", "d", "LEFT", "LEFT", "0"]),
+            "+QUEUED\r\n"
+        );
+        assert_eq!(run(&mut srv, &mut c, &["EXEC"]), "*2\r\n*-1\r\n$-1\r\n");
+        assert!(!c.blocked);
+        assert_eq!(srv.blocking.blocked_clients(), 0);
+        assert!(!srv.blocking.deny, "EXEC restores blocking");
+    }
+}

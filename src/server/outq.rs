@@ -241,4 +241,320 @@ mod tests {
         assert_eq!(gone.len(), 1);
         assert_eq!(q.pending_bytes(), 1000);
     }
+
+    /// Owned reply bytes with values spliced in, built like the executor does.
+    struct Reply {
+        out: Vec<u8>,
+        refs: Vec<RefSeg>,
+        /// What the peer must receive.
+        want: Vec<u8>,
+        /// The values (kept alive: the refs point at them).
+        _vals: Vec<Vec<u8>>,
+    }
+
+    impl Reply {
+        /// `parts`: Ok(owned bytes) or Err(value bytes, referenced).
+        fn build(parts: &[Result<&[u8], Vec<u8>>]) -> Reply {
+            let mut r = Reply {
+                out: Vec::new(),
+                refs: Vec::new(),
+                want: Vec::new(),
+                _vals: Vec::new(),
+            };
+            for (i, p) in parts.iter().enumerate() {
+                match p {
+                    Ok(b) => r.out.extend_from_slice(b),
+                    Err(v) => {
+                        r._vals.push(v.clone());
+                        // Moving the outer vector later moves no value bytes.
+                        let kept = r._vals.last().unwrap();
+                        r.refs.push(RefSeg {
+                            pos: r.out.len(),
+                            block: i as Ref,
+                            len: kept.len(),
+                            addr: kept.as_ptr() as usize,
+                        });
+                    }
+                }
+                match p {
+                    Ok(b) => r.want.extend_from_slice(b),
+                    Err(v) => r.want.extend_from_slice(v),
+                }
+            }
+            r
+        }
+        fn queue(&self) -> OutRefs {
+            let mut q = OutRefs::default();
+            q.extend(self.refs.iter().copied());
+            q
+        }
+    }
+
+    /// A writer that takes at most `cap` bytes per call and counts its calls.
+    struct Capped {
+        got: Vec<u8>,
+        cap: usize,
+        calls: usize,
+        max_iov: usize,
+    }
+    impl Write for Capped {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.write_vectored(&[IoSlice::new(b)])
+        }
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            self.calls += 1;
+            self.max_iov = self.max_iov.max(bufs.len());
+            let mut n = 0;
+            for b in bufs {
+                let take = b.len().min(self.cap - n);
+                self.got.extend_from_slice(&b[..take]);
+                n += take;
+                if n == self.cap {
+                    break;
+                }
+            }
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn capped(cap: usize) -> Capped {
+        Capped {
+            got: Vec::new(),
+            cap,
+            calls: 0,
+            max_iov: 0,
+        }
+    }
+
+    /// Writes everything in turns of at most `max` bytes; checks the invariants after
+    /// each turn. Returns the finished blocks in order.
+    fn drain_all(q: &mut OutRefs, r: &Reply, w: &mut Capped, max: usize) -> Vec<Ref> {
+        let (mut pos, mut done) = (0, Vec::new());
+        let total = r.want.len();
+        let mut turns = 0;
+        while pos < r.out.len() || !q.is_empty() {
+            let before = w.got.len();
+            let (n, offered) = q
+                .write_to(w, &r.out, &mut pos, r.out.len(), max, &mut done)
+                .unwrap();
+            assert!(offered <= max, "offered {offered} over the cap {max}");
+            assert!(n <= offered);
+            assert_eq!(w.got.len() - before, n);
+            // What is left to send: the unsent owned bytes plus the unsent references.
+            let sent_refs: usize =
+                r.refs.iter().map(|x| x.len).sum::<usize>() - q.pending_bytes() as usize;
+            assert_eq!(w.got.len(), pos + sent_refs, "pos and pending_bytes agree");
+            turns += 1;
+            assert!(turns <= total + 2, "no progress");
+        }
+        done
+    }
+
+    #[test]
+    fn references_at_the_start_and_back_to_back_keep_their_order_across_any_split() {
+        let r = Reply::build(&[
+            Err(b"first".to_vec()),
+            Err(b"second".to_vec()),
+            Ok(b"-mid-"),
+            Err(b"third".to_vec()),
+            Err(b"fourth".to_vec()),
+            // (A reference is always followed by owned bytes: a bulk's CRLF.)
+            Ok(b"\r\n"),
+        ]);
+        for cap in 1..=r.want.len() + 1 {
+            for max in [1, 2, 4, 9, 1000] {
+                let mut q = r.queue();
+                assert_eq!(q.pending_bytes(), 22);
+                let mut w = capped(cap);
+                let done = drain_all(&mut q, &r, &mut w, max);
+                assert_eq!(w.got, r.want, "cap {cap} max {max}");
+                assert_eq!(done, vec![0, 1, 3, 4]);
+                assert_eq!(q.pending_bytes(), 0);
+            }
+        }
+    }
+
+    #[test]
+    fn partial_write_inside_a_reference_counts_down_pending_bytes() {
+        let r = Reply::build(&[Ok(b"$10\r\n"), Err(b"0123456789".to_vec()), Ok(b"\r\n")]);
+        let mut q = r.queue();
+        let mut w = capped(8);
+        let (mut pos, mut done) = (0, Vec::new());
+        let (n, _) = q
+            .write_to(&mut w, &r.out, &mut pos, r.out.len(), usize::MAX, &mut done)
+            .unwrap();
+        // 5 owned bytes, then 3 of the value.
+        assert_eq!(n, 8);
+        assert_eq!(pos, 5);
+        assert_eq!(q.pending_bytes(), 7);
+        assert!(done.is_empty());
+        w.cap = usize::MAX;
+        q.write_to(&mut w, &r.out, &mut pos, r.out.len(), usize::MAX, &mut done)
+            .unwrap();
+        // The rest of the value and the CRLF.
+        assert_eq!(q.pending_bytes(), 0);
+        assert_eq!(done, vec![1]);
+        assert!(q.is_empty());
+        assert_eq!(pos, r.out.len());
+        assert_eq!(w.got, r.want);
+    }
+
+    #[test]
+    fn end_limits_the_write_to_the_finished_replies() {
+        // Three replies; only the first two are finished (`end`).
+        let r = Reply::build(&[
+            Ok(b"+A\r\n$2\r\n"),
+            Err(b"vv".to_vec()),
+            Ok(b"\r\n$2\r\n"),
+            Err(b"ww".to_vec()),
+            Ok(b"\r\n"),
+        ]);
+        let end = r.refs[1].pos - 4; // the third reply starts there
+        let mut q = r.queue();
+        let mut w = capped(usize::MAX);
+        let (mut pos, mut done) = (0, Vec::new());
+        let (n, _) = q
+            .write_to(&mut w, &r.out, &mut pos, end, usize::MAX, &mut done)
+            .unwrap();
+        assert_eq!(n, 8 + 2 + 2);
+        assert_eq!(pos, end);
+        assert_eq!(done, vec![1]);
+        assert_eq!(q.pending_bytes(), 2);
+        // Nothing more before `end`: nothing offered.
+        assert_eq!(
+            q.write_to(&mut w, &r.out, &mut pos, end, usize::MAX, &mut done)
+                .unwrap(),
+            (0, 0)
+        );
+        q.write_to(&mut w, &r.out, &mut pos, r.out.len(), usize::MAX, &mut done)
+            .unwrap();
+        assert_eq!(w.got, r.want);
+        assert_eq!(done, vec![1, 3]);
+    }
+
+    #[test]
+    fn many_references_are_sent_in_several_writevs_of_bounded_iovecs() {
+        let mut parts: Vec<Result<&[u8], Vec<u8>>> = Vec::new();
+        for i in 0..200u32 {
+            parts.push(Ok(b"|"));
+            parts.push(Err(format!("v{i}").into_bytes()));
+        }
+        parts.push(Ok(b"|"));
+        let r = Reply::build(&parts);
+        let mut q = r.queue();
+        let mut w = capped(usize::MAX);
+        let done = drain_all(&mut q, &r, &mut w, usize::MAX);
+        assert_eq!(w.got, r.want);
+        assert_eq!(done.len(), 200);
+        assert!(w.max_iov <= MAX_IOV, "{} iovecs in one call", w.max_iov);
+        assert!(w.calls >= 400 / MAX_IOV, "only {} calls", w.calls);
+    }
+
+    #[test]
+    fn rebase_after_the_owned_buffer_drops_its_sent_prefix() {
+        let r = Reply::build(&[Ok(b"+OK\r\n$3\r\n"), Err(b"abc".to_vec()), Ok(b"\r\n")]);
+        let mut q = r.queue();
+        let mut w = capped(3);
+        let (mut pos, mut done) = (0, Vec::new());
+        q.write_to(&mut w, &r.out, &mut pos, r.out.len(), usize::MAX, &mut done)
+            .unwrap();
+        assert_eq!(pos, 3);
+        // The connection drops the 3 sent bytes from its buffer.
+        let out = r.out[3..].to_vec();
+        q.rebase(3);
+        pos = 0;
+        while pos < out.len() || !q.is_empty() {
+            q.write_to(&mut w, &out, &mut pos, out.len(), usize::MAX, &mut done)
+                .unwrap();
+        }
+        assert_eq!(w.got, r.want);
+        assert_eq!(done, vec![1]);
+    }
+
+    #[test]
+    fn truncate_drops_only_the_references_of_discarded_bytes() {
+        let r = Reply::build(&[
+            Ok(b"$1\r\n"),
+            Err(b"a".to_vec()),
+            Ok(b"\r\n$2\r\n"),
+            Err(b"bb".to_vec()),
+            Ok(b"\r\n$3\r\n"),
+            Err(b"ccc".to_vec()),
+        ]);
+        let mut q = r.queue();
+        assert_eq!(q.pending_bytes(), 6);
+        // A mark exactly at a reference's position drops it.
+        let gone = q.truncate(r.refs[1].pos);
+        assert_eq!(
+            gone.iter().map(|g| g.block).collect::<Vec<_>>(),
+            vec![5, 3],
+            "newest first"
+        );
+        assert_eq!(q.pending_bytes(), 1);
+        assert!(q.truncate(r.refs[0].pos + 1).is_empty());
+        assert_eq!(q.pending_bytes(), 1);
+        assert_eq!(q.take_all(), vec![1]);
+        assert_eq!(q.pending_bytes(), 0);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn take_all_after_a_partial_reference_resets_the_queue() {
+        let r = Reply::build(&[
+            Err(b"0123456789".to_vec()),
+            Ok(b"\r\n"),
+            Err(b"xyz".to_vec()),
+            Ok(b"\r\n"),
+        ]);
+        let mut q = r.queue();
+        let mut w = capped(4);
+        let (mut pos, mut done) = (0, Vec::new());
+        // A reference at the end of the finished bytes is not sent yet.
+        assert_eq!(
+            q.write_to(&mut w, &r.out, &mut pos, 0, usize::MAX, &mut done)
+                .unwrap(),
+            (0, 0)
+        );
+        q.write_to(&mut w, &r.out, &mut pos, r.out.len(), usize::MAX, &mut done)
+            .unwrap();
+        assert_eq!(q.pending_bytes(), 9);
+        assert_eq!(q.take_all(), vec![0, 2]);
+        assert_eq!(q.pending_bytes(), 0);
+        // A new reference on the reset queue is sent whole, from its first byte.
+        let r2 = Reply::build(&[Err(b"new".to_vec()), Ok(b".")]);
+        q.extend(r2.refs.iter().copied());
+        let mut w = capped(usize::MAX);
+        let (mut pos, mut done) = (0, Vec::new());
+        q.write_to(&mut w, &r2.out, &mut pos, 1, usize::MAX, &mut done)
+            .unwrap();
+        assert_eq!(w.got, b"new.");
+        assert_eq!(done, vec![0]);
+    }
+
+    #[test]
+    fn a_failed_write_changes_nothing() {
+        struct Broken;
+        impl Write for Broken {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::ErrorKind::WouldBlock.into())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let r = Reply::build(&[Ok(b"$2\r\n"), Err(b"ab".to_vec()), Ok(b"\r\n")]);
+        let mut q = r.queue();
+        let (mut pos, mut done) = (0, Vec::new());
+        let e = q
+            .write_to(&mut Broken, &r.out, &mut pos, r.out.len(), 100, &mut done)
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        assert_eq!((pos, q.pending_bytes(), done.len()), (0, 2, 0));
+        let mut w = capped(usize::MAX);
+        drain_all(&mut q, &r, &mut w, 100);
+        assert_eq!(w.got, r.want);
+    }
 }

@@ -93,6 +93,18 @@ pub struct Reaped {
     pub latencies_us: Vec<u64>,
 }
 
+impl Reaped {
+    /// Adds what a later reap found: buffered fsyncs complete in any order, so the
+    /// durable LSN is the highest seen (not the last); the first error stays.
+    fn absorb(&mut self, r: Reaped) {
+        self.durable = self.durable.max(r.durable);
+        if self.error.is_none() {
+            self.error = r.error;
+        }
+        self.latencies_us.extend(r.latencies_us);
+    }
+}
+
 pub struct Engine {
     ring: IoUring,
     /// The eventfd the executor writes to wake this thread (owned by `writer::Shared`,
@@ -307,14 +319,7 @@ impl Engine {
     pub fn drain(&mut self) -> Reaped {
         let mut all = Reaped::default();
         while !self.inflight.is_empty() {
-            let r = self.wait(Duration::from_millis(100));
-            if r.durable.is_some() {
-                all.durable = r.durable;
-            }
-            if all.error.is_none() {
-                all.error = r.error;
-            }
-            all.latencies_us.extend(r.latencies_us);
+            all.absorb(self.wait(Duration::from_millis(100)));
         }
         all
     }
@@ -366,4 +371,313 @@ pub fn direct_buffer(tail: &[u8], content: &[u8]) -> AlignedBuf {
         s[used..].copy_from_slice(&pad);
     }
     buf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::format;
+    use super::super::storage::{FsDir, LogDir};
+    use super::super::writer::{FsyncMode, IoOpts, Writer};
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    fn temp_dir(tag: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("cairn-uring-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn aligned_buffer_is_zeroed_block_aligned_and_keeps_its_length() {
+        for len in [0, 1, 100, BLOCK - 1, BLOCK, 3 * BLOCK, 3 * BLOCK + 1] {
+            let mut b = AlignedBuf::zeroed(len);
+            assert_eq!(b.as_slice().len(), len);
+            assert_eq!(b.as_slice().as_ptr() as usize % BLOCK, 0, "len {len}");
+            assert_eq!(b.cap, len.max(1).div_ceil(BLOCK) * BLOCK, "len {len}");
+            assert!(b.as_slice().iter().all(|&x| x == 0));
+            for (i, x) in b.as_mut_slice().iter_mut().enumerate() {
+                *x = (i % 251) as u8;
+            }
+            assert!(b
+                .as_slice()
+                .iter()
+                .enumerate()
+                .all(|(i, &x)| x == (i % 251) as u8));
+        }
+    }
+
+    #[test]
+    fn direct_buffers_are_whole_blocks_with_a_pad_of_at_least_the_minimum() {
+        let src: Vec<u8> = (0..4 * BLOCK).map(|i| (i % 200) as u8 + b' ').collect();
+        for tail_len in [0, 1, 7, 100, BLOCK - 1] {
+            for content_len in 0..=2 * BLOCK + 10 {
+                let (tail, content) = (&src[..tail_len], &src[tail_len..tail_len + content_len]);
+                let b = direct_buffer(tail, content);
+                let s = b.as_slice();
+                let used = tail_len + content_len;
+                assert_eq!(s.len() % BLOCK, 0, "{tail_len}+{content_len}");
+                assert_eq!(&s[..used], &src[..used]);
+                let gap = s.len() - used;
+                // No pad when the bytes fill the last block; otherwise a whole `#PAD:`
+                // (a gap too small for one takes another block), never a spare block.
+                assert!(
+                    gap == 0 || gap >= format::PAD_MIN_BYTES,
+                    "{tail_len}+{content_len}"
+                );
+                assert!(
+                    gap < BLOCK + format::PAD_MIN_BYTES,
+                    "{tail_len}+{content_len}"
+                );
+                if gap > 0 {
+                    assert!(s[used..].starts_with(format::PAD_PREFIX));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_direct_buffer_of_log_entries_scans_as_the_log() {
+        const RID: &str = "0123456789012345678901234567890123456789";
+        // One entry whose value makes the batch end anywhere around a block boundary
+        // (the gap passes through 0, 1..PAD_MIN_BYTES and beyond).
+        for v in BLOCK - 220..BLOCK + 20 {
+            let mut log = Vec::new();
+            format::encode_batch_marker(&mut log, 0);
+            for lsn in 1..=2u64 {
+                let mut c = Vec::new();
+                let value = vec![b'v'; if lsn == 2 { v } else { 10 }];
+                format::encode_command(&mut c, &[&b"SET"[..], b"k", &value[..]]);
+                format::encode_entry(&mut log, lsn, RID, lsn * 100, &c);
+            }
+            for split in [0, 1, 90] {
+                let b = direct_buffer(&log[..split], &log[split..]);
+                let o = format::scan(b.as_slice(), Some(1), |_| Ok(()));
+                assert!(o.bad.is_none(), "value {v} split {split}: {:?}", o.bad);
+                assert_eq!(o.last_lsn, Some(2));
+            }
+        }
+    }
+
+    #[test]
+    fn wake_adds_to_a_nonblocking_cloexec_eventfd() {
+        let efd = eventfd().unwrap();
+        let fd = efd.as_raw_fd();
+        // SAFETY (both): fcntl on a descriptor we own.
+        let fd_flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        let fl_flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        assert_ne!(fd_flags & libc::FD_CLOEXEC, 0);
+        assert_ne!(fl_flags & libc::O_NONBLOCK, 0);
+        let read = || {
+            let mut v = 0u64;
+            // SAFETY: reading 8 bytes into a u64.
+            let n = unsafe { libc::read(fd, &mut v as *mut u64 as *mut libc::c_void, 8) };
+            (n, v, io::Error::last_os_error().raw_os_error())
+        };
+        assert_eq!(read().2, Some(libc::EAGAIN), "nothing yet, and no blocking");
+        wake(fd);
+        wake(fd);
+        assert_eq!(read().0, 8);
+        wake(fd);
+        let (n, v, _) = read();
+        assert_eq!((n, v), (8, 1));
+        assert_eq!(read().0, -1);
+    }
+
+    /// The engine label of a writer started with `uring` on.
+    fn writer_engine(tag: &str) -> &'static str {
+        let dir = temp_dir(tag);
+        let f = FsDir::new(&dir).open_append("p.1.incr.aof").unwrap();
+        let opts = IoOpts {
+            uring: true,
+            inflight: 2,
+            ..IoOpts::default()
+        };
+        let w = Writer::start_opts(
+            Box::new(FsDir::new(&dir)),
+            f,
+            Some("p.1.incr.aof"),
+            0,
+            0,
+            FsyncMode::Always,
+            0,
+            opts,
+        )
+        .unwrap();
+        let label = *w.shared.engine.lock().unwrap();
+        drop(w);
+        label
+    }
+
+    /// A ring, or None where the kernel refuses io_uring (old kernel, seccomp, sysctl):
+    /// then the writer must have fallen back to its thread engine, which is checked here.
+    fn ring(depth: usize) -> Option<(OwnedFd, Engine)> {
+        let efd = eventfd().unwrap();
+        match Engine::new(efd.as_raw_fd(), depth) {
+            Ok(e) => Some((efd, e)),
+            Err(e) => {
+                eprintln!("io_uring refused here ({e}): checking the thread writer instead");
+                assert_eq!(writer_engine(&format!("fallback-{depth}")), "thread");
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn the_writer_uses_a_ring_where_the_kernel_has_one_and_its_thread_otherwise() {
+        let efd = eventfd().unwrap();
+        let supported = Engine::new(efd.as_raw_fd(), 1).is_ok();
+        let want = if supported { "uring" } else { "thread" };
+        assert_eq!(writer_engine("label"), want);
+    }
+
+    #[test]
+    fn depth_is_clamped_between_one_and_the_maximum() {
+        let Some((_efd, mut e)) = ring(0) else {
+            return;
+        };
+        assert_eq!(e.depth, 1);
+        let dir = temp_dir("depth");
+        let f = std::fs::File::create(dir.join("f")).unwrap();
+        assert!(e.can_submit());
+        e.submit_fsync(f.as_raw_fd(), 1).unwrap();
+        assert!(!e.can_submit());
+        assert_eq!(e.drain().durable, Some(1));
+        assert!(e.can_submit());
+        let Some((_efd2, e2)) = ring(INFLIGHT_MAX + 100) else {
+            return;
+        };
+        assert_eq!(e2.depth, INFLIGHT_MAX);
+    }
+
+    #[test]
+    fn reaps_combine_to_the_highest_durable_lsn_and_the_first_error() {
+        let reap = |durable: Option<u64>, errno: Option<i32>, lat: &[u64]| Reaped {
+            durable,
+            error: errno.map(|e| ("fsync", io::Error::from_raw_os_error(e))),
+            latencies_us: lat.to_vec(),
+        };
+        let mut all = Reaped::default();
+        // The fsync of LSN 7 completed before the one of LSN 5.
+        all.absorb(reap(Some(7), None, &[3]));
+        all.absorb(reap(Some(5), Some(libc::EIO), &[4]));
+        all.absorb(reap(None, Some(libc::ENOSPC), &[]));
+        all.absorb(reap(Some(6), None, &[5, 6]));
+        assert_eq!(all.durable, Some(7));
+        assert_eq!(all.error.unwrap().1.raw_os_error(), Some(libc::EIO));
+        assert_eq!(all.latencies_us, [3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn fsyncs_in_flight_make_the_highest_lsn_durable() {
+        let Some((_efd, mut e)) = ring(2) else {
+            return;
+        };
+        let dir = temp_dir("fsync");
+        let f = std::fs::File::create(dir.join("f")).unwrap();
+        use std::io::Write as _;
+        (&f).write_all(b"some log bytes").unwrap();
+        e.submit_fsync(f.as_raw_fd(), 5).unwrap();
+        e.submit_fsync(f.as_raw_fd(), 7).unwrap();
+        assert_eq!(e.inflight(), 2);
+        assert!(!e.can_submit());
+        let r = e.drain();
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.durable, Some(7));
+        assert_eq!(r.latencies_us.len(), 2);
+        assert_eq!(e.inflight(), 0);
+    }
+
+    #[test]
+    fn a_failed_fsync_is_reported_with_its_errno() {
+        let Some((_efd, mut e)) = ring(1) else {
+            return;
+        };
+        e.submit_fsync(-1, 3).unwrap();
+        let r = e.drain();
+        let (what, err) = r.error.expect("an error");
+        assert_eq!(what, "fsync");
+        assert_eq!(err.raw_os_error(), Some(libc::EBADF));
+        assert_eq!(e.inflight(), 0);
+    }
+
+    #[test]
+    fn ordered_writes_land_at_their_offsets() {
+        let Some((_efd, mut e)) = ring(4) else {
+            return;
+        };
+        e.set_ordered(true);
+        let dir = temp_dir("writes");
+        let path = dir.join("f");
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let a = direct_buffer(b"", b"first");
+        let b = direct_buffer(b"", &[b'x'; BLOCK]);
+        let want = [a.as_slice(), b.as_slice()].concat();
+        e.submit_write(f.as_raw_fd(), 0, a, 1).unwrap();
+        e.submit_write(f.as_raw_fd(), BLOCK as u64, b, 2).unwrap();
+        let r = e.drain();
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.durable, Some(2));
+        assert_eq!(std::fs::read(&path).unwrap(), want);
+    }
+
+    #[test]
+    fn ordered_mode_advances_only_over_the_completed_prefix() {
+        let Some((_efd, mut e)) = ring(4) else {
+            return;
+        };
+        e.set_ordered(true);
+        let op = |id: u64, done: bool| Op {
+            id,
+            lsn: id * 10,
+            buf: None,
+            done,
+            started: std::time::Instant::now(),
+            injected_errno: None,
+        };
+        // The second and third finished before the first.
+        e.inflight
+            .extend([op(1, false), op(2, true), op(3, true), op(4, false)]);
+        let first = e.reap();
+        let left_first = e.inflight();
+        e.inflight[0].done = true;
+        let second = e.reap();
+        let left_second = e.inflight();
+        // (Nothing of these is really in flight: the engine must not wait for them.)
+        e.inflight.clear();
+        assert_eq!(first.durable, None);
+        assert_eq!(left_first, 4);
+        assert_eq!(second.durable, Some(30));
+        assert_eq!(left_second, 1);
+    }
+
+    #[test]
+    fn a_wake_completes_the_rings_eventfd_read() {
+        let Some((efd, mut e)) = ring(1) else {
+            return;
+        };
+        // Arms the read of the eventfd without waiting.
+        e.wait(Duration::ZERO);
+        assert!(e.efd_armed);
+        wake(efd.as_raw_fd());
+        for _ in 0..50 {
+            if !e.efd_armed {
+                break;
+            }
+            e.wait(Duration::from_millis(100));
+        }
+        assert!(!e.efd_armed, "the wake-up never reached the ring");
+        assert_eq!(*e.efd_buf, 1);
+        // The ring consumed the counter.
+        let mut v = 0u64;
+        // SAFETY: reading 8 bytes into a u64.
+        let n = unsafe { libc::read(efd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
+        assert_eq!(n, -1);
+    }
 }
