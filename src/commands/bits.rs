@@ -925,7 +925,6 @@ mod tests {
 
     // ---- whole-command checks of what the wire cannot show yet (encodings, TTLs) --------
 
-    use crate::commands::Args;
     use crate::config::Config;
     use crate::server::{Client, Server};
 
@@ -937,17 +936,7 @@ mod tests {
         (srv, c)
     }
 
-    fn run(srv: &mut Server, c: &mut Client, args: &[&str]) -> String {
-        let mut buf = Vec::new();
-        let mut ranges = Vec::new();
-        for a in args {
-            ranges.push((buf.len(), a.len()));
-            buf.extend_from_slice(a.as_bytes());
-        }
-        let mut out = Vec::new();
-        srv.execute(c, Args::new(&buf, &ranges), &mut out);
-        String::from_utf8_lossy(&out).into_owned()
-    }
+    use crate::server::testing::run;
 
     fn enc(srv: &Server, key: &str) -> StrEnc {
         srv.ks.str_enc(srv.ks.find_raw(0, key.as_bytes()).unwrap())

@@ -397,8 +397,6 @@ fn hscan(ctx: &mut Ctx) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::Args;
-    use crate::config::Config;
     use crate::server::{Client, Server};
 
     #[test]
@@ -411,22 +409,10 @@ mod tests {
         assert_eq!(val_len(Val::Int(i64::MIN)), 20);
     }
 
-    fn run(srv: &mut Server, c: &mut Client, args: &[&str]) -> String {
-        let mut buf = Vec::new();
-        let mut ranges = Vec::new();
-        for a in args {
-            ranges.push((buf.len(), a.len()));
-            buf.extend_from_slice(a.as_bytes());
-        }
-        let mut out = Vec::new();
-        srv.execute(c, Args::new(&buf, &ranges), &mut out);
-        String::from_utf8_lossy(&out).into_owned()
-    }
+    use crate::server::testing::run;
 
     fn setup() -> (Server, Box<Client>) {
-        let mut srv = Server::new(Config::default()).unwrap();
-        let c = srv.alloc_client("127.0.0.1:1".into(), "127.0.0.1:2".into());
-        (srv, c)
+        crate::server::testing::server_and_client()
     }
 
     /// The bulk strings of a reply, in order (nested arrays flattened).

@@ -706,8 +706,6 @@ fn lmpop_generic(ctx: &mut Ctx, first: usize, block: bool) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::Args;
-    use crate::config::Config;
     use crate::server::{Client, Server};
 
     #[test]
@@ -739,22 +737,10 @@ mod tests {
         assert_eq!(abs_index(i64::MAX, 3), None);
     }
 
-    fn run(srv: &mut Server, c: &mut Client, args: &[&str]) -> String {
-        let mut buf = Vec::new();
-        let mut ranges = Vec::new();
-        for a in args {
-            ranges.push((buf.len(), a.len()));
-            buf.extend_from_slice(a.as_bytes());
-        }
-        let mut out = Vec::new();
-        srv.execute(c, Args::new(&buf, &ranges), &mut out);
-        String::from_utf8_lossy(&out).into_owned()
-    }
+    use crate::server::testing::run;
 
     fn setup() -> (Server, Box<Client>) {
-        let mut srv = Server::new(Config::default()).unwrap();
-        let c = srv.alloc_client("127.0.0.1:1".into(), "127.0.0.1:2".into());
-        (srv, c)
+        crate::server::testing::server_and_client()
     }
 
     /// The bulk strings of a flat reply, in order.

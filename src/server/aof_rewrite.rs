@@ -475,7 +475,6 @@ fn auto_rewrite_backing_off(srv: &Server) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::Args;
     use crate::config::Config;
     use crate::persistence::aof::rewrite::*;
     use crate::persistence::snapshot::format::CutMode;
@@ -490,17 +489,10 @@ mod tests {
         Server::new(Config::default()).unwrap()
     }
 
+    /// Runs one command as a new client.
     fn run(srv: &mut Server, args: &[&str]) -> String {
         let mut c = srv.alloc_client("127.0.0.1:1".into(), "127.0.0.1:2".into());
-        let mut buf = Vec::new();
-        let mut ranges = Vec::new();
-        for a in args {
-            ranges.push((buf.len(), a.len()));
-            buf.extend_from_slice(a.as_bytes());
-        }
-        let mut out = Vec::new();
-        srv.execute(&mut c, Args::new(&buf, &ranges), &mut out);
-        String::from_utf8_lossy(&out).into_owned()
+        crate::server::testing::run(srv, &mut c, args)
     }
 
     fn temp_dir(tag: &str) -> PathBuf {

@@ -15,6 +15,8 @@ pub mod io_threads;
 pub mod listeners;
 pub mod outq;
 pub mod stats;
+#[cfg(test)]
+pub mod testing;
 
 pub use client::Client;
 
