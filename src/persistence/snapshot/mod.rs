@@ -1175,7 +1175,17 @@ impl BgJob {
         drop(self.executor_pin);
         self.handle
             .join()
-            .unwrap_or_else(|_| Err(SnapError::Io(io::Error::other("snapshot thread panicked"))))
+            .unwrap_or_else(|panic| {
+                // The message goes to the log with the failure (stderr may be nowhere).
+                let why = panic
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| panic.downcast_ref::<&str>().copied())
+                    .unwrap_or("no message");
+                Err(SnapError::Io(io::Error::other(format!(
+                    "snapshot thread panicked: {why}"
+                ))))
+            })
     }
     /// Stops the snapshot (SHUTDOWN): the temp file is removed, the previous image stays.
     pub fn cancel(self) {

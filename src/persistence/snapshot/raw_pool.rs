@@ -141,8 +141,8 @@ impl RawPool {
     /// [`super::racy_copy`]: other threads may be writing them), on two threads when
     /// `parallel` and there is enough to copy for the second one to pay off.
     ///
-    /// Panics if two entries share a slot: [`RawPool::place`] gives each page one slot and
-    /// lists a page once per call.
+    /// A page listed twice is copied once. Panics if two different pages share a slot or
+    /// a slot lies outside the pool (neither can come from [`RawPool::place`]).
     pub fn copy(
         &mut self,
         view: &RegionView,
@@ -155,11 +155,12 @@ impl RawPool {
         let mut parts: Vec<(u64, &mut [u8])> = Vec::with_capacity(by_slot.len());
         let mut rest: &mut [u8] = &mut self.buf;
         let mut rest_starts_at = 0usize; // slot index of `rest`'s first page
+        by_slot.dedup();
         for &(slot, off) in &by_slot {
             let slot = slot as usize;
             assert!(
                 slot >= rest_starts_at && slot < self.cap_pages,
-                "slot {slot} listed twice or outside the pool"
+                "slot {slot} given to two pages, or outside the pool"
             );
             let skip = (slot - rest_starts_at) * PAGE_BYTES;
             let (page, tail) = std::mem::take(&mut rest)[skip..].split_at_mut(PAGE_BYTES);
