@@ -132,11 +132,6 @@ impl RefSeg {
             addr,
         }
     }
-
-    /// Bytes of the value.
-    pub fn value_len(&self) -> usize {
-        self.len
-    }
 }
 
 impl Server {

@@ -23,6 +23,11 @@
 //! the arena header is checked, and the keyspace handles are rebuilt from its roots
 //! (`Keyspace::from_arena`): no per-key parsing.
 //!
+//! **Reading the arena.** Snapshot threads never load from the region themselves: every
+//! copy out of it is made by the kernel through [`racy_copy::RegionView`] (the executor and
+//! I/O threads may be writing those bytes meanwhile; see that module for why this is the
+//! defined way to read them).
+//!
 //! File layout: [`format`] and `docs/formats/snapshot.md`.
 
 pub mod format;
@@ -1173,19 +1178,17 @@ impl BgJob {
     /// Waits for the thread (immediate when `is_finished`).
     pub fn join(self) -> Result<Outcome, SnapError> {
         drop(self.executor_pin);
-        self.handle
-            .join()
-            .unwrap_or_else(|panic| {
-                // The message goes to the log with the failure (stderr may be nowhere).
-                let why = panic
-                    .downcast_ref::<String>()
-                    .map(String::as_str)
-                    .or_else(|| panic.downcast_ref::<&str>().copied())
-                    .unwrap_or("no message");
-                Err(SnapError::Io(io::Error::other(format!(
-                    "snapshot thread panicked: {why}"
-                ))))
-            })
+        self.handle.join().unwrap_or_else(|panic| {
+            // The message goes to the log with the failure (stderr may be nowhere).
+            let why = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("no message");
+            Err(SnapError::Io(io::Error::other(format!(
+                "snapshot thread panicked: {why}"
+            ))))
+        })
     }
     /// Stops the snapshot (SHUTDOWN): the temp file is removed, the previous image stays.
     pub fn cancel(self) {
