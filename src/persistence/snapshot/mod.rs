@@ -56,7 +56,9 @@ use std::time::Instant;
 /// ones are raw copies of a few ms each (see [`raw_pool`]).
 pub const MAX_LIVE_PASSES: u32 = 12;
 /// Assumed raw copy speed during the pause, bytes per µs (2 GB/s: scattered 4 KiB pages
-/// into a resident buffer on two threads measure 3–8 GB/s here), used to turn
+/// into a resident buffer measured 3–8 GB/s here with memcpy on two threads; the kernel
+/// copies of [`racy_copy`] take about twice as long, 1.7–3.9 GB/s on one thread, and
+/// 1.3–2.3 GB/s for the 0.1–0.3 MB pause sets of BENCHMARKS.md's 2M-key run), used to turn
 /// `snapshot-pause-budget-us` into a dirty-set size to converge to.
 pub const PAUSE_COPY_BYTES_PER_US: u64 = 2000;
 /// Threads of the final, read-only walk at normal priority. One: over 4 GiB of populated
