@@ -76,10 +76,17 @@ impl RegionView {
     /// A view of a buffer of ours standing in for the region (tests).
     #[cfg(test)]
     pub(super) fn over_buffer(mem: &[u8]) -> RegionView {
+        RegionView::over_range(mem.as_ptr() as usize, mem.len())
+    }
+
+    /// A view of `len` bytes at `base`, a mapping of a test's own (never dereferenced
+    /// here, so no borrow of it is needed while other threads write it).
+    #[cfg(test)]
+    pub(super) fn over_range(base: usize, len: usize) -> RegionView {
         RegionView {
-            base: mem.as_ptr() as usize,
-            reserved: mem.len(),
-            high_water: Arc::new(AtomicU64::new(mem.len() as u64)),
+            base,
+            reserved: len,
+            high_water: Arc::new(AtomicU64::new(len as u64)),
         }
     }
 
