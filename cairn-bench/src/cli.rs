@@ -72,6 +72,10 @@ pub struct ConnArgs {
     /// Hard bound on one run (seconds), whatever happens.
     #[arg(long, default_value_t = 3600.0)]
     pub max_time: f64,
+    /// Every value a different slice of 1 MiB of random bytes (incompressible, distinct
+    /// per key) instead of one fixed run of letters.
+    #[arg(long)]
+    pub distinct_values: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -193,6 +197,9 @@ pub struct SnapshotVsArgs {
     /// Run only cairn (for iterating on the engine; the redis column reads n/a).
     #[arg(long)]
     pub cairn_only: bool,
+    /// Distinct, incompressible values (see the global option of the same name).
+    #[arg(long)]
+    pub distinct_values: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -185,7 +185,14 @@ pub struct RunSpec {
     pub max_time: Duration,
     /// Keep the load going at least this long after the last event ended (to see recovery).
     pub after_events: Duration,
+    /// Each value a slice at a random offset of 1 MiB of random bytes: distinct per key and
+    /// incompressible (LZ4 finds no repeats), where the default is one fixed run of
+    /// letters that every value repeats.
+    pub distinct_values: bool,
 }
+
+/// Bytes of random data that distinct values are cut from.
+const DISTINCT_VALUE_POOL_BYTES: usize = 1 << 20;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct IntervalStat {
@@ -348,6 +355,7 @@ struct Worker {
     requests: Option<u64>,
     rng: Rng,
     value_buf: Arc<Vec<u8>>,
+    distinct_values: bool,
     idx: usize,
 }
 
@@ -427,13 +435,18 @@ impl Worker {
                         .value
                         .pick(&mut self.rng)
                         .min(self.value_buf.len());
+                    let voff = if self.distinct_values {
+                        self.rng.below((self.value_buf.len() - vlen) as u64 + 1) as usize
+                    } else {
+                        0
+                    };
                     c.wbuf
                         .extend_from_slice(format!("*{}\r\n", cmd.args.len()).as_bytes());
                     for a in &cmd.args {
                         let b: &[u8] = match a {
                             Arg::Lit(l) => l,
                             Arg::Key => &key,
-                            Arg::Value => &self.value_buf[..vlen],
+                            Arg::Value => &self.value_buf[voff..voff + vlen],
                         };
                         c.wbuf
                             .extend_from_slice(format!("${}\r\n", b.len()).as_bytes());
@@ -606,11 +619,15 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
     }
     let max_value = spec.groups.iter().map(|g| g.value.max).max().unwrap_or(0);
     let mut rng = Rng::new(spec.seed);
-    let value_buf: Arc<Vec<u8>> = Arc::new(
+    let value_buf: Arc<Vec<u8>> = Arc::new(if spec.distinct_values {
+        (0..max_value + DISTINCT_VALUE_POOL_BYTES)
+            .map(|_| rng.below(256) as u8)
+            .collect()
+    } else {
         (0..max_value)
             .map(|_| b'a' + (rng.below(26) as u8))
-            .collect(),
-    );
+            .collect()
+    });
 
     // Connect everything first: an unreachable server fails here, before any thread starts.
     let mut labels = Vec::new();
@@ -660,6 +677,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
                 requests: reqs,
                 rng: Rng::new(spec.seed ^ ((workers.len() as u64 + 1) << 32)),
                 value_buf: value_buf.clone(),
+                distinct_values: spec.distinct_values,
                 idx: workers.len(),
             });
         }

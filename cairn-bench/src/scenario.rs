@@ -119,6 +119,7 @@ impl Ctx {
             progress: !self.conn.quiet,
             max_time: secs(self.conn.max_time, "--max-time")?,
             after_events: Duration::ZERO,
+            distinct_values: self.conn.distinct_values,
         })
     }
 

@@ -20,6 +20,8 @@ use siphasher::sip::SipHasher13;
 use std::hash::Hasher;
 use std::io;
 use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Offset of an arena block in 8-byte units. 0 is the null reference (the arena header
 /// lives at offset 0, so no block can ever start there).
@@ -105,6 +107,11 @@ pub struct Arena {
     /// at the bump: the executor sets it before each write to what the write itself may
     /// still need, so a dict's table growth never takes a command's own room.
     optional_floor_bytes: u64,
+    /// The header's high-water mark, published outside the region for snapshot threads:
+    /// they must not load it from the header, which the executor writes with plain
+    /// stores (see `persistence::snapshot::racy_copy`). Updated with every move of the
+    /// mark (it only grows).
+    published_high_water: Arc<AtomicU64>,
 }
 
 // The executor thread owns the arena, but it is created on another thread and moved there.
@@ -129,9 +136,6 @@ pub struct ArenaFull {
 /// Size of the arena header at offset 0 (rounded to a cache line). Part of the layout
 /// fingerprint of snapshot images.
 pub const HEADER_BYTES: usize = std::mem::size_of::<Header>().next_multiple_of(64);
-/// Byte offset of the high-water mark (`u64`) inside the header: the snapshot thread reads
-/// it (racily, then again during the pause) to know how much of the region is in use.
-pub const BUMP_BYTES_OFFSET: usize = std::mem::offset_of!(Header, bump_bytes);
 
 /// A reserved, zero-filled region not yet holding a valid arena: an image is decompressed
 /// into it, then [`Arena::from_region`] checks the header and takes it over.
@@ -220,6 +224,7 @@ impl Arena {
             hasher: SipHasher13::new_with_keys(hash_seed[0], hash_seed[1]),
             keep_pages: false,
             optional_floor_bytes: 0,
+            published_high_water: Arc::new(AtomicU64::new(HEADER_BYTES as u64)),
         };
         let header_bytes = HEADER_BYTES;
         let header = Header {
@@ -289,6 +294,7 @@ impl Arena {
             hasher: SipHasher13::new_with_keys(h.hash_seed[0], h.hash_seed[1]),
             keep_pages: false,
             optional_floor_bytes: 0,
+            published_high_water: Arc::new(AtomicU64::new(h.bump_bytes)),
         };
         std::mem::forget(region);
         Ok(arena)
@@ -330,6 +336,11 @@ impl Arena {
     }
     pub fn bump_bytes(&self) -> u64 {
         self.header().bump_bytes
+    }
+    /// The high-water mark as other threads may read it while the executor allocates
+    /// (a snapshot's view of the region): an atomic beside the region, never the header.
+    pub fn published_high_water(&self) -> Arc<AtomicU64> {
+        self.published_high_water.clone()
     }
     /// Bytes in live blocks at their class size, plus the header.
     pub fn used_bytes(&self) -> u64 {
@@ -470,6 +481,11 @@ impl Arena {
             });
         }
         self.header_mut().bump_bytes = end as u64;
+        // Relaxed: a snapshot thread that sees an older mark copies less now and takes the
+        // growth in its next pass; its final reading comes after the pause gate's SeqCst
+        // hand-over, which orders this store before it.
+        self.published_high_water
+            .store(end as u64, Ordering::Relaxed);
         Ok((start / ALIGN_BYTES) as Ref)
     }
 

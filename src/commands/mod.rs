@@ -225,12 +225,11 @@ impl Ctx<'_> {
                 self.out.bulk_header(len);
                 let pos = self.out.buf.len();
                 let addr = self.srv.ks.block_ptr(block) as usize;
-                self.srv.reply_refs.push(crate::server::RefSeg {
-                    pos,
-                    block,
-                    len,
-                    addr,
-                });
+                // SAFETY: `pin_value` just pinned `block` for this segment (unpinned only
+                // after the segment is written or dropped), and `len` bytes of its value
+                // start at `block_ptr(block)`.
+                let seg = unsafe { crate::server::RefSeg::pinned(pos, block, len, addr) };
+                self.srv.reply_refs.push(seg);
                 self.out.buf.extend_from_slice(b"\r\n");
                 return;
             }

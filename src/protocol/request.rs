@@ -20,8 +20,21 @@ impl<'a> Args<'a> {
             big: &[],
         }
     }
-    /// Arguments some of which were read straight into arena blocks.
-    pub fn with_big(buf: &'a [u8], ranges: &'a [(usize, usize)], big: &'a [BigArg]) -> Args<'a> {
+    /// Arguments some of which were read straight into arena blocks: a range flagged with
+    /// `BIG_ARG_FLAG` names `big[index]`, whose bytes [`Args::get`] reads at its `addr`.
+    ///
+    /// # Safety
+    /// For every `BigArg` a flagged range names, `addr..addr + len` must be initialised
+    /// bytes (`filled == len`, and the range's length is `len`) that stay valid and are
+    /// written by no one for as long as the returned `Args` (or a slice it handed out)
+    /// lives: in the server, an argument block that is allocated, pinned by its connection
+    /// until the command is done (`Keyspace::try_alloc_arg_block`), and completely
+    /// received before the command runs.
+    pub unsafe fn with_big(
+        buf: &'a [u8],
+        ranges: &'a [(usize, usize)],
+        big: &'a [BigArg],
+    ) -> Args<'a> {
         Args { buf, ranges, big }
     }
     #[inline]
@@ -37,9 +50,9 @@ impl<'a> Args<'a> {
         let (s, l) = self.ranges[i];
         if s & BIG_ARG_FLAG != 0 {
             let b = &self.big[s & !BIG_ARG_FLAG];
-            debug_assert!(b.filled == b.len && b.len == l);
-            // SAFETY: the block is allocated and pinned by the connection until the
-            // command is done (Keyspace::alloc_arg_block): neither written nor freed.
+            assert!(b.filled == b.len && b.len == l, "big argument not complete");
+            // SAFETY: `with_big`'s contract: `b.addr..b.addr + l` are initialised bytes
+            // that stay valid and unwritten while `self` (lifetime 'a) lives.
             return unsafe { std::slice::from_raw_parts(b.addr as *const u8, l) };
         }
         &self.buf[s..s + l]

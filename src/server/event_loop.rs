@@ -708,7 +708,12 @@ impl EventLoop {
                     // Runs alone, after what was batched before it; then its argument
                     // blocks go (unless a value adopted one).
                     held |= run_batch!();
-                    let args = Args::with_big(&conn.qbuf, &conn.parser.args, &conn.big_args);
+                    // SAFETY: each of `big_args` is an arena block this connection got from
+                    // `try_alloc_arg_block` (allocated and pinned until released below,
+                    // after the command) and filled whole (the loop breaks above while the
+                    // last one is filling); only this thread writes it, and not meanwhile.
+                    let args =
+                        unsafe { Args::with_big(&conn.qbuf, &conn.parser.args, &conn.big_args) };
                     if client.blocked {
                         // Behind a command that blocked: waits its turn (copied).
                         client

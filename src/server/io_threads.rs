@@ -1252,7 +1252,11 @@ fn run_in_flight(
         }
         let (first, argc) = st.b.cmds[st.next];
         st.next += 1;
-        let args = Args::with_big(&st.b.data, &st.b.args[first..first + argc], &st.b.big);
+        // SAFETY: `st.b.big` are arena blocks the executor gave this batch's connection
+        // (`try_alloc_arg_block`: allocated and pinned until released after the batch),
+        // sent here only once received whole; the I/O thread no longer writes them.
+        let args =
+            unsafe { Args::with_big(&st.b.data, &st.b.args[first..first + argc], &st.b.big) };
         srv.execute_refs(&mut client, args, &mut st.out, &mut st.refs);
         st.hold = st.hold.max(srv.aof.hold_lsn);
         if client.blocked {

@@ -113,13 +113,35 @@ enum Outcome {
 
 /// A reply segment sent from a stored value instead of the reply buffer: the value's
 /// block (pinned), inserted in the owned output bytes at `pos`.
+///
+/// `len` and `addr` are private (outside `server`): the socket writer reads `len` bytes
+/// at `addr` (`outq`), so only [`RefSeg::pinned`], whose caller vouches for them, makes
+/// one.
 #[derive(Clone, Copy, Debug)]
 pub struct RefSeg {
     pub pos: usize,
     pub block: crate::arena::Ref,
-    pub len: usize,
+    len: usize,
     /// Address of the value's first byte (stable while pinned).
-    pub addr: usize,
+    addr: usize,
+}
+
+impl RefSeg {
+    /// A reference to `len` bytes at `addr`, the value in `block`, spliced in at `pos`.
+    ///
+    /// # Safety
+    /// `addr..addr + len` must be initialised bytes of `block` that stay valid and are
+    /// written by no one until the segment has left every queue and the block is unpinned:
+    /// the block must be pinned for this segment (`Keyspace::pin_value`), since a pinned
+    /// block is neither written nor freed (ARCHITECTURE.md, "Large values").
+    pub unsafe fn pinned(pos: usize, block: crate::arena::Ref, len: usize, addr: usize) -> RefSeg {
+        RefSeg {
+            pos,
+            block,
+            len,
+            addr,
+        }
+    }
 }
 
 impl Server {

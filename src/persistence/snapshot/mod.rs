@@ -23,19 +23,26 @@
 //! the arena header is checked, and the keyspace handles are rebuilt from its roots
 //! (`Keyspace::from_arena`): no per-key parsing.
 //!
+//! **Reading the arena.** Snapshot threads never load from the region themselves: every
+//! copy out of it is made by the kernel through [`racy_copy::RegionView`] (the executor and
+//! I/O threads may be writing those bytes meanwhile; see that module for why this is the
+//! defined way to read them).
+//!
 //! File layout: [`format`] and `docs/formats/snapshot.md`.
 
 pub mod format;
 pub mod ops;
 pub mod pause;
+mod racy_copy;
 mod raw_pool;
 pub mod sync;
 pub mod uffd;
 
-use crate::arena::{self, Arena, PAGE_BYTES};
+use crate::arena::{Arena, PAGE_BYTES};
 use crate::{notice, warning};
 use format::{CutMode, Extent, ImageHeader, ImageWriter, Record, CHUNK_BYTES, MAX_EXTENTS};
 pub use pause::PauseGate;
+use racy_copy::RegionView;
 use raw_pool::{NewPages, RawPool};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -48,9 +55,9 @@ use std::time::Instant;
 /// shorter than the one before; past this the write rate is not converging). The late
 /// ones are raw copies of a few ms each (see [`raw_pool`]).
 pub const MAX_LIVE_PASSES: u32 = 12;
-/// Assumed raw copy speed during the pause, bytes per µs (2 GB/s: below what copying
-/// scattered 4 KiB pages into a resident buffer on two threads reaches; figures:
-/// BENCHMARKS.md, "Snapshot vs Redis at 1M, 4M and 8M keys"), used to turn
+/// Assumed raw copy speed during the pause, bytes per µs (2 GB/s: what the kernel copies
+/// of [`racy_copy`] reach for the pause's scattered pages; figures: BENCHMARKS.md,
+/// "Reading the arena through the kernel"), used to turn
 /// `snapshot-pause-budget-us` into a dirty-set size to converge to.
 pub const PAUSE_COPY_BYTES_PER_US: u64 = 2000;
 /// Threads of the final, read-only walk at normal priority. One: at normal priority a
@@ -139,44 +146,31 @@ pub(super) fn at_cut(p: &SnapParams, gate: &PauseGate) -> u64 {
     lsn
 }
 
-/// Address and size of the arena for threads other than the executor. Reads through it
-/// race with the executor's writes *by design*: a page read while being written is torn,
-/// but it was written after it was protected, so the harvest re-sends it (or the final
-/// pause copies it with the executor stopped). Only the bytes copied during a pause, or
-/// while the executor is blocked, are taken as they are.
-#[derive(Clone, Copy)]
-struct RegionView {
-    base: usize,
-    reserved: usize,
-}
-
-impl RegionView {
-    fn of(a: &Arena) -> RegionView {
-        RegionView {
-            base: a.base_addr(),
-            reserved: a.reserved_bytes(),
-        }
-    }
-    /// The arena's high-water mark rounded up to a page.
-    fn end(&self) -> u64 {
-        // SAFETY: the header is at offset 0 of a live mapping; a volatile read of an aligned
-        // u64 is never torn on the platforms we build for.
-        let bump = unsafe {
-            std::ptr::read_volatile((self.base + arena::BUMP_BYTES_OFFSET) as *const u64)
-        };
-        (bump.next_multiple_of(PAGE_BYTES as u64)).min(self.reserved as u64)
-    }
-}
-
-/// A unit of work for a compression worker: extents with where to read each one from.
-struct Job {
+/// A unit of work for a compression worker: extents of the image, and where their bytes
+/// are read from.
+struct Job<'a> {
     extents: Vec<Extent>,
-    /// Source address of each extent's bytes (arena or a pause buffer).
-    srcs: Vec<usize>,
+    from: Source<'a>,
 }
 
-/// Splits `[start, end)` of the arena into whole-chunk jobs.
-fn range_jobs(view: RegionView, start: u64, end: u64, jobs: &mut Vec<Job>) {
+/// Where a [`Job`]'s bytes are.
+enum Source<'a> {
+    /// In the region, at each extent's offset: copied by the kernel ([`racy_copy`]), since
+    /// other threads may be writing them.
+    Region,
+    /// In copies of ours (the raw pool, the pause's overflow buffer), one slice per
+    /// extent; nothing writes them while the jobs run.
+    Copies(Vec<&'a [u8]>),
+}
+
+impl Job<'_> {
+    fn raw_bytes(&self) -> usize {
+        self.extents.iter().map(|e| e.len as usize).sum()
+    }
+}
+
+/// Splits `[start, end)` of the region into whole-chunk jobs.
+fn range_jobs(start: u64, end: u64, jobs: &mut Vec<Job<'_>>) {
     let mut off = start;
     while off < end {
         let len = (end - off).min(CHUNK_BYTES as u64);
@@ -185,32 +179,61 @@ fn range_jobs(view: RegionView, start: u64, end: u64, jobs: &mut Vec<Job>) {
                 offset: off,
                 len: len as u32,
             }],
-            srcs: vec![view.base + off as usize],
+            from: Source::Region,
         });
         off += len;
     }
 }
 
-/// Packs runs of pages (arena offset, length, source address) into jobs of at most one
-/// chunk of raw bytes and [`MAX_EXTENTS`] extents.
-struct Packer {
-    jobs: Vec<Job>,
-    cur: Job,
+/// Packs runs of pages (arena offset, length, and where their bytes are) into jobs of at
+/// most one chunk of raw bytes and [`MAX_EXTENTS`] extents. One packer makes jobs of one
+/// kind: all from the region, or all from copies.
+struct Packer<'a> {
+    from_region: bool,
+    jobs: Vec<Job<'a>>,
+    cur: Job<'a>,
     cur_bytes: usize,
 }
 
-impl Packer {
-    fn new() -> Packer {
-        Packer {
-            jobs: Vec::new(),
-            cur: Job {
-                extents: Vec::new(),
-                srcs: Vec::new(),
+impl<'a> Packer<'a> {
+    fn empty_job(from_region: bool) -> Job<'a> {
+        Job {
+            extents: Vec::new(),
+            from: if from_region {
+                Source::Region
+            } else {
+                Source::Copies(Vec::new())
             },
+        }
+    }
+    /// Jobs whose bytes are read from the region.
+    fn from_region() -> Packer<'a> {
+        Packer {
+            from_region: true,
+            jobs: Vec::new(),
+            cur: Packer::empty_job(true),
             cur_bytes: 0,
         }
     }
-    fn add(&mut self, mut offset: u64, mut len: u64, mut src: usize) {
+    /// Jobs whose bytes are in copies of ours.
+    fn from_copies() -> Packer<'a> {
+        Packer {
+            from_region: false,
+            cur: Packer::empty_job(false),
+            ..Packer::from_region()
+        }
+    }
+    /// The region's `[offset, offset + len)`.
+    fn add_region(&mut self, offset: u64, len: u64) {
+        debug_assert!(self.from_region);
+        self.add(offset, len, None);
+    }
+    /// Bytes for `[offset, offset + bytes.len())` of the image, from a copy of ours.
+    fn add_copy(&mut self, offset: u64, bytes: &'a [u8]) {
+        debug_assert!(!self.from_region);
+        self.add(offset, bytes.len() as u64, Some(bytes));
+    }
+    fn add(&mut self, mut offset: u64, mut len: u64, mut bytes: Option<&'a [u8]>) {
         while len > 0 {
             let room = (CHUNK_BYTES - self.cur_bytes) as u64;
             let take = len.min(room);
@@ -218,10 +241,13 @@ impl Packer {
                 offset,
                 len: take as u32,
             });
-            self.cur.srcs.push(src);
+            if let (Source::Copies(parts), Some(b)) = (&mut self.cur.from, bytes) {
+                let (part, rest) = b.split_at(take as usize);
+                parts.push(part);
+                bytes = Some(rest);
+            }
             self.cur_bytes += take as usize;
             offset += take;
-            src += take as usize;
             len -= take;
             if self.cur_bytes == CHUNK_BYTES || self.cur.extents.len() == MAX_EXTENTS {
                 self.flush();
@@ -230,18 +256,12 @@ impl Packer {
     }
     fn flush(&mut self) {
         if !self.cur.extents.is_empty() {
-            let j = std::mem::replace(
-                &mut self.cur,
-                Job {
-                    extents: Vec::new(),
-                    srcs: Vec::new(),
-                },
-            );
+            let j = std::mem::replace(&mut self.cur, Packer::empty_job(self.from_region));
             self.jobs.push(j);
             self.cur_bytes = 0;
         }
     }
-    fn finish(mut self) -> Vec<Job> {
+    fn finish(mut self) -> Vec<Job<'a>> {
         self.flush();
         self.jobs
     }
@@ -264,24 +284,14 @@ pub(crate) fn lower_priority() {
 
 /// Compresses `jobs` on `threads` workers and writes the records in job order (order
 /// matters: a record must land after every earlier record it overlaps). Returns raw bytes.
+/// Each worker copies a job's bytes into its own buffer first (from the region through
+/// [`racy_copy`]) and compresses from there: LZ4 never reads the region.
 fn stream_jobs(
-    jobs: &[Job],
+    view: &RegionView,
+    jobs: &[Job<'_>],
     threads: usize,
     w: &mut ImageWriter,
     cancel: &AtomicBool,
-) -> Result<u64, SnapError> {
-    stream_jobs_with(jobs, threads, w, cancel, &|_, _| {})
-}
-
-/// [`stream_jobs`], calling `fixup(job, raw)` on each job's raw bytes after they were
-/// copied and before they are compressed (the synchronous variant puts back pages that
-/// were copied out before their first change).
-fn stream_jobs_with(
-    jobs: &[Job],
-    threads: usize,
-    w: &mut ImageWriter,
-    cancel: &AtomicBool,
-    fixup: &(dyn Fn(&Job, &mut [u8]) + Sync),
 ) -> Result<u64, SnapError> {
     if jobs.is_empty() {
         return Ok(0);
@@ -291,7 +301,7 @@ fn stream_jobs_with(
     let mut raw_total = 0u64;
     std::thread::scope(|s| -> Result<(), SnapError> {
         // Bounded: workers run at most a few chunks ahead of the file.
-        let (tx, rx) = mpsc::sync_channel::<(usize, Record)>(threads * 2);
+        let (tx, rx) = mpsc::sync_channel::<(usize, io::Result<Record>)>(threads * 2);
         for _ in 0..threads {
             let tx = tx.clone();
             let next = &next;
@@ -301,22 +311,26 @@ fn stream_jobs_with(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(job) = jobs.get(i) else { break };
-                    let mut at = 0usize;
-                    for (e, &src) in job.extents.iter().zip(&job.srcs) {
-                        let n = e.len as usize;
-                        // SAFETY: `src` addresses `n` readable bytes (the arena mapping or a
-                        // pause buffer that outlives the scope). See RegionView on races.
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(
-                                src as *const u8,
-                                buf.as_mut_ptr().add(at),
-                                n,
-                            )
-                        };
-                        at += n;
-                    }
-                    fixup(job, &mut buf[..at]);
-                    let rec = Record::encode(job.extents.clone(), &buf[..at]);
+                    let raw = &mut buf[..job.raw_bytes()];
+                    let copied = match &job.from {
+                        Source::Region => {
+                            let runs: Vec<(u64, u64)> = job
+                                .extents
+                                .iter()
+                                .map(|e| (e.offset, e.len as u64))
+                                .collect();
+                            view.copy_runs(&runs, raw)
+                        }
+                        Source::Copies(parts) => {
+                            let mut at = 0usize;
+                            for part in parts {
+                                raw[at..at + part.len()].copy_from_slice(part);
+                                at += part.len();
+                            }
+                            Ok(())
+                        }
+                    };
+                    let rec = copied.map(|()| Record::encode(job.extents.clone(), raw));
                     if tx.send((i, rec)).is_err() {
                         break;
                     }
@@ -328,6 +342,13 @@ fn stream_jobs_with(
         let mut pending: std::collections::BTreeMap<usize, Record> = Default::default();
         let mut want = 0usize;
         for (i, rec) in rx.iter() {
+            let rec = match rec {
+                Ok(rec) => rec,
+                Err(e) => {
+                    next.store(jobs.len(), Ordering::Relaxed);
+                    return Err(e.into());
+                }
+            };
             pending.insert(i, rec);
             while let Some(rec) = pending.remove(&want) {
                 if cancel.load(Ordering::Relaxed) {
@@ -375,15 +396,15 @@ fn header(
 /// arena meanwhile (the executor itself in SAVE/SHUTDOWN, or the snapshot thread holding
 /// a pause). The caller commits.
 fn write_stw(
-    view: RegionView,
+    view: &RegionView,
     p: &SnapParams,
     cancel: &AtomicBool,
 ) -> Result<(ImageWriter, u64), SnapError> {
     let mut w = ImageWriter::create(&p.path, p.write_behind)?;
     let end = view.end();
     let mut jobs = Vec::new();
-    range_jobs(view, 0, end, &mut jobs);
-    match stream_jobs(&jobs, p.threads, &mut w, cancel) {
+    range_jobs(0, end, &mut jobs);
+    match stream_jobs(view, &jobs, p.threads, &mut w, cancel) {
         Ok(_) => Ok((w, end)),
         Err(e) => {
             w.abort();
@@ -397,7 +418,7 @@ pub fn save_blocking(arena: &Arena, keys: u64, p: &SnapParams) -> Result<Outcome
     let never = AtomicBool::new(false);
     let view = RegionView::of(arena);
     let started = Instant::now();
-    let (w, end) = write_stw(view, p, &never)?;
+    let (w, end) = write_stw(&view, p, &never)?;
     let bytes = w.commit(&header(
         p,
         end,
@@ -446,10 +467,10 @@ fn run_background(
             fallback_reason = Some(format!("{ENV_NO_UFFD}=1"));
         } else {
             let tried = match p.mode {
-                SnapMode::Sync => uffd::SyncWp::new(view.base, view.reserved)
-                    .map(|t| run_sync_image(view, &p, t, &gate, &cancel, &progress)),
-                _ => uffd::WpTracker::reuse_or_new(view.base, view.reserved)
-                    .map(|t| run_live(view, &p, t, &gate, &cancel, &progress)),
+                SnapMode::Sync => uffd::SyncWp::new(view.base_addr(), view.reserved_bytes())
+                    .map(|t| run_sync_image(&view, &p, t, &gate, &cancel, &progress)),
+                _ => uffd::WpTracker::reuse_or_new(view.base_addr(), view.reserved_bytes())
+                    .map(|t| run_live(&view, &p, t, &gate, &cancel, &progress)),
             };
             match tried {
                 Ok(r) => return r,
@@ -465,7 +486,7 @@ fn run_background(
     let aof_lsn = at_cut(&p, &gate);
     // The executor is parked for the whole copy: its CPU works on it too.
     let wide = p.wide_cpus.as_ref().map(OnCpu::set);
-    let (w, end) = write_stw(view, &p, &cancel)?;
+    let (w, end) = write_stw(&view, &p, &cancel)?;
     drop(wide);
     let pause_us = guard.started.elapsed().as_micros() as u64;
     drop(guard);
@@ -495,7 +516,7 @@ fn run_background(
 
 /// A freeze-free snapshot into a fresh image file.
 fn run_sync_image(
-    view: RegionView,
+    view: &RegionView,
     p: &SnapParams,
     t: uffd::SyncWp,
     gate: &PauseGate,
@@ -533,7 +554,7 @@ enum Live {
 }
 
 fn run_live(
-    view: RegionView,
+    view: &RegionView,
     p: &SnapParams,
     mut t: uffd::WpTracker,
     gate: &PauseGate,
@@ -575,7 +596,7 @@ fn run_live(
             // dropped: the freeze-free stream is a complete image on its own.
             w.abort();
             crate::notice!("Snapshot: {reason} after {passes} live passes; switching to synchronous write-protect (freeze-free)");
-            let t = uffd::SyncWp::new(view.base, view.reserved)?;
+            let t = uffd::SyncWp::new(view.base_addr(), view.reserved_bytes())?;
             let mut o = run_sync_image(view, p, t, gate, cancel, progress)?;
             o.passes += passes;
             Ok(o)
@@ -609,28 +630,15 @@ fn pause_estimate_us(walk_ro_us: u64, dirty: u64) -> u64 {
 }
 
 /// Copies `runs` of the arena into `buf` (cleared first), on two threads when there is
-/// enough to copy for the second thread to pay off.
-fn copy_runs(view: RegionView, runs: &[(u64, u64)], buf: &mut Vec<u8>) {
+/// enough to copy for the second thread to pay off. Through [`racy_copy`] even in the
+/// pause: the executor is stopped then, but an I/O thread may be receiving a big argument
+/// into its arena block.
+fn copy_runs(view: &RegionView, runs: &[(u64, u64)], buf: &mut Vec<u8>) -> io::Result<()> {
     let total: usize = runs.iter().map(|r| r.1 as usize).sum();
+    // Zeroed first (a `&mut [u8]` must not cover uninitialised bytes): this buffer only
+    // takes what the raw pool has no slot for, which is rare.
     buf.clear();
-    buf.reserve(total);
-    let dst = buf.as_mut_ptr() as usize;
-    let copy = |part: &[(u64, u64)], mut at: usize| {
-        for &(off, len) in part {
-            // SAFETY: [off, off+len) lies inside the arena mapping; the destination lies
-            // within the buffer's reserved capacity and the two halves never overlap. In
-            // the pause the executor is stopped; before it (the last live harvest's copy)
-            // a read may race with a write, which the final walk then finds (RegionView).
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    (view.base + off as usize) as *const u8,
-                    (dst + at) as *mut u8,
-                    len as usize,
-                )
-            };
-            at += len as usize;
-        }
-    };
+    buf.resize(total, 0);
     // Split at the run where half the bytes are reached.
     let mut split = (runs.len(), total);
     let mut acc = 0usize;
@@ -642,15 +650,18 @@ fn copy_runs(view: RegionView, runs: &[(u64, u64)], buf: &mut Vec<u8>) {
         acc += r.1 as usize;
     }
     if total >= PARALLEL_COPY_MIN_BYTES && split.0 < runs.len() {
+        let (first, second) = buf.split_at_mut(split.1);
         std::thread::scope(|s| {
-            s.spawn(|| copy(&runs[split.0..], split.1));
-            copy(&runs[..split.0], 0);
-        });
+            let other = s.spawn(|| view.copy_runs(&runs[split.0..], second));
+            let mine = view.copy_runs(&runs[..split.0], first);
+            other
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("copy thread panicked")))
+                .and(mine)
+        })
     } else {
-        copy(runs, 0);
+        view.copy_runs(runs, buf)
     }
-    // SAFETY: every byte of [0, total) was written above.
-    unsafe { buf.set_len(total) };
 }
 
 /// The raw pool's size (or a quarter of the arena's, when smaller). It must hold the
@@ -723,11 +734,11 @@ impl PoolPrep {
 
 /// Jobs for arena runs whose bytes were copied, one after another, into `raw` (by
 /// [`copy_runs`]).
-fn raw_jobs(runs: &[(u64, u64)], raw: &[u8]) -> Vec<Job> {
-    let mut packer = Packer::new();
+fn raw_jobs<'a>(runs: &[(u64, u64)], raw: &'a [u8]) -> Vec<Job<'a>> {
+    let mut packer = Packer::from_copies();
     let mut at = 0usize;
     for &(off, len) in runs {
-        packer.add(off, len, raw.as_ptr() as usize + at);
+        packer.add_copy(off, &raw[at..at + len as usize]);
         at += len as usize;
     }
     debug_assert_eq!(at, raw.len());
@@ -736,7 +747,7 @@ fn raw_jobs(runs: &[(u64, u64)], raw: &[u8]) -> Vec<Job> {
 
 #[allow(clippy::too_many_arguments)]
 fn live_passes(
-    view: RegionView,
+    view: &RegionView,
     p: &SnapParams,
     t: &mut uffd::WpTracker,
     gate: &PauseGate,
@@ -761,8 +772,8 @@ fn live_passes(
     let pause_reserve_pages =
         (budget.saturating_mul(PAUSE_COPY_BYTES_PER_US) as usize).div_ceil(PAGE_BYTES);
     let mut jobs = Vec::new();
-    range_jobs(view, 0, end, &mut jobs);
-    stream_jobs(&jobs, p.threads, w, cancel)?;
+    range_jobs(0, end, &mut jobs);
+    stream_jobs(view, &jobs, p.threads, w, cancel)?;
     crate::verbose!(
         "Snapshot pass 1: {end} bytes in {} ms (protect {protect_us} us, read-only walk {walk_ro_us} us)",
         pass_started.elapsed().as_millis()
@@ -827,7 +838,7 @@ fn live_passes(
                     .free_pages()
                     .saturating_sub(pause_reserve_pages + followers);
                 let placed = pool.place(&runs, NewPages::AllIfAtMost(limit));
-                pool.copy(view, &placed.copies, false);
+                pool.copy(view, &placed.copies, false)?;
                 let raw_bytes = (placed.copies.len() * PAGE_BYTES) as u64;
                 (raw_bytes, placed.new_pages, placed.rest)
             }
@@ -856,11 +867,11 @@ fn live_passes(
         let finishing = (converged || stalled) && (pool_ready || passes >= MAX_LIVE_PASSES);
         let written_before = w.bytes_written;
         if !rest.is_empty() {
-            let mut packer = Packer::new();
+            let mut packer = Packer::from_region();
             for &(off, len) in &rest {
-                packer.add(off, len, view.base + off as usize);
+                packer.add_region(off, len);
             }
-            stream_jobs(&packer.finish(), p.threads, w, cancel)?;
+            stream_jobs(view, &packer.finish(), p.threads, w, cancel)?;
         }
         crate::verbose!(
             "Snapshot pass {passes}: {dirty} dirty bytes, harvest {walk_us} us, {raw_bytes} copied raw ({new_pages} pages new to the pool), {} written, {} us in all",
@@ -907,11 +918,17 @@ fn live_passes(
     // Into the pool (slotted pages in place, new ones while slots are free), the rest
     // into a buffer grown here: only when the set is far over what the budget copies.
     let placed = pool.place(&runs, NewPages::WhileFree);
-    pool.copy(view, &placed.copies, true);
     let mut overflow = Vec::new();
-    copy_runs(view, &placed.rest, &mut overflow);
+    let copied = pool
+        .copy(view, &placed.copies, true)
+        .and_then(|()| copy_runs(view, &placed.rest, &mut overflow));
     drop(rt);
     drop(wide);
+    if let Err(e) = copied {
+        // No cut: the executor goes on and the snapshot fails (the cut hook never ran).
+        drop(guard);
+        return Err(e.into());
+    }
     let dirty_at_cut = gate.dirty_at_park();
     let keys = gate.keys_at_park();
     let repl_offset = gate.repl_offset_at_park();
@@ -926,8 +943,14 @@ fn live_passes(
     );
     // The pool's pages and the overflow's are disjoint (a page with a slot always goes
     // to its slot), and both are newer than every record written before the cut.
-    stream_jobs(&pool.jobs(), p.threads, w, cancel)?;
-    stream_jobs(&raw_jobs(&placed.rest, &overflow), p.threads, w, cancel)?;
+    stream_jobs(view, &pool.jobs(), p.threads, w, cancel)?;
+    stream_jobs(
+        view,
+        &raw_jobs(&placed.rest, &overflow),
+        p.threads,
+        w,
+        cancel,
+    )?;
     crate::verbose!(
         "Snapshot raw copies written: {} us after the cut ({} bytes from the pool)",
         walk_end.elapsed().as_micros(),
@@ -1133,9 +1156,17 @@ impl BgJob {
     /// Waits for the thread (immediate when `is_finished`).
     pub fn join(self) -> Result<Outcome, SnapError> {
         drop(self.executor_pin);
-        self.handle
-            .join()
-            .unwrap_or_else(|_| Err(SnapError::Io(io::Error::other("snapshot thread panicked"))))
+        self.handle.join().unwrap_or_else(|panic| {
+            // The message goes to the log with the failure (stderr may be nowhere).
+            let why = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("no message");
+            Err(SnapError::Io(io::Error::other(format!(
+                "snapshot thread panicked: {why}"
+            ))))
+        })
     }
     /// Stops the snapshot (SHUTDOWN): the temp file is removed, the previous image stays.
     pub fn cancel(self) {
@@ -1302,11 +1333,11 @@ mod tests {
 
     #[test]
     fn packer_respects_chunk_and_extent_limits() {
-        let mut p = Packer::new();
+        let mut p = Packer::from_region();
         for i in 0..600u64 {
-            p.add(i * 8192, 4096, 0x1000 + i as usize * 4096);
+            p.add_region(i * 8192, 4096);
         }
-        p.add(10 << 20, 3 << 20, 0);
+        p.add_region(10 << 20, 3 << 20);
         let jobs = p.finish();
         for j in &jobs {
             let bytes: u64 = j.extents.iter().map(|e| e.len as u64).sum();

@@ -18,6 +18,7 @@
 use super::{Job, Packer, RegionView, PARALLEL_COPY_MIN_BYTES};
 use crate::arena::PAGE_BYTES;
 use std::collections::HashMap;
+use std::io;
 
 const PAGE: u64 = PAGE_BYTES as u64;
 
@@ -136,65 +137,77 @@ impl RawPool {
         }
     }
 
-    /// Copies the pages of `copies` from the arena into their slots, on two threads when
+    /// Copies the pages of `copies` from the arena into their slots (through
+    /// [`super::racy_copy`]: other threads may be writing them), on two threads when
     /// `parallel` and there is enough to copy for the second one to pay off.
-    pub fn copy(&mut self, view: RegionView, copies: &[(u64, u32)], parallel: bool) {
-        let dst = self.buf.as_mut_ptr() as usize;
-        let cap = self.cap_pages;
-        let copy = |part: &[(u64, u32)]| {
-            for &(off, slot) in part {
-                assert!((slot as usize) < cap, "slot {slot} outside the pool");
-                assert!(
-                    off as usize + PAGE_BYTES <= view.reserved,
-                    "page outside the arena"
-                );
-                // SAFETY: the source page lies inside the arena mapping (checked above);
-                // the slot lies inside the pool (checked above), and no two entries of
-                // `copies` share a slot (one slot per page, each page listed once per
-                // harvest), so the two threads never write the same bytes. Reads race
-                // with the executor's writes by design (see RegionView).
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        (view.base + off as usize) as *const u8,
-                        (dst + slot as usize * PAGE_BYTES) as *mut u8,
-                        PAGE_BYTES,
-                    )
-                };
-            }
-        };
-        let half = copies.len() / 2;
-        if parallel && copies.len() * PAGE_BYTES >= PARALLEL_COPY_MIN_BYTES {
+    ///
+    /// A page listed twice is copied once. Panics if two different pages share a slot or
+    /// a slot lies outside the pool (neither can come from [`RawPool::place`]).
+    pub fn copy(
+        &mut self,
+        view: &RegionView,
+        copies: &[(u64, u32)],
+        parallel: bool,
+    ) -> io::Result<()> {
+        // Each slot's page of the buffer as its own `&mut`, taken in slot order.
+        let mut by_slot: Vec<(u32, u64)> = copies.iter().map(|&(off, slot)| (slot, off)).collect();
+        by_slot.sort_unstable();
+        let mut parts: Vec<(u64, &mut [u8])> = Vec::with_capacity(by_slot.len());
+        let mut rest: &mut [u8] = &mut self.buf;
+        let mut rest_starts_at = 0usize; // slot index of `rest`'s first page
+        by_slot.dedup();
+        for &(slot, off) in &by_slot {
+            let slot = slot as usize;
+            assert!(
+                slot >= rest_starts_at && slot < self.cap_pages,
+                "slot {slot} given to two pages, or outside the pool"
+            );
+            let skip = (slot - rest_starts_at) * PAGE_BYTES;
+            let (page, tail) = std::mem::take(&mut rest)[skip..].split_at_mut(PAGE_BYTES);
+            parts.push((off, page));
+            rest = tail;
+            rest_starts_at = slot + 1;
+        }
+        if parallel && parts.len() * PAGE_BYTES >= PARALLEL_COPY_MIN_BYTES {
+            let half = parts.len() / 2;
+            let (first, second) = parts.split_at_mut(half);
             std::thread::scope(|s| {
-                s.spawn(|| copy(&copies[half..]));
-                copy(&copies[..half]);
-            });
+                let other = s.spawn(|| view.copy_scattered(second));
+                let mine = view.copy_scattered(first);
+                other
+                    .join()
+                    .unwrap_or_else(|_| Err(io::Error::other("copy thread panicked")))
+                    .and(mine)
+            })
         } else {
-            copy(copies);
+            view.copy_scattered(&mut parts)
         }
     }
 
     /// Jobs that write every slot's page at its arena offset, in offset order; pages that
     /// are neighbours in both the arena and the pool share an extent.
-    pub fn jobs(&self) -> Vec<Job> {
+    pub fn jobs(&self) -> Vec<Job<'_>> {
         let mut pages: Vec<(u64, u32)> = self.slots.iter().map(|(&p, &s)| (p, s)).collect();
         pages.sort_unstable();
-        let base = self.buf.as_ptr() as usize;
-        let mut packer = Packer::new();
-        let mut run: Option<(u64, u64, usize)> = None; // (offset, len, src)
+        let mut packer = Packer::from_copies();
+        let mut run: Option<(u64, u64, usize)> = None; // (offset, len, first byte in buf)
+        fn add<'a>(packer: &mut Packer<'a>, buf: &'a [u8], (o, l, at): (u64, u64, usize)) {
+            packer.add_copy(o, &buf[at..at + l as usize]);
+        }
         for (page, slot) in pages {
-            let (off, src) = (page * PAGE, base + slot as usize * PAGE_BYTES);
+            let (off, at) = (page * PAGE, slot as usize * PAGE_BYTES);
             match &mut run {
-                Some(r) if r.0 + r.1 == off && r.2 + r.1 as usize == src => r.1 += PAGE,
+                Some(r) if r.0 + r.1 == off && r.2 + r.1 as usize == at => r.1 += PAGE,
                 _ => {
-                    if let Some((o, l, s)) = run.take() {
-                        packer.add(o, l, s);
+                    if let Some(r) = run.take() {
+                        add(&mut packer, &self.buf, r);
                     }
-                    run = Some((off, PAGE, src));
+                    run = Some((off, PAGE, at));
                 }
             }
         }
-        if let Some((o, l, s)) = run {
-            packer.add(o, l, s);
+        if let Some(r) = run {
+            add(&mut packer, &self.buf, r);
         }
         packer.finish()
     }
@@ -207,20 +220,19 @@ mod tests {
     const ALL: NewPages = NewPages::AllIfAtMost(usize::MAX);
 
     fn view_of(mem: &[u8]) -> RegionView {
-        RegionView {
-            base: mem.as_ptr() as usize,
-            reserved: mem.len(),
-        }
+        RegionView::over_buffer(mem)
     }
 
     /// The bytes a job list would write, applied in order onto a zeroed image.
-    fn apply(jobs: &[Job], len: usize) -> Vec<u8> {
+    fn apply(jobs: &[Job<'_>], len: usize) -> Vec<u8> {
         let mut img = vec![0u8; len];
         for j in jobs {
-            for (e, &src) in j.extents.iter().zip(&j.srcs) {
+            let super::super::Source::Copies(parts) = &j.from else {
+                panic!("pool jobs read the pool, not the region")
+            };
+            for (e, bytes) in j.extents.iter().zip(parts) {
                 let n = e.len as usize;
-                // SAFETY: test: `src` addresses n bytes of the pool, alive meanwhile.
-                let bytes = unsafe { std::slice::from_raw_parts(src as *const u8, n) };
+                assert_eq!(bytes.len(), n);
                 img[e.offset as usize..e.offset as usize + n].copy_from_slice(bytes);
             }
         }
@@ -235,13 +247,13 @@ mod tests {
         let mut pool = RawPool::new(8 * PAGE_BYTES);
         let p = pool.place(&[(0, PAGE), (3 * PAGE, 2 * PAGE)], ALL);
         assert_eq!((p.new_pages, p.rest.len()), (3, 0));
-        pool.copy(view_of(&arena), &p.copies, false);
+        pool.copy(&view_of(&arena), &p.copies, false).unwrap();
         // Page 3 written again, page 9 for the first time.
         arena[3 * PAGE_BYTES..4 * PAGE_BYTES].fill(7);
         arena[9 * PAGE_BYTES..10 * PAGE_BYTES].fill(9);
         let p = pool.place(&[(3 * PAGE, PAGE), (9 * PAGE, PAGE)], ALL);
         assert_eq!(p.new_pages, 1, "page 3 reuses its slot");
-        pool.copy(view_of(&arena), &p.copies, true);
+        pool.copy(&view_of(&arena), &p.copies, true).unwrap();
         assert_eq!(pool.used_bytes(), 4 * PAGE);
         let img = apply(&pool.jobs(), arena.len());
         for page in [0usize, 3, 4, 9] {
@@ -256,7 +268,7 @@ mod tests {
         let arena = vec![4u8; 16 * PAGE_BYTES];
         let mut pool = RawPool::new(3 * PAGE_BYTES);
         let p = pool.place(&[(0, 2 * PAGE)], ALL);
-        pool.copy(view_of(&arena), &p.copies, false);
+        pool.copy(&view_of(&arena), &p.copies, false).unwrap();
         // All or nothing: 3 new pages for 1 free slot: none placed; page 1 (slotted) is.
         let p = pool.place(&[(PAGE, 4 * PAGE)], ALL);
         assert_eq!(p.new_pages, 0);
@@ -279,7 +291,7 @@ mod tests {
         assert_eq!(p.rest, vec![(0, 4 * PAGE)]);
         let p = pool.place(&[(0, 4 * PAGE)], NewPages::AllIfAtMost(4));
         assert_eq!(p.new_pages, 4);
-        pool.copy(view_of(&arena), &p.copies, false);
+        pool.copy(&view_of(&arena), &p.copies, false).unwrap();
         assert_eq!(pool.free_pages(), 12);
     }
 
@@ -288,7 +300,7 @@ mod tests {
         let arena = vec![1u8; 300 * PAGE_BYTES];
         let mut pool = RawPool::new(300 * PAGE_BYTES);
         let p = pool.place(&[(0, 290 * PAGE)], ALL);
-        pool.copy(view_of(&arena), &p.copies, true);
+        pool.copy(&view_of(&arena), &p.copies, true).unwrap();
         let jobs = pool.jobs();
         // 290 contiguous pages: one 256-page chunk and one of 34, one extent each.
         assert_eq!(jobs.len(), 2);

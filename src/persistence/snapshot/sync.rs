@@ -100,7 +100,7 @@ fn runs_of(mut pages: Vec<u64>) -> Vec<(u64, u64)> {
     runs
 }
 
-fn handle_fault(t: &SyncWp, sh: &Shared, view: RegionView, page: u64) {
+fn handle_fault(t: &SyncWp, sh: &Shared, view: &RegionView, page: u64) {
     {
         let mut st = sh.lock();
         match st.phase {
@@ -126,16 +126,24 @@ fn handle_fault(t: &SyncWp, sh: &Shared, view: RegionView, page: u64) {
                         break;
                     }
                     if let Some(slot) = st.free.pop() {
-                        // SAFETY: the page is still protected and its only writer (the
-                        // executor) is blocked on this very fault, so it holds the cut's
-                        // bytes; the slot lies inside the side buffer and is ours.
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(
-                                (view.base + page as usize) as *const u8,
+                        // SAFETY: the slot lies inside the side buffer (`slots` pages from
+                        // `side_base`, alive for the whole run) and is ours: taken off the
+                        // free list under the lock, so no other thread touches it.
+                        let dst = unsafe {
+                            std::slice::from_raw_parts_mut(
                                 (sh.side_base + slot as usize * PAGE_BYTES) as *mut u8,
                                 PAGE_BYTES,
                             )
                         };
+                        // The page is still protected and every writer to it (the
+                        // executor, or an I/O thread's receive) is held on this very
+                        // fault, so it holds the cut's bytes; copied through racy_copy
+                        // anyway, so that no snapshot code loads from the region.
+                        if let Err(e) = view.copy(page, dst) {
+                            st.free.push(slot);
+                            st.error.get_or_insert_with(|| e.to_string());
+                            break;
+                        }
                         st.side.insert(page, slot);
                         let used = sh.slots - st.free.len();
                         st.used_peak = st.used_peak.max(used);
@@ -156,7 +164,7 @@ fn handle_fault(t: &SyncWp, sh: &Shared, view: RegionView, page: u64) {
     }
 }
 
-fn handler_loop(t: &SyncWp, sh: &Shared, view: RegionView) {
+fn handler_loop(t: &SyncWp, sh: &Shared, view: &RegionView) {
     let mut faults = Vec::with_capacity(64);
     while !sh.stop.load(Ordering::Acquire) {
         faults.clear();
@@ -196,7 +204,7 @@ fn check_error(sh: &Shared) -> Result<(), SnapError> {
 /// Runs a whole freeze-free snapshot into `w` with the tracker `t` (already registered).
 /// Returns the outcome and the arena bytes of the image.
 pub(super) fn run_sync(
-    view: RegionView,
+    view: &RegionView,
     p: &SnapParams,
     t: SyncWp,
     gate: &PauseGate,
@@ -251,7 +259,7 @@ pub(super) fn run_sync(
 
 #[allow(clippy::too_many_arguments)]
 fn sync_body(
-    view: RegionView,
+    view: &RegionView,
     p: &SnapParams,
     t: &SyncWp,
     sh: &Shared,
@@ -371,7 +379,7 @@ enum Work {
 /// slots at the speed of compression, not of the stream's position in the arena, so a
 /// writer waits for a slot only while the workers cannot keep up with it.
 fn stream_cut(
-    view: RegionView,
+    view: &RegionView,
     p: &SnapParams,
     t: &SyncWp,
     sh: &Shared,
@@ -482,7 +490,7 @@ fn take_batch(
 /// Copies chunk `i` and turns it into a record of its pages as they were at the cut,
 /// leaving out drained pages. None when every page of it was drained.
 fn stream_chunk(
-    view: RegionView,
+    view: &RegionView,
     t: &SyncWp,
     sh: &Shared,
     end: u64,
@@ -492,15 +500,12 @@ fn stream_chunk(
 ) -> Option<Record> {
     let off = (i * CHUNK_BYTES) as u64;
     let len = (end - off).min(CHUNK_BYTES as u64) as usize;
-    // SAFETY: inside the arena mapping. Pages still protected hold the cut's bytes; a
-    // page written after its copy-out is read torn here and replaced below.
-    unsafe {
-        std::ptr::copy_nonoverlapping(
-            (view.base + off as usize) as *const u8,
-            buf.as_mut_ptr(),
-            len,
-        )
-    };
+    // Pages still protected hold the cut's bytes; a page written after its copy-out may
+    // be read torn here (hence racy_copy) and is replaced below.
+    if let Err(e) = view.copy(off, &mut buf[..len]) {
+        sh.lock().error.get_or_insert_with(|| e.to_string());
+        return None;
+    }
     // The arena bytes were read before the lock is taken: a page written after its
     // copy-out is in the side map or drained (both happen before the unprotect that let
     // the write in).

@@ -868,12 +868,19 @@ mod tests {
             !done.load(std::sync::atomic::Ordering::SeqCst),
             "the write went through"
         );
-        // SAFETY: the page is protected and its writer blocked: the old bytes are there.
-        assert_eq!(unsafe { *((addr + 5) as *const u8) }, 0);
+        // The page is protected and its writer blocked: the old bytes are there. Read by
+        // the kernel (racy_copy), as the handler does: the blocked store has no
+        // happens-before with this read, so a load of ours would be a data race
+        // (ThreadSanitizer reports it).
+        let view = super::super::racy_copy::RegionView::over_range(base as usize, len);
+        let mut byte = [0xffu8];
+        view.copy(7 * 4096 + 5, &mut byte).unwrap();
+        assert_eq!(byte[0], 0);
         let u0 = std::time::Instant::now();
         t.unprotect(7 * 4096, 4096).unwrap();
         let unprotect_us = u0.elapsed().as_micros();
         writer.join().unwrap();
+        // SAFETY: inside the mapping; the writer was joined (happens-before this read).
         assert_eq!(unsafe { *((addr + 5) as *const u8) }, 9);
         let r0 = std::time::Instant::now();
         t.unregister();
