@@ -15,6 +15,7 @@
 
 pub mod chunked;
 pub mod dict;
+pub mod validate;
 
 use siphasher::sip::SipHasher13;
 use std::hash::Hasher;
@@ -243,7 +244,8 @@ impl Arena {
 
     /// Takes over a region into which a snapshot image of `image_bytes` bytes was restored.
     /// The header is checked (magic, layout, counters within the image) before anything
-    /// trusts it; the structures above check their own roots.
+    /// trusts it, and the bytes above the bump are zeroed; the structures are checked by
+    /// `keyspace::validate::validate_image`, which the loader runs next.
     pub fn from_region(region: RawRegion, image_bytes: u64) -> Result<Arena, ArenaError> {
         if (image_bytes as usize) < HEADER_BYTES || image_bytes as usize > region.reserved_bytes {
             return Err(ArenaError::Corrupt(format!(
@@ -283,7 +285,7 @@ impl Arena {
                 return bad(format!("free list {class} starts outside the arena"));
             }
         }
-        let arena = Arena {
+        let mut arena = Arena {
             base: region.base,
             reserved_bytes: region.reserved_bytes,
             hasher: SipHasher13::new_with_keys(h.hash_seed[0], h.hash_seed[1]),
@@ -291,6 +293,7 @@ impl Arena {
             optional_floor_bytes: 0,
         };
         std::mem::forget(region);
+        arena.clear_above_bump(image_bytes);
         Ok(arena)
     }
 

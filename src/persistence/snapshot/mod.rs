@@ -1263,7 +1263,9 @@ impl SnapshotEngine {
     }
 }
 
-/// Loads the image at `path` into a new arena. None when there is no image.
+/// Loads the image at `path` into a new arena, checked record by record and then
+/// structure by structure (`keyspace::validate`): only a consistent arena is returned.
+/// None when there is no image.
 pub fn load_image(
     path: &Path,
     reserve_bytes: usize,
@@ -1274,8 +1276,19 @@ pub fn load_image(
     }
     let (region, header) = format::load_with_progress(path, reserve_bytes, progress)
         .map_err(|e| format!("{e} (file {})", path.display()))?;
-    let arena = Arena::from_region(region, header.arena_bytes)
+    let mut arena = Arena::from_region(region, header.arena_bytes)
         .map_err(|e| format!("{e} (file {})", path.display()))?;
+    let started = Instant::now();
+    crate::keyspace::validate::validate_image(&mut arena).map_err(|e| {
+        format!(
+            "snapshot image holds an inconsistent arena: {e} (file {})",
+            path.display()
+        )
+    })?;
+    notice!(
+        "Snapshot image structures checked in {:.3} seconds",
+        started.elapsed().as_secs_f64()
+    );
     Ok(Some((arena, header)))
 }
 
