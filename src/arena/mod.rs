@@ -133,6 +133,9 @@ pub const HEADER_BYTES: usize = std::mem::size_of::<Header>().next_multiple_of(6
 /// Byte offset of the high-water mark (`u64`) inside the header: the snapshot thread reads
 /// it (racily, then again during the pause) to know how much of the region is in use.
 pub const BUMP_BYTES_OFFSET: usize = std::mem::offset_of!(Header, bump_bytes);
+/// Byte offset of the free-list heads (one `Ref` per size class) inside the header (for
+/// tools and the crafted-image tests).
+pub const FREE_HEADS_OFFSET: usize = std::mem::offset_of!(Header, free_heads);
 
 /// A reserved, zero-filled region not yet holding a valid arena: an image is decompressed
 /// into it, then [`Arena::from_region`] checks the header and takes it over.

@@ -1274,22 +1274,34 @@ pub fn load_image(
     if !path.exists() {
         return Ok(None);
     }
+    let in_file = |e: String| format!("{e} (file {})", path.display());
     let (region, header) = format::load_with_progress(path, reserve_bytes, progress)
-        .map_err(|e| format!("{e} (file {})", path.display()))?;
-    let mut arena = Arena::from_region(region, header.arena_bytes)
-        .map_err(|e| format!("{e} (file {})", path.display()))?;
+        .map_err(|e| in_file(e.to_string()))?;
     let started = Instant::now();
-    crate::keyspace::validate::validate_image(&mut arena).map_err(|e| {
-        format!(
-            "snapshot image holds an inconsistent arena: {e} (file {})",
-            path.display()
-        )
-    })?;
+    let arena = arena_of_region(region, &header).map_err(in_file)?;
     notice!(
         "Snapshot image structures checked in {:.3} seconds",
         started.elapsed().as_secs_f64()
     );
     Ok(Some((arena, header)))
+}
+
+/// Takes over a restored region as an arena once its header and every structure in it
+/// check out (`keyspace::validate`).
+fn arena_of_region(region: arena::RawRegion, header: &ImageHeader) -> Result<Arena, String> {
+    let mut arena = Arena::from_region(region, header.arena_bytes).map_err(|e| e.to_string())?;
+    crate::keyspace::validate::validate_image(&mut arena)
+        .map_err(|e| format!("snapshot image holds an inconsistent arena: {e}"))?;
+    Ok(arena)
+}
+
+/// [`load_image`] from an image held in memory, into an arena of `reserve_bytes`
+/// (crafted-image tests and the `snapshot_image` fuzz target).
+pub fn load_image_bytes(image: &[u8], reserve_bytes: usize) -> Result<(Arena, ImageHeader), String> {
+    let (region, header) =
+        format::load_from_bytes(image, reserve_bytes).map_err(|e| e.to_string())?;
+    let arena = arena_of_region(region, &header)?;
+    Ok((arena, header))
 }
 
 /// An image being loaded at startup on its own thread while the executor answers
