@@ -13,7 +13,9 @@ use cairn::persistence::snapshot::{save_blocking, SnapMode, SnapParams};
 use std::path::Path;
 
 fn main() {
-    let out = std::env::args().nth(1).unwrap_or_else(|| "fuzz/corpus".into());
+    let out = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "fuzz/corpus".into());
     let out = Path::new(&out);
     let ks = small_keyspace(true);
     let dir = |target: &str| {
@@ -67,7 +69,13 @@ fn small_keyspace(with_ttl: bool) -> Keyspace {
     ks.set_string(0, b"n", b"12", StrEnc::Int, ttl);
     let lp = |v: &[&[u8]]| cairn::collections::listpack::build(v.iter().copied());
     list::create_from(&mut ks, 0, b"l", &[lp(&[b"a", b"b"])], Ttl::Clear);
-    list::create_from(&mut ks, 0, b"q", &[lp(&[b"a", b"1"]), lp(&[b"c"])], Ttl::Clear);
+    list::create_from(
+        &mut ks,
+        0,
+        b"q",
+        &[lp(&[b"a", b"1"]), lp(&[b"c"])],
+        Ttl::Clear,
+    );
     let tiny_hash = hash::Limits {
         max_entries: 1,
         max_value: 64,
@@ -90,7 +98,14 @@ fn small_keyspace(with_ttl: bool) -> Keyspace {
         max_value: 64,
     };
     let scored: zset::Pairs = (0..4).map(|i| (vec![b'z', i], i as f64 / 2.0)).collect();
-    zset::create_from(&mut ks, 0, b"zl", scored[..2].to_vec(), Ttl::Clear, tiny_zset);
+    zset::create_from(
+        &mut ks,
+        0,
+        b"zl",
+        scored[..2].to_vec(),
+        Ttl::Clear,
+        tiny_zset,
+    );
     zset::create_from(&mut ks, 1, b"zs", scored, Ttl::Clear, tiny_zset);
     ks.set_string(2, b"flushed", b"x", StrEnc::Embstr, Ttl::Clear);
     ks.flush_db(2);
@@ -114,8 +129,8 @@ fn snapshot_seeds(ks: &Keyspace, small: &Keyspace, dir: &Path) {
     save_blocking(&ks.arena, ks.total_keys(), &params).unwrap();
     // An arena in raw records of 1 KiB (the loader refuses nothing about that).
     let saved = std::fs::read(dir.join("saved.cimg")).unwrap();
-    let mut header = format::ImageHeader::decode(saved[..format::HEADER_BYTES].try_into().unwrap())
-        .unwrap();
+    let mut header =
+        format::ImageHeader::decode(saved[..format::HEADER_BYTES].try_into().unwrap()).unwrap();
     let bump = small.arena.bump_bytes() as usize;
     header.arena_bytes = bump as u64;
     let raw = small.arena.bytes(NULL, 0, bump);

@@ -27,7 +27,13 @@ fn every_kind() -> Built {
     let mut ks = Keyspace::new(Arena::new(ARENA_BYTES, [11, 12]).unwrap(), 3);
     let string = ks.set_string(0, b"str", b"value", StrEnc::Embstr, Ttl::Clear);
     ks.set_string(0, b"ttl", b"v", StrEnc::Embstr, Ttl::At(i64::MAX / 4));
-    ks.set_string(0, b"big", &[b'x'; 20_000], StrEnc::Raw, Ttl::At(i64::MAX / 4));
+    ks.set_string(
+        0,
+        b"big",
+        &[b'x'; 20_000],
+        StrEnc::Raw,
+        Ttl::At(i64::MAX / 4),
+    );
     let items = |n: usize, w: usize| -> Vec<Vec<u8>> {
         (0..n).map(|i| format!("{i:0w$}").into_bytes()).collect()
     };
@@ -38,25 +44,77 @@ fn every_kind() -> Built {
     let pairs = |n: usize| -> Vec<(Vec<u8>, Vec<u8>)> {
         items(n, 6).into_iter().map(|f| (f.clone(), f)).collect()
     };
-    let hash_inline =
-        hash::create_from(&mut ks, 0, b"hash-small", &pairs(4), Ttl::Clear, hash_limits);
-    hash::create_from(&mut ks, 1, b"hash-table", &pairs(1000), Ttl::Clear, hash_limits);
+    let hash_inline = hash::create_from(
+        &mut ks,
+        0,
+        b"hash-small",
+        &pairs(4),
+        Ttl::Clear,
+        hash_limits,
+    );
+    hash::create_from(
+        &mut ks,
+        1,
+        b"hash-table",
+        &pairs(1000),
+        Ttl::Clear,
+        hash_limits,
+    );
     let set_limits = set::Limits::from_config(&config);
     let ints: Vec<Vec<u8>> = (0..10).map(|i| i.to_string().into_bytes()).collect();
     set::create_from(&mut ks, 0, b"set-ints", &ints, Ttl::Clear, set_limits);
-    set::create_from(&mut ks, 0, b"set-small", &items(5, 12), Ttl::Clear, set_limits);
-    set::create_from(&mut ks, 1, b"set-table", &items(700, 12), Ttl::Clear, set_limits);
+    set::create_from(
+        &mut ks,
+        0,
+        b"set-small",
+        &items(5, 12),
+        Ttl::Clear,
+        set_limits,
+    );
+    set::create_from(
+        &mut ks,
+        1,
+        b"set-table",
+        &items(700, 12),
+        Ttl::Clear,
+        set_limits,
+    );
     let zset_limits = zset::Limits::from_config(&config);
     let scored = |n: usize| -> zset::Pairs {
-        items(n, 8).into_iter().enumerate().map(|(i, m)| (m, (i % 17) as f64 * 1.5)).collect()
+        items(n, 8)
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| (m, (i % 17) as f64 * 1.5))
+            .collect()
     };
-    zset::create_from(&mut ks, 0, b"zset-small", scored(5), Ttl::Clear, zset_limits);
-    zset::create_from(&mut ks, 1, b"zset-sl", scored(2000), Ttl::Clear, zset_limits);
+    zset::create_from(
+        &mut ks,
+        0,
+        b"zset-small",
+        scored(5),
+        Ttl::Clear,
+        zset_limits,
+    );
+    zset::create_from(
+        &mut ks,
+        1,
+        b"zset-sl",
+        scored(2000),
+        Ttl::Clear,
+        zset_limits,
+    );
     // A flushed database waiting in the graveyard, a big collection detached by DEL to the
     // value graveyard, and a block a reply still referenced (the orphan list).
     ks.set_string(2, b"gone", b"soon", StrEnc::Embstr, Ttl::Clear);
     ks.flush_db(2);
-    hash::create_from(&mut ks, 1, b"hash-deleted", &pairs(500), Ttl::Clear, hash_limits);
+    hash::create_from(
+        &mut ks,
+        1,
+        b"hash-deleted",
+        &pairs(500),
+        Ttl::Clear,
+        hash_limits,
+    );
     assert!(ks.delete(1, b"hash-deleted", 0));
     let pinned = ks.set_string(1, b"pinned", &[b'p'; 9000], StrEnc::Raw, Ttl::Clear);
     let (block, _) = ks.pin_value(pinned).unwrap();
@@ -126,7 +184,13 @@ fn the_undamaged_image_loads_and_serves_every_kind() {
     assert_eq!(list::len(&ks, e), 3000);
     while ks.lazyfree_step(1000) {}
     for db in 0..3 {
-        for key in [&b"hash-table"[..], b"set-table", b"zset-sl", b"list-nodes", b"big"] {
+        for key in [
+            &b"hash-table"[..],
+            b"set-table",
+            b"zset-sl",
+            b"list-nodes",
+            b"big",
+        ] {
             ks.delete(db, key, 0);
         }
     }
@@ -137,8 +201,14 @@ fn a_value_length_past_the_entry_is_refused() {
     let mut built = every_kind();
     built.ks.arena.write_u32(built.string, 8, 0x7FFF_FFF0);
     let err = load_error(&image_of(&built.ks, "vlen"));
-    assert!(err.contains("key entry") && err.contains("outside the allocated arena"), "{err}");
-    assert!(err.contains(&format!("arena offset {}", byte_offset(built.string))), "{err}");
+    assert!(
+        err.contains("key entry") && err.contains("outside the allocated arena"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("arena offset {}", byte_offset(built.string))),
+        "{err}"
+    );
 }
 
 #[test]
@@ -162,9 +232,15 @@ fn an_orphan_root_pointing_at_a_fake_block_is_refused() {
 fn a_free_list_head_into_a_live_block_is_refused() {
     let mut built = every_kind();
     let (class, _) = size_class(64);
-    built.ks.arena.write_u32(NULL, FREE_HEADS_OFFSET + class * 4, built.string);
+    built
+        .ks
+        .arena
+        .write_u32(NULL, FREE_HEADS_OFFSET + class * 4, built.string);
     let err = load_error(&image_of(&built.ks, "freehead"));
-    assert!(err.contains("free-list block") || err.contains("overlaps"), "{err}");
+    assert!(
+        err.contains("free-list block") || err.contains("overlaps"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -187,7 +263,10 @@ fn a_damaged_listpack_byte_is_refused() {
     let at = ENTRY_HEADER_BYTES + key_len + val_len - 2;
     built.ks.arena.bytes_mut(e, at, 1)[0] ^= 0x7F;
     let err = load_error(&image_of(&built.ks, "listpack"));
-    assert!(err.contains("hash value is neither a valid listpack"), "{err}");
+    assert!(
+        err.contains("hash value is neither a valid listpack"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -207,7 +286,11 @@ fn overlapping_extents_in_a_freeze_free_image_are_refused() {
     let good = image_of(&built.ks, "mode3");
     let header = ImageHeader::decode(good[..256].try_into().unwrap()).unwrap();
     let arena_bytes = header.arena_bytes as usize;
-    let bytes = built.ks.arena.bytes(NULL, 0, built.ks.arena.bump_bytes() as usize).to_vec();
+    let bytes = built
+        .ks
+        .arena
+        .bytes(NULL, 0, built.ks.arena.bump_bytes() as usize)
+        .to_vec();
     let mut raw = bytes;
     raw.resize(arena_bytes, 0);
     let dir = std::env::temp_dir().join(format!("cairn-crafted-m3-{}", std::process::id()));
@@ -219,11 +302,16 @@ fn overlapping_extents_in_a_freeze_free_image_are_refused() {
             offset: (i << 20) as u64,
             len: chunk.len() as u32,
         };
-        w.write_record(&Record::encode(vec![extent], chunk)).unwrap();
+        w.write_record(&Record::encode(vec![extent], chunk))
+            .unwrap();
     }
     // A second copy of one page, as two threads of one wave would write it.
-    let page = Extent { offset: 4096, len: 4096 };
-    w.write_record(&Record::encode(vec![page], &raw[4096..8192])).unwrap();
+    let page = Extent {
+        offset: 4096,
+        len: 4096,
+    };
+    w.write_record(&Record::encode(vec![page], &raw[4096..8192]))
+        .unwrap();
     let mut h = header;
     h.mode = CutMode::UffdSync;
     w.commit(&h).unwrap();

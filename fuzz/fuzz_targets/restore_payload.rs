@@ -10,7 +10,9 @@ use cairn::arena::Arena;
 use cairn::collections::{hash, list, set, zset};
 use cairn::config::Config;
 use cairn::keyspace::{Keyspace, StrEnc, Ttl};
-use cairn::persistence::rdb_value::{dump_payload, read_object, verify_dump_payload, Reader, Value};
+use cairn::persistence::rdb_value::{
+    dump_payload, read_object, verify_dump_payload, Reader, Value,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|body: &[u8]| {

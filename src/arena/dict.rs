@@ -529,7 +529,10 @@ impl DictHeader {
     ) -> Result<(), Corrupt> {
         let bad = |what: String| Err(Corrupt::new(what, at));
         if self.key_off != key_off {
-            return bad(format!("dict key offset {} (expected {key_off})", self.key_off));
+            return bad(format!(
+                "dict key offset {} (expected {key_off})",
+                self.key_off
+            ));
         }
         if self.rehash_idx < -1 {
             return bad(format!("dict rehash index {}", self.rehash_idx));
@@ -539,8 +542,7 @@ impl DictHeader {
                 return bad(format!("dict table {t} of 2^{} buckets", self.size_log2[t]));
             }
         }
-        if self.rehash_idx >= 0
-            && (self.table[0] == NULL || self.rehash_idx as u64 > self.size(0))
+        if self.rehash_idx >= 0 && (self.table[0] == NULL || self.rehash_idx as u64 > self.size(0))
         {
             return bad(format!(
                 "dict rehash index {} outside table 0 ({} buckets)",
@@ -559,7 +561,10 @@ impl DictHeader {
         for t in 0..2 {
             if self.table[t] == NULL {
                 if self.used[t] != 0 {
-                    return bad(format!("dict table {t} is absent but holds {}", self.used[t]));
+                    return bad(format!(
+                        "dict table {t} is absent but holds {}",
+                        self.used[t]
+                    ));
                 }
                 continue;
             }

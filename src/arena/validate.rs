@@ -11,7 +11,9 @@
 //! overlap. At the end the allocator's counters must equal what the walk found, so every
 //! later `free` and `alloc` keeps them exact.
 
-use super::{size_class, Arena, Ref, ALIGN_BYTES, HEADER_BYTES, LARGE_BLOCK_BYTES, NULL, PAGE_BYTES};
+use super::{
+    size_class, Arena, Ref, ALIGN_BYTES, HEADER_BYTES, LARGE_BLOCK_BYTES, NULL, PAGE_BYTES,
+};
 
 /// A structure in the arena that is not what the code writes: what, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -133,7 +135,9 @@ impl Claims {
             };
             if self.units[word] & mask != 0 {
                 return Err(Corrupt::new(
-                    format!("{what} ({class_bytes} bytes) overlaps another block or is reached twice"),
+                    format!(
+                        "{what} ({class_bytes} bytes) overlaps another block or is reached twice"
+                    ),
                     start,
                 ));
             }
@@ -185,7 +189,9 @@ impl Arena {
         for (what, recorded, found) in checks {
             if recorded != found {
                 return Err(Corrupt::new(
-                    format!("the arena header counts {recorded} {what}, the structures hold {found}"),
+                    format!(
+                        "the arena header counts {recorded} {what}, the structures hold {found}"
+                    ),
                     0,
                 ));
             }

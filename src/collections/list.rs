@@ -636,7 +636,13 @@ pub fn seg_elems(ks: &Keyspace, e: Ref, s: Seg) -> Vec<Vec<u8>> {
 /// where the value lies, for errors). `live`: a key's value, whose header, links and
 /// counts must all agree; otherwise the header a value-graveyard node keeps of a detached
 /// quicklist being freed from its head (only its nodes' memory is checked).
-pub fn validate(a: &Arena, claims: &mut Claims, v: &[u8], live: bool, at: u64) -> Result<(), Corrupt> {
+pub fn validate(
+    a: &Arena,
+    claims: &mut Claims,
+    v: &[u8],
+    live: bool,
+    at: u64,
+) -> Result<(), Corrupt> {
     let bad = |what: String| Err(Corrupt::new(what, at));
     if !is_quicklist(v) {
         if live && v.first() == Some(&0) && lp::validate(inline_lp(v), false) {
@@ -652,7 +658,10 @@ pub fn validate(a: &Arena, claims: &mut Claims, v: &[u8], live: bool, at: u64) -
     while n != NULL {
         nodes += 1;
         if live && nodes > q.nodes as u64 {
-            return bad(format!("quicklist has more nodes than its count ({})", q.nodes));
+            return bad(format!(
+                "quicklist has more nodes than its count ({})",
+                q.nodes
+            ));
         }
         claims.peek(n, NODE_HDR as u64, "quicklist node")?;
         let cap = cap_of(a, n);

@@ -176,7 +176,12 @@ pub fn validate_value_graveyard(a: &Arena, claims: &mut Claims) -> Result<(), Co
             Some(Kind::Hash) => hash::validate(a, claims, payload, false, at)?,
             Some(Kind::Set) => set::validate(a, claims, payload, false, at)?,
             Some(Kind::ZSet) => zset::validate(a, claims, payload, false, at)?,
-            _ => return Err(Corrupt::at(format!("value graveyard node of kind {kind}"), g)),
+            _ => {
+                return Err(Corrupt::at(
+                    format!("value graveyard node of kind {kind}"),
+                    g,
+                ))
+            }
         }
         g = a.read_u32(g, 0);
     }

@@ -729,7 +729,13 @@ pub fn dump(ks: &Keyspace, e: Ref, out: &mut Vec<u8>, intset_or_plain: bool) {
 /// Checks a set value restored from a snapshot image (`live`: a key's value; otherwise
 /// the header a value-graveyard node keeps of a detached table being freed). `at`: where
 /// the value lies.
-pub fn validate(a: &Arena, claims: &mut Claims, v: &[u8], live: bool, at: u64) -> Result<(), Corrupt> {
+pub fn validate(
+    a: &Arena,
+    claims: &mut Claims,
+    v: &[u8],
+    live: bool,
+    at: u64,
+) -> Result<(), Corrupt> {
     let inline_ok = match v.first() {
         Some(&TAG_INTSET) => intset::validate(body(v)),
         Some(&TAG_LP) => lp::validate(body(v), false),
@@ -739,12 +745,22 @@ pub fn validate(a: &Arena, claims: &mut Claims, v: &[u8], live: bool, at: u64) -
         return Ok(());
     }
     if !is_ht(v) {
-        return Err(Corrupt::new("set value is not a valid intset, listpack or table", at));
+        return Err(Corrupt::new(
+            "set value is not a valid intset, listpack or table",
+            at,
+        ));
     }
     if (live && v.len() != HT_BYTES) || v.len() < HT_BYTES {
-        return Err(Corrupt::new(format!("set table header of {} bytes", v.len()), at));
+        return Err(Corrupt::new(
+            format!("set table header of {} bytes", v.len()),
+            at,
+        ));
     }
-    let usage = if live { DictUse::Live } else { DictUse::Detached };
+    let usage = if live {
+        DictUse::Live
+    } else {
+        DictUse::Detached
+    };
     read_dict(v).validate(a, claims, MEMBER_OFF as u32, usage, at, |a, claims, e| {
         claims.peek(e, MEMBER_OFF as u64, "set member")?;
         claims.claim(e, MEMBER_OFF as u64 + a.read_u32(e, 4) as u64, "set member")

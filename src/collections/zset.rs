@@ -1003,39 +1003,56 @@ pub fn dump(ks: &Keyspace, e: Ref, out: &mut Vec<u8>) {
 /// every span the rank distance to its forward node (to the end for the last): the
 /// span arithmetic of inserts and deletes relies on it, and a forward link is read at a
 /// level only on nodes that tall.
-pub fn validate(a: &Arena, claims: &mut Claims, v: &[u8], live: bool, at: u64) -> Result<(), Corrupt> {
+pub fn validate(
+    a: &Arena,
+    claims: &mut Claims,
+    v: &[u8],
+    live: bool,
+    at: u64,
+) -> Result<(), Corrupt> {
     if !is_sl(v) {
         if live && v.first() == Some(&0) && lp::validate(inline_lp(v), true) {
             return Ok(());
         }
-        return Err(Corrupt::new("zset value is neither a valid listpack nor a skiplist", at));
+        return Err(Corrupt::new(
+            "zset value is neither a valid listpack nor a skiplist",
+            at,
+        ));
     }
     if (live && v.len() != SL_BYTES) || v.len() < SL_BYTES {
-        return Err(Corrupt::new(format!("skiplist header of {} bytes", v.len()), at));
+        return Err(Corrupt::new(
+            format!("skiplist header of {} bytes", v.len()),
+            at,
+        ));
     }
     let s = read_sl(v);
     claims.claim(s.head, node_size(0, MAX_LEVEL) as u64, "skiplist head")?;
     if n_mlen(a, s.head) != 0 || n_level(a, s.head) != MAX_LEVEL {
         return Err(Corrupt::at("skiplist head is not a head node", s.head));
     }
-    let usage = if live { DictUse::Live } else { DictUse::Detached };
+    let usage = if live {
+        DictUse::Live
+    } else {
+        DictUse::Detached
+    };
     let mut ranks: std::collections::HashMap<Ref, u64> = std::collections::HashMap::new();
     let mut taller_than = [0u64; MAX_LEVEL];
-    s.dict.validate(a, claims, N_MEMBER as u32, usage, at, |a, claims, x| {
-        claims.peek(x, N_MEMBER as u64, "skiplist node")?;
-        let level = n_level(a, x);
-        if !(1..=MAX_LEVEL).contains(&level) {
-            return Err(Corrupt::at(format!("skiplist node of level {level}"), x));
-        }
-        claims.claim(x, node_size(n_mlen(a, x), level) as u64, "skiplist node")?;
-        if live {
-            ranks.insert(x, 0);
-            for t in taller_than.iter_mut().take(level) {
-                *t += 1;
+    s.dict
+        .validate(a, claims, N_MEMBER as u32, usage, at, |a, claims, x| {
+            claims.peek(x, N_MEMBER as u64, "skiplist node")?;
+            let level = n_level(a, x);
+            if !(1..=MAX_LEVEL).contains(&level) {
+                return Err(Corrupt::at(format!("skiplist node of level {level}"), x));
             }
-        }
-        Ok(())
-    })?;
+            claims.claim(x, node_size(n_mlen(a, x), level) as u64, "skiplist node")?;
+            if live {
+                ranks.insert(x, 0);
+                for t in taller_than.iter_mut().take(level) {
+                    *t += 1;
+                }
+            }
+            Ok(())
+        })?;
     if !live {
         return Ok(());
     }
@@ -1044,7 +1061,10 @@ pub fn validate(a: &Arena, claims: &mut Claims, v: &[u8], live: bool, at: u64) -
     let level = h_level(a, head);
     if h_len(a, head) != len || !(1..=MAX_LEVEL).contains(&level) {
         return Err(Corrupt::at(
-            format!("skiplist head says {} members at level {level}; the dict holds {len}", h_len(a, head)),
+            format!(
+                "skiplist head says {} members at level {level}; the dict holds {len}",
+                h_len(a, head)
+            ),
             head,
         ));
     }
@@ -1057,13 +1077,21 @@ pub fn validate(a: &Arena, claims: &mut Claims, v: &[u8], live: bool, at: u64) -
         rank += 1;
         match ranks.get_mut(&x) {
             Some(r) if *r == 0 => *r = rank,
-            _ => return Err(Corrupt::at("skiplist node not in its dict, or reached twice", x)),
+            _ => {
+                return Err(Corrupt::at(
+                    "skiplist node not in its dict, or reached twice",
+                    x,
+                ))
+            }
         }
         if n_back(a, x) != prev {
             return Err(Corrupt::at("skiplist node's back link", x));
         }
         if prev != NULL && !before(a, prev, n_score(a, x), n_member(a, x)) {
-            return Err(Corrupt::at("skiplist nodes out of (score, member) order", x));
+            return Err(Corrupt::at(
+                "skiplist nodes out of (score, member) order",
+                x,
+            ));
         }
         prev = x;
         x = fwd(a, x, 0);
@@ -1081,13 +1109,19 @@ pub fn validate(a: &Arena, claims: &mut Claims, v: &[u8], live: bool, at: u64) -
             let sp = span(a, p, i);
             if f == NULL {
                 if sp != len - p_rank {
-                    return Err(Corrupt::at(format!("skiplist span at level {i} past the last node"), p));
+                    return Err(Corrupt::at(
+                        format!("skiplist span at level {i} past the last node"),
+                        p,
+                    ));
                 }
                 break;
             }
             let f_rank = ranks.get(&f).copied().unwrap_or(0);
             if f_rank <= p_rank || n_level(a, f) <= i || sp != f_rank - p_rank {
-                return Err(Corrupt::at(format!("skiplist link or span at level {i}"), p));
+                return Err(Corrupt::at(
+                    format!("skiplist link or span at level {i}"),
+                    p,
+                ));
             }
             seen += 1;
             p = f;

@@ -10,9 +10,9 @@
 //! length, kind and reference the code follows is one it could have written itself.
 
 use super::{
-    DbHeader, GraveNode, Kind, BIG_HDR, DB_HEADER_BYTES, ENTRY_HEADER_BYTES, FLAG_BIG,
-    FLAG_EXPIRE, OFF_FLAGS, OFF_KIND, OFF_VAL_LEN, OFF_VIDX, ROOT_DBS, ROOT_GRAVEYARD,
-    ROOT_NUM_DBS, ROOT_ORPHANS,
+    DbHeader, GraveNode, Kind, BIG_HDR, DB_HEADER_BYTES, ENTRY_HEADER_BYTES, FLAG_BIG, FLAG_EXPIRE,
+    OFF_FLAGS, OFF_KIND, OFF_VAL_LEN, OFF_VIDX, ROOT_DBS, ROOT_GRAVEYARD, ROOT_NUM_DBS,
+    ROOT_ORPHANS,
 };
 use crate::arena::dict::DictUse;
 use crate::arena::validate::{Claims, Corrupt};
@@ -41,7 +41,10 @@ pub fn validate_image(a: &mut Arena) -> Result<(), Corrupt> {
 
     let num_dbs = a.root(ROOT_NUM_DBS);
     if num_dbs == 0 || num_dbs > MAX_IMAGE_DBS {
-        return Err(Corrupt::new(format!("the image records {num_dbs} databases"), 0));
+        return Err(Corrupt::new(
+            format!("the image records {num_dbs} databases"),
+            0,
+        ));
     }
     let dbs = root_ref(a, ROOT_DBS, "database table")?;
     claims.claim(dbs, num_dbs * DB_HEADER_BYTES as u64, "database table")?;
@@ -87,8 +90,13 @@ fn validate_db(
     let volatile_at = at + std::mem::offset_of!(DbHeader, volatile) as u64;
     volatile.validate_blocks(a, claims, volatile_at)?;
     let mut with_ttl = 0u64;
-    h.dict
-        .validate(a, claims, ENTRY_HEADER_BYTES as u32, usage, at, |a, claims, e| {
+    h.dict.validate(
+        a,
+        claims,
+        ENTRY_HEADER_BYTES as u32,
+        usage,
+        at,
+        |a, claims, e| {
             validate_entry(a, claims, e)?;
             let flags = a.bytes(e, OFF_FLAGS, 1)[0];
             if usage == DictUse::Live && flags & FLAG_EXPIRE != 0 {
@@ -102,7 +110,8 @@ fn validate_db(
                 }
             }
             Ok(())
-        })?;
+        },
+    )?;
     if usage == DictUse::Live && with_ttl != volatile.len {
         return Err(Corrupt::new(
             format!(
@@ -132,7 +141,10 @@ fn validate_entry(a: &Arena, claims: &mut Claims, e: Ref) -> Result<(), Corrupt>
     let big = flags & FLAG_BIG != 0;
     if big && (kind != Kind::String || val_len != 4) {
         return Err(Corrupt::at(
-            format!("out-of-line value flag on a {} entry of value length {val_len}", kind.type_name()),
+            format!(
+                "out-of-line value flag on a {} entry of value length {val_len}",
+                kind.type_name()
+            ),
             e,
         ));
     }
@@ -162,7 +174,13 @@ mod tests {
     fn a_keyspace_of_every_kind_validates() {
         let mut ks = Keyspace::new(Arena::new(256 << 20, [3, 4]).unwrap(), 4);
         ks.set_string(0, b"s", b"v", StrEnc::Embstr, Ttl::Clear);
-        ks.set_string(0, b"big", &[7u8; 10_000], StrEnc::Raw, Ttl::At(i64::MAX / 2));
+        ks.set_string(
+            0,
+            b"big",
+            &[7u8; 10_000],
+            StrEnc::Raw,
+            Ttl::At(i64::MAX / 2),
+        );
         ks.set_string(1, b"ttl", b"x", StrEnc::Embstr, Ttl::At(i64::MAX / 2));
         validate_image(&mut ks.arena).unwrap();
     }

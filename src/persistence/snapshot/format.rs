@@ -642,7 +642,12 @@ pub fn load_from_bytes(
     image: &[u8],
     reserve_bytes: usize,
 ) -> Result<(RawRegion, ImageHeader), LoadError> {
-    load_from_reader(image, image.len() as u64, reserve_bytes, &LoadProgress::default())
+    load_from_reader(
+        image,
+        image.len() as u64,
+        reserve_bytes,
+        &LoadProgress::default(),
+    )
 }
 
 fn load_from_reader<R: Read>(
@@ -730,7 +735,11 @@ impl DisjointExtents {
         if len == 0 {
             return true;
         }
-        let before = self.ranges.range(..=offset).next_back().map(|(&s, &e)| (s, e));
+        let before = self
+            .ranges
+            .range(..=offset)
+            .next_back()
+            .map(|(&s, &e)| (s, e));
         if before.is_some_and(|(_, e)| e > offset) {
             return false;
         }
@@ -1088,7 +1097,11 @@ mod tests {
         let page = |offset: u64, len: u32| Extent { offset, len };
         let cases: [Vec<Vec<Extent>>; 3] = [
             vec![vec![page(0, 8192)], vec![page(4096, 4096)]],
-            vec![vec![page(8192, 4096)], vec![page(0, 4096)], vec![page(4000, 200)]],
+            vec![
+                vec![page(8192, 4096)],
+                vec![page(0, 4096)],
+                vec![page(4000, 200)],
+            ],
             vec![vec![page(0, 4096), page(2048, 4096)]],
         ];
         for records in cases {
@@ -1100,8 +1113,13 @@ mod tests {
             let mut h = header(arena);
             h.mode = CutMode::UffdSync;
             w.commit(&h).unwrap();
-            let err = load(&path, 1 << 20).err().expect("overlapping extents load");
-            assert!(err.to_string().contains("overlaps an earlier extent"), "{err}");
+            let err = load(&path, 1 << 20)
+                .err()
+                .expect("overlapping extents load");
+            assert!(
+                err.to_string().contains("overlaps an earlier extent"),
+                "{err}"
+            );
         }
         // Touching extents are fine.
         let mut d = DisjointExtents::default();

@@ -1297,7 +1297,10 @@ fn arena_of_region(region: arena::RawRegion, header: &ImageHeader) -> Result<Are
 
 /// [`load_image`] from an image held in memory, into an arena of `reserve_bytes`
 /// (crafted-image tests and the `snapshot_image` fuzz target).
-pub fn load_image_bytes(image: &[u8], reserve_bytes: usize) -> Result<(Arena, ImageHeader), String> {
+pub fn load_image_bytes(
+    image: &[u8],
+    reserve_bytes: usize,
+) -> Result<(Arena, ImageHeader), String> {
     let (region, header) =
         format::load_from_bytes(image, reserve_bytes).map_err(|e| e.to_string())?;
     let arena = arena_of_region(region, &header)?;
