@@ -10,7 +10,9 @@ use cairn::arena::{size_class, Arena, Ref, ALIGN_BYTES, FREE_HEADS_OFFSET, NULL}
 use cairn::collections::{hash, list, set, zset};
 use cairn::config::Config;
 use cairn::keyspace::{Keyspace, StrEnc, Ttl, ENTRY_HEADER_BYTES};
-use cairn::persistence::snapshot::format::{CutMode, Extent, ImageHeader, ImageWriter, Record};
+use cairn::persistence::snapshot::format::{
+    reseal, CutMode, Extent, ImageHeader, ImageWriter, Record,
+};
 use cairn::persistence::snapshot::{load_image_bytes, save_blocking, SnapMode, SnapParams};
 
 const ARENA_BYTES: usize = 64 << 20;
@@ -319,4 +321,16 @@ fn overlapping_extents_in_a_freeze_free_image_are_refused() {
     std::fs::remove_dir_all(&dir).unwrap();
     let err = load_error(&image);
     assert!(err.contains("overlaps an earlier extent"), "{err}");
+}
+
+/// Found by the `snapshot_image` fuzz target: an image whose header counts 4 requested
+/// bytes more than its blocks asked for passed the load (that counter was only bounded),
+/// and once every key was deleted the counter exceeded the bytes in use. Every counter
+/// of the allocator must be exactly what the structures hold.
+#[test]
+fn fuzz_regression_a_requested_bytes_counter_that_lies_is_refused() {
+    let mut image = include_bytes!("data/fuzz-snapshot_image-requested-bytes.cimg").to_vec();
+    reseal(&mut image);
+    let err = load_error(&image);
+    assert!(err.contains("requested bytes"), "{err}");
 }
