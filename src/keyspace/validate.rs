@@ -1,5 +1,5 @@
 //! The walk that checks an arena restored from a snapshot image before the server
-//! serves from it (ARCHITECTURE.md, "A data file is input, not memory").
+//! serves from it (ARCHITECTURE.md, "An image is input, not memory").
 //!
 //! One pass over everything the server will touch, starting from the arena header's
 //! roots: the free lists, the database table, every database's dict and TTL index, every
