@@ -167,13 +167,16 @@ fn fill_until_oom(c: &mut Raw, family: &str, mut write: impl FnMut(&mut Raw, u64
     panic!("{family}: a 64 MiB arena never filled");
 }
 
+/// A write family's command for its i-th key.
+type WriteFamily<'a> = (&'a str, Box<dyn FnMut(&mut Raw, u64) -> Vec<u8> + 'a>);
+
 #[test]
 fn a_full_arena_refuses_writes_and_keeps_serving() {
     let srv = start_cairn(&["--arena-reserve-bytes", "64mb"]);
     let mut c = Raw::connect(srv.port);
     assert_eq!(c.call(&["SET", "keep", "me"]), b"+OK\r\n");
     let chunk = "x".repeat(64 * 1024);
-    let families: Vec<(&str, Box<dyn FnMut(&mut Raw, u64) -> Vec<u8>>)> = vec![
+    let families: Vec<WriteFamily> = vec![
         (
             "SET",
             Box::new(|c, i| c.call(&["SET", &format!("s{i}"), &chunk])),
