@@ -199,7 +199,14 @@ fn a_full_arena_refuses_writes_and_keeps_serving() {
         ),
         (
             "ZADD",
-            Box::new(|c, i| c.call(&["ZADD", "z", &i.to_string(), &format!("{i}{}", &chunk[..2000])])),
+            Box::new(|c, i| {
+                c.call(&[
+                    "ZADD",
+                    "z",
+                    &i.to_string(),
+                    &format!("{i}{}", &chunk[..2000]),
+                ])
+            }),
         ),
     ];
     let mut keys_per_family = Vec::new();
@@ -214,17 +221,15 @@ fn a_full_arena_refuses_writes_and_keeps_serving() {
         // blocks are back on the free lists.
         assert_eq!(c.call(&["FLUSHALL"]), b"+OK\r\n", "{family}");
         assert!(
-            wait_for(Duration::from_secs(20), || c.call(&["SET", "keep", "me"]) == b"+OK\r\n"),
+            wait_for(Duration::from_secs(20), || c.call(&["SET", "keep", "me"])
+                == b"+OK\r\n"),
             "{family}: writes still refused after FLUSHALL"
         );
     }
     assert!(info_u64(&mut c, "stats", "arena_oom_refusals") >= keys_per_family.len() as u64);
     // Growth past the arguments is checked before anything changes: a string grown by
     // SETRANGE / SETBIT past the room left, a copy, a stored set operation.
-    assert_eq!(
-        &c.call(&["SETRANGE", "sr", "200000000", "x"])[..4],
-        b"-OOM"
-    );
+    assert_eq!(&c.call(&["SETRANGE", "sr", "200000000", "x"])[..4], b"-OOM");
     assert_eq!(&c.call(&["SETBIT", "sb", "1600000000", "1"])[..4], b"-OOM");
     assert_eq!(c.call(&["EXISTS", "sr", "sb"]), b":0\r\n");
     assert_serving(srv.port);
@@ -244,7 +249,12 @@ fn growth_beyond_the_arguments_is_refused_before_it_starts() {
     // of a 64 MiB arena is 8 MiB).
     for i in 0..5000 {
         c.call(&["SADD", "set1", &format!("{i}{}", &chunk[..2000])]);
-        c.call(&["ZADD", "z1", &i.to_string(), &format!("{i}{}", &chunk[..2000])]);
+        c.call(&[
+            "ZADD",
+            "z1",
+            &i.to_string(),
+            &format!("{i}{}", &chunk[..2000]),
+        ]);
     }
     let dump = {
         c.cmd(&[b"DUMP", b"bigsrc"]);
@@ -252,7 +262,9 @@ fn growth_beyond_the_arguments_is_refused_before_it_starts() {
         let header_end = r.iter().position(|&b| b == b'\n').unwrap() + 1;
         r[header_end..r.len() - 2].to_vec()
     };
-    fill_until_oom(&mut c, "SET", |c, i| c.call(&["SET", &format!("f{i}"), &chunk]));
+    fill_until_oom(&mut c, "SET", |c, i| {
+        c.call(&["SET", &format!("f{i}"), &chunk])
+    });
     let refused: Vec<(&str, Vec<u8>)> = vec![
         ("COPY", c.call(&["COPY", "bigsrc", "copy"])),
         ("SUNIONSTORE", c.call(&["SUNIONSTORE", "su", "set1"])),
@@ -274,7 +286,10 @@ fn growth_beyond_the_arguments_is_refused_before_it_starts() {
         c.call(&["EXISTS", "copy", "su", "zu", "bo", "restored", "bulk"]),
         b":0\r\n"
     );
-    assert_eq!(c.call(&["STRLEN", "bigsrc"]), format!(":{}\r\n", 12 << 20).into_bytes());
+    assert_eq!(
+        c.call(&["STRLEN", "bigsrc"]),
+        format!(":{}\r\n", 12 << 20).into_bytes()
+    );
     assert_serving_reads(srv.port);
 }
 
@@ -286,13 +301,20 @@ fn a_transaction_on_a_full_arena_is_refused_whole() {
     let mut c = Raw::connect(srv.port);
     let chunk = "x".repeat(64 * 1024);
     let mut i = 0;
-    while !c.call(&["SET", &format!("s{i}"), &chunk]).starts_with(b"-OOM") {
+    while !c
+        .call(&["SET", &format!("s{i}"), &chunk])
+        .starts_with(b"-OOM")
+    {
         i += 1;
     }
     assert!(i > 100, "only {i} values fit a 64 MiB arena");
     assert_eq!(c.call(&["MULTI"]), b"+OK\r\n");
     let small = c.call(&["SET", "t1", "a"]);
-    assert!(small == b"+QUEUED\r\n" || small.starts_with(b"-OOM"), "{}", show(&small));
+    assert!(
+        small == b"+QUEUED\r\n" || small.starts_with(b"-OOM"),
+        "{}",
+        show(&small)
+    );
     let big = "y".repeat(8 << 20);
     let queued = c.call(&["SET", "t2", &big]);
     let exec = c.call(&["EXEC"]);
@@ -307,7 +329,8 @@ fn a_transaction_on_a_full_arena_is_refused_whole() {
     assert_eq!(c.call(&["STRLEN", "s5"]), b":65536\r\n");
     // Deleting is a way out: after it, writes are taken again.
     assert_eq!(c.call(&["FLUSHALL"]), b"+OK\r\n");
-    assert!(wait_for(Duration::from_secs(20), || c.call(&["SET", "after", "flush"])
+    assert!(wait_for(Duration::from_secs(20), || c
+        .call(&["SET", "after", "flush"])
         == b"+OK\r\n"));
     assert_serving(srv.port);
 }

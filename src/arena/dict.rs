@@ -654,8 +654,17 @@ mod tests {
             d.insert_new(&mut a, e, h);
             n += 1;
         }
-        assert!(d.len() > d.buckets(), "{} keys in {} buckets", d.len(), d.buckets());
-        assert!(d.buckets() * 4 <= 512 * 1024, "a table of {} buckets", d.buckets());
+        assert!(
+            d.len() > d.buckets(),
+            "{} keys in {} buckets",
+            d.len(),
+            d.buckets()
+        );
+        assert!(
+            d.buckets() * 4 <= 512 * 1024,
+            "a table of {} buckets",
+            d.buckets()
+        );
         for i in 0..n {
             let key = i.to_le_bytes();
             assert!(d.find(&a, &key, a.hash(&key)).is_some(), "key {i} lost");

@@ -458,7 +458,8 @@ impl Arena {
         if self.header().free_heads[class] != NULL {
             return true;
         }
-        self.headroom_bytes() >= reserve_bytes.saturating_add(class_bytes as u64 + PAGE_BYTES as u64)
+        self.headroom_bytes()
+            >= reserve_bytes.saturating_add(class_bytes as u64 + PAGE_BYTES as u64)
     }
 
     fn bump(&mut self, class_bytes: usize) -> Result<Ref, ArenaFull> {
@@ -645,7 +646,10 @@ mod tests {
                 Err(e) => break e,
             }
         };
-        assert!(blocks > 0 && blocks < 16, "{blocks} blocks of 64 KiB in 1 MiB");
+        assert!(
+            blocks > 0 && blocks < 16,
+            "{blocks} blocks of 64 KiB in 1 MiB"
+        );
         assert_eq!(err.reserved_bytes, 1 << 20);
         let (used, bump) = (a.used_bytes(), a.headroom_bytes());
         assert!(a.try_alloc(64 * 1024).is_err());

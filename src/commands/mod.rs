@@ -242,7 +242,10 @@ impl Ctx<'_> {
     pub fn ensure_arena_room(&mut self, bytes: u64) -> CmdResult {
         // Size classes round up by at most an eighth.
         let bytes = bytes.saturating_add(bytes / 8);
-        if !self.srv.arena_admits(self.srv.arena_reserve_bytes() / 2, bytes) {
+        if !self
+            .srv
+            .arena_admits(self.srv.arena_reserve_bytes() / 2, bytes)
+        {
             self.srv.stats.arena_oom_refusals += 1;
             return Err(CmdError::Oom);
         }

@@ -601,7 +601,10 @@ fn info_memory(srv: &mut Server, s: &mut Section) {
     s.line("arena_headroom_bytes", srv.ks.arena.headroom_bytes());
     s.line("arena_write_reserve_bytes", srv.arena_reserve_bytes());
     s.line("request_args_in_place_bytes", srv.ks.arg_block_bytes);
-    s.line("request_args_in_place_budget_bytes", srv.arg_block_budget_bytes());
+    s.line(
+        "request_args_in_place_budget_bytes",
+        srv.arg_block_budget_bytes(),
+    );
 }
 
 fn info_persistence(srv: &Server, s: &mut Section) {
