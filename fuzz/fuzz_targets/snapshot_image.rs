@@ -1,14 +1,41 @@
 //! Snapshot images from untrusted bytes. The target first rewrites every CRC the format
 //! carries and the trailer's record count (`format::reseal`), so mutations reach the
-//! record checks and the arena validation instead of dying at a checksum. An image that loads must then be usable:
-//! the keyspace is rebuilt over it and every key is read and deleted, and the lazy free
-//! run to the end — none of which may panic or touch memory outside the arena.
+//! record checks and the arena validation instead of dying at a checksum. An image that
+//! loads must then be usable: the keyspace is rebuilt over it, every value is read whole
+//! (lists and sorted sets also from the tail), every key is deleted and the lazy free is
+//! run to the end — none of which may panic or touch memory outside the arena — and the
+//! emptied arena must validate again.
 #![no_main]
 
-use cairn::keyspace::Keyspace;
+use cairn::arena::Ref;
+use cairn::collections::{list, zset};
+use cairn::keyspace::{Keyspace, Kind};
+use cairn::persistence::rdb_file::write_object;
 use cairn::persistence::snapshot::format::reseal;
 use cairn::persistence::snapshot::load_image_bytes;
 use libfuzzer_sys::fuzz_target;
+
+/// Reads every element of a value the way replies do: DUMP's encoding reads it all in
+/// order; lists and sorted sets are also walked from the tail (back links, backlens).
+fn read_whole_value(ks: &Keyspace, e: Ref) {
+    let mut out = Vec::new();
+    let _ = write_object(ks, e, &mut out);
+    match ks.kind(e) {
+        Kind::List => {
+            let n = list::len(ks, e);
+            if n > 0 {
+                list::walk(ks, e, n - 1, true, |_| true);
+            }
+        }
+        Kind::ZSet => {
+            let n = zset::len(ks, e);
+            if n > 0 {
+                zset::walk(ks, e, n - 1, true, |_, _| true);
+            }
+        }
+        _ => {}
+    }
+}
 
 fuzz_target!(|data: &[u8]| {
     let mut img = data.to_vec();
@@ -30,7 +57,8 @@ fuzz_target!(|data: &[u8]| {
         }
         for e in entries {
             let key = ks.key(e).to_vec();
-            let _ = (ks.kind(e), ks.value(e).len(), ks.expire_at(e));
+            let _ = (ks.value(e).len(), ks.expire_at(e));
+            read_whole_value(&ks, e);
             ks.delete(db, &key, 0);
         }
     }
