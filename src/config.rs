@@ -1395,6 +1395,15 @@ impl Config {
         Ok(())
     }
 
+    /// A configuration from redis.conf text alone (no file name, no command line): what
+    /// the config-file fuzz target parses.
+    pub fn from_text(content: &str) -> Result<Config, ConfigError> {
+        let mut c = Config::default();
+        c.load_text(content)?;
+        c.settings = c.build_settings();
+        Ok(c)
+    }
+
     /// `cairn-server [config-file] [--name value ...]`, as redis-server.
     pub fn from_args(argv: &[String]) -> Result<Config, ConfigError> {
         let mut c = Config::default();

@@ -2,6 +2,7 @@
 //! never copies more than the (tiny) chunk directory: a push is O(1) worst case, which keeps
 //! work proportional to the dataset off the executor.
 
+use super::validate::{Claims, Corrupt};
 use super::{Arena, Pod, Ref, NULL};
 
 /// Elements per chunk (64 KiB chunks).
@@ -95,6 +96,43 @@ impl ChunkedVecHeader {
             arena.free(self.dir, self.dir_cap as usize * 4);
         }
         *self = ChunkedVecHeader::default();
+    }
+}
+
+impl ChunkedVecHeader {
+    /// Claims the directory and chunks of an array restored from an image (`at`: where
+    /// its header lies): a directory of a power-of-two capacity (as `push` grows it)
+    /// holding exactly the chunks `len` needs. The elements are the owner's to check.
+    pub fn validate_blocks(&self, a: &Arena, claims: &mut Claims, at: u64) -> Result<(), Corrupt> {
+        if self.dir == NULL {
+            if self.dir_cap != 0 || self.len != 0 {
+                return Err(Corrupt::new(
+                    format!("chunked array of {} elements without a directory", self.len),
+                    at,
+                ));
+            }
+            return Ok(());
+        }
+        let chunks = self.len.div_ceil(CHUNK_ELEMS as u64);
+        if !self.dir_cap.is_power_of_two()
+            || self.dir_cap < 4
+            || self.dir_cap > 1 << 24
+            || chunks > self.dir_cap as u64
+        {
+            return Err(Corrupt::new(
+                format!(
+                    "chunked array of {} elements with a directory of {} chunks",
+                    self.len, self.dir_cap
+                ),
+                at,
+            ));
+        }
+        claims.claim(self.dir, self.dir_cap as u64 * 4, "chunked array directory")?;
+        for c in 0..chunks as usize {
+            let r = a.read_u32(self.dir, c * 4);
+            claims.claim(r, (CHUNK_ELEMS * 4) as u64, "chunked array chunk")?;
+        }
+        Ok(())
     }
 }
 

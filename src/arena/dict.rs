@@ -9,6 +9,7 @@
 //! Entries are arena blocks laid out as `[next: u32][key_len: u32] ... key at key_off`;
 //! the rest of the entry belongs to the owner.
 
+use super::validate::{Claims, Corrupt};
 use super::{Arena, Pod, Ref, NULL};
 
 /// A read prefetch hint (no-op off x86_64).
@@ -496,6 +497,129 @@ impl DictHeader {
         }
         *self = DictHeader::new(self.key_off);
         true
+    }
+}
+
+/// Buckets the image validation looks ahead to prefetch entries.
+const PREFETCH_AHEAD: u64 = 16;
+
+/// How a dict found in a snapshot image is checked (see [`DictHeader::validate`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DictUse {
+    /// Looked up, written and rehashed: every entry must sit in the bucket its key
+    /// hashes to (unlink and replace find entries by hash).
+    Live,
+    /// Detached and being freed in slices (a graveyard): only freed, so only its memory
+    /// is checked; its tables may be half destroyed.
+    Detached,
+}
+
+impl DictHeader {
+    /// Checks a dict restored from an image before anything walks it: the header's
+    /// tables and sizes, both bucket arrays inside the arena, every chain acyclic and
+    /// holding exactly `used` entries, no entry left below the rehash cursor, and (when
+    /// live) every entry in the bucket its key hashes to. `entry` claims and checks one
+    /// entry (at least its first 8 bytes and its key at `key_off`); `at` is where the
+    /// header lies, for the error.
+    pub fn validate(
+        &self,
+        a: &Arena,
+        claims: &mut Claims,
+        key_off: u32,
+        usage: DictUse,
+        at: u64,
+        mut entry: impl FnMut(&Arena, &mut Claims, Ref) -> Result<(), Corrupt>,
+    ) -> Result<(), Corrupt> {
+        let bad = |what: String| Err(Corrupt::new(what, at));
+        if self.key_off != key_off {
+            return bad(format!(
+                "dict key offset {} (expected {key_off})",
+                self.key_off
+            ));
+        }
+        if self.rehash_idx < -1 {
+            return bad(format!("dict rehash index {}", self.rehash_idx));
+        }
+        for t in 0..2 {
+            if self.table[t] != NULL && self.size_log2[t] > 32 {
+                return bad(format!("dict table {t} of 2^{} buckets", self.size_log2[t]));
+            }
+        }
+        if self.rehash_idx >= 0 && (self.table[0] == NULL || self.rehash_idx as u64 > self.size(0))
+        {
+            return bad(format!(
+                "dict rehash index {} outside table 0 ({} buckets)",
+                self.rehash_idx,
+                self.size(0)
+            ));
+        }
+        if usage == DictUse::Live {
+            if self.is_rehashing() != (self.table[1] != NULL) {
+                return bad("dict with a second table but no rehash (or the reverse)".into());
+            }
+            if self.table[0] == NULL && self.table[1] != NULL {
+                return bad("dict with a second table and no first".into());
+            }
+        }
+        for t in 0..2 {
+            if self.table[t] == NULL {
+                if self.used[t] != 0 {
+                    return bad(format!(
+                        "dict table {t} is absent but holds {}",
+                        self.used[t]
+                    ));
+                }
+                continue;
+            }
+            claims.claim(self.table[t], 4 << self.size_log2[t], "dict bucket array")?;
+            let mut found = 0u64;
+            let size = self.size(t);
+            for idx in 0..size {
+                // The entries are scattered over the arena: start loading the entry a few
+                // buckets ahead so the misses overlap (the walk is otherwise one miss
+                // after another).
+                if idx + PREFETCH_AHEAD < size {
+                    let ahead = self.bucket(a, t, idx + PREFETCH_AHEAD);
+                    if ahead != NULL && claims.peek(ahead, 8, "").is_ok() {
+                        prefetch(a.ptr(ahead));
+                    }
+                }
+                let mut e = self.bucket(a, t, idx);
+                if e != NULL && t == 0 && (idx as i64) < self.rehash_idx {
+                    return bad(format!(
+                        "dict bucket {idx} below the rehash index {} holds entries",
+                        self.rehash_idx
+                    ));
+                }
+                while e != NULL {
+                    found += 1;
+                    if found > self.used[t] {
+                        return bad(format!(
+                            "dict table {t} holds more entries than its count ({})",
+                            self.used[t]
+                        ));
+                    }
+                    entry(a, claims, e)?;
+                    if usage == DictUse::Live {
+                        let h = a.hash(self.key(a, e));
+                        if h & self.mask(t) != idx {
+                            return Err(Corrupt::at(
+                                format!("dict entry in bucket {idx} of table {t}, not its key's"),
+                                e,
+                            ));
+                        }
+                    }
+                    e = entry_next(a, e);
+                }
+            }
+            if found != self.used[t] {
+                return bad(format!(
+                    "dict table {t} counts {} entries but holds {found}",
+                    self.used[t]
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

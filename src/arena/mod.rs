@@ -15,6 +15,7 @@
 
 pub mod chunked;
 pub mod dict;
+pub mod validate;
 
 use siphasher::sip::SipHasher13;
 use std::hash::Hasher;
@@ -136,6 +137,9 @@ pub struct ArenaFull {
 /// Size of the arena header at offset 0 (rounded to a cache line). Part of the layout
 /// fingerprint of snapshot images.
 pub const HEADER_BYTES: usize = std::mem::size_of::<Header>().next_multiple_of(64);
+/// Byte offset of the free-list heads (one `Ref` per size class) inside the header (for
+/// tools and the crafted-image tests).
+pub const FREE_HEADS_OFFSET: usize = std::mem::offset_of!(Header, free_heads);
 
 /// A reserved, zero-filled region not yet holding a valid arena: an image is decompressed
 /// into it, then [`Arena::from_region`] checks the header and takes it over.
@@ -248,7 +252,8 @@ impl Arena {
 
     /// Takes over a region into which a snapshot image of `image_bytes` bytes was restored.
     /// The header is checked (magic, layout, counters within the image) before anything
-    /// trusts it; the structures above check their own roots.
+    /// trusts it, and the bytes above the bump are zeroed; the structures are checked by
+    /// `keyspace::validate::validate_image`, which the loader runs next.
     pub fn from_region(region: RawRegion, image_bytes: u64) -> Result<Arena, ArenaError> {
         if (image_bytes as usize) < HEADER_BYTES || image_bytes as usize > region.reserved_bytes {
             return Err(ArenaError::Corrupt(format!(
@@ -288,7 +293,7 @@ impl Arena {
                 return bad(format!("free list {class} starts outside the arena"));
             }
         }
-        let arena = Arena {
+        let mut arena = Arena {
             base: region.base,
             reserved_bytes: region.reserved_bytes,
             hasher: SipHasher13::new_with_keys(h.hash_seed[0], h.hash_seed[1]),
@@ -297,6 +302,7 @@ impl Arena {
             published_high_water: Arc::new(AtomicU64::new(h.bump_bytes)),
         };
         std::mem::forget(region);
+        arena.clear_above_bump(image_bytes);
         Ok(arena)
     }
 

@@ -13,6 +13,8 @@
 
 use super::listpack::{self as lp, Val};
 use crate::arena::dict::DictHeader;
+use crate::arena::dict::DictUse;
+use crate::arena::validate::{Claims, Corrupt};
 use crate::arena::{Arena, Ref, NULL};
 use crate::keyspace::{Keyspace, Kind, Ttl};
 
@@ -417,6 +419,45 @@ pub fn random(ks: &mut Keyspace, e: Ref) -> Option<(Vec<u8>, Vec<u8>)> {
 pub fn listpack(ks: &Keyspace, e: Ref) -> Option<&[u8]> {
     let v = ks.value(e);
     (!is_ht(v)).then(|| inline_lp(v))
+}
+
+// ---- image validation ----------------------------------------------------------------------
+
+/// Checks a hash value restored from a snapshot image (`live`: a key's value; otherwise
+/// the header a value-graveyard node keeps of a detached table being freed). `at`: where
+/// the value lies.
+pub fn validate(
+    a: &Arena,
+    claims: &mut Claims,
+    v: &[u8],
+    live: bool,
+    at: u64,
+) -> Result<(), Corrupt> {
+    if !is_ht(v) {
+        if live && v.first() == Some(&0) && lp::validate(inline_lp(v), true) {
+            return Ok(());
+        }
+        return Err(Corrupt::new(
+            "hash value is neither a valid listpack nor a table",
+            at,
+        ));
+    }
+    if (live && v.len() != HT_BYTES) || v.len() < HT_BYTES {
+        return Err(Corrupt::new(
+            format!("hash table header of {} bytes", v.len()),
+            at,
+        ));
+    }
+    let usage = if live {
+        DictUse::Live
+    } else {
+        DictUse::Detached
+    };
+    read_dict(v).validate(a, claims, FIELD_OFF as u32, usage, at, |a, claims, e| {
+        claims.peek(e, FIELD_OFF as u64, "hash field")?;
+        let size = FIELD_OFF as u64 + a.read_u32(e, 4) as u64 + a.read_u32(e, 8) as u64;
+        claims.claim(e, size, "hash field")
+    })
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //! from quicklist to inline (Redis 7.0 keeps quicklists too).
 
 use super::listpack::{self as lp, Val};
+use crate::arena::validate::{Claims, Corrupt};
 use crate::arena::{Arena, Ref, NULL};
 use crate::keyspace::{Keyspace, Kind, Ttl};
 
@@ -627,6 +628,67 @@ pub fn locate(ks: &Keyspace, e: Ref, idx: u64) -> Option<(Seg, usize)> {
 /// Elements of a segment as owned bytes.
 pub fn seg_elems(ks: &Keyspace, e: Ref, s: Seg) -> Vec<Vec<u8>> {
     lp::iter(seg_lp(ks, e, s)).map(|x| x.to_vec()).collect()
+}
+
+// ---- image validation ----------------------------------------------------------------------
+
+/// Checks a list value restored from a snapshot image before anything walks it (`at`:
+/// where the value lies, for errors). `live`: a key's value, whose header, links and
+/// counts must all agree; otherwise the header a value-graveyard node keeps of a detached
+/// quicklist being freed from its head (only its nodes' memory is checked).
+pub fn validate(
+    a: &Arena,
+    claims: &mut Claims,
+    v: &[u8],
+    live: bool,
+    at: u64,
+) -> Result<(), Corrupt> {
+    let bad = |what: String| Err(Corrupt::new(what, at));
+    if !is_quicklist(v) {
+        if live && v.first() == Some(&0) && lp::validate(inline_lp(v), false) {
+            return Ok(());
+        }
+        return bad("list value is neither a valid listpack nor a quicklist".into());
+    }
+    if (live && v.len() != QL_BYTES) || v.len() < QL_BYTES {
+        return bad(format!("quicklist header of {} bytes", v.len()));
+    }
+    let q = ql_read(v);
+    let (mut n, mut prev, mut nodes, mut count) = (q.head, NULL, 0u64, 0u64);
+    while n != NULL {
+        nodes += 1;
+        if live && nodes > q.nodes as u64 {
+            return bad(format!(
+                "quicklist has more nodes than its count ({})",
+                q.nodes
+            ));
+        }
+        claims.peek(n, NODE_HDR as u64, "quicklist node")?;
+        let cap = cap_of(a, n);
+        claims.claim(n, node_alloc_bytes(cap) as u64, "quicklist node")?;
+        if live {
+            if prev_of(a, n) != prev {
+                return Err(Corrupt::at("quicklist node's back link", n));
+            }
+            if cap < lp::HEADER + 1 || lp::total(a.bytes(n, NODE_HDR, 4)) > cap {
+                return Err(Corrupt::at("quicklist node's listpack exceeds its node", n));
+            }
+            let l = node_lp(a, n);
+            if !lp::validate(l, false) {
+                return Err(Corrupt::at("quicklist node's listpack is invalid", n));
+            }
+            count += lp::count(l) as u64;
+        }
+        prev = n;
+        n = next_of(a, n);
+    }
+    if live && (q.tail != prev || nodes != q.nodes as u64 || count != q.count) {
+        return bad(format!(
+            "quicklist header (tail, {} nodes, {} elements) disagrees with its {nodes} nodes of {count} elements",
+            q.nodes, q.count
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

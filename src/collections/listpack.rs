@@ -264,24 +264,27 @@ pub fn next(lp: &[u8], off: usize) -> Option<usize> {
     let o = off + size_at(lp, off);
     (lp[o] != EOF).then_some(o)
 }
-/// Offset of the entry ending just before `end` (walking the backlen).
+/// The most bytes a backlen takes (7 bits each: entries up to 2^35 bytes).
+const MAX_BACKLEN_BYTES: usize = 5;
+
+/// Offset of the entry ending just before `end` (walking the backlen), or None when the
+/// backlen is malformed (more than [`MAX_BACKLEN_BYTES`] long, as Redis's
+/// lpDecodeBacklen refuses) or points before the listpack.
 fn entry_before(lp: &[u8], end: usize) -> Option<usize> {
     if end <= HEADER {
         return None;
     }
     let mut p = end - 1;
     let mut l = 0usize;
-    let mut shift = 0;
-    loop {
+    for i in 0..MAX_BACKLEN_BYTES {
         let b = lp[p];
-        l |= ((b & 127) as usize) << shift;
+        l |= ((b & 127) as usize) << (7 * i);
         if b & 128 == 0 || p == 0 {
-            break;
+            return p.checked_sub(l);
         }
-        shift += 7;
         p -= 1;
     }
-    p.checked_sub(l)
+    None
 }
 pub fn prev(lp: &[u8], off: usize) -> Option<usize> {
     entry_before(lp, off)

@@ -11,6 +11,7 @@ pub mod listpack;
 pub mod set;
 pub mod zset;
 
+use crate::arena::validate::{Claims, Corrupt};
 use crate::arena::{Arena, Ref, NULL};
 use crate::keyspace::Kind;
 
@@ -137,4 +138,52 @@ pub fn lazyfree_values_step(a: &mut Arena, budget: usize) -> (u64, u64, bool) {
             a.bytes_mut(g, 8, GRAVE_BYTES - 8).copy_from_slice(&payload);
         }
     }
+}
+
+/// Checks a collection value of a key restored from a snapshot image (its inline bytes
+/// `value`, lying at arena offset `at`) and claims its out-of-line blocks.
+pub fn validate_value(
+    a: &Arena,
+    claims: &mut Claims,
+    kind: Kind,
+    value: &[u8],
+    at: u64,
+) -> Result<(), Corrupt> {
+    match kind {
+        Kind::String => Ok(()),
+        Kind::List => list::validate(a, claims, value, true, at),
+        Kind::Hash => hash::validate(a, claims, value, true, at),
+        Kind::Set => set::validate(a, claims, value, true, at),
+        Kind::ZSet => zset::validate(a, claims, value, true, at),
+    }
+}
+
+/// Checks the value graveyard of an arena restored from a snapshot image: its nodes and
+/// the (possibly half freed) structures they hold.
+pub fn validate_value_graveyard(a: &Arena, claims: &mut Claims) -> Result<(), Corrupt> {
+    let root = a.root(ROOT_VALUE_GRAVEYARD);
+    if root > Ref::MAX as u64 {
+        return Err(Corrupt::new(format!("value graveyard root {root:#x}"), 0));
+    }
+    let mut g = root as Ref;
+    while g != NULL {
+        claims.claim(g, GRAVE_BYTES as u64, "value graveyard node")?;
+        let kind = a.bytes(g, 4, 1)[0];
+        let payload = a.bytes(g, 8, GRAVE_BYTES - 8);
+        let at = g as u64 * crate::arena::ALIGN_BYTES as u64;
+        match Kind::decode(kind) {
+            Some(Kind::List) => list::validate(a, claims, payload, false, at)?,
+            Some(Kind::Hash) => hash::validate(a, claims, payload, false, at)?,
+            Some(Kind::Set) => set::validate(a, claims, payload, false, at)?,
+            Some(Kind::ZSet) => zset::validate(a, claims, payload, false, at)?,
+            _ => {
+                return Err(Corrupt::at(
+                    format!("value graveyard node of kind {kind}"),
+                    g,
+                ))
+            }
+        }
+        g = a.read_u32(g, 0);
+    }
+    Ok(())
 }

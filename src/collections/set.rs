@@ -19,6 +19,8 @@
 
 use super::listpack::{self as lp, Val};
 use crate::arena::dict::DictHeader;
+use crate::arena::dict::DictUse;
+use crate::arena::validate::{Claims, Corrupt};
 use crate::arena::{Arena, Ref, NULL};
 use crate::keyspace::{Keyspace, Kind, Ttl};
 
@@ -723,6 +725,49 @@ pub fn encoded(ks: &Keyspace, e: Ref) -> Encoded<'_> {
         TAG_LP => Encoded::Listpack(body(v)),
         _ => Encoded::Table,
     }
+}
+
+// ---- image validation ----------------------------------------------------------------------
+
+/// Checks a set value restored from a snapshot image (`live`: a key's value; otherwise
+/// the header a value-graveyard node keeps of a detached table being freed). `at`: where
+/// the value lies.
+pub fn validate(
+    a: &Arena,
+    claims: &mut Claims,
+    v: &[u8],
+    live: bool,
+    at: u64,
+) -> Result<(), Corrupt> {
+    let inline_ok = match v.first() {
+        Some(&TAG_INTSET) => intset::validate(body(v)),
+        Some(&TAG_LP) => lp::validate(body(v), false),
+        _ => false,
+    };
+    if live && inline_ok {
+        return Ok(());
+    }
+    if !is_ht(v) {
+        return Err(Corrupt::new(
+            "set value is not a valid intset, listpack or table",
+            at,
+        ));
+    }
+    if (live && v.len() != HT_BYTES) || v.len() < HT_BYTES {
+        return Err(Corrupt::new(
+            format!("set table header of {} bytes", v.len()),
+            at,
+        ));
+    }
+    let usage = if live {
+        DictUse::Live
+    } else {
+        DictUse::Detached
+    };
+    read_dict(v).validate(a, claims, MEMBER_OFF as u32, usage, at, |a, claims, e| {
+        claims.peek(e, MEMBER_OFF as u64, "set member")?;
+        claims.claim(e, MEMBER_OFF as u64 + a.read_u32(e, 4) as u64, "set member")
+    })
 }
 
 #[cfg(test)]

@@ -18,6 +18,8 @@
 
 use super::listpack::{self as lp, Val};
 use crate::arena::dict::DictHeader;
+use crate::arena::dict::DictUse;
+use crate::arena::validate::{Claims, Corrupt};
 use crate::arena::{Arena, Ref, NULL};
 use crate::keyspace::{Keyspace, Kind, Ttl};
 
@@ -1001,6 +1003,152 @@ pub fn skiplist_len(ks: &Keyspace, e: Ref) -> u64 {
     } else {
         0
     }
+}
+
+// ---- image validation ----------------------------------------------------------------------
+
+/// Checks a sorted-set value restored from a snapshot image (`live`: a key's value;
+/// otherwise the header a value-graveyard node keeps of a detached skiplist being freed,
+/// whose dict and head are checked as memory only). `at`: where the value lies.
+///
+/// A live skiplist must be exactly what the insert and delete code keeps: every dict
+/// entry a node of level 1..=32 on the level-0 list in (score, member) order with its
+/// back link, every level's list holding exactly the nodes that tall in rank order, and
+/// every span the rank distance to its forward node (to the end for the last): the
+/// span arithmetic of inserts and deletes relies on it, and a forward link is read at a
+/// level only on nodes that tall.
+pub fn validate(
+    a: &Arena,
+    claims: &mut Claims,
+    v: &[u8],
+    live: bool,
+    at: u64,
+) -> Result<(), Corrupt> {
+    if !is_sl(v) {
+        if live && v.first() == Some(&0) && lp::validate(inline_lp(v), true) {
+            return Ok(());
+        }
+        return Err(Corrupt::new(
+            "zset value is neither a valid listpack nor a skiplist",
+            at,
+        ));
+    }
+    if (live && v.len() != SL_BYTES) || v.len() < SL_BYTES {
+        return Err(Corrupt::new(
+            format!("skiplist header of {} bytes", v.len()),
+            at,
+        ));
+    }
+    let s = read_sl(v);
+    claims.claim(s.head, node_size(0, MAX_LEVEL) as u64, "skiplist head")?;
+    if n_mlen(a, s.head) != 0 || n_level(a, s.head) != MAX_LEVEL {
+        return Err(Corrupt::at("skiplist head is not a head node", s.head));
+    }
+    let usage = if live {
+        DictUse::Live
+    } else {
+        DictUse::Detached
+    };
+    let mut ranks: std::collections::HashMap<Ref, u64> = std::collections::HashMap::new();
+    let mut taller_than = [0u64; MAX_LEVEL];
+    s.dict
+        .validate(a, claims, N_MEMBER as u32, usage, at, |a, claims, x| {
+            claims.peek(x, N_MEMBER as u64, "skiplist node")?;
+            let level = n_level(a, x);
+            if !(1..=MAX_LEVEL).contains(&level) {
+                return Err(Corrupt::at(format!("skiplist node of level {level}"), x));
+            }
+            claims.claim(x, node_size(n_mlen(a, x), level) as u64, "skiplist node")?;
+            if live {
+                ranks.insert(x, 0);
+                for t in taller_than.iter_mut().take(level) {
+                    *t += 1;
+                }
+            }
+            Ok(())
+        })?;
+    if !live {
+        return Ok(());
+    }
+    let head = s.head;
+    let len = s.dict.len();
+    let level = h_level(a, head);
+    if h_len(a, head) != len || !(1..=MAX_LEVEL).contains(&level) {
+        return Err(Corrupt::at(
+            format!(
+                "skiplist head says {} members at level {level}; the dict holds {len}",
+                h_len(a, head)
+            ),
+            head,
+        ));
+    }
+    if (level..MAX_LEVEL).any(|i| fwd(a, head, i) != NULL) {
+        return Err(Corrupt::at("skiplist head links above its level", head));
+    }
+    // Level 0 gives every node its rank, its order and its back link.
+    let (mut prev, mut rank, mut x) = (NULL, 0u64, fwd(a, head, 0));
+    while x != NULL {
+        rank += 1;
+        match ranks.get_mut(&x) {
+            Some(r) if *r == 0 => *r = rank,
+            _ => {
+                return Err(Corrupt::at(
+                    "skiplist node not in its dict, or reached twice",
+                    x,
+                ))
+            }
+        }
+        if n_back(a, x) != prev {
+            return Err(Corrupt::at("skiplist node's back link", x));
+        }
+        if prev != NULL && !before(a, prev, n_score(a, x), n_member(a, x)) {
+            return Err(Corrupt::at(
+                "skiplist nodes out of (score, member) order",
+                x,
+            ));
+        }
+        prev = x;
+        x = fwd(a, x, 0);
+    }
+    if rank != len || h_tail(a, head) != prev {
+        return Err(Corrupt::at(
+            format!("skiplist level 0 holds {rank} of {len} members, or its tail is wrong"),
+            head,
+        ));
+    }
+    for (i, &taller) in taller_than.iter().enumerate().take(level) {
+        let (mut p, mut p_rank, mut seen) = (head, 0u64, 0u64);
+        loop {
+            let f = fwd(a, p, i);
+            let sp = span(a, p, i);
+            if f == NULL {
+                if sp != len - p_rank {
+                    return Err(Corrupt::at(
+                        format!("skiplist span at level {i} past the last node"),
+                        p,
+                    ));
+                }
+                break;
+            }
+            let f_rank = ranks.get(&f).copied().unwrap_or(0);
+            if f_rank <= p_rank || n_level(a, f) <= i || sp != f_rank - p_rank {
+                return Err(Corrupt::at(
+                    format!("skiplist link or span at level {i}"),
+                    p,
+                ));
+            }
+            seen += 1;
+            p = f;
+            p_rank = f_rank;
+        }
+        if seen != taller {
+            return Err(Corrupt::at(
+                format!("skiplist level {i} links {seen} of its {taller} nodes"),
+                head,
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

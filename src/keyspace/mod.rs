@@ -25,6 +25,7 @@
 
 pub mod evict;
 pub mod expire;
+pub mod validate;
 pub mod watch;
 
 use crate::arena::chunked::ChunkedVecHeader;
@@ -70,15 +71,23 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub fn from_u8(v: u8) -> Kind {
+    /// The kind a stored kind byte names, or None for a byte the server never writes
+    /// (image validation refuses such an entry before anything reads it).
+    pub fn decode(v: u8) -> Option<Kind> {
         match v {
-            0 => Kind::String,
-            1 => Kind::List,
-            2 => Kind::Set,
-            3 => Kind::ZSet,
-            4 => Kind::Hash,
-            _ => panic!("corrupt entry kind {v}"),
+            0 => Some(Kind::String),
+            1 => Some(Kind::List),
+            2 => Some(Kind::Set),
+            3 => Some(Kind::ZSet),
+            4 => Some(Kind::Hash),
+            _ => None,
         }
+    }
+    /// The kind of an entry in the keyspace. Every entry's byte is one the executor
+    /// wrote or one `validate::validate_image` accepted, so it always decodes; the
+    /// fallback (a string, whose reads stay inside the entry) is never taken.
+    fn of_stored(v: u8) -> Kind {
+        Kind::decode(v).unwrap_or(Kind::String)
     }
     pub fn type_name(self) -> &'static str {
         match self {
@@ -255,7 +264,7 @@ fn release_entry_value(a: &mut Arena, e: Ref) -> bool {
     let mut head = [0u8; 64];
     let n = vl.min(head.len());
     head[..n].copy_from_slice(a.bytes(e, ENTRY_HEADER_BYTES + kl, n));
-    crate::collections::release_value(a, Kind::from_u8(kind), &head[..n])
+    crate::collections::release_value(a, Kind::of_stored(kind), &head[..n])
 }
 
 /// Drops the keyspace's reference to an out-of-line block: freed now, or linked into the
@@ -483,7 +492,7 @@ impl Keyspace {
     }
     #[inline]
     pub fn kind(&self, e: Ref) -> Kind {
-        Kind::from_u8(self.arena.bytes(e, OFF_KIND, 1)[0])
+        Kind::of_stored(self.arena.bytes(e, OFF_KIND, 1)[0])
     }
     #[inline]
     pub fn str_enc(&self, e: Ref) -> StrEnc {

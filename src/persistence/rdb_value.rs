@@ -786,6 +786,18 @@ mod tests {
         read_object(&mut Reader::new(body))
     }
 
+    /// Found by the `restore_payload` fuzz target: a hash listpack whose last element's
+    /// backlen runs on for more than five bytes made the backward walk shift past 64 bits
+    /// (a panic in debug builds, a garbage offset in release).
+    #[test]
+    fn fuzz_regression_a_backlen_longer_than_five_bytes_is_refused() {
+        let body = [
+            0x10, 0x17, 0x17, 0x00, 0x00, 0x00, 0x04, 0xfb, 0x87, 0x99, 0xcd, 0xff, 0xff, 0xff,
+            0xff, 0xff, 0xff, 0xff, 0x04, 0x03, 0x7b, 0x76, 0x34, 0x03, 0xff,
+        ];
+        assert!(decode(&dump_payload(body.to_vec())).is_err());
+    }
+
     #[test]
     fn crc64_matches_redis() {
         // The check value of Redis's crc64.c self-test.

@@ -435,6 +435,46 @@ pub enum LoadError {
     Arena(String),
 }
 
+/// Recomputes every checksum of an image in place (header, record headers, payloads,
+/// the trailer's record count, chain and own CRC) as far as its structure can be
+/// followed, so that a deliberately altered image reaches the checks behind them: the
+/// crafted-image tests and the `snapshot_image` fuzz target. The CRCs guard against
+/// damage, not against a file made to be wrong; this is what such a file looks like.
+pub fn reseal(img: &mut [u8]) {
+    if img.len() < HEADER_BYTES {
+        return;
+    }
+    let crc = crc32c::crc32c(&img[..HEADER_BYTES - 4]);
+    put32(img, HEADER_BYTES - 4, crc);
+    let (mut pos, mut records, mut chain) = (HEADER_BYTES, 0u64, 0u32);
+    while pos + 4 <= img.len() {
+        if img[pos..pos + 4] == TRAILER_MAGIC && pos + TRAILER_BYTES <= img.len() {
+            put64(img, pos + 8, records);
+            put32(img, pos + 24, chain);
+            let crc = crc32c::crc32c(&img[pos..pos + 28]);
+            put32(img, pos + 28, crc);
+            return;
+        }
+        if img[pos..pos + 4] != RECORD_MAGIC || pos + RECORD_HEADER_BYTES > img.len() {
+            return;
+        }
+        let n = get32(img, pos + 8) as usize;
+        let stored = get32(img, pos + 16) as usize;
+        let body = n.saturating_mul(EXTENT_BYTES).saturating_add(stored);
+        let start = pos + RECORD_HEADER_BYTES;
+        if body > img.len() - start {
+            return;
+        }
+        let crc = crc32c::crc32c(&img[start..start + body]);
+        put32(img, pos + 20, crc);
+        let hcrc = crc32c::crc32c(&img[pos..pos + 28]);
+        put32(img, pos + 28, hcrc);
+        chain = crc32c::crc32c_append(chain, &img[pos..pos + RECORD_HEADER_BYTES]);
+        records += 1;
+        pos = start + body;
+    }
+}
+
 /// Reads exactly `buf.len()` bytes or reports a truncation of `what` at `offset`.
 fn read_exact_at<R: Read>(
     r: &mut R,
@@ -633,7 +673,29 @@ pub fn load_with_progress(
 ) -> Result<(RawRegion, ImageHeader), LoadError> {
     let file = File::open(path)?;
     let file_len = file.metadata()?.len();
-    let mut f = io::BufReader::with_capacity(1 << 20, file);
+    let f = io::BufReader::with_capacity(1 << 20, file);
+    load_from_reader(f, file_len, reserve_bytes, progress)
+}
+
+/// [`load`] from an image held in memory (tests and fuzzing).
+pub fn load_from_bytes(
+    image: &[u8],
+    reserve_bytes: usize,
+) -> Result<(RawRegion, ImageHeader), LoadError> {
+    load_from_reader(
+        image,
+        image.len() as u64,
+        reserve_bytes,
+        &LoadProgress::default(),
+    )
+}
+
+fn load_from_reader<R: Read>(
+    mut f: R,
+    file_len: u64,
+    reserve_bytes: usize,
+    progress: &LoadProgress,
+) -> Result<(RawRegion, ImageHeader), LoadError> {
     let header = read_header_block(&mut f)?;
     if let Some((field, image, binary)) = header.fingerprint.mismatch(&Fingerprint::current()) {
         return Err(LoadError::Fingerprint {
@@ -697,6 +759,49 @@ pub fn load_with_progress(
     }
 }
 
+/// The byte ranges written so far by a single-wave (mode 3) image, merged where they
+/// touch, so a chunked image stays a handful of ranges.
+#[derive(Default)]
+struct DisjointExtents {
+    /// start -> end
+    ranges: std::collections::BTreeMap<u64, u64>,
+}
+
+impl DisjointExtents {
+    /// Records `[offset, offset + len)`; false (and nothing recorded) when it overlaps a
+    /// range already recorded.
+    fn insert(&mut self, offset: u64, len: u64) -> bool {
+        let end = offset + len;
+        if len == 0 {
+            return true;
+        }
+        let before = self
+            .ranges
+            .range(..=offset)
+            .next_back()
+            .map(|(&s, &e)| (s, e));
+        if before.is_some_and(|(_, e)| e > offset) {
+            return false;
+        }
+        let after = self.ranges.range(offset..).next().map(|(&s, &e)| (s, e));
+        if after.is_some_and(|(s, _)| s < end) {
+            return false;
+        }
+        let (mut start, mut stop) = (offset, end);
+        if let Some((s, e)) = before.filter(|&(_, e)| e == offset) {
+            self.ranges.remove(&s);
+            start = s;
+            debug_assert_eq!(e, offset);
+        }
+        if let Some((s, e)) = after.filter(|&(s, _)| s == end) {
+            self.ranges.remove(&s);
+            stop = e;
+        }
+        self.ranges.insert(start, stop);
+        true
+    }
+}
+
 /// The reader's half of [`load_with_progress`]: every header-level check, in file order.
 /// Errors carry the record index they concern (for choosing the first failure).
 fn read_records<R: Read>(
@@ -713,6 +818,7 @@ fn read_records<R: Read>(
     let mut chain_crc = 0u32;
     let mut wave_end = 0u64;
     let mut first_wave = true;
+    let mut single_wave = DisjointExtents::default();
     loop {
         if shared.abort.load(std::sync::atomic::Ordering::SeqCst) {
             return Ok(());
@@ -814,6 +920,18 @@ fn read_records<R: Read>(
         }
         if sum != raw_bytes {
             return Err(rec_err("extent lengths do not add up".into()));
+        }
+        if header.mode == CutMode::UffdSync {
+            // One wave: the workers write these extents concurrently with every other
+            // record's, which is only sound if no two of them share a byte.
+            for (i, e) in extents.iter().enumerate() {
+                if !single_wave.insert(e.offset, e.len as u64) {
+                    return Err(rec_err(format!(
+                        "extent {i} ({} bytes at arena offset {}) overlaps an earlier extent of this freeze-free image",
+                        e.len, e.offset
+                    )));
+                }
+            }
         }
         if flags & (REC_ZERO | REC_LZ4) == 0 && stored != raw_bytes {
             return Err(rec_err("raw payload of the wrong length".into()));
@@ -1004,6 +1122,50 @@ mod tests {
         let (mut region, got) = load(&path, 1 << 20).unwrap();
         assert_eq!(got.mode, CutMode::UffdSync);
         assert_eq!(region.slice_mut(0, arena as usize).unwrap(), &want[..]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A freeze-free image is loaded as one wave, so its records' extents must be
+    /// disjoint: one that overlaps an earlier record's (even partly, even inside one
+    /// record) is refused before any worker writes it.
+    #[test]
+    fn a_freeze_free_image_with_overlapping_extents_is_refused() {
+        let dir = std::env::temp_dir().join(format!("cairn-fmt-ovl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("img");
+        let arena = 8 * 4096u64;
+        let page = |offset: u64, len: u32| Extent { offset, len };
+        let cases: [Vec<Vec<Extent>>; 3] = [
+            vec![vec![page(0, 8192)], vec![page(4096, 4096)]],
+            vec![
+                vec![page(8192, 4096)],
+                vec![page(0, 4096)],
+                vec![page(4000, 200)],
+            ],
+            vec![vec![page(0, 4096), page(2048, 4096)]],
+        ];
+        for records in cases {
+            let mut w = ImageWriter::create(&path, true).unwrap();
+            for extents in records {
+                let bytes = vec![1u8; extents.iter().map(|e| e.len as usize).sum()];
+                w.write_record(&Record::encode(extents, &bytes)).unwrap();
+            }
+            let mut h = header(arena);
+            h.mode = CutMode::UffdSync;
+            w.commit(&h).unwrap();
+            let err = load(&path, 1 << 20)
+                .err()
+                .expect("overlapping extents load");
+            assert!(
+                err.to_string().contains("overlaps an earlier extent"),
+                "{err}"
+            );
+        }
+        // Touching extents are fine.
+        let mut d = DisjointExtents::default();
+        assert!(d.insert(4096, 4096) && d.insert(0, 4096) && d.insert(8192, 10));
+        assert_eq!(d.ranges.len(), 1);
+        assert!(!d.insert(8000, 1));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
