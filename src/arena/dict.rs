@@ -514,6 +514,17 @@ pub enum DictUse {
     Detached,
 }
 
+impl DictUse {
+    /// `Live` for a dict the keyspace reaches, `Detached` for one in a graveyard.
+    pub fn of(live: bool) -> DictUse {
+        if live {
+            DictUse::Live
+        } else {
+            DictUse::Detached
+        }
+    }
+}
+
 impl DictHeader {
     /// Checks a dict restored from an image before anything walks it: the header's
     /// tables and sizes, both bucket arrays inside the arena, every chain acyclic and

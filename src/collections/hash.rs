@@ -448,11 +448,7 @@ pub fn validate(
             at,
         ));
     }
-    let usage = if live {
-        DictUse::Live
-    } else {
-        DictUse::Detached
-    };
+    let usage = DictUse::of(live);
     read_dict(v).validate(a, claims, FIELD_OFF as u32, usage, at, |a, claims, e| {
         claims.peek(e, FIELD_OFF as u64, "hash field")?;
         let size = FIELD_OFF as u64 + a.read_u32(e, 4) as u64 + a.read_u32(e, 8) as u64;

@@ -1044,11 +1044,7 @@ pub fn validate(
     if n_mlen(a, s.head) != 0 || n_level(a, s.head) != MAX_LEVEL {
         return Err(Corrupt::at("skiplist head is not a head node", s.head));
     }
-    let usage = if live {
-        DictUse::Live
-    } else {
-        DictUse::Detached
-    };
+    let usage = DictUse::of(live);
     let mut ranks: std::collections::HashMap<Ref, u64> = std::collections::HashMap::new();
     let mut taller_than = [0u64; MAX_LEVEL];
     s.dict

@@ -409,27 +409,10 @@ mod tests {
         assert_eq!(val_len(Val::Int(i64::MIN)), 20);
     }
 
-    use crate::server::testing::run;
+    use crate::server::testing::{bulks, run, sorted};
 
     fn setup() -> (Server, Box<Client>) {
         crate::server::testing::server_and_client()
-    }
-
-    /// The bulk strings of a reply, in order (nested arrays flattened).
-    fn bulks(reply: &str) -> Vec<String> {
-        let mut lines = reply.split("\r\n");
-        let mut v = Vec::new();
-        while let Some(l) = lines.next() {
-            if l.starts_with('$') && l != "$-1" {
-                v.push(lines.next().unwrap().to_string());
-            }
-        }
-        v
-    }
-
-    fn sorted(mut v: Vec<String>) -> Vec<String> {
-        v.sort();
-        v
     }
 
     #[test]

@@ -737,22 +737,10 @@ mod tests {
         assert_eq!(abs_index(i64::MAX, 3), None);
     }
 
-    use crate::server::testing::run;
+    use crate::server::testing::{bulks, run};
 
     fn setup() -> (Server, Box<Client>) {
         crate::server::testing::server_and_client()
-    }
-
-    /// The bulk strings of a flat reply, in order.
-    fn bulks(reply: &str) -> Vec<String> {
-        let mut lines = reply.split("\r\n");
-        let mut v = Vec::new();
-        while let Some(l) = lines.next() {
-            if l.starts_with('$') && l != "$-1" {
-                v.push(lines.next().unwrap().to_string());
-            }
-        }
-        v
     }
 
     fn range(srv: &mut Server, c: &mut Client, key: &str) -> Vec<String> {

@@ -31,3 +31,21 @@ pub fn encode_args(args: &[&str]) -> (Vec<u8>, Vec<(usize, usize)>) {
     }
     (buf, ranges)
 }
+
+/// The bulk strings of a reply, in order (nested arrays flattened, nulls skipped).
+pub fn bulks(reply: &str) -> Vec<String> {
+    let mut lines = reply.split("\r\n");
+    let mut v = Vec::new();
+    while let Some(l) = lines.next() {
+        if l.starts_with('$') && l != "$-1" {
+            v.push(lines.next().unwrap().to_string());
+        }
+    }
+    v
+}
+
+/// `v`, sorted (for replies whose order is unspecified).
+pub fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
