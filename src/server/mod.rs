@@ -1028,7 +1028,7 @@ impl Server {
         if !room {
             self.arena_full_logged = true;
             self.stats.arena_oom_refusals += 1;
-        } else if self.arena_admits(self.arena_reserve_bytes(), 0) {
+        } else if self.arena_full_logged && self.arena_admits(self.arena_reserve_bytes(), 0) {
             self.arena_full_logged = false; // room again: a later refusal is news
         }
         room
