@@ -503,6 +503,9 @@ enum BadSpot {
     Cut,
     /// An item that fails its checks, or a zero byte where one should start.
     Broken,
+    /// An item that fails its checks right after the writer's padding past a write
+    /// (filler lines, or a `#PAD:`).
+    BrokenAfterPadding,
     /// A whole entry whose LSN is above the expected one: entries are missing before it.
     Ahead,
     /// A whole entry whose LSN is below the expected one: a recycled segment's old content.
@@ -708,6 +711,18 @@ fn judge(
     if whole_headed_entry(b, pos) {
         return Damage::Corruption;
     }
+    // In a recycled segment the new log stops inside its old bytes, usually inside one of
+    // its old commands. The writer ends every write there with a filler line (direct I/O:
+    // a `#PAD:`), which the next write overwrites: so a piece of an old command right
+    // after such padding, with nothing whole after it, is old content. A changed byte
+    // cannot make padding, and a batch damaged after it still leaves its headed entries.
+    if strict
+        && matches!(spot, BadSpot::BrokenAfterPadding)
+        && !matches!(b[pos], b'#' | 0)
+        && first.is_none()
+    {
+        return Damage::RecycledEnd;
+    }
     // Where the old content may start: an old sector before the next whole entry; with
     // nothing whole after the item, also the file's end, or unwritten space running to it
     // from a sector boundary (writes land in whole sectors) or from the item's start.
@@ -748,7 +763,10 @@ pub fn scan<'a>(
     // A file with any header line is cairn's: every command in it must have one.
     let strict = b.starts_with(HDR_PREFIX) || b.windows(6).any(|w| w == b"\n#HDR:");
     out.headed = strict;
+    // The item before `pos` was the writer's padding past a write (filler, `#PAD:`).
+    let mut padded = false;
     while pos < b.len() {
+        let was_padded = std::mem::replace(&mut padded, false);
         let (reason, spot) = match step(b, pos, strict) {
             Step::Entry(e, next) => {
                 if let (Some(l), Some(want)) = (e.lsn, expected) {
@@ -788,6 +806,7 @@ pub fn scan<'a>(
                 continue;
             }
             Step::Annotation(next) => {
+                padded = b[pos..].starts_with(PAD_PREFIX);
                 pos = next;
                 out.valid_len = pos as u64;
                 continue;
@@ -816,11 +835,13 @@ pub fn scan<'a>(
                     while b[pos..].starts_with(FILL_LINE) {
                         pos += FILL_LINE.len();
                     }
+                    padded = true;
                     continue;
                 }
                 ("zero bytes inside the log".to_string(), BadSpot::Broken)
             }
             Step::Incomplete(r) => (r, BadSpot::Cut),
+            Step::Malformed(r) if was_padded => (r, BadSpot::BrokenAfterPadding),
             Step::Malformed(r) => (r, BadSpot::Broken),
         };
         out.bad = Some(bad(b, pos, expected, batch_d, strict, reason, spot));
@@ -1181,6 +1202,9 @@ mod tests {
                 close_together(layout)
             };
             let first = (layout != "redis").then_some(1);
+            // Past the log's last item: the pre-allocated filler, where a changed byte
+            // loses nothing when the log is cut before it.
+            let log_end = scan(&b, first, |_| Ok(())).valid_len as usize;
             for _ in 0..3000 {
                 let mut c = b.clone();
                 let at = next(c.len());
@@ -1198,8 +1222,9 @@ mod tests {
                     let in_marker = c[..at].iter().rposition(|&x| x == b'#').is_some_and(|p| {
                         c[p..].starts_with(b"#BATCH") || b[p..].starts_with(b"#BATCH")
                     });
+                    let past_the_log = at >= log_end && o.valid_len as usize == log_end;
                     assert!(
-                        in_marker || bad.damage == Damage::Corruption,
+                        in_marker || past_the_log || bad.damage == Damage::Corruption,
                         "{layout}: byte {at}: {bad:?}"
                     );
                 }
@@ -1270,6 +1295,45 @@ mod tests {
             seg[at] ^= 0x10;
             let o = scan(&seg, Some(41), |_| Ok(()));
             assert_eq!(o.bad.unwrap().damage, Damage::Corruption, "byte {at}");
+        }
+    }
+
+    /// A recycled segment whose new log stops inside one of its old commands: the writer's
+    /// filler line after its last write, then the rest of the old command (and old filler).
+    #[test]
+    fn a_recycled_segment_ending_inside_an_old_command_is_its_end() {
+        let mut old = Vec::new();
+        encode_batch_marker(&mut old, 0);
+        let mut p = Vec::new();
+        encode_command(&mut p, &[&b"SET"[..], b"big", &[b'7'; 3000]]);
+        encode_entry(&mut old, 40, RID, 400, &p);
+        for _ in 0..8 {
+            old.extend_from_slice(FILL_LINE);
+        }
+        for n in 1..=10 {
+            let log = batch(41, n, 40);
+            let mut new = log.clone();
+            new.extend_from_slice(FILL_LINE);
+            assert!(new.len() + 600 < old.len());
+            let mut seg = old.clone();
+            seg[..new.len()].copy_from_slice(&new);
+            let o = scan(&seg, Some(41), |_| Ok(()));
+            let bad = o.bad.expect("old content after the log");
+            assert_eq!(bad.damage, Damage::RecycledEnd, "{n} entries: {bad:?}");
+            assert_eq!(o.valid_len, log.len() as u64);
+            assert_eq!(o.last_lsn, Some(40 + n));
+            // Without the writer's filler line the piece could be a damaged entry.
+            let mut bare = old.clone();
+            bare[..log.len()].copy_from_slice(&log);
+            let o = scan(&bare, Some(41), |_| Ok(()));
+            assert_eq!(o.bad.unwrap().damage, Damage::Corruption, "{n} entries");
+            // A whole new entry after the old piece proves acknowledged writes follow.
+            let mut later = seg.clone();
+            let after = batch(41 + n + 1, 1, 41 + n);
+            let at = new.len() + 100;
+            later[at..at + after.len()].copy_from_slice(&after);
+            let o = scan(&later, Some(41), |_| Ok(()));
+            assert_eq!(o.bad.unwrap().damage, Damage::Corruption, "{n} entries");
         }
     }
 
