@@ -5,7 +5,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -42,12 +42,42 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
-fn temp_dir(tag: &str) -> PathBuf {
+/// A fresh, empty directory of its own for each call (`tag` names it for a human reading
+/// /tmp after a failure); nothing removes it but the test or `ServerProc`'s drop.
+pub fn temp_dir(tag: &str) -> PathBuf {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let d = std::env::temp_dir().join(format!("cairn-test-{tag}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// How long a started server may take to answer PING, and how long `wait_until` callers
+/// usually give a condition: generous, because a loaded 2-core machine running several
+/// test binaries at once is slow, and a deadline only costs time when the test fails.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Polls `cond` until it holds; panics naming `what` when `deadline` passes first. For
+/// anything a test would otherwise wait for with a fixed sleep: the wait ends as soon as
+/// the condition holds and only a real failure reaches the deadline.
+pub fn wait_until(deadline: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    if !poll_until(deadline, &mut cond) {
+        panic!("timed out after {deadline:?} waiting until {what}");
+    }
+}
+
+/// Polls `cond` until it holds or `deadline` passes; whether it held (checked one last time
+/// at the deadline, so a slow poll still counts).
+pub fn poll_until(deadline: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cond()
 }
 
 fn wait_ready(port: u16, child: &mut Child) {
@@ -57,25 +87,149 @@ fn wait_ready(port: u16, child: &mut Child) {
 }
 
 fn try_wait_ready(port: u16, child: &mut Child) -> Result<(), String> {
+    wait_serving(child, port).map_err(|e| match e {
+        NotServing::Exited(st) => format!("server exited during startup: {st}"),
+        NotServing::Timeout => format!("server on port {port} did not become ready"),
+    })
+}
+
+/// Why a started server is not serving.
+#[derive(Debug)]
+pub enum NotServing {
+    /// The process ended (a refused startup, or a bind that lost a race).
+    Exited(std::process::ExitStatus),
+    /// It neither answered PING nor exited within `DEADLINE`; it has been killed.
+    Timeout,
+}
+
+impl std::fmt::Display for NotServing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotServing::Exited(st) => write!(f, "exited: {st}"),
+            NotServing::Timeout => write!(f, "not serving after {DEADLINE:?}"),
+        }
+    }
+}
+
+/// Waits until the server answers PING with anything but -LOADING: serving, with its data
+/// loaded (PING answers -LOADING while an image loads; -NOAUTH under `requirepass` is
+/// serving too).
+pub fn wait_serving(child: &mut Child, port: u16) -> Result<(), NotServing> {
     let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10) {
+    while start.elapsed() < DEADLINE {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Err(NotServing::Exited(st));
+        }
         if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
             let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            if s.write_all(b"PING\r\n").is_ok() {
-                let mut buf = [0u8; 64];
-                if let Ok(n) = s.read(&mut buf) {
-                    if n > 0 {
-                        return Ok(());
-                    }
-                }
+            let mut buf = [0u8; 64];
+            if s.write_all(b"PING\r\n").is_ok()
+                && s.read(&mut buf).is_ok_and(|n| n > 0)
+                && !buf.starts_with(b"-LOADING")
+            {
+                return Ok(());
             }
         }
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("server exited during startup: {status}"));
-        }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(10));
     }
-    Err(format!("server on port {port} did not become ready"))
+    if let Ok(Some(st)) = child.try_wait() {
+        return Err(NotServing::Exited(st));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Err(NotServing::Timeout)
+}
+
+// ---- servers on a directory the test owns (restarts, damaged files) -------------------
+
+/// A cairn-server on a directory the test owns: the directory outlives the process, so a
+/// restart on it finds the image and the log. Killed with SIGKILL on drop.
+pub struct Srv {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Drop for Srv {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The log file every server started by `cairn_command` writes, in its directory.
+pub const LOG_FILE: &str = "cairn.log";
+
+/// What the server on `dir` logged so far ("" before it started).
+pub fn server_log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join(LOG_FILE)).unwrap_or_default()
+}
+
+/// `cairn-server --port <free> --dir <dir> --logfile <dir>/cairn.log <args>` with `env`
+/// set and stdout/stderr discarded, not yet spawned (a caller may still redirect output).
+pub fn cairn_command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Command, u16) {
+    let port = free_port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn-server"));
+    cmd.args(["--port", &port.to_string(), "--dir"])
+        .arg(dir)
+        .arg("--logfile")
+        .arg(dir.join(LOG_FILE))
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    (cmd, port)
+}
+
+/// Starts cairn on `dir` and waits until it serves; Err (with the log) if it exits first
+/// — a refused startup — or does not serve in time.
+pub fn try_start_on(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Srv, String> {
+    let (mut cmd, port) = cairn_command(dir, args, env);
+    let mut child = cmd.spawn().expect("spawn cairn-server");
+    match wait_serving(&mut child, port) {
+        Ok(()) => Ok(Srv { child, port }),
+        Err(e) => Err(format!("{e}: {}", server_log(dir))),
+    }
+}
+
+/// Starts cairn on `dir`; panics with its log if it does not serve.
+pub fn start_on(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Srv {
+    try_start_on(dir, args, env).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `--appendonly yes` before the test's own arguments: the AOF tests' servers.
+fn with_aof<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec!["--appendonly", "yes"];
+    v.extend_from_slice(args);
+    v
+}
+
+/// A cairn with the append-only log on, on `dir`; Err (with the log) if startup fails.
+pub fn try_start_aof(dir: &Path, args: &[&str]) -> Result<Srv, String> {
+    try_start_on(dir, &with_aof(args), &[])
+}
+
+/// A cairn with the append-only log on, on `dir`; panics with the log if it fails.
+pub fn start_aof(dir: &Path, args: &[&str]) -> Srv {
+    start_aof_env(dir, args, &[])
+}
+
+/// `start_aof` with environment variables set for the server.
+pub fn start_aof_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Srv {
+    start_on(dir, &with_aof(args), env)
+}
+
+/// The incremental AOF file the manifest lists last (the one being written).
+pub fn last_incr_file(dir: &Path) -> PathBuf {
+    let m = std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest")).unwrap();
+    let name = m
+        .lines()
+        .rfind(|l| l.ends_with("type i"))
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .to_string();
+    dir.join("appendonlydir").join(name)
 }
 
 /// Starts cairn-server with extra `--option value` arguments.
@@ -187,10 +341,13 @@ impl Raw {
     /// A field of `INFO <section>` (trimmed), None when INFO does not have it.
     pub fn info(&mut self, section: &str, field: &str) -> Option<String> {
         let text = String::from_utf8_lossy(&self.call(&["INFO", section])).into_owned();
-        let prefix = format!("{field}:");
-        text.lines()
-            .find_map(|l| l.strip_prefix(prefix.as_str()))
-            .map(|v| v.trim().to_string())
+        info_field(&text, field)
+    }
+
+    /// A field of `INFO <section>`; panics when INFO does not have it.
+    pub fn info_field(&mut self, section: &str, field: &str) -> String {
+        self.info(section, field)
+            .unwrap_or_else(|| panic!("INFO {section} has no {field}"))
     }
 
     /// A numeric field of `INFO <section>`; panics when INFO does not have it.
@@ -214,6 +371,47 @@ impl Raw {
             }
         }
     }
+}
+
+/// A field of an INFO text (trimmed), None when the text does not have it.
+pub fn info_field(text: &str, field: &str) -> Option<String> {
+    let prefix = format!("{field}:");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map(|v| v.trim().to_string())
+}
+
+/// `used_memory` of INFO memory.
+pub fn used_memory(raw: &mut Raw) -> u64 {
+    raw.info_u64("memory", "used_memory")
+}
+
+/// Waits until `used_memory` is back within 200 KB of `before` (a lazily freed value has
+/// been freed by the background thread).
+pub fn wait_memory_back(raw: &mut Raw, before: u64) {
+    let mut now = 0;
+    if !poll_until(DEADLINE, || {
+        now = used_memory(raw);
+        now <= before + 200_000
+    }) {
+        panic!("memory not returned: {before} -> {now}");
+    }
+}
+
+/// The payload of a bulk-string reply.
+pub fn bulk_payload(reply: &[u8]) -> Vec<u8> {
+    assert_eq!(reply[0], b'$', "{:?}", String::from_utf8_lossy(reply));
+    let nl = reply.windows(2).position(|w| w == b"\r\n").unwrap();
+    let n: usize = std::str::from_utf8(&reply[1..nl]).unwrap().parse().unwrap();
+    reply[nl + 2..nl + 2 + n].to_vec()
+}
+
+/// `v` as a RESP bulk string (`$<len>\r\n<v>\r\n`).
+pub fn bulk(v: &[u8]) -> Vec<u8> {
+    let mut b = format!("${}\r\n", v.len()).into_bytes();
+    b.extend_from_slice(v);
+    b.extend_from_slice(b"\r\n");
+    b
 }
 
 pub fn encode(args: &[&[u8]]) -> Vec<u8> {
