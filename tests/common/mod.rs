@@ -196,16 +196,18 @@ pub fn start_on(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Srv {
     try_start_on(dir, args, env).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// `--appendonly yes` before the test's own arguments: the AOF tests' servers.
-fn with_aof<'a>(args: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec!["--appendonly", "yes"];
-    v.extend_from_slice(args);
-    v
+/// Options a kind of test server starts with, before the test's own arguments.
+pub const AOF_ON: &[&str] = &["--appendonly", "yes"];
+pub const DEBUG_ON: &[&str] = &["--enable-debug-command", "yes"];
+
+/// `base` then `args`, as one argument list.
+pub fn with<'a>(base: &[&'a str], args: &[&'a str]) -> Vec<&'a str> {
+    [base, args].concat()
 }
 
 /// A cairn with the append-only log on, on `dir`; Err (with the log) if startup fails.
 pub fn try_start_aof(dir: &Path, args: &[&str]) -> Result<Srv, String> {
-    try_start_on(dir, &with_aof(args), &[])
+    try_start_on(dir, &with(AOF_ON, args), &[])
 }
 
 /// A cairn with the append-only log on, on `dir`; panics with the log if it fails.
@@ -215,7 +217,17 @@ pub fn start_aof(dir: &Path, args: &[&str]) -> Srv {
 
 /// `start_aof` with environment variables set for the server.
 pub fn start_aof_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Srv {
-    start_on(dir, &with_aof(args), env)
+    start_on(dir, &with(AOF_ON, args), env)
+}
+
+/// A cairn with DEBUG enabled (DEBUG DIGEST compares datasets), on `dir`.
+pub fn start_debug(dir: &Path, args: &[&str]) -> Srv {
+    start_debug_env(dir, args, &[])
+}
+
+/// `start_debug` with environment variables set for the server.
+pub fn start_debug_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Srv {
+    start_on(dir, &with(DEBUG_ON, args), env)
 }
 
 /// The incremental AOF file the manifest lists last (the one being written).
