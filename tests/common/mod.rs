@@ -393,6 +393,13 @@ pub fn info_field(text: &str, field: &str) -> Option<String> {
         .map(|v| v.trim().to_string())
 }
 
+/// A numeric field of an INFO text; panics when the text does not have it.
+pub fn info_int(text: &str, field: &str) -> i64 {
+    let v = info_field(text, field).unwrap_or_else(|| panic!("INFO has no {field}"));
+    v.parse()
+        .unwrap_or_else(|_| panic!("INFO {field} is not a number: {v}"))
+}
+
 /// `used_memory` of INFO memory.
 pub fn used_memory(raw: &mut Raw) -> u64 {
     raw.info_u64("memory", "used_memory")
@@ -481,6 +488,24 @@ fn value_end(b: &[u8], at: usize) -> Option<usize> {
             Some(pos)
         }
         _ => panic!("not RESP: {:?}", String::from_utf8_lossy(&b[at..])),
+    }
+}
+
+/// A small deterministic generator (64-bit LCG, high bits) for randomized scripts that
+/// must replay the same on cairn and on redis-server.
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
     }
 }
 
