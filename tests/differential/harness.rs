@@ -6,7 +6,7 @@
 //! the number of commands per seed. A mismatch prints the seed, the step, the command and
 //! the commands before it.
 
-use crate::common::{encode, start_cairn, start_redis, ServerProc};
+use crate::common::{encode, start_cairn, start_redis, ServerProc, DEADLINE};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -812,7 +812,7 @@ pub fn run_family_with(
             }
             admin.send(&encode(&[b"FLUSHALL"])).unwrap();
             assert_eq!(admin.reply().unwrap().0, b"+OK\r\n");
-            let deadline = Instant::now() + Duration::from_secs(5);
+            let deadline = Instant::now() + DEADLINE;
             loop {
                 admin.send(&encode(&[b"CLIENT", b"LIST"])).unwrap();
                 let (_, v) = admin.reply().unwrap();
@@ -825,7 +825,7 @@ pub fn run_family_with(
                 }
                 assert!(
                     Instant::now() < deadline,
-                    "[{family}] port {port}: old connections not closed after 5 s"
+                    "[{family}] port {port}: old connections not closed after {DEADLINE:?}"
                 );
                 std::thread::sleep(Duration::from_millis(5));
             }
