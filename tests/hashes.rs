@@ -5,13 +5,6 @@
 mod common;
 use common::*;
 
-fn run(rc: &mut Raw, rr: &mut Raw, script: &[&str]) {
-    for line in script {
-        let args: Vec<&[u8]> = line.split(' ').map(|s| s.as_bytes()).collect();
-        same(rc, rr, &args);
-    }
-}
-
 const SCRIPT: &[&str] = &[
     "HSET h a 1 b 2 c hello",
     "HSET h a",
@@ -105,7 +98,7 @@ const SCRIPT: &[&str] = &[
 #[test]
 fn script_matches_redis_resp2() {
     let (_c, _r, mut rc, mut rr) = both(&[]);
-    run(&mut rc, &mut rr, SCRIPT);
+    run_script(&mut rc, &mut rr, SCRIPT);
 }
 
 #[test]
@@ -113,7 +106,7 @@ fn script_matches_redis_resp3() {
     let (_c, _r, mut rc, mut rr) = both(&[]);
     rc.call(&["HELLO", "3"]);
     rr.call(&["HELLO", "3"]);
-    run(&mut rc, &mut rr, SCRIPT);
+    run_script(&mut rc, &mut rr, SCRIPT);
 }
 
 #[test]
@@ -123,12 +116,12 @@ fn encoding_converts_at_thresholds() {
         let f = format!("f{i}");
         same(&mut rc, &mut rr, &[b"HSET", b"h", f.as_bytes(), b"v"]);
     }
-    run(
+    run_script(
         &mut rc,
         &mut rr,
         &["OBJECT ENCODING h", "HSET h f5 again", "OBJECT ENCODING h"],
     );
-    run(
+    run_script(
         &mut rc,
         &mut rr,
         &["HSET h f128 v", "OBJECT ENCODING h", "HLEN h"],
@@ -138,33 +131,33 @@ fn encoding_converts_at_thresholds() {
         let f = format!("f{i}");
         same(&mut rc, &mut rr, &[b"HDEL", b"h", f.as_bytes()]);
     }
-    run(&mut rc, &mut rr, &["OBJECT ENCODING h", "HLEN h"]);
+    run_script(&mut rc, &mut rr, &["OBJECT ENCODING h", "HLEN h"]);
     same_unordered(&mut rc, &mut rr, &["HGETALL", "h"]);
     same_unordered(&mut rc, &mut rr, &["HKEYS", "h"]);
     // A value longer than hash-max-listpack-value converts at once.
     let v64 = "x".repeat(64);
     let v65 = "x".repeat(65);
-    run(
+    run_script(
         &mut rc,
         &mut rr,
         &[&format!("HSET a f {v64}"), "OBJECT ENCODING a"],
     );
-    run(
+    run_script(
         &mut rc,
         &mut rr,
         &[&format!("HSET a g {v65}"), "OBJECT ENCODING a"],
     );
-    run(
+    run_script(
         &mut rc,
         &mut rr,
         &[&format!("HSET b {v65} 1"), "OBJECT ENCODING b"],
     );
-    run(
+    run_script(
         &mut rc,
         &mut rr,
         &[&format!("HSETNX c {v65} 1"), "OBJECT ENCODING c"],
     );
-    run(
+    run_script(
         &mut rc,
         &mut rr,
         &[
@@ -456,7 +449,7 @@ fn debug_digest_matches_redis() {
         raw.call(&["RPUSH", "l", "x", "-3", "y"]);
         raw.call(&["EXPIRE", "l", "1000"]);
     }
-    run(
+    run_script(
         &mut rc,
         &mut rr,
         &["DEBUG DIGEST-VALUE h l bigh bigl", "DEBUG DIGEST"],

@@ -11,19 +11,6 @@ use common::*;
 use std::collections::HashSet;
 use std::time::Duration;
 
-/// Runs each command on both servers and asserts identical raw replies.
-fn same_replies(cairn: &mut Raw, redis: &mut Raw, cmds: &[&[&str]]) {
-    for cmd in cmds {
-        let want = redis.call(cmd);
-        let got = cairn.call(cmd);
-        assert_eq!(
-            String::from_utf8_lossy(&got),
-            String::from_utf8_lossy(&want),
-            "reply to {cmd:?} differs from redis-server"
-        );
-    }
-}
-
 /// The payload of a bulk-string reply.
 fn call_bin(c: &mut Raw, args: &[&[u8]]) -> Vec<u8> {
     c.cmd(args);

@@ -5,41 +5,6 @@ mod common;
 use common::*;
 use std::time::{Duration, Instant};
 
-fn both() -> (ServerProc, ServerProc, Raw, Raw) {
-    both_with(&[])
-}
-
-fn both_with(args: &[&str]) -> (ServerProc, ServerProc, Raw, Raw) {
-    let c = start_cairn(args);
-    let r = start_redis(args);
-    let rc = Raw::connect(c.port);
-    let rr = Raw::connect(r.port);
-    (c, r, rc, rr)
-}
-
-fn same(rc: &mut Raw, rr: &mut Raw, args: &[&[u8]]) -> Vec<u8> {
-    rc.cmd(args);
-    let a = rc.reply();
-    rr.cmd(args);
-    let b = rr.reply();
-    assert_eq!(
-        String::from_utf8_lossy(&a),
-        String::from_utf8_lossy(&b),
-        "command {:?}",
-        args.iter()
-            .map(|x| String::from_utf8_lossy(x))
-            .collect::<Vec<_>>()
-    );
-    a
-}
-
-fn run(rc: &mut Raw, rr: &mut Raw, script: &[&str]) {
-    for line in script {
-        let args: Vec<&[u8]> = line.split(' ').map(|s| s.as_bytes()).collect();
-        same(rc, rr, &args);
-    }
-}
-
 const SCRIPT: &[&str] = &[
     "RPUSH l a b c 1 2 -5 007 1000000 99999999999 a",
     "LRANGE l 0 -1",
@@ -167,16 +132,16 @@ const SCRIPT: &[&str] = &[
 
 #[test]
 fn script_matches_redis_resp2() {
-    let (_c, _r, mut rc, mut rr) = both();
-    run(&mut rc, &mut rr, SCRIPT);
+    let (_c, _r, mut rc, mut rr) = both(&[]);
+    run_script(&mut rc, &mut rr, SCRIPT);
 }
 
 #[test]
 fn script_matches_redis_resp3() {
-    let (_c, _r, mut rc, mut rr) = both();
+    let (_c, _r, mut rc, mut rr) = both(&[]);
     rc.call(&["HELLO", "3"]);
     rr.call(&["HELLO", "3"]);
-    run(&mut rc, &mut rr, SCRIPT);
+    run_script(&mut rc, &mut rr, SCRIPT);
 }
 
 /// A small deterministic generator (no extra crates).
@@ -205,7 +170,7 @@ fn random_ops_match_redis_other_fills() {
 }
 
 fn random_ops(args: &[&str], seed: u64, steps: usize) {
-    let (_c, _r, mut rc, mut rr) = both_with(args);
+    let (_c, _r, mut rc, mut rr) = both(args);
     let mut g = Lcg(seed);
     let keys = ["k1", "k2", "k3"];
     for step in 0..steps {
@@ -424,7 +389,7 @@ fn node_layout_matches_redis() {
             "--list-max-listpack-size",
             fill,
         ];
-        let (_c, _r, mut rc, mut rr) = both_with(&args);
+        let (_c, _r, mut rc, mut rr) = both(&args);
         let mut g = Lcg(5);
         for _ in 0..400 {
             let n = g.below(8) + 1;

@@ -37,17 +37,6 @@ fn headers(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// Sends the same commands to both servers and asserts byte-identical replies.
-fn same_replies(a: u16, b: u16, cmds: &[&[&str]]) {
-    let mut ra = Raw::connect(a);
-    let mut rb = Raw::connect(b);
-    for cmd in cmds {
-        let x = ra.call(cmd);
-        let y = rb.call(cmd);
-        assert_eq!(show(&x), show(&y), "reply to {cmd:?} differs (redis vs cairn)");
-    }
-}
-
 #[test]
 fn config_get_star_has_redis_names_and_defaults() {
     let redis = start_redis(&[]);
@@ -103,8 +92,8 @@ fn config_get_star_has_redis_names_and_defaults() {
     assert_eq!(pairs(redis.port), pairs(cairn.port));
     // Hidden options answer only to their exact name (as Redis's).
     same_replies(
-        redis.port,
-        cairn.port,
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(cairn.port),
         &[
             &["CONFIG", "GET", "rdb-key-save-delay"],
             &["CONFIG", "GET", "rdb-key-*"],
@@ -120,8 +109,8 @@ fn config_errors_match_redis() {
     let redis = start_redis(&[]);
     let cairn = start_cairn(&["--save", ""]);
     same_replies(
-        redis.port,
-        cairn.port,
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(cairn.port),
         &[
             &["CONFIG"],
             &["CONFIG", "GET"],
@@ -434,13 +423,17 @@ fn info_counters_and_resetstat() {
     assert_eq!(info_field(&p, "loading").as_deref(), Some("0"));
     assert_eq!(info_field(&p, "aof_enabled").as_deref(), Some("0"));
     // Load until instantaneous_ops_per_sec (sampled by the cron) sees it.
-    wait_until(DEADLINE, "instantaneous_ops_per_sec counts the PINGs", || {
-        for _ in 0..200 {
-            raw.call(&["PING"]);
-        }
-        let st = info(srv.port, &["stats"]);
-        info_int(&st, "instantaneous_ops_per_sec") > 0
-    });
+    wait_until(
+        DEADLINE,
+        "instantaneous_ops_per_sec counts the PINGs",
+        || {
+            for _ in 0..200 {
+                raw.call(&["PING"]);
+            }
+            let st = info(srv.port, &["stats"]);
+            info_int(&st, "instantaneous_ops_per_sec") > 0
+        },
+    );
     assert_eq!(raw.call(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
     let st = info(srv.port, &["stats"]);
     assert_eq!(info_field(&st, "keyspace_hits").as_deref(), Some("0"));
@@ -470,7 +463,11 @@ fn time_and_lastsave() {
     assert!((0..1_000_000).contains(&usec));
     let last: i64 = redis::cmd("LASTSAVE").query(&mut c).unwrap();
     assert!(last <= now + 1 && last > now - 60);
-    same_replies(redis.port, srv.port, &[&["TIME", "x"], &["LASTSAVE", "x"]]);
+    same_replies(
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(srv.port),
+        &[&["TIME", "x"], &["LASTSAVE", "x"]],
+    );
 }
 
 #[test]
@@ -540,8 +537,8 @@ fn command_introspection() {
         .unwrap();
     assert!(strings.contains(&"get".to_string()) && !strings.contains(&"del".to_string()));
     same_replies(
-        redis.port,
-        srv.port,
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(srv.port),
         &[
             &["COMMAND", "LIST", "FILTERBY", "MODULE", "foo"],
             &["COMMAND", "LIST", "FILTERBY", "bogus", "x"],
@@ -639,8 +636,8 @@ fn memory_usage_and_help() {
             .unwrap();
     }
     same_replies(
-        redis.port,
-        srv.port,
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(srv.port),
         &[
             &["MEMORY", "USAGE", "nosuch"],
             &["MEMORY", "USAGE", "foo", "SAMPLES"],
@@ -716,8 +713,8 @@ fn slowlog_entries() {
     let len: i64 = redis::cmd("SLOWLOG").arg("LEN").query(&mut c).unwrap();
     assert!(len <= 1, "only the LEN/RESET themselves may be logged");
     same_replies(
-        redis.port,
-        srv.port,
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(srv.port),
         &[
             &["SLOWLOG", "GET", "x"],
             &["SLOWLOG", "GET", "-2"],
@@ -754,8 +751,8 @@ fn latency_monitor() {
     assert_eq!(raw.call(&["LATENCY", "RESET", "nosuch"]), b":0\r\n");
     assert_eq!(raw.call(&["LATENCY", "RESET"]), b":1\r\n");
     same_replies(
-        redis.port,
-        srv.port,
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(srv.port),
         &[
             &["LATENCY", "HISTORY", "nosuch"],
             &["LATENCY", "HISTORY"],
@@ -770,8 +767,8 @@ fn debug_is_gated_by_enable_debug_command() {
     let redis = start_redis(&[]);
     let srv = start_cairn(&[]);
     same_replies(
-        redis.port,
-        srv.port,
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(srv.port),
         &[&["DEBUG", "DIGEST"], &["DEBUG", "SLEEP", "0"], &["DEBUG"]],
     );
 }
@@ -794,10 +791,14 @@ fn debug_digest_matches_redis_for_strings() {
         &["SET", "a", "other-db"],
         &["SELECT", "0"],
     ];
-    same_replies(redis.port, srv.port, setup);
     same_replies(
-        redis.port,
-        srv.port,
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(srv.port),
+        setup,
+    );
+    same_replies(
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(srv.port),
         &[
             &["DEBUG", "DIGEST"],
             &["DEBUG", "DIGEST-VALUE", "a", "ttl", "nosuch"],
@@ -882,8 +883,8 @@ fn runtime_protections_match_redis() {
         let redis = start_redis(&args);
         let cairn = start_cairn(&args);
         same_replies(
-            redis.port,
-            cairn.port,
+            &mut Raw::connect(redis.port),
+            &mut Raw::connect(cairn.port),
             &[
                 &["CONFIG", "SET", "dbfilename", "../escape.rdb"],
                 &["CONFIG", "SET", "dbfilename", "/tmp/escape.rdb"],
@@ -970,8 +971,10 @@ fn config_set_port_and_bind_rebind_at_once() {
         );
         assert_eq!(Raw::connect(new_port).call(&["PING"]), b"+PONG\r\n");
         let (_holder, taken) = busy_port();
-        assert!(show(&raw.call(&["CONFIG", "SET", "port", &taken.to_string()]))
-            .starts_with("-ERR CONFIG SET failed (possibly related to argument 'port')"));
+        assert!(
+            show(&raw.call(&["CONFIG", "SET", "port", &taken.to_string()]))
+                .starts_with("-ERR CONFIG SET failed (possibly related to argument 'port')")
+        );
         assert_eq!(
             raw.call(&["CONFIG", "GET", "port"]),
             format!("*2\r\n$4\r\nport\r\n$5\r\n{new_port}\r\n").as_bytes()

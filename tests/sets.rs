@@ -8,18 +8,6 @@ mod common;
 use common::*;
 use std::collections::HashMap;
 
-fn run(rc: &mut Raw, rr: &mut Raw, script: &[&str]) {
-    for line in script {
-        if let Some(rest) = line.strip_prefix("~ ") {
-            let args: Vec<&str> = rest.split(' ').collect();
-            same_unordered(rc, rr, &args);
-            continue;
-        }
-        let args: Vec<&[u8]> = line.split(' ').map(|s| s.as_bytes()).collect();
-        same(rc, rr, &args);
-    }
-}
-
 /// Lines starting with "~ " are compared unordered (sets that are not intsets).
 const SCRIPT: &[&str] = &[
     "SADD s 3 1 2",
@@ -145,7 +133,7 @@ const SCRIPT: &[&str] = &[
 #[test]
 fn script_matches_redis_resp2() {
     let (_c, _r, mut rc, mut rr) = both(&[]);
-    run(&mut rc, &mut rr, SCRIPT);
+    run_script(&mut rc, &mut rr, SCRIPT);
 }
 
 #[test]
@@ -153,7 +141,7 @@ fn script_matches_redis_resp3() {
     let (_c, _r, mut rc, mut rr) = both(&[]);
     rc.call(&["HELLO", "3"]);
     rr.call(&["HELLO", "3"]);
-    run(&mut rc, &mut rr, SCRIPT);
+    run_script(&mut rc, &mut rr, SCRIPT);
 }
 
 fn members(raw: &mut Raw, key: &str) -> Vec<String> {
@@ -549,7 +537,7 @@ fn debug_digest_matches_redis() {
         raw.call(&["SADD", "lp", "x", "1", "y"]);
         raw.call(&["EXPIRE", "lp", "1000"]);
     }
-    run(
+    run_script(
         &mut rc,
         &mut rr,
         &["DEBUG DIGEST-VALUE is lp bigs", "DEBUG DIGEST"],

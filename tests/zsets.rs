@@ -5,20 +5,6 @@
 mod common;
 use common::*;
 
-fn same(rc: &mut Raw, rr: &mut Raw, args: &[&str]) -> Vec<u8> {
-    let a = rc.call(args);
-    let b = rr.call(args);
-    assert_eq!(show(&a), show(&b), "command {args:?}");
-    a
-}
-
-fn run(rc: &mut Raw, rr: &mut Raw, script: &[&str]) {
-    for line in script {
-        let args: Vec<&str> = line.split(' ').collect();
-        same(rc, rr, &args);
-    }
-}
-
 /// Replies compared as multisets of lines (ZSCAN of a skiplist: dict order).
 fn lines_sorted(b: &[u8]) -> Vec<String> {
     let mut v: Vec<String> = show(b).split("\r\n").map(String::from).collect();
@@ -103,7 +89,7 @@ fn script_matches(resp3: bool) {
         rc.call(&["HELLO", "3"]);
         rr.call(&["HELLO", "3"]);
     }
-    run(&mut rc, &mut rr, SCRIPT);
+    run_script(&mut rc, &mut rr, SCRIPT);
 }
 
 #[test]
@@ -121,20 +107,20 @@ fn encoding_converts_at_thresholds() {
     let (_c, _r, mut rc, mut rr) = both(&[]);
     for i in 0..128 {
         let m = format!("m{i}");
-        same(&mut rc, &mut rr, &["ZADD", "z", &i.to_string(), &m]);
+        same_str(&mut rc, &mut rr, &["ZADD", "z", &i.to_string(), &m]);
     }
-    run(
+    run_script(
         &mut rc,
         &mut rr,
         &["OBJECT ENCODING z", "ZADD z 5 m5", "OBJECT ENCODING z"],
     );
-    run(
+    run_script(
         &mut rc,
         &mut rr,
         &["ZADD z 1 new", "OBJECT ENCODING z", "ZCARD z"],
     );
     // Removing members keeps the skiplist (Redis 7.0 never converts back).
-    run(
+    run_script(
         &mut rc,
         &mut rr,
         &[
@@ -145,23 +131,23 @@ fn encoding_converts_at_thresholds() {
     );
     let m64 = "x".repeat(64);
     let m65 = "x".repeat(65);
-    run(
+    run_script(
         &mut rc,
         &mut rr,
         &[&format!("ZADD a 1 {m64}"), "OBJECT ENCODING a"],
     );
-    run(
+    run_script(
         &mut rc,
         &mut rr,
         &[&format!("ZADD a 2 {m65}"), "OBJECT ENCODING a"],
     );
-    run(
+    run_script(
         &mut rc,
         &mut rr,
         &[&format!("ZADD b 1 {m65}"), "OBJECT ENCODING b"],
     );
     // Store commands pick the encoding for their result; a small result is a listpack.
-    run(
+    run_script(
         &mut rc,
         &mut rr,
         &[
@@ -211,9 +197,9 @@ fn big_skiplist_matches_redis() {
             args.push(format!("m{}", next() % 5000));
         }
         let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-        same(&mut rc, &mut rr, &a);
+        same_str(&mut rc, &mut rr, &a);
     }
-    run(
+    run_script(
         &mut rc,
         &mut rr,
         &[
@@ -331,8 +317,8 @@ fn dump_restore_cross_server() {
         let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
         srv.call(&a);
     }
-    same(&mut rc, &mut rr, &["DUMP", "small"]);
-    same(&mut rc, &mut rr, &["DUMP", "large"]);
+    same_str(&mut rc, &mut rr, &["DUMP", "small"]);
+    same_str(&mut rc, &mut rr, &["DUMP", "large"]);
     for key in ["small", "large"] {
         let dc = bulk_payload(&rc.call(&["DUMP", key]));
         let dr = bulk_payload(&rr.call(&["DUMP", key]));
@@ -341,12 +327,12 @@ fn dump_restore_cross_server() {
             raw.cmd(&[b"RESTORE", k2.as_bytes(), b"0", payload]);
             assert_eq!(raw.reply(), b"+OK\r\n", "RESTORE {key}");
         }
-        same(&mut rc, &mut rr, &["OBJECT", "ENCODING", &k2]);
-        same(&mut rc, &mut rr, &["ZRANGE", &k2, "0", "-1", "WITHSCORES"]);
+        same_str(&mut rc, &mut rr, &["OBJECT", "ENCODING", &k2]);
+        same_str(&mut rc, &mut rr, &["ZRANGE", &k2, "0", "-1", "WITHSCORES"]);
     }
     // A large payload restored under small limits stays a skiplist; a small one under
     // limits of 0 becomes one.
-    same(
+    same_str(
         &mut rc,
         &mut rr,
         &["CONFIG", "SET", "zset-max-listpack-entries", "0"],
@@ -356,7 +342,7 @@ fn dump_restore_cross_server() {
         raw.cmd(&[b"RESTORE", b"s2", b"0", &dr]);
         assert_eq!(raw.reply(), b"+OK\r\n");
     }
-    same(&mut rc, &mut rr, &["OBJECT", "ENCODING", "s2"]);
+    same_str(&mut rc, &mut rr, &["OBJECT", "ENCODING", "s2"]);
     // Corrupt payloads are refused.
     let mut dc = bulk_payload(&rc.call(&["DUMP", "small"]));
     dc[8] ^= 0xFF;
@@ -378,7 +364,7 @@ fn debug_digest_matches_redis() {
         raw.call(&["ZADD", "z", "1", "a", "0.1", "b", "inf", "c", "-0", "d"]);
         raw.call(&["EXPIRE", "z", "1000"]);
     }
-    run(
+    run_script(
         &mut rc,
         &mut rr,
         &["DEBUG DIGEST-VALUE z bigz", "DEBUG DIGEST"],
@@ -518,7 +504,9 @@ fn aof_rewrite_and_replay_keep_zsets() {
             b"+Background append only file rewriting started\r\n"
         );
         wait_until(DEADLINE, "the rewrite finished", || {
-            raw.info("persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+            raw.info("persistence", "aof_rewrite_in_progress")
+                .as_deref()
+                == Some("0")
         });
         // Writes after the rewrite go to the new incremental file.
         raw.call(&["ZADD", "z", "7", "after"]);
@@ -537,7 +525,7 @@ fn aof_rewrite_and_replay_keep_zsets() {
 #[test]
 fn type_scan_and_wrongtype() {
     let (_c, _r, mut rc, mut rr) = both(&[]);
-    run(
+    run_script(
         &mut rc,
         &mut rr,
         &[

@@ -541,6 +541,33 @@ pub fn same(rc: &mut Raw, rr: &mut Raw, args: &[&[u8]]) -> Vec<u8> {
     a
 }
 
+/// `same` with text arguments.
+pub fn same_str(rc: &mut Raw, rr: &mut Raw, args: &[&str]) -> Vec<u8> {
+    let a: Vec<&[u8]> = args.iter().map(|x| x.as_bytes()).collect();
+    same(rc, rr, &a)
+}
+
+/// Each command on both servers: byte-identical replies.
+pub fn same_replies(rc: &mut Raw, rr: &mut Raw, cmds: &[&[&str]]) {
+    for cmd in cmds {
+        same_str(rc, rr, cmd);
+    }
+}
+
+/// Runs a script on both servers, one command a line (arguments split at spaces):
+/// byte-identical replies, or for a line starting with "~ " the same reply lines in any
+/// order.
+pub fn run_script(rc: &mut Raw, rr: &mut Raw, script: &[&str]) {
+    for line in script {
+        match line.strip_prefix("~ ") {
+            Some(rest) => same_unordered(rc, rr, &rest.split(' ').collect::<Vec<_>>()),
+            None => {
+                same_str(rc, rr, &line.split(' ').collect::<Vec<_>>());
+            }
+        }
+    }
+}
+
 /// Replies compared as multisets of lines (for unspecified orders).
 pub fn same_unordered(rc: &mut Raw, rr: &mut Raw, args: &[&str]) {
     let mut a: Vec<String> = show(&rc.call(args))
