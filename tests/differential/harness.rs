@@ -515,10 +515,10 @@ impl Conn {
         self.s.write_all(bytes).map_err(|e| format!("write: {e}"))
     }
 
-    /// Reads one reply: its raw bytes and parsed value, or an error (timeout after 5 s,
-    /// connection closed, not RESP).
+    /// Reads one reply: its raw bytes and parsed value, or an error (timeout after
+    /// `DEADLINE`, connection closed, not RESP).
     pub fn reply(&mut self) -> Result<(Vec<u8>, Val), String> {
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + DEADLINE;
         loop {
             if let Some((v, n)) = parse(&self.buf)? {
                 let raw: Vec<u8> = self.buf.drain(..n).collect();
@@ -526,7 +526,7 @@ impl Conn {
             }
             if Instant::now() > deadline {
                 return Err(format!(
-                    "no complete reply within 5 s; have {} bytes: \"{}\"",
+                    "no complete reply within {DEADLINE:?}; have {} bytes: \"{}\"",
                     self.buf.len(),
                     self.buf[..self.buf.len().min(200)].escape_ascii()
                 ));
@@ -548,9 +548,10 @@ impl Conn {
         }
     }
 
-    /// True if the peer closes the connection within 2 s with nothing more to read.
+    /// True if the peer closes the connection within `DEADLINE` with nothing more to read
+    /// (only asked where a close is expected: waiting long costs time only on failure).
     pub fn closes(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(2);
+        let deadline = Instant::now() + DEADLINE;
         let mut tmp = [0u8; 4096];
         while Instant::now() < deadline {
             match self.s.read(&mut tmp) {
