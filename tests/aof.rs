@@ -69,7 +69,10 @@ fn kill_9_with_always_then_restart_replays_everything() {
             assert_eq!(r.info_field("persistence", "aof_durable_lsn"), lsn);
             // One event loop: the executor appends and syncs itself (the writer lends it
             // the file); with I/O threads the writer thread does.
-            let own: u64 = r.info_field("persistence", "aof_executor_batches").parse().unwrap();
+            let own: u64 = r
+                .info_field("persistence", "aof_executor_batches")
+                .parse()
+                .unwrap();
             assert_eq!(own > 0, threads == "1", "aof_executor_batches {own}");
         } // SIGKILL
         let srv = start(&dir, &["--io-threads", threads]);
@@ -242,7 +245,10 @@ fn wait_rewrite_failed(r: &mut Raw, failures: u64) {
     wait_until(DEADLINE, "the rewrite ended", || {
         r.info_field("persistence", "aof_rewrite_in_progress") == "0"
     });
-    assert_eq!(r.info_field("persistence", "aof_last_bgrewrite_status"), "err");
+    assert_eq!(
+        r.info_field("persistence", "aof_last_bgrewrite_status"),
+        "err"
+    );
     assert_eq!(
         r.info_field("persistence", "aof_rewrites_consecutive_failures"),
         failures.to_string()
@@ -299,14 +305,20 @@ fn compacts_and_survives_restart(preamble: &str, base: &str) {
             r.call(&["INCR", &k]);
         }
         write_sample(&mut r);
-        let before: u64 = r.info_field("persistence", "aof_current_size").parse().unwrap();
+        let before: u64 = r
+            .info_field("persistence", "aof_current_size")
+            .parse()
+            .unwrap();
         r.call(&["BGREWRITEAOF"]);
         // Writes during the rewrite land in the new incremental file.
         for i in 0..50 {
             r.call(&["INCR", &format!("k{i}")]);
         }
         wait_rewrite(&mut r, 1);
-        let after: u64 = r.info_field("persistence", "aof_current_size").parse().unwrap();
+        let after: u64 = r
+            .info_field("persistence", "aof_current_size")
+            .parse()
+            .unwrap();
         assert!(after < before / 4, "{after} vs {before}");
         let m = std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest")).unwrap();
         assert_eq!(
@@ -329,7 +341,10 @@ fn compacts_and_survives_restart(preamble: &str, base: &str) {
                 .len()
                 .to_string()
         );
-        assert_eq!(r.info_field("persistence", "aof_last_bgrewrite_status"), "ok");
+        assert_eq!(
+            r.info_field("persistence", "aof_last_bgrewrite_status"),
+            "ok"
+        );
         assert_eq!(r.call(&["INCR", "k0"]), b":22\r\n");
     }
     let srv = start(&dir, &[]);
@@ -1048,7 +1063,9 @@ fn rewrite_under_concurrent_writes(preamble: &str, base_ext: &str) {
         wait_until(DEADLINE, "every writer made progress", || {
             (0..4).all(|t| {
                 let v = show(&r.call(&["GET", &format!("ctr:{t}")]));
-                v.lines().nth(1).is_some_and(|v| v.parse::<u64>().unwrap() > 10)
+                v.lines()
+                    .nth(1)
+                    .is_some_and(|v| v.parse::<u64>().unwrap() > 10)
             })
         });
         stop.store(true, Ordering::SeqCst);
@@ -1270,7 +1287,10 @@ fn bgsave_and_bgrewriteaof_take_turns() {
     let saves: u64 = r.info_field("persistence", "rdb_saves").parse().unwrap();
     wait_rewrite(&mut r, 2);
     wait_until(DEADLINE, "the scheduled BGSAVE ran", || {
-        r.info_field("persistence", "rdb_saves").parse::<u64>().unwrap() > saves
+        r.info_field("persistence", "rdb_saves")
+            .parse::<u64>()
+            .unwrap()
+            > saves
     });
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
@@ -1512,7 +1532,10 @@ fn automatic_rewrite_measures_growth_against_the_dataset_an_image_base_holds() {
     };
     assert!(r.call(&["BGREWRITEAOF"]).starts_with(b"+"));
     wait_rewrite(&mut r, before + 1);
-    let base: u64 = r.info_field("persistence", "aof_base_size").parse().unwrap();
+    let base: u64 = r
+        .info_field("persistence", "aof_base_size")
+        .parse()
+        .unwrap();
     assert!(
         base < 1 << 20,
         "the image base compresses the values: {base} bytes"

@@ -189,10 +189,7 @@ fn threshold_is_configurable() {
     c.call(&["CONFIG", "SET", "min-string-size-avoid-copy-reply", "16kb"]);
     c.cmd(&[b"GET", b"k"]);
     assert_eq!(c.reply(), bulk(&v));
-    assert_eq!(
-        c.info_u64("stats", "reply_bytes_referenced"),
-        100_000
-    );
+    assert_eq!(c.info_u64("stats", "reply_bytes_referenced"), 100_000);
 }
 
 /// A client that never reads: dropped at its output limit, counting referenced bytes;

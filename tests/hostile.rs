@@ -79,9 +79,11 @@ fn big_bulk_flood(io_threads: &str) {
     );
     // Closing the idle uploaders gives their claims back.
     drop(idle);
-    wait_until(DEADLINE, "the closed uploaders' claims are given back", || {
-        c.info_u64("memory", "request_args_in_place_bytes") == 0
-    });
+    wait_until(
+        DEADLINE,
+        "the closed uploaders' claims are given back",
+        || c.info_u64("memory", "request_args_in_place_bytes") == 0,
+    );
     assert_serving(srv.port);
 }
 
@@ -110,9 +112,8 @@ fn a_declared_length_over_the_query_buffer_limit_reserves_nothing() {
         let mut r = Raw::connect(srv.port);
         r.send(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4000000\r\n");
         assert!(
-            poll_until(DEADLINE, || c.info_u64("stats",
-                "request_args_over_budget"
-            ) == 1),
+            poll_until(DEADLINE, || c.info_u64("stats", "request_args_over_budget")
+                == 1),
             "io-threads {io_threads}: the header was not declined"
         );
         assert_eq!(c.info_u64("stats", "request_args_in_place"), 0);
@@ -197,8 +198,7 @@ fn a_full_arena_refuses_writes_and_keeps_serving() {
         // blocks are back on the free lists.
         assert_eq!(c.call(&["FLUSHALL"]), b"+OK\r\n", "{family}");
         assert!(
-            poll_until(DEADLINE, || c.call(&["SET", "keep", "me"])
-                == b"+OK\r\n"),
+            poll_until(DEADLINE, || c.call(&["SET", "keep", "me"]) == b"+OK\r\n"),
             "{family}: writes still refused after FLUSHALL"
         );
     }
@@ -420,9 +420,9 @@ fn unread_replies_close_the_client_at_its_limit() {
                 }
             }
             assert!(
-                poll_until(DEADLINE, || c.info_u64("stats",
-                    "client_output_buffer_limit_disconnections"
-                ) >= 1),
+                poll_until(DEADLINE, || c
+                    .info_u64("stats", "client_output_buffer_limit_disconnections")
+                    >= 1),
                 "the unread client was not closed"
             );
         },

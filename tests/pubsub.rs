@@ -232,9 +232,11 @@ fn channels_introspection_client_list_info_and_disconnect() {
         assert!(normal.contains("flags=N"), "{normal}");
         // A disconnect drops every subscription.
         drop(a);
-        wait_until(DEADLINE, "the disconnect dropped news.1's subscriber", || {
-            q.call(&["PUBSUB", "NUMSUB", "news.1"]) == b"*2\r\n$6\r\nnews.1\r\n:0\r\n"
-        });
+        wait_until(
+            DEADLINE,
+            "the disconnect dropped news.1's subscriber",
+            || q.call(&["PUBSUB", "NUMSUB", "news.1"]) == b"*2\r\n$6\r\nnews.1\r\n:0\r\n",
+        );
         assert_eq!(q.call(&["PUBSUB", "NUMPAT"]), b":2\r\n");
         assert_eq!(q.call(&["PUBLISH", "news.1", "m"]), b":1\r\n");
         // RESET drops them too (and replies +RESET even in the subscribed context).

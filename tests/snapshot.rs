@@ -96,7 +96,10 @@ fn save_then_restart_restores_everything() {
         });
         assert_eq!(cmd(&mut r, &["SAVE"]), "+OK\r\n");
         assert_ne!(cmd(&mut r, &["LASTSAVE"]), before);
-        assert_eq!(r.info_field("persistence", "rdb_changes_since_last_save"), "0");
+        assert_eq!(
+            r.info_field("persistence", "rdb_changes_since_last_save"),
+            "0"
+        );
         assert_eq!(r.info_field("persistence", "rdb_saves"), "1");
         assert!(
             r.info_field("persistence", "snapshot_bytes_written")
@@ -146,14 +149,20 @@ fn bgsave_streams_live_and_restores() {
         assert_eq!(cmd(&mut r, &["BGSAVE"]), "+Background saving started\r\n");
         wait_bgsave(&mut r);
         assert_eq!(r.info_field("persistence", "rdb_last_bgsave_status"), "ok");
-        assert_eq!(r.info_field("persistence", "snapshot_mode"), "uffd-wp-async");
+        assert_eq!(
+            r.info_field("persistence", "snapshot_mode"),
+            "uffd-wp-async"
+        );
         assert!(
             r.info_field("persistence", "snapshot_rounds")
                 .parse::<u64>()
                 .unwrap()
                 >= 2
         );
-        assert_eq!(r.info_field("persistence", "rdb_changes_since_last_save"), "0");
+        assert_eq!(
+            r.info_field("persistence", "rdb_changes_since_last_save"),
+            "0"
+        );
         assert_eq!(
             cmd(&mut r, &["BGSAVE", "NOW"]),
             "-ERR syntax error\r\n",
@@ -260,7 +269,10 @@ fn point_in_time_opts(
         assert_eq!(r.info_field("persistence", "rdb_last_bgsave_status"), "ok");
     }
     let mode = r.info_field("persistence", "snapshot_mode");
-    let pause_max: u64 = r.info_field("persistence", "snapshot_pause_us_max").parse().unwrap();
+    let pause_max: u64 = r
+        .info_field("persistence", "snapshot_pause_us_max")
+        .parse()
+        .unwrap();
     if evict {
         // The writers outgrow maxmemory at their own pace.
         wait_until(DEADLINE, "an eviction happened", || {
@@ -272,7 +284,9 @@ fn point_in_time_opts(
     wait_until(DEADLINE, "every writer made progress", || {
         (0..clients).all(|c| {
             let n = cmd(&mut r, &["GET", &format!("n:{c}")]);
-            n.lines().nth(1).is_some_and(|n| n.parse::<u64>().unwrap() >= 100)
+            n.lines()
+                .nth(1)
+                .is_some_and(|n| n.parse::<u64>().unwrap() >= 100)
         })
     });
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -713,7 +727,10 @@ fn stop_the_world_fallback() {
             assert_eq!(cmd(&mut r, &["BGSAVE"]), "+Background saving started\r\n");
             wait_bgsave(&mut r);
         }
-        assert_eq!(r.info_field("persistence", "snapshot_mode"), "stop-the-world");
+        assert_eq!(
+            r.info_field("persistence", "snapshot_mode"),
+            "stop-the-world"
+        );
         assert_eq!(r.info_field("persistence", "rdb_last_bgsave_status"), "ok");
         assert_eq!(r.info_field("persistence", "rdb_saves"), "2");
         shutdown(&mut r, &["NOSAVE"]);
@@ -731,7 +748,10 @@ fn stop_the_world_fallback() {
     cmd(&mut r, &["SET", "more", "1"]);
     assert_eq!(cmd(&mut r, &["BGSAVE"]), "+Background saving started\r\n");
     wait_bgsave(&mut r);
-    assert_eq!(r.info_field("persistence", "snapshot_mode"), "stop-the-world");
+    assert_eq!(
+        r.info_field("persistence", "snapshot_mode"),
+        "stop-the-world"
+    );
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -746,7 +766,10 @@ fn save_points_misconf_and_shutdown() {
         r.info_field("persistence", "rdb_saves") != "0"
     });
     wait_bgsave(&mut r);
-    assert_eq!(r.info_field("persistence", "rdb_changes_since_last_save"), "0");
+    assert_eq!(
+        r.info_field("persistence", "rdb_changes_since_last_save"),
+        "0"
+    );
     // A failing background save (the directory vanished) stops writes and PING.
     std::fs::remove_dir_all(&dir).unwrap();
     cmd(&mut r, &["SET", "b", "2"]);
@@ -802,11 +825,8 @@ fn save_points_misconf_and_shutdown() {
 #[test]
 fn loading_state_while_the_image_loads() {
     let (dir, _) = saved_image("loading");
-    let (mut cmd_line, port) = cairn_command(
-        &dir,
-        &with(DEBUG_ON, &["--key-load-delay", "300000"]),
-        &[],
-    );
+    let (mut cmd_line, port) =
+        cairn_command(&dir, &with(DEBUG_ON, &["--key-load-delay", "300000"]), &[]);
     let mut child = cmd_line.spawn().expect("spawn cairn-server");
     wait_until(DEADLINE, "the loading server accepts connections", || {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()

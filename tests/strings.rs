@@ -116,7 +116,9 @@ fn ttl_kept_or_cleared_by_writes() {
     assert_eq!(reply, b"$1\r\nv\r\n");
     r.call(&["SET", "q", "v"]);
     assert_eq!(r.call(&["GETEX", "q", "PX", "200"]), b"$1\r\nv\r\n");
-    wait_until(DEADLINE, "q expired", || r.call(&["EXISTS", "q"]) == b":0\r\n");
+    wait_until(DEADLINE, "q expired", || {
+        r.call(&["EXISTS", "q"]) == b":0\r\n"
+    });
     // Past the TTL p had before PERSIST (a wait for time to pass, not for the server).
     std::thread::sleep(Duration::from_millis(2100).saturating_sub(p_set.elapsed()));
     assert_eq!(r.call(&["EXISTS", "p", "q"]), b":1\r\n");
