@@ -11,7 +11,6 @@ use common::*;
 use std::collections::HashSet;
 use std::time::Duration;
 
-/// The payload of a bulk-string reply.
 fn call_bin(c: &mut Raw, args: &[&[u8]]) -> Vec<u8> {
     c.cmd(args);
     c.reply()

@@ -144,7 +144,6 @@ fn script_matches_redis_resp3() {
     run_script(&mut rc, &mut rr, SCRIPT);
 }
 
-/// A small deterministic generator (no extra crates).
 fn elem(g: &mut Lcg) -> String {
     match g.below(6) {
         0 => format!("{}", g.below(300) as i64 - 150),

@@ -29,7 +29,6 @@ fn info(port: u16, args: &[&str]) -> String {
     body[..body.len() - 2].to_string()
 }
 
-/// `field` of an INFO text.
 fn headers(text: &str) -> Vec<String> {
     text.lines()
         .filter(|l| l.starts_with("# "))

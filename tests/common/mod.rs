@@ -42,6 +42,7 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
 /// A fresh, empty directory of its own for each call (`tag` names it for a human reading
 /// /tmp after a failure); nothing removes it but the test or `ServerProc`'s drop.
 pub fn temp_dir(tag: &str) -> PathBuf {
