@@ -11,10 +11,10 @@ use cairn::persistence::aof::storage::{Faults, FaultyDir, FsDir, LogDir};
 use cairn::persistence::aof::writer::{FsyncMode, Writer};
 use common::{
     encode, free_port, last_incr_file as incr_file, redis_server_path, server_log as log, show,
-    start_aof as start, start_on, temp_dir, try_start_aof as try_start, wait_serving, wait_until,
-    Raw, Srv, DEADLINE,
+    start_aof as start, start_on, temp_dir, try_call_line, try_start_aof as try_start,
+    wait_serving, wait_until, Raw, Srv, DEADLINE,
 };
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -951,20 +951,7 @@ fn set_writes_replay_with_spop_logged_as_srem() {
 /// INCR/RPUSH-style command whose integer reply is returned; None once the server is gone
 /// (a writer racing a SIGKILL must not panic).
 fn try_int(s: &mut TcpStream, args: &[&str]) -> Option<i64> {
-    let a: Vec<&[u8]> = args.iter().map(|x| x.as_bytes()).collect();
-    s.write_all(&common::encode(&a)).ok()?;
-    let mut line = Vec::new();
-    let mut b = [0u8; 1];
-    while !line.ends_with(b"\r\n") {
-        if s.read(&mut b).ok()? == 0 {
-            return None;
-        }
-        line.push(b[0]);
-    }
-    std::str::from_utf8(&line[1..line.len() - 2])
-        .ok()?
-        .parse()
-        .ok()
+    try_call_line(s, args).ok()?.get(1..)?.parse().ok()
 }
 
 fn connect(port: u16) -> TcpStream {

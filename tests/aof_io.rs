@@ -9,7 +9,7 @@ mod common;
 use cairn::persistence::aof::format;
 use common::{
     last_incr_file as incr_path, server_log as log, start_aof as start, start_aof_env as start_env,
-    temp_dir, wait_until, Raw, DEADLINE,
+    temp_dir, try_call_line, wait_until, Raw, DEADLINE,
 };
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -33,26 +33,6 @@ fn set(s: &mut TcpStream, key: &str, val: &str) -> std::io::Result<()> {
         return Err(std::io::Error::other(format!("reply {b:?}")));
     }
     Ok(())
-}
-
-/// SET, returning the reply's first line (Err: connection closed).
-fn set_line(s: &mut TcpStream, key: &str, val: &str) -> std::io::Result<String> {
-    let cmd = format!(
-        "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n{val}\r\n",
-        key.len(),
-        val.len()
-    );
-    s.write_all(cmd.as_bytes())?;
-    let mut line = Vec::new();
-    let mut b = [0u8; 1];
-    while !line.ends_with(b"\r\n") {
-        if s.read(&mut b)? == 0 {
-            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
-        }
-        line.push(b[0]);
-    }
-    line.truncate(line.len() - 2);
-    Ok(String::from_utf8_lossy(&line).into_owned())
 }
 
 struct Rng(u64);
@@ -430,7 +410,7 @@ fn disk_full_on_a_small_tmpfs_keeps_the_server_up() {
         let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         for i in 0..5000 {
-            match set_line(&mut s, &format!("k{i}"), &val) {
+            match try_call_line(&mut s, &["SET", &format!("k{i}"), &val]) {
                 Ok(rep) if rep.starts_with("-MISCONF") => {
                     misconf = Some(rep);
                     break;

@@ -388,6 +388,24 @@ impl Raw {
     }
 }
 
+/// Sends `args` on a plain socket and reads the first line of the reply (without its
+/// CRLF); Err once the server is gone, for clients racing a kill the test makes (they
+/// must end quietly, not panic).
+pub fn try_call_line(s: &mut TcpStream, args: &[&str]) -> std::io::Result<String> {
+    let a: Vec<&[u8]> = args.iter().map(|x| x.as_bytes()).collect();
+    s.write_all(&encode(&a))?;
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        if s.read(&mut b)? == 0 {
+            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+        }
+        line.push(b[0]);
+    }
+    line.truncate(line.len() - 2);
+    Ok(String::from_utf8_lossy(&line).into_owned())
+}
+
 /// A field of an INFO text (trimmed), None when the text does not have it.
 pub fn info_field(text: &str, field: &str) -> Option<String> {
     let prefix = format!("{field}:");
