@@ -94,7 +94,7 @@ fn exchange(port: u16, data: &[u8]) -> Outcome {
 fn assert_alive(port: u16, what: &str) {
     let mut s = connect(port);
     s.write_all(b"PING\r\n").unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
     let mut reply = Vec::new();
     let mut buf = [0u8; 256];
     while !reply.ends_with(b"\r\n") {
@@ -546,7 +546,7 @@ fn partial_set(port: u16, key: &str, sent: usize, total: usize) -> TcpStream {
 
 /// The next reply line, or the close (evicted clients get no reply).
 fn reply_line_or_close(s: &mut TcpStream) -> Outcome {
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
     let mut reply = Vec::new();
     let mut byte = [0u8; 1];
     while !reply.ends_with(b"\r\n") {
@@ -557,7 +557,7 @@ fn reply_line_or_close(s: &mut TcpStream) -> Outcome {
                 if e.kind() == std::io::ErrorKind::WouldBlock
                     || e.kind() == std::io::ErrorKind::TimedOut =>
             {
-                panic!("no reply and no close within 5 s (got {reply:?})")
+                panic!("no reply and no close within {DEADLINE:?} (got {reply:?})")
             }
             Err(_) => return Outcome::closed(&reply),
         }
