@@ -734,21 +734,33 @@ fn latency_monitor() {
     raw.call(&["CONFIG", "SET", "latency-monitor-threshold", "10"]);
     assert_eq!(raw.call(&["DEBUG", "SLEEP", "0.05"]), b"+OK\r\n");
     let mut c = client(srv.port);
+    // The sleep is a "command" event of at least 50 ms. On a busy machine another
+    // command may also pass the 10 ms threshold (more events, another second in the
+    // history), so the sleep's event is looked for rather than counted alone.
     let latest: Vec<(String, i64, i64, i64)> =
         redis::cmd("LATENCY").arg("LATEST").query(&mut c).unwrap();
-    assert_eq!(latest.len(), 1);
-    assert_eq!(latest[0].0, "command");
-    assert!(latest[0].2 >= 50 && latest[0].3 >= 50, "{latest:?}");
+    let command = latest.iter().find(|e| e.0 == "command");
+    assert!(
+        command.is_some_and(|e| e.2 >= 50 && e.3 >= 50),
+        "{latest:?}"
+    );
     let hist: Vec<(i64, i64)> = redis::cmd("LATENCY")
         .arg("HISTORY")
         .arg("command")
         .query(&mut c)
         .unwrap();
-    assert_eq!(hist.len(), 1);
+    assert!(hist.iter().any(|h| h.1 >= 50), "{hist:?}");
     let doctor: String = redis::cmd("LATENCY").arg("DOCTOR").query(&mut c).unwrap();
     assert!(doctor.contains("command"), "{doctor}");
     assert_eq!(raw.call(&["LATENCY", "RESET", "nosuch"]), b":0\r\n");
-    assert_eq!(raw.call(&["LATENCY", "RESET"]), b":1\r\n");
+    // One class at least (the sleep's; more if a busy machine made others slow).
+    let reset = show(&raw.call(&["LATENCY", "RESET"]));
+    assert!(
+        reset
+            .strip_prefix(':')
+            .is_some_and(|n| n.trim().parse::<u32>().unwrap() >= 1),
+        "{reset}"
+    );
     same_replies(
         &mut Raw::connect(redis.port),
         &mut Raw::connect(srv.port),
