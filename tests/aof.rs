@@ -9,104 +9,20 @@ use cairn::persistence::aof::format;
 use cairn::persistence::aof::load::{check_file, FileRole, Fix};
 use cairn::persistence::aof::storage::{Faults, FaultyDir, FsDir, LogDir};
 use cairn::persistence::aof::writer::{FsyncMode, Writer};
-use common::{encode, free_port, redis_server_path, Raw};
-use std::io::{Read, Write};
+use common::{
+    encode, free_port, last_incr_file as incr_file, redis_server_path, server_log as log, show,
+    start_aof as start, start_on, temp_dir, try_call_line, try_start_aof as try_start,
+    wait_serving, wait_until, Raw, Srv, DEADLINE,
+};
+use std::io::Write;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const RID: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-
-fn temp_dir(tag: &str) -> PathBuf {
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, Ordering::SeqCst);
-    let d = std::env::temp_dir().join(format!("cairn-aof-{tag}-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// A cairn-server on `dir` (kept across restarts); killed with SIGKILL on drop.
-struct Srv {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Srv {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn ready(port: u16, child: &mut Child) -> Result<(), String> {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10) {
-        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
-            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            if s.write_all(b"PING\r\n").is_ok() {
-                let mut b = [0u8; 16];
-                if matches!(s.read(&mut b), Ok(n) if n > 0) {
-                    return Ok(());
-                }
-            }
-        }
-        if let Ok(Some(st)) = child.try_wait() {
-            return Err(format!("exited: {st}"));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Err("not ready".into())
-}
-
-fn try_start(dir: &Path, args: &[&str]) -> Result<Srv, String> {
-    let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn-server"))
-        .args(["--port", &port.to_string(), "--dir"])
-        .arg(dir)
-        .args(["--appendonly", "yes", "--logfile"])
-        .arg(dir.join("cairn.log"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    ready(port, &mut child)?;
-    Ok(Srv { child, port })
-}
-
-fn start(dir: &Path, args: &[&str]) -> Srv {
-    try_start(dir, args).unwrap_or_else(|e| panic!("{e}: {}", log(dir)))
-}
-
-fn log(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("cairn.log")).unwrap_or_default()
-}
-
-fn s(b: Vec<u8>) -> String {
-    String::from_utf8_lossy(&b).into_owned()
-}
-
-fn info_field(r: &mut Raw, name: &str) -> String {
-    r.info("persistence", name)
-        .unwrap_or_else(|| panic!("no {name} in INFO persistence"))
-}
-
-fn incr_file(dir: &Path) -> PathBuf {
-    let m = std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest")).unwrap();
-    let name = m
-        .lines()
-        .rfind(|l| l.ends_with("type i"))
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .to_string();
-    dir.join("appendonlydir").join(name)
-}
 
 fn write_sample(r: &mut Raw) {
     assert_eq!(r.call(&["SET", "a", "1"]), b"+OK\r\n");
@@ -123,12 +39,12 @@ fn write_sample(r: &mut Raw) {
 fn check_sample(r: &mut Raw) {
     assert_eq!(r.call(&["GET", "a"]), b"$2\r\n1x\r\n");
     assert_eq!(r.call(&["GET", "f"]), b"$3\r\n1.5\r\n");
-    let ttl = s(r.call(&["TTL", "b"]));
+    let ttl = show(&r.call(&["TTL", "b"]));
     assert!(ttl.starts_with(":99") || ttl.starts_with(":100"), "{ttl}");
     assert_eq!(r.call(&["EXISTS", "gone"]), b":0\r\n");
     assert_eq!(r.call(&["SELECT", "3"]), b"+OK\r\n");
     assert_eq!(r.call(&["GET", "c"]), b"$1\r\n3\r\n");
-    let pttl: i64 = s(r.call(&["PTTL", "c"]))[1..].trim().parse().unwrap();
+    let pttl: i64 = show(&r.call(&["PTTL", "c"]))[1..].trim().parse().unwrap();
     assert!(pttl > 400_000 && pttl <= 500_000, "{pttl}");
 }
 
@@ -141,17 +57,22 @@ fn kill_9_with_always_then_restart_replays_everything() {
             let srv = start(&dir, &["--appendfsync", "always", "--io-threads", threads]);
             let mut r = Raw::connect(srv.port);
             write_sample(&mut r);
-            std::thread::sleep(Duration::from_millis(5)); // let "gone" expire
-                                                          // Its DEL is logged now, not by a later expiry cycle racing the INFO below.
-            assert_eq!(r.call(&["EXISTS", "gone"]), b":0\r\n");
+            // "gone" (PX 1) expires; its DEL is logged before the INFO below, not by a
+            // later expiry cycle racing it.
+            wait_until(DEADLINE, "\"gone\" expired", || {
+                r.call(&["EXISTS", "gone"]) == b":0\r\n"
+            });
             // A reply is released only once its write is durable: the durable LSN seen
             // right after it covers every entry so far.
             assert_eq!(r.call(&["SET", "last", "v"]), b"+OK\r\n");
-            let lsn = info_field(&mut r, "aof_lsn");
-            assert_eq!(info_field(&mut r, "aof_durable_lsn"), lsn);
+            let lsn = r.info_field("persistence", "aof_lsn");
+            assert_eq!(r.info_field("persistence", "aof_durable_lsn"), lsn);
             // One event loop: the executor appends and syncs itself (the writer lends it
             // the file); with I/O threads the writer thread does.
-            let own: u64 = info_field(&mut r, "aof_executor_batches").parse().unwrap();
+            let own: u64 = r
+                .info_field("persistence", "aof_executor_batches")
+                .parse()
+                .unwrap();
             assert_eq!(own > 0, threads == "1", "aof_executor_batches {own}");
         } // SIGKILL
         let srv = start(&dir, &["--io-threads", threads]);
@@ -293,7 +214,7 @@ fn redis_server_7_loads_a_cairn_aof() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    ready(port, &mut child).unwrap();
+    wait_serving(&mut child, port).unwrap();
     let srv = Srv { child, port };
     let mut r = Raw::connect(srv.port);
     // Redis skips the pre-allocated segment's filler lines one by one: it may still load.
@@ -306,37 +227,30 @@ fn redis_server_7_loads_a_cairn_aof() {
     assert_eq!(r.call(&["SELECT", "0"]), b"+OK\r\n");
     assert_eq!(r.call(&["GET", "after"]), b"$7\r\nrewrite\r\n");
     // Every key, type and TTL as cairn had them.
-    assert_eq!(s(r.call(&["DEBUG", "DIGEST"])), s(digest));
+    assert_eq!(show(&r.call(&["DEBUG", "DIGEST"])), show(&digest));
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn wait_rewrite(r: &mut Raw, n: u64) {
-    let t = Instant::now();
-    loop {
-        let done: u64 = info_field(r, "aof_rewrites").parse().unwrap();
-        if done >= n && info_field(r, "aof_rewrite_in_progress") == "0" {
-            return;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "rewrite did not finish"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(DEADLINE, &format!("rewrite {n} finished"), || {
+        let done: u64 = r.info_field("persistence", "aof_rewrites").parse().unwrap();
+        done >= n && r.info_field("persistence", "aof_rewrite_in_progress") == "0"
+    });
 }
 
 /// Waits for the rewrite in progress to end, and checks it failed, the `failures`-th time
 /// in a row.
 fn wait_rewrite_failed(r: &mut Raw, failures: u64) {
-    let t = Instant::now();
-    while info_field(r, "aof_rewrite_in_progress") == "1" {
-        assert!(t.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(info_field(r, "aof_last_bgrewrite_status"), "err");
+    wait_until(DEADLINE, "the rewrite ended", || {
+        r.info_field("persistence", "aof_rewrite_in_progress") == "0"
+    });
     assert_eq!(
-        info_field(r, "aof_rewrites_consecutive_failures"),
+        r.info_field("persistence", "aof_last_bgrewrite_status"),
+        "err"
+    );
+    assert_eq!(
+        r.info_field("persistence", "aof_rewrites_consecutive_failures"),
         failures.to_string()
     );
 }
@@ -391,14 +305,20 @@ fn compacts_and_survives_restart(preamble: &str, base: &str) {
             r.call(&["INCR", &k]);
         }
         write_sample(&mut r);
-        let before: u64 = info_field(&mut r, "aof_current_size").parse().unwrap();
+        let before: u64 = r
+            .info_field("persistence", "aof_current_size")
+            .parse()
+            .unwrap();
         r.call(&["BGREWRITEAOF"]);
         // Writes during the rewrite land in the new incremental file.
         for i in 0..50 {
             r.call(&["INCR", &format!("k{i}")]);
         }
         wait_rewrite(&mut r, 1);
-        let after: u64 = info_field(&mut r, "aof_current_size").parse().unwrap();
+        let after: u64 = r
+            .info_field("persistence", "aof_current_size")
+            .parse()
+            .unwrap();
         assert!(after < before / 4, "{after} vs {before}");
         let m = std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest")).unwrap();
         assert_eq!(
@@ -415,13 +335,16 @@ fn compacts_and_survives_restart(preamble: &str, base: &str) {
             ]
         );
         assert_eq!(
-            info_field(&mut r, "aof_base_size"),
+            r.info_field("persistence", "aof_base_size"),
             std::fs::metadata(dir.join("appendonlydir").join(base))
                 .unwrap()
                 .len()
                 .to_string()
         );
-        assert_eq!(info_field(&mut r, "aof_last_bgrewrite_status"), "ok");
+        assert_eq!(
+            r.info_field("persistence", "aof_last_bgrewrite_status"),
+            "ok"
+        );
         assert_eq!(r.call(&["INCR", "k0"]), b":22\r\n");
     }
     let srv = start(&dir, &[]);
@@ -552,7 +475,7 @@ fn check_aof(file: &Path) -> (bool, String) {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    (out.status.success(), s(out.stdout))
+    (out.status.success(), show(&out.stdout))
 }
 
 /// In files written by Redis (no LSN headers) nothing can show that a cut lost entries,
@@ -651,7 +574,7 @@ fn corruption_in_the_middle_stops_startup_naming_file_offset_lsn() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    let text = s(out.stdout);
+    let text = show(&out.stdout);
     assert!(text.contains("Corruption in the middle"), "{text}");
     assert!(text.contains("is not valid"), "{text}");
     let fix = |answer: Option<&str>, extra: &[&str]| {
@@ -669,7 +592,7 @@ fn corruption_in_the_middle_stops_startup_naming_file_offset_lsn() {
         }
         drop(stdin);
         let out = child.wait_with_output().unwrap();
-        (out.status.success(), s(out.stdout))
+        (out.status.success(), show(&out.stdout))
     };
     for answer in [Some("n\n"), Some("\n"), Some("yy\n"), None] {
         let (ok, text) = fix(answer, &[]);
@@ -739,7 +662,7 @@ fn check_aof_on_every_truncation_of_the_last_entries() {
             &mut report,
         )
         .unwrap();
-        assert!(c.loadable, "cut at {cut}: {}", s(report));
+        assert!(c.loadable, "cut at {cut}: {}", show(&report));
         // The fixed file is the longest valid prefix: exactly the entries that were whole.
         let fixed = std::fs::read(&tmp).unwrap();
         let o = format::scan(&fixed, Some(1), |_| Ok(()));
@@ -831,12 +754,10 @@ fn writer_faults_are_sticky_and_leave_a_valid_prefix() {
                 lsn
             };
             let settle = |w: &mut Writer, done: &dyn Fn(&Writer) -> bool| {
-                let t = Instant::now();
-                while !done(w) {
+                wait_until(DEADLINE, "the writer settled", || {
                     w.reap_executor_syncs();
-                    assert!(t.elapsed() < Duration::from_secs(5), "timed out");
-                    std::thread::sleep(Duration::from_millis(1));
-                }
+                    done(w)
+                });
             };
             // Durable batches first; on the lease path, until the executor holds the file
             // (so the faulty batch is the executor's own).
@@ -907,9 +828,12 @@ fn disk_watermark_refuses_writes_and_serves_reads() {
         r.call(&["CONFIG", "SET", "aof-disk-min-free", "1000000gb"]),
         b"+OK\r\n"
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // The watermark is checked periodically: a write to another key shows when it applies.
+    wait_until(DEADLINE, "writes are refused", || {
+        r.call(&["SET", "probe", "x"]).starts_with(b"-MISCONF")
+    });
     assert_eq!(
-        s(r.call(&["SET", "k", "w"])),
+        show(&r.call(&["SET", "k", "w"])),
         "-MISCONF Errors writing to the AOF file: No space left on device\r\n"
     );
     assert_eq!(r.call(&["GET", "k"]), b"$1\r\nv\r\n");
@@ -917,7 +841,9 @@ fn disk_watermark_refuses_writes_and_serves_reads() {
         r.call(&["CONFIG", "SET", "aof-disk-min-free", "0"]),
         b"+OK\r\n"
     );
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until(DEADLINE, "writes are accepted again", || {
+        r.call(&["SET", "probe", "x"]) == b"+OK\r\n"
+    });
     assert_eq!(r.call(&["SET", "k", "w"]), b"+OK\r\n");
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
@@ -926,22 +852,13 @@ fn disk_watermark_refuses_writes_and_serves_reads() {
 #[test]
 fn appendonly_can_be_turned_on_at_runtime() {
     let dir = temp_dir("runtime");
-    let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn-server"))
-        .args(["--port", &port.to_string(), "--dir"])
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    ready(port, &mut child).unwrap();
-    let srv = Srv { child, port };
-    let mut r = Raw::connect(port);
+    let srv = start_on(&dir, &[], &[]);
+    let mut r = Raw::connect(srv.port);
     assert_eq!(r.call(&["SET", "before", "1"]), b"+OK\r\n");
     assert_eq!(r.call(&["CONFIG", "SET", "appendonly", "yes"]), b"+OK\r\n");
     assert_eq!(r.call(&["SET", "after", "2"]), b"+OK\r\n");
     wait_rewrite(&mut r, 1);
-    assert_eq!(info_field(&mut r, "aof_enabled"), "1");
+    assert_eq!(r.info_field("persistence", "aof_enabled"), "1");
     assert_eq!(r.call(&["SET", "later", "3"]), b"+OK\r\n");
     drop(srv);
     let srv = start(&dir, &[]);
@@ -959,7 +876,7 @@ fn appendonly_can_be_turned_on_at_runtime() {
 fn set_writes_replay_with_spop_logged_as_srem() {
     let dir = temp_dir("sets");
     let sorted = |r: &mut Raw, k: &str| {
-        let mut v: Vec<String> = s(r.call(&["SMEMBERS", k]))
+        let mut v: Vec<String> = show(&r.call(&["SMEMBERS", k]))
             .split("\r\n")
             .skip(1)
             .filter(|l| !l.starts_with('$') && !l.is_empty())
@@ -971,7 +888,7 @@ fn set_writes_replay_with_spop_logged_as_srem() {
     let keys = ["si", "sl", "sh", "inter", "moved", "whole"];
     let state = |r: &mut Raw| {
         keys.iter()
-            .map(|k| (sorted(r, k), s(r.call(&["OBJECT", "ENCODING", k]))))
+            .map(|k| (sorted(r, k), show(&r.call(&["OBJECT", "ENCODING", k]))))
             .collect::<Vec<_>>()
     };
     let want;
@@ -1034,20 +951,7 @@ fn set_writes_replay_with_spop_logged_as_srem() {
 /// INCR/RPUSH-style command whose integer reply is returned; None once the server is gone
 /// (a writer racing a SIGKILL must not panic).
 fn try_int(s: &mut TcpStream, args: &[&str]) -> Option<i64> {
-    let a: Vec<&[u8]> = args.iter().map(|x| x.as_bytes()).collect();
-    s.write_all(&common::encode(&a)).ok()?;
-    let mut line = Vec::new();
-    let mut b = [0u8; 1];
-    while !line.ends_with(b"\r\n") {
-        if s.read(&mut b).ok()? == 0 {
-            return None;
-        }
-        line.push(b[0]);
-    }
-    std::str::from_utf8(&line[1..line.len() - 2])
-        .ok()?
-        .parse()
-        .ok()
+    try_call_line(s, args).ok()?.get(1..)?.parse().ok()
 }
 
 fn connect(port: u16) -> TcpStream {
@@ -1138,10 +1042,19 @@ fn rewrite_under_concurrent_writes(preamble: &str, base_ext: &str) {
                 r.call(&["BGREWRITEAOF"]),
                 b"+Background append only file rewriting started\r\n"
             );
-            assert_eq!(info_field(&mut r, "aof_rewrite_in_progress"), "1");
+            assert_eq!(r.info_field("persistence", "aof_rewrite_in_progress"), "1");
             wait_rewrite(&mut r, round);
         }
-        std::thread::sleep(Duration::from_millis(150));
+        // Each writer's INCRs on ctr:<t> are answered one at a time: its counter is what it
+        // will have acknowledged once it stops.
+        wait_until(DEADLINE, "every writer made progress", || {
+            (0..4).all(|t| {
+                let v = show(&r.call(&["GET", &format!("ctr:{t}")]));
+                v.lines()
+                    .nth(1)
+                    .is_some_and(|v| v.parse::<u64>().unwrap() > 10)
+            })
+        });
         stop.store(true, Ordering::SeqCst);
         let acked: Vec<u64> = writers.into_iter().map(|w| w.join().unwrap()).collect();
         assert!(
@@ -1158,7 +1071,7 @@ fn rewrite_under_concurrent_writes(preamble: &str, base_ext: &str) {
             )
         );
         assert_eq!(dir_names(&dir).len(), 3, "{:?}", dir_names(&dir));
-        assert_eq!(info_field(&mut r, "aof_rewrites"), "2");
+        assert_eq!(r.info_field("persistence", "aof_rewrites"), "2");
     } // SIGKILL: everysec releases replies once written, so nothing acknowledged is lost.
     let srv = start(&dir, &["--enable-debug-command", "yes"]);
     let mut r = Raw::connect(srv.port);
@@ -1204,7 +1117,7 @@ fn kill_during_rewrite_loses_no_acknowledged_write() {
         // What the previous rounds acknowledged survived the kills.
         for (t, slot) in total.iter_mut().enumerate() {
             let want = *slot;
-            let got: u64 = s(r.call(&["GET", &format!("ctr:{t}")]))
+            let got: u64 = show(&r.call(&["GET", &format!("ctr:{t}")]))
                 .lines()
                 .nth(1)
                 .map_or(0, |v| v.parse().unwrap());
@@ -1218,7 +1131,7 @@ fn kill_during_rewrite_loses_no_acknowledged_write() {
         let writers = spawn_writers(srv.port, 3, 1_000_000, stop.clone());
         std::thread::sleep(Duration::from_millis(30));
         let reply = r.call(&["BGREWRITEAOF"]);
-        assert!(reply.starts_with(b"+Background"), "{}", s(reply));
+        assert!(reply.starts_with(b"+Background"), "{}", show(&reply));
         std::thread::sleep(Duration::from_millis(delay_ms));
         drop(srv); // SIGKILL
         stop.store(true, Ordering::SeqCst);
@@ -1229,7 +1142,7 @@ fn kill_during_rewrite_loses_no_acknowledged_write() {
     let srv = start(&dir, &args);
     let mut r = Raw::connect(srv.port);
     for (t, want) in total.iter().enumerate() {
-        let got: u64 = s(r.call(&["GET", &format!("ctr:{t}")]))
+        let got: u64 = show(&r.call(&["GET", &format!("ctr:{t}")]))
             .lines()
             .nth(1)
             .map_or(0, |v| v.parse().unwrap());
@@ -1338,11 +1251,11 @@ fn bgsave_and_bgrewriteaof_take_turns() {
         r.reply(),
         b"+Background append only file rewriting scheduled\r\n"
     );
-    let info = s(r.reply());
+    let info = show(&r.reply());
     assert!(info.contains("aof_rewrite_scheduled:1"), "{info}");
     wait_rewrite(&mut r, 1);
     assert!(dir.join("dump.rdb").exists());
-    assert_eq!(info_field(&mut r, "aof_rewrite_scheduled"), "0");
+    assert_eq!(r.info_field("persistence", "aof_rewrite_scheduled"), "0");
     // The RDB base is written slowly (rdb-key-save-delay): the rewrite is still running.
     r.send(b"BGREWRITEAOF\r\nBGSAVE\r\nBGSAVE SCHEDULE\r\nBGREWRITEAOF\r\n");
     assert_eq!(
@@ -1350,24 +1263,22 @@ fn bgsave_and_bgrewriteaof_take_turns() {
         b"+Background append only file rewriting started\r\n"
     );
     assert_eq!(
-        s(r.reply()),
+        show(&r.reply()),
         "-ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.\r\n"
     );
     assert_eq!(r.reply(), b"+Background saving scheduled\r\n");
     assert_eq!(
-        s(r.reply()),
+        show(&r.reply()),
         "-ERR Background append only file rewriting already in progress\r\n"
     );
-    let saves: u64 = info_field(&mut r, "rdb_saves").parse().unwrap();
+    let saves: u64 = r.info_field("persistence", "rdb_saves").parse().unwrap();
     wait_rewrite(&mut r, 2);
-    let t = Instant::now();
-    while info_field(&mut r, "rdb_saves").parse::<u64>().unwrap() <= saves {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "the scheduled BGSAVE never ran"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(DEADLINE, "the scheduled BGSAVE ran", || {
+        r.info_field("persistence", "rdb_saves")
+            .parse::<u64>()
+            .unwrap()
+            > saves
+    });
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -1424,8 +1335,10 @@ fn dirty_key_holds(io_threads: &str) {
     let mut r = Raw::connect(srv.port);
     assert_eq!(ctl.call(&["SET", "clean", "c"]), b"+OK\r\n");
     assert_eq!(ctl.call(&["SET", "src", "s"]), b"+OK\r\n");
-    assert_eq!(ctl.call(&["SET", "gone", "g", "PX", "150"]), b"+OK\r\n");
+    // Active expiry off first: "gone" must still be there, expired, for the GET below
+    // however long this machine takes to get there.
     assert_eq!(ctl.call(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");
+    assert_eq!(ctl.call(&["SET", "gone", "g", "PX", "150"]), b"+OK\r\n");
     let pause = |ctl: &mut Raw, on: &str| {
         assert_eq!(ctl.call(&["DEBUG", "AOF-PAUSE-SYNCS", on]), b"+OK\r\n");
     };
@@ -1459,11 +1372,7 @@ fn dirty_key_holds(io_threads: &str) {
     send(&mut w, &["RENAME", "src", "dst"]);
     // Waits until the log holds `n` entries more than `from` (the writes ran).
     let ran = |ctl: &mut Raw, from: u64, n: u64| {
-        let t = Instant::now();
-        while lsn(ctl) < from + n {
-            assert!(t.elapsed() < Duration::from_secs(5), "the writes never ran");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_until(DEADLINE, "the writes ran", || lsn(ctl) >= from + n);
         assert_eq!(lsn(ctl), from + n);
     };
     ran(&mut ctl, lsn0, 6);
@@ -1518,14 +1427,9 @@ fn dirty_key_holds(io_threads: &str) {
     // A blocking pop served by a push: both replies wait for the pop's entry.
     let mut b = Raw::connect(srv.port);
     let blocked = |c: &mut Raw, n: &str| {
-        let t = Instant::now();
-        while c.info("clients", "blocked_clients").as_deref() != Some(n) {
-            assert!(
-                t.elapsed() < Duration::from_secs(5),
-                "blocked_clients never {n}"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_until(DEADLINE, &format!("blocked_clients is {n}"), || {
+            c.info("clients", "blocked_clients").as_deref() == Some(n)
+        });
     };
     send(&mut b, &["BLPOP", "q", "0"]);
     blocked(&mut ctl, "1");
@@ -1555,14 +1459,9 @@ fn dirty_key_holds(io_threads: &str) {
         };
         let before = logged(barrier[0]);
         send(&mut w, barrier);
-        let t = Instant::now();
-        while logged(barrier[0]) == before {
-            assert!(
-                t.elapsed() < Duration::from_secs(5),
-                "{barrier:?} never ran"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_until(DEADLINE, &format!("{barrier:?} ran"), || {
+            logged(barrier[0]) != before
+        });
         send(&mut r, &["GET", "clean"]);
         assert!(
             silent_for(&mut r, 200),
@@ -1610,22 +1509,22 @@ fn automatic_rewrite_measures_growth_against_the_dataset_an_image_base_holds() {
     // Until no automatic rewrite runs nor is due (cron checks every 100 ms).
     let t = Instant::now();
     let before = loop {
-        let n: u64 = info_field(&mut r, "aof_rewrites").parse().unwrap();
+        let n: u64 = r.info_field("persistence", "aof_rewrites").parse().unwrap();
         wait_rewrite(&mut r, n);
         std::thread::sleep(Duration::from_millis(300));
-        if info_field(&mut r, "aof_rewrite_in_progress") == "0"
-            && info_field(&mut r, "aof_rewrites") == n.to_string()
+        if r.info_field("persistence", "aof_rewrite_in_progress") == "0"
+            && r.info_field("persistence", "aof_rewrites") == n.to_string()
         {
             break n;
         }
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "rewrites never settled"
-        );
+        assert!(t.elapsed() < DEADLINE, "rewrites never settled");
     };
     assert!(r.call(&["BGREWRITEAOF"]).starts_with(b"+"));
     wait_rewrite(&mut r, before + 1);
-    let base: u64 = info_field(&mut r, "aof_base_size").parse().unwrap();
+    let base: u64 = r
+        .info_field("persistence", "aof_base_size")
+        .parse()
+        .unwrap();
     assert!(
         base < 1 << 20,
         "the image base compresses the values: {base} bytes"
@@ -1635,11 +1534,11 @@ fn automatic_rewrite_measures_growth_against_the_dataset_an_image_base_holds() {
     overwrite(&mut r, 0..2000);
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(
-        info_field(&mut r, "aof_rewrites"),
+        r.info_field("persistence", "aof_rewrites"),
         (before + 1).to_string(),
         "a rewrite started on half the dataset's worth of log"
     );
-    assert_eq!(info_field(&mut r, "aof_rewrite_in_progress"), "0");
+    assert_eq!(r.info_field("persistence", "aof_rewrite_in_progress"), "0");
     // ~4 MB more (the log now outgrows the dataset): an automatic rewrite runs.
     overwrite(&mut r, 0..4000);
     wait_rewrite(&mut r, before + 2);

@@ -9,75 +9,13 @@
 mod common;
 
 use cairn::persistence::aof::format;
-use common::{encode, free_port, redis_server_path, Raw};
+use common::{
+    encode, free_port, redis_server_path, server_log as log, start_aof as start, temp_dir,
+    try_start_aof as try_start, wait_serving, Raw, Srv,
+};
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn temp_dir(tag: &str) -> PathBuf {
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    let d = std::env::temp_dir().join(format!("cairn-damage-{tag}-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// A server process, killed (SIGKILL) on drop.
-struct Proc {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Waits until the server answers PING; Err if it exits first (startup refused).
-fn ready(mut child: Child, port: u16) -> Result<Proc, String> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if let Ok(Some(st)) = child.try_wait() {
-            return Err(format!("exited: {st}"));
-        }
-        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
-            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            let mut b = [0u8; 16];
-            if s.write_all(b"PING\r\n").is_ok() && matches!(s.read(&mut b), Ok(n) if n > 0) {
-                return Ok(Proc { child, port });
-            }
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    Err("not ready in time".into())
-}
-
-fn try_start(dir: &Path, args: &[&str]) -> Result<Proc, String> {
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_cairn-server"))
-        .args(["--port", &port.to_string(), "--dir"])
-        .arg(dir)
-        .args(["--appendonly", "yes", "--logfile"])
-        .arg(dir.join("cairn.log"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    ready(child, port)
-}
-
-fn log(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("cairn.log")).unwrap_or_default()
-}
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 const AOF_DIR: &str = "appendonlydir";
 
@@ -299,7 +237,7 @@ fn every_entry_damaged(
 /// once, so several land in one write; else one at a time, each acknowledged before the
 /// next), then kills it (SIGKILL). Returns the AOF files and the acknowledged writes.
 fn cairn_written(dir: &Path, args: &[&str], keys: usize, pipelined: bool) -> (Files, Data) {
-    let srv = try_start(dir, args).unwrap_or_else(|e| panic!("{e}: {}", log(dir)));
+    let srv = start(dir, args);
     let mut r = Raw::connect(srv.port);
     let mut acked = BTreeMap::new();
     let kv: Vec<(String, String)> = (0..keys)
@@ -407,7 +345,7 @@ fn cairn_written_pre_allocated_and_direct_io() {
 fn redis_written_log_damaged_at_every_entry() {
     let redis_dir = temp_dir("redis-src");
     let port = free_port();
-    let child = Command::new(redis_server_path())
+    let mut child = Command::new(redis_server_path())
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
         .arg(&redis_dir)
         .args([
@@ -422,7 +360,8 @@ fn redis_written_log_damaged_at_every_entry() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let redis = ready(child, port).unwrap();
+    wait_serving(&mut child, port).unwrap();
+    let redis = Srv { child, port };
     let mut r = Raw::connect(redis.port);
     let mut acked = BTreeMap::new();
     for i in 0..6 {
@@ -458,7 +397,7 @@ fn redis_written_log_damaged_at_every_entry() {
         pristine.keys()
     );
     // Undamaged, it loads whole.
-    let srv = try_start(&dir, &[]).unwrap_or_else(|e| panic!("{e}: {}", log(&dir)));
+    let srv = start(&dir, &[]);
     holds_all(srv.port, &acked).unwrap();
     drop(srv);
     put_aof_files(&dir, &pristine);
@@ -498,7 +437,7 @@ fn redis_style_multi_part_directory_damaged_at_every_entry() {
             .to_vec(),
     );
     put_aof_files(&dir, &files);
-    let srv = try_start(&dir, &[]).unwrap_or_else(|e| panic!("{e}: {}", log(&dir)));
+    let srv = start(&dir, &[]);
     holds_all(srv.port, &acked).unwrap();
     drop(srv);
     let seen = every_entry_damaged(&dir, &files, &acked, &[], false);
@@ -508,7 +447,7 @@ fn redis_style_multi_part_directory_damaged_at_every_entry() {
     let last = torn.get_mut("appendonly.aof.2.incr.aof").unwrap();
     last.truncate(last.len() - 4);
     put_aof_files(&dir, &torn);
-    let srv = try_start(&dir, &[]).unwrap_or_else(|e| panic!("{e}: {}", log(&dir)));
+    let srv = start(&dir, &[]);
     let mut want = acked.clone();
     want.remove(&(0, "part:10".to_string()));
     holds_all(srv.port, &want).unwrap();

@@ -7,86 +7,17 @@
 mod common;
 
 use cairn::persistence::aof::format;
-use common::{free_port, Raw};
+use common::{
+    last_incr_file as incr_path, server_log as log, start_aof as start, start_aof_env as start_env,
+    temp_dir, try_call_line, wait_until, Raw, DEADLINE,
+};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-fn temp_dir(tag: &str) -> PathBuf {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let n = N.fetch_add(1, Ordering::SeqCst);
-    let d = std::env::temp_dir().join(format!("cairn-aofio-{tag}-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-struct Srv {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Srv {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn log(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("cairn.log")).unwrap_or_default()
-}
-
-fn start_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Srv {
-    let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn-server"))
-        .args(["--port", &port.to_string(), "--dir"])
-        .arg(dir)
-        .args(["--appendonly", "yes", "--logfile"])
-        .arg(dir.join("cairn.log"))
-        .args(args)
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    loop {
-        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
-            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            let mut b = [0u8; 8];
-            if s.write_all(b"PING\r\n").is_ok() && matches!(s.read(&mut b), Ok(n) if n > 0) {
-                return Srv { child, port };
-            }
-        }
-        if let Ok(Some(st)) = child.try_wait() {
-            panic!("server exited: {st}: {}", log(dir));
-        }
-        assert!(t.elapsed() < Duration::from_secs(20), "not ready");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn start(dir: &Path, args: &[&str]) -> Srv {
-    start_env(dir, args, &[])
-}
-
-fn incr_path(dir: &Path) -> PathBuf {
-    let m = std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest")).unwrap();
-    let name = m
-        .lines()
-        .rfind(|l| l.ends_with("type i"))
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .to_string();
-    dir.join("appendonlydir").join(name)
-}
+use std::time::Duration;
 
 /// SET over a plain socket; Err once the server is gone (the test kills it).
 fn set(s: &mut TcpStream, key: &str, val: &str) -> std::io::Result<()> {
@@ -102,26 +33,6 @@ fn set(s: &mut TcpStream, key: &str, val: &str) -> std::io::Result<()> {
         return Err(std::io::Error::other(format!("reply {b:?}")));
     }
     Ok(())
-}
-
-/// SET, returning the reply's first line (Err: connection closed).
-fn set_line(s: &mut TcpStream, key: &str, val: &str) -> std::io::Result<String> {
-    let cmd = format!(
-        "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n{val}\r\n",
-        key.len(),
-        val.len()
-    );
-    s.write_all(cmd.as_bytes())?;
-    let mut line = Vec::new();
-    let mut b = [0u8; 1];
-    while !line.ends_with(b"\r\n") {
-        if s.read(&mut b)? == 0 {
-            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
-        }
-        line.push(b[0]);
-    }
-    line.truncate(line.len() - 2);
-    Ok(String::from_utf8_lossy(&line).into_owned())
 }
 
 struct Rng(u64);
@@ -199,14 +110,9 @@ fn kill9_trials_rewriting(
             })
         });
         // Writes under way first (a loaded machine may take a while to connect).
-        let t = Instant::now();
-        while acked.iter().all(|a| a.load(Ordering::SeqCst) == 0) {
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "{tag}: no write acknowledged"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_until(DEADLINE, &format!("{tag}: a write acknowledged"), || {
+            acked.iter().any(|a| a.load(Ordering::SeqCst) > 0)
+        });
         // With rewrites, late enough for a few of them (the spare of `aof-recycle` comes
         // from the first, and is written into from the second on).
         let kill_after_ms = if rewrites {
@@ -336,11 +242,9 @@ fn preallocated_segment_restarts_cleanly_and_is_cut_at_shutdown() {
         for i in 0..200 {
             assert_eq!(r.call(&["SET", &format!("k{i}"), "v"]), b"+OK\r\n");
         }
-        let t = Instant::now();
-        while std::fs::metadata(incr_path(&dir)).unwrap().len() < 4 << 20 {
-            assert!(t.elapsed() < Duration::from_secs(10), "never pre-allocated");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until(DEADLINE, "the segment is pre-allocated", || {
+            std::fs::metadata(incr_path(&dir)).unwrap().len() >= 4 << 20
+        });
     } // SIGKILL
     let bytes = std::fs::read(incr_path(&dir)).unwrap();
     let o = format::scan(&bytes, None, |_| Ok(()));
@@ -408,23 +312,10 @@ fn direct_io_writes_padded_blocks_that_recover() {
 }
 
 fn wait_rewrites(r: &mut Raw, n: u64) {
-    let t = Instant::now();
-    loop {
-        let done: u64 = r
-            .info("persistence", "aof_rewrites")
-            .unwrap()
-            .parse()
-            .unwrap();
-        let busy = r.info("persistence", "aof_rewrite_in_progress").unwrap();
-        if done >= n && busy == "0" {
-            return;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "rewrite never finished"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(DEADLINE, &format!("rewrite {n} finished"), || {
+        r.info_u64("persistence", "aof_rewrites") >= n
+            && r.info_field("persistence", "aof_rewrite_in_progress") == "0"
+    });
 }
 
 /// `aof-recycle yes`: a rewrite keeps the incremental file it retires as the spare, and
@@ -519,7 +410,7 @@ fn disk_full_on_a_small_tmpfs_keeps_the_server_up() {
         let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         for i in 0..5000 {
-            match set_line(&mut s, &format!("k{i}"), &val) {
+            match try_call_line(&mut s, &["SET", &format!("k{i}"), &val]) {
                 Ok(rep) if rep.starts_with("-MISCONF") => {
                     misconf = Some(rep);
                     break;
@@ -563,22 +454,16 @@ fn disk_full_on_a_small_tmpfs_keeps_the_server_up() {
         // Another tenant fills the filesystem to under 25 % free.
         let filler = mnt.join("filler");
         std::fs::write(&filler, vec![1u8; 6 << 20]).unwrap();
-        let t = Instant::now();
-        loop {
-            let rep = String::from_utf8(r.call(&["SET", "b", "2"])).unwrap();
-            if rep.starts_with("-MISCONF Errors writing to the AOF file: No space left") {
-                break;
-            }
-            assert!(t.elapsed() < Duration::from_secs(5), "never refused: {rep}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until(DEADLINE, "writes are refused", || {
+            String::from_utf8(r.call(&["SET", "b", "2"]))
+                .unwrap()
+                .starts_with("-MISCONF Errors writing to the AOF file: No space left")
+        });
         assert_eq!(r.call(&["GET", "a"]), b"$1\r\n1\r\n");
         std::fs::remove_file(&filler).unwrap();
-        let t = Instant::now();
-        while r.call(&["SET", "c", "3"]) != b"+OK\r\n" {
-            assert!(t.elapsed() < Duration::from_secs(5), "never recovered");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until(DEADLINE, "writes are accepted again", || {
+            r.call(&["SET", "c", "3"]) == b"+OK\r\n"
+        });
         drop(srv);
         let srv = start(&dir, &["--aof-disk-min-free", "25%"]);
         let mut r = Raw::connect(srv.port);

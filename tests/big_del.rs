@@ -7,10 +7,6 @@ mod common;
 use common::*;
 use std::time::{Duration, Instant};
 
-fn used_memory(raw: &mut Raw) -> u64 {
-    raw.info("memory", "used_memory").unwrap().parse().unwrap()
-}
-
 #[test]
 fn del_of_ten_million_elements_keeps_ping_fast() {
     let c = start_cairn(&[]);

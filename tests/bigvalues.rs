@@ -26,13 +26,6 @@ fn sized_value(seed: u8, size: usize) -> Vec<u8> {
         .collect()
 }
 
-fn bulk(v: &[u8]) -> Vec<u8> {
-    let mut b = format!("${}\r\n", v.len()).into_bytes();
-    b.extend_from_slice(v);
-    b.extend_from_slice(b"\r\n");
-    b
-}
-
 fn read_exact_slowly(s: &mut TcpStream, n: usize, slow_prefix: usize) -> Vec<u8> {
     let mut got = Vec::with_capacity(n);
     let mut tmp = vec![0u8; 256 * 1024];
@@ -58,13 +51,6 @@ fn conn(port: u16) -> Raw {
     let c = Raw::connect(port);
     c.s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     c
-}
-
-fn info_field(c: &mut Raw, section: &str, field: &str) -> u64 {
-    c.info(section, field)
-        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
-        .parse()
-        .unwrap()
 }
 
 /// Each mutation runs while a slow client still has two pipelined GETs of the old value
@@ -154,17 +140,17 @@ fn slow_reader_sees_old_value(io_threads: &str, resp3: bool, size: usize) {
         w.call(&["FLUSHALL"]);
     }
     // Everything was released: no value block is left once the keyspace is empty.
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + DEADLINE;
     loop {
-        let used = info_field(&mut w, "memory", "used_memory");
+        let used = w.info_u64("memory", "used_memory");
         if used < 4 << 20 {
             break;
         }
         assert!(Instant::now() < deadline, "used_memory stays at {used}");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(info_field(&mut w, "stats", "reply_bytes_referenced") >= (size * 2 * 9) as u64);
-    assert!(info_field(&mut w, "stats", "reply_bytes_copied") < 1 << 20);
+    assert!(w.info_u64("stats", "reply_bytes_referenced") >= (size * 2 * 9) as u64);
+    assert!(w.info_u64("stats", "reply_bytes_copied") < 1 << 20);
 }
 
 #[test]
@@ -198,15 +184,12 @@ fn threshold_is_configurable() {
     assert_eq!(c.reply(), b"+OK\r\n");
     c.cmd(&[b"GET", b"k"]);
     assert_eq!(c.reply(), bulk(&v));
-    assert_eq!(info_field(&mut c, "stats", "reply_bytes_referenced"), 0);
+    assert_eq!(c.info_u64("stats", "reply_bytes_referenced"), 0);
     assert_eq!(c.call(&["OBJECT", "ENCODING", "k"]), b"$3\r\nraw\r\n");
     c.call(&["CONFIG", "SET", "min-string-size-avoid-copy-reply", "16kb"]);
     c.cmd(&[b"GET", b"k"]);
     assert_eq!(c.reply(), bulk(&v));
-    assert_eq!(
-        info_field(&mut c, "stats", "reply_bytes_referenced"),
-        100_000
-    );
+    assert_eq!(c.info_u64("stats", "reply_bytes_referenced"), 100_000);
 }
 
 /// A client that never reads: dropped at its output limit, counting referenced bytes;
@@ -219,7 +202,7 @@ fn never_reader_is_dropped(io_threads: &str) {
         "normal 4mb 0 0",
     ]);
     let mut w = conn(srv.port);
-    let base = info_field(&mut w, "memory", "used_memory");
+    let base = w.info_u64("memory", "used_memory");
     let v = big_value(7);
     w.cmd(&[b"SET", b"k", &v]);
     assert_eq!(w.reply(), b"+OK\r\n");
@@ -228,9 +211,9 @@ fn never_reader_is_dropped(io_threads: &str) {
     // Over the limit at once (20 MB referenced > 4 MB): closed without the whole reply.
     assert!(lazy.closed());
     assert_eq!(w.call(&["DEL", "k"]), b":1\r\n");
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + DEADLINE;
     loop {
-        let used = info_field(&mut w, "memory", "used_memory");
+        let used = w.info_u64("memory", "used_memory");
         if used <= base + (1 << 20) {
             break;
         }
@@ -241,7 +224,7 @@ fn never_reader_is_dropped(io_threads: &str) {
         std::thread::sleep(Duration::from_millis(50));
     }
     // (I/O threads' counters reach INFO at the next cron tick.)
-    while info_field(&mut w, "stats", "client_output_buffer_limit_disconnections") != 1 {
+    while w.info_u64("stats", "client_output_buffer_limit_disconnections") != 1 {
         assert!(
             Instant::now() < deadline,
             "no output-limit disconnection counted"
@@ -265,23 +248,28 @@ fn never_reader_dropped_io_threads() {
 fn disconnect_releases_references() {
     let srv = start_cairn(&[]);
     let mut w = conn(srv.port);
-    let base = info_field(&mut w, "memory", "used_memory");
+    let base = w.info_u64("memory", "used_memory");
     let v = big_value(3);
     w.cmd(&[b"SET", b"k", &v]);
     assert_eq!(w.reply(), b"+OK\r\n");
+    let referenced = w.info_u64("stats", "reply_bytes_referenced");
     let mut gone = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
     let mut p = Vec::new();
     for _ in 0..4 {
         p.extend_from_slice(&encode(&[b"GET", b"k"]));
     }
     gone.write_all(&p).unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    // A GET ran: its reply holds the value's block (it cannot all be sent to a client
+    // that never reads).
+    wait_until(DEADLINE, "a GET's reply references the value", || {
+        w.info_u64("stats", "reply_bytes_referenced") > referenced
+    });
     assert_eq!(w.call(&["DEL", "k"]), b":1\r\n");
     // Still referenced: the block is alive.
-    assert!(info_field(&mut w, "memory", "used_memory") > base + (BIG as u64) / 2);
+    assert!(w.info_u64("memory", "used_memory") > base + (BIG as u64) / 2);
     drop(gone);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while info_field(&mut w, "memory", "used_memory") > base + (1 << 20) {
+    let deadline = Instant::now() + DEADLINE;
+    while w.info_u64("memory", "used_memory") > base + (1 << 20) {
         assert!(Instant::now() < deadline, "the block was not freed");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -348,21 +336,24 @@ fn snapshot_restart_frees_blocks_held_by_clients() {
     {
         let srv = start_cairn(&["--dir", d]);
         let mut w = conn(srv.port);
-        base = info_field(&mut w, "memory", "used_memory");
+        base = w.info_u64("memory", "used_memory");
         w.cmd(&[b"SET", b"k1", &v1]);
         assert_eq!(w.reply(), b"+OK\r\n");
         w.cmd(&[b"SET", b"k2", &v2]);
         assert_eq!(w.reply(), b"+OK\r\n");
+        let referenced = w.info_u64("stats", "reply_bytes_referenced");
         let mut slow = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
         slow.write_all(&encode(&[b"GET", b"k1"])).unwrap();
-        std::thread::sleep(Duration::from_millis(200));
+        wait_until(DEADLINE, "the GET's reply references k1's value", || {
+            w.info_u64("stats", "reply_bytes_referenced") > referenced
+        });
         assert_eq!(w.call(&["DEL", "k1"]), b":1\r\n");
-        assert!(info_field(&mut w, "memory", "used_memory") > base + 2 * BIG as u64 - (1 << 20));
+        assert!(w.info_u64("memory", "used_memory") > base + 2 * BIG as u64 - (1 << 20));
         assert_eq!(w.call(&["SAVE"]), b"+OK\r\n");
     }
     let srv = start_cairn(&["--dir", d]);
     let mut w = conn(srv.port);
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + DEADLINE;
     while w.call(&["EXISTS", "k2"]) != b":1\r\n" {
         assert!(Instant::now() < deadline, "the image was not loaded");
         std::thread::sleep(Duration::from_millis(50));
@@ -370,7 +361,7 @@ fn snapshot_restart_frees_blocks_held_by_clients() {
     assert_eq!(w.call(&["EXISTS", "k1"]), b":0\r\n");
     w.cmd(&[b"GET", b"k2"]);
     assert_eq!(w.reply(), bulk(&v2));
-    let used = info_field(&mut w, "memory", "used_memory");
+    let used = w.info_u64("memory", "used_memory");
     assert!(
         // (one 20 MB block, with its size class's rounding; two would be twice that)
         used < base + BIG as u64 * 5 / 4 + (1 << 20),
@@ -386,7 +377,7 @@ fn snapshot_restart_frees_blocks_held_by_clients() {
 fn big_request_read_into_place(io_threads: &str) {
     let srv = start_cairn(&["--io-threads", io_threads]);
     let mut other = conn(srv.port);
-    let adopted_before = info_field(&mut other, "stats", "request_args_adopted");
+    let adopted_before = other.info_u64("stats", "request_args_adopted");
     let v = big_value(31);
     let mut up = conn(srv.port);
     let mut req = encode(&[b"SET", b"big", &v]);
@@ -411,7 +402,7 @@ fn big_request_read_into_place(io_threads: &str) {
     assert_eq!(up.reply(), format!(":{}\r\n", v.len()).into_bytes());
     other.cmd(&[b"GET", b"big"]);
     assert_eq!(other.reply(), bulk(&v));
-    assert!(info_field(&mut other, "stats", "request_args_adopted") > adopted_before);
+    assert!(other.info_u64("stats", "request_args_adopted") > adopted_before);
 
     // MSET with the same key twice: the first big value is adopted, then dropped while
     // the command still holds it; the second one wins, intact.
@@ -428,15 +419,15 @@ fn big_request_read_into_place(io_threads: &str) {
     assert_eq!(other.reply(), bulk(&v2[..300_000]));
 
     // A client that goes away in the middle of a big argument leaves nothing behind.
-    let used = info_field(&mut other, "memory", "used_memory");
+    let used = other.info_u64("memory", "used_memory");
     let mut quitter = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
     let partial = encode(&[b"SET", b"never", &big_value(33)]);
     quitter.write_all(&partial[..partial.len() / 3]).unwrap();
     std::thread::sleep(Duration::from_millis(200));
     drop(quitter);
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + DEADLINE;
     loop {
-        let now = info_field(&mut other, "memory", "used_memory");
+        let now = other.info_u64("memory", "used_memory");
         if now < used + (1 << 20) {
             break;
         }

@@ -10,24 +10,11 @@ use std::time::{Duration, Instant};
 
 const MODES: &[&str] = &["1", "3"];
 
-fn start(io_threads: &str) -> ServerProc {
-    start_cairn(&["--io-threads", io_threads])
-}
-
 /// Waits until INFO says `n` clients are blocked (the BLPOP reached the server).
 fn wait_blocked(c: &mut Raw, n: usize) {
-    let start = Instant::now();
-    loop {
-        let v = c.info("clients", "blocked_clients").unwrap_or_default();
-        if v == n.to_string() {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "blocked_clients stayed {v}, wanted {n}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(DEADLINE, &format!("{n} clients are blocked"), || {
+        c.info("clients", "blocked_clients").unwrap_or_default() == n.to_string()
+    });
 }
 
 fn arr(items: &[&str]) -> Vec<u8> {
@@ -41,7 +28,7 @@ fn arr(items: &[&str]) -> Vec<u8> {
 #[test]
 fn push_wakes_waiters_first_come_first_served() {
     for &m in MODES {
-        let s = start(m);
+        let s = start_cairn(&["--io-threads", m]);
         let mut admin = Raw::connect(s.port);
         let mut a = Raw::connect(s.port);
         let mut b = Raw::connect(s.port);
@@ -81,13 +68,14 @@ fn push_wakes_waiters_first_come_first_served() {
 #[test]
 fn timeouts_are_fractional_and_errors_match_redis() {
     for &m in MODES {
-        let s = start(m);
+        let s = start_cairn(&["--io-threads", m]);
         let mut a = Raw::connect(s.port);
         let t = Instant::now();
         assert_eq!(a.call(&["BLPOP", "none", "0.25"]), b"*-1\r\n");
         let el = t.elapsed();
+        // At least the timeout (no upper bound: a busy machine may answer late; a
+        // timeout read as whole seconds or as "forever" would exceed Raw's read timeout).
         assert!(el >= Duration::from_millis(240), "{el:?}");
-        assert!(el < Duration::from_millis(2000), "{el:?}");
         // Every list command times out with a null array (Redis 7.0).
         assert_eq!(
             a.call(&["BLMOVE", "none", "d", "LEFT", "RIGHT", "0.01"]),
@@ -126,7 +114,7 @@ fn timeouts_are_fractional_and_errors_match_redis() {
 #[test]
 fn client_unblock_timeout_and_error() {
     for &m in MODES {
-        let s = start(m);
+        let s = start_cairn(&["--io-threads", m]);
         let mut admin = Raw::connect(s.port);
         let mut a = Raw::connect(s.port);
         let id = String::from_utf8(a.call(&["CLIENT", "ID"])).unwrap();
@@ -160,7 +148,7 @@ fn client_unblock_timeout_and_error() {
 #[test]
 fn disconnected_waiter_is_forgotten() {
     for &m in MODES {
-        let s = start(m);
+        let s = start_cairn(&["--io-threads", m]);
         let mut admin = Raw::connect(s.port);
         {
             let mut a = Raw::connect(s.port);
@@ -182,7 +170,7 @@ fn disconnected_waiter_is_forgotten() {
 #[test]
 fn blmove_same_key_and_chained_moves() {
     for &m in MODES {
-        let s = start(m);
+        let s = start_cairn(&["--io-threads", m]);
         let mut admin = Raw::connect(s.port);
         let mut a = Raw::connect(s.port);
         let mut b = Raw::connect(s.port);
@@ -217,7 +205,7 @@ fn blmove_same_key_and_chained_moves() {
 #[test]
 fn pipelined_commands_wait_behind_a_blocked_one() {
     for &m in MODES {
-        let s = start(m);
+        let s = start_cairn(&["--io-threads", m]);
         let mut admin = Raw::connect(s.port);
         let mut a = Raw::connect(s.port);
         let mut wire = encode(&[b"BLPOP", b"q", b"0"]);
@@ -245,7 +233,7 @@ fn pipelined_commands_wait_behind_a_blocked_one() {
 #[test]
 fn multi_exec_wakes_after_the_whole_transaction() {
     for &m in MODES {
-        let s = start(m);
+        let s = start_cairn(&["--io-threads", m]);
         let mut admin = Raw::connect(s.port);
         let mut a = Raw::connect(s.port);
         a.cmd(&[b"BLPOP", b"q", b"0"]);
@@ -278,12 +266,9 @@ fn multi_exec_wakes_after_the_whole_transaction() {
 
 #[test]
 fn served_pops_are_logged_in_their_non_blocking_form() {
-    let dir = std::env::temp_dir().join(format!("cairn-blocking-aof-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let d = dir.to_str().unwrap();
+    let dir = temp_dir("blocking-aof");
     {
-        let s = start_cairn(&["--appendonly", "yes", "--appendfsync", "always", "--dir", d]);
+        let s = start_aof(&dir, &["--appendfsync", "always"]);
         let mut admin = Raw::connect(s.port);
         let mut a = Raw::connect(s.port);
         a.cmd(&[b"BLPOP", b"q", b"0"]);
@@ -300,7 +285,7 @@ fn served_pops_are_logged_in_their_non_blocking_form() {
         );
         assert_eq!(admin.call(&["LRANGE", "q", "0", "-1"]), arr(&["3", "4"]));
     }
-    let incr = std::fs::read(dir.join("appendonlydir/appendonly.aof.1.incr.aof")).unwrap();
+    let incr = std::fs::read(last_incr_file(&dir)).unwrap();
     let text = String::from_utf8_lossy(&incr);
     assert!(
         !text.contains("BLPOP") && !text.contains("BLMOVE") && !text.contains("BLMPOP"),
@@ -309,7 +294,7 @@ fn served_pops_are_logged_in_their_non_blocking_form() {
     assert!(text.contains("$4\r\nLPOP\r\n$1\r\nq\r\n"), "{text}");
     assert!(text.contains("$5\r\nLMOVE\r\n"), "{text}");
     // Replay reaches the same list.
-    let s = start_cairn(&["--appendonly", "yes", "--dir", d]);
+    let s = start_aof(&dir, &[]);
     let mut c = Raw::connect(s.port);
     assert_eq!(c.call(&["LRANGE", "q", "0", "-1"]), arr(&["3", "4"]));
     drop(s);

@@ -3,15 +3,6 @@
 mod common;
 use common::*;
 
-fn info_field(info: &str, name: &str) -> i64 {
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .unwrap_or_else(|| panic!("INFO has no {name}"))
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 #[test]
 fn active_expiry_removes_untouched_keys() {
     let srv = start_cairn(&["--hz", "50"]);
@@ -29,20 +20,11 @@ fn active_expiry_removes_untouched_keys() {
         p.cmd("SET").arg(format!("keep{i}")).arg("v").ignore();
     }
     let _: () = p.query(&mut c).unwrap();
-    let start = std::time::Instant::now();
-    loop {
-        let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
-        if n == 100 {
-            break;
-        }
-        assert!(
-            start.elapsed().as_secs() < 20,
-            "active expiry stalled at {n} keys"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_until(DEADLINE, "active expiry removed the 20,000 keys", || {
+        redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap() == 100
+    });
     let info: String = redis::cmd("INFO").arg("stats").query(&mut c).unwrap();
-    assert_eq!(info_field(&info, "expired_keys"), 20_000);
+    assert_eq!(info_int(&info, "expired_keys"), 20_000);
 }
 
 #[test]
@@ -99,13 +81,13 @@ fn allkeys_lru_keeps_memory_under_the_limit_and_keeps_hot_keys() {
         }));
     }
     let info: String = redis::cmd("INFO").arg("memory").query(&mut c).unwrap();
-    let used = info_field(&info, "used_memory");
+    let used = info_int(&info, "used_memory");
     assert!(
         used <= 16 * 1024 * 1024 + 64 * 1024,
         "used_memory {used} over maxmemory"
     );
     let stats: String = redis::cmd("INFO").arg("stats").query(&mut c).unwrap();
-    assert!(info_field(&stats, "evicted_keys") > 10_000);
+    assert!(info_int(&stats, "evicted_keys") > 10_000);
     let hot: Option<String> = redis::cmd("GET").arg("hot").query(&mut c).unwrap();
     assert_eq!(hot.as_deref(), Some("1"));
 }
@@ -130,6 +112,6 @@ fn volatile_policy_without_volatile_keys_gives_oom() {
     }
     assert!(oom);
     let info = String::from_utf8(raw.call(&["INFO", "stats"])).unwrap();
-    assert!(info_field(&info, "evicted_keys") > 0);
+    assert!(info_int(&info, "evicted_keys") > 0);
     assert_eq!(raw.call(&["PING"]), b"+PONG\r\n");
 }

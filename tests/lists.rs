@@ -5,41 +5,6 @@ mod common;
 use common::*;
 use std::time::{Duration, Instant};
 
-fn both() -> (ServerProc, ServerProc, Raw, Raw) {
-    both_with(&[])
-}
-
-fn both_with(args: &[&str]) -> (ServerProc, ServerProc, Raw, Raw) {
-    let c = start_cairn(args);
-    let r = start_redis(args);
-    let rc = Raw::connect(c.port);
-    let rr = Raw::connect(r.port);
-    (c, r, rc, rr)
-}
-
-fn same(rc: &mut Raw, rr: &mut Raw, args: &[&[u8]]) -> Vec<u8> {
-    rc.cmd(args);
-    let a = rc.reply();
-    rr.cmd(args);
-    let b = rr.reply();
-    assert_eq!(
-        String::from_utf8_lossy(&a),
-        String::from_utf8_lossy(&b),
-        "command {:?}",
-        args.iter()
-            .map(|x| String::from_utf8_lossy(x))
-            .collect::<Vec<_>>()
-    );
-    a
-}
-
-fn run(rc: &mut Raw, rr: &mut Raw, script: &[&str]) {
-    for line in script {
-        let args: Vec<&[u8]> = line.split(' ').map(|s| s.as_bytes()).collect();
-        same(rc, rr, &args);
-    }
-}
-
 const SCRIPT: &[&str] = &[
     "RPUSH l a b c 1 2 -5 007 1000000 99999999999 a",
     "LRANGE l 0 -1",
@@ -167,31 +132,16 @@ const SCRIPT: &[&str] = &[
 
 #[test]
 fn script_matches_redis_resp2() {
-    let (_c, _r, mut rc, mut rr) = both();
-    run(&mut rc, &mut rr, SCRIPT);
+    let (_c, _r, mut rc, mut rr) = both(&[]);
+    run_script(&mut rc, &mut rr, SCRIPT);
 }
 
 #[test]
 fn script_matches_redis_resp3() {
-    let (_c, _r, mut rc, mut rr) = both();
+    let (_c, _r, mut rc, mut rr) = both(&[]);
     rc.call(&["HELLO", "3"]);
     rr.call(&["HELLO", "3"]);
-    run(&mut rc, &mut rr, SCRIPT);
-}
-
-/// A small deterministic generator (no extra crates).
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
+    run_script(&mut rc, &mut rr, SCRIPT);
 }
 
 fn elem(g: &mut Lcg) -> String {
@@ -219,7 +169,7 @@ fn random_ops_match_redis_other_fills() {
 }
 
 fn random_ops(args: &[&str], seed: u64, steps: usize) {
-    let (_c, _r, mut rc, mut rr) = both_with(args);
+    let (_c, _r, mut rc, mut rr) = both(args);
     let mut g = Lcg(seed);
     let keys = ["k1", "k2", "k3"];
     for step in 0..steps {
@@ -294,10 +244,6 @@ fn random_ops(args: &[&str], seed: u64, steps: usize) {
     }
 }
 
-fn used_memory(raw: &mut Raw) -> u64 {
-    raw.info("memory", "used_memory").unwrap().parse().unwrap()
-}
-
 /// DEL of a 1M-element list is O(1) on the executor (the nodes are freed in slices by
 /// the cron: a lazy free, counted in INFO), and the memory comes back.
 #[test]
@@ -342,7 +288,7 @@ fn big_list_del_is_lazy_and_memory_returns() {
     assert_eq!(raw.call(&["LINDEX", "big3", "-1"]), b"$9\r\nvalue-999\r\n");
     assert_eq!(raw.call(&["UNLINK", "big3"]), b":1\r\n");
     // The cron frees both lists in slices; the memory comes back.
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + DEADLINE;
     loop {
         assert_eq!(raw.call(&["PING"]), b"+PONG\r\n");
         let now = used_memory(&mut raw);
@@ -358,26 +304,12 @@ fn big_list_del_is_lazy_and_memory_returns() {
     assert!(raw.info_u64("memory", "lazyfreed_objects") >= lazyfreed_before + 2);
 }
 
-fn info_field(raw: &mut Raw, name: &str) -> String {
-    raw.info("default", name).unwrap_or_default()
-}
-
 /// List and hash writes are logged, survive BGREWRITEAOF (which dumps lists and hashes)
 /// and a restart; HINCRBYFLOAT replays its logged result.
 #[test]
 fn aof_logs_and_rewrites_collections() {
-    let dir = std::env::temp_dir().join(format!("cairn-colls-aof-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let d = dir.to_str().unwrap().to_string();
-    let opts = [
-        "--appendonly",
-        "yes",
-        "--dir",
-        &d,
-        "--appendfsync",
-        "always",
-    ];
+    let dir = temp_dir("colls-aof");
+    let opts = ["--appendfsync", "always"];
     let script = |raw: &mut Raw| {
         let elems: Vec<String> = (0..500).map(|i| format!("e{i}")).collect();
         let mut args = vec!["RPUSH", "l"];
@@ -418,34 +350,25 @@ fn aof_logs_and_rewrites_collections() {
     };
     let want;
     {
-        let s = start_cairn(&opts);
+        let s = start_aof(&dir, &opts);
         let mut raw = Raw::connect(s.port);
         script(&mut raw);
         want = snapshot(&mut raw);
         assert_eq!(raw.call(&["HGET", "h", "f"]), b"$3\r\n0.3\r\n");
-        let mut s = s;
-        let _ = s.child.kill();
-        let _ = s.child.wait();
-        s.dir = std::env::temp_dir().join("cairn-colls-none");
+        drop(s); // SIGKILL
     }
     {
-        let s = start_cairn(&opts);
+        let s = start_aof(&dir, &opts);
         let mut raw = Raw::connect(s.port);
         assert_eq!(snapshot(&mut raw), want);
         raw.call(&["BGREWRITEAOF"]);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while info_field(&mut raw, "aof_rewrites") != "1"
-            || info_field(&mut raw, "aof_rewrite_in_progress") != "0"
-        {
-            assert!(Instant::now() < deadline, "rewrite did not finish");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let mut s = s;
-        let _ = s.child.kill();
-        let _ = s.child.wait();
-        s.dir = std::env::temp_dir().join("cairn-colls-none");
+        wait_until(DEADLINE, "the rewrite finished", || {
+            raw.info_field("persistence", "aof_rewrites") == "1"
+                && raw.info_field("persistence", "aof_rewrite_in_progress") == "0"
+        });
+        drop(s); // SIGKILL
     }
-    let s = start_cairn(&opts);
+    let s = start_aof(&dir, &opts);
     let mut raw = Raw::connect(s.port);
     assert_eq!(snapshot(&mut raw), want);
     let ttl = String::from_utf8(raw.call(&["PTTL", "h"])).unwrap();
@@ -465,7 +388,7 @@ fn node_layout_matches_redis() {
             "--list-max-listpack-size",
             fill,
         ];
-        let (_c, _r, mut rc, mut rr) = both_with(&args);
+        let (_c, _r, mut rc, mut rr) = both(&args);
         let mut g = Lcg(5);
         for _ in 0..400 {
             let n = g.below(8) + 1;

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{start_cairn, start_redis, Raw};
+use common::{start_cairn, start_redis, wait_until, Raw, DEADLINE};
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -190,21 +190,6 @@ fn reply_off_still_delivers_pubsub_output_like_redis() {
     );
 }
 
-fn wait_until(mut f: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(5) {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
-fn info_field(r: &mut Raw, name: &str) -> String {
-    r.info("stats", name).unwrap_or_default()
-}
-
 #[test]
 fn channels_introspection_client_list_info_and_disconnect() {
     for threads in ["1", "3"] {
@@ -228,8 +213,8 @@ fn channels_introspection_client_list_info_and_disconnect() {
         let list = String::from_utf8_lossy(&q.call(&["PUBSUB", "CHANNELS", "news.*"])).into_owned();
         assert!(list.starts_with("*2\r\n"), "{list}");
         assert_eq!(q.call(&["PUBSUB", "NUMPAT"]), b":2\r\n");
-        assert_eq!(info_field(&mut q, "pubsub_channels"), "3");
-        assert_eq!(info_field(&mut q, "pubsub_patterns"), "2");
+        assert_eq!(q.info_field("stats", "pubsub_channels"), "3");
+        assert_eq!(q.info_field("stats", "pubsub_patterns"), "2");
         // One channel subscriber plus two pattern subscribers.
         assert_eq!(q.call(&["PUBLISH", "news.1", "m"]), b":3\r\n");
         let clients = String::from_utf8_lossy(&q.call(&["CLIENT", "LIST"])).into_owned();
@@ -247,9 +232,11 @@ fn channels_introspection_client_list_info_and_disconnect() {
         assert!(normal.contains("flags=N"), "{normal}");
         // A disconnect drops every subscription.
         drop(a);
-        assert!(wait_until(
-            || q.call(&["PUBSUB", "NUMSUB", "news.1"]) == b"*2\r\n$6\r\nnews.1\r\n:0\r\n"
-        ));
+        wait_until(
+            DEADLINE,
+            "the disconnect dropped news.1's subscriber",
+            || q.call(&["PUBSUB", "NUMSUB", "news.1"]) == b"*2\r\n$6\r\nnews.1\r\n:0\r\n",
+        );
         assert_eq!(q.call(&["PUBSUB", "NUMPAT"]), b":2\r\n");
         assert_eq!(q.call(&["PUBLISH", "news.1", "m"]), b":1\r\n");
         // RESET drops them too (and replies +RESET even in the subscribed context).
@@ -263,7 +250,7 @@ fn channels_introspection_client_list_info_and_disconnect() {
         );
         assert_eq!(b.call(&["RESET"]), b"+RESET\r\n");
         assert_eq!(q.call(&["PUBSUB", "NUMPAT"]), b":0\r\n");
-        assert_eq!(info_field(&mut q, "pubsub_channels"), "0");
+        assert_eq!(q.info_field("stats", "pubsub_channels"), "0");
         assert_eq!(q.call(&["PUBLISH", "news.1", "m"]), b":0\r\n");
         // CLIENT KILL TYPE pubsub takes only subscribers.
         let mut s1 = Raw::connect(srv.port);
@@ -271,9 +258,9 @@ fn channels_introspection_client_list_info_and_disconnect() {
         s1.reply();
         assert_eq!(q.call(&["CLIENT", "KILL", "TYPE", "pubsub"]), b":1\r\n");
         assert!(s1.closed());
-        assert!(wait_until(
-            || q.call(&["PUBSUB", "NUMSUB", "k"]) == b"*2\r\n$1\r\nk\r\n:0\r\n"
-        ));
+        wait_until(DEADLINE, "the killed client's subscription is gone", || {
+            q.call(&["PUBSUB", "NUMSUB", "k"]) == b"*2\r\n$1\r\nk\r\n:0\r\n"
+        });
         assert_eq!(b.call(&["PING"]), b"+PONG\r\n");
     }
 }
@@ -345,10 +332,9 @@ fn pubsub_hard_limit_drops_stalled_subscriber_only() {
         );
         // Well above the kernel's buffers, well below "never limited".
         assert!(sent > 100, "dropped after {sent} messages");
-        assert!(wait_until(|| info_field(
-            &mut p,
-            "client_output_buffer_limit_disconnections"
-        ) == "1"));
+        wait_until(DEADLINE, "the disconnection is counted", || {
+            p.info_field("stats", "client_output_buffer_limit_disconnections") == "1"
+        });
         assert_eq!(
             p.call(&["PUBSUB", "NUMSUB", "c"]),
             b"*2\r\n$1\r\nc\r\n:1\r\n"
@@ -390,14 +376,13 @@ fn pubsub_soft_limit_waits_its_seconds() {
                 b"*2\r\n$1\r\nc\r\n:1\r\n"
             );
         }
-        assert!(wait_until(
-            || p.call(&["PUBSUB", "NUMSUB", "c"]) == b"*2\r\n$1\r\nc\r\n:0\r\n"
-        ));
+        wait_until(DEADLINE, "the stalled subscriber was dropped", || {
+            p.call(&["PUBSUB", "NUMSUB", "c"]) == b"*2\r\n$1\r\nc\r\n:0\r\n"
+        });
         assert!(start.elapsed() >= Duration::from_secs(2));
-        assert!(wait_until(|| info_field(
-            &mut p,
-            "client_output_buffer_limit_disconnections"
-        ) == "1"));
+        wait_until(DEADLINE, "the disconnection is counted", || {
+            p.info_field("stats", "client_output_buffer_limit_disconnections") == "1"
+        });
     }
 }
 
@@ -550,7 +535,9 @@ fn idle_timeout_spares_subscribers() {
         sub.reply();
         let mut idle = Raw::connect(srv.port);
         assert_eq!(idle.call(&["PING"]), b"+PONG\r\n");
-        std::thread::sleep(Duration::from_millis(2500));
+        // The idle client is closed after its second of silence, once a cron sees it; the
+        // subscriber, silent for longer, is then checked to be still served.
+        idle.s.set_read_timeout(Some(DEADLINE)).unwrap();
         assert!(
             idle.closed(),
             "io-threads {threads}: idle normal client kept"

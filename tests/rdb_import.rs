@@ -155,9 +155,7 @@ fn exported_rdb_loads_into_redis_with_the_same_digest() {
     let digest = c.call(&["DEBUG", "DIGEST"]);
     assert_eq!(c.call(&["SAVE"]), b"+OK\r\n");
     let image = cairn.dir.join("dump.rdb");
-    let redis_dir = std::env::temp_dir().join(format!("cairn-export-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&redis_dir);
-    std::fs::create_dir_all(&redis_dir).unwrap();
+    let redis_dir = temp_dir("export");
     let out = Command::new(env!("CARGO_BIN_EXE_cairn-server"))
         .args([
             "--export-rdb",

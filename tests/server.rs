@@ -6,10 +6,6 @@ use redis::Value;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-fn s(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 /// `CONFIG GET *` as (name, value) pairs.
 fn config_all(port: u16) -> Vec<(String, String)> {
     let mut c = client(port);
@@ -27,17 +23,10 @@ fn info(port: u16, args: &[&str]) -> String {
     let mut raw = Raw::connect(port);
     let mut cmd = vec!["INFO"];
     cmd.extend_from_slice(args);
-    let reply = s(&raw.call(&cmd));
+    let reply = show(&raw.call(&cmd));
     assert!(reply.starts_with('$'), "{reply}");
     let body = reply.split_once("\r\n").unwrap().1;
     body[..body.len() - 2].to_string()
-}
-
-/// `field` of an INFO text.
-fn info_field(text: &str, field: &str) -> Option<String> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .map(|v| v.trim_end().to_string())
 }
 
 fn headers(text: &str) -> Vec<String> {
@@ -45,17 +34,6 @@ fn headers(text: &str) -> Vec<String> {
         .filter(|l| l.starts_with("# "))
         .map(|l| l.trim_end().to_string())
         .collect()
-}
-
-/// Sends the same commands to both servers and asserts byte-identical replies.
-fn same_replies(a: u16, b: u16, cmds: &[&[&str]]) {
-    let mut ra = Raw::connect(a);
-    let mut rb = Raw::connect(b);
-    for cmd in cmds {
-        let x = ra.call(cmd);
-        let y = rb.call(cmd);
-        assert_eq!(s(&x), s(&y), "reply to {cmd:?} differs (redis vs cairn)");
-    }
 }
 
 #[test]
@@ -113,8 +91,8 @@ fn config_get_star_has_redis_names_and_defaults() {
     assert_eq!(pairs(redis.port), pairs(cairn.port));
     // Hidden options answer only to their exact name (as Redis's).
     same_replies(
-        redis.port,
-        cairn.port,
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(cairn.port),
         &[
             &["CONFIG", "GET", "rdb-key-save-delay"],
             &["CONFIG", "GET", "rdb-key-*"],
@@ -130,8 +108,8 @@ fn config_errors_match_redis() {
     let redis = start_redis(&[]);
     let cairn = start_cairn(&["--save", ""]);
     same_replies(
-        redis.port,
-        cairn.port,
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(cairn.port),
         &[
             &["CONFIG"],
             &["CONFIG", "GET"],
@@ -205,7 +183,7 @@ fn config_set_is_atomic_and_applied() {
         "maxmemory-policy",
         "bad",
     ]);
-    assert!(r.starts_with(b"-ERR CONFIG SET failed"), "{}", s(&r));
+    assert!(r.starts_with(b"-ERR CONFIG SET failed"), "{}", show(&r));
     assert_eq!(
         raw.call(&["CONFIG", "GET", "maxmemory"]),
         b"*2\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n"
@@ -271,18 +249,8 @@ fn config_rewrite_updates_the_file() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    let mut raw = loop {
-        if let Ok(st) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            drop(st);
-            break Raw::connect(port);
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    wait_serving(&mut child, port).unwrap();
+    let mut raw = Raw::connect(port);
     assert_eq!(
         raw.call(&["CONFIG", "SET", "maxmemory", "2mb", "hz", "20"]),
         b"+OK\r\n"
@@ -453,17 +421,18 @@ fn info_counters_and_resetstat() {
     );
     assert_eq!(info_field(&p, "loading").as_deref(), Some("0"));
     assert_eq!(info_field(&p, "aof_enabled").as_deref(), Some("0"));
-    // Load for a while: instantaneous_ops_per_sec sees it.
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_millis(1200) {
-        raw.call(&["PING"]);
-    }
-    let st = info(srv.port, &["stats"]);
-    let ops: u64 = info_field(&st, "instantaneous_ops_per_sec")
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(ops > 0, "{st}");
+    // Load until instantaneous_ops_per_sec (sampled by the cron) sees it.
+    wait_until(
+        DEADLINE,
+        "instantaneous_ops_per_sec counts the PINGs",
+        || {
+            for _ in 0..200 {
+                raw.call(&["PING"]);
+            }
+            let st = info(srv.port, &["stats"]);
+            info_int(&st, "instantaneous_ops_per_sec") > 0
+        },
+    );
     assert_eq!(raw.call(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
     let st = info(srv.port, &["stats"]);
     assert_eq!(info_field(&st, "keyspace_hits").as_deref(), Some("0"));
@@ -493,7 +462,11 @@ fn time_and_lastsave() {
     assert!((0..1_000_000).contains(&usec));
     let last: i64 = redis::cmd("LASTSAVE").query(&mut c).unwrap();
     assert!(last <= now + 1 && last > now - 60);
-    same_replies(redis.port, srv.port, &[&["TIME", "x"], &["LASTSAVE", "x"]]);
+    same_replies(
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(srv.port),
+        &[&["TIME", "x"], &["LASTSAVE", "x"]],
+    );
 }
 
 #[test]
@@ -508,8 +481,8 @@ fn command_introspection() {
     // COMMAND INFO entry shape: same as Redis's for GET except for the key-spec flags.
     let mut rr = Raw::connect(redis.port);
     let mut rc = Raw::connect(srv.port);
-    let want = s(&rr.call(&["COMMAND", "INFO", "get"]));
-    let got = s(&rc.call(&["COMMAND", "INFO", "get"]));
+    let want = show(&rr.call(&["COMMAND", "INFO", "get"]));
+    let got = show(&rc.call(&["COMMAND", "INFO", "get"]));
     assert_eq!(got, want);
     let info: Vec<Value> = redis::cmd("COMMAND")
         .arg("INFO")
@@ -563,8 +536,8 @@ fn command_introspection() {
         .unwrap();
     assert!(strings.contains(&"get".to_string()) && !strings.contains(&"del".to_string()));
     same_replies(
-        redis.port,
-        srv.port,
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(srv.port),
         &[
             &["COMMAND", "LIST", "FILTERBY", "MODULE", "foo"],
             &["COMMAND", "LIST", "FILTERBY", "bogus", "x"],
@@ -587,7 +560,7 @@ fn command_introspection() {
     );
     // COMMAND DOCS: a map (RESP3) of name -> doc map, subcommands nested.
     rc.call(&["HELLO", "3"]);
-    let docs = s(&rc.call(&["COMMAND", "DOCS", "get", "nosuch", "config"]));
+    let docs = show(&rc.call(&["COMMAND", "DOCS", "get", "nosuch", "config"]));
     assert!(
         docs.starts_with("%2\r\n$3\r\nget\r\n%3\r\n$7\r\nsummary\r\n"),
         "{docs}"
@@ -616,12 +589,12 @@ fn redis_cli_talks_to_cairn() {
         ])
         .output()
         .expect("redis-cli");
-    assert_eq!(s(&out.stdout), "maxmemory-policy\nnoeviction\n");
+    assert_eq!(show(&out.stdout), "maxmemory-policy\nnoeviction\n");
     let out = std::process::Command::new("redis-cli")
         .args(["-p", &srv.port.to_string(), "info", "server"])
         .output()
         .unwrap();
-    assert!(s(&out.stdout).contains("redis_version:7.0.15"));
+    assert!(show(&out.stdout).contains("redis_version:7.0.15"));
 }
 
 #[test]
@@ -662,8 +635,8 @@ fn memory_usage_and_help() {
             .unwrap();
     }
     same_replies(
-        redis.port,
-        srv.port,
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(srv.port),
         &[
             &["MEMORY", "USAGE", "nosuch"],
             &["MEMORY", "USAGE", "foo", "SAMPLES"],
@@ -739,8 +712,8 @@ fn slowlog_entries() {
     let len: i64 = redis::cmd("SLOWLOG").arg("LEN").query(&mut c).unwrap();
     assert!(len <= 1, "only the LEN/RESET themselves may be logged");
     same_replies(
-        redis.port,
-        srv.port,
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(srv.port),
         &[
             &["SLOWLOG", "GET", "x"],
             &["SLOWLOG", "GET", "-2"],
@@ -761,24 +734,36 @@ fn latency_monitor() {
     raw.call(&["CONFIG", "SET", "latency-monitor-threshold", "10"]);
     assert_eq!(raw.call(&["DEBUG", "SLEEP", "0.05"]), b"+OK\r\n");
     let mut c = client(srv.port);
+    // The sleep is a "command" event of at least 50 ms. On a busy machine another
+    // command may also pass the 10 ms threshold (more events, another second in the
+    // history), so the sleep's event is looked for rather than counted alone.
     let latest: Vec<(String, i64, i64, i64)> =
         redis::cmd("LATENCY").arg("LATEST").query(&mut c).unwrap();
-    assert_eq!(latest.len(), 1);
-    assert_eq!(latest[0].0, "command");
-    assert!(latest[0].2 >= 50 && latest[0].3 >= 50, "{latest:?}");
+    let command = latest.iter().find(|e| e.0 == "command");
+    assert!(
+        command.is_some_and(|e| e.2 >= 50 && e.3 >= 50),
+        "{latest:?}"
+    );
     let hist: Vec<(i64, i64)> = redis::cmd("LATENCY")
         .arg("HISTORY")
         .arg("command")
         .query(&mut c)
         .unwrap();
-    assert_eq!(hist.len(), 1);
+    assert!(hist.iter().any(|h| h.1 >= 50), "{hist:?}");
     let doctor: String = redis::cmd("LATENCY").arg("DOCTOR").query(&mut c).unwrap();
     assert!(doctor.contains("command"), "{doctor}");
     assert_eq!(raw.call(&["LATENCY", "RESET", "nosuch"]), b":0\r\n");
-    assert_eq!(raw.call(&["LATENCY", "RESET"]), b":1\r\n");
+    // One class at least (the sleep's; more if a busy machine made others slow).
+    let reset = show(&raw.call(&["LATENCY", "RESET"]));
+    assert!(
+        reset
+            .strip_prefix(':')
+            .is_some_and(|n| n.trim().parse::<u32>().unwrap() >= 1),
+        "{reset}"
+    );
     same_replies(
-        redis.port,
-        srv.port,
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(srv.port),
         &[
             &["LATENCY", "HISTORY", "nosuch"],
             &["LATENCY", "HISTORY"],
@@ -793,8 +778,8 @@ fn debug_is_gated_by_enable_debug_command() {
     let redis = start_redis(&[]);
     let srv = start_cairn(&[]);
     same_replies(
-        redis.port,
-        srv.port,
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(srv.port),
         &[&["DEBUG", "DIGEST"], &["DEBUG", "SLEEP", "0"], &["DEBUG"]],
     );
 }
@@ -817,10 +802,14 @@ fn debug_digest_matches_redis_for_strings() {
         &["SET", "a", "other-db"],
         &["SELECT", "0"],
     ];
-    same_replies(redis.port, srv.port, setup);
     same_replies(
-        redis.port,
-        srv.port,
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(srv.port),
+        setup,
+    );
+    same_replies(
+        &mut Raw::connect(redis.port),
+        &mut Raw::connect(srv.port),
         &[
             &["DEBUG", "DIGEST"],
             &["DEBUG", "DIGEST-VALUE", "a", "ttl", "nosuch"],
@@ -852,14 +841,14 @@ fn debug_object_sleep_and_active_expire() {
     let mut raw = Raw::connect(srv.port);
     raw.call(&["SET", "n", "123"]);
     raw.call(&["SET", "s", "hello"]);
-    let line = s(&raw.call(&["DEBUG", "OBJECT", "n"]));
+    let line = show(&raw.call(&["DEBUG", "OBJECT", "n"]));
     assert!(line.starts_with("+Value at:0x"), "{line}");
     assert!(
         line.contains(" encoding:int serializedlength:2 lru:"),
         "{line}"
     );
     assert!(line.contains(" lru_seconds_idle:"), "{line}");
-    let line = s(&raw.call(&["DEBUG", "OBJECT", "s"]));
+    let line = show(&raw.call(&["DEBUG", "OBJECT", "s"]));
     assert!(
         line.contains(" refcount:1 encoding:embstr serializedlength:6 "),
         "{line}"
@@ -867,7 +856,7 @@ fn debug_object_sleep_and_active_expire() {
     let start = Instant::now();
     assert_eq!(raw.call(&["DEBUG", "SLEEP", "0.2"]), b"+OK\r\n");
     assert!(start.elapsed() >= Duration::from_millis(200));
-    let help = s(&raw.call(&["DEBUG", "HELP"]));
+    let help = show(&raw.call(&["DEBUG", "HELP"]));
     assert!(help.contains("DEBUG <subcommand>") && help.contains("SET-ACTIVE-EXPIRE"));
     // With active expiry off, an expired key nobody touches stays in DBSIZE.
     assert_eq!(raw.call(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");
@@ -875,14 +864,9 @@ fn debug_object_sleep_and_active_expire() {
     std::thread::sleep(Duration::from_millis(400));
     assert_eq!(raw.call(&["DBSIZE"]), b":3\r\n");
     assert_eq!(raw.call(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]), b"+OK\r\n");
-    let start = Instant::now();
-    while raw.call(&["DBSIZE"]) != b":2\r\n" {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "active expiry did not resume"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(DEADLINE, "active expiry resumed", || {
+        raw.call(&["DBSIZE"]) == b":2\r\n"
+    });
 }
 
 /// A port something else listens on (the returned listener holds it).
@@ -910,8 +894,8 @@ fn runtime_protections_match_redis() {
         let redis = start_redis(&args);
         let cairn = start_cairn(&args);
         same_replies(
-            redis.port,
-            cairn.port,
+            &mut Raw::connect(redis.port),
+            &mut Raw::connect(cairn.port),
             &[
                 &["CONFIG", "SET", "dbfilename", "../escape.rdb"],
                 &["CONFIG", "SET", "dbfilename", "/tmp/escape.rdb"],
@@ -955,12 +939,12 @@ fn runtime_protections_match_redis() {
         // Connection 2 connects after the password is set: it must AUTH.
         let replies_with_late_client = |port: u16| {
             let mut early: Vec<Raw> = (0..2).map(|_| Raw::connect(port)).collect();
-            let mut out = vec![s(&early[0].call(pass[0].1))];
+            let mut out = vec![show(&early[0].call(pass[0].1))];
             let mut late = Raw::connect(port);
-            out.push(s(&late.call(&["GET", "x"])));
+            out.push(show(&late.call(&["GET", "x"])));
             for (c, cmd) in &pass[1..] {
                 let conn = if *c == 2 { &mut late } else { &mut early[*c] };
-                out.push(s(&conn.call(cmd)));
+                out.push(show(&conn.call(cmd)));
             }
             out
         };
@@ -998,8 +982,10 @@ fn config_set_port_and_bind_rebind_at_once() {
         );
         assert_eq!(Raw::connect(new_port).call(&["PING"]), b"+PONG\r\n");
         let (_holder, taken) = busy_port();
-        assert!(s(&raw.call(&["CONFIG", "SET", "port", &taken.to_string()]))
-            .starts_with("-ERR CONFIG SET failed (possibly related to argument 'port')"));
+        assert!(
+            show(&raw.call(&["CONFIG", "SET", "port", &taken.to_string()]))
+                .starts_with("-ERR CONFIG SET failed (possibly related to argument 'port')")
+        );
         assert_eq!(
             raw.call(&["CONFIG", "GET", "port"]),
             format!("*2\r\n$4\r\nport\r\n$5\r\n{new_port}\r\n").as_bytes()
@@ -1030,11 +1016,9 @@ fn refused_connections_count_as_rejected_not_received() {
         assert_eq!(refused.reply(), b"-ERR max number of clients reached\r\n");
         assert!(refused.closed());
         // The I/O threads' counters reach INFO on the executor's next cron.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while before(&mut a, "rejected_connections") == rejected {
-            assert!(Instant::now() < deadline, "the refusal was not counted");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until(DEADLINE, "the refusal is counted", || {
+            before(&mut a, "rejected_connections") != rejected
+        });
         let got = (
             before(&mut a, "total_connections_received") - received,
             before(&mut a, "rejected_connections") - rejected,
@@ -1096,7 +1080,7 @@ fn a_path_as_a_file_name_stops_startup() {
             .output()
             .unwrap();
         assert!(!out.status.success(), "{option} {value}");
-        let stderr = s(&out.stderr);
+        let stderr = show(&out.stderr);
         assert!(stderr.contains(text), "{stderr}");
     }
 }

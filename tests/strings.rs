@@ -7,7 +7,7 @@
 //! argument is that byte, `<empty>` is an empty argument and `<rep:N:c>` is N copies of c.
 mod common;
 use common::*;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn parse_arg(tok: &str) -> Vec<u8> {
     if tok == "<empty>" {
@@ -83,9 +83,19 @@ fn ttl_kept_or_cleared_by_writes() {
         ("gs", vec!["GETSET", "gs", "v"]),
         ("d", vec!["BITOP", "OR", "d", "f"]),
     ];
-    for (k, cmd) in keep.iter().chain(clear.iter()) {
-        assert_eq!(r.call(&["SET", k, "1", "PX", "300"]), b"+OK\r\n");
+    // SET k v PX 2000, then `cmd` on it; again if the pair took so long (a busy machine)
+    // that the key may have expired before `cmd` ran. Returns `cmd`'s reply and when the
+    // SET was sent (the TTL ran out 2 s after it at the latest).
+    let on_volatile = |r: &mut Raw, k: &str, v: &str, cmd: &[&str]| loop {
+        let t = Instant::now();
+        assert_eq!(r.call(&["SET", k, v, "PX", "2000"]), b"+OK\r\n");
         let reply = r.call(cmd);
+        if t.elapsed() < Duration::from_millis(1500) {
+            return (reply, t);
+        }
+    };
+    for (k, cmd) in keep.iter().chain(clear.iter()) {
+        let (reply, _) = on_volatile(&mut r, k, "1", cmd);
         assert_ne!(
             reply[0],
             b'-',
@@ -93,19 +103,24 @@ fn ttl_kept_or_cleared_by_writes() {
             String::from_utf8_lossy(&reply)
         );
     }
-    std::thread::sleep(Duration::from_millis(450));
     for (k, _) in keep.iter() {
-        assert_eq!(r.call(&["EXISTS", k]), b":0\r\n", "{k} kept its TTL");
+        wait_until(DEADLINE, &format!("{k} expired (kept its TTL)"), || {
+            r.call(&["EXISTS", k]) == b":0\r\n"
+        });
     }
     for (k, _) in clear.iter() {
         assert_eq!(r.call(&["EXISTS", k]), b":1\r\n", "{k} lost its TTL");
     }
     // GETEX PERSIST removes the TTL, GETEX PX sets one.
-    r.call(&["SET", "p", "v", "PX", "300"]);
-    assert_eq!(r.call(&["GETEX", "p", "PERSIST"]), b"$1\r\nv\r\n");
+    let (reply, p_set) = on_volatile(&mut r, "p", "v", &["GETEX", "p", "PERSIST"]);
+    assert_eq!(reply, b"$1\r\nv\r\n");
     r.call(&["SET", "q", "v"]);
     assert_eq!(r.call(&["GETEX", "q", "PX", "200"]), b"$1\r\nv\r\n");
-    std::thread::sleep(Duration::from_millis(450));
+    wait_until(DEADLINE, "q expired", || {
+        r.call(&["EXISTS", "q"]) == b":0\r\n"
+    });
+    // Past the TTL p had before PERSIST (a wait for time to pass, not for the server).
+    std::thread::sleep(Duration::from_millis(2100).saturating_sub(p_set.elapsed()));
     assert_eq!(r.call(&["EXISTS", "p", "q"]), b":1\r\n");
 }
 

@@ -12,10 +12,6 @@ use std::time::Duration;
 
 type Transcript = Vec<String>;
 
-fn show(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 /// Runs `f` on cairn (both socket paths) and on redis-server; the transcripts must match.
 fn differential(extra: &[&str], f: fn(u16, &mut Transcript)) {
     let r = start_redis(extra);
@@ -224,9 +220,22 @@ fn watch_touched_by_other_clients_and_keyspace_events() {
 fn watch_and_expiry() {
     differential(&["--enable-debug-command", "yes"], |port, t| {
         let mut a = Raw::connect(port);
+        // SET key v PX ms, then WATCH key; again (UNWATCH first) until both ran well
+        // within the TTL, as a busy machine may delay the WATCH past it. Only the attempt
+        // that counts goes into the transcript.
+        let set_watch = |a: &mut Raw, t: &mut Transcript, key: &str, ms: u64| loop {
+            let mut attempt = Vec::new();
+            let start = std::time::Instant::now();
+            call(a, &mut attempt, &format!("SET {key} v PX {ms}"));
+            call(a, &mut attempt, &format!("WATCH {key}"));
+            if start.elapsed() < Duration::from_millis(ms / 2) {
+                t.extend(attempt);
+                return;
+            }
+            a.call(&["UNWATCH"]);
+        };
         // Expires between WATCH and EXEC (not yet deleted): EXEC fails.
-        call(&mut a, t, "SET e v PX 150");
-        call(&mut a, t, "WATCH e");
+        set_watch(&mut a, t, "e", 150);
         std::thread::sleep(Duration::from_millis(300));
         call(&mut a, t, "MULTI");
         call(&mut a, t, "PING");
@@ -239,8 +248,7 @@ fn watch_and_expiry() {
         call(&mut a, t, "PING");
         call(&mut a, t, "EXEC");
         // Deleted by active expiry meanwhile: EXEC fails.
-        call(&mut a, t, "SET e3 v PX 100");
-        call(&mut a, t, "WATCH e3");
+        set_watch(&mut a, t, "e3", 100);
         std::thread::sleep(Duration::from_millis(1200));
         call(&mut a, t, "EXISTS e3");
         call(&mut a, t, "MULTI");
@@ -286,23 +294,11 @@ fn oom_inside_multi_and_at_exec() {
 
 // ---- the AOF -------------------------------------------------------------------------
 
-fn temp(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("cairn-txn-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn incr_path(dir: &std::path::Path) -> std::path::PathBuf {
-    dir.join("appendonlydir/appendonly.aof.1.incr.aof")
-}
-
 #[test]
 fn aof_logs_a_transaction_as_one_block() {
-    let dir = temp("block");
-    let d = dir.to_str().unwrap();
+    let dir = temp_dir("block");
     {
-        let s = start_cairn(&["--appendonly", "yes", "--appendfsync", "always", "--dir", d]);
+        let s = start_aof(&dir, &["--appendfsync", "always"]);
         let mut a = Raw::connect(s.port);
         a.call(&["SET", "before", "1"]);
         a.call(&["MULTI"]);
@@ -321,7 +317,7 @@ fn aof_logs_a_transaction_as_one_block() {
         a.call(&["GET", "t2"]);
         assert_eq!(a.call(&["EXEC"]), b"*1\r\n$1\r\nb\r\n");
     }
-    let text = String::from_utf8_lossy(&std::fs::read(incr_path(&dir)).unwrap()).into_owned();
+    let text = String::from_utf8_lossy(&std::fs::read(last_incr_file(&dir)).unwrap()).into_owned();
     assert_eq!(text.matches("$5\r\nMULTI\r\n").count(), 1, "{text}");
     assert_eq!(text.matches("$4\r\nEXEC\r\n").count(), 1, "{text}");
     let m = text.find("MULTI").unwrap();
@@ -330,7 +326,7 @@ fn aof_logs_a_transaction_as_one_block() {
     assert!(inside.contains("t1") && inside.contains("t2") && inside.contains("INCR"));
     assert!(!inside.contains("GET"));
     // Replay applies it.
-    let s = start_cairn(&["--appendonly", "yes", "--dir", d]);
+    let s = start_aof(&dir, &[]);
     let mut c = Raw::connect(s.port);
     assert_eq!(c.call(&["GET", "before"]), b"$1\r\n2\r\n");
     assert_eq!(c.call(&["GET", "t1"]), b"$1\r\na\r\n");
@@ -342,10 +338,9 @@ fn aof_logs_a_transaction_as_one_block() {
 
 #[test]
 fn aof_block_cut_at_the_tail_is_dropped() {
-    let dir = temp("torn");
-    let d = dir.to_str().unwrap();
+    let dir = temp_dir("torn");
     {
-        let s = start_cairn(&["--appendonly", "yes", "--appendfsync", "always", "--dir", d]);
+        let s = start_aof(&dir, &["--appendfsync", "always"]);
         let mut a = Raw::connect(s.port);
         a.call(&["SET", "kept", "1"]);
         a.call(&["MULTI"]);
@@ -355,7 +350,7 @@ fn aof_block_cut_at_the_tail_is_dropped() {
     }
     // A crash after the block's commands were written but before its EXEC: cut the file
     // at the start of the last entry (EXEC's header).
-    let path = incr_path(&dir);
+    let path = last_incr_file(&dir);
     let bytes = std::fs::read(&path).unwrap();
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let exec_at = text.rfind("#HDR:").unwrap();
@@ -363,7 +358,7 @@ fn aof_block_cut_at_the_tail_is_dropped() {
     std::fs::write(&path, &bytes[..exec_at]).unwrap();
     let multi_at = text.find("$5\r\nMULTI").unwrap();
     {
-        let s = start_cairn(&["--appendonly", "yes", "--dir", d]);
+        let s = start_aof(&dir, &[]);
         let mut c = Raw::connect(s.port);
         assert_eq!(c.call(&["GET", "kept"]), b"$1\r\n1\r\n");
         assert_eq!(c.call(&["EXISTS", "lost1", "lost2"]), b":0\r\n");
@@ -375,7 +370,7 @@ fn aof_block_cut_at_the_tail_is_dropped() {
         );
         c.call(&["SET", "after", "2"]);
     }
-    let s = start_cairn(&["--appendonly", "yes", "--dir", d]);
+    let s = start_aof(&dir, &[]);
     let mut c = Raw::connect(s.port);
     assert_eq!(c.call(&["GET", "after"]), b"$1\r\n2\r\n");
     assert_eq!(c.call(&["GET", "kept"]), b"$1\r\n1\r\n");
@@ -384,13 +379,6 @@ fn aof_block_cut_at_the_tail_is_dropped() {
 }
 
 // ---- large values in EXEC replies ------------------------------------------------------
-
-fn bulk(v: &[u8]) -> Vec<u8> {
-    let mut b = format!("${}\r\n", v.len()).into_bytes();
-    b.extend_from_slice(v);
-    b.extend_from_slice(b"\r\n");
-    b
-}
 
 fn read_n(c: &mut Raw, n: usize) -> Vec<u8> {
     use std::io::Read;
@@ -475,7 +463,7 @@ fn exec_mixes_big_and_small_values() {
 /// test portably).
 #[test]
 fn misconf_inside_multi_and_at_exec() {
-    let dir = temp("misconf");
+    let dir = temp_dir("misconf");
     let d = dir.to_str().unwrap();
     let s = start_cairn(&["--save", "3600 1", "--dir", d]);
     let mut a = Raw::connect(s.port);
@@ -485,11 +473,9 @@ fn misconf_inside_multi_and_at_exec() {
     assert_eq!(b.call(&["SET", "early", "1"]), b"+QUEUED\r\n");
     std::fs::remove_dir_all(&dir).unwrap();
     a.call(&["BGSAVE"]);
-    let t = std::time::Instant::now();
-    while a.info("persistence", "rdb_last_bgsave_status").as_deref() != Some("err") {
-        assert!(t.elapsed() < Duration::from_secs(10), "bgsave did not fail");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(DEADLINE, "the BGSAVE failed", || {
+        a.info("persistence", "rdb_last_bgsave_status").as_deref() == Some("err")
+    });
     let misconf = cairn::persistence::snapshot::ops::MISCONF_ERR;
     assert_eq!(
         show(&b.call(&["EXEC"])),

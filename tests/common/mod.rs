@@ -5,7 +5,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -42,12 +42,43 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
-fn temp_dir(tag: &str) -> PathBuf {
+
+/// A fresh, empty directory of its own for each call (`tag` names it for a human reading
+/// /tmp after a failure); nothing removes it but the test or `ServerProc`'s drop.
+pub fn temp_dir(tag: &str) -> PathBuf {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let d = std::env::temp_dir().join(format!("cairn-test-{tag}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// How long a started server may take to answer PING, and how long `wait_until` callers
+/// usually give a condition: generous, because a loaded 2-core machine running several
+/// test binaries at once is slow, and a deadline only costs time when the test fails.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Polls `cond` until it holds; panics naming `what` when `deadline` passes first. For
+/// anything a test would otherwise wait for with a fixed sleep: the wait ends as soon as
+/// the condition holds and only a real failure reaches the deadline.
+pub fn wait_until(deadline: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    if !poll_until(deadline, &mut cond) {
+        panic!("timed out after {deadline:?} waiting until {what}");
+    }
+}
+
+/// Polls `cond` until it holds or `deadline` passes; whether it held (checked one last time
+/// at the deadline, so a slow poll still counts).
+pub fn poll_until(deadline: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cond()
 }
 
 fn wait_ready(port: u16, child: &mut Child) {
@@ -57,25 +88,161 @@ fn wait_ready(port: u16, child: &mut Child) {
 }
 
 fn try_wait_ready(port: u16, child: &mut Child) -> Result<(), String> {
+    wait_serving(child, port).map_err(|e| match e {
+        NotServing::Exited(st) => format!("server exited during startup: {st}"),
+        NotServing::Timeout => format!("server on port {port} did not become ready"),
+    })
+}
+
+/// Why a started server is not serving.
+#[derive(Debug)]
+pub enum NotServing {
+    /// The process ended (a refused startup, or a bind that lost a race).
+    Exited(std::process::ExitStatus),
+    /// It neither answered PING nor exited within `DEADLINE`; it has been killed.
+    Timeout,
+}
+
+impl std::fmt::Display for NotServing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotServing::Exited(st) => write!(f, "exited: {st}"),
+            NotServing::Timeout => write!(f, "not serving after {DEADLINE:?}"),
+        }
+    }
+}
+
+/// Waits until the server answers PING with anything but -LOADING: serving, with its data
+/// loaded (PING answers -LOADING while an image loads; -NOAUTH under `requirepass` is
+/// serving too).
+pub fn wait_serving(child: &mut Child, port: u16) -> Result<(), NotServing> {
     let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10) {
+    while start.elapsed() < DEADLINE {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Err(NotServing::Exited(st));
+        }
         if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
             let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            if s.write_all(b"PING\r\n").is_ok() {
-                let mut buf = [0u8; 64];
-                if let Ok(n) = s.read(&mut buf) {
-                    if n > 0 {
-                        return Ok(());
-                    }
-                }
+            let mut buf = [0u8; 64];
+            if s.write_all(b"PING\r\n").is_ok()
+                && s.read(&mut buf).is_ok_and(|n| n > 0)
+                && !buf.starts_with(b"-LOADING")
+            {
+                return Ok(());
             }
         }
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("server exited during startup: {status}"));
-        }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(10));
     }
-    Err(format!("server on port {port} did not become ready"))
+    if let Ok(Some(st)) = child.try_wait() {
+        return Err(NotServing::Exited(st));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Err(NotServing::Timeout)
+}
+
+// ---- servers on a directory the test owns (restarts, damaged files) -------------------
+
+/// A cairn-server on a directory the test owns: the directory outlives the process, so a
+/// restart on it finds the image and the log. Killed with SIGKILL on drop.
+pub struct Srv {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Drop for Srv {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The log file every server started by `cairn_command` writes, in its directory.
+pub const LOG_FILE: &str = "cairn.log";
+
+/// What the server on `dir` logged so far ("" before it started).
+pub fn server_log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join(LOG_FILE)).unwrap_or_default()
+}
+
+/// `cairn-server --port <free> --dir <dir> --logfile <dir>/cairn.log <args>` with `env`
+/// set and stdout/stderr discarded, not yet spawned (a caller may still redirect output).
+pub fn cairn_command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Command, u16) {
+    let port = free_port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn-server"));
+    cmd.args(["--port", &port.to_string(), "--dir"])
+        .arg(dir)
+        .arg("--logfile")
+        .arg(dir.join(LOG_FILE))
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    (cmd, port)
+}
+
+/// Starts cairn on `dir` and waits until it serves; Err (with the log) if it exits first
+/// — a refused startup — or does not serve in time.
+pub fn try_start_on(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Srv, String> {
+    let (mut cmd, port) = cairn_command(dir, args, env);
+    let mut child = cmd.spawn().expect("spawn cairn-server");
+    match wait_serving(&mut child, port) {
+        Ok(()) => Ok(Srv { child, port }),
+        Err(e) => Err(format!("{e}: {}", server_log(dir))),
+    }
+}
+
+/// Starts cairn on `dir`; panics with its log if it does not serve.
+pub fn start_on(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Srv {
+    try_start_on(dir, args, env).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Options a kind of test server starts with, before the test's own arguments.
+pub const AOF_ON: &[&str] = &["--appendonly", "yes"];
+pub const DEBUG_ON: &[&str] = &["--enable-debug-command", "yes"];
+
+/// `base` then `args`, as one argument list.
+pub fn with<'a>(base: &[&'a str], args: &[&'a str]) -> Vec<&'a str> {
+    [base, args].concat()
+}
+
+/// A cairn with the append-only log on, on `dir`; Err (with the log) if startup fails.
+pub fn try_start_aof(dir: &Path, args: &[&str]) -> Result<Srv, String> {
+    try_start_on(dir, &with(AOF_ON, args), &[])
+}
+
+/// A cairn with the append-only log on, on `dir`; panics with the log if it fails.
+pub fn start_aof(dir: &Path, args: &[&str]) -> Srv {
+    start_aof_env(dir, args, &[])
+}
+
+/// `start_aof` with environment variables set for the server.
+pub fn start_aof_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Srv {
+    start_on(dir, &with(AOF_ON, args), env)
+}
+
+/// A cairn with DEBUG enabled (DEBUG DIGEST compares datasets), on `dir`.
+pub fn start_debug(dir: &Path, args: &[&str]) -> Srv {
+    start_debug_env(dir, args, &[])
+}
+
+/// `start_debug` with environment variables set for the server.
+pub fn start_debug_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Srv {
+    start_on(dir, &with(DEBUG_ON, args), env)
+}
+
+/// The incremental AOF file the manifest lists last (the one being written).
+pub fn last_incr_file(dir: &Path) -> PathBuf {
+    let m = std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest")).unwrap();
+    let name = m
+        .lines()
+        .rfind(|l| l.ends_with("type i"))
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .to_string();
+    dir.join("appendonlydir").join(name)
 }
 
 /// Starts cairn-server with extra `--option value` arguments.
@@ -146,7 +313,9 @@ pub struct Raw {
 impl Raw {
     pub fn connect(port: u16) -> Raw {
         let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        // A reply late by seconds on a busy machine is not a failure; a missing one
+        // still ends the test.
+        s.set_read_timeout(Some(DEADLINE)).unwrap();
         s.set_nodelay(true).unwrap();
         Raw { s, buf: Vec::new() }
     }
@@ -187,10 +356,13 @@ impl Raw {
     /// A field of `INFO <section>` (trimmed), None when INFO does not have it.
     pub fn info(&mut self, section: &str, field: &str) -> Option<String> {
         let text = String::from_utf8_lossy(&self.call(&["INFO", section])).into_owned();
-        let prefix = format!("{field}:");
-        text.lines()
-            .find_map(|l| l.strip_prefix(prefix.as_str()))
-            .map(|v| v.trim().to_string())
+        info_field(&text, field)
+    }
+
+    /// A field of `INFO <section>`; panics when INFO does not have it.
+    pub fn info_field(&mut self, section: &str, field: &str) -> String {
+        self.info(section, field)
+            .unwrap_or_else(|| panic!("INFO {section} has no {field}"))
     }
 
     /// A numeric field of `INFO <section>`; panics when INFO does not have it.
@@ -214,6 +386,72 @@ impl Raw {
             }
         }
     }
+}
+
+/// Sends `args` on a plain socket and reads the first line of the reply (without its
+/// CRLF); Err once the server is gone, for clients racing a kill the test makes (they
+/// must end quietly, not panic).
+pub fn try_call_line(s: &mut TcpStream, args: &[&str]) -> std::io::Result<String> {
+    let a: Vec<&[u8]> = args.iter().map(|x| x.as_bytes()).collect();
+    s.write_all(&encode(&a))?;
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        if s.read(&mut b)? == 0 {
+            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+        }
+        line.push(b[0]);
+    }
+    line.truncate(line.len() - 2);
+    Ok(String::from_utf8_lossy(&line).into_owned())
+}
+
+/// A field of an INFO text (trimmed), None when the text does not have it.
+pub fn info_field(text: &str, field: &str) -> Option<String> {
+    let prefix = format!("{field}:");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map(|v| v.trim().to_string())
+}
+
+/// A numeric field of an INFO text; panics when the text does not have it.
+pub fn info_int(text: &str, field: &str) -> i64 {
+    let v = info_field(text, field).unwrap_or_else(|| panic!("INFO has no {field}"));
+    v.parse()
+        .unwrap_or_else(|_| panic!("INFO {field} is not a number: {v}"))
+}
+
+/// `used_memory` of INFO memory.
+pub fn used_memory(raw: &mut Raw) -> u64 {
+    raw.info_u64("memory", "used_memory")
+}
+
+/// Waits until `used_memory` is back within 200 KB of `before` (a lazily freed value has
+/// been freed by the background thread).
+pub fn wait_memory_back(raw: &mut Raw, before: u64) {
+    let mut now = 0;
+    if !poll_until(DEADLINE, || {
+        now = used_memory(raw);
+        now <= before + 200_000
+    }) {
+        panic!("memory not returned: {before} -> {now}");
+    }
+}
+
+/// The payload of a bulk-string reply.
+pub fn bulk_payload(reply: &[u8]) -> Vec<u8> {
+    assert_eq!(reply[0], b'$', "{:?}", String::from_utf8_lossy(reply));
+    let nl = reply.windows(2).position(|w| w == b"\r\n").unwrap();
+    let n: usize = std::str::from_utf8(&reply[1..nl]).unwrap().parse().unwrap();
+    reply[nl + 2..nl + 2 + n].to_vec()
+}
+
+/// `v` as a RESP bulk string (`$<len>\r\n<v>\r\n`).
+pub fn bulk(v: &[u8]) -> Vec<u8> {
+    let mut b = format!("${}\r\n", v.len()).into_bytes();
+    b.extend_from_slice(v);
+    b.extend_from_slice(b"\r\n");
+    b
 }
 
 pub fn encode(args: &[&[u8]]) -> Vec<u8> {
@@ -274,6 +512,24 @@ fn value_end(b: &[u8], at: usize) -> Option<usize> {
     }
 }
 
+/// A small deterministic generator (64-bit LCG, high bits) for randomized scripts that
+/// must replay the same on cairn and on redis-server.
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
 // ---- comparing cairn with redis-server ------------------------------------------------
 
 /// A cairn and a redis-server started with the same arguments, a raw client to each.
@@ -302,6 +558,33 @@ pub fn same(rc: &mut Raw, rr: &mut Raw, args: &[&[u8]]) -> Vec<u8> {
         args.iter().map(|x| show(x)).collect::<Vec<_>>()
     );
     a
+}
+
+/// `same` with text arguments.
+pub fn same_str(rc: &mut Raw, rr: &mut Raw, args: &[&str]) -> Vec<u8> {
+    let a: Vec<&[u8]> = args.iter().map(|x| x.as_bytes()).collect();
+    same(rc, rr, &a)
+}
+
+/// Each command on both servers: byte-identical replies.
+pub fn same_replies(rc: &mut Raw, rr: &mut Raw, cmds: &[&[&str]]) {
+    for cmd in cmds {
+        same_str(rc, rr, cmd);
+    }
+}
+
+/// Runs a script on both servers, one command a line (arguments split at spaces):
+/// byte-identical replies, or for a line starting with "~ " the same reply lines in any
+/// order.
+pub fn run_script(rc: &mut Raw, rr: &mut Raw, script: &[&str]) {
+    for line in script {
+        match line.strip_prefix("~ ") {
+            Some(rest) => same_unordered(rc, rr, &rest.split(' ').collect::<Vec<_>>()),
+            None => {
+                same_str(rc, rr, &line.split(' ').collect::<Vec<_>>());
+            }
+        }
+    }
 }
 
 /// Replies compared as multisets of lines (for unspecified orders).

@@ -6,7 +6,7 @@
 //! the number of commands per seed. A mismatch prints the seed, the step, the command and
 //! the commands before it.
 
-use crate::common::{encode, start_cairn, start_redis, ServerProc};
+use crate::common::{encode, start_cairn, start_redis, ServerProc, DEADLINE};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -515,10 +515,10 @@ impl Conn {
         self.s.write_all(bytes).map_err(|e| format!("write: {e}"))
     }
 
-    /// Reads one reply: its raw bytes and parsed value, or an error (timeout after 5 s,
-    /// connection closed, not RESP).
+    /// Reads one reply: its raw bytes and parsed value, or an error (timeout after
+    /// `DEADLINE`, connection closed, not RESP).
     pub fn reply(&mut self) -> Result<(Vec<u8>, Val), String> {
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + DEADLINE;
         loop {
             if let Some((v, n)) = parse(&self.buf)? {
                 let raw: Vec<u8> = self.buf.drain(..n).collect();
@@ -526,7 +526,7 @@ impl Conn {
             }
             if Instant::now() > deadline {
                 return Err(format!(
-                    "no complete reply within 5 s; have {} bytes: \"{}\"",
+                    "no complete reply within {DEADLINE:?}; have {} bytes: \"{}\"",
                     self.buf.len(),
                     self.buf[..self.buf.len().min(200)].escape_ascii()
                 ));
@@ -548,9 +548,10 @@ impl Conn {
         }
     }
 
-    /// True if the peer closes the connection within 2 s with nothing more to read.
+    /// True if the peer closes the connection within `DEADLINE` with nothing more to read
+    /// (only asked where a close is expected: waiting long costs time only on failure).
     pub fn closes(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(2);
+        let deadline = Instant::now() + DEADLINE;
         let mut tmp = [0u8; 4096];
         while Instant::now() < deadline {
             match self.s.read(&mut tmp) {
@@ -812,7 +813,7 @@ pub fn run_family_with(
             }
             admin.send(&encode(&[b"FLUSHALL"])).unwrap();
             assert_eq!(admin.reply().unwrap().0, b"+OK\r\n");
-            let deadline = Instant::now() + Duration::from_secs(5);
+            let deadline = Instant::now() + DEADLINE;
             loop {
                 admin.send(&encode(&[b"CLIENT", b"LIST"])).unwrap();
                 let (_, v) = admin.reply().unwrap();
@@ -825,7 +826,7 @@ pub fn run_family_with(
                 }
                 assert!(
                     Instant::now() < deadline,
-                    "[{family}] port {port}: old connections not closed after 5 s"
+                    "[{family}] port {port}: old connections not closed after {DEADLINE:?}"
                 );
                 std::thread::sleep(Duration::from_millis(5));
             }
