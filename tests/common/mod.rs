@@ -112,6 +112,38 @@ impl std::fmt::Display for NotServing {
     }
 }
 
+/// True when INFO on `s` names a process other than `pid`: another test's server got the
+/// port between the probe and our child's bind (the child then exits at startup). A
+/// server that refuses INFO (`requirepass`) is taken as ours.
+fn someone_else_serves(s: &mut TcpStream, pid: u32) -> bool {
+    if s.write_all(b"INFO server\r\n").is_err() {
+        return false;
+    }
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    // Bounded: the server section is a few KiB.
+    while got.len() < 64 << 10 {
+        match s.read(&mut buf) {
+            Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+        let text = String::from_utf8_lossy(&got);
+        if let Some(at) = text.find("process_id:") {
+            let digits: String = text[at + 11..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            if text[at + 11 + digits.len()..].starts_with("\r\n") {
+                return digits.parse::<u32>().is_ok_and(|p| p != pid);
+            }
+        }
+        if got.starts_with(b"-") && got.ends_with(b"\r\n") {
+            break;
+        }
+    }
+    false
+}
+
 /// Waits until the server answers PING with anything but -LOADING: serving, with its data
 /// loaded (PING answers -LOADING while an image loads; -NOAUTH under `requirepass` is
 /// serving too).
@@ -127,6 +159,7 @@ pub fn wait_serving(child: &mut Child, port: u16) -> Result<(), NotServing> {
             if s.write_all(b"PING\r\n").is_ok()
                 && s.read(&mut buf).is_ok_and(|n| n > 0)
                 && !buf.starts_with(b"-LOADING")
+                && !someone_else_serves(&mut s, child.id())
             {
                 return Ok(());
             }
@@ -184,12 +217,26 @@ pub fn cairn_command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Comman
 /// Starts cairn on `dir` and waits until it serves; Err (with the log) if it exits first
 /// — a refused startup — or does not serve in time.
 pub fn try_start_on(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Srv, String> {
-    let (mut cmd, port) = cairn_command(dir, args, env);
-    let mut child = cmd.spawn().expect("spawn cairn-server");
-    match wait_serving(&mut child, port) {
-        Ok(()) => Ok(Srv { child, port }),
-        Err(e) => Err(format!("{e}: {}", server_log(dir))),
+    // A port can be taken between the probe and the bind: the server then exits at
+    // startup saying so, and starts again on another one.
+    for attempt in 0.. {
+        let (mut cmd, port) = cairn_command(dir, args, env);
+        let mut child = cmd.spawn().expect("spawn cairn-server");
+        match wait_serving(&mut child, port) {
+            Ok(()) => return Ok(Srv { child, port }),
+            Err(NotServing::Exited(_))
+                if attempt < 3
+                    && server_log(dir)
+                        .lines()
+                        .last()
+                        .is_some_and(|l| l.contains("Address already in use")) =>
+            {
+                continue
+            }
+            Err(e) => return Err(format!("{e}: {}", server_log(dir))),
+        }
     }
+    unreachable!()
 }
 
 /// Starts cairn on `dir`; panics with its log if it does not serve.
