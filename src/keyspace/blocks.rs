@@ -209,5 +209,4 @@ impl Keyspace {
     pub fn pinned_blocks(&self) -> usize {
         self.pins.len()
     }
-
 }
