@@ -7,6 +7,7 @@
 //! the buffers `maxmemory-clients` limits are measured here.
 
 use super::client_memory::ConnMemory;
+use super::connection::{Inbound, ReadStep};
 use super::listeners::{
     admission_refusal, bind_listeners, AdmissionRules, SharedListeners, MAX_LISTENERS,
 };
@@ -527,89 +528,60 @@ impl EventLoop {
                 return;
             }
             let fd = conn.stream.as_raw_fd();
-            let mut in_bulk = false;
-            // A big argument being read goes straight into its arena block.
-            let filling = conn.big_args.last().filter(|a| a.filled < a.len).copied();
-            let (dst, len) = match filling {
-                Some(a) => (
-                    (a.addr + a.filled) as *mut u8,
-                    (a.len - a.filled).min(READ_BUDGET_BYTES),
-                ),
-                None => {
-                    let pending = conn.parser.pending_bulk_bytes(conn.qbuf.len());
-                    in_bulk = pending > 0;
-                    // Inside a big bulk, read exactly its remaining bytes (at most the
-                    // budget) so the limit check never counts the next command's start.
-                    let want = if pending > 0 {
-                        pending.min(READ_BUDGET_BYTES)
-                    } else {
-                        READ_CHUNK_BYTES
-                    };
-                    conn.qbuf.reserve(want);
-                    let spare = conn.qbuf.spare_capacity_mut();
-                    (spare.as_mut_ptr() as *mut u8, spare.len().min(want))
-                }
+            let filling = conn.big_args.last().is_some_and(|a| a.filled < a.len);
+            let pending = conn.parser.pending_bulk_bytes(conn.qbuf.len());
+            let in_bulk = !filling && pending > 0;
+            // Inside a big bulk, read exactly its remaining bytes (at most the budget) so
+            // the limit check never counts the next command's start.
+            let want = if pending > 0 {
+                pending.min(READ_BUDGET_BYTES)
+            } else {
+                READ_CHUNK_BYTES
             };
-            // SAFETY: `dst` has room for `len` bytes (the block's unread tail, or the Vec's
-            // spare capacity); only bytes the kernel wrote are marked as filled below.
-            let n = unsafe { libc::read(fd, dst as *mut libc::c_void, len) };
-            if n > 0 {
-                let n = n as usize;
-                let mut complete = true;
-                match filling {
-                    Some(a) => {
-                        let last = conn.big_args.len() - 1;
-                        conn.big_args[last].filled += n;
-                        complete = conn.big_args[last].filled == a.len;
-                        if complete {
-                            conn.parser.big_bulk_filled(last, a.len);
-                        }
-                    }
-                    // SAFETY: the kernel initialised n bytes.
-                    None => unsafe { conn.qbuf.set_len(conn.qbuf.len() + n) },
-                }
-                read_total += n;
-                srv.stats.net_input_bytes += n as u64;
-                conn.measure_memory(srv);
-                let big_bytes: usize = conn.big_args.iter().map(|a| a.filled).sum();
-                if conn.parser.unparsed_bytes(conn.qbuf.len()) + big_bytes > limit {
-                    over_limit = true;
-                    break;
-                }
-                if complete {
-                    self.process(srv, slot);
-                }
-                let budget = if filling.is_none() && !in_bulk {
-                    READ_TURN_BYTES
-                } else {
-                    READ_BUDGET_BYTES
-                };
-                if read_total >= budget && n == len {
-                    if let Some(conn) = self.conns[slot].as_mut() {
-                        conn.more_to_read = true;
-                        self.pending_read.push(slot);
-                    }
-                    break;
-                }
-                // A short read drained the socket: with edge-triggered epoll, bytes that
-                // arrive later raise a new event, so no second read (EAGAIN) is needed.
-                if n < len && !drain {
-                    break;
-                }
-                continue;
-            }
-            if n == 0 {
-                eof = true;
-                break;
-            }
-            let err = io::Error::last_os_error();
-            match err.kind() {
-                io::ErrorKind::WouldBlock => break,
-                io::ErrorKind::Interrupted => continue,
-                _ => {
+            let mut inbound = Inbound {
+                qbuf: &mut conn.qbuf,
+                parser: &mut conn.parser,
+                big_args: &mut conn.big_args,
+            };
+            let (n, len, block_pending) = match inbound.read_once(fd, want, READ_BUDGET_BYTES) {
+                ReadStep::Bytes {
+                    n,
+                    asked,
+                    block_pending,
+                } => (n, asked, block_pending),
+                ReadStep::Closed => {
                     eof = true;
                     break;
                 }
+                ReadStep::WouldBlock => break,
+            };
+            read_total += n;
+            srv.stats.net_input_bytes += n as u64;
+            conn.measure_memory(srv);
+            let big_bytes: usize = conn.big_args.iter().map(|a| a.filled).sum();
+            if conn.parser.unparsed_bytes(conn.qbuf.len()) + big_bytes > limit {
+                over_limit = true;
+                break;
+            }
+            if !block_pending {
+                self.process(srv, slot);
+            }
+            let budget = if !filling && !in_bulk {
+                READ_TURN_BYTES
+            } else {
+                READ_BUDGET_BYTES
+            };
+            if read_total >= budget && n == len {
+                if let Some(conn) = self.conns[slot].as_mut() {
+                    conn.more_to_read = true;
+                    self.pending_read.push(slot);
+                }
+                break;
+            }
+            // A short read drained the socket: with edge-triggered epoll, bytes that
+            // arrive later raise a new event, so no second read (EAGAIN) is needed.
+            if n < len && !drain {
+                break;
             }
         }
         let Some(conn) = self.conns[slot].as_mut() else {

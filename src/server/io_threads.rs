@@ -8,6 +8,7 @@
 //! answers through a per-thread inbox and wakes the thread with its mio `Waker`.
 
 use super::client_memory::{ClientMemory, ConnMemory};
+use super::connection::{Inbound, ReadStep};
 use super::outq::OutRefs;
 use super::stats::Stats;
 use super::{RefSeg, Server};
@@ -474,59 +475,30 @@ impl IoThread {
             .load(Ordering::Relaxed) as usize;
         let mut eof = false;
         let mut total = 0;
+        let fd = conn.stream.as_raw_fd();
         loop {
-            // A big argument whose block is here is read straight into it.
-            let filling = conn.big_args.last().filter(|a| a.filled < a.len).copied();
-            let (dst, len) = match filling {
-                Some(a) => (
-                    (a.addr + a.filled) as *mut u8,
-                    (a.len - a.filled).min(READ_BUDGET_BYTES),
-                ),
-                None => {
-                    let want = READ_CHUNK_BYTES.max(
-                        conn.parser
-                            .pending_bulk_bytes(conn.qbuf.len())
-                            .min(READ_BUDGET_BYTES),
-                    );
-                    conn.qbuf.reserve(want);
-                    let spare = conn.qbuf.spare_capacity_mut();
-                    (spare.as_mut_ptr() as *mut u8, spare.len())
-                }
+            let want = READ_CHUNK_BYTES.max(
+                conn.parser
+                    .pending_bulk_bytes(conn.qbuf.len())
+                    .min(READ_BUDGET_BYTES),
+            );
+            let mut inbound = Inbound {
+                qbuf: &mut conn.qbuf,
+                parser: &mut conn.parser,
+                big_args: &mut conn.big_args,
             };
-            // SAFETY: `dst` has room for `len` bytes (the block's unread tail — the
-            // executor does not touch a block a connection is filling — or the Vec's spare
-            // capacity); only bytes the kernel wrote are marked as read below.
-            let n = unsafe { libc::read(conn.stream.as_raw_fd(), dst as *mut libc::c_void, len) };
-            if n > 0 {
-                match filling {
-                    Some(a) => {
-                        let last = conn.big_args.len() - 1;
-                        conn.big_args[last].filled += n as usize;
-                        if conn.big_args[last].filled == a.len {
-                            conn.parser.big_bulk_filled(last, a.len);
-                        }
+            match inbound.read_once(fd, want, READ_BUDGET_BYTES) {
+                ReadStep::Bytes { n, .. } => {
+                    total += n;
+                    if query_bytes(conn) > limit || total >= READ_BUDGET_BYTES {
+                        break;
                     }
-                    // SAFETY: the kernel initialised n bytes.
-                    None => unsafe { conn.qbuf.set_len(conn.qbuf.len() + n as usize) },
                 }
-                total += n as usize;
-                if query_bytes(conn) > limit || total >= READ_BUDGET_BYTES {
-                    break;
-                }
-                continue;
-            }
-            if n == 0 {
-                eof = true;
-                break;
-            }
-            let e = io::Error::last_os_error();
-            match e.kind() {
-                io::ErrorKind::WouldBlock => break,
-                io::ErrorKind::Interrupted => continue,
-                _ => {
+                ReadStep::Closed => {
                     eof = true;
                     break;
                 }
+                ReadStep::WouldBlock => break,
             }
         }
         conn.last_activity_ms = now_ms();

@@ -10,6 +10,7 @@ pub mod aof_startup;
 pub mod blocking;
 pub mod client;
 pub mod client_memory;
+pub mod connection;
 pub mod event_loop;
 pub mod io_threads;
 pub mod listeners;
