@@ -12,8 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// Upward edges not removed yet: (file under `src/`, the module it reaches up to). The
 /// command families still reach the executor's state (`Server`, `Client`, the blocking
-/// layer, stats, `RefSeg`) defined in `server/`; the snapshot's executor side is an
-/// `impl Server` in `persistence/snapshot/ops.rs`.
+/// layer, stats, `RefSeg`) defined in `server/`.
 const KNOWN_UPWARD: &[(&str, &str)] = &[
     ("commands/aof.rs", "server"),
     ("commands/connection.rs", "server"),
@@ -25,7 +24,6 @@ const KNOWN_UPWARD: &[(&str, &str)] = &[
     ("commands/server/mod.rs", "server"),
     ("commands/transactions.rs", "server"),
     ("commands/zsets.rs", "server"),
-    ("persistence/snapshot/ops.rs", "server"),
 ];
 
 /// Layers from ARCHITECTURE.md: lines `N. `mod`, `mod` ...` under `## Layers`.

@@ -107,7 +107,7 @@ pub fn start(srv: &mut Server) -> Result<(), String> {
             });
         }
     };
-    let mut p = crate::persistence::snapshot::ops::params(srv);
+    let mut p = super::snapshot_ops::params(srv);
     p.path = image_path.clone();
     p.on_cut = Some(Arc::new(hook));
     p.write_behind = s.aof_rewrite_incremental_fsync;
@@ -752,7 +752,7 @@ mod tests {
         run(&mut srv, &["HSET", "h", "f", "1"]);
         run(&mut srv, &["SADD", "z", "m"]);
         let image = dir.join("p.2.base.cimg");
-        let mut p = crate::persistence::snapshot::ops::params(&srv);
+        let mut p = crate::server::snapshot_ops::params(&srv);
         p.path = image.clone();
         crate::persistence::snapshot::save_blocking(&srv.ks.arena, srv.ks.total_keys(), &p)
             .unwrap();

@@ -15,6 +15,7 @@ pub mod event_loop;
 pub mod io_threads;
 pub mod listeners;
 pub mod outq;
+pub mod snapshot_ops;
 pub mod stats;
 #[cfg(test)]
 pub mod testing;
@@ -619,9 +620,7 @@ impl Server {
             && a.prechecks
             && self.writes_denied_by_disk_error()
         {
-            return Err(Refusal::counted(
-                crate::persistence::snapshot::ops::MISCONF_ERR,
-            ));
+            return Err(Refusal::counted(snapshot_ops::MISCONF_ERR));
         }
         // A RESP2 client with subscriptions may only run the pub/sub context commands.
         if client.resp == crate::protocol::reply::Resp::V2

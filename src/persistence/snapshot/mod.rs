@@ -31,7 +31,6 @@
 //! File layout: [`format`] and `docs/formats/snapshot.md`.
 
 pub mod format;
-pub mod ops;
 pub mod pause;
 mod racy_copy;
 mod raw_pool;

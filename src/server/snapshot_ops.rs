@@ -3,9 +3,9 @@
 //! the executor and is O(1) in the dataset except SAVE / SHUTDOWN, which block by
 //! definition (as in Redis).
 
-use super::{BgJob, SnapParams};
+use super::Server;
 use crate::keyspace::Keyspace;
-use crate::server::Server;
+use crate::persistence::snapshot::{BgJob, SnapParams};
 use crate::util::now_ms;
 use crate::{notice, warning};
 use std::path::PathBuf;
@@ -98,7 +98,7 @@ impl Server {
             .and_then(|v| v.parse::<i64>().ok())
             .unwrap_or(0)
             .max(0) as u64;
-        let job = super::LoadJob::start(path, s.arena_reserve_bytes, delay)
+        let job = crate::persistence::snapshot::LoadJob::start(path, s.arena_reserve_bytes, delay)
             .map_err(|e| format!("cannot start the image loader: {e}"))?;
         srv.snapshot.loading = Some(job);
         Ok(srv)
@@ -156,7 +156,7 @@ impl Server {
                     started.elapsed().as_secs_f64(),
                     self.ks.total_keys(),
                     header.arena_bytes,
-                    super::mode_name(header.mode)
+                    crate::persistence::snapshot::mode_name(header.mode)
                 );
             }
             Err(e) => {
@@ -231,7 +231,7 @@ impl Server {
         }
         let p = params(self);
         let keys = self.ks.total_keys();
-        match super::save_blocking(&self.ks.arena, keys, &p) {
+        match crate::persistence::snapshot::save_blocking(&self.ks.arena, keys, &p) {
             Ok(o) => {
                 self.snapshot.record(&o, false);
                 self.dirty = 0;
