@@ -203,6 +203,26 @@ impl Engine {
         let redis = redis_table(&lua)?;
         real.raw_set("redis", redis.clone())?;
 
+        // rawset refuses the read-only views (a Rust function, as Redis's is C: errors
+        // point at the calling line even from `return rawset(...)`).
+        real.raw_set(
+            "rawset",
+            lua.create_function(|lua, (t, k, v): (Value, Value, Value)| {
+                let Value::Table(t) = t else {
+                    return Err(lualib::arg_error(lua, 1, "rawset", "table expected"));
+                };
+                let ro = t
+                    .metatable()
+                    .is_some_and(|m| m.raw_get::<bool>("__cairn_ro").unwrap_or(false));
+                if ro {
+                    return Err(mlua::Error::RuntimeError(
+                        "Attempt to modify a readonly table".into(),
+                    ));
+                }
+                t.raw_set(k, v)?;
+                Ok(t)
+            })?,
+        )?;
         let errinfo = lua.create_function(|lua, v: Value| {
             let (kind, text) = error_parts(&v);
             Ok((kind, lua.create_string(text)?))
@@ -630,12 +650,10 @@ const SETUP_LUA: &str = r#"
 local real, getinfo, errinfo, setfenv = ...
 local error, type, tostring, rawequal = error, type, tostring, rawequal
 local setmetatable, xpcall, pcall, select = setmetatable, xpcall, pcall, select
-local protected = setmetatable({}, {__mode = 'k'})
 local function readonly() error('Attempt to modify a readonly table', 2) end
 local function view(t, index)
   local v = {}
-  protected[v] = true
-  setmetatable(v, {__index = index or t, __newindex = readonly, __metatable = false})
+  setmetatable(v, {__index = index or t, __newindex = readonly, __metatable = false, __cairn_ro = true})
   return v
 end
 -- Library tables: scripts read them, never change them.
@@ -647,11 +665,6 @@ setmetatable(real, {__index = function(_, k)
   error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
 end})
 real._G = env
-local raw_rawset = rawset
-real.rawset = function(t, k, v)
-  if protected[t] then error('Attempt to modify a readonly table', 0) end
-  return raw_rawset(t, k, v)
-end
 local raw_loadstring = loadstring
 real.loadstring = function(s, name)
   local f, e = raw_loadstring(s, name)
