@@ -266,10 +266,9 @@ pub static OPTIONS: &[OptSpec] = &[
         "50 99 99.9",
         NA,
     ),
-    opt("busy-reply-threshold", OptKind::Int(0, I64MAX), "5000", 0),
     aliased(
-        "lua-time-limit",
         "busy-reply-threshold",
+        "lua-time-limit",
         OptKind::Int(0, I64MAX),
         "5000",
         0,

@@ -51,7 +51,9 @@ pub fn after_command(
             let keys: Vec<(usize, Vec<u8>)> =
                 crate::commands::propagate::key_indices(spec, args.len())
                     .map(|i| (db, args.get(i).to_vec()))
-                    .chain(crate::commands::propagate::extra_written_keys(spec.name, db, args))
+                    .chain(crate::commands::propagate::extra_written_keys(
+                        spec.name, db, args,
+                    ))
                     .collect();
             let barrier = !is_sub && crate::commands::propagate::is_barrier(spec.name);
             if let Some(c) = srv.aof.script_capture.as_mut() {

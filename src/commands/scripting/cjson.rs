@@ -25,7 +25,10 @@ pub fn table(lua: &Lua) -> mlua::Result<Table> {
         "encode",
         lua.create_function(|lua, args: MultiValue| {
             if args.len() != 1 {
-                return Err(raise_at(lua, "bad argument #1 to 'encode' (expected 1 argument)"));
+                return Err(raise_at(
+                    lua,
+                    "bad argument #1 to 'encode' (expected 1 argument)",
+                ));
             }
             let mut out = Vec::new();
             encode(lua, &args[0], 0, &mut out)?;
@@ -36,7 +39,10 @@ pub fn table(lua: &Lua) -> mlua::Result<Table> {
         "decode",
         lua.create_function(|lua, args: MultiValue| {
             if args.len() != 1 {
-                return Err(raise_at(lua, "bad argument #1 to 'decode' (expected 1 argument)"));
+                return Err(raise_at(
+                    lua,
+                    "bad argument #1 to 'decode' (expected 1 argument)",
+                ));
             }
             let text = match &args[0] {
                 Value::String(s) => s.as_bytes().to_vec(),
@@ -51,7 +57,11 @@ pub fn table(lua: &Lua) -> mlua::Result<Table> {
                     ))
                 }
             };
-            let mut p = Parser { s: &text, pos: 0, depth: 0 };
+            let mut p = Parser {
+                s: &text,
+                pos: 0,
+                depth: 0,
+            };
             let v = p.value(lua)?;
             let (tok, at) = p.token();
             if tok != Tok::End {
@@ -133,7 +143,10 @@ fn encode(lua: &Lua, v: &Value, depth: usize, out: &mut Vec<u8>) -> mlua::Result
         other => {
             return Err(raise_at(
                 lua,
-                &format!("Cannot serialise {}: type not supported", type_name(Some(other))),
+                &format!(
+                    "Cannot serialise {}: type not supported",
+                    type_name(Some(other))
+                ),
             ))
         }
     }
@@ -229,7 +242,11 @@ struct Parser<'a> {
 impl Parser<'_> {
     /// The next token and the 1-based character where it starts.
     fn token(&mut self) -> (Tok, usize) {
-        while self.s.get(self.pos).is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r')) {
+        while self
+            .s
+            .get(self.pos)
+            .is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+        {
             self.pos += 1;
         }
         let at = self.pos + 1;
@@ -344,7 +361,10 @@ impl Parser<'_> {
     fn expected(&self, lua: &Lua, what: &str, found: Tok, at: usize) -> mlua::Error {
         raise_at(
             lua,
-            &format!("Expected {what} but found {} at character {at}", found.name()),
+            &format!(
+                "Expected {what} but found {} at character {at}",
+                found.name()
+            ),
         )
     }
 
@@ -454,7 +474,10 @@ mod tests {
             .eval::<String>()
             .unwrap_err()
             .to_string();
-        assert!(err.contains("Cannot serialise table: excessively sparse array"), "{err}");
+        assert!(
+            err.contains("Cannot serialise table: excessively sparse array"),
+            "{err}"
+        );
         let err = lua
             .load("local t = {} t[1] = t return cjson.encode(t)")
             .eval::<String>()
@@ -470,13 +493,31 @@ mod tests {
             enc(&lua, "local t = cjson.decode('{\"a\":[1,2.5,\"x\",true]}') return tostring(t.a[2]) .. t.a[3]"),
             "2.5x"
         );
-        assert_eq!(enc(&lua, "return tostring(cjson.decode('[null]')[1] == cjson.null)"), "true");
+        assert_eq!(
+            enc(
+                &lua,
+                "return tostring(cjson.decode('[null]')[1] == cjson.null)"
+            ),
+            "true"
+        );
         assert_eq!(enc(&lua, "return cjson.decode('\"\\\\u00e9\"')"), "é");
         for (input, msg) in [
-            ("bad", "Expected value but found invalid token at character 1"),
-            ("[1,2", "Expected comma or array end but found T_END at character 5"),
-            ("{1:2}", "Expected object key string but found T_NUMBER at character 2"),
-            ("[1] x", "Expected the end but found invalid token at character 5"),
+            (
+                "bad",
+                "Expected value but found invalid token at character 1",
+            ),
+            (
+                "[1,2",
+                "Expected comma or array end but found T_END at character 5",
+            ),
+            (
+                "{1:2}",
+                "Expected object key string but found T_NUMBER at character 2",
+            ),
+            (
+                "[1] x",
+                "Expected the end but found invalid token at character 5",
+            ),
         ] {
             let err = lua
                 .load(format!("return cjson.decode('{input}')"))
@@ -491,6 +532,9 @@ mod tests {
             .eval::<Value>()
             .unwrap_err()
             .to_string();
-        assert!(err.contains("Found too many nested data structures (1001) at character 1001"), "{err}");
+        assert!(
+            err.contains("Found too many nested data structures (1001) at character 1001"),
+            "{err}"
+        );
     }
 }

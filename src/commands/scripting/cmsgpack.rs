@@ -4,7 +4,7 @@
 //! the next offset (-1 at the end) first. Tables whose keys are 1..n are arrays, others
 //! maps; nesting deeper than 16 is packed as nil, as lua-cmsgpack does.
 
-use super::lualib::{check_bytes, check_number, number, raise_at};
+use super::lualib::{arg_error, check_bytes, check_number, number, raise_at};
 use mlua::{Lua, MultiValue, Table, Value};
 
 const MAX_NESTING: usize = 16;
@@ -17,7 +17,7 @@ pub fn table(lua: &Lua) -> mlua::Result<Table> {
         "pack",
         lua.create_function(|lua, args: MultiValue| {
             if args.is_empty() {
-                return Err(raise_at(lua, "MessagePack pack needs input."));
+                return Err(arg_error(lua, 0, "pack", "MessagePack pack needs input."));
             }
             let mut out = Vec::new();
             for v in args.iter() {
@@ -28,17 +28,27 @@ pub fn table(lua: &Lua) -> mlua::Result<Table> {
     )?;
     t.raw_set(
         "unpack",
-        lua.create_function(|lua, args: mlua::Variadic<Value>| unpack(lua, &args, "unpack", 0, false))?,
+        lua.create_function(|lua, args: mlua::Variadic<Value>| {
+            unpack(lua, &args, "unpack", 0, false)
+        })?,
     )?;
     t.raw_set(
         "unpack_one",
-        lua.create_function(|lua, args: mlua::Variadic<Value>| unpack(lua, &args, "unpack_one", 1, true))?,
+        lua.create_function(|lua, args: mlua::Variadic<Value>| {
+            unpack(lua, &args, "unpack_one", 1, true)
+        })?,
     )?;
     t.raw_set(
         "unpack_limit",
         lua.create_function(|lua, args: mlua::Variadic<Value>| {
             let limit = check_number(lua, &args, 1, "unpack_limit")? as i64;
-            let rest: Vec<Value> = args.iter().cloned().enumerate().filter(|(i, _)| *i != 1).map(|(_, v)| v).collect();
+            let rest: Vec<Value> = args
+                .iter()
+                .cloned()
+                .enumerate()
+                .filter(|(i, _)| *i != 1)
+                .map(|(_, v)| v)
+                .collect();
             unpack(lua, &rest, "unpack_limit", limit.max(0) as usize, true)
         })?,
     )?;
@@ -158,7 +168,13 @@ fn encode_int(n: i64, out: &mut Vec<u8>) {
 }
 
 /// `limit` 0: every object. `with_offset`: the next offset first (-1 when `data` ends).
-fn unpack(lua: &Lua, args: &[Value], fname: &str, limit: usize, with_offset: bool) -> mlua::Result<MultiValue> {
+fn unpack(
+    lua: &Lua,
+    args: &[Value],
+    fname: &str,
+    limit: usize,
+    with_offset: bool,
+) -> mlua::Result<MultiValue> {
     let data = check_bytes(lua, args, 0, fname)?;
     let mut pos = match args.get(1) {
         Some(Value::Nil) | None => 0,
@@ -172,7 +188,11 @@ fn unpack(lua: &Lua, args: &[Value], fname: &str, limit: usize, with_offset: boo
     };
     let mut out = Vec::new();
     while pos < data.len() && (limit == 0 || out.len() < limit) {
-        let mut d = Decoder { data: &data, pos, lua };
+        let mut d = Decoder {
+            data: &data,
+            pos,
+            lua,
+        };
         let v = d.value(0)?;
         pos = d.pos;
         out.push(v);
@@ -325,14 +345,22 @@ mod tests {
 
     fn lua() -> Lua {
         let lua = Lua::new();
-        lua.globals().raw_set("cmsgpack", table(&lua).unwrap()).unwrap();
+        lua.globals()
+            .raw_set("cmsgpack", table(&lua).unwrap())
+            .unwrap();
         lua
     }
 
     #[test]
     fn packs_as_lua_cmsgpack() {
         let lua = lua();
-        let b = |code: &str| lua.load(code).eval::<mlua::String>().unwrap().as_bytes().to_vec();
+        let b = |code: &str| {
+            lua.load(code)
+                .eval::<mlua::LuaString>()
+                .unwrap()
+                .as_bytes()
+                .to_vec()
+        };
         assert_eq!(b("return cmsgpack.pack({1,2,3})"), [0x93, 1, 2, 3]);
         assert_eq!(b("return cmsgpack.pack({a=1})"), [0x81, 0xa1, b'a', 1]);
         assert_eq!(b("return cmsgpack.pack(1.5)"), [0xca, 0x3f, 0xc0, 0, 0]);
@@ -343,7 +371,10 @@ mod tests {
         let nested = b("local t = {} t[1] = t return cmsgpack.pack(t)");
         assert_eq!(nested.len(), 17);
         assert_eq!(nested[16], 0xc0);
-        assert_eq!(b("return cmsgpack.pack(string.rep('a', 70000))").len(), 70005);
+        assert_eq!(
+            b("return cmsgpack.pack(string.rep('a', 70000))").len(),
+            70005
+        );
     }
 
     #[test]
@@ -354,16 +385,28 @@ mod tests {
             .eval()
             .unwrap();
         assert_eq!(s, "1x3");
-        let err = lua.load("return cmsgpack.unpack('\\145')").eval::<Value>().unwrap_err();
+        let err = lua
+            .load("return cmsgpack.unpack('\\145')")
+            .eval::<Value>()
+            .unwrap_err();
         assert!(err.to_string().contains("Missing bytes in input."), "{err}");
         let err = lua
             .load("return cmsgpack.unpack('\\221\\255\\255\\255\\255')")
             .eval::<Value>()
             .unwrap_err();
         assert!(err.to_string().contains("Missing bytes in input."), "{err}");
-        let err = lua.load("return cmsgpack.unpack('\\193')").eval::<Value>().unwrap_err();
-        assert!(err.to_string().contains("Bad data format in input."), "{err}");
+        let err = lua
+            .load("return cmsgpack.unpack('\\193')")
+            .eval::<Value>()
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("Bad data format in input."),
+            "{err}"
+        );
         let deep = "\\145".repeat(5000);
-        assert!(lua.load(format!("return cmsgpack.unpack('{deep}')")).eval::<Value>().is_err());
+        assert!(lua
+            .load(format!("return cmsgpack.unpack('{deep}')"))
+            .eval::<Value>()
+            .is_err());
     }
 }

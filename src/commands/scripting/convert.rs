@@ -15,9 +15,10 @@
 use crate::protocol::reply::{Reply, Resp};
 use mlua::{Lua, Table, Value};
 
-/// Nesting beyond which a returned table becomes an error element (Redis stops at its
-/// Lua stack limit with the same text).
-pub const MAX_REPLY_DEPTH: usize = 1000;
+/// Nesting at which a returned table becomes an error element: where Redis 7.0 runs
+/// out of Lua stack (`lua_checkstack` at LUAI_MAXCSTACK) for nested arrays, with the
+/// same text.
+pub const MAX_REPLY_DEPTH: usize = 7995;
 
 /// A parsed reply could not be read (never expected from the server's own encoder).
 #[derive(Debug)]
@@ -47,8 +48,12 @@ pub fn reply_to_lua(lua: &Lua, buf: &[u8], pos: usize) -> Result<(Value, usize),
     let lv = |r: mlua::Result<Value>| r.map_err(|_| BadReply);
     let v = match kind {
         b':' => Value::Integer(int_of(head)?),
-        b'+' => lv(lua.create_string(head).and_then(|s| tagged(lua, "ok", Value::String(s))))?,
-        b'-' => lv(lua.create_string(head).and_then(|s| tagged(lua, "err", Value::String(s))))?,
+        b'+' => lv(lua
+            .create_string(head)
+            .and_then(|s| tagged(lua, "ok", Value::String(s))))?,
+        b'-' => lv(lua
+            .create_string(head)
+            .and_then(|s| tagged(lua, "err", Value::String(s))))?,
         b'$' | b'=' => {
             let n = int_of(head)?;
             if n < 0 {
@@ -65,15 +70,23 @@ pub fn reply_to_lua(lua: &Lua, buf: &[u8], pos: usize) -> Result<(Value, usize),
                 };
                 let inner = lv(lua.create_table().map(Value::Table))?;
                 if let Value::Table(t) = &inner {
-                    lv(lua.create_string(format).and_then(|f| t.raw_set("format", f)).map(|_| Value::Nil))?;
-                    lv(lua.create_string(text).and_then(|s| t.raw_set("string", s)).map(|_| Value::Nil))?;
+                    lv(lua
+                        .create_string(format)
+                        .and_then(|f| t.raw_set("format", f))
+                        .map(|_| Value::Nil))?;
+                    lv(lua
+                        .create_string(text)
+                        .and_then(|s| t.raw_set("string", s))
+                        .map(|_| Value::Nil))?;
                 }
                 lv(tagged(lua, "verbatim_string", inner))?
             } else {
                 Value::String(lua.create_string(data).map_err(|_| BadReply)?)
             }
         }
-        b'(' => lv(lua.create_string(head).and_then(|s| tagged(lua, "big_number", Value::String(s))))?,
+        b'(' => lv(lua
+            .create_string(head)
+            .and_then(|s| tagged(lua, "big_number", Value::String(s))))?,
         b'_' => Value::Nil,
         b'#' => Value::Boolean(head == b"t"),
         b',' => {
@@ -131,7 +144,7 @@ pub fn reply_to_lua(lua: &Lua, buf: &[u8], pos: usize) -> Result<(Value, usize),
 
 /// C's `(long long)` of a double on x86-64: out of range (and NaN) is INT64_MIN.
 pub fn c_cast_i64(v: f64) -> i64 {
-    if v.is_nan() || v >= 9_223_372_036_854_775_808.0 || v < -9_223_372_036_854_775_808.0 {
+    if !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&v) {
         i64::MIN
     } else {
         v as i64
@@ -139,29 +152,37 @@ pub fn c_cast_i64(v: f64) -> i64 {
 }
 
 /// Writes the script's return value `v` as a reply. `script_resp` is the protocol the
-/// script chose with `redis.setresp` (it decides how booleans are sent).
-pub fn lua_to_reply(v: &Value, out: &mut Reply, script_resp: u8, depth: usize) {
-    if depth > MAX_REPLY_DEPTH {
-        out.error("ERR reached lua stack limit");
-        return;
-    }
-    match v {
-        Value::String(s) => out.bulk(&s.as_bytes()),
-        Value::Boolean(b) => {
-            if script_resp == 2 {
-                if *b {
-                    out.int(1);
-                } else {
-                    out.null();
-                }
-            } else {
-                out.boolean(*b);
-            }
+/// script chose with `redis.setresp` (it decides how booleans are sent). Iterative (an
+/// explicit stack), so a deep table costs heap, not the executor's stack.
+pub fn lua_to_reply(v: &Value, out: &mut Reply, script_resp: u8) {
+    let mut todo: Vec<(Value, usize)> = vec![(v.clone(), 0)];
+    while let Some((v, depth)) = todo.pop() {
+        if depth >= MAX_REPLY_DEPTH {
+            out.error("ERR reached lua stack limit");
+            continue;
         }
-        Value::Integer(i) => out.int(*i),
-        Value::Number(n) => out.int(c_cast_i64(*n)),
-        Value::Table(t) => table_to_reply(t, out, script_resp, depth),
-        _ => out.null(),
+        match v {
+            Value::String(s) => out.bulk(&s.as_bytes()),
+            Value::Boolean(b) => {
+                if script_resp == 2 {
+                    if b {
+                        out.int(1);
+                    } else {
+                        out.null();
+                    }
+                } else {
+                    out.boolean(b);
+                }
+            }
+            Value::Integer(i) => out.int(i),
+            Value::Number(n) => out.int(c_cast_i64(n)),
+            Value::Table(t) => {
+                // Children go on the stack last-first, so they come out in order.
+                let children = table_to_reply(&t, out);
+                todo.extend(children.into_iter().rev().map(|c| (c, depth + 1)));
+            }
+            _ => out.null(),
+        }
     }
 }
 
@@ -169,21 +190,32 @@ fn field(t: &Table, name: &str) -> Value {
     t.raw_get::<Value>(name).unwrap_or(Value::Nil)
 }
 
-fn table_to_reply(t: &Table, out: &mut Reply, script_resp: u8, depth: usize) {
+/// Writes a table's reply, or its aggregate header; returns the elements still to
+/// write (in order).
+fn table_to_reply(t: &Table, out: &mut Reply) -> Vec<Value> {
     if let Value::String(e) = field(t, "err") {
         out.error_bytes(&e.as_bytes());
-        return;
+        return Vec::new();
     }
     if let Value::String(s) = field(t, "ok") {
         let s = s.as_bytes();
         out.buf.push(b'+');
-        out.buf.extend(s.iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
+        out.buf.extend(
+            s.iter()
+                .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+        );
         out.buf.extend_from_slice(b"\r\n");
-        return;
+        return Vec::new();
     }
     match field(t, "double") {
-        Value::Integer(i) => return out.double(i as f64),
-        Value::Number(n) => return out.double(n),
+        Value::Integer(i) => {
+            out.double(i as f64);
+            return Vec::new();
+        }
+        Value::Number(n) => {
+            out.double(n);
+            return Vec::new();
+        }
         _ => {}
     }
     if let Value::String(s) = field(t, "big_number") {
@@ -200,7 +232,7 @@ fn table_to_reply(t: &Table, out: &mut Reply, script_resp: u8, depth: usize) {
                 out.buf.extend_from_slice(b"\r\n");
             }
         }
-        return;
+        return Vec::new();
     }
     if let Value::Table(vt) = field(t, "verbatim_string") {
         if let (Value::String(f), Value::String(s)) = (field(&vt, "format"), field(&vt, "string")) {
@@ -218,25 +250,22 @@ fn table_to_reply(t: &Table, out: &mut Reply, script_resp: u8, depth: usize) {
                     out.buf.extend_from_slice(b"\r\n");
                 }
             }
-            return;
+            return Vec::new();
         }
     }
     if let Value::Table(m) = field(t, "map") {
         let pairs: Vec<(Value, Value)> = m.pairs::<Value, Value>().filter_map(Result::ok).collect();
         out.map(pairs.len());
-        for (k, v) in &pairs {
-            lua_to_reply(k, out, script_resp, depth + 1);
-            lua_to_reply(v, out, script_resp, depth + 1);
-        }
-        return;
+        return pairs.into_iter().flat_map(|(k, v)| [k, v]).collect();
     }
     if let Value::Table(s) = field(t, "set") {
-        let keys: Vec<Value> = s.pairs::<Value, Value>().filter_map(Result::ok).map(|(k, _)| k).collect();
+        let keys: Vec<Value> = s
+            .pairs::<Value, Value>()
+            .filter_map(Result::ok)
+            .map(|(k, _)| k)
+            .collect();
         out.set(keys.len());
-        for k in &keys {
-            lua_to_reply(k, out, script_resp, depth + 1);
-        }
-        return;
+        return keys;
     }
     let mut items = Vec::new();
     loop {
@@ -246,9 +275,7 @@ fn table_to_reply(t: &Table, out: &mut Reply, script_resp: u8, depth: usize) {
         }
     }
     out.array(items.len());
-    for v in &items {
-        lua_to_reply(v, out, script_resp, depth + 1);
-    }
+    items
 }
 
 /// A `redis.call` argument: strings as they are, numbers as Redis formats them
@@ -270,7 +297,7 @@ mod tests {
         let v: Value = lua.load(code).eval().unwrap();
         let mut buf = Vec::new();
         let mut r = Reply::new(&mut buf, client);
-        lua_to_reply(&v, &mut r, script_resp, 0);
+        lua_to_reply(&v, &mut r, script_resp);
         String::from_utf8_lossy(&buf).into_owned()
     }
 
@@ -291,11 +318,16 @@ mod tests {
         assert_eq!(r("return {err='My Error'}"), "-My Error\r\n");
         assert_eq!(r("return {ok='fine'}"), "+fine\r\n");
         assert_eq!(r("return {ok=1}"), "*0\r\n");
-        assert_eq!(r("return {1,{2,{3}}}"), "*2\r\n:1\r\n*2\r\n:2\r\n*1\r\n:3\r\n");
+        assert_eq!(
+            r("return {1,{2,{3}}}"),
+            "*2\r\n:1\r\n*2\r\n:2\r\n*1\r\n:3\r\n"
+        );
         assert_eq!(r("return {double=1.5}"), "$3\r\n1.5\r\n");
         assert_eq!(r("return {map={a=1}}"), "*2\r\n$1\r\na\r\n:1\r\n");
         let deep = r("local t = {} t[1] = t return t");
-        assert!(deep.ends_with("-ERR reached lua stack limit\r\n"), "{}", &deep[deep.len() - 40..]);
+        assert!(deep.ends_with("-ERR reached lua stack limit\r\n"));
+        // Redis 7.0 sends 7995 levels before the error.
+        assert_eq!(deep.matches("*1\r\n").count(), 7995);
     }
 
     #[test]
@@ -306,12 +338,29 @@ mod tests {
         assert_eq!(to_reply(&lua, "return true", Resp::V3, 2), ":1\r\n");
         assert_eq!(to_reply(&lua, "return false", Resp::V3, 2), "_\r\n");
         assert_eq!(to_reply(&lua, "return true", Resp::V2, 3), ":1\r\n");
-        assert_eq!(to_reply(&lua, "return {map={a=1}}", Resp::V3, 2), "%1\r\n$1\r\na\r\n:1\r\n");
-        assert_eq!(to_reply(&lua, "return {set={a=true}}", Resp::V3, 2), "~1\r\n$1\r\na\r\n");
-        assert_eq!(to_reply(&lua, "return {double=1.5}", Resp::V3, 2), ",1.5\r\n");
-        assert_eq!(to_reply(&lua, "return {big_number='123'}", Resp::V3, 2), "(123\r\n");
         assert_eq!(
-            to_reply(&lua, "return {verbatim_string={format='txt', string='hi'}}", Resp::V3, 2),
+            to_reply(&lua, "return {map={a=1}}", Resp::V3, 2),
+            "%1\r\n$1\r\na\r\n:1\r\n"
+        );
+        assert_eq!(
+            to_reply(&lua, "return {set={a=true}}", Resp::V3, 2),
+            "~1\r\n$1\r\na\r\n"
+        );
+        assert_eq!(
+            to_reply(&lua, "return {double=1.5}", Resp::V3, 2),
+            ",1.5\r\n"
+        );
+        assert_eq!(
+            to_reply(&lua, "return {big_number='123'}", Resp::V3, 2),
+            "(123\r\n"
+        );
+        assert_eq!(
+            to_reply(
+                &lua,
+                "return {verbatim_string={format='txt', string='hi'}}",
+                Resp::V3,
+                2
+            ),
             "=6\r\ntxt:hi\r\n"
         );
     }
@@ -327,22 +376,39 @@ mod tests {
         assert!(matches!(conv(b"*-1\r\n").0, Value::Boolean(false)));
         assert!(matches!(conv(b"_\r\n").0, Value::Nil));
         assert!(matches!(conv(b"#t\r\n").0, Value::Boolean(true)));
-        let Value::Table(t) = conv(b"+OK\r\n").0 else { panic!() };
+        let Value::Table(t) = conv(b"+OK\r\n").0 else {
+            panic!()
+        };
         assert_eq!(t.raw_get::<String>("ok").unwrap(), "OK");
-        let Value::Table(t) = conv(b"-ERR x\r\n").0 else { panic!() };
+        let Value::Table(t) = conv(b"-ERR x\r\n").0 else {
+            panic!()
+        };
         assert_eq!(t.raw_get::<String>("err").unwrap(), "ERR x");
-        let Value::Table(t) = conv(b"*3\r\n$1\r\na\r\n$-1\r\n:2\r\n").0 else { panic!() };
+        let Value::Table(t) = conv(b"*3\r\n$1\r\na\r\n$-1\r\n:2\r\n").0 else {
+            panic!()
+        };
         assert_eq!(t.raw_len(), 3);
-        assert!(matches!(t.raw_get::<Value>(2).unwrap(), Value::Boolean(false)));
-        let Value::Table(t) = conv(b"%1\r\n$1\r\nk\r\n:1\r\n").0 else { panic!() };
+        assert!(matches!(
+            t.raw_get::<Value>(2).unwrap(),
+            Value::Boolean(false)
+        ));
+        let Value::Table(t) = conv(b"%1\r\n$1\r\nk\r\n:1\r\n").0 else {
+            panic!()
+        };
         let m: Table = t.raw_get("map").unwrap();
         assert_eq!(m.raw_get::<i64>("k").unwrap(), 1);
-        let Value::Table(t) = conv(b"~1\r\n$1\r\nk\r\n").0 else { panic!() };
+        let Value::Table(t) = conv(b"~1\r\n$1\r\nk\r\n").0 else {
+            panic!()
+        };
         let s: Table = t.raw_get("set").unwrap();
         assert!(s.raw_get::<bool>("k").unwrap());
-        let Value::Table(t) = conv(b",1.5\r\n").0 else { panic!() };
+        let Value::Table(t) = conv(b",1.5\r\n").0 else {
+            panic!()
+        };
         assert_eq!(t.raw_get::<f64>("double").unwrap(), 1.5);
-        let Value::Table(t) = conv(b"=6\r\ntxt:hi\r\n").0 else { panic!() };
+        let Value::Table(t) = conv(b"=6\r\ntxt:hi\r\n").0 else {
+            panic!()
+        };
         let vt: Table = t.raw_get("verbatim_string").unwrap();
         assert_eq!(vt.raw_get::<String>("string").unwrap(), "hi");
         assert!(reply_to_lua(&lua, b"$5\r\nab", 0).is_err());
@@ -353,7 +419,10 @@ mod tests {
     fn call_arguments() {
         assert_eq!(call_arg(&Value::Integer(3)).unwrap(), b"3");
         assert_eq!(call_arg(&Value::Number(1.5)).unwrap(), b"1.5");
-        assert_eq!(call_arg(&Value::Number(0.1)).unwrap(), b"0.10000000000000001");
+        assert_eq!(
+            call_arg(&Value::Number(0.1)).unwrap(),
+            b"0.10000000000000001"
+        );
         assert!(call_arg(&Value::Boolean(true)).is_none());
         assert!(call_arg(&Value::Nil).is_none());
     }

@@ -104,7 +104,7 @@ impl Lrand48 {
     pub fn seeded(seed: i32) -> Lrand48 {
         Lrand48(((seed as u32 as u64) << 16) | 0x330E)
     }
-    pub fn next(&mut self) -> i32 {
+    pub fn next_i32(&mut self) -> i32 {
         self.0 = (self.0.wrapping_mul(0x5DEECE66D).wrapping_add(0xB)) & ((1u64 << 48) - 1);
         (self.0 >> 17) as i32
     }
@@ -227,11 +227,9 @@ impl Engine {
             let (kind, text) = error_parts(&v);
             Ok((kind, lua.create_string(text)?))
         })?;
-        let setup: Function = lua
-            .load(SETUP_LUA)
-            .set_name(INTERNAL)
-            .into_function()?;
-        let (env, runner): (Table, Function) = setup.call((real.clone(), getinfo, errinfo, setfenv))?;
+        let setup: Function = lua.load(SETUP_LUA).set_name(INTERNAL).into_function()?;
+        let (env, runner): (Table, Function) =
+            setup.call((real.clone(), getinfo, errinfo, setfenv))?;
         Ok(Engine {
             lua,
             real,
@@ -245,7 +243,13 @@ impl Engine {
     }
 
     /// Compiles `body` (shebang already parsed) as script `sha` and caches it.
-    pub fn create(&mut self, sha: &str, body: &[u8], flags: u32, shebang_len: usize) -> Result<(), String> {
+    pub fn create(
+        &mut self,
+        sha: &str,
+        body: &[u8],
+        flags: u32,
+        shebang_len: usize,
+    ) -> Result<(), String> {
         let code = &body[shebang_len..];
         let func = self
             .lua
@@ -431,7 +435,7 @@ fn install_math(lua: &Lua, real: &Table) -> mlua::Result<()> {
         lua.create_function(|lua, args: mlua::Variadic<Value>| {
             const MAX: i64 = i32::MAX as i64;
             let r = match lua.app_data_mut::<RunFlags>() {
-                Some(mut f) => f.rand.next() as i64,
+                Some(mut f) => f.rand.next_i32() as i64,
                 None => 0,
             };
             let r = (r % MAX) as f64 / MAX as f64;
@@ -543,12 +547,18 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
         "log",
         lua.create_function(|_, args: MultiValue| {
             if args.len() < 2 {
-                return Err(raise_reply("ERR redis.log() requires two arguments or more."));
+                return Err(raise_reply(
+                    "ERR redis.log() requires two arguments or more.",
+                ));
             }
             let level = match &args[0] {
                 Value::Integer(i) => *i,
                 Value::Number(n) => *n as i64,
-                _ => return Err(raise_reply("ERR First argument must be a number (log level).")),
+                _ => {
+                    return Err(raise_reply(
+                        "ERR First argument must be a number (log level).",
+                    ))
+                }
             };
             if !(0..=3).contains(&level) {
                 return Err(raise_reply("ERR Invalid debug level."));
@@ -717,13 +727,13 @@ mod tests {
         // Redis 7.0 after start: math.random() → 0.396... (sent as 0), math.random(10) →
         // 9, then `return tostring(math.random())` → 0.35333609737146.
         let mut r = Lrand48::default();
-        let mut f = || (r.next() as i64 % i32::MAX as i64) as f64 / i32::MAX as f64;
+        let mut f = || (r.next_i32() as i64 % i32::MAX as i64) as f64 / i32::MAX as f64;
         assert!(f() < 1.0);
         assert_eq!((f() * 10.0).floor() + 1.0, 9.0);
         assert_eq!(lualib::fmt_g(f(), 14), "0.35333609737146");
         // `math.randomseed(1); return tostring(math.random())` → 0.041630344484761.
         let mut r = Lrand48::seeded(1);
-        let v = (r.next() as i64 % i32::MAX as i64) as f64 / i32::MAX as f64;
+        let v = (r.next_i32() as i64 % i32::MAX as i64) as f64 / i32::MAX as f64;
         assert_eq!(lualib::fmt_g(v, 14), "0.041630344484761");
     }
 
@@ -732,7 +742,9 @@ mod tests {
         assert_eq!(shebang(b"return 1").unwrap(), (EVAL_COMPAT, 0));
         assert_eq!(shebang(b"#!lua\nreturn 1").unwrap(), (0, 5));
         assert_eq!(
-            shebang(b"#!lua flags=no-writes,allow-oom\nreturn 1").unwrap().0,
+            shebang(b"#!lua flags=no-writes,allow-oom\nreturn 1")
+                .unwrap()
+                .0,
             NO_WRITES | ALLOW_OOM
         );
         assert_eq!(
@@ -763,9 +775,7 @@ mod tests {
         let run = |e: &mut Engine, body: &str| {
             let sha = sha1_hex(body.as_bytes());
             let (flags, skip) = shebang(body.as_bytes()).unwrap();
-            if let Err(m) = e.create(&sha, body.as_bytes(), flags, skip) {
-                return Err(m);
-            }
+            e.create(&sha, body.as_bytes(), flags, skip)?;
             let call = e.lua.create_function(|_, ()| Ok(())).unwrap();
             let pcall = call.clone();
             match e.run(&sha, &[], &[], call, pcall, 0, Rc::default()) {
@@ -801,21 +811,34 @@ mod tests {
         assert!(run(&mut e, "return (").unwrap_err().starts_with(
             "ERR Error compiling script (new function): user_script:1: unexpected symbol near '<eof>'"
         ));
-        for g in ["io", "require", "loadfile", "dofile", "debug", "print", "setfenv", "getfenv"] {
+        for g in [
+            "io", "require", "loadfile", "dofile", "debug", "print", "setfenv", "getfenv",
+        ] {
             let err = run(&mut e, &format!("return {g}")).unwrap_err();
             assert!(err.contains("nonexistent global variable"), "{g}: {err}");
         }
         assert!(run(&mut e, "return os.clock()").is_ok());
         assert!(run(&mut e, "return os.time()").is_err());
-        let err = run(&mut e, "local function f(n) return f(n + 1) + 1 end return f(1)").unwrap_err();
+        let err = run(
+            &mut e,
+            "local function f(n) return f(n + 1) + 1 end return f(1)",
+        )
+        .unwrap_err();
         assert!(err.contains("stack overflow"), "{err}");
         let err = run(&mut e, "return cjson.decode('bad')").unwrap_err();
         assert_eq!(
             err,
             "ERR user_script:1: Expected value but found invalid token at character 1 script: SHA, on @user_script:1."
         );
-        assert_eq!(run(&mut e, "local ok, e = pcall(cjson.decode, 'x') return e").unwrap(), "Expected value but found invalid token at character 1");
-        let err = run(&mut e, "local t = {} for i = 1, 1e9 do t[i] = string.rep('x', 1000) .. i end").unwrap_err();
+        assert_eq!(
+            run(&mut e, "local ok, e = pcall(cjson.decode, 'x') return e").unwrap(),
+            "Expected value but found invalid token at character 1"
+        );
+        let err = run(
+            &mut e,
+            "local t = {} for i = 1, 1e9 do t[i] = string.rep('x', 2^20) .. i end",
+        )
+        .unwrap_err();
         assert!(err.contains("not enough memory"), "{err}");
         // The state still works after running out of memory.
         assert!(run(&mut e, "return 1").is_ok());

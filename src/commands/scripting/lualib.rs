@@ -66,7 +66,9 @@ pub fn type_name(v: Option<&Value>) -> &'static str {
 /// Lua 5.1's string → number coercion (`lua_str2number`: decimal or hex, surrounding
 /// spaces allowed).
 pub fn str_to_number(s: &[u8]) -> Option<f64> {
-    let t = std::str::from_utf8(s).ok()?.trim_matches(|c: char| c.is_ascii_whitespace());
+    let t = std::str::from_utf8(s)
+        .ok()?
+        .trim_matches(|c: char| c.is_ascii_whitespace());
     if t.is_empty() {
         return None;
     }
@@ -80,7 +82,9 @@ pub fn str_to_number(s: &[u8]) -> Option<f64> {
     }
     // Rust accepts "inf"/"nan" spellings strtod also accepts; reject words Lua would not
     // see as numbers ("infinity" is accepted by both).
-    if !body.starts_with(|c: char| c.is_ascii_digit() || c == '.' || c == 'i' || c == 'I' || c == 'n' || c == 'N') {
+    if !body.starts_with(|c: char| {
+        c.is_ascii_digit() || c == '.' || c == 'i' || c == 'I' || c == 'n' || c == 'N'
+    }) {
         return None;
     }
     t.parse::<f64>().ok()
@@ -185,7 +189,12 @@ fn bit_arg(lua: &Lua, args: &[Value], i: usize, fname: &str) -> mlua::Result<i32
 
 type BitFn = fn(&Lua, &[Value]) -> mlua::Result<Value>;
 
-fn bit_fold(lua: &Lua, args: &[Value], fname: &str, op: fn(i32, i32) -> i32) -> mlua::Result<Value> {
+fn bit_fold(
+    lua: &Lua,
+    args: &[Value],
+    fname: &str,
+    op: fn(i32, i32) -> i32,
+) -> mlua::Result<Value> {
     let mut acc = bit_arg(lua, args, 0, fname)?;
     for i in 1..args.len() {
         acc = op(acc, bit_arg(lua, args, i, fname)?);
@@ -193,24 +202,45 @@ fn bit_fold(lua: &Lua, args: &[Value], fname: &str, op: fn(i32, i32) -> i32) -> 
     Ok(Value::Integer(acc as i64))
 }
 
-fn bit_shift(lua: &Lua, args: &[Value], fname: &str, op: fn(i32, u32) -> i32) -> mlua::Result<Value> {
+fn bit_shift(
+    lua: &Lua,
+    args: &[Value],
+    fname: &str,
+    op: fn(i32, u32) -> i32,
+) -> mlua::Result<Value> {
     let b = bit_arg(lua, args, 0, fname)?;
     let n = bit_arg(lua, args, 1, fname)? as u32 & 31;
     Ok(Value::Integer(op(b, n) as i64))
 }
 
 const BIT_FUNCS: &[(&str, BitFn)] = &[
-    ("tobit", |l, a| Ok(Value::Integer(bit_arg(l, a, 0, "tobit")? as i64))),
-    ("bnot", |l, a| Ok(Value::Integer(!bit_arg(l, a, 0, "bnot")? as i64))),
+    ("tobit", |l, a| {
+        Ok(Value::Integer(bit_arg(l, a, 0, "tobit")? as i64))
+    }),
+    ("bnot", |l, a| {
+        Ok(Value::Integer(!bit_arg(l, a, 0, "bnot")? as i64))
+    }),
     ("band", |l, a| bit_fold(l, a, "band", |x, y| x & y)),
     ("bor", |l, a| bit_fold(l, a, "bor", |x, y| x | y)),
     ("bxor", |l, a| bit_fold(l, a, "bxor", |x, y| x ^ y)),
-    ("lshift", |l, a| bit_shift(l, a, "lshift", |b, n| ((b as u32) << n) as i32)),
-    ("rshift", |l, a| bit_shift(l, a, "rshift", |b, n| ((b as u32) >> n) as i32)),
+    ("lshift", |l, a| {
+        bit_shift(l, a, "lshift", |b, n| ((b as u32) << n) as i32)
+    }),
+    ("rshift", |l, a| {
+        bit_shift(l, a, "rshift", |b, n| ((b as u32) >> n) as i32)
+    }),
     ("arshift", |l, a| bit_shift(l, a, "arshift", |b, n| b >> n)),
-    ("rol", |l, a| bit_shift(l, a, "rol", |b, n| (b as u32).rotate_left(n) as i32)),
-    ("ror", |l, a| bit_shift(l, a, "ror", |b, n| (b as u32).rotate_right(n) as i32)),
-    ("bswap", |l, a| Ok(Value::Integer((bit_arg(l, a, 0, "bswap")? as u32).swap_bytes() as i32 as i64))),
+    ("rol", |l, a| {
+        bit_shift(l, a, "rol", |b, n| (b as u32).rotate_left(n) as i32)
+    }),
+    ("ror", |l, a| {
+        bit_shift(l, a, "ror", |b, n| (b as u32).rotate_right(n) as i32)
+    }),
+    ("bswap", |l, a| {
+        Ok(Value::Integer(
+            (bit_arg(l, a, 0, "bswap")? as u32).swap_bytes() as i32 as i64,
+        ))
+    }),
     ("tohex", tohex),
 ];
 
@@ -225,7 +255,11 @@ fn tohex(lua: &Lua, args: &[Value]) -> mlua::Result<Value> {
         n = n.wrapping_neg();
     }
     let n = n.clamp(0, 8) as u32;
-    let digits: &[u8] = if upper { b"0123456789ABCDEF" } else { b"0123456789abcdef" };
+    let digits: &[u8] = if upper {
+        b"0123456789ABCDEF"
+    } else {
+        b"0123456789abcdef"
+    };
     let s: String = (0..n)
         .rev()
         .map(|i| digits[((b >> (4 * i)) & 15) as usize] as char)
@@ -299,7 +333,14 @@ fn gettoalign(len: usize, h: &Header, opt: u8, size: usize) -> usize {
 
 /// The options that change no data: spaces, endianness, alignment; anything else is
 /// an invalid option.
-fn control(lua: &Lua, opt: u8, fmt: &[u8], pos: &mut usize, h: &mut Header, fname: &str) -> mlua::Result<()> {
+fn control(
+    lua: &Lua,
+    opt: u8,
+    fmt: &[u8],
+    pos: &mut usize,
+    h: &mut Header,
+    fname: &str,
+) -> mlua::Result<()> {
     match opt {
         b' ' => Ok(()),
         b'>' => {
@@ -329,7 +370,10 @@ fn control(lua: &Lua, opt: u8, fmt: &[u8], pos: &mut usize, h: &mut Header, fnam
 
 fn struct_pack(lua: &Lua, args: &[Value]) -> mlua::Result<Value> {
     let fmt = check_bytes(lua, args, 0, "pack")?;
-    let mut h = Header { little: true, align: 1 };
+    let mut h = Header {
+        little: true,
+        align: 1,
+    };
     let mut out: Vec<u8> = Vec::new();
     let mut arg = 1;
     let mut pos = 0;
@@ -356,12 +400,20 @@ fn struct_pack(lua: &Lua, args: &[Value]) -> mlua::Result<Value> {
             b'f' => {
                 let v = check_number(lua, args, arg, "pack")? as f32;
                 arg += 1;
-                out.extend_from_slice(&if h.little { v.to_le_bytes() } else { v.to_be_bytes() });
+                out.extend_from_slice(&if h.little {
+                    v.to_le_bytes()
+                } else {
+                    v.to_be_bytes()
+                });
             }
             b'd' => {
                 let v = check_number(lua, args, arg, "pack")?;
                 arg += 1;
-                out.extend_from_slice(&if h.little { v.to_le_bytes() } else { v.to_be_bytes() });
+                out.extend_from_slice(&if h.little {
+                    v.to_le_bytes()
+                } else {
+                    v.to_be_bytes()
+                });
             }
             b'c' | b's' => {
                 let s = check_bytes(lua, args, arg, "pack")?;
@@ -396,7 +448,10 @@ fn struct_unpack(lua: &Lua, args: &[Value]) -> mlua::Result<MultiValue> {
         return Err(arg_error(lua, 3, "unpack", "offset must be 1 or greater"));
     }
     let mut pos = pos as usize;
-    let mut h = Header { little: true, align: 1 };
+    let mut h = Header {
+        little: true,
+        align: 1,
+    };
     let mut out: Vec<Value> = Vec::new();
     let mut fpos = 0;
     while fpos < fmt.len() {
@@ -431,12 +486,20 @@ fn struct_unpack(lua: &Lua, args: &[Value]) -> mlua::Result<MultiValue> {
             b'x' => {}
             b'f' => {
                 let b: [u8; 4] = data[pos..pos + 4].try_into().unwrap_or_default();
-                let v = if h.little { f32::from_le_bytes(b) } else { f32::from_be_bytes(b) };
+                let v = if h.little {
+                    f32::from_le_bytes(b)
+                } else {
+                    f32::from_be_bytes(b)
+                };
                 out.push(number(v as f64));
             }
             b'd' => {
                 let b: [u8; 8] = data[pos..pos + 8].try_into().unwrap_or_default();
-                let v = if h.little { f64::from_le_bytes(b) } else { f64::from_be_bytes(b) };
+                let v = if h.little {
+                    f64::from_le_bytes(b)
+                } else {
+                    f64::from_be_bytes(b)
+                };
                 out.push(number(v));
             }
             b'c' => {
@@ -470,7 +533,10 @@ fn struct_unpack(lua: &Lua, args: &[Value]) -> mlua::Result<MultiValue> {
 
 fn struct_size(lua: &Lua, args: &[Value]) -> mlua::Result<Value> {
     let fmt = check_bytes(lua, args, 0, "size")?;
-    let mut h = Header { little: true, align: 1 };
+    let mut h = Header {
+        little: true,
+        align: 1,
+    };
     let mut total = 0usize;
     let mut pos = 0;
     while pos < fmt.len() {
@@ -479,12 +545,26 @@ fn struct_size(lua: &Lua, args: &[Value]) -> mlua::Result<Value> {
         let size = optsize(lua, opt, &fmt, &mut pos)?;
         total += gettoalign(total, &h, opt, size);
         if opt == b's' {
-            return Err(arg_error(lua, 1, "size", "options 'c0' - 's' have undefined sizes"));
+            return Err(arg_error(lua, 1, "size", "option 's' has no fixed size"));
         }
         if opt == b'c' && size == 0 {
-            return Err(arg_error(lua, 1, "size", "options 'c0' - 's' have undefined sizes"));
+            return Err(arg_error(lua, 1, "size", "option 'c0' has no fixed size"));
         }
-        if !matches!(opt, b'b' | b'B' | b'h' | b'H' | b'l' | b'L' | b'T' | b'i' | b'I' | b'x' | b'f' | b'd' | b'c') {
+        if !matches!(
+            opt,
+            b'b' | b'B'
+                | b'h'
+                | b'H'
+                | b'l'
+                | b'L'
+                | b'T'
+                | b'i'
+                | b'I'
+                | b'x'
+                | b'f'
+                | b'd'
+                | b'c'
+        ) {
             control(lua, opt, &fmt, &mut pos, &mut h, "size")?;
         }
         total += size;

@@ -34,32 +34,76 @@ pub const REDIS_VERSION_NUM: i64 = (7 << 16) | 15;
 pub const NOSCRIPT_ERR: &str = "NOSCRIPT No matching script. Please use EVAL.";
 
 pub static COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new("eval", -3, NOSCRIPT | STALE | SKIP_MONITOR | MAY_REPLICATE, "scripting", eval)
-        .doc("Executes a server-side Lua script.", "2.6.0"),
-    CommandSpec::new("evalsha", -3, NOSCRIPT | STALE | SKIP_MONITOR | MAY_REPLICATE, "scripting", evalsha)
-        .doc("Executes a server-side Lua script by SHA1 digest.", "2.6.0"),
-    CommandSpec::new("eval_ro", -3, NOSCRIPT | STALE | SKIP_MONITOR | READONLY, "scripting", eval_ro)
-        .doc("Executes a read-only server-side Lua script.", "7.0.0"),
-    CommandSpec::new("evalsha_ro", -3, NOSCRIPT | STALE | SKIP_MONITOR | READONLY, "scripting", evalsha_ro)
-        .doc("Executes a read-only server-side Lua script by SHA1 digest.", "7.0.0"),
+    CommandSpec::new(
+        "eval",
+        -3,
+        NOSCRIPT | STALE | SKIP_MONITOR | MAY_REPLICATE,
+        "scripting",
+        eval,
+    )
+    .doc("Executes a server-side Lua script.", "2.6.0"),
+    CommandSpec::new(
+        "evalsha",
+        -3,
+        NOSCRIPT | STALE | SKIP_MONITOR | MAY_REPLICATE,
+        "scripting",
+        evalsha,
+    )
+    .doc("Executes a server-side Lua script by SHA1 digest.", "2.6.0"),
+    CommandSpec::new(
+        "eval_ro",
+        -3,
+        NOSCRIPT | STALE | SKIP_MONITOR | READONLY,
+        "scripting",
+        eval_ro,
+    )
+    .doc("Executes a read-only server-side Lua script.", "7.0.0"),
+    CommandSpec::new(
+        "evalsha_ro",
+        -3,
+        NOSCRIPT | STALE | SKIP_MONITOR | READONLY,
+        "scripting",
+        evalsha_ro,
+    )
+    .doc(
+        "Executes a read-only server-side Lua script by SHA1 digest.",
+        "7.0.0",
+    ),
     CommandSpec::new("script", -2, 0, "scripting", script_help)
         .doc("A container for Lua scripts management commands.", "2.6.0")
         .subs(SCRIPT_SUBS),
 ];
 
 static SCRIPT_SUBS: &[CommandSpec] = &[
-    CommandSpec::new("load", 3, NOSCRIPT | STALE, "scripting", script_load)
-        .doc("Loads a server-side Lua script to the script cache.", "2.6.0"),
-    CommandSpec::new("exists", -3, NOSCRIPT | STALE, "scripting", script_exists)
-        .doc("Determines whether server-side Lua scripts exist in the script cache.", "2.6.0"),
-    CommandSpec::new("flush", -2, NOSCRIPT | MAY_REPLICATE, "scripting", script_flush)
-        .doc("Removes all server-side Lua scripts from the script cache.", "2.6.0"),
-    CommandSpec::new("kill", 2, NOSCRIPT | ALLOW_BUSY, "scripting", script_kill)
-        .doc("Terminates a server-side Lua script during execution.", "2.6.0"),
+    CommandSpec::new("load", 3, NOSCRIPT | STALE, "scripting", script_load).doc(
+        "Loads a server-side Lua script to the script cache.",
+        "2.6.0",
+    ),
+    CommandSpec::new("exists", -3, NOSCRIPT | STALE, "scripting", script_exists).doc(
+        "Determines whether server-side Lua scripts exist in the script cache.",
+        "2.6.0",
+    ),
+    CommandSpec::new(
+        "flush",
+        -2,
+        NOSCRIPT | MAY_REPLICATE,
+        "scripting",
+        script_flush,
+    )
+    .doc(
+        "Removes all server-side Lua scripts from the script cache.",
+        "2.6.0",
+    ),
+    CommandSpec::new("kill", 2, NOSCRIPT | ALLOW_BUSY, "scripting", script_kill).doc(
+        "Terminates a server-side Lua script during execution.",
+        "2.6.0",
+    ),
     CommandSpec::new("debug", 3, NOSCRIPT, "scripting", script_debug)
         .doc("Sets the debug mode of server-side Lua scripts.", "3.2.0"),
-    CommandSpec::new("help", 2, STALE, "scripting", script_help)
-        .doc("Returns helpful text about the different subcommands.", "5.0.0"),
+    CommandSpec::new("help", 2, STALE, "scripting", script_help).doc(
+        "Returns helpful text about the different subcommands.",
+        "5.0.0",
+    ),
 ];
 
 /// What a script's `redis.call` may do (decided when the script starts).
@@ -76,17 +120,34 @@ pub struct ScriptRules {
 /// Commands Redis 7.0 refuses in scripts besides those flagged `noscript` here (their
 /// flags in cairn's table serve other purposes); containers refuse all subcommands.
 const DENIED_IN_SCRIPTS: &[&str] = &[
-    "auth", "hello", "reset", "quit", "client", "config", "latency", "debug", "monitor",
-    "role", "wait", "replicaof", "slaveof", "sync", "psync", "replconf", "failover", "acl",
-    "module", "function", "fcall", "fcall_ro",
+    "auth",
+    "hello",
+    "reset",
+    "quit",
+    "client",
+    "config",
+    "latency",
+    "debug",
+    "monitor",
+    "role",
+    "wait",
+    "replicaof",
+    "slaveof",
+    "sync",
+    "psync",
+    "replconf",
+    "failover",
+    "acl",
+    "module",
+    "function",
+    "fcall",
+    "fcall_ro",
 ];
 
 /// Whether a script may call `spec` (of container `parent`).
 pub fn denied_in_script(spec: &CommandSpec, parent: Option<&CommandSpec>) -> bool {
     let top = parent.unwrap_or(spec);
-    spec.flags & NOSCRIPT != 0
-        || top.flags & NOSCRIPT != 0
-        || DENIED_IN_SCRIPTS.contains(&top.name)
+    spec.flags & NOSCRIPT != 0 || top.flags & NOSCRIPT != 0 || DENIED_IN_SCRIPTS.contains(&top.name)
 }
 
 /// The script cache and Lua state (None until the first script, and after SCRIPT FLUSH),
@@ -187,7 +248,9 @@ fn eval_generic(ctx: &mut Ctx, by_sha: bool, ro: bool) -> CmdResult {
     if !by_sha && !engine.scripts.contains_key(&sha) {
         let body = args.get(1);
         let (flags, skip) = engine::shebang(body).map_err(CmdError::raw)?;
-        engine.create(&sha, body, flags, skip).map_err(CmdError::raw)?;
+        engine
+            .create(&sha, body, flags, skip)
+            .map_err(CmdError::raw)?;
     }
     let Some(flags) = engine.scripts.get(&sha).map(|s| s.flags) else {
         return Err(CmdError::raw(NOSCRIPT_ERR));
@@ -248,13 +311,16 @@ fn eval_generic(ctx: &mut Ctx, by_sha: bool, ro: bool) -> CmdResult {
     if let Some(mut f) = lua.app_data_mut::<engine::RunFlags>() {
         f.rand = ctx.srv.scripts.rand;
     }
-    let state = RefCell::new(CallCtx { ctx: &mut *ctx, rules });
+    let state = RefCell::new(CallCtx {
+        ctx: &mut *ctx,
+        rules,
+    });
     let outcome = lua.scope(|scope| {
         let call = scope.create_function(|lua, a: MultiValue| redis_call(lua, &state, a, true))?;
-        let pcall = scope.create_function(|lua, a: MultiValue| redis_call(lua, &state, a, false))?;
+        let pcall =
+            scope.create_function(|lua, a: MultiValue| redis_call(lua, &state, a, false))?;
         Ok(engine.run(&sha, &keys, &argv, call, pcall, threshold, watchdog))
     });
-    drop(state);
     let script_resp = lua.app_data_ref::<engine::RunFlags>().map_or(2, |f| f.resp);
     if let Some(f) = lua.app_data_ref::<engine::RunFlags>() {
         ctx.srv.scripts.rand = f.rand;
@@ -274,7 +340,7 @@ fn eval_generic(ctx: &mut Ctx, by_sha: bool, ro: bool) -> CmdResult {
     }
     match outcome {
         Ok(Outcome::Ok(v)) => {
-            convert::lua_to_reply(&v, &mut ctx.out, script_resp, 0);
+            convert::lua_to_reply(&v, &mut ctx.out, script_resp);
             Ok(())
         }
         Ok(Outcome::Err(text)) => Err(CmdError::raw(text)),
@@ -283,7 +349,12 @@ fn eval_generic(ctx: &mut Ctx, by_sha: bool, ro: bool) -> CmdResult {
 }
 
 /// `redis.call` (`raise`) and `redis.pcall`: runs one command for the script.
-fn redis_call(lua: &Lua, state: &RefCell<CallCtx>, args: MultiValue, raise: bool) -> mlua::Result<Value> {
+fn redis_call(
+    lua: &Lua,
+    state: &RefCell<CallCtx>,
+    args: MultiValue,
+    raise: bool,
+) -> mlua::Result<Value> {
     let fail = |text: String| -> mlua::Result<Value> {
         if raise {
             Err(raise_reply(text))
@@ -316,11 +387,18 @@ fn redis_call(lua: &Lua, state: &RefCell<CallCtx>, args: MultiValue, raise: bool
     let ctx = &mut *st.ctx;
     ctx.client.resp = if resp == 3 { Resp::V3 } else { Resp::V2 };
     let cmd = super::Args::new(&data, &ranges);
-    let mark = ctx.srv.aof.script_capture.as_ref().map_or(0, |c| c.entries.len());
+    let mark = ctx
+        .srv
+        .aof
+        .script_capture
+        .as_ref()
+        .map_or(0, |c| c.entries.len());
     let dirty_before = ctx.srv.dirty;
     let mut out = Vec::new();
     let now = ctx.now_ms;
-    let ran = ctx.srv.execute_in_script(ctx.client, cmd, &mut out, now, rules);
+    let ran = ctx
+        .srv
+        .execute_in_script(ctx.client, cmd, &mut out, now, rules);
     if ctx.srv.dirty > dirty_before {
         ctx.srv.scripts.running_wrote = true;
     }
@@ -334,7 +412,10 @@ fn redis_call(lua: &Lua, state: &RefCell<CallCtx>, args: MultiValue, raise: bool
         return fail(text);
     }
     if out.first() == Some(&b'-') {
-        let end = out.windows(2).position(|w| w == b"\r\n").unwrap_or(out.len());
+        let end = out
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .unwrap_or(out.len());
         return fail(String::from_utf8_lossy(&out[1..end]).into_owned());
     }
     match convert::reply_to_lua(lua, &out, 0) {
@@ -349,7 +430,9 @@ fn script_load(ctx: &mut Ctx) -> CmdResult {
     let engine = ctx.srv.scripts.engine()?;
     if !engine.scripts.contains_key(&sha) {
         let (flags, skip) = engine::shebang(body).map_err(CmdError::raw)?;
-        engine.create(&sha, body, flags, skip).map_err(CmdError::raw)?;
+        engine
+            .create(&sha, body, flags, skip)
+            .map_err(CmdError::raw)?;
     }
     ctx.srv.scripts.refresh_stats();
     ctx.out.bulk(sha.as_bytes());
