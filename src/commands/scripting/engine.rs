@@ -82,8 +82,14 @@ pub fn shebang(body: &[u8]) -> Result<(u32, usize), String> {
 /// Lowercase hex SHA-1 (script names, `redis.sha1hex`).
 pub fn sha1_hex(data: &[u8]) -> String {
     use sha1::Digest;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let d = sha1::Sha1::digest(data);
-    d.iter().map(|b| format!("{b:02x}")).collect()
+    let mut s = String::with_capacity(40);
+    for b in d.iter() {
+        s.push(HEX[(b >> 4) as usize] as char);
+        s.push(HEX[(b & 15) as usize] as char);
+    }
+    s
 }
 
 /// Redis's `redisLrand48` (the 48-bit linear congruential generator of `lrand48`), which
@@ -126,6 +132,14 @@ pub struct Watchdog {
     pub slow_logged: Cell<bool>,
 }
 
+/// The running script as the VM hook sees it.
+struct HookRun {
+    watchdog: Rc<Watchdog>,
+    start: Instant,
+    threshold_ms: u64,
+    name: String,
+}
+
 pub struct Script {
     pub func: Function,
     pub flags: u32,
@@ -143,6 +157,8 @@ pub struct Engine {
     /// `run(f)`: `xpcall(f, handler)`.
     runner: Function,
     pub scripts: HashMap<String, Script>,
+    /// The running script, as the VM hook sees it (None between runs).
+    hook: Rc<std::cell::RefCell<Option<HookRun>>>,
     memory_limit: usize,
     /// Bytes of the cached scripts' bodies (INFO `used_memory_scripts_eval`).
     pub scripts_bytes: usize,
@@ -230,6 +246,36 @@ impl Engine {
         let setup: Function = lua.load(SETUP_LUA).set_name(INTERNAL).into_function()?;
         let (env, runner): (Table, Function) =
             setup.call((real.clone(), getinfo, errinfo, setfenv))?;
+        // One hook for the state's life (every run only fills `hook`): it checks the
+        // running script's kill flag and clock.
+        let hook: Rc<std::cell::RefCell<Option<HookRun>>> = Rc::default();
+        let seen = hook.clone();
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+            move |_, _| {
+                let Ok(run) = seen.try_borrow() else {
+                    return Ok(VmState::Continue);
+                };
+                let Some(run) = run.as_ref() else {
+                    return Ok(VmState::Continue);
+                };
+                if run.watchdog.kill.get() {
+                    return Err(raise_reply("ERR Script killed by user with SCRIPT KILL..."));
+                }
+                let elapsed = run.start.elapsed().as_millis() as u64;
+                if run.threshold_ms > 0
+                    && elapsed >= run.threshold_ms
+                    && !run.watchdog.slow_logged.get()
+                {
+                    run.watchdog.slow_logged.set(true);
+                    crate::warning!(
+                        "Slow script detected: still in execution after {elapsed} milliseconds. You can try killing the script using the SCRIPT KILL command. Script name is: {}.",
+                        run.name
+                    );
+                }
+                Ok(VmState::Continue)
+            },
+        )?;
         Ok(Engine {
             lua,
             real,
@@ -237,6 +283,7 @@ impl Engine {
             redis,
             runner,
             scripts: HashMap::new(),
+            hook,
             memory_limit: limit,
             scripts_bytes: 0,
         })
@@ -315,32 +362,18 @@ impl Engine {
             f.resp = 2;
             f.repl = REPL_ALL;
         }
-        let start = Instant::now();
-        let name = sha.to_string();
-        let wd = watchdog.clone();
-        let hooked = self.lua.set_hook(
-            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-            move |_, _| {
-                if wd.kill.get() {
-                    return Err(raise_reply(
-                        "ERR Script killed by user with SCRIPT KILL...",
-                    ));
-                }
-                let elapsed = start.elapsed().as_millis() as u64;
-                if threshold_ms > 0 && elapsed >= threshold_ms && !wd.slow_logged.get() {
-                    wd.slow_logged.set(true);
-                    crate::warning!(
-                        "Slow script detected: still in execution after {elapsed} milliseconds. You can try killing the script using the SCRIPT KILL command. Script name is: {name}."
-                    );
-                }
-                Ok(VmState::Continue)
-            },
-        );
-        let result = match hooked {
-            Ok(()) => self.runner.call::<(bool, Value)>(script.func.clone()),
-            Err(e) => Err(e),
-        };
-        self.lua.remove_hook();
+        if let Ok(mut h) = self.hook.try_borrow_mut() {
+            *h = Some(HookRun {
+                watchdog,
+                start: Instant::now(),
+                threshold_ms,
+                name: sha.to_string(),
+            });
+        }
+        let result = self.runner.call::<(bool, Value)>(script.func.clone());
+        if let Ok(mut h) = self.hook.try_borrow_mut() {
+            *h = None;
+        }
         // Drop the run's values (KEYS/ARGV can be big; the scoped call functions are dead).
         let _ = self.real.raw_set("KEYS", Value::Nil);
         let _ = self.real.raw_set("ARGV", Value::Nil);
@@ -735,6 +768,27 @@ mod tests {
         let mut r = Lrand48::seeded(1);
         let v = (r.next_i32() as i64 % i32::MAX as i64) as f64 / i32::MAX as f64;
         assert_eq!(lualib::fmt_g(v, 14), "0.041630344484761");
+    }
+
+    #[test]
+    fn a_set_kill_flag_stops_a_running_script() {
+        let mut e = Engine::with_memory_limit(64 << 20).unwrap();
+        let body = b"local n = 0 while true do n = n + 1 end";
+        let sha = sha1_hex(body);
+        e.create(&sha, body, EVAL_COMPAT, 0).unwrap();
+        let call = e.lua.create_function(|_, ()| Ok(())).unwrap();
+        let wd = Rc::new(Watchdog::default());
+        wd.kill.set(true);
+        let out = e.run(&sha, &[], &[], call.clone(), call, 0, wd);
+        let Outcome::Err(msg) = out else {
+            panic!("the script was not stopped")
+        };
+        assert_eq!(
+            msg,
+            format!(
+                "ERR Script killed by user with SCRIPT KILL... script: {sha}, on @user_script:1."
+            )
+        );
     }
 
     #[test]
