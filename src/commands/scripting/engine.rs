@@ -239,6 +239,47 @@ impl Engine {
                 Ok(t)
             })?,
         )?;
+        // setmetatable as the base library's, refusing the read-only views as Redis does.
+        real.raw_set(
+            "setmetatable",
+            lua.create_function(|lua, args: mlua::Variadic<Value>| {
+                let t = match args.first() {
+                    Some(Value::Table(t)) => t.clone(),
+                    other => {
+                        return Err(lualib::arg_error(
+                            lua,
+                            1,
+                            "setmetatable",
+                            &format!("table expected, got {}", lualib::type_name(other)),
+                        ))
+                    }
+                };
+                let mt = match args.get(1) {
+                    Some(Value::Nil) => None,
+                    Some(Value::Table(m)) => Some(m.clone()),
+                    _ => {
+                        return Err(lualib::arg_error(
+                            lua,
+                            2,
+                            "setmetatable",
+                            "nil or table expected",
+                        ))
+                    }
+                };
+                if let Some(cur) = t.metatable() {
+                    if cur.raw_get::<bool>("__cairn_ro").unwrap_or(false) {
+                        return Err(mlua::Error::RuntimeError(
+                            "Attempt to modify a readonly table".into(),
+                        ));
+                    }
+                    if !matches!(cur.raw_get::<Value>("__metatable"), Ok(Value::Nil)) {
+                        return Err(raise_at(lua, "cannot change a protected metatable"));
+                    }
+                }
+                t.set_metatable(mt)?;
+                Ok(t)
+            })?,
+        )?;
         let errinfo = lua.create_function(|lua, v: Value| {
             let (kind, text) = error_parts(&v);
             Ok((kind, lua.create_string(text)?))
@@ -703,6 +744,11 @@ end
 for _, name in ipairs({'string', 'table', 'math', 'redis', 'bit', 'struct', 'cjson', 'cmsgpack', 'os', 'coroutine'}) do
   if type(real[name]) == 'table' then real[name] = view(real[name]) end
 end
+-- Strings' shared metatable: methods come from the read-only string view, and
+-- getmetatable('') answers a read-only view of the metatable itself.
+local smt = getmetatable('')
+smt.__index = real.string
+smt.__metatable = view(smt)
 local env = view(real)
 setmetatable(real, {__index = function(_, k)
   error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
