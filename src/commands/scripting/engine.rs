@@ -339,9 +339,18 @@ impl Engine {
         shebang_len: usize,
     ) -> Result<(), String> {
         let code = &body[shebang_len..];
+        // Bytecode is never loaded (Lua 5.1 does not verify it): Redis's Lua parses it as
+        // text, which fails on its first byte.
+        if code.first() == Some(&0x1b) {
+            return Err(
+                "ERR Error compiling script (new function): user_script:1: unexpected symbol near 'char(27)'"
+                    .into(),
+            );
+        }
         let func = self
             .lua
             .load(code)
+            .set_mode(mlua::chunk::ChunkMode::Text)
             .set_name("@user_script")
             .set_environment(self.env.clone())
             .into_function()
@@ -756,6 +765,9 @@ end})
 real._G = env
 local raw_loadstring = loadstring
 real.loadstring = function(s, name)
+  if type(s) == 'string' and s:byte(1) == 27 then
+    return nil, 'binary chunks are not loaded'
+  end
   local f, e = raw_loadstring(s, name)
   if f then setfenv(f, env) end
   return f, e
@@ -918,6 +930,18 @@ mod tests {
             assert!(err.contains("nonexistent global variable"), "{g}: {err}");
         }
         assert!(run(&mut e, "return os.clock()").is_ok());
+        // Bytecode is refused, as a script and through loadstring.
+        assert!(run(&mut e, "\x1bLuaQ")
+            .unwrap_err()
+            .contains("near 'char(27)'"));
+        assert_eq!(
+            run(
+                &mut e,
+                "return select(2, loadstring(string.dump(function() return 1 end)))"
+            )
+            .unwrap(),
+            "binary chunks are not loaded"
+        );
         assert!(run(&mut e, "return os.time()").is_err());
         let err = run(
             &mut e,
