@@ -841,3 +841,85 @@ fn os_offers_only_clock() {
         "{reply}"
     );
 }
+
+/// Waits for a reply on `r` for up to `secs` seconds.
+fn reply_within(r: &mut Raw, secs: u64) -> String {
+    r.s.set_read_timeout(Some(Duration::from_secs(secs)))
+        .unwrap();
+    show(&r.reply())
+}
+
+#[test]
+fn busy_scripts_answer_others_and_obey_script_kill_with_io_threads() {
+    let c = start_cairn(&["--io-threads", "2", "--busy-reply-threshold", "100"]);
+    let mut a = Raw::connect(c.port);
+    let mut b = Raw::connect(c.port);
+    // Nothing runs: SCRIPT KILL has nothing to stop.
+    assert_eq!(
+        show(&b.call(&["SCRIPT", "KILL"])),
+        "-NOTBUSY No scripts in execution right now.\r\n"
+    );
+    let spin = "local i = 0 while true do i = i + 1 end";
+    a.cmd(&eval(spin, &["0"]));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        show(&b.call(&["PING"])),
+        "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"
+    );
+    assert_eq!(show(&b.call(&["SCRIPT", "KILL"])), "+OK\r\n");
+    let killed = reply_within(&mut a, 10);
+    assert!(
+        killed.starts_with("-ERR Script killed by user with SCRIPT KILL... script: ")
+            && killed.ends_with(", on @user_script:1.\r\n"),
+        "{killed}"
+    );
+    assert_eq!(show(&b.call(&["PING"])), "+PONG\r\n");
+
+    // A script that wrote cannot be killed; it runs to its end.
+    let wrote = "redis.call('set', 'x', '1') local t = os.clock() while os.clock() - t < 1.5 do end return 'done'";
+    a.cmd(&eval(wrote, &["0"]));
+    std::thread::sleep(Duration::from_millis(500));
+    let refused = show(&b.call(&["SCRIPT", "KILL"]));
+    assert!(
+        refused.starts_with("-UNKILLABLE Sorry the script already executed write commands"),
+        "{refused}"
+    );
+    assert_eq!(reply_within(&mut a, 10), "$4\r\ndone\r\n");
+    assert_eq!(show(&b.call(&["GET", "x"])), "$1\r\n1\r\n");
+
+    // SHUTDOWN NOSAVE stops a busy script and the server.
+    let mut c = c;
+    a.cmd(&eval(
+        "redis.call('set', 'y', '1') while true do end",
+        &["0"],
+    ));
+    std::thread::sleep(Duration::from_millis(500));
+    b.cmd(&[b"SHUTDOWN", b"NOSAVE"]);
+    let start = Instant::now();
+    loop {
+        if let Ok(Some(_)) = c.child.try_wait() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the server did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_script_under_the_threshold_is_not_busy() {
+    let c = start_cairn(&["--io-threads", "2"]);
+    let mut a = Raw::connect(c.port);
+    let mut b = Raw::connect(c.port);
+    a.cmd(&eval(
+        "local t = os.clock() while os.clock() - t < 0.5 do end return 1",
+        &["0"],
+    ));
+    std::thread::sleep(Duration::from_millis(100));
+    // Waits for the script (below busy-reply-threshold) instead of getting -BUSY.
+    b.cmd(&[b"PING"]);
+    assert_eq!(reply_within(&mut a, 10), ":1\r\n");
+    assert_eq!(reply_within(&mut b, 10), "+PONG\r\n");
+}

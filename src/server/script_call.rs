@@ -11,6 +11,12 @@ use crate::commands::{self, Args, CmdError};
 use crate::protocol::reply::Reply;
 
 impl Server {
+    /// SHUTDOWN NOSAVE arrived while a script was busy (answered by an I/O thread): the
+    /// server stops when the script has ended.
+    pub fn shutdown_nosave(&mut self) {
+        self.shutdown = Some(super::ShutdownRequest::NoSave);
+    }
+
     /// Runs `args` for a script; its reply (an error reply included) goes to `out`. A
     /// refusal before the command runs is the error text (code included) the script
     /// raises or gets back.

@@ -10,9 +10,10 @@
 
 use super::lualib::{self, raise_at, raise_reply, ReplyError};
 use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 // Script flags (Redis's SCRIPT_FLAG_*), from the shebang.
@@ -125,16 +126,61 @@ pub struct RunFlags {
     pub rand: Lrand48,
 }
 
-/// A running script's clock and kill request, checked by the VM hook.
-#[derive(Default)]
-pub struct Watchdog {
-    pub kill: Cell<bool>,
-    pub slow_logged: Cell<bool>,
+/// A running script's state shared with the threads that answer other clients while it
+/// runs (Redis's BUSY state, see `ScriptBusy::answer`): set by the VM hook and by the
+/// executor, read (and `kill` / `shutdown` set) by I/O threads.
+#[derive(Default, Debug)]
+pub struct ScriptBusy {
+    /// The script has run past `busy-reply-threshold`: other clients get `-BUSY`.
+    pub busy: AtomicBool,
+    /// SCRIPT KILL (or SHUTDOWN NOSAVE) asked the script to stop.
+    pub kill: AtomicBool,
+    /// The script changed data (SCRIPT KILL then answers UNKILLABLE).
+    pub wrote: AtomicBool,
+    /// SHUTDOWN NOSAVE arrived while the script ran.
+    pub shutdown: AtomicBool,
+}
+
+/// The reply to SCRIPT KILL sent while the script ran past the threshold.
+pub const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
+pub const BUSY: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+
+impl ScriptBusy {
+    pub fn in_busy(&self) -> bool {
+        self.busy.load(Ordering::SeqCst)
+    }
+
+    /// A client's command while a script is busy: SCRIPT KILL stops it (unless it
+    /// wrote), SHUTDOWN NOSAVE stops it and the server (no reply: the connection closes
+    /// when the server exits), everything else is refused with `-BUSY`.
+    pub fn answer(&self, argv: &[&[u8]]) -> Vec<u8> {
+        let is = |i: usize, w: &str| {
+            argv.get(i)
+                .is_some_and(|a| a.eq_ignore_ascii_case(w.as_bytes()))
+        };
+        let line = |s: &str| format!("{s}\r\n").into_bytes();
+        if argv.len() == 2 && is(0, "script") && is(1, "kill") {
+            if self.wrote.load(Ordering::SeqCst) {
+                return line(&format!("-{UNKILLABLE}"));
+            }
+            self.kill.store(true, Ordering::SeqCst);
+            crate::warning!("Lua script killed by user with SCRIPT KILL.");
+            return line("+OK");
+        }
+        if argv.len() >= 2 && is(0, "shutdown") && (1..argv.len()).any(|i| is(i, "nosave")) {
+            self.shutdown.store(true, Ordering::SeqCst);
+            self.kill.store(true, Ordering::SeqCst);
+            return Vec::new();
+        }
+        line(&format!("-{BUSY}"))
+    }
 }
 
 /// The running script as the VM hook sees it.
 struct HookRun {
-    watchdog: Rc<Watchdog>,
+    busy: Arc<ScriptBusy>,
+    slow_logged: bool,
     start: Instant,
     threshold_ms: u64,
     name: String,
@@ -294,21 +340,22 @@ impl Engine {
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             move |_, _| {
-                let Ok(run) = seen.try_borrow() else {
+                let Ok(mut run) = seen.try_borrow_mut() else {
                     return Ok(VmState::Continue);
                 };
-                let Some(run) = run.as_ref() else {
+                let Some(run) = run.as_mut() else {
                     return Ok(VmState::Continue);
                 };
-                if run.watchdog.kill.get() {
+                if run.busy.kill.load(Ordering::SeqCst) {
                     return Err(raise_reply("ERR Script killed by user with SCRIPT KILL..."));
                 }
+                if run.slow_logged || run.threshold_ms == 0 {
+                    return Ok(VmState::Continue);
+                }
                 let elapsed = run.start.elapsed().as_millis() as u64;
-                if run.threshold_ms > 0
-                    && elapsed >= run.threshold_ms
-                    && !run.watchdog.slow_logged.get()
-                {
-                    run.watchdog.slow_logged.set(true);
+                if elapsed >= run.threshold_ms {
+                    run.slow_logged = true;
+                    run.busy.busy.store(true, Ordering::SeqCst);
                     crate::warning!(
                         "Slow script detected: still in execution after {elapsed} milliseconds. You can try killing the script using the SCRIPT KILL command. Script name is: {}.",
                         run.name
@@ -375,7 +422,8 @@ impl Engine {
 
     /// Runs script `sha` with `keys` and `args`. `call` / `pcall` are `redis.call` and
     /// `redis.pcall` for this run (they reach the data); `threshold_ms` is when the
-    /// script counts as slow (logged once), `watchdog` its kill switch.
+    /// script counts as slow (logged once, and other clients get `-BUSY`), `busy` what
+    /// it shares with them (its kill switch).
     #[allow(clippy::too_many_arguments)]
     pub fn run(
         &self,
@@ -385,7 +433,7 @@ impl Engine {
         call: Function,
         pcall: Function,
         threshold_ms: u64,
-        watchdog: Rc<Watchdog>,
+        busy: Arc<ScriptBusy>,
     ) -> Outcome {
         let Some(script) = self.scripts.get(sha) else {
             return Outcome::Err("NOSCRIPT No matching script. Please use EVAL.".into());
@@ -414,7 +462,8 @@ impl Engine {
         }
         if let Ok(mut h) = self.hook.try_borrow_mut() {
             *h = Some(HookRun {
-                watchdog,
+                busy,
+                slow_logged: false,
                 start: Instant::now(),
                 threshold_ms,
                 name: sha.to_string(),
@@ -835,8 +884,8 @@ mod tests {
         let sha = sha1_hex(body);
         e.create(&sha, body, EVAL_COMPAT, 0).unwrap();
         let call = e.lua.create_function(|_, ()| Ok(())).unwrap();
-        let wd = Rc::new(Watchdog::default());
-        wd.kill.set(true);
+        let wd = Arc::new(ScriptBusy::default());
+        wd.kill.store(true, Ordering::SeqCst);
         let out = e.run(&sha, &[], &[], call.clone(), call, 0, wd);
         let Outcome::Err(msg) = out else {
             panic!("the script was not stopped")
@@ -890,7 +939,7 @@ mod tests {
             e.create(&sha, body.as_bytes(), flags, skip)?;
             let call = e.lua.create_function(|_, ()| Ok(())).unwrap();
             let pcall = call.clone();
-            match e.run(&sha, &[], &[], call, pcall, 0, Rc::default()) {
+            match e.run(&sha, &[], &[], call, pcall, 0, Arc::default()) {
                 Outcome::Ok(Value::String(s)) => Ok(s.to_string_lossy()),
                 Outcome::Ok(v) => Ok(format!("{v:?}")),
                 Outcome::Err(m) => Err(m.replace(&sha, "SHA")),

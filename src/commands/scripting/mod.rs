@@ -8,9 +8,10 @@
 //! script ran (`Aof::script_capture`) and logs them when EVAL ends, in MULTI/EXEC when
 //! there is more than one — so a restart never runs a script again.
 //!
-//! While a script runs, the server serves no one else (see ARCHITECTURE.md, "Scripting":
-//! there is no BUSY state yet); `busy-reply-threshold` (`lua-time-limit`) marks a script
-//! as slow, which is logged once, as Redis logs it.
+//! Past `busy-reply-threshold` (`lua-time-limit`) a script is slow: logged once, as
+//! Redis logs it, and busy (`ScriptBusy`): with I/O threads, other clients get `-BUSY`
+//! and may SCRIPT KILL it or SHUTDOWN NOSAVE; with `io-threads 1` they wait for it (see
+//! ARCHITECTURE.md, "Scripting").
 
 pub mod cjson;
 pub mod cmsgpack;
@@ -21,11 +22,13 @@ pub mod lualib;
 use super::{CmdError, CmdResult, CommandSpec, Ctx};
 use super::{ALLOW_BUSY, MAY_REPLICATE, NOSCRIPT, READONLY, SKIP_MONITOR, STALE};
 use crate::protocol::reply::Resp;
-use engine::{Engine, Outcome, Watchdog};
+pub use engine::ScriptBusy;
+use engine::{Engine, Outcome};
 use lualib::raise_reply;
 use mlua::{Lua, MultiValue, Value};
 use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// `redis.REDIS_VERSION` and its number (0x00MMmmpp), the version cairn reports.
 pub const REDIS_VERSION: &str = super::connection::COMPAT_REDIS_VERSION;
@@ -155,9 +158,9 @@ pub fn denied_in_script(spec: &CommandSpec, parent: Option<&CommandSpec>) -> boo
 #[derive(Default)]
 pub struct Scripts {
     engine: Option<Engine>,
-    pub running: Option<Rc<Watchdog>>,
-    /// The running script changed data (SCRIPT KILL then answers UNKILLABLE).
-    pub running_wrote: bool,
+    /// The running script's state, shared with the I/O threads that answer other clients
+    /// while it is busy.
+    pub busy: Arc<ScriptBusy>,
     /// `math.random`'s generator: one sequence for the server's lifetime, as Redis's.
     rand: engine::Lrand48,
     /// Figures for INFO while the engine is lent to a running script.
@@ -186,8 +189,7 @@ impl Scripts {
         } else {
             *self = Scripts {
                 engine: None,
-                running: self.running.take(),
-                running_wrote: self.running_wrote,
+                busy: self.busy.clone(),
                 rand: self.rand,
                 ..Default::default()
             };
@@ -293,9 +295,10 @@ fn eval_generic(ctx: &mut Ctx, by_sha: bool, ro: bool) -> CmdResult {
     let Some(engine) = ctx.srv.scripts.engine.take() else {
         return Err(CmdError::err("Lua engine unavailable"));
     };
-    let watchdog = Rc::new(Watchdog::default());
-    ctx.srv.scripts.running = Some(watchdog.clone());
-    ctx.srv.scripts.running_wrote = false;
+    let busy = ctx.srv.scripts.busy.clone();
+    busy.busy.store(false, Ordering::SeqCst);
+    busy.kill.store(false, Ordering::SeqCst);
+    busy.wrote.store(false, Ordering::SeqCst);
     let threshold = ctx.srv.config.settings().busy_reply_threshold.max(0) as u64;
     // The script's commands run as its own client would in Redis: its protocol, its
     // database (SELECT inside a script does not change the caller's), copied replies,
@@ -319,7 +322,7 @@ fn eval_generic(ctx: &mut Ctx, by_sha: bool, ro: bool) -> CmdResult {
         let call = scope.create_function(|lua, a: MultiValue| redis_call(lua, &state, a, true))?;
         let pcall =
             scope.create_function(|lua, a: MultiValue| redis_call(lua, &state, a, false))?;
-        Ok(engine.run(&sha, &keys, &argv, call, pcall, threshold, watchdog))
+        Ok(engine.run(&sha, &keys, &argv, call, pcall, threshold, busy.clone()))
     });
     let script_resp = lua.app_data_ref::<engine::RunFlags>().map_or(2, |f| f.resp);
     if let Some(f) = lua.app_data_ref::<engine::RunFlags>() {
@@ -332,7 +335,12 @@ fn eval_generic(ctx: &mut Ctx, by_sha: bool, ro: bool) -> CmdResult {
     ctx.srv.reply_refs_min = saved_refs_min;
     ctx.srv.blocking.deny = saved_deny;
     ctx.srv.scripts.engine = Some(engine);
-    ctx.srv.scripts.running = None;
+    busy.busy.store(false, Ordering::SeqCst);
+    busy.kill.store(false, Ordering::SeqCst);
+    // SHUTDOWN NOSAVE sent while the script was busy: the server stops now.
+    if busy.shutdown.swap(false, Ordering::SeqCst) {
+        ctx.srv.shutdown_nosave();
+    }
     ctx.srv.scripts.refresh_stats();
     let captured = ctx.srv.aof.script_capture.take();
     if !ctx.srv.loading {
@@ -400,7 +408,7 @@ fn redis_call(
         .srv
         .execute_in_script(ctx.client, cmd, &mut out, now, rules);
     if ctx.srv.dirty > dirty_before {
-        ctx.srv.scripts.running_wrote = true;
+        ctx.srv.scripts.busy.wrote.store(true, Ordering::SeqCst);
     }
     // redis.set_repl without REPL_AOF: what this command changed is not logged.
     if repl & engine::REPL_AOF == 0 {
@@ -473,18 +481,10 @@ fn script_flush(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
-fn script_kill(ctx: &mut Ctx) -> CmdResult {
-    match &ctx.srv.scripts.running {
-        None => Err(CmdError::raw("NOTBUSY No scripts in execution right now.")),
-        Some(_) if ctx.srv.scripts.running_wrote => Err(CmdError::raw(
-            "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.",
-        )),
-        Some(w) => {
-            w.kill.set(true);
-            ctx.out.ok();
-            Ok(())
-        }
-    }
+/// SCRIPT KILL as the executor sees it: between scripts, so nothing runs. While a script
+/// is busy, I/O threads answer SCRIPT KILL themselves (`ScriptBusy::answer`).
+fn script_kill(_ctx: &mut Ctx) -> CmdResult {
+    Err(CmdError::raw("NOTBUSY No scripts in execution right now."))
 }
 
 fn script_debug(ctx: &mut Ctx) -> CmdResult {
