@@ -255,10 +255,22 @@ impl Engine {
         real.raw_set("cjson", super::cjson::table(&lua)?)?;
         real.raw_set("cmsgpack", super::cmsgpack::table(&lua)?)?;
         let os = lua.create_table()?;
-        let started = Instant::now();
         os.raw_set(
             "clock",
-            lua.create_function(move |_, ()| Ok(started.elapsed().as_secs_f64()))?,
+            // C's clock() (glibc reads the same clock), as Lua's os.clock: the process's CPU
+            // time in seconds.
+            lua.create_function(|_, ()| {
+                let mut ts = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                // SAFETY: `ts` is a valid timespec the call fills.
+                let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+                if rc != 0 {
+                    return Ok(-1.0);
+                }
+                Ok(ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
+            })?,
         )?;
         real.raw_set("os", os)?;
         install_math(&lua, &real)?;
