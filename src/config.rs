@@ -266,13 +266,12 @@ pub static OPTIONS: &[OptSpec] = &[
         "50 99 99.9",
         NA,
     ),
-    opt("busy-reply-threshold", OptKind::Int(0, I64MAX), "5000", NA),
     aliased(
-        "lua-time-limit",
         "busy-reply-threshold",
+        "lua-time-limit",
         OptKind::Int(0, I64MAX),
         "5000",
-        NA,
+        0,
     ),
     opt(
         "tracking-table-max-keys",
@@ -807,6 +806,8 @@ pub struct Settings {
     pub activerehashing: bool,
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: usize,
+    /// `busy-reply-threshold` (`lua-time-limit`), ms: a script running longer is slow.
+    pub busy_reply_threshold: i64,
     pub latency_monitor_threshold: i64,
     pub arena_reserve_bytes: usize,
     /// `save` points: (seconds, changes).
@@ -1077,6 +1078,7 @@ fn placeholder_settings() -> Settings {
         activerehashing: true,
         slowlog_log_slower_than: 10000,
         slowlog_max_len: 128,
+        busy_reply_threshold: 5000,
         latency_monitor_threshold: 0,
         arena_reserve_bytes: 0,
         save_points: Vec::new(),
@@ -1695,6 +1697,7 @@ impl Config {
             activerehashing: self.boolean("activerehashing"),
             slowlog_log_slower_than: self.int("slowlog-log-slower-than"),
             slowlog_max_len: self.int("slowlog-max-len") as usize,
+            busy_reply_threshold: self.int("busy-reply-threshold"),
             latency_monitor_threshold: self.int("latency-monitor-threshold"),
             arena_reserve_bytes: self.int("arena-reserve-bytes") as usize,
             save_points: {

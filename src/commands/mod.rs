@@ -14,6 +14,7 @@ pub mod lists;
 pub mod persistence;
 pub mod propagate;
 pub mod pubsub;
+pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod strings;
@@ -277,7 +278,7 @@ pub struct CommandTable {
     pub all: Vec<&'static CommandSpec>,
 }
 
-pub fn all_families() -> [&'static [CommandSpec]; 13] {
+pub fn all_families() -> [&'static [CommandSpec]; 14] {
     [
         aof::COMMANDS,
         bits::COMMANDS,
@@ -292,6 +293,7 @@ pub fn all_families() -> [&'static [CommandSpec]; 13] {
         strings::COMMANDS,
         zsets::COMMANDS,
         transactions::COMMANDS,
+        scripting::COMMANDS,
     ]
 }
 

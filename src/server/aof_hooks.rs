@@ -27,7 +27,8 @@ pub fn log_deletions(srv: &mut Server, now_ms: i64) {
 /// The propagation hook, called by `Server::execute` after every command (not while
 /// loading). `changed`: the command counted a change (`Ctx::dirty`). Logs expiry/eviction
 /// deletions, then the command in its deterministic form, and decides how long the reply
-/// must wait (`aof.hold_lsn`) under `appendfsync always`.
+/// must wait (`aof.hold_lsn`) under `appendfsync always`. Inside a script the entries are
+/// collected (`Aof::script_capture`); after EVAL they are logged in place of EVAL.
 pub fn after_command(
     srv: &mut Server,
     spec: &'static crate::commands::CommandSpec,
@@ -39,38 +40,53 @@ pub fn after_command(
 ) {
     srv.aof.hold_lsn = 0;
     let overrides = std::mem::take(&mut srv.aof.command_forms);
+    let script = srv.aof.script_effects.take();
     if !srv.aof.enabled {
         return;
     }
+    if srv.aof.script_capture.is_some() {
+        log_deletions(srv, now_ms);
+        if changed {
+            feed_form(srv, spec, is_sub, args, db, now_ms, &overrides);
+            let keys: Vec<(usize, Vec<u8>)> =
+                crate::commands::propagate::key_indices(spec, args.len())
+                    .map(|i| (db, args.get(i).to_vec()))
+                    .chain(crate::commands::propagate::extra_written_keys(
+                        spec.name, db, args,
+                    ))
+                    .collect();
+            let barrier = !is_sub && crate::commands::propagate::is_barrier(spec.name);
+            if let Some(c) = srv.aof.script_capture.as_mut() {
+                c.keys.extend(keys);
+                c.barrier |= barrier;
+            }
+        }
+        return;
+    }
     let before = srv.aof.last_lsn;
-    if changed || srv.ks.deletions.as_ref().is_some_and(|d| !d.is_empty()) {
+    let script_wrote = script.as_ref().is_some_and(|c| !c.entries.is_empty());
+    if (changed && script.is_none())
+        || script_wrote
+        || srv.ks.deletions.as_ref().is_some_and(|d| !d.is_empty())
+    {
         srv.aof.exec_open(db, now_ms);
     }
     log_deletions(srv, now_ms);
     let name = spec.name;
     let holds = srv.aof.holds_replies();
-    if changed {
-        let form = if let Some(f) = srv.propagate_as.take() {
-            Some(f)
-        } else if is_sub {
-            None
-        } else {
-            crate::commands::propagate::log_form(&srv.ks, name, db, args)
-        };
-        let lsn = match &form {
-            _ if !overrides.is_empty() => {
-                let mut lsn = 0;
-                for v in &overrides {
-                    lsn = srv.aof.feed(db, v, now_ms);
+    if let Some(cap) = script {
+        if let Some(lsn) = log_script(srv, &cap, now_ms) {
+            if holds {
+                for (d, k) in &cap.keys {
+                    srv.aof.mark_dirty(*d, k, lsn);
                 }
-                lsn
+                if cap.barrier {
+                    srv.aof.mark_barrier(lsn);
+                }
             }
-            Some(v) => srv.aof.feed(db, v, now_ms),
-            None => {
-                let argv: Vec<&[u8]> = args.iter().collect();
-                srv.aof.feed(db, &argv, now_ms)
-            }
-        };
+        }
+    } else if changed {
+        let lsn = feed_form(srv, spec, is_sub, args, db, now_ms, &overrides);
         let barrier = !is_sub && crate::commands::propagate::is_barrier(name);
         let extra = crate::commands::propagate::extra_written_keys(name, db, args);
         if holds {
@@ -96,12 +112,73 @@ pub fn after_command(
             h = h.max(srv.aof.key_wait_lsn(db, args.get(i)));
         }
         h = h.max(srv.aof.barrier_wait_lsn());
-        // KEYS, SCAN, DBSIZE, RANDOMKEY... see every key: wait for every write.
-        if spec.first_key == 0 && spec.flags & crate::commands::READONLY != 0 {
+        // KEYS, SCAN, DBSIZE, RANDOMKEY... see every key: wait for every write. So does a
+        // script (its keys are whatever it read).
+        if (spec.first_key == 0 && spec.flags & crate::commands::READONLY != 0)
+            || crate::commands::propagate::is_script(name)
+        {
             h = h.max(srv.aof.last_lsn);
         }
         srv.aof.hold_lsn = if h > durable { h } else { 0 };
     }
+}
+
+/// Logs a command that changed data in its deterministic form (or the forms its handler
+/// set). Returns the LSN of its last entry (0 inside a script, where entries are collected).
+fn feed_form(
+    srv: &mut Server,
+    spec: &'static crate::commands::CommandSpec,
+    is_sub: bool,
+    args: crate::commands::Args,
+    db: usize,
+    now_ms: i64,
+    overrides: &[Vec<Vec<u8>>],
+) -> u64 {
+    let form = if let Some(f) = srv.propagate_as.take() {
+        Some(f)
+    } else if is_sub {
+        None
+    } else {
+        crate::commands::propagate::log_form(&srv.ks, spec.name, db, args)
+    };
+    match &form {
+        _ if !overrides.is_empty() => {
+            let mut lsn = 0;
+            for v in overrides {
+                lsn = srv.aof.feed(db, v, now_ms);
+            }
+            lsn
+        }
+        Some(v) => srv.aof.feed(db, v, now_ms),
+        None => {
+            let argv: Vec<&[u8]> = args.iter().collect();
+            srv.aof.feed(db, &argv, now_ms)
+        }
+    }
+}
+
+/// Logs a script's effects: one entry alone, more wrapped in MULTI/EXEC (unless the
+/// script ran inside a transaction, whose block already wraps them). Returns the LSN a
+/// reply must wait for (None: the script changed nothing).
+fn log_script(
+    srv: &mut Server,
+    cap: &crate::persistence::aof::ScriptCapture,
+    now_ms: i64,
+) -> Option<u64> {
+    let (first_db, _) = cap.entries.first()?;
+    let wrap = cap.entries.len() > 1 && !srv.aof.in_exec_block();
+    if wrap {
+        srv.aof.feed(*first_db, &[&b"MULTI"[..]], now_ms);
+    }
+    let mut lsn = 0;
+    for (d, argv) in &cap.entries {
+        lsn = srv.aof.feed(*d, argv, now_ms);
+    }
+    if wrap {
+        let d = cap.entries.last().map_or(*first_db, |(d, _)| *d);
+        lsn = srv.aof.feed(d, &[&b"EXEC"[..]], now_ms);
+    }
+    Some(lsn)
 }
 
 /// After CONFIG SET: fsync mode, watermark, timestamps; `appendonly` turned on or off at

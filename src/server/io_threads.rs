@@ -237,6 +237,9 @@ struct IoThread {
     counters: Arc<IoCounters>,
     connected: Arc<AtomicUsize>,
     client_memory: Arc<ClientMemory>,
+    /// A script's BUSY state: while set, complete commands are answered here
+    /// (`ScriptBusy::answer`) instead of waiting for the executor.
+    script_busy: Arc<crate::commands::scripting::ScriptBusy>,
     /// Connections whose read stopped at the read budget with data possibly left in the
     /// socket: edge-triggered polling will not report them again, so they are read
     /// again after this turn's events.
@@ -611,14 +614,34 @@ impl IoThread {
             conn.qbuf = Vec::new();
         }
         let id = conn.id;
-        if !batch.cmds.is_empty() || batch.error.is_some() {
+        // A script is busy on the executor: this connection's commands are answered here,
+        // after its earlier replies (it has no batch in flight), as Redis answers them.
+        // Batches the executor must see (a protocol error, big arguments, a client not
+        // authenticated yet) wait for it instead.
+        let answered_here = !batch.cmds.is_empty()
+            && batch.error.is_none()
+            && batch.big.is_empty()
+            && conn.authenticated
+            && self.script_busy.in_busy();
+        if answered_here {
+            for &(first, argc) in &batch.cmds {
+                let argv: Vec<&[u8]> = batch.args[first..first + argc]
+                    .iter()
+                    .map(|&(s, l)| &batch.data[s..s + l])
+                    .collect();
+                let reply = self.script_busy.answer(&argv);
+                conn.out.extend_from_slice(&reply);
+            }
+        } else if !batch.cmds.is_empty() || batch.error.is_some() {
             conn.in_flight = true;
             conn.in_flight_bytes =
                 batch.data.len() + batch.big.iter().map(|a| a.len).sum::<usize>();
         }
         // Measured before the executor can see the batch, whose commands check the total.
         self.measure_memory(slot);
-        if !batch.cmds.is_empty() || batch.error.is_some() {
+        if answered_here {
+            self.write(slot);
+        } else if !batch.cmds.is_empty() || batch.error.is_some() {
             self.send(ToExecutor::Batch(batch));
         }
         if let Some(len) = ask_block {
@@ -991,6 +1014,7 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
             counters: counters.clone(),
             connected: connected.clone(),
             client_memory: srv.client_memory.clone(),
+            script_busy: srv.scripts.busy.clone(),
             more_to_read: Vec::new(),
             more_to_write: Vec::new(),
         };

@@ -15,6 +15,7 @@ pub mod event_loop;
 pub mod io_threads;
 pub mod listeners;
 pub mod outq;
+pub mod script_call;
 pub mod snapshot_ops;
 pub mod stats;
 #[cfg(test)]
@@ -103,6 +104,8 @@ pub struct Server {
     /// Set by a handler whose change must be logged in another form than its arguments
     /// (a served BLPOP logs LPOP); taken by the propagation hook.
     pub propagate_as: Option<Vec<Vec<u8>>>,
+    /// The Lua script cache and engine (src/commands/scripting).
+    pub scripts: commands::scripting::Scripts,
 }
 
 /// How the pipeline dealt with a command (see `execute_inner`).
@@ -206,6 +209,7 @@ impl Server {
             blocking: Default::default(),
             in_exec: false,
             propagate_as: None,
+            scripts: Default::default(),
         })
     }
 

@@ -317,20 +317,22 @@ pub(super) fn info_memory(srv: &mut Server, s: &mut Section) {
     let sys = total_system_memory();
     s.line("total_system_memory", sys);
     s.line("total_system_memory_human", bytes_to_human(sys));
-    // No scripting engine yet: nothing is held for Lua or functions.
-    s.line("used_memory_lua", 0);
-    s.line("used_memory_vm_eval", 0);
-    s.line("used_memory_lua_human", "0B");
-    s.line("used_memory_scripts_eval", 0);
-    s.line("number_of_cached_scripts", 0);
+    // Lua (EVAL scripts; there are no functions): the state's memory and the cache.
+    let lua = srv.scripts.lua_bytes() as u64;
+    let eval_bytes = srv.scripts.body_bytes() as u64;
+    s.line("used_memory_lua", lua);
+    s.line("used_memory_vm_eval", lua);
+    s.line("used_memory_lua_human", bytes_to_human(lua));
+    s.line("used_memory_scripts_eval", eval_bytes);
+    s.line("number_of_cached_scripts", srv.scripts.cached());
     s.line("number_of_functions", 0);
     s.line("number_of_libraries", 0);
     s.line("used_memory_vm_functions", 0);
-    s.line("used_memory_vm_total", 0);
-    s.line("used_memory_vm_total_human", "0B");
+    s.line("used_memory_vm_total", lua);
+    s.line("used_memory_vm_total_human", bytes_to_human(lua));
     s.line("used_memory_functions", 0);
-    s.line("used_memory_scripts", 0);
-    s.line("used_memory_scripts_human", "0B");
+    s.line("used_memory_scripts", eval_bytes);
+    s.line("used_memory_scripts_human", bytes_to_human(eval_bytes));
     s.line("maxmemory", settings.maxmemory);
     s.line("maxmemory_human", bytes_to_human(settings.maxmemory));
     s.line("maxmemory_policy", settings.maxmemory_policy.name());

@@ -64,6 +64,11 @@ pub struct Aof {
     /// arguments do not determine (SPOP logs the SREM of the members it popped). Taken
     /// (and cleared) by the propagation hook after every command.
     pub command_forms: Vec<Vec<Vec<u8>>>,
+    /// While a script runs: the entries its commands would log, collected instead of
+    /// framed (see [`ScriptCapture`]).
+    pub script_capture: Option<ScriptCapture>,
+    /// A script's collected entries, logged by the propagation hook after EVAL.
+    pub script_effects: Option<ScriptCapture>,
     pub rewrite: Option<rewrite::Rewrite>,
     pub rewrite_scheduled: bool,
     pub rewrites: u64,
@@ -127,6 +132,8 @@ impl Default for Aof {
             barrier_lsn: 0,
             hold_lsn: 0,
             command_forms: Vec::new(),
+            script_capture: None,
+            script_effects: None,
             rewrite: None,
             rewrite_scheduled: false,
             rewrites: 0,
@@ -158,10 +165,27 @@ pub fn key_hash(db: usize, key: &[u8]) -> u64 {
     h.finish()
 }
 
+/// What a script's commands changed, logged as the script's effects when it ends (one
+/// entry alone, several wrapped in MULTI/EXEC), so replay never runs the script itself.
+#[derive(Default, Debug)]
+pub struct ScriptCapture {
+    /// (db, command) in the order they ran.
+    pub entries: Vec<(usize, Vec<Vec<u8>>)>,
+    /// Keys the entries wrote (their reads wait for the block under `always`).
+    pub keys: Vec<(usize, Vec<u8>)>,
+    /// An entry changed keys it does not name (FLUSHALL, MOVE...).
+    pub barrier: bool,
+}
+
 impl Aof {
     /// Appends a command (already in its deterministic form) run in `db`, preceded by a
     /// SELECT when the log's db differs. Returns the command's LSN.
     pub fn feed<A: AsRef<[u8]>>(&mut self, db: usize, argv: &[A], now_ms: i64) -> u64 {
+        if let Some(c) = self.script_capture.as_mut() {
+            c.entries
+                .push((db, argv.iter().map(|a| a.as_ref().to_vec()).collect()));
+            return 0;
+        }
         if self.timestamps {
             let s = now_ms / 1000;
             if s != self.last_ts_s {
@@ -204,10 +228,15 @@ impl Aof {
 
     /// Logs `MULTI` before the transaction's first logged entry.
     pub(crate) fn exec_open(&mut self, db: usize, now_ms: i64) {
-        if self.exec_block == Some(false) {
+        if self.exec_block == Some(false) && self.script_capture.is_none() {
             self.exec_block = Some(true);
             self.feed(db, &[&b"MULTI"[..]], now_ms);
         }
+    }
+
+    /// Inside EXEC (its MULTI may not be logged yet).
+    pub fn in_exec_block(&self) -> bool {
+        self.exec_block.is_some()
     }
 
     /// EXEC is done: logs `EXEC` if the block was opened. Returns its LSN.
