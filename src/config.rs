@@ -580,7 +580,7 @@ pub static OPTIONS: &[OptSpec] = &[
         NA,
     ),
     opt("user", OptKind::Str, "", IMM | NA | F_MULTI | HID),
-    opt("rename-command", OptKind::Str, "", IMM | NA | F_MULTI | HID),
+    opt("rename-command", OptKind::Special, "", IMM | F_MULTI | HID),
     opt("ignore-warnings", OptKind::Str, "", NA),
     opt("include", OptKind::Str, "", IMM | F_MULTI | HID),
     opt("tls-port", OptKind::Int(0, 65535), "0", NA),
@@ -875,6 +875,18 @@ pub struct Config {
     settings: Settings,
     /// Warnings to log once at startup (options accepted but not acted on).
     pub warnings: Vec<String>,
+    /// `rename-command old new` lines in order (`new` empty: the command is disabled).
+    pub renamed_commands: Vec<(String, String)>,
+}
+
+/// Options cairn accepts (a Redis config file starts it) but does not act on: a startup
+/// warning names each one set, and CONFIG SET refuses them. README lists them.
+pub fn not_acted_options() -> Vec<&'static str> {
+    OPTIONS
+        .iter()
+        .filter(|o| o.flags & F_NOT_ACTED != 0)
+        .map(|o| o.name)
+        .collect()
 }
 
 fn find_spec(name: &str) -> Option<usize> {
@@ -1021,6 +1033,7 @@ impl Default for Config {
             config_file: None,
             settings: placeholder_settings(),
             warnings: vec![],
+            renamed_commands: vec![],
         };
         let cobl = find_spec("client-output-buffer-limit").expect("in table");
         c.values[cobl] =
@@ -1338,6 +1351,22 @@ impl Config {
             })?;
             return self.load_text(&content);
         }
+        if spec.name == "rename-command" {
+            // `rename-command <command> <new name>`; "" disables the command. Whether the
+            // command exists is checked when the command table is built.
+            let [_, old, new] = args else {
+                return Err(err("wrong number of arguments".into()));
+            };
+            if new.chars().any(|c| c.is_ascii_whitespace()) {
+                return Err(err(
+                    "rename-command: the new name may not contain spaces".into()
+                ));
+            }
+            self.renamed_commands
+                .push((old.to_ascii_lowercase(), new.to_ascii_lowercase()));
+            self.set_explicitly[idx] = true;
+            return Ok(());
+        }
         let value = match spec.kind {
             OptKind::Special | OptKind::Str if args.len() >= 2 => args[1..].join(" "),
             _ if args.len() == 2 => args[1].clone(),
@@ -1512,6 +1541,14 @@ impl Config {
             if spec.flags & F_IMMUTABLE != 0 {
                 return Err(fail(name, "can't set immutable config"));
             }
+            // Accepted in a config file (so a Redis config starts cairn) but not acted on:
+            // a runtime change would answer OK and do nothing.
+            if spec.flags & F_NOT_ACTED != 0 {
+                return Err(fail(
+                    name,
+                    "cairn accepts this option in a config file but does not act on it",
+                ));
+            }
             if spec.flags & F_PROTECTED != 0 && !allow_protected {
                 return Err(fail(name, "can't set protected config"));
             }
@@ -1545,7 +1582,11 @@ impl Config {
             let line = raw.trim();
             let name = line.split_whitespace().next().unwrap_or("");
             match (line.starts_with('#') || line.is_empty(), find_spec(name)) {
-                (false, Some(idx)) if OPTIONS[idx].name != "include" => {
+                // `include` and `rename-command` lines stay as written (each line is
+                // one directive of a list, not a value to render).
+                (false, Some(idx))
+                    if !matches!(OPTIONS[idx].name, "include" | "rename-command") =>
+                {
                     if !written[idx] {
                         out.push_str(&self.render_line(idx));
                         out.push('\n');

@@ -1084,3 +1084,114 @@ fn a_path_as_a_file_name_stops_startup() {
         assert!(stderr.contains(text), "{stderr}");
     }
 }
+
+/// README names every option cairn accepts without acting on it: the list between its
+/// markers is the option table's.
+#[test]
+fn readme_lists_the_options_cairn_does_not_act_on() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let (start, end) = ("<!-- not-acted-options -->", "<!-- /not-acted-options -->");
+    let from = readme.find(start).expect("start marker") + start.len();
+    let to = readme.find(end).expect("end marker");
+    let listed: BTreeSet<String> = readme[from..to]
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect();
+    let table: BTreeSet<String> = cairn::config::not_acted_options()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    let order: Vec<String> = cairn::config::not_acted_options()
+        .into_iter()
+        .map(|n| format!("`{n}`"))
+        .collect();
+    assert_eq!(listed, table, "README should list: {}", order.join(" "));
+}
+
+/// CONFIG SET of an option cairn accepts but does not act on is an error (OK would be a
+/// silent no-op); the same option in a config file starts the server with a warning.
+#[test]
+fn config_set_refuses_options_cairn_does_not_act_on() {
+    let s = start_cairn(&["--latency-tracking", "yes"]);
+    let mut raw = Raw::connect(s.port);
+    for (name, value) in [
+        ("latency-tracking", "no"),
+        ("notify-keyspace-events", "KEA"),
+        ("repl-diskless-sync", "yes"),
+    ] {
+        let got = String::from_utf8(raw.call(&["CONFIG", "SET", name, value])).unwrap();
+        assert_eq!(
+            got,
+            format!("-ERR CONFIG SET failed (possibly related to argument '{name}') - cairn accepts this option in a config file but does not act on it\r\n")
+        );
+    }
+    // Nothing changed, and options cairn acts on still set.
+    assert_eq!(
+        raw.call(&["CONFIG", "SET", "hz", "20"]),
+        b"+OK\r\n".to_vec()
+    );
+    assert_eq!(
+        String::from_utf8(raw.call(&["CONFIG", "GET", "latency-tracking"])).unwrap(),
+        "*2\r\n$16\r\nlatency-tracking\r\n$3\r\nyes\r\n"
+    );
+}
+
+/// `rename-command` as Redis: the old name is unknown, the new one runs the command, an
+/// empty name disables it, a name that is no command stops startup; CONFIG REWRITE keeps
+/// the lines.
+#[test]
+fn rename_command_renames_and_disables_commands() {
+    let dir = temp_dir("rename-command");
+    let conf = dir.join("cairn.conf");
+    std::fs::write(
+        &conf,
+        "rename-command CONFIG my-config\nrename-command FLUSHALL \"\"\nsave \"\"\n",
+    )
+    .unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cairn-server"));
+    let port = free_port();
+    cmd.arg(&conf)
+        .args(["--port", &port.to_string(), "--dir"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    wait_serving(&mut child, port).unwrap();
+    let mut raw = Raw::connect(port);
+    let unknown = |r: Vec<u8>| {
+        String::from_utf8(r)
+            .unwrap()
+            .starts_with("-ERR unknown command")
+    };
+    assert!(unknown(raw.call(&["CONFIG", "GET", "hz"])));
+    assert!(unknown(raw.call(&["FLUSHALL"])));
+    assert_eq!(
+        String::from_utf8(raw.call(&["MY-CONFIG", "GET", "hz"])).unwrap(),
+        "*2\r\n$2\r\nhz\r\n$2\r\n10\r\n"
+    );
+    assert_eq!(raw.call(&["my-config", "REWRITE"]), b"+OK\r\n".to_vec());
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(text.contains("rename-command CONFIG my-config\n"), "{text}");
+    assert!(text.contains("rename-command FLUSHALL \"\"\n"), "{text}");
+    // A command that does not exist: startup stops, saying which.
+    std::fs::write(&conf, "rename-command NOSUCHCMD x\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cairn-server"))
+        .arg(&conf)
+        .args(["--port", &free_port().to_string(), "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("rename-command: no such command 'nosuchcmd'"),
+        "{said}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -325,6 +325,25 @@ impl CommandTable {
         }
     }
 
+    /// `rename-command old new`: the command answers to `new` only (`new` empty: to
+    /// nothing), as Redis. Err: Redis's text when `old` is no command (a renamed one
+    /// included).
+    pub fn rename(&mut self, old: &str, new: &str) -> Result<(), String> {
+        let Some(spec) = self.by_name.remove(old.to_ascii_lowercase().as_bytes()) else {
+            return Err(format!("rename-command: no such command '{old}'"));
+        };
+        if !new.is_empty() {
+            let key = new.to_ascii_lowercase().into_bytes();
+            if self.by_name.contains_key(&key) {
+                return Err(format!(
+                    "rename-command: the new name '{new}' is already taken"
+                ));
+            }
+            self.by_name.insert(key, spec);
+        }
+        Ok(())
+    }
+
     pub fn len(&self) -> usize {
         self.all.len()
     }
