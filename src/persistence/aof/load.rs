@@ -462,3 +462,207 @@ pub fn check_aof_cli(args: &[String]) -> i32 {
         1
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::persistence::aof::format::{encode_batch_marker, encode_command, encode_entry};
+    use crate::persistence::aof::testing::{temp_dir, Log, RID};
+
+    fn len_of(p: &Path) -> u64 {
+        std::fs::metadata(p).unwrap().len()
+    }
+
+    fn outcome(bad: Option<Damage>, headed: bool, expected_lsn: Option<u64>) -> ScanOutcome {
+        ScanOutcome {
+            headed,
+            bad: bad.map(|damage| Bad {
+                offset: 10,
+                expected_lsn,
+                reason: "x".into(),
+                damage,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn end_of_log_verdicts() {
+        use Damage::*;
+        // No bad spot: whole, wherever the file is.
+        for last in [false, true] {
+            assert_eq!(end_of_log(&outcome(None, false, None), last), LogEnd::Whole);
+        }
+        // The last file, or an earlier one of cairn's (headed, LSN known), may end early.
+        for (headed, lsn, last) in [
+            (false, None, true),
+            (true, Some(5), false),
+            (true, Some(5), true),
+        ] {
+            let v = |d| end_of_log(&outcome(Some(d), headed, lsn), last);
+            assert_eq!(v(RecycledEnd), LogEnd::Recycled);
+            assert_eq!(v(TornTail), LogEnd::TornTail);
+            assert_eq!(v(Corruption), LogEnd::Refused);
+        }
+        // An earlier file written by Redis (no LSNs), or one whose LSN is unknown: any
+        // tail is refused.
+        for (headed, lsn) in [(false, Some(5)), (true, None), (false, None)] {
+            for d in [RecycledEnd, TornTail, Corruption] {
+                assert_eq!(
+                    end_of_log(&outcome(Some(d), headed, lsn), false),
+                    LogEnd::Refused,
+                    "{d:?} headed={headed} lsn={lsn:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn base_kind_is_told_by_the_first_bytes() {
+        let dir = temp_dir("kind");
+        let cases: &[(&str, &[u8], BaseKind)] = &[
+            ("rdb", b"REDIS0011\xfa\x00", BaseKind::Rdb),
+            ("img", b"CAIRNIMG\x01\x02\x03", BaseKind::Image),
+            ("cmds", b"*1\r\n$4\r\nPING\r\n", BaseKind::Commands),
+            ("empty", b"", BaseKind::Commands),
+            ("short", b"REDIS", BaseKind::Commands),
+            ("notdigits", b"REDIS00x1", BaseKind::Commands),
+        ];
+        for (name, bytes, kind) in cases {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).unwrap();
+            assert_eq!(BaseKind::of(&p).unwrap(), *kind, "{name}");
+        }
+        let e = BaseKind::of(&dir.join("missing")).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn mapped_file_gives_its_bytes_and_an_empty_file_none() {
+        let dir = temp_dir("mapped");
+        let p = dir.join("f");
+        std::fs::write(&p, b"hello log").unwrap();
+        assert_eq!(Mapped::open(&p).unwrap().bytes(), b"hello log");
+        std::fs::write(&p, b"").unwrap();
+        assert!(Mapped::open(&p).unwrap().bytes().is_empty());
+        assert!(Mapped::open(&dir.join("missing")).is_err());
+    }
+
+    #[test]
+    fn check_file_reports_a_valid_log_and_a_torn_tail_it_may_cut() {
+        let dir = temp_dir("check-torn");
+        let p = dir.join("t.1.incr.aof");
+        let log = Log::from(1).sets(3);
+        std::fs::write(&p, &log.bytes).unwrap();
+        let (c, text) = check(&p, Some(1), FileRole::Incr { last: true }, Fix::No);
+        assert!(c.loadable && text.contains("is valid"), "{text}");
+        assert_eq!(c.last_lsn, Some(3));
+        let torn = log.bytes.len() - 4;
+        std::fs::write(&p, &log.bytes[..torn]).unwrap();
+        let (c, text) = check(&p, Some(1), FileRole::Incr { last: true }, Fix::No);
+        assert!(c.loadable && text.contains("Torn tail"), "{text}");
+        assert_eq!(c.last_lsn, Some(2));
+        assert_eq!(len_of(&p), torn as u64, "no --fix: unchanged");
+        let (c, text) = check(&p, Some(1), FileRole::Incr { last: true }, Fix::Yes);
+        assert!(
+            c.loadable && text.contains("Successfully truncated"),
+            "{text}"
+        );
+        assert_eq!(len_of(&p), log.entries[2].0 as u64);
+    }
+
+    #[test]
+    fn check_file_cuts_corruption_only_in_the_last_file_and_after_a_yes() {
+        let dir = temp_dir("check-corrupt");
+        let p = dir.join("t.1.incr.aof");
+        let mut bytes = Log::from(1).sets(4).bytes;
+        let second = Log::from(1).sets(1).bytes.len();
+        bytes[second + 30] ^= 0x04; // inside entry 2, entries 3 and 4 follow
+        let last = FileRole::Incr { last: true };
+        std::fs::write(&p, &bytes).unwrap();
+        let (c, text) = check(&p, Some(1), last, Fix::No);
+        assert!(
+            !c.loadable && text.contains("Corruption in the middle"),
+            "{text}"
+        );
+        let mut no = || false;
+        let (c, text) = check(&p, Some(1), last, Fix::Ask(&mut no));
+        assert!(!c.loadable && text.contains("Aborting"), "{text}");
+        assert_eq!(len_of(&p), bytes.len() as u64);
+        // Not the last file: never cut (the files after it would replay over the hole).
+        let (c, text) = check(&p, Some(1), FileRole::Incr { last: false }, Fix::Yes);
+        assert!(!c.loadable && text.contains("Cannot cut"), "{text}");
+        assert_eq!(len_of(&p), bytes.len() as u64);
+        let (c, text) = check(&p, Some(1), FileRole::Base, Fix::Yes);
+        assert!(!c.loadable && text.contains("Cannot cut"), "{text}");
+        let mut yes = || true;
+        let (c, text) = check(&p, Some(1), last, Fix::Ask(&mut yes));
+        assert!(c.loadable, "{text}");
+        assert!(
+            text.contains("including valid entries after the damage"),
+            "{text}"
+        );
+        assert_eq!(len_of(&p), second as u64);
+    }
+
+    #[test]
+    fn check_file_says_a_base_tail_is_damage_and_a_recycled_end_is_valid() {
+        let dir = temp_dir("check-roles");
+        let p = dir.join("t.1.base.aof");
+        let log = Log::from(1).sets(2);
+        std::fs::write(&p, &log.bytes[..log.bytes.len() - 3]).unwrap();
+        let (c, text) = check(&p, Some(1), FileRole::Base, Fix::No);
+        assert!(
+            !c.loadable && text.contains("Damage in a base file"),
+            "{text}"
+        );
+        // A recycled file: the new log (41..=45) written over the old one (1..=40).
+        let batch = |from: u64, n: u64, durable: u64| {
+            let mut out = Vec::new();
+            encode_batch_marker(&mut out, durable);
+            for lsn in from..from + n {
+                let mut c = Vec::new();
+                encode_command(&mut c, &["SET", &format!("k{lsn}"), "v"]);
+                encode_entry(&mut out, lsn, RID, lsn * 10, &c);
+            }
+            out
+        };
+        let new = batch(41, 5, 40);
+        let mut seg = batch(1, 40, 0);
+        seg[..new.len()].copy_from_slice(&new);
+        let p = dir.join("t.2.incr.aof");
+        std::fs::write(&p, &seg).unwrap();
+        let (c, text) = check(&p, Some(41), FileRole::Incr { last: false }, Fix::No);
+        assert!(
+            c.loadable && text.contains("recycled file's old content"),
+            "{text}"
+        );
+        assert_eq!(c.last_lsn, Some(45));
+        assert_eq!(len_of(&p), seg.len() as u64);
+    }
+
+    #[test]
+    fn check_aof_cli_exit_codes() {
+        let dir = temp_dir("cli");
+        let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        assert_eq!(check_aof_cli(&s(&[])), 1);
+        assert_eq!(check_aof_cli(&s(&["--bogus", "x"])), 1);
+        assert_eq!(check_aof_cli(&s(&["a", "b"])), 1);
+        let l = create_fresh(&dir, "appendonly.aof", RID).unwrap();
+        let incr = dir.join(&l.incrs[0].name);
+        std::fs::write(&incr, Log::from(1).sets(2).bytes).unwrap();
+        let manifest = dir.join(l.manifest_name()).to_string_lossy().into_owned();
+        let incr_s = incr.to_string_lossy().into_owned();
+        let nope = dir.join("nope.manifest").to_string_lossy().into_owned();
+        assert_eq!(check_aof_cli(&s(&[manifest.as_str()])), 0);
+        // The base's trailer says LSN 0: an incremental file starting at 2 is a gap.
+        std::fs::write(&incr, Log::from(2).sets(2).bytes).unwrap();
+        assert_eq!(check_aof_cli(&s(&[manifest.as_str()])), 1);
+        assert_eq!(
+            check_aof_cli(&s(&[incr_s.as_str()])),
+            0,
+            "alone, no LSN to continue"
+        );
+        assert_eq!(check_aof_cli(&s(&[nope.as_str()])), 1);
+    }
+}

@@ -25,6 +25,8 @@ pub mod manifest;
 pub mod prealloc;
 pub mod rewrite;
 pub mod storage;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod uring;
 pub mod writer;
 

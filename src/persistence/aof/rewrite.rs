@@ -159,3 +159,106 @@ pub(crate) fn sync_dir(file: &Path) -> Result<(), String> {
         .and_then(|d| d.sync_all())
         .map_err(|e| format!("{}: {e}", dir.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arena::Arena;
+    use crate::keyspace::{Keyspace, StrEnc, Ttl, BIG_VALUE_BYTES};
+    use crate::persistence::aof::testing::temp_dir;
+    use crate::persistence::rdb_file::{base_aof_lsn, load_rdb, AUX_AOF_LSN};
+    use crate::persistence::snapshot::{save_blocking, SnapParams};
+
+    #[test]
+    fn sync_dir_uses_the_current_dir_for_a_bare_name() {
+        assert!(sync_dir(Path::new("file-in-cwd")).is_ok());
+        let e = sync_dir(Path::new("/nonexistent-cairn-dir/f")).unwrap_err();
+        assert!(e.starts_with("/nonexistent-cairn-dir"), "{e}");
+    }
+
+    /// An image of a keyspace (small and out-of-line values, two databases, a TTL)
+    /// becomes an RDB base that loads back to the same data with the log position in its
+    /// aux fields; nothing is left behind but the two files. A missing image is an error
+    /// that writes nothing.
+    #[test]
+    fn an_image_converts_to_an_rdb_base_with_its_log_position() {
+        let dir = temp_dir("convert");
+        let config = crate::config::Config::default();
+        let s = config.settings();
+        let mut ks = Keyspace::new(Arena::new(256 << 20, [1, 2]).unwrap(), 16);
+        let big: Vec<u8> = (0..BIG_VALUE_BYTES * 3)
+            .map(|i| (i * 7 % 251) as u8)
+            .collect();
+        ks.set_string(0, b"s", b"v", StrEnc::for_value(b"v"), Ttl::Clear);
+        ks.set_string(0, b"big", &big, StrEnc::for_value(&big), Ttl::Clear);
+        ks.set_string(
+            3,
+            b"t",
+            b"later",
+            StrEnc::for_value(b"later"),
+            Ttl::At(i64::MAX / 2),
+        );
+        let image = dir.join("p.2.base.cimg");
+        let p = SnapParams {
+            path: image.clone(),
+            threads: s.snapshot_threads,
+            pause_budget_us: s.snapshot_pause_budget_us,
+            mode: s.snapshot_mode,
+            repl_id: [b'0'; 40],
+            repl_offset: 7,
+            databases: 16,
+            on_cut: None,
+            executor_cpu: None,
+            wide_cpus: None,
+            write_behind: false,
+        };
+        save_blocking(&ks.arena, ks.total_keys(), &p).unwrap();
+        let out = dir.join("p.2.base.rdb");
+        let aux = vec![
+            ("aof-base", "1".to_string()),
+            (AUX_AOF_LSN, "42".to_string()),
+            ("repl-offset", "7".to_string()),
+        ];
+        let (img, o, reserve) = (image.clone(), out.clone(), s.arena_reserve_bytes);
+        // (convert lowers its thread's priority: give it its own.)
+        let written = std::thread::spawn(move || convert(&img, &o, &aux, reserve, 16, 0, false))
+            .join()
+            .unwrap()
+            .unwrap();
+        let bytes = std::fs::read(&out).unwrap();
+        assert_eq!(written, bytes.len() as u64);
+        assert_eq!(base_aof_lsn(&bytes), Some(42));
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["p.2.base.cimg", "p.2.base.rdb"],
+            "no temp file left"
+        );
+        let mut back = Keyspace::new(Arena::new(256 << 20, [3, 4]).unwrap(), 16);
+        let st = load_rdb(&bytes, &mut back, &config, i64::MIN).unwrap();
+        assert_eq!(st.keys_loaded, 3);
+        assert_eq!(st.aof_lsn, Some(42));
+        let value =
+            |ks: &Keyspace, db: usize, k: &[u8]| ks.find_raw(db, k).map(|e| ks.value(e).to_vec());
+        assert_eq!(value(&back, 0, b"s").as_deref(), Some(&b"v"[..]));
+        assert_eq!(value(&back, 0, b"big"), Some(big));
+        assert_eq!(value(&back, 3, b"t").as_deref(), Some(&b"later"[..]));
+        let t = back.find_raw(3, b"t").unwrap();
+        assert_eq!(back.expire_at(t), Some(i64::MAX / 2));
+        // A missing image: an error, and no output or temp file.
+        let (img, o) = (dir.join("missing.cimg"), dir.join("p.3.base.rdb"));
+        let o2 = o.clone();
+        let e = std::thread::spawn(move || convert(&img, &o2, &[], reserve, 16, 0, false))
+            .join()
+            .unwrap()
+            .unwrap_err();
+        assert!(e.contains("missing.cimg"), "{e}");
+        assert!(!o.exists());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
