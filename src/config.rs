@@ -569,7 +569,6 @@ pub static OPTIONS: &[OptSpec] = &[
         NA,
     ),
     // --- scripting, modules, ACL, TLS
-    opt("lua-time-limit-unused", OptKind::Int(0, 0), "0", NA | HID),
     opt("loadmodule", OptKind::Str, "", IMM | NA | F_MULTI | HID),
     opt("aclfile", OptKind::Str, "", IMM | NA),
     opt("acllog-max-len", OptKind::Int(0, LONGMAX), "128", NA),
@@ -624,12 +623,6 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("tls-ciphers", OptKind::Str, "", NA),
     opt("tls-ciphersuites", OptKind::Str, "", NA),
     // --- misc
-    opt(
-        "lazyfree-lazy-user-flush-unused",
-        OptKind::Int(0, 0),
-        "0",
-        NA | HID,
-    ),
     opt("shutdown-timeout", OptKind::Int(0, INTMAX), "10", NA),
     opt(
         "shutdown-on-sigint",
@@ -1541,14 +1534,6 @@ impl Config {
             if spec.flags & F_IMMUTABLE != 0 {
                 return Err(fail(name, "can't set immutable config"));
             }
-            // Accepted in a config file (so a Redis config starts cairn) but not acted on:
-            // a runtime change would answer OK and do nothing.
-            if spec.flags & F_NOT_ACTED != 0 {
-                return Err(fail(
-                    name,
-                    "cairn accepts this option in a config file but does not act on it",
-                ));
-            }
             if spec.flags & F_PROTECTED != 0 && !allow_protected {
                 return Err(fail(name, "can't set protected config"));
             }
@@ -1561,6 +1546,15 @@ impl Config {
         let mut staged = self.clone();
         for ((name, value), &idx) in pairs.iter().zip(&idxs) {
             let canon = staged.canonical(idx, value).map_err(|m| fail(name, &m))?;
+            // Accepted in a config file (so a Redis config starts cairn) but not acted on:
+            // a runtime change would answer OK and do nothing. (A bad value gets Redis's
+            // text first.)
+            if OPTIONS[idx].flags & F_NOT_ACTED != 0 {
+                return Err(fail(
+                    name,
+                    "cairn accepts this option in a config file but does not act on it",
+                ));
+            }
             staged.values[idx] = canon;
             staged.set_explicitly[idx] = true;
         }

@@ -489,12 +489,6 @@ mod tests {
         Server::new(Config::default()).unwrap()
     }
 
-    /// Runs one command as a new client.
-    fn run(srv: &mut Server, args: &[&str]) -> String {
-        let mut c = srv.alloc_client("127.0.0.1:1".into(), "127.0.0.1:2".into());
-        crate::server::testing::run(srv, &mut c, args)
-    }
-
     fn temp_dir(tag: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("cairn-rewrite-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);

@@ -389,9 +389,7 @@ fn load_base(
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::persistence::aof::format::{
-        encode_batch_marker, encode_command, encode_entry, Bad, Damage,
-    };
+    use crate::persistence::aof::format::{encode_command, encode_entry};
     use crate::persistence::aof::load::*;
     use crate::persistence::aof::manifest::FileInfo;
 
@@ -639,11 +637,5 @@ mod tests {
         assert!(load_layout(&mut srv, &dir, &l, false).is_ok());
         assert_eq!(srv.aof.last_lsn, 8);
         assert_eq!(run(&mut srv, &["EXISTS", "fromb", "k8"]), ":2\r\n");
-    }
-
-    fn check(p: &Path, first: Option<u64>, role: FileRole, fix: Fix<'_>) -> (FileCheck, String) {
-        let mut out = Vec::new();
-        let c = check_file(p, first, role, fix, &mut out).unwrap();
-        (c, String::from_utf8(out).unwrap())
     }
 }

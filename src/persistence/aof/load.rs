@@ -469,6 +469,12 @@ mod tests {
     use crate::persistence::aof::format::{encode_batch_marker, encode_command, encode_entry};
     use crate::persistence::aof::testing::{temp_dir, Log, RID};
 
+    fn check(p: &Path, first: Option<u64>, role: FileRole, fix: Fix<'_>) -> (FileCheck, String) {
+        let mut out = Vec::new();
+        let c = check_file(p, first, role, fix, &mut out).unwrap();
+        (c, String::from_utf8(out).unwrap())
+    }
+
     fn len_of(p: &Path) -> u64 {
         std::fs::metadata(p).unwrap().len()
     }
