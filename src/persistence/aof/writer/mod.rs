@@ -1639,24 +1639,17 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// The executor's path: the writer lends the file, the executor appends and syncs on
-    /// its own ring; a pre-allocation helper that cannot keep up (tiny `ahead`) makes it
-    /// give the file back and the writer take those batches; a rotation calls the lease
-    /// back. Every entry ends up in order in the right file, durable, and the executor
-    /// wrote some of them itself.
-    #[test]
-    fn executor_appends_through_the_lease_with_fallbacks_and_a_rotation() {
-        let dir = temp_dir("lease");
-        let mut d = FsDir::new(&dir);
-        let f = d.open_append("p.1.incr.aof").unwrap();
-        let opts = IoOpts {
-            preallocate_bytes: 8 << 10,
-            uring: true,
-            inflight: 1,
-            ..IoOpts::default()
-        };
+    /// An `always` writer on `dir/p.1.incr.aof` whose executor side appends itself
+    /// (completions ring `efd`); None where io_uring is refused (the lease path is then
+    /// not testable here).
+    fn leased_writer(
+        dir: &std::path::Path,
+        opts: IoOpts,
+        efd: &std::os::fd::OwnedFd,
+    ) -> Option<Writer> {
+        let f = FsDir::new(dir).open_append("p.1.incr.aof").unwrap();
         let mut w = Writer::start_opts(
-            Box::new(FsDir::new(&dir)),
+            Box::new(FsDir::new(dir)),
             f,
             Some("p.1.incr.aof"),
             0,
@@ -1666,12 +1659,32 @@ mod tests {
             opts,
         )
         .unwrap();
-        let efd = uring::eventfd().unwrap();
         w.enable_executor_appends(efd.as_raw_fd());
         if w.exec.is_none() {
             eprintln!("io_uring refused here: the lease path is not testable");
-            return;
+            return None;
         }
+        Some(w)
+    }
+
+    /// The executor's path: the writer lends the file, the executor appends and syncs on
+    /// its own ring; a pre-allocation helper that cannot keep up (tiny `ahead`) makes it
+    /// give the file back and the writer take those batches; a rotation calls the lease
+    /// back. Every entry ends up in order in the right file, durable, and the executor
+    /// wrote some of them itself.
+    #[test]
+    fn executor_appends_through_the_lease_with_fallbacks_and_a_rotation() {
+        let dir = temp_dir("lease");
+        let opts = IoOpts {
+            preallocate_bytes: 8 << 10,
+            uring: true,
+            inflight: 1,
+            ..IoOpts::default()
+        };
+        let efd = uring::eventfd().unwrap();
+        let Some(mut w) = leased_writer(&dir, opts, &efd) else {
+            return;
+        };
         let mut lsn = 0;
         let mut buf = Vec::new();
         let wait_durable = |w: &mut Writer, lsn: u64| {
@@ -1756,8 +1769,6 @@ mod tests {
     #[test]
     fn rotations_under_executor_appends_keep_every_file_exactly_its_entries() {
         let dir = temp_dir("lease-rotations");
-        let mut d = FsDir::new(&dir);
-        let f = d.open_append("p.1.incr.aof").unwrap();
         let opts = IoOpts {
             preallocate_bytes: 16 << 10,
             uring: true,
@@ -1765,23 +1776,10 @@ mod tests {
             inflight: 2,
             ..IoOpts::default()
         };
-        let mut w = Writer::start_opts(
-            Box::new(FsDir::new(&dir)),
-            f,
-            Some("p.1.incr.aof"),
-            0,
-            0,
-            FsyncMode::Always,
-            0,
-            opts,
-        )
-        .unwrap();
         let efd = uring::eventfd().unwrap();
-        w.enable_executor_appends(efd.as_raw_fd());
-        if w.exec.is_none() {
-            eprintln!("io_uring refused here: the lease path is not testable");
+        let Some(mut w) = leased_writer(&dir, opts, &efd) else {
             return;
-        }
+        };
         let scan_file = |name: &str| {
             let b = std::fs::read(dir.join(name)).unwrap();
             let mut lsns = Vec::new();
