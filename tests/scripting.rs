@@ -5,9 +5,11 @@
 
 mod common;
 
-use common::{both, free_port, same, show, start_cairn, Raw, ServerProc};
+use common::{
+    both, same, server_log, show, start_cairn, start_on, temp_dir, wait_until, Raw, ServerProc,
+    DEADLINE,
+};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn eval<'a>(script: &'a str, rest: &[&'a str]) -> Vec<&'a [u8]> {
@@ -642,50 +644,13 @@ fn slow_scripts_are_logged_after_the_threshold() {
 
 // ---- the AOF holds a script's effects ---------------------------------------------------
 
-struct Srv {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Srv {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_in(dir: &Path, args: &[&str]) -> Srv {
-    let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn-server"))
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .arg("--dir")
-        .arg(dir)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10) {
-        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            drop(s);
-            let mut r = Raw::connect(port);
-            if r.call(&["PING"]) == b"+PONG\r\n" {
-                return Srv { child, port };
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("cairn did not start in {dir:?}");
+/// A cairn on `dir` (its log in `dir/cairn.log`), no save points.
+fn start_in(dir: &Path, args: &[&str]) -> common::Srv {
+    start_on(
+        dir,
+        &[&["--bind", "127.0.0.1", "--save", ""][..], args].concat(),
+        &[],
+    )
 }
 
 fn incr_text(dir: &Path) -> String {
@@ -851,9 +816,22 @@ fn reply_within(r: &mut Raw, secs: u64) -> String {
 
 #[test]
 fn busy_scripts_answer_others_and_obey_script_kill_with_io_threads() {
-    let c = start_cairn(&["--io-threads", "2", "--busy-reply-threshold", "100"]);
+    let dir = temp_dir("script-busy");
+    let c = start_on(
+        &dir,
+        &["--io-threads", "2", "--busy-reply-threshold", "100"],
+        &[],
+    );
     let mut a = Raw::connect(c.port);
     let mut b = Raw::connect(c.port);
+    // The busy state starts with the slow-script line (the flag is raised before it is
+    // logged): wait for the n-th one, whatever the machine's load, before asking anything
+    // that would otherwise queue behind the script.
+    let busy = |n: usize| {
+        wait_until(DEADLINE, "a script to be busy", || {
+            server_log(&dir).matches("Slow script detected").count() >= n
+        })
+    };
     // Nothing runs: SCRIPT KILL has nothing to stop.
     assert_eq!(
         show(&b.call(&["SCRIPT", "KILL"])),
@@ -861,7 +839,7 @@ fn busy_scripts_answer_others_and_obey_script_kill_with_io_threads() {
     );
     let spin = "local i = 0 while true do i = i + 1 end";
     a.cmd(&eval(spin, &["0"]));
-    std::thread::sleep(Duration::from_millis(500));
+    busy(1);
     assert_eq!(
         show(&b.call(&["PING"])),
         "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"
@@ -878,7 +856,7 @@ fn busy_scripts_answer_others_and_obey_script_kill_with_io_threads() {
     // A script that wrote cannot be killed; it runs to its end.
     let wrote = "redis.call('set', 'x', '1') local t = os.clock() while os.clock() - t < 1.5 do end return 'done'";
     a.cmd(&eval(wrote, &["0"]));
-    std::thread::sleep(Duration::from_millis(500));
+    busy(2);
     let refused = show(&b.call(&["SCRIPT", "KILL"]));
     assert!(
         refused.starts_with("-UNKILLABLE Sorry the script already executed write commands"),
@@ -893,7 +871,7 @@ fn busy_scripts_answer_others_and_obey_script_kill_with_io_threads() {
         "redis.call('set', 'y', '1') while true do end",
         &["0"],
     ));
-    std::thread::sleep(Duration::from_millis(500));
+    busy(3);
     b.cmd(&[b"SHUTDOWN", b"NOSAVE"]);
     let start = Instant::now();
     loop {
