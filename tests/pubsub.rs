@@ -646,3 +646,83 @@ fn concurrent_publishers_and_busy_subscribers() {
         }
     }
 }
+
+/// MONITOR as Redis 7, compared line by line with Debian's redis-server (timestamps and
+/// client ports masked): what clients run, commands a script runs (from `lua`), quoting
+/// of odd bytes, the db; admin commands (CONFIG, ...) and the monitor's own commands are
+/// not shown; inside MULTI it is refused.
+#[test]
+fn monitor_streams_commands_as_redis() {
+    fn mask(line: &[u8]) -> String {
+        let s = String::from_utf8_lossy(line).into_owned();
+        // "+<s>.<us> [<db> <addr>] ..." -> "[<db> ADDR] ..."
+        let Some(open) = s.find(" [") else {
+            return s;
+        };
+        let close = s[open..].find(']').map_or(s.len(), |c| open + c);
+        let inner = &s[open + 2..close];
+        let (db, addr) = inner.split_once(' ').unwrap_or((inner, ""));
+        let addr = if addr == "lua" { "lua" } else { "ADDR" };
+        format!("[{db} {addr}]{}", &s[close + 1..])
+    }
+    let redis = start_redis(&[]);
+    let cairn = start_cairn(&[]);
+    let mut seen: Vec<Vec<String>> = Vec::new();
+    for port in [redis.port, cairn.port] {
+        let mut m = Raw::connect(port);
+        assert_eq!(m.call(&["MONITOR"]), b"+OK\r\n");
+        let mut c = Raw::connect(port);
+        let sent: &[&[&str]] = &[
+            &["SET", "k", "a b\"\\\n\r\t\x07\x08\x01\u{7f}"],
+            &["get", "k"],
+            &["CONFIG", "GET", "hz"],
+            &["SELECT", "1"],
+            &["DEL", "k"],
+            &[
+                "EVAL",
+                "return redis.call('set', KEYS[1], ARGV[1])",
+                "1",
+                "x",
+                "1",
+            ],
+            &["MULTI"],
+            &["INCR", "n"],
+            &["EXEC"],
+            &["PING"],
+        ];
+        for cmd in sent {
+            c.call(cmd);
+        }
+        // The monitor's own commands are not shown to it.
+        let mut lines = Vec::new();
+        while !lines
+            .last()
+            .is_some_and(|l: &String| l.ends_with("\"PING\"\r\n"))
+        {
+            assert!(lines.len() < 20, "{lines:?}");
+            lines.push(mask(&m.reply()));
+        }
+        seen.push(lines);
+        // Inside MULTI: refused at EXEC.
+        c.call(&["MULTI"]);
+        c.call(&["MONITOR"]);
+        let exec = String::from_utf8(c.call(&["EXEC"])).unwrap();
+        assert!(
+            exec.contains("-ERR MONITOR isn't allowed for DENY BLOCKING client"),
+            "{exec}"
+        );
+    }
+    assert_eq!(seen[1], seen[0], "cairn vs redis");
+    assert!(
+        seen[1]
+            .iter()
+            .any(|l| l.starts_with("[1 lua] \"set\" \"x\" \"1\"")),
+        "{:?}",
+        seen[1]
+    );
+    assert!(
+        !seen[1].iter().any(|l| l.contains("CONFIG")),
+        "{:?}",
+        seen[1]
+    );
+}

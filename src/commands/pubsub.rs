@@ -16,7 +16,8 @@
 //! receiver until the socket side has closed it, as in Redis.
 
 use super::{
-    CmdError, CmdResult, CommandSpec, Ctx, FAST, LOADING, NOSCRIPT, PUBSUB, PUBSUB_OK, STALE,
+    Args, CmdError, CmdResult, CommandSpec, Ctx, ADMIN, FAST, LOADING, NOSCRIPT, PUBSUB, PUBSUB_OK,
+    STALE,
 };
 use crate::protocol::reply::{Reply, Resp};
 use crate::server::{Client, Server};
@@ -41,6 +42,17 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("punsubscribe", -1, SUBSCRIBE_FLAGS, "pubsub", punsubscribe).doc(
         "Stop listening for messages posted to channels matching the given patterns",
         "2.0.0",
+    ),
+    CommandSpec::new(
+        "monitor",
+        1,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "server",
+        monitor,
+    )
+    .doc(
+        "Listen for all requests received by the server in real-time",
+        "1.0.0",
     ),
     CommandSpec::new(
         "publish",
@@ -118,6 +130,8 @@ pub struct PubSub {
     /// Slots of clients with bytes in their outbox or marked `close_asap`; drained by the
     /// socket side every turn. Each slot appears once (`Client::in_pending`).
     pub pending: Vec<usize>,
+    /// Clients in MONITOR mode, in the order they entered it.
+    pub monitors: Vec<Sub>,
 }
 
 /// The RESP2 "subscribed context" error, Redis 7.0's exact text.
@@ -322,6 +336,96 @@ pub fn unsubscribe_all(srv: &mut Server, client: &mut Client) {
         remove_sub(&mut srv.pubsub.shard_channels, &ch, id);
     }
     client.pushed = Vec::new();
+    if client.monitor {
+        client.monitor = false;
+        srv.pubsub.monitors.retain(|m| m.id != id);
+    }
+}
+
+/// MONITOR: from now on every command the server runs is copied to this client.
+fn monitor(ctx: &mut Ctx) -> CmdResult {
+    // Redis 7: a client that expects a reply per command (inside EXEC) cannot monitor.
+    if ctx.srv.in_exec {
+        return Err(CmdError::raw(
+            "ERR MONITOR isn't allowed for DENY BLOCKING client",
+        ));
+    }
+    if !ctx.client.monitor {
+        ctx.client.monitor = true;
+        let sub = Sub {
+            slot: ctx.client.slot,
+            id: ctx.client.id,
+        };
+        ctx.srv.pubsub.monitors.push(sub);
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+/// Copies a command that ran to every client in MONITOR mode but its sender, as Redis's
+/// replicationFeedMonitors: `+<s>.<us> [<db> <address>] "arg" ...`, the address `lua` for
+/// a command a script ran. Each monitor's copy is bounded by `client-output-buffer-limit
+/// normal` (a monitor is a normal client there).
+pub fn feed_monitors(srv: &mut Server, from: &Client, db: usize, args: Args, from_script: bool) {
+    let now = crate::util::now_us();
+    let mut line = format!(
+        "+{}.{:06} [{db} {}]",
+        now / 1_000_000,
+        now % 1_000_000,
+        if from_script {
+            "lua"
+        } else {
+            from.addr.as_str()
+        }
+    )
+    .into_bytes();
+    for i in 0..args.len() {
+        line.push(b' ');
+        quote_repr(&mut line, args.get(i));
+    }
+    line.extend_from_slice(b"\r\n");
+    let lim = srv.config.settings().obuf_normal;
+    for m in srv.pubsub.monitors.clone() {
+        if m.id == from.id {
+            continue;
+        }
+        let Some(c) = srv.clients.get_mut(m.slot).and_then(|c| c.as_mut()) else {
+            continue;
+        };
+        if c.id != m.id || c.close_asap {
+            continue;
+        }
+        c.pushed.extend_from_slice(&line);
+        let unsent = c.obuf_bytes.saturating_add(c.pushed.len() as u64);
+        if crate::server::event_loop::output_over_bytes(lim, &mut srv.stats, c, unsent) {
+            c.close_asap = true;
+            c.pushed = Vec::new();
+        }
+        if !c.in_pending {
+            c.in_pending = true;
+            srv.pubsub.pending.push(m.slot);
+        }
+    }
+}
+
+/// Redis's sdscatrepr: the bytes in double quotes, `\\ \" \n \r \t \a \b` escaped,
+/// other bytes outside printable ASCII as `\xHH`.
+fn quote_repr(out: &mut Vec<u8>, b: &[u8]) {
+    out.push(b'"');
+    for &c in b {
+        match c {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x07 => out.extend_from_slice(b"\\a"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x20..=0x7e => out.push(c),
+            _ => out.extend_from_slice(format!("\\x{c:02x}").as_bytes()),
+        }
+    }
+    out.push(b'"');
 }
 
 /// What a delivered message is: `message`, `pmessage` (with its pattern), `smessage`.

@@ -88,6 +88,11 @@ pub struct Blocking {
 }
 
 impl Blocking {
+    /// A parked command is being re-run (MONITOR saw it when it first ran).
+    pub fn is_serving(&self) -> bool {
+        self.serving
+    }
+
     pub fn blocked_clients(&self) -> usize {
         self.parked.len()
     }

@@ -59,6 +59,8 @@ pub struct Client {
     pub pushed: Vec<u8>,
     /// Queued in `PubSub::pending`.
     pub in_pending: bool,
+    /// In MONITOR mode: every command the server runs is copied to it.
+    pub monitor: bool,
     /// Went over its output buffer limit while receiving messages: close it (flag `A`).
     pub close_asap: bool,
     /// Output up to this offset is pub/sub output, sent even under CLIENT REPLY OFF/SKIP.
@@ -144,6 +146,7 @@ impl Client {
             sub_shard: HashSet::new(),
             pushed: Vec::new(),
             in_pending: false,
+            monitor: false,
             close_asap: false,
             keep_output_to: None,
             blocked: false,

@@ -104,6 +104,8 @@ pub struct Server {
     /// Set by a handler whose change must be logged in another form than its arguments
     /// (a served BLPOP logs LPOP); taken by the propagation hook.
     pub propagate_as: Option<Vec<Vec<u8>>>,
+    /// A script's `redis.call` is running a command (MONITOR shows it as from `lua`).
+    pub in_script_call: bool,
     /// The Lua script cache and engine (src/commands/scripting).
     pub scripts: commands::scripting::Scripts,
 }
@@ -209,6 +211,7 @@ impl Server {
             blocking: Default::default(),
             in_exec: false,
             propagate_as: None,
+            in_script_call: false,
             scripts: Default::default(),
         })
     }
@@ -723,6 +726,20 @@ impl Server {
             now_ms: now,
             spec,
         };
+        // A script's own line comes before the commands it runs (Redis 7's EVAL / FCALL
+        // feed the monitors themselves, first); every other command's after it ran, in the
+        // db it left the client in.
+        let script_entry = spec.group == "scripting"
+            && (spec.name.starts_with("eval") || spec.name.starts_with("fcall"));
+        let monitored = !ctx.srv.pubsub.monitors.is_empty()
+            && !ctx.srv.loading
+            && spec.flags & commands::ADMIN == 0
+            && (script_entry || spec.flags & commands::SKIP_MONITOR == 0)
+            && !ctx.srv.blocking.is_serving();
+        if monitored && script_entry {
+            let from_script = ctx.srv.in_script_call;
+            commands::pubsub::feed_monitors(ctx.srv, ctx.client, db_before, args, from_script);
+        }
         let result = (spec.handler)(&mut ctx);
         let failed = if let Err(e) = result {
             ctx.out.error(&e.to_string());
@@ -756,6 +773,10 @@ impl Server {
             );
         }
         self.propagate_as = None;
+        if monitored && !script_entry && !self.pubsub.monitors.is_empty() {
+            let from_script = self.in_script_call;
+            commands::pubsub::feed_monitors(self, client, client.db, args, from_script);
+        }
         let end = now_us();
         self.clock_us = end;
         let dur_us = (end - start).max(0) as u64;

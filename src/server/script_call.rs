@@ -79,7 +79,9 @@ impl Server {
         client.last_cmd = spec.name;
         client.last_cmd_parent = parent.map(|p| p.name);
         let reply = Reply::new(out, client.resp);
+        self.in_script_call = true;
         self.run_command(client, spec, parent, args, reply, now, false);
+        self.in_script_call = false;
         Ok(())
     }
 }
