@@ -672,6 +672,8 @@ fn monitor_streams_commands_as_redis() {
         let mut m = Raw::connect(port);
         assert_eq!(m.call(&["MONITOR"]), b"+OK\r\n");
         let mut c = Raw::connect(port);
+        let list = String::from_utf8(c.call(&["CLIENT", "LIST"])).unwrap();
+        assert!(list.contains(" flags=O "), "{list}");
         let sent: &[&[&str]] = &[
             &["SET", "k", "a b\"\\\n\r\t\x07\x08\x01\u{7f}"],
             &["get", "k"],

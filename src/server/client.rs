@@ -180,6 +180,9 @@ impl Client {
     pub fn info_line(&self, now_ms: i64) -> String {
         let flags = {
             let mut f = String::new();
+            if self.monitor {
+                f.push('O');
+            }
             if self.is_pubsub() {
                 f.push('P');
             }
