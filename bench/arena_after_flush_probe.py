@@ -1,7 +1,8 @@
 # Fills a 64 MiB arena with one write family after another (SET, APPEND, RPUSH, HSET),
-# FLUSHALL after each, and prints the arena INFO fields: shows the bump headroom the
-# free lists cannot give back (see ARCHITECTURE.md, "Not built yet"). Run from the
-# repository root after `cargo build`: python3 bench/arena_after_flush_probe.py [port]
+# FLUSHALL after each, and prints how many writes each fill took and the arena INFO
+# fields: with free blocks reused across size classes (ARCHITECTURE.md, "A full arena is
+# an answer, not a crash") every fill after a flush reuses the freed memory. Run from
+# the repository root after `cargo build`: python3 bench/arena_after_flush_probe.py [port]
 import socket, subprocess, time, sys, os, tempfile
 port=int(sys.argv[1]) if len(sys.argv)>1 else 23999
 d=tempfile.mkdtemp()

@@ -93,6 +93,27 @@ pub fn size_class(size: usize) -> (usize, usize) {
     (idx, (1usize << p) + ((k + 1) << step_shift))
 }
 
+/// The size of class `idx` (the inverse of [`size_class`]).
+pub fn class_size(idx: usize) -> usize {
+    if idx < SMALL_CLASSES {
+        return (idx + 1) * 8;
+    }
+    let j = idx - SMALL_CLASSES;
+    let p = 7 + j / CLASSES_PER_DOUBLING;
+    let k = j % CLASSES_PER_DOUBLING;
+    (1usize << p) + ((k + 1) << (p - 3))
+}
+
+/// The largest class whose size is at most `bytes` (`bytes` >= 8): (index, size).
+fn largest_class_within(bytes: usize) -> (usize, usize) {
+    let (idx, size) = size_class(bytes);
+    if size == bytes || idx == 0 {
+        (idx, size)
+    } else {
+        (idx - 1, class_size(idx - 1))
+    }
+}
+
 /// The memory region and its allocator. Owned by the executor thread; not `Sync`.
 pub struct Arena {
     base: *mut u8,
@@ -108,6 +129,12 @@ pub struct Arena {
     /// at the bump: the executor sets it before each write to what the write itself may
     /// still need, so a dict's table growth never takes a command's own room.
     optional_floor_bytes: u64,
+    /// Below this headroom at the bump, an allocation whose class has no free block is cut
+    /// from a free block of a larger class instead (see [`Arena::split_free`]): the free
+    /// lists are per class and the bump never moves back, so without it memory freed in
+    /// one class could not serve another once the bump is low, and a flushed arena could
+    /// go on refusing writes. 0: never (the bump serves).
+    split_below_bytes: u64,
     /// The header's high-water mark, published outside the region for snapshot threads:
     /// they must not load it from the header, which the executor writes with plain
     /// stores (see `persistence::snapshot::racy_copy`). Updated with every move of the
@@ -228,6 +255,7 @@ impl Arena {
             hasher: SipHasher13::new_with_keys(hash_seed[0], hash_seed[1]),
             keep_pages: false,
             optional_floor_bytes: 0,
+            split_below_bytes: 0,
             published_high_water: Arc::new(AtomicU64::new(HEADER_BYTES as u64)),
         };
         let header_bytes = HEADER_BYTES;
@@ -299,6 +327,7 @@ impl Arena {
             hasher: SipHasher13::new_with_keys(h.hash_seed[0], h.hash_seed[1]),
             keep_pages: false,
             optional_floor_bytes: 0,
+            split_below_bytes: 0,
             published_high_water: Arc::new(AtomicU64::new(h.bump_bytes)),
         };
         std::mem::forget(region);
@@ -412,6 +441,11 @@ impl Arena {
             h.free_heads[class] = next;
             h.free_bytes[(class_bytes >= LARGE_BLOCK_BYTES) as usize] -= class_bytes as u64;
             head
+        } else if self.headroom_bytes() < self.split_below_bytes {
+            match self.split_free(class, class_bytes) {
+                Some(r) => r,
+                None => self.bump(class_bytes)?,
+            }
         } else {
             self.bump(class_bytes)?
         };
@@ -443,6 +477,63 @@ impl Arena {
             self.bytes_mut(r, 0, size).fill(0);
         }
         Ok(r)
+    }
+
+    /// Sets the headroom under which allocations reuse larger free blocks (see
+    /// `split_below_bytes`).
+    pub fn set_split_below(&mut self, bytes: u64) {
+        self.split_below_bytes = bytes;
+    }
+
+    /// Takes a free block of the smallest larger class that has one and cuts it into
+    /// blocks of `class` (the first is returned, the rest go on its free list); what is
+    /// left at the end goes on the free lists of the largest classes that fit (under 8
+    /// bytes is lost). Every piece of a large block keeps the block's zeroing mark: past
+    /// the block's first page its bytes are as zero (or not) as the block's were, and each
+    /// piece's own first page holds only its link and mark. None: no larger free block.
+    fn split_free(&mut self, class: usize, class_bytes: usize) -> Option<Ref> {
+        let from = (class + 1..NUM_CLASSES).find(|&c| self.header().free_heads[c] != NULL)?;
+        let from_bytes = class_size(from);
+        let b = self.header().free_heads[from];
+        let next = self.read_u32(b, 0);
+        let mark = if from_bytes >= LARGE_BLOCK_BYTES {
+            self.read_u32(b, 4)
+        } else {
+            0
+        };
+        {
+            let h = self.header_mut();
+            h.free_heads[from] = next;
+            h.free_bytes[(from_bytes >= LARGE_BLOCK_BYTES) as usize] -= from_bytes as u64;
+        }
+        let at = |off: usize| b + (off / ALIGN_BYTES) as Ref;
+        let pieces = from_bytes / class_bytes;
+        for k in 1..pieces {
+            self.push_free(at(k * class_bytes), class, class_bytes, mark);
+        }
+        let mut off = pieces * class_bytes;
+        while from_bytes - off >= ALIGN_BYTES {
+            let (c, c_bytes) = largest_class_within(from_bytes - off);
+            if c_bytes >= LARGE_BLOCK_BYTES && !off.is_multiple_of(PAGE_BYTES) {
+                break;
+            }
+            self.push_free(at(off), c, c_bytes, mark);
+            off += c_bytes;
+        }
+        Some(b)
+    }
+
+    /// Puts a block of class `class` on its free list (a large one with zeroing `mark`).
+    fn push_free(&mut self, r: Ref, class: usize, class_bytes: usize, mark: u32) {
+        let large = class_bytes >= LARGE_BLOCK_BYTES;
+        if large {
+            self.write_u32(r, 4, mark);
+        }
+        let head = self.header().free_heads[class];
+        self.write_u32(r, 0, head);
+        let h = self.header_mut();
+        h.free_heads[class] = r;
+        h.free_bytes[large as usize] += class_bytes as u64;
     }
 
     /// Sets the headroom optional allocations must leave (see `optional_floor_bytes`).

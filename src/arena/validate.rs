@@ -232,6 +232,7 @@ impl Arena {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arena::{class_size, NUM_CLASSES};
 
     #[test]
     fn claims_refuse_overlaps_and_blocks_outside_the_bump() {
@@ -268,5 +269,62 @@ mod tests {
         let mut c = Claims::new(&a);
         c.claim(keep, 100, "kept").unwrap();
         assert!(a.validate_free_lists(&mut c).is_err());
+    }
+
+    /// Below the split threshold an empty class is served by cutting a larger free block:
+    /// the pieces and the remainder land on the free lists, the counters and the walk
+    /// still agree, a zeroed allocation from a recycled large block is zero, and nothing
+    /// comes from the bump.
+    #[test]
+    fn splitting_a_larger_free_block_keeps_the_free_lists_exact() {
+        let mut a = Arena::new(64 << 20, [1, 2]).unwrap();
+        let keep = a.alloc(100);
+        let big = a.alloc(200_000);
+        a.bytes_mut(big, 0, 200_000).fill(0xAB);
+        a.free(big, 200_000);
+        let bump = a.headroom_bytes();
+        // Above the threshold the bump serves as before.
+        a.set_split_below(0);
+        let fresh = a.alloc(48);
+        assert_eq!(a.headroom_bytes(), bump - 48);
+        a.free(fresh, 48);
+        let bump = a.headroom_bytes();
+        a.set_split_below(u64::MAX);
+        let (free_small, free_large) = a.free_list_bytes();
+        // A large class from the large block, zero-filled, then small ones from the rest.
+        let z = a.alloc_zeroed(40_000);
+        assert!(a.bytes(z, 0, 40_000).iter().all(|&b| b == 0));
+        let mut small = Vec::new();
+        for _ in 0..2000 {
+            small.push(a.alloc(24));
+        }
+        assert_eq!(a.headroom_bytes(), bump, "nothing from the bump");
+        let (s2, l2) = a.free_list_bytes();
+        assert!(s2 + l2 < free_small + free_large);
+        let mut c = Claims::new(&a);
+        c.claim(keep, 100, "kept").unwrap();
+        c.claim(z, 40_000, "zeroed").unwrap();
+        for &r in &small {
+            c.claim(r, 24, "small").unwrap();
+        }
+        a.validate_free_lists(&mut c).unwrap();
+        a.validate_counters(&c).unwrap();
+        // Freed again, everything still checks out.
+        for r in small {
+            a.free(r, 24);
+        }
+        a.free(z, 40_000);
+        let mut c = Claims::new(&a);
+        c.claim(keep, 100, "kept").unwrap();
+        a.validate_free_lists(&mut c).unwrap();
+        a.validate_counters(&c).unwrap();
+    }
+
+    #[test]
+    fn class_sizes_invert_size_class() {
+        for idx in 0..NUM_CLASSES {
+            let size = class_size(idx);
+            assert_eq!(size_class(size), (idx, size), "class {idx}");
+        }
     }
 }

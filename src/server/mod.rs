@@ -677,6 +677,10 @@ impl Server {
             None => self.arena_reserve_bytes(),
         };
         self.ks.arena.set_optional_floor(floor);
+        // Under the write reserve, free blocks of larger classes serve empty ones (the
+        // bump is kept for what no free block can hold).
+        let reserve = self.arena_reserve_bytes();
+        self.ks.arena.set_split_below(reserve);
         Ok(())
     }
 
