@@ -58,6 +58,9 @@ pub const TAKES_QUEUED_FLAGS: u32 = 1 << 19;
 pub const MISCONF_REFUSED: u32 = 1 << 20;
 /// Queued inside MULTI without the memory check queueing otherwise gets (UNWATCH).
 pub const QUEUES_WITHOUT_OOM_CHECK: u32 = 1 << 21;
+/// MONITOR sees it before it runs, though it is `skip_monitor` (EVAL and friends: their
+/// line comes before those of the commands the script runs, as Redis 7's).
+pub const MONITOR_FIRST: u32 = 1 << 22;
 
 pub const FLAG_NAMES: &[(u32, &str)] = &[
     (WRITE, "write"),

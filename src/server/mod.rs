@@ -43,6 +43,13 @@ pub enum ShutdownRequest {
     Default,
 }
 
+/// When a command's line reaches MONITOR clients (see `Server::monitor_feed`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum MonitorFeed {
+    Before,
+    After,
+}
+
 pub struct Server {
     pub ks: Keyspace,
     /// The last write found the arena without room (its warning is logged).
@@ -730,17 +737,14 @@ impl Server {
             now_ms: now,
             spec,
         };
-        // A script's own line comes before the commands it runs (Redis 7's EVAL / FCALL
-        // feed the monitors themselves, first); every other command's after it ran, in the
-        // db it left the client in.
-        let script_entry = spec.group == "scripting"
-            && (spec.name.starts_with("eval") || spec.name.starts_with("fcall"));
-        let monitored = !ctx.srv.pubsub.monitors.is_empty()
-            && !ctx.srv.loading
-            && spec.flags & commands::ADMIN == 0
-            && (script_entry || spec.flags & commands::SKIP_MONITOR == 0)
-            && !ctx.srv.blocking.is_serving();
-        if monitored && script_entry {
+        // MONITOR: a command's line after it ran, in the db it left the client in; a
+        // MONITOR_FIRST one's (a script's) before the commands it runs.
+        let feed = if ctx.srv.pubsub.monitors.is_empty() {
+            None
+        } else {
+            ctx.srv.monitor_feed(spec)
+        };
+        if feed == Some(MonitorFeed::Before) {
             let from_script = ctx.srv.in_script_call;
             commands::pubsub::feed_monitors(ctx.srv, ctx.client, db_before, args, from_script);
         }
@@ -777,7 +781,7 @@ impl Server {
             );
         }
         self.propagate_as = None;
-        if monitored && !script_entry && !self.pubsub.monitors.is_empty() {
+        if feed == Some(MonitorFeed::After) {
             let from_script = self.in_script_call;
             commands::pubsub::feed_monitors(self, client, client.db, args, from_script);
         }
@@ -808,6 +812,21 @@ impl Server {
             self.latency.add(event, dur_us / 1000, now / 1000);
         }
         Outcome::Ran
+    }
+
+    /// When MONITOR sees `spec` (None: not at all): admin and `skip_monitor` commands
+    /// never, nor a parked command's re-run or the log's replay.
+    fn monitor_feed(&self, spec: &CommandSpec) -> Option<MonitorFeed> {
+        if self.loading || self.blocking.is_serving() || spec.flags & commands::ADMIN != 0 {
+            return None;
+        }
+        if spec.flags & commands::MONITOR_FIRST != 0 {
+            Some(MonitorFeed::Before)
+        } else if spec.flags & commands::SKIP_MONITOR == 0 {
+            Some(MonitorFeed::After)
+        } else {
+            None
+        }
     }
 
     /// Redis's signalModifiedKey at the command level: a command that changed data touches

@@ -20,7 +20,7 @@ pub mod engine;
 pub mod lualib;
 
 use super::{CmdError, CmdResult, CommandSpec, Ctx};
-use super::{ALLOW_BUSY, MAY_REPLICATE, NOSCRIPT, READONLY, SKIP_MONITOR, STALE};
+use super::{ALLOW_BUSY, MAY_REPLICATE, MONITOR_FIRST, NOSCRIPT, READONLY, SKIP_MONITOR, STALE};
 use crate::protocol::reply::Resp;
 pub use engine::ScriptBusy;
 use engine::{Engine, Outcome};
@@ -40,7 +40,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "eval",
         -3,
-        NOSCRIPT | STALE | SKIP_MONITOR | MAY_REPLICATE,
+        NOSCRIPT | STALE | SKIP_MONITOR | MONITOR_FIRST | MAY_REPLICATE,
         "scripting",
         eval,
     )
@@ -48,7 +48,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "evalsha",
         -3,
-        NOSCRIPT | STALE | SKIP_MONITOR | MAY_REPLICATE,
+        NOSCRIPT | STALE | SKIP_MONITOR | MONITOR_FIRST | MAY_REPLICATE,
         "scripting",
         evalsha,
     )
@@ -56,7 +56,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "eval_ro",
         -3,
-        NOSCRIPT | STALE | SKIP_MONITOR | READONLY,
+        NOSCRIPT | STALE | SKIP_MONITOR | MONITOR_FIRST | READONLY,
         "scripting",
         eval_ro,
     )
@@ -64,7 +64,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "evalsha_ro",
         -3,
-        NOSCRIPT | STALE | SKIP_MONITOR | READONLY,
+        NOSCRIPT | STALE | SKIP_MONITOR | MONITOR_FIRST | READONLY,
         "scripting",
         evalsha_ro,
     )
