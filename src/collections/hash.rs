@@ -442,12 +442,7 @@ pub fn validate(
             at,
         ));
     }
-    if (live && v.len() != HT_BYTES) || v.len() < HT_BYTES {
-        return Err(Corrupt::new(
-            format!("hash table header of {} bytes", v.len()),
-            at,
-        ));
-    }
+    super::check_header_len(v, live, HT_BYTES, "hash table header", at)?;
     let usage = DictUse::of(live);
     read_dict(v).validate(a, claims, FIELD_OFF as u32, usage, at, |a, claims, e| {
         claims.peek(e, FIELD_OFF as u64, "hash field")?;

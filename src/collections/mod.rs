@@ -158,6 +158,21 @@ pub fn validate_value(
     }
 }
 
+/// A table-encoded value's header in an image: exactly `header_bytes` for a key's value,
+/// at least that for a graveyard node's copy (`live` false).
+fn check_header_len(
+    v: &[u8],
+    live: bool,
+    header_bytes: usize,
+    what: &str,
+    at: u64,
+) -> Result<(), Corrupt> {
+    if (live && v.len() != header_bytes) || v.len() < header_bytes {
+        return Err(Corrupt::new(format!("{what} of {} bytes", v.len()), at));
+    }
+    Ok(())
+}
+
 /// Checks the value graveyard of an arena restored from a snapshot image: its nodes and
 /// the (possibly half freed) structures they hold.
 pub fn validate_value_graveyard(a: &Arena, claims: &mut Claims) -> Result<(), Corrupt> {

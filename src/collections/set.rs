@@ -753,12 +753,7 @@ pub fn validate(
             at,
         ));
     }
-    if (live && v.len() != HT_BYTES) || v.len() < HT_BYTES {
-        return Err(Corrupt::new(
-            format!("set table header of {} bytes", v.len()),
-            at,
-        ));
-    }
+    super::check_header_len(v, live, HT_BYTES, "set table header", at)?;
     let usage = DictUse::of(live);
     read_dict(v).validate(a, claims, MEMBER_OFF as u32, usage, at, |a, claims, e| {
         claims.peek(e, MEMBER_OFF as u64, "set member")?;

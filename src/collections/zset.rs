@@ -1033,12 +1033,7 @@ pub fn validate(
             at,
         ));
     }
-    if (live && v.len() != SL_BYTES) || v.len() < SL_BYTES {
-        return Err(Corrupt::new(
-            format!("skiplist header of {} bytes", v.len()),
-            at,
-        ));
-    }
+    super::check_header_len(v, live, SL_BYTES, "skiplist header", at)?;
     let s = read_sl(v);
     claims.claim(s.head, node_size(0, MAX_LEVEL) as u64, "skiplist head")?;
     if n_mlen(a, s.head) != 0 || n_level(a, s.head) != MAX_LEVEL {
