@@ -562,8 +562,6 @@ fn sscan(ctx: &mut Ctx) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::Args;
-    use crate::protocol::reply::Reply;
     use crate::server::{Client, Server};
 
     use crate::server::testing::{bulks, run, sorted};
@@ -784,25 +782,9 @@ mod tests {
         c: &mut Client,
         args: &[&str],
     ) -> (Vec<String>, Vec<Vec<String>>) {
-        let mut buf = Vec::new();
-        let mut ranges = Vec::new();
-        for a in args {
-            ranges.push((buf.len(), a.len()));
-            buf.extend_from_slice(a.as_bytes());
-        }
         let spec = COMMANDS.iter().find(|s| s.name == "spop").unwrap();
-        let mut out = Vec::new();
         srv.aof.enabled = true;
-        let resp = c.resp;
-        let mut ctx = Ctx {
-            srv,
-            client: c,
-            args: Args::new(&buf, &ranges),
-            out: Reply::new(&mut out, resp),
-            now_ms: crate::util::now_ms(),
-            spec,
-        };
-        spop(&mut ctx).unwrap();
+        let out = crate::server::testing::run_handler(srv, c, spec, args);
         srv.aof.enabled = false;
         let forms = std::mem::take(&mut srv.aof.command_forms)
             .into_iter()
@@ -812,7 +794,7 @@ mod tests {
                     .collect()
             })
             .collect();
-        (bulks(&String::from_utf8_lossy(&out)), forms)
+        (bulks(&out), forms)
     }
 
     #[test]

@@ -1554,7 +1554,6 @@ mod tests {
 
     // ---- BZPOPMIN/BZPOPMAX/BZMPOP's non-blocking core (not registered yet) ---------------
 
-    use crate::commands::Args;
     use crate::config::Config;
     use crate::server::Server;
 
@@ -1578,32 +1577,10 @@ mod tests {
 
     /// Runs a command through the real table, or one of the unregistered BZ* specs.
     fn run(srv: &mut Server, c: &mut crate::server::Client, args: &[&str]) -> String {
-        let mut buf = Vec::new();
-        let mut ranges = Vec::new();
-        for a in args {
-            ranges.push((buf.len(), a.len()));
-            buf.extend_from_slice(a.as_bytes());
+        match BZ.iter().find(|s| args[0].eq_ignore_ascii_case(s.name)) {
+            None => crate::server::testing::run(srv, c, args),
+            Some(spec) => crate::server::testing::run_handler(srv, c, spec, args),
         }
-        let mut out = Vec::new();
-        let spec = BZ.iter().find(|s| args[0].eq_ignore_ascii_case(s.name));
-        match spec {
-            None => srv.execute(c, Args::new(&buf, &ranges), &mut out),
-            Some(spec) => {
-                let resp = c.resp;
-                let mut ctx = Ctx {
-                    srv,
-                    client: c,
-                    args: Args::new(&buf, &ranges),
-                    out: Reply::new(&mut out, resp),
-                    now_ms: crate::util::now_ms(),
-                    spec,
-                };
-                if let Err(e) = (spec.handler)(&mut ctx) {
-                    ctx.out.error(&e.to_string());
-                }
-            }
-        }
-        String::from_utf8_lossy(&out).into_owned()
     }
 
     #[test]

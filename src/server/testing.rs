@@ -21,6 +21,31 @@ pub fn run(srv: &mut Server, c: &mut Client, args: &[&str]) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Calls `spec`'s handler directly (no pipeline: no admission, stats or propagation
+/// hook) as client `c`; returns the raw reply, an error written as the pipeline would.
+pub fn run_handler(
+    srv: &mut Server,
+    c: &mut Client,
+    spec: &'static crate::commands::CommandSpec,
+    args: &[&str],
+) -> String {
+    let (buf, ranges) = encode_args(args);
+    let mut out = Vec::new();
+    let resp = c.resp;
+    let mut ctx = crate::commands::Ctx {
+        srv,
+        client: c,
+        args: Args::new(&buf, &ranges),
+        out: crate::protocol::reply::Reply::new(&mut out, resp),
+        now_ms: crate::util::now_ms(),
+        spec,
+    };
+    if let Err(e) = (spec.handler)(&mut ctx) {
+        ctx.out.error(&e.to_string());
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// The arguments laid out as a request buffer and its ranges (what the parser makes).
 pub fn encode_args(args: &[&str]) -> (Vec<u8>, Vec<(usize, usize)>) {
     let mut buf = Vec::new();
