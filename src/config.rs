@@ -277,7 +277,7 @@ pub static OPTIONS: &[OptSpec] = &[
         "tracking-table-max-keys",
         OptKind::Int(0, LONGMAX),
         "1000000",
-        NA,
+        0,
     ),
     opt("notify-keyspace-events", OptKind::Special, "", NA),
     opt("lua-replicate-commands", OptKind::Bool, "yes", NA | HID),
@@ -799,6 +799,8 @@ pub struct Settings {
     pub activerehashing: bool,
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: usize,
+    /// `tracking-table-max-keys`: keys the client-side caching table holds (0: no limit).
+    pub tracking_table_max_keys: u64,
     /// `busy-reply-threshold` (`lua-time-limit`), ms: a script running longer is slow.
     pub busy_reply_threshold: i64,
     pub latency_monitor_threshold: i64,
@@ -1084,6 +1086,7 @@ fn placeholder_settings() -> Settings {
         activerehashing: true,
         slowlog_log_slower_than: 10000,
         slowlog_max_len: 128,
+        tracking_table_max_keys: 1_000_000,
         busy_reply_threshold: 5000,
         latency_monitor_threshold: 0,
         arena_reserve_bytes: 0,
@@ -1732,6 +1735,7 @@ impl Config {
             activerehashing: self.boolean("activerehashing"),
             slowlog_log_slower_than: self.int("slowlog-log-slower-than"),
             slowlog_max_len: self.int("slowlog-max-len") as usize,
+            tracking_table_max_keys: self.int("tracking-table-max-keys").max(0) as u64,
             busy_reply_threshold: self.int("busy-reply-threshold"),
             latency_monitor_threshold: self.int("latency-monitor-threshold"),
             arena_reserve_bytes: self.int("arena-reserve-bytes") as usize,

@@ -92,7 +92,224 @@ static CLIENT_SUBS: &[CommandSpec] = &[
         "Returns helpful text about the different subcommands.",
         "5.0.0",
     ),
+    CommandSpec::new("tracking", -3, TRACK, "connection", client_tracking).doc(
+        "Controls server-assisted client-side caching for the connection.",
+        "6.0.0",
+    ),
+    CommandSpec::new("caching", 3, TRACK, "connection", client_caching).doc(
+        "Instructs the server whether to track the keys in the next request.",
+        "6.0.0",
+    ),
+    CommandSpec::new("getredir", 2, TRACK, "connection", client_getredir).doc(
+        "Returns the client ID to which the connection's tracking notifications are redirected.",
+        "6.0.0",
+    ),
+    CommandSpec::new("trackinginfo", 2, TRACK, "connection", client_trackinginfo).doc(
+        "Returns information about server-assisted client-side caching for the connection.",
+        "6.2.0",
+    ),
 ];
+
+/// CLIENT TRACKING and friends: as CLIENT's other subcommands, but not `fast` (Redis 7.0).
+const TRACK: u32 = NOSCRIPT | LOADING | STALE;
+
+/// CLIENT TRACKING ON|OFF [REDIRECT id] [BCAST] [PREFIX p ...] [OPTIN] [OPTOUT] [NOLOOP],
+/// with Redis 7.0's checks in its order.
+fn client_tracking(ctx: &mut Ctx) -> CmdResult {
+    use crate::keyspace::tracking::{prefix_collision, ClientTracking};
+    let mut want = ClientTracking::default();
+    let mut redirect_given = false;
+    let mut i = 3;
+    while i < ctx.args.len() {
+        let more = i + 1 < ctx.args.len();
+        if ctx.args.is(i, "REDIRECT") && more {
+            i += 1;
+            if redirect_given {
+                return Err(CmdError::err(
+                    "A client can only redirect to a single other client",
+                ));
+            }
+            let id = ctx.args.i64(i)?;
+            let slot = if id as u64 == ctx.client.id {
+                Some(ctx.client.slot)
+            } else {
+                ctx.srv
+                    .clients
+                    .iter()
+                    .position(|c| c.as_ref().is_some_and(|c| c.id == id as u64))
+            };
+            match slot {
+                Some(slot) if id > 0 => {
+                    want.redirect = id as u64;
+                    want.redirect_slot = slot;
+                }
+                _ => {
+                    return Err(CmdError::err(
+                        "The client ID you want redirect to does not exist",
+                    ))
+                }
+            }
+            redirect_given = true;
+        } else if ctx.args.is(i, "BCAST") {
+            want.bcast = true;
+        } else if ctx.args.is(i, "OPTIN") {
+            want.optin = true;
+        } else if ctx.args.is(i, "OPTOUT") {
+            want.optout = true;
+        } else if ctx.args.is(i, "NOLOOP") {
+            want.noloop = true;
+        } else if ctx.args.is(i, "PREFIX") && more {
+            i += 1;
+            want.prefixes.push(ctx.args.get(i).to_vec());
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    if ctx.args.is(2, "OFF") {
+        ctx.srv.tracking_disable(ctx.client);
+        ctx.out.ok();
+        return Ok(());
+    }
+    if !ctx.args.is(2, "ON") {
+        return Err(CmdError::Syntax);
+    }
+    if !want.bcast && !want.prefixes.is_empty() {
+        return Err(CmdError::err(
+            "PREFIX option requires BCAST mode to be enabled",
+        ));
+    }
+    if let Some(old) = &ctx.client.tracking {
+        if old.bcast != want.bcast {
+            return Err(CmdError::err("You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode."));
+        }
+    }
+    if want.bcast && (want.optin || want.optout) {
+        return Err(CmdError::err(
+            "OPTIN and OPTOUT are not compatible with BCAST",
+        ));
+    }
+    if want.optin && want.optout {
+        return Err(CmdError::err(
+            "You can't specify both OPTIN mode and OPTOUT mode",
+        ));
+    }
+    if let Some(old) = &ctx.client.tracking {
+        if (want.optin && old.optout) || (want.optout && old.optin) {
+            return Err(CmdError::err("You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode."));
+        }
+    }
+    // Prefixes already followed stay followed (Redis adds the new ones to them).
+    let mut prefixes = ctx
+        .client
+        .tracking
+        .as_ref()
+        .map(|t| t.prefixes.clone())
+        .unwrap_or_default();
+    if want.bcast {
+        if let Some(e) = prefix_collision(&prefixes, &want.prefixes) {
+            return Err(CmdError::raw(e));
+        }
+        let given = if want.prefixes.is_empty() {
+            vec![Vec::new()]
+        } else {
+            std::mem::take(&mut want.prefixes)
+        };
+        for p in given {
+            if !prefixes.contains(&p) {
+                prefixes.push(p);
+            }
+        }
+    }
+    want.prefixes = prefixes;
+    ctx.srv
+        .ks
+        .tracking
+        .enable(ctx.client.id, ctx.client.slot, &want.prefixes);
+    ctx.client.tracking = Some(want);
+    ctx.out.ok();
+    Ok(())
+}
+
+/// CLIENT CACHING YES|NO: the next command's reads are tracked (OPTIN) or not (OPTOUT).
+fn client_caching(ctx: &mut Ctx) -> CmdResult {
+    let Some(t) = ctx.client.tracking.as_mut() else {
+        return Err(CmdError::err("CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled"));
+    };
+    if ctx.args.is(2, "YES") {
+        if !t.optin {
+            return Err(CmdError::err(
+                "CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.",
+            ));
+        }
+    } else if ctx.args.is(2, "NO") {
+        if !t.optout {
+            return Err(CmdError::err(
+                "CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.",
+            ));
+        }
+    } else {
+        return Err(CmdError::Syntax);
+    }
+    t.caching = true;
+    ctx.out.ok();
+    Ok(())
+}
+
+fn client_getredir(ctx: &mut Ctx) -> CmdResult {
+    let r = ctx
+        .client
+        .tracking
+        .as_ref()
+        .map_or(-1, |t| t.redirect as i64);
+    ctx.out.int(r);
+    Ok(())
+}
+
+fn client_trackinginfo(ctx: &mut Ctx) -> CmdResult {
+    let t = ctx.client.tracking.clone();
+    let mut flags = vec![if t.is_some() { "on" } else { "off" }];
+    if let Some(t) = &t {
+        if t.bcast {
+            flags.push("bcast");
+        }
+        if t.optin {
+            flags.push("optin");
+            if t.caching {
+                flags.push("caching-yes");
+            }
+        }
+        if t.optout {
+            flags.push("optout");
+            if t.caching {
+                flags.push("caching-no");
+            }
+        }
+        if t.noloop {
+            flags.push("noloop");
+        }
+        if t.broken_redirect {
+            flags.push("broken_redirect");
+        }
+    }
+    ctx.out.map(3);
+    ctx.out.bulk_str("flags");
+    ctx.out.set(flags.len());
+    for f in flags {
+        ctx.out.bulk_str(f);
+    }
+    ctx.out.bulk_str("redirect");
+    ctx.out.int(t.as_ref().map_or(-1, |t| t.redirect as i64));
+    ctx.out.bulk_str("prefixes");
+    // Listed in byte order (Redis keeps them in a radix tree).
+    let mut prefixes = t.map(|t| t.prefixes).unwrap_or_default();
+    prefixes.sort();
+    ctx.out.array(prefixes.len());
+    for p in prefixes {
+        ctx.out.bulk(&p);
+    }
+    Ok(())
+}
 
 /// CLIENT UNBLOCK id [TIMEOUT|ERROR]: 1 if the client was blocked (it then gets its
 /// timeout reply, or an -UNBLOCKED error), 0 otherwise.
@@ -279,6 +496,7 @@ fn quit(ctx: &mut Ctx) -> CmdResult {
 
 fn reset(ctx: &mut Ctx) -> CmdResult {
     super::pubsub::unsubscribe_all(ctx.srv, ctx.client);
+    ctx.srv.tracking_disable(ctx.client);
     ctx.client.multi = None;
     super::transactions::unwatch_all(ctx.srv, ctx.client);
     let c = &mut ctx.client;
@@ -304,8 +522,7 @@ fn client_help(ctx: &mut Ctx) -> CmdResult {
             "wrong number of arguments for 'client' command",
         ));
     }
-    // Redis 7.0's text, line for line: clients and tools show it verbatim. It lists
-    // subcommands cairn does not have yet (tracking, pause), as Redis 7.0 does.
+    // Redis 7.0's text, line for line: clients and tools show it verbatim.
     let lines = [
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "CACHING (YES|NO)",

@@ -24,6 +24,111 @@ pub fn key_indices(spec: &CommandSpec, argc: usize) -> impl Iterator<Item = usiz
     (first..end).step_by(step).filter(move |&i| i > 0)
 }
 
+/// Every key position of a command, numkeys and keyword forms included (Redis's key
+/// specs and getkeys procs): what COMMAND GETKEYS answers and what client tracking
+/// remembers. None: the arguments cannot hold the keys they declare (a bad or too large
+/// numkeys), which Redis's GETKEYS reports as invalid.
+pub fn keys_of(spec: &CommandSpec, args: Args) -> Option<Vec<usize>> {
+    let argc = args.len();
+    let numkeys_at = |at: usize| -> Option<Vec<usize>> {
+        let n = crate::util::parse_i64(args.get(at))?;
+        if n < 0 || n as u64 > (argc - at - 1) as u64 {
+            return None;
+        }
+        Some((at + 1..at + 1 + n as usize).collect())
+    };
+    let keyword_dest = |words: &[&str]| -> Vec<usize> {
+        let mut v = vec![1];
+        let mut i = 2;
+        while i + 1 < argc {
+            if words.iter().any(|w| args.is(i, w)) {
+                v.push(i + 1);
+                i += 1;
+            }
+            i += 1;
+        }
+        v
+    };
+    match spec.name {
+        "zunion" | "zinter" | "zdiff" | "zintercard" | "sintercard" | "lmpop" | "zmpop"
+            if argc > 1 =>
+        {
+            numkeys_at(1)
+        }
+        "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall"
+        | "fcall_ro"
+            if argc > 2 =>
+        {
+            numkeys_at(2)
+        }
+        "zunionstore" | "zinterstore" | "zdiffstore" if argc > 2 => {
+            let mut v = vec![1];
+            v.extend(numkeys_at(2)?);
+            Some(v)
+        }
+        "xread" | "xreadgroup" => {
+            let at = (1..argc).find(|&i| args.is(i, "STREAMS"))?;
+            let rest = argc - at - 1;
+            if rest == 0 || !rest.is_multiple_of(2) {
+                return None;
+            }
+            Some((at + 1..at + 1 + rest / 2).collect())
+        }
+        // SORT's options take 0, 1 or 2 values; the last STORE names the destination.
+        "sort" => {
+            let mut dest = None;
+            let mut i = 2;
+            while i < argc {
+                let skip = if args.is(i, "LIMIT") {
+                    2
+                } else if args.is(i, "GET") || args.is(i, "BY") {
+                    1
+                } else if args.is(i, "STORE") && i + 1 < argc {
+                    dest = Some(i + 1);
+                    1
+                } else {
+                    0
+                };
+                i += 1 + skip;
+            }
+            Some(std::iter::once(1).chain(dest).collect())
+        }
+        "georadius" | "georadiusbymember" => Some(keyword_dest(&["STORE", "STOREDIST"])),
+        _ => Some(key_indices(spec, argc).collect()),
+    }
+}
+
+/// Commands whose keys [`keys_of`] finds from their arguments (numkeys, keywords)
+/// rather than from fixed positions.
+pub fn has_key_proc(name: &str) -> bool {
+    matches!(
+        name,
+        "zunion"
+            | "zinter"
+            | "zdiff"
+            | "zintercard"
+            | "sintercard"
+            | "lmpop"
+            | "zmpop"
+            | "blmpop"
+            | "bzmpop"
+            | "eval"
+            | "evalsha"
+            | "eval_ro"
+            | "evalsha_ro"
+            | "fcall"
+            | "fcall_ro"
+            | "zunionstore"
+            | "zinterstore"
+            | "zdiffstore"
+            | "xread"
+            | "xreadgroup"
+            | "sort"
+            | "georadius"
+            | "georadiusbymember"
+    )
+}
+
 /// Commands whose effect reaches keys they do not name (another db, or whole dbs).
 pub fn is_barrier(name: &str) -> bool {
     matches!(name, "flushall" | "flushdb" | "swapdb" | "move" | "copy")

@@ -26,6 +26,7 @@
 pub mod blocks;
 pub mod evict;
 pub mod expire;
+pub mod tracking;
 pub mod validate;
 pub mod watch;
 
@@ -226,6 +227,8 @@ pub struct Keyspace {
     /// FLUSHALL and SWAPDB touch them here; commands touch the keys they write in the
     /// pipeline (`Server::signal_written`).
     pub watch: watch::Watches,
+    /// Client-side caching: who may cache which key (CLIENT TRACKING).
+    pub tracking: tracking::Tracking,
 }
 
 #[inline]
@@ -317,6 +320,7 @@ impl Keyspace {
             arg_blocks: std::collections::HashMap::new(),
             arg_block_bytes: 0,
             watch: watch::Watches::default(),
+            tracking: tracking::Tracking::default(),
         };
         for i in 0..num_dbs {
             ks.write_db(i, &Self::empty_db());
@@ -365,6 +369,7 @@ impl Keyspace {
             arg_blocks: std::collections::HashMap::new(),
             arg_block_bytes: 0,
             watch: watch::Watches::default(),
+            tracking: tracking::Tracking::default(),
         };
         if image_dbs < num_dbs {
             let grown = ks.arena.alloc(DB_HEADER_BYTES * num_dbs);
@@ -1000,9 +1005,10 @@ impl Keyspace {
     pub fn delete_entry(&mut self, db: usize, e: Ref) {
         // A deleted key is a modified key for WATCH (DEL of several keys touches only
         // those that existed, as Redis).
-        if !self.watch.is_empty() {
+        if !self.watch.is_empty() || !self.tracking.is_off() {
             let key = self.key(e).to_vec();
             self.watch.touch(db, &key);
+            self.tracking.touch(&key);
         }
         let h = self.arena.hash(self.key(e));
         let mut dbh = self.read_db(db);
@@ -1125,6 +1131,7 @@ impl Keyspace {
     /// [`Keyspace::lazyfree_step`]. Returns the number of keys it had.
     pub fn flush_db(&mut self, db: usize) -> u64 {
         self.touch_watched_in_db(db, None);
+        self.tracking.flush();
         let old = self.read_db(db);
         let n = old.dict.len();
         self.write_db(db, &Self::empty_db());

@@ -37,6 +37,14 @@ impl<'a> Args<'a> {
     ) -> Args<'a> {
         Args { buf, ranges, big }
     }
+    /// The arguments from the `n`th on (COMMAND GETKEYS looks at the command it names).
+    pub fn skip(&self, n: usize) -> Args<'a> {
+        Args {
+            buf: self.buf,
+            ranges: &self.ranges[n.min(self.ranges.len())..],
+            big: self.big,
+        }
+    }
     #[inline]
     pub fn len(&self) -> usize {
         self.ranges.len()

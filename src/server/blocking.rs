@@ -373,6 +373,7 @@ impl Server {
         self.release_refs(gone);
         crate::commands::transactions::unwatch_all(self, client);
         client.multi = None;
+        self.tracking_disable(client);
     }
 }
 

@@ -76,6 +76,8 @@ pub struct Client {
     /// Running EXEC of this many commands: CLIENT LIST shows the client as Redis does
     /// (still in MULTI, `cmd=exec`).
     pub in_exec: Option<usize>,
+    /// CLIENT TRACKING ON: what it asked for (the key table is `Keyspace::tracking`).
+    pub tracking: Option<crate::keyspace::tracking::ClientTracking>,
 }
 
 /// A command's arguments copied out of a query buffer.
@@ -154,6 +156,7 @@ impl Client {
             multi: None,
             watched: Vec::new(),
             in_exec: None,
+            tracking: None,
         }
     }
 
@@ -192,6 +195,15 @@ impl Client {
             if self.blocked {
                 f.push('b');
             }
+            if let Some(t) = &self.tracking {
+                f.push('t');
+                if t.broken_redirect {
+                    f.push('R');
+                }
+                if t.bcast {
+                    f.push('B');
+                }
+            }
             if self.close_after_reply {
                 f.push('c');
             }
@@ -212,7 +224,7 @@ impl Client {
             .map(|n| String::from_utf8_lossy(n).into_owned())
             .unwrap_or_default();
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir={} resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -237,6 +249,7 @@ impl Client {
                 (None, Some(p)) => format!("{p}|{}", self.last_cmd),
                 (None, None) => self.last_cmd.to_string(),
             },
+            self.tracking.as_ref().map_or(-1, |t| t.redirect as i64),
             match self.resp {
                 Resp::V2 => 2,
                 Resp::V3 => 3,

@@ -426,6 +426,7 @@ impl EventLoop {
             }
             srv.expire_blocked(now_ms());
             self.deliver_unblocked(srv);
+            srv.tracking_end_of_turn();
             self.deliver_pushes(srv);
             // Hand this turn's log entries to the AOF writer (group commit), then send
             // what may be sent.

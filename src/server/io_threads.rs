@@ -1162,6 +1162,7 @@ fn executor_loop(
                 }
             }
         }
+        srv.tracking_end_of_turn();
         ship_pushes(srv, &mut outgoing, &mut held);
         // As Redis's beforeSleep: buffers that grew meanwhile may call for evictions.
         srv.evict_clients(None);

@@ -20,6 +20,7 @@ pub mod snapshot_ops;
 pub mod stats;
 #[cfg(test)]
 pub mod testing;
+pub mod tracking;
 
 pub use client::Client;
 
@@ -113,6 +114,9 @@ pub struct Server {
     pub propagate_as: Option<Vec<Vec<u8>>>,
     /// A script's `redis.call` is running a command (MONITOR shows it as from `lua`).
     pub in_script_call: bool,
+    /// A read-only command ran inside the running script: a tracking caller remembers
+    /// the script's declared keys when it returns (Redis 7.0's script_caller rule).
+    pub script_read_seen: bool,
     /// The Lua script cache and engine (src/commands/scripting).
     pub scripts: commands::scripting::Scripts,
 }
@@ -219,6 +223,7 @@ impl Server {
             in_exec: false,
             propagate_as: None,
             in_script_call: false,
+            script_read_seen: false,
             scripts: Default::default(),
         })
     }
@@ -356,8 +361,9 @@ impl Server {
         }
         let now = self.clock_us / 1000;
         client.last_interaction_ms = now;
-        let mark = out.len();
         self.aof.hold_lsn = 0;
+        self.tracking_before_command(client, out);
+        let mark = out.len();
         self.execute_inner(client, args, out, now);
         // A reply that starts with '-' is an error reply (INFO errorstats counts them all,
         // whichever path wrote them).
@@ -380,6 +386,11 @@ impl Server {
                 client.reply_mode = client::ReplyMode::On;
             }
         }
+        // Invalidations go after the reply, and whatever the reply mode (pushes).
+        if client.tracking.is_some() || self.ks.tracking.has_pending() {
+            self.tracking_after_command(client, args, out);
+        }
+        self.ks.tracking.current = 0;
         let referenced: usize = self.reply_refs.iter().map(|r| r.len).sum();
         self.stats.reply_bytes_referenced += referenced as u64;
         self.stats.reply_bytes_copied += (out.len() - mark) as u64;
@@ -755,6 +766,18 @@ impl Server {
         } else {
             false
         };
+        // Client-side caching remembers what a tracking client read (EVAL_RO and friends
+        // through the commands their script runs).
+        if spec.flags & commands::READONLY != 0
+            && client.tracking.is_some()
+            && !commands::propagate::is_script(spec.name)
+            && !matches!(spec.name, "fcall_ro")
+        {
+            self.tracking_remember(client, spec, args);
+        }
+        if self.script_read_seen && !self.in_script_call {
+            self.tracking_remember_script(client, spec, args);
+        }
         if let Some(req) = self.blocking.request.take() {
             if failed {
                 self.blocking.request = None;
@@ -833,7 +856,7 @@ impl Server {
     /// the keys it names (WATCH) and may serve clients blocked on them. Costs nothing
     /// while nobody watches or waits.
     fn signal_written(&mut self, spec: &CommandSpec, is_sub: bool, args: Args, db: usize) {
-        if self.ks.watch.is_empty() && self.blocking.no_waiters() {
+        if self.ks.watch.is_empty() && self.blocking.no_waiters() && self.ks.tracking.is_off() {
             return;
         }
         use crate::commands::propagate;
@@ -851,6 +874,7 @@ impl Server {
                 let fa = Args::new(&data, &rs);
                 for i in propagate::key_indices(s2, fa.len()) {
                     self.ks.watch.touch(db, fa.get(i));
+                    self.ks.tracking.touch(fa.get(i));
                     self.blocking.signal(db, fa.get(i));
                 }
             }
@@ -870,6 +894,7 @@ impl Server {
         };
         for i in named.into_iter().filter(|&i| i < args.len()) {
             self.ks.watch.touch(db, args.get(i));
+            self.ks.tracking.touch(args.get(i));
             self.blocking.signal(db, args.get(i));
         }
         if is_sub {
@@ -877,6 +902,7 @@ impl Server {
         }
         for (d, k) in propagate::extra_written_keys(spec.name, db, args) {
             self.ks.watch.touch(d, &k);
+            self.ks.tracking.touch(&k);
             self.blocking.signal(d, &k);
         }
         if spec.name == "swapdb" {

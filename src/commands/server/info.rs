@@ -220,7 +220,7 @@ pub(super) fn info_clients(srv: &Server, s: &mut Section) {
     s.line("client_recent_max_input_buffer", max_in);
     s.line("client_recent_max_output_buffer", max_out);
     s.line("blocked_clients", srv.blocking.blocked_clients());
-    s.line("tracking_clients", 0);
+    s.line("tracking_clients", srv.ks.tracking.tracking_clients());
     s.line("clients_in_timeout_table", srv.blocking.timeout_table_len());
 }
 
@@ -497,9 +497,9 @@ pub(super) fn info_stats(srv: &Server, s: &mut Section) {
     s.line("total_forks", 0);
     s.line("migrate_cached_sockets", 0);
     s.line("slave_expires_tracked_keys", 0);
-    s.line("tracking_total_keys", 0);
-    s.line("tracking_total_items", 0);
-    s.line("tracking_total_prefixes", 0);
+    s.line("tracking_total_keys", srv.ks.tracking.total_keys());
+    s.line("tracking_total_items", srv.ks.tracking.total_items());
+    s.line("tracking_total_prefixes", srv.ks.tracking.total_prefixes());
     s.line("unexpected_error_replies", 0);
     s.line("total_error_replies", st.total_error_replies);
     s.line("dump_payload_sanitizations", 0);

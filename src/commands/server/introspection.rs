@@ -297,21 +297,19 @@ pub(super) fn command_getkeys(ctx: &mut Ctx) -> CmdResult {
             "Invalid number of arguments specified for command",
         ));
     }
-    if spec.first_key <= 0 {
-        return Err(CmdError::err("The command has no key arguments"));
-    }
-    let first = spec.first_key as usize;
-    let last = if spec.last_key < 0 {
-        argc as i64 + spec.last_key as i64
-    } else {
-        spec.last_key as i64
-    };
-    let step = spec.key_step.max(1) as usize;
-    let last = last.min(argc as i64 - 1);
-    let positions: Vec<usize> = if last < first as i64 {
-        Vec::new()
-    } else {
-        (first..=last as usize).step_by(step).collect()
+    let named = ctx.args.skip(2);
+    let positions = match super::super::propagate::keys_of(spec, named) {
+        _ if spec.first_key <= 0 && !super::super::propagate::has_key_proc(spec.name) => {
+            return Err(CmdError::err("The command has no key arguments"))
+        }
+        Some(p) if !p.is_empty() => p,
+        // Scripts may declare no keys (Redis's `no_mandatory_keys`).
+        Some(p)
+            if super::super::propagate::is_script(spec.name) || spec.name.starts_with("fcall") =>
+        {
+            p
+        }
+        _ => return Err(CmdError::err("Invalid arguments specified for command")),
     };
     ctx.out.array(positions.len());
     for p in positions {

@@ -104,11 +104,11 @@ static COMMAND_SUBS: &[CommandSpec] = &[
     ),
     CommandSpec::new("list", -2, LS, "server", command_list)
         .doc("Returns a list of command names.", "7.0.0"),
-    CommandSpec::new("getkeys", -3, LS, "server", command_getkeys).doc(
+    CommandSpec::new("getkeys", -4, LS, "server", command_getkeys).doc(
         "Extracts the key names from an arbitrary command.",
         "2.8.13",
     ),
-    CommandSpec::new("getkeysandflags", -3, LS, "server", command_getkeys).doc(
+    CommandSpec::new("getkeysandflags", -4, LS, "server", command_getkeys).doc(
         "Extracts the key names and access flags for an arbitrary command.",
         "7.0.0",
     ),
