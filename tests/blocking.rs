@@ -374,3 +374,109 @@ fn sorted_set_pops_block_and_wake() {
         assert!(!text.contains("BZPOP"), "io-threads {m}");
     }
 }
+
+/// What a connection received within a short look (nothing, if the server holds it).
+fn nothing_yet(c: &mut Raw) -> bool {
+    c.s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut b = [0u8; 64];
+    let none = matches!(std::io::Read::read(&mut c.s, &mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut);
+    c.s.set_read_timeout(Some(DEADLINE)).unwrap();
+    none
+}
+
+/// CLIENT PAUSE WRITE: reads run, writes (and pipelined commands behind them) wait until
+/// CLIENT UNPAUSE, in order; the same replies as Redis in the end.
+#[test]
+fn client_pause_write_holds_writes_until_unpause() {
+    for &m in MODES {
+        let s = start_cairn(&["--io-threads", m]);
+        let r = start_redis(&[]);
+        for port in [s.port, r.port] {
+            let mut admin = Raw::connect(port);
+            let mut w = Raw::connect(port);
+            assert_eq!(admin.call(&["SET", "k", "old"]), b"+OK\r\n");
+            assert_eq!(
+                admin.call(&["CLIENT", "PAUSE", "100000", "WRITE"]),
+                b"+OK\r\n"
+            );
+            assert_eq!(w.call(&["GET", "k"]), b"$3\r\nold\r\n");
+            assert_eq!(w.call(&["EVAL_RO", "return 1", "0"]), b":1\r\n");
+            w.send(&[encode(&[b"SET", b"k", b"new"]), encode(&[b"GET", b"k"])].concat());
+            wait_blocked(&mut admin, 1);
+            assert!(
+                nothing_yet(&mut w),
+                "port {port}: a write ran during CLIENT PAUSE WRITE"
+            );
+            // PUBLISH may replicate: it waits too.
+            let mut p = Raw::connect(port);
+            p.cmd(&[b"PUBLISH", b"ch", b"m"]);
+            wait_blocked(&mut admin, 2);
+            assert_eq!(admin.call(&["GET", "k"]), b"$3\r\nold\r\n");
+            assert_eq!(admin.call(&["CLIENT", "UNPAUSE"]), b"+OK\r\n");
+            assert_eq!(w.reply(), b"+OK\r\n");
+            assert_eq!(w.reply(), b"$3\r\nnew\r\n");
+            assert_eq!(p.reply(), b":0\r\n");
+            wait_blocked(&mut admin, 0);
+        }
+    }
+}
+
+/// CLIENT PAUSE ALL ends by itself at its timeout; expired keys stay (they read as
+/// missing) until it ends; errors as Redis.
+#[test]
+fn client_pause_all_ends_at_its_timeout_and_keeps_expired_keys() {
+    for &m in MODES {
+        let s = start_cairn(&["--io-threads", m, "--enable-debug-command", "yes"]);
+        let mut admin = Raw::connect(s.port);
+        let mut c = Raw::connect(s.port);
+        // Only a lookup deletes the key once its TTL passes.
+        assert_eq!(admin.call(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");
+        assert_eq!(admin.call(&["SET", "e", "v", "PX", "1"]), b"+OK\r\n");
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(
+            admin.call(&["CLIENT", "PAUSE", "100000", "WRITE"]),
+            b"+OK\r\n"
+        );
+        assert_eq!(c.call(&["GET", "e"]), b"$-1\r\n");
+        assert_eq!(
+            c.call(&["DBSIZE"]),
+            b":1\r\n",
+            "a lookup deleted a key during a pause"
+        );
+        assert_eq!(admin.call(&["CLIENT", "UNPAUSE"]), b"+OK\r\n");
+        assert_eq!(admin.call(&["CLIENT", "PAUSE", "600", "ALL"]), b"+OK\r\n");
+        c.cmd(&[b"DBSIZE"]);
+        assert_eq!(
+            c.reply(),
+            b":1\r\n",
+            "the pause ends by itself and the key is still there"
+        );
+        wait_until(DEADLINE, "the expired key is gone after the pause", || {
+            c.call(&["GET", "e"]) == b"$-1\r\n" && c.call(&["DBSIZE"]) == b":0\r\n"
+        });
+    }
+    let (_c, _r, mut rc, mut rr) = both(&[]);
+    same_replies(
+        &mut rc,
+        &mut rr,
+        &[
+            &["CLIENT", "PAUSE"],
+            &["CLIENT", "PAUSE", "x"],
+            &["CLIENT", "PAUSE", "-1"],
+            &["CLIENT", "PAUSE", "10", "BOGUS"],
+            &["CLIENT", "PAUSE", "10", "WRITE", "extra"],
+            &["CLIENT", "PAUSE", "9223372036854775807"],
+            &["CLIENT", "PAUSE", "0", "write"],
+            &["CLIENT", "UNPAUSE", "x"],
+            &["CLIENT", "UNPAUSE"],
+            &[
+                "COMMAND",
+                "INFO",
+                "PUBLISH",
+                "CLIENT|PAUSE",
+                "CLIENT|UNPAUSE",
+            ],
+        ],
+    );
+}

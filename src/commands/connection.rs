@@ -92,6 +92,10 @@ static CLIENT_SUBS: &[CommandSpec] = &[
         "Returns helpful text about the different subcommands.",
         "5.0.0",
     ),
+    CommandSpec::new("pause", -3, ADMIN | TRACK, "connection", client_pause)
+        .doc("Suspends commands processing.", "2.9.50"),
+    CommandSpec::new("unpause", 2, ADMIN | TRACK, "connection", client_unpause)
+        .doc("Resumes processing commands from paused clients.", "6.2.0"),
     CommandSpec::new("tracking", -3, TRACK, "connection", client_tracking).doc(
         "Controls server-assisted client-side caching for the connection.",
         "6.0.0",
@@ -227,6 +231,43 @@ fn client_tracking(ctx: &mut Ctx) -> CmdResult {
         .tracking
         .enable(ctx.client.id, ctx.client.slot, &want.prefixes);
     ctx.client.tracking = Some(want);
+    ctx.out.ok();
+    Ok(())
+}
+
+/// CLIENT PAUSE timeout-ms [WRITE|ALL]: commands from clients wait (all of them, or
+/// those that may write) until the timeout or CLIENT UNPAUSE; expiry and eviction stop
+/// meanwhile. A second pause keeps the more restrictive type and the later end.
+fn client_pause(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len() > 4 {
+        return Err(CmdError::err(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            ctx.args.str(1)
+        )));
+    }
+    let mut all = true;
+    if ctx.args.len() == 4 {
+        if ctx.args.is(3, "WRITE") {
+            all = false;
+        } else if !ctx.args.is(3, "ALL") {
+            return Err(CmdError::err("CLIENT PAUSE mode must be WRITE or ALL"));
+        }
+    }
+    let ms = crate::util::parse_i64(ctx.args.get(2))
+        .ok_or_else(|| CmdError::err("timeout is not an integer or out of range"))?;
+    if ms < 0 {
+        return Err(CmdError::err("timeout is negative"));
+    }
+    // Redis 7.0 adds the clock without an overflow check: a timeout near i64::MAX
+    // wraps to an end in the past, a pause that is over at once. So it does here.
+    let end_ms = ms.wrapping_add(crate::util::now_ms());
+    ctx.srv.blocking.pause(all, end_ms);
+    ctx.out.ok();
+    Ok(())
+}
+
+fn client_unpause(ctx: &mut Ctx) -> CmdResult {
+    ctx.srv.blocking.unpause();
     ctx.out.ok();
     Ok(())
 }

@@ -76,7 +76,7 @@ pub const FLAG_NAMES: &[(u32, &str)] = &[
     (SKIP_SLOWLOG, "skip_slowlog"),
     (FAST, "fast"),
     (NO_AUTH, "no_auth"),
-    (MAY_REPLICATE, "may_replicate"),
+    // MAY_REPLICATE is not shown: Redis 7.0 hides it from COMMAND on purpose.
     (NO_MULTI, "no_multi"),
     (ALLOW_BUSY, "allow_busy"),
 ];

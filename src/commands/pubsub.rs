@@ -16,8 +16,8 @@
 //! receiver until the socket side has closed it, as in Redis.
 
 use super::{
-    Args, CmdError, CmdResult, CommandSpec, Ctx, ADMIN, FAST, LOADING, NOSCRIPT, PUBSUB, PUBSUB_OK,
-    STALE,
+    Args, CmdError, CmdResult, CommandSpec, Ctx, ADMIN, FAST, LOADING, MAY_REPLICATE, NOSCRIPT,
+    PUBSUB, PUBSUB_OK, STALE,
 };
 use crate::protocol::reply::{Reply, Resp};
 use crate::server::{Client, Server};
@@ -57,7 +57,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "publish",
         3,
-        PUBSUB | LOADING | STALE | FAST,
+        PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE,
         "pubsub",
         publish,
     )
@@ -77,7 +77,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "spublish",
         3,
-        PUBSUB | LOADING | STALE | FAST,
+        PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE,
         "pubsub",
         spublish,
     )

@@ -210,6 +210,9 @@ pub struct Keyspace {
     /// Loading the AOF: no key counts as expired (replay must reach the state the log
     /// recorded, as Redis's keyIsExpired during loading).
     pub loading: bool,
+    /// Clients are paused (CLIENT PAUSE): an expired key reads as missing but stays, so
+    /// the dataset does not change until the pause ends (Redis's expireIfNeeded).
+    pub expiry_held: bool,
     /// When Some (the AOF is on), keys deleted by expiry or eviction are queued here so
     /// the propagation hook logs a DEL for each (Redis's propagateDeletion).
     pub deletions: Option<Vec<(usize, Vec<u8>)>>,
@@ -315,6 +318,7 @@ impl Keyspace {
             lfu_decay_time_min: 1,
             lazyfree_pending: 0,
             loading: false,
+            expiry_held: false,
             deletions: None,
             pins: std::collections::HashMap::new(),
             arg_blocks: std::collections::HashMap::new(),
@@ -364,6 +368,7 @@ impl Keyspace {
             lfu_decay_time_min: 1,
             lazyfree_pending: 0,
             loading: false,
+            expiry_held: false,
             deletions: None,
             pins: std::collections::HashMap::new(),
             arg_blocks: std::collections::HashMap::new(),
@@ -646,6 +651,9 @@ impl Keyspace {
     pub fn find(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<Ref> {
         let e = self.find_raw(db, key)?;
         if self.is_expired(e, now_ms) {
+            if self.expiry_held {
+                return None;
+            }
             self.delete_and_propagate(db, e);
             self.stats.expired_keys += 1;
             return None;

@@ -85,6 +85,22 @@ pub struct Blocking {
     pub unblocked: Vec<Unblocked>,
     /// Parked commands served by a re-run.
     pub total_served: u64,
+    /// CLIENT PAUSE in force (Redis's client_pause_type / end time).
+    pub pause: Option<Pause>,
+    /// Clients whose command waits for the pause to end (Redis's BLOCKED_POSTPONE), in
+    /// arrival order; each is also in `parked`, with no key and no deadline.
+    postponed: Vec<u64>,
+    /// The pause ended or was lifted: re-run the postponed commands this turn.
+    resume_due: bool,
+}
+
+/// CLIENT PAUSE: which commands wait, and until when.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pause {
+    /// ALL: every command waits; WRITE: commands that may write or replicate.
+    pub all: bool,
+    /// Absolute end (ms since the epoch).
+    pub end_ms: i64,
 }
 
 impl Blocking {
@@ -105,9 +121,41 @@ impl Blocking {
     pub fn is_parked(&self, client_id: u64) -> bool {
         self.parked.contains_key(&client_id)
     }
-    /// The earliest deadline of a parked command (the loops sleep at most until then).
+    /// The earliest deadline of a parked command or of the pause (the loops sleep at
+    /// most until then).
     pub fn next_deadline_ms(&self) -> Option<i64> {
-        self.deadlines.first().map(|d| d.0)
+        let parked = self.deadlines.first().map(|d| d.0);
+        match (parked, self.pause.map(|p| p.end_ms)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// CLIENT PAUSE: the most restrictive type and the furthest end win, as Redis.
+    pub fn pause(&mut self, all: bool, end_ms: i64) {
+        self.pause = Some(match self.pause {
+            Some(p) => Pause {
+                all: p.all || all,
+                end_ms: p.end_ms.max(end_ms),
+            },
+            None => Pause { all, end_ms },
+        });
+    }
+
+    /// CLIENT UNPAUSE (or the end passed): postponed commands run again this turn.
+    pub fn unpause(&mut self) {
+        if self.pause.take().is_some() {
+            self.resume_due = true;
+        }
+    }
+
+    /// Does the pause hold back a command with these flags (`may_write`: it has the
+    /// `write` or `may_replicate` flag, or is an EXEC holding such commands)?
+    pub fn holds_back(&self, may_write: bool) -> bool {
+        match self.pause {
+            Some(p) => p.all || may_write,
+            None => false,
+        }
     }
     /// True when nothing waits on any key (the write path's fast check).
     #[inline]
@@ -154,6 +202,9 @@ impl Blocking {
     /// Removes a parked command from every queue. O(keys × waiters of each key).
     fn unpark(&mut self, client_id: u64) -> Option<Parked> {
         let p = self.parked.remove(&client_id)?;
+        if p.req.keys.is_empty() && p.req.deadline_ms == 0 {
+            self.postponed.retain(|&c| c != client_id);
+        }
         for k in &p.req.keys {
             let kk = (p.db, k.clone());
             if let Some(q) = self.waiters.get_mut(&kk) {
@@ -318,8 +369,71 @@ impl Server {
         self.blocking.serving = false;
     }
 
-    /// Unparks the clients whose deadline has passed, with their timeout reply.
+    /// Parks `client`'s command until the pause ends (no reply now).
+    pub(crate) fn postpone(&mut self, client: &mut Client, args: Args) {
+        let req = BlockRequest {
+            keys: Vec::new(),
+            deadline_ms: 0,
+            kind: Kind::String,
+            on_timeout: TimeoutReply::NullArray,
+        };
+        self.park_client(client, args, req);
+        self.blocking.postponed.push(client.id);
+    }
+
+    /// The pause's end passed (checked every turn and in cron, as Redis's
+    /// checkClientPauseTimeoutAndReturnIfPaused), and the postponed commands run again
+    /// once it is over: in arrival order, each as if it had just arrived (a new pause
+    /// postpones it again). Their replies go out like those of served blocked commands.
+    fn resume_postponed(&mut self, now_ms: i64) {
+        if self.blocking.pause.is_some_and(|p| p.end_ms < now_ms) {
+            self.blocking.unpause();
+        }
+        if !std::mem::take(&mut self.blocking.resume_due) {
+            return;
+        }
+        for id in std::mem::take(&mut self.blocking.postponed) {
+            let Some(p) = self.blocking.unpark(id) else {
+                continue;
+            };
+            let Some(mut client) = self.clients.get_mut(p.slot).and_then(|c| c.take()) else {
+                continue;
+            };
+            client.blocked = false;
+            let mut out = Vec::new();
+            let mut refs = Vec::new();
+            self.begin_batch();
+            self.execute_refs(
+                &mut client,
+                Args::new(&p.data, &p.ranges),
+                &mut out,
+                &mut refs,
+            );
+            let hold_lsn = self.aof.hold_lsn;
+            // Blocked again (postponed by a new pause, or a BLPOP on empty keys): it is
+            // parked already, and answers when that ends.
+            if client.blocked {
+                self.release_refs(refs);
+            } else {
+                self.blocking.unblocked.push(Unblocked {
+                    slot: client.slot,
+                    client_id: client.id,
+                    out,
+                    refs,
+                    hold_lsn,
+                });
+            }
+            let slot = client.slot;
+            self.clients[slot] = Some(client);
+        }
+    }
+
+    /// Unparks the clients whose deadline has passed, with their timeout reply; ends a
+    /// pause whose time is up and re-runs what it held back.
     pub fn expire_blocked(&mut self, now_ms: i64) {
+        if self.blocking.pause.is_some() || self.blocking.resume_due {
+            self.resume_postponed(now_ms);
+        }
         while let Some(&(d, id)) = self.blocking.deadlines.first() {
             if d > now_ms {
                 break;

@@ -310,7 +310,7 @@ impl Server {
     pub fn perform_evictions(&mut self) -> Result<(), CmdError> {
         let s = self.config.settings();
         let max = s.maxmemory;
-        if max == 0 {
+        if max == 0 || self.blocking.pause.is_some() {
             return Ok(());
         }
         let (policy, samples) = (s.maxmemory_policy, s.maxmemory_samples);
@@ -362,6 +362,7 @@ impl Server {
         let now = self.clock_us / 1000;
         client.last_interaction_ms = now;
         self.aof.hold_lsn = 0;
+        self.ks.expiry_held = self.blocking.pause.is_some();
         self.tracking_before_command(client, out);
         let mark = out.len();
         self.execute_inner(client, args, out, now);
@@ -497,6 +498,14 @@ impl Server {
                 reply.error(&msg);
             }
             return Outcome::Rejected;
+        }
+        // CLIENT PAUSE: the command waits, before MULTI would queue it (Redis's order).
+        if self.blocking.pause.is_some() && !self.in_exec && !self.loading {
+            let may_write = admission.flags & (commands::WRITE | commands::MAY_REPLICATE) != 0;
+            if self.blocking.holds_back(may_write) {
+                self.postpone(client, args);
+                return Outcome::Ran;
+            }
         }
         if admission.queueing {
             return self.queue_in_multi(client, spec, args, &mut reply);
@@ -937,7 +946,8 @@ impl Server {
         let s = self.config.settings();
         let hz = s.hz.max(1);
         let effort = s.active_expire_effort;
-        if self.active_expire_enabled {
+        // A pause keeps the dataset still: no active expiry (nor eviction).
+        if self.active_expire_enabled && self.blocking.pause.is_none() {
             // Redis's slow cycle: at most 25 % of the time between two cron runs.
             let budget = std::time::Duration::from_micros(250_000 / hz as u64);
             self.ks.active_expire_cycle(now_ms(), budget, effort);
