@@ -188,8 +188,8 @@ pub static OPTIONS: &[OptSpec] = &[
         "{title} {listen-addr} {server-mode}",
         NA,
     ),
-    opt("unixsocket", OptKind::Str, "", IMM | NA),
-    opt("unixsocketperm", OptKind::Int(0, 0o777), "0", IMM | NA),
+    opt("unixsocket", OptKind::Str, "", IMM),
+    opt("unixsocketperm", OptKind::Int(0, 0o777), "0", IMM),
     opt("socket-mark-id", OptKind::Int(0, UINTMAX), "0", IMM | NA),
     opt("locale-collate", OptKind::Str, "", NA | HID),
     // --- memory and eviction (acted on)
@@ -782,6 +782,10 @@ pub struct Settings {
     pub logfile: String,
     pub dir: String,
     pub pidfile: String,
+    /// `unixsocket`: listen on this Unix socket too (empty: no).
+    pub unixsocket: String,
+    /// `unixsocketperm`: the socket file's mode (0: the umask's).
+    pub unixsocketperm: u32,
     pub maxmemory: u64,
     /// `maxmemory-clients`: the clients' buffers may not reach this (0: no limit).
     pub maxmemory_clients: ClientMemoryLimit,
@@ -1071,6 +1075,8 @@ fn placeholder_settings() -> Settings {
         logfile: String::new(),
         dir: String::new(),
         pidfile: String::new(),
+        unixsocket: String::new(),
+        unixsocketperm: 0,
         maxmemory: 0,
         maxmemory_clients: ClientMemoryLimit::Bytes(0),
         maxmemory_policy: EvictionPolicy::NoEviction,
@@ -1195,8 +1201,14 @@ impl Config {
                 .map(|b| if b { "yes" } else { "no" }.to_string())
                 .ok_or_else(|| "argument must be 'yes' or 'no'".into()),
             OptKind::Int(min, max) => {
-                let v: i64 = value
-                    .parse()
+                // `unixsocketperm` is octal, as Redis's OCTAL_CONFIG (read and shown).
+                let octal = spec.name == "unixsocketperm";
+                let parsed = if octal {
+                    i64::from_str_radix(value, 8)
+                } else {
+                    value.parse()
+                };
+                let v: i64 = parsed
                     .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
                 if v < min || v > max {
                     return Err(format!(
@@ -1206,6 +1218,9 @@ impl Config {
                 // Redis accepts any hz and clamps it to what the cron can do.
                 if spec.name == "hz" {
                     return Ok(v.clamp(1, 500).to_string());
+                }
+                if octal {
+                    return Ok(format!("{v:o}"));
                 }
                 Ok(v.to_string())
             }
@@ -1715,6 +1730,9 @@ impl Config {
             logfile: self.get_value("logfile").unwrap_or("").into(),
             dir: self.get_value("dir").unwrap_or(".").into(),
             pidfile: self.get_value("pidfile").unwrap_or("").into(),
+            unixsocket: self.get_value("unixsocket").unwrap_or("").into(),
+            unixsocketperm: u32::from_str_radix(self.get_value("unixsocketperm").unwrap_or("0"), 8)
+                .unwrap_or(0),
             maxmemory: self.int("maxmemory") as u64,
             maxmemory_clients: ClientMemoryLimit::parse(
                 self.get_value("maxmemory-clients").unwrap_or("0"),

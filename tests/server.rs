@@ -1197,3 +1197,70 @@ fn rename_command_renames_and_disables_commands() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `unixsocket` / `unixsocketperm`: clients connect through the socket file (on both
+/// socket paths), CLIENT LIST names them as Redis does, the file has the mode asked for,
+/// a stale socket file from an earlier run is replaced, and shutdown removes it.
+#[test]
+fn unix_socket_serves_clients_as_redis_names_them() {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::PermissionsExt;
+    for threads in ["1", "2"] {
+        let dir = temp_dir("unixsock");
+        let path = dir.join("cairn.sock");
+        // A stale socket file, as a crash leaves it.
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        let p = path.to_str().unwrap();
+        let mut srv = start_on(
+            &dir,
+            &[
+                "--unixsocket",
+                p,
+                "--unixsocketperm",
+                "700",
+                "--io-threads",
+                threads,
+            ],
+            &[],
+        );
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "io-threads {threads}");
+        let mut u = std::os::unix::net::UnixStream::connect(&path).unwrap();
+        u.set_read_timeout(Some(DEADLINE)).unwrap();
+        let mut call = |cmd: &[&[u8]]| -> String {
+            u.write_all(&encode(cmd)).unwrap();
+            let mut buf = Vec::new();
+            loop {
+                let mut tmp = [0u8; 4096];
+                let n = u.read(&mut tmp).unwrap();
+                assert!(n > 0, "socket closed");
+                buf.extend_from_slice(&tmp[..n]);
+                if reply_len(&buf).is_some() {
+                    return show(&buf);
+                }
+            }
+        };
+        assert_eq!(call(&[b"SET", b"k", b"v"]), "+OK\r\n");
+        assert_eq!(call(&[b"GET", b"k"]), "$1\r\nv\r\n");
+        let info = call(&[b"CLIENT", b"INFO"]);
+        assert!(
+            info.contains(&format!(" addr={p}:0 laddr={p}:0 ")),
+            "{info}"
+        );
+        assert!(info.contains(" flags=U "), "{info}");
+        let mut tcp = Raw::connect(srv.port);
+        assert_eq!(tcp.call(&["GET", "k"]), b"$1\r\nv\r\n");
+        assert_eq!(
+            show(&tcp.call(&["CONFIG", "GET", "unixsocketperm"])),
+            "*2\r\n$14\r\nunixsocketperm\r\n$3\r\n700\r\n"
+        );
+        assert!(show(&tcp.call(&["CONFIG", "SET", "unixsocketperm", "600"]))
+            .contains("can't set immutable config"));
+        u.write_all(&encode(&[b"SHUTDOWN", b"NOSAVE"])).unwrap();
+        let mut rest = Vec::new();
+        let _ = u.read_to_end(&mut rest);
+        let _ = srv.child.wait();
+        assert!(!path.exists(), "the socket file outlived the server");
+        assert!(server_log(&dir).contains("Removing the unix socket file."));
+    }
+}

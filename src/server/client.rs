@@ -76,6 +76,8 @@ pub struct Client {
     /// Running EXEC of this many commands: CLIENT LIST shows the client as Redis does
     /// (still in MULTI, `cmd=exec`).
     pub in_exec: Option<usize>,
+    /// Connected through the Unix socket (`unixsocket`; CLIENT LIST flag `U`).
+    pub unix_socket: bool,
     /// CLIENT TRACKING ON: what it asked for (the key table is `Keyspace::tracking`).
     pub tracking: Option<crate::keyspace::tracking::ClientTracking>,
 }
@@ -157,6 +159,7 @@ impl Client {
             watched: Vec::new(),
             in_exec: None,
             tracking: None,
+            unix_socket: false,
         }
     }
 
@@ -209,6 +212,9 @@ impl Client {
             }
             if self.close_asap {
                 f.push('A');
+            }
+            if self.unix_socket {
+                f.push('U');
             }
             if self.no_evict {
                 f.push('e');

@@ -9,15 +9,16 @@
 use super::client_memory::ConnMemory;
 use super::connection::{Inbound, ReadStep};
 use super::listeners::{
-    admission_refusal, bind_listeners, AdmissionRules, SharedListeners, MAX_LISTENERS,
+    admission_refusal, bind_listeners, bind_unix, AdmissionRules, SharedListeners, LISTENER_SLOTS,
 };
 use super::outq::OutRefs;
+use super::stream::Stream;
 use super::Server;
 use crate::commands::Args;
 use crate::protocol::parser::{ArgSource, BigArg, Parse, ParseLimits, RequestParser};
 use crate::util::now_ms;
 use crate::{notice, verbose, warning};
-use mio::net::{TcpListener, TcpStream};
+use mio::net::{TcpListener, TcpStream, UnixListener};
 use mio::{Events, Interest, Poll, Token};
 use std::collections::VecDeque;
 use std::io::{self, Write};
@@ -44,7 +45,7 @@ pub const BIG_ARG_BYTES: usize = 64 * 1024;
 /// Bytes written to one connection per loop iteration before others get a turn.
 pub const WRITE_BUDGET_BYTES: usize = 256 << 10;
 /// Poll tokens below this are listening sockets'; a connection's is its slot + this.
-const LISTENER_TOKENS: usize = MAX_LISTENERS;
+const LISTENER_TOKENS: usize = LISTENER_SLOTS;
 /// The AOF writer wakes the loop through this token when the log became durable.
 const WAKER_TOKEN: Token = Token(usize::MAX - 1);
 /// The eventfd the executor's AOF ring rings when one of its fsyncs completes.
@@ -71,7 +72,7 @@ pub fn install_signal_handlers() {
 }
 
 pub struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     parser: RequestParser,
     qbuf: Vec<u8>,
     out: Vec<u8>,
@@ -273,9 +274,12 @@ fn exec_holding(
 }
 
 impl EventLoop {
-    pub fn new(listeners: Vec<TcpListener>) -> io::Result<EventLoop> {
+    pub fn new(
+        listeners: Vec<TcpListener>,
+        unix: Option<(UnixListener, String)>,
+    ) -> io::Result<EventLoop> {
         let poll = Poll::new()?;
-        let listeners = SharedListeners::new(poll.registry(), 0, listeners)?;
+        let listeners = SharedListeners::new(poll.registry(), 0, listeners, unix)?;
         let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER_TOKEN)?);
         let aof_sync_efd = crate::persistence::aof::uring::eventfd()?;
         {
@@ -461,13 +465,13 @@ impl EventLoop {
                 continue;
             }
             srv.stats.total_connections_received += 1;
-            let _ = stream.set_nodelay(true);
-            set_keepalive(&stream, srv.config.settings().tcp_keepalive_s);
-            let laddr = stream
-                .local_addr()
-                .map(|a| a.to_string())
-                .unwrap_or_default();
-            let mut client = srv.alloc_client(peer.to_string(), laddr);
+            stream.set_nodelay();
+            if let Some(tcp) = stream.tcp() {
+                set_keepalive(tcp, srv.config.settings().tcp_keepalive_s);
+            }
+            let laddr = stream.local_name(&srv.config.settings().unixsocket);
+            let mut client = srv.alloc_client(peer.name(), laddr);
+            client.unix_socket = stream.is_unix();
             client.fd = stream.as_raw_fd();
             let slot = match self.free_slots.pop() {
                 Some(s) => s,
@@ -1220,7 +1224,8 @@ fn drain_eventfd(fd: &std::os::fd::OwnedFd) {
 pub fn serve(mut srv: Server) -> io::Result<()> {
     let s = srv.config.settings().clone();
     let listeners = bind_listeners(&s.bind, s.port)?;
-    let mut el = EventLoop::new(listeners)?;
+    let unix = bind_unix(&s.unixsocket, s.unixsocketperm)?.map(|l| (l, s.unixsocket.clone()));
+    let mut el = EventLoop::new(listeners, unix)?;
     srv.listeners = Some(el.listeners.clone());
     let waker = el.waker.clone();
     srv.aof.set_waker(Arc::new(move || {
@@ -1236,7 +1241,11 @@ pub fn serve(mut srv: Server) -> io::Result<()> {
     }
     notice!("Server initialized");
     notice!("Ready to accept connections tcp");
+    if !s.unixsocket.is_empty() {
+        notice!("Ready to accept connections unix");
+    }
     let result = el.run(&mut srv);
+    super::listeners::remove_unix_socket(&s.unixsocket);
     notice!("User requested shutdown...");
     notice!("cairn is now ready to exit, bye bye...");
     let _ = el.connected();

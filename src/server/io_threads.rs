@@ -11,13 +11,13 @@ use super::client_memory::{ClientMemory, ConnMemory};
 use super::connection::{Inbound, ReadStep};
 use super::outq::OutRefs;
 use super::stats::Stats;
+use super::stream::{Peer, Stream};
 use super::{RefSeg, Server};
 use crate::arena::Ref;
 use crate::commands::Args;
 use crate::protocol::parser::{ArgSource, BigArg, Parse, ParseLimits, RequestParser, BIG_ARG_FLAG};
 use crate::util::now_ms;
 use crate::{notice, verbose, warning};
-use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Write};
@@ -31,7 +31,8 @@ use super::event_loop::{
     BIG_ARG_BYTES, READ_BUDGET_BYTES, READ_CHUNK_BYTES, SHUTDOWN_SIGNAL, WRITE_BUDGET_BYTES,
 };
 use super::listeners::{
-    admission_refusal, bind_listeners, AdmissionRules, SharedListeners, MAX_LISTENERS,
+    admission_refusal, bind_listeners, bind_unix, AdmissionRules, SharedListeners, LISTENER_SLOTS,
+    UNIX_LISTENER,
 };
 
 /// Messages queued from all I/O threads to the executor. The queue is bounded; a thread
@@ -39,7 +40,7 @@ use super::listeners::{
 pub const EXECUTOR_QUEUE_LEN: usize = 4096;
 const WAKER_TOKEN: Token = Token(usize::MAX - 1);
 const LISTENER_TOKEN_BASE: usize = usize::MAX - 64;
-const _: () = assert!(LISTENER_TOKEN_BASE + MAX_LISTENERS < WAKER_TOKEN.0);
+const _: () = assert!(LISTENER_TOKEN_BASE + LISTENER_SLOTS < WAKER_TOKEN.0);
 
 /// Connection id: thread index in the top 8 bits, a per-thread sequence below.
 type ConnId = u64;
@@ -63,6 +64,8 @@ enum ToExecutor {
         conn: ConnId,
         addr: String,
         laddr: String,
+        /// Accepted on the Unix socket (CLIENT LIST flag `U`).
+        unix: bool,
         fd: i32,
         /// Measured by the I/O thread, read by the executor's client eviction.
         memory: Arc<ConnMemory>,
@@ -179,12 +182,12 @@ struct ThreadHandle {
 #[derive(Default)]
 struct Inbox {
     replies: Vec<ToIo>,
-    new_conns: Vec<(TcpStream, std::net::SocketAddr)>,
+    new_conns: Vec<(Stream, Peer)>,
     shutdown: bool,
 }
 
 struct IoConn {
-    stream: TcpStream,
+    stream: Stream,
     id: ConnId,
     parser: RequestParser,
     qbuf: Vec<u8>,
@@ -247,6 +250,8 @@ struct IoThread {
     /// Connections whose write stopped at the budget with the socket still writable
     /// (edge-triggered: no event will come for them).
     more_to_write: Vec<usize>,
+    /// `unixsocket`, for the local name of connections accepted on it.
+    unix_path: String,
 }
 
 impl IoThread {
@@ -359,8 +364,8 @@ impl IoThread {
         }
     }
 
-    fn adopt(&mut self, mut stream: TcpStream, peer: std::net::SocketAddr) {
-        let _ = stream.set_nodelay(true);
+    fn adopt(&mut self, mut stream: Stream, peer: Peer) {
+        stream.set_nodelay();
         let slot = self.free.pop().unwrap_or_else(|| {
             self.conns.push(None);
             self.conns.len() - 1
@@ -377,10 +382,8 @@ impl IoThread {
         }
         let id = ((self.index as u64) << 56) | self.next_seq;
         self.next_seq += 1;
-        let laddr = stream
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
+        let laddr = stream.local_name(&self.unix_path);
+        let unix = stream.is_unix();
         let fd = stream.as_raw_fd();
         let memory = Arc::new(ConnMemory::default());
         self.conns[slot] = Some(IoConn {
@@ -406,8 +409,9 @@ impl IoThread {
         self.by_id.insert(id, slot);
         self.send(ToExecutor::Connected {
             conn: id,
-            addr: peer.to_string(),
+            addr: peer.name(),
             laddr,
+            unix,
             fd,
             memory,
         });
@@ -459,7 +463,7 @@ impl IoThread {
         if self.accept_paused {
             self.accept_paused = false;
             let count = self.listeners.as_ref().map_or(0, |l| l.lock().len());
-            for li in 0..count {
+            for li in (0..count).chain([UNIX_LISTENER]) {
                 self.accept(li);
             }
         }
@@ -949,6 +953,7 @@ impl IoThread {
 pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
     let s = srv.config.settings().clone();
     let mut listeners = Some(bind_listeners(&s.bind, s.port)?);
+    let mut unix = bind_unix(&s.unixsocket, s.unixsocketperm)?.map(|l| (l, s.unixsocket.clone()));
     if let Some(a) = listeners
         .iter()
         .flatten()
@@ -977,7 +982,12 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
     for (i, poll) in polls.into_iter().enumerate() {
         let my_listeners = match listeners.take() {
             Some(sockets) => {
-                let set = SharedListeners::new(poll.registry(), LISTENER_TOKEN_BASE, sockets)?;
+                let set = SharedListeners::new(
+                    poll.registry(),
+                    LISTENER_TOKEN_BASE,
+                    sockets,
+                    unix.take(),
+                )?;
                 srv.listeners = Some(set.clone());
                 Some(set)
             }
@@ -1017,6 +1027,7 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
             script_busy: srv.scripts.busy.clone(),
             more_to_read: Vec::new(),
             more_to_write: Vec::new(),
+            unix_path: s.unixsocket.clone(),
         };
         joins.push(
             std::thread::Builder::new()
@@ -1031,6 +1042,9 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
     drop(tx);
     notice!("Server initialized with {n} I/O threads");
     notice!("Ready to accept connections tcp");
+    if !s.unixsocket.is_empty() {
+        notice!("Ready to accept connections unix");
+    }
     executor_loop(&mut srv, &rx, &handles, &limits, &counters);
     for h in &handles {
         h.inbox.lock().unwrap_or_else(|e| e.into_inner()).shutdown = true;
@@ -1039,6 +1053,7 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
     for j in joins {
         let _ = j.join();
     }
+    super::listeners::remove_unix_socket(&s.unixsocket);
     notice!("cairn is now ready to exit, bye bye...");
     Ok(())
 }
@@ -1373,10 +1388,12 @@ fn handle_message(
             conn,
             addr,
             laddr,
+            unix,
             fd,
             memory,
         } => {
             let mut client = srv.alloc_client(addr, laddr);
+            client.unix_socket = unix;
             client.conn_id = conn;
             client.fd = fd;
             client.memory = memory;

@@ -5,16 +5,21 @@
 //! accept through a [`Listeners`] set that the executor replaces when `CONFIG SET bind` or
 //! `CONFIG SET port` changes the addresses (as Redis 7 rebinds at runtime).
 
-use crate::{verbose, warning};
-use mio::net::{TcpListener, TcpStream};
+use super::stream::{Peer, Stream};
+use crate::{notice, verbose, warning};
+use mio::net::{TcpListener, UnixListener};
 use mio::{Interest, Registry, Token};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Most listening sockets (Redis's CONFIG_BINDADDR_MAX); each loop reserves this many
-/// poll tokens for them.
+/// Most TCP listening sockets (Redis's CONFIG_BINDADDR_MAX).
 pub const MAX_LISTENERS: usize = 16;
+/// Poll tokens each loop reserves for listening sockets: the TCP ones, then the Unix
+/// socket's (`unixsocket`) at index `MAX_LISTENERS`.
+pub const LISTENER_SLOTS: usize = MAX_LISTENERS + 1;
+/// The accept index of the Unix socket.
+pub const UNIX_LISTENER: usize = MAX_LISTENERS;
 
 pub const MAX_CLIENTS_REACHED: &str = "-ERR max number of clients reached\r\n";
 
@@ -49,15 +54,47 @@ impl AdmissionRules {
 pub fn admission_refusal(
     rules: &AdmissionRules,
     connected: usize,
-    peer: IpAddr,
+    peer: Option<IpAddr>,
 ) -> Option<&'static str> {
     if connected >= rules.maxclients {
         return Some(MAX_CLIENTS_REACHED);
     }
-    if rules.protected_mode && !rules.password_set && !is_loopback(peer) {
+    // A Unix socket peer (no IP) is local: protected mode lets it in, as Redis.
+    if rules.protected_mode && !rules.password_set && peer.is_some_and(|ip| !is_loopback(ip)) {
         return Some(PROTECTED_MODE_DENIED);
     }
     None
+}
+
+/// At shutdown: the Unix socket file goes with the server, as Redis.
+pub fn remove_unix_socket(path: &str) {
+    if !path.is_empty() {
+        notice!("Removing the unix socket file.");
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Listens on the Unix socket `path` (`unixsocket`) with permissions `perm`
+/// (`unixsocketperm`, 0: the umask's), replacing a stale socket file as Redis does.
+pub fn bind_unix(path: &str, perm: u32) -> io::Result<Option<UnixListener>> {
+    if path.is_empty() {
+        return Ok(None);
+    }
+    // A socket file left by an earlier run would make bind fail; anything else at the
+    // path is not ours to remove.
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        use std::os::unix::fs::FileTypeExt;
+        if m.file_type().is_socket() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    let l = UnixListener::bind(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("Failed opening Unix socket: {e}")))?;
+    if perm != 0 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(perm))?;
+    }
+    Ok(Some(l))
 }
 
 /// 127.0.0.0/8 and ::1, and an IPv4 loopback peer seen through a dual-stack IPv6 socket
@@ -132,6 +169,8 @@ pub struct Listeners {
     registry: Registry,
     first_token: usize,
     sockets: Vec<TcpListener>,
+    /// The Unix socket and its path (it stays when CONFIG SET rebinds the TCP ones).
+    unix: Option<(UnixListener, String)>,
 }
 
 /// Shared by the loop that accepts on the sockets and the executor, which replaces them.
@@ -144,13 +183,23 @@ impl SharedListeners {
         registry: &Registry,
         first_token: usize,
         sockets: Vec<TcpListener>,
+        unix: Option<(UnixListener, String)>,
     ) -> io::Result<SharedListeners> {
         let mut set = Listeners {
             registry: registry.try_clone()?,
             first_token,
             sockets: Vec::new(),
+            unix: None,
         };
         set.adopt(sockets)?;
+        if let Some((mut l, path)) = unix {
+            set.registry.register(
+                &mut l,
+                Token(first_token + UNIX_LISTENER),
+                Interest::READABLE,
+            )?;
+            set.unix = Some((l, path));
+        }
         Ok(SharedListeners(Arc::new(Mutex::new(set))))
     }
 
@@ -185,11 +234,24 @@ impl Listeners {
 
     /// Accepts on socket `index`. An index the set no longer has (an event that was
     /// already polled when the sockets were replaced) reads as "nothing to accept".
-    pub fn accept(&self, index: usize) -> io::Result<(TcpStream, SocketAddr)> {
+    pub fn accept(&self, index: usize) -> io::Result<(Stream, Peer)> {
+        if index == UNIX_LISTENER {
+            return match &self.unix {
+                Some((l, path)) => l
+                    .accept()
+                    .map(|(s, _)| (Stream::Unix(s), Peer::Unix(path.clone()))),
+                None => Err(io::ErrorKind::WouldBlock.into()),
+            };
+        }
         match self.sockets.get(index) {
-            Some(l) => l.accept(),
+            Some(l) => l.accept().map(|(s, a)| (Stream::Tcp(s), Peer::Tcp(a))),
             None => Err(io::ErrorKind::WouldBlock.into()),
         }
+    }
+
+    /// The Unix socket's path, if one is listened on.
+    pub fn unix_path(&self) -> Option<&str> {
+        self.unix.as_ref().map(|(_, p)| p.as_str())
     }
 
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
@@ -230,8 +292,8 @@ impl Listeners {
 mod tests {
     use super::*;
 
-    fn ip(s: &str) -> IpAddr {
-        s.parse().unwrap()
+    fn ip(s: &str) -> Option<IpAddr> {
+        Some(s.parse().unwrap())
     }
 
     const OPEN: AdmissionRules = AdmissionRules {
@@ -287,6 +349,12 @@ mod tests {
             Some(MAX_CLIENTS_REACHED)
         );
         assert_eq!(admission_refusal(&OPEN, 9, ip("127.0.0.1")), None);
+        // A Unix socket peer is local; maxclients still counts it.
+        assert_eq!(admission_refusal(&OPEN, 0, None), None);
+        assert_eq!(
+            admission_refusal(&OPEN, 10, None),
+            Some(MAX_CLIENTS_REACHED)
+        );
     }
 
     #[test]
@@ -304,7 +372,7 @@ mod tests {
         let loopback = vec!["127.0.0.1".to_string()];
         let first = bind_listeners(&loopback, free_port()).unwrap();
         let old_port = first[0].local_addr().unwrap().port();
-        let set = SharedListeners::new(poll.registry(), 0, first).unwrap();
+        let set = SharedListeners::new(poll.registry(), 0, first, None).unwrap();
         let new_port = free_port();
         set.lock()
             .rebind(&loopback, new_port, &loopback, old_port)

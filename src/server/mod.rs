@@ -18,6 +18,7 @@ pub mod outq;
 pub mod script_call;
 pub mod snapshot_ops;
 pub mod stats;
+pub mod stream;
 #[cfg(test)]
 pub mod testing;
 pub mod tracking;
