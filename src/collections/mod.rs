@@ -10,6 +10,7 @@ pub mod list;
 pub mod listpack;
 pub mod set;
 pub mod zset;
+pub mod hll;
 
 use crate::arena::validate::{Claims, Corrupt};
 use crate::arena::{Arena, Ref, NULL};
