@@ -1472,9 +1472,19 @@ fn hll_crafted(g: &mut G) -> Arg {
         _ => v.extend((0..8).map(|_| g.rng.below(256) as u8)),
     }
     if enc == 0 {
-        let n = if g.rng.chance(80) { 12288 } else { g.rng.below(12300) as usize };
+        let n = if g.rng.chance(80) {
+            12288
+        } else {
+            g.rng.below(12300) as usize
+        };
         let fill = g.rng.pick(&[0u8, 0x41, 0xff]);
-        v.extend((0..n).map(|_| if g.rng.chance(5) { g.rng.below(256) as u8 } else { fill }));
+        v.extend((0..n).map(|_| {
+            if g.rng.chance(5) {
+                g.rng.below(256) as u8
+            } else {
+                fill
+            }
+        }));
         return v;
     }
     let total = match g.rng.below(6) {

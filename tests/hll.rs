@@ -6,9 +6,7 @@
 
 mod common;
 
-use common::{
-    both, bulk_payload, same, same_str, show, start_aof, temp_dir, Raw,
-};
+use common::{both, bulk_payload, same, same_str, show, start_aof, temp_dir, Raw};
 
 /// PFADD of `n` distinct elements in batches, on one server.
 fn fill(r: &mut Raw, key: &str, prefix: &str, n: usize) {
@@ -76,7 +74,9 @@ fn dump_restore_crosses_with_redis() {
 fn counts_match_redis_across_cardinalities() {
     let (_c, _r, mut rc, mut rr) = both(&[]);
     let mut done = 0;
-    for target in [1, 2, 10, 100, 300, 1000, 3000, 10_000, 50_000, 200_000, 1_000_000] {
+    for target in [
+        1, 2, 10, 100, 300, 1000, 3000, 10_000, 50_000, 200_000, 1_000_000,
+    ] {
         for raw in [&mut rc, &mut rr] {
             let mut i = done;
             while i < target {
@@ -91,7 +91,10 @@ fn counts_match_redis_across_cardinalities() {
         done = target;
         let n = same_str(&mut rc, &mut rr, &["PFCOUNT", "h"]);
         let n: f64 = show(&n)[1..].trim().parse().unwrap();
-        assert!((n - target as f64).abs() <= 0.05 * target as f64 + 1.0, "{n} ~ {target}");
+        assert!(
+            (n - target as f64).abs() <= 0.05 * target as f64 + 1.0,
+            "{n} ~ {target}"
+        );
         same_str(&mut rc, &mut rr, &["PFDEBUG", "ENCODING", "h"]);
         same_str(&mut rc, &mut rr, &["GET", "h"]);
     }
@@ -110,10 +113,14 @@ fn sparse(ops: &[u8]) -> Vec<u8> {
 fn hostile_crafted_hlls_answer_as_redis() {
     let (_c, _r, mut rc, mut rr) = both(&[]);
     let mut dense_hi = b"HYLL\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80".to_vec();
-    dense_hi.extend(std::iter::repeat(0xffu8).take(12288));
+    dense_hi.extend(std::iter::repeat_n(0xffu8, 12288));
     let mut cases: Vec<Vec<u8>> = vec![
         // Truncated dense, dense one byte too long, bad encoding bytes, short header.
-        [&b"HYLL\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"[..], &[0; 100]].concat(),
+        [
+            &b"HYLL\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"[..],
+            &[0; 100],
+        ]
+        .concat(),
         [&dense_hi[..], b"\x00"].concat(),
         b"HYLL\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80\x7f\xff".to_vec(),
         b"HYLL\xff\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80\x7f\xff".to_vec(),
@@ -193,15 +200,26 @@ fn sparse_max_bytes_acts() {
     same_str(&mut rc, &mut rr, &["CONFIG", "GET", "hll-sparse-max-bytes"]);
     let mut encodings = Vec::new();
     for limit in ["0", "100", "3000", "12000"] {
-        same_str(&mut rc, &mut rr, &["CONFIG", "SET", "hll-sparse-max-bytes", limit]);
+        same_str(
+            &mut rc,
+            &mut rr,
+            &["CONFIG", "SET", "hll-sparse-max-bytes", limit],
+        );
         same_str(&mut rc, &mut rr, &["DEL", "h"]);
         for i in 0..200 {
             same_str(&mut rc, &mut rr, &["PFADD", "h", &format!("m{i}")]);
         }
         same_str(&mut rc, &mut rr, &["GET", "h"]);
-        encodings.push(show(&same_str(&mut rc, &mut rr, &["PFDEBUG", "ENCODING", "h"])));
+        encodings.push(show(&same_str(
+            &mut rc,
+            &mut rr,
+            &["PFDEBUG", "ENCODING", "h"],
+        )));
     }
-    assert_eq!(encodings, ["+dense\r\n", "+dense\r\n", "+sparse\r\n", "+sparse\r\n"]);
+    assert_eq!(
+        encodings,
+        ["+dense\r\n", "+dense\r\n", "+sparse\r\n", "+sparse\r\n"]
+    );
 }
 
 /// PFSELFTEST passes (registers, dense/sparse agreement, error bounds).

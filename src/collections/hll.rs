@@ -359,7 +359,7 @@ fn estimate(h: &Histogram) -> u64 {
     // Registers no hash can produce (above Q + 1, in a crafted dense value) can leave z at
     // 0: Redis's llroundl of infinity gives x86's "integer indefinite", i64::MIN, which
     // it then reads as 2^63 (and so caches with the stale bit set).
-    if e.is_finite() && e < 9.223_372_036_854_775_807e18 {
+    if e.is_finite() && e < i64::MAX as f64 {
         e as u64
     } else {
         1 << 63
@@ -722,7 +722,10 @@ mod tests {
         }
         dense_set(&mut regs, REGISTERS - 1, 63);
         assert_eq!(dense_get(&regs, REGISTERS - 1), 63);
-        assert_eq!(dense_get(&regs, REGISTERS - 2), ((REGISTERS - 2) % 64) as u8);
+        assert_eq!(
+            dense_get(&regs, REGISTERS - 2),
+            ((REGISTERS - 2) % 64) as u8
+        );
     }
 
     #[test]
@@ -798,9 +801,18 @@ mod tests {
         }
         // Not HLLs at all.
         assert_eq!(encoding_of(b"HYLL"), None);
-        assert_eq!(encoding_of(b"HYLL\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"), None);
-        assert_eq!(encoding_of(b"HYLL\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"), None);
-        assert_eq!(encoding_of(b"HYLX\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"), None);
+        assert_eq!(
+            encoding_of(b"HYLL\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"),
+            None
+        );
+        assert_eq!(
+            encoding_of(b"HYLL\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"),
+            None
+        );
+        assert_eq!(
+            encoding_of(b"HYLX\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"),
+            None
+        );
     }
 
     #[test]

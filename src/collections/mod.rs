@@ -6,11 +6,11 @@
 //! an entry, and the "value graveyard" that frees big values in slices.
 
 pub mod hash;
+pub mod hll;
 pub mod list;
 pub mod listpack;
 pub mod set;
 pub mod zset;
-pub mod hll;
 
 use crate::arena::validate::{Claims, Corrupt};
 use crate::arena::{Arena, Ref, NULL};

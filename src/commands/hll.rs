@@ -8,8 +8,8 @@
 //! itself (Redis moves the same bytes in place). A refused write (-OOM) or a corrupt value
 //! (-INVALIDOBJ) leaves the key as Redis would.
 
-use super::{CmdError, CmdResult, CommandSpec, Ctx, ADMIN, DENYOOM, FAST, READONLY, WRITE};
 use super::MAY_REPLICATE;
+use super::{CmdError, CmdResult, CommandSpec, Ctx, ADMIN, DENYOOM, FAST, READONLY, WRITE};
 use crate::arena::Ref;
 use crate::collections::hll::{self, Encoding, Writer, REGISTERS};
 use crate::keyspace::{Kind, StrEnc, Ttl};
@@ -21,20 +21,37 @@ pub static COMMANDS: &[CommandSpec] = &[
             "Adds the specified elements to the specified HyperLogLog.",
             "2.8.9",
         ),
-    CommandSpec::new("pfcount", -2, READONLY | MAY_REPLICATE, "hyperloglog", pfcount)
-        .keys(1, -1, 1)
-        .doc(
-            "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s).",
-            "2.8.9",
-        ),
+    CommandSpec::new(
+        "pfcount",
+        -2,
+        READONLY | MAY_REPLICATE,
+        "hyperloglog",
+        pfcount,
+    )
+    .keys(1, -1, 1)
+    .doc(
+        "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s).",
+        "2.8.9",
+    ),
     CommandSpec::new("pfmerge", -2, WRITE | DENYOOM, "hyperloglog", pfmerge)
         .keys(1, -1, 1)
         .doc("Merge N different HyperLogLogs into a single one.", "2.8.9"),
-    CommandSpec::new("pfdebug", 3, WRITE | DENYOOM | ADMIN, "hyperloglog", pfdebug)
-        .keys(2, 2, 1)
-        .doc("Internal commands for debugging HyperLogLog values", "2.8.9"),
-    CommandSpec::new("pfselftest", 1, ADMIN, "hyperloglog", pfselftest)
-        .doc("An internal command for testing HyperLogLog values", "2.8.9"),
+    CommandSpec::new(
+        "pfdebug",
+        3,
+        WRITE | DENYOOM | ADMIN,
+        "hyperloglog",
+        pfdebug,
+    )
+    .keys(2, 2, 1)
+    .doc(
+        "Internal commands for debugging HyperLogLog values",
+        "2.8.9",
+    ),
+    CommandSpec::new("pfselftest", 1, ADMIN, "hyperloglog", pfselftest).doc(
+        "An internal command for testing HyperLogLog values",
+        "2.8.9",
+    ),
 ];
 
 const ERR_NOT_HLL: &str = "WRONGTYPE Key is not a valid HyperLogLog string value.";
@@ -94,7 +111,9 @@ fn pfadd(ctx: &mut Ctx) -> CmdResult {
         w.invalidate_cache();
         let bytes = w.into_bytes();
         ctx.ensure_arena_room(bytes.len() as u64)?;
-        ctx.srv.ks.set_string(db, key, &bytes, StrEnc::Raw, Ttl::Clear);
+        ctx.srv
+            .ks
+            .set_string(db, key, &bytes, StrEnc::Raw, Ttl::Clear);
         ctx.dirty(1);
         ctx.out.int(1);
         return Ok(());
@@ -176,9 +195,17 @@ fn pfcount(ctx: &mut Ctx) -> CmdResult {
         return Ok(());
     }
     let card = hll::count(ctx.srv.ks.value(e)).map_err(|_| corrupt())?;
-    // The cache is part of the string: refreshing it is a change Redis propagates.
-    hll::set_cached_card(ctx.srv.ks.value_mut(e), card);
-    ctx.dirty(1);
+    // The cache is part of the string: refreshing it is a change Redis propagates. A
+    // value a pending reply still references is copied on write; with no arena room for
+    // that copy the count is answered and the cache left stale (a read is never -OOM).
+    let len = ctx.srv.ks.value(e).len() as u64;
+    if ctx
+        .srv
+        .arena_admits(ctx.srv.arena_reserve_bytes() / 2, len + len / 8)
+    {
+        hll::set_cached_card(ctx.srv.ks.value_mut(e), card);
+        ctx.dirty(1);
+    }
     ctx.out.int(card as i64);
     Ok(())
 }
@@ -201,10 +228,7 @@ fn pfmerge(ctx: &mut Ctx) -> CmdResult {
     let dest = ctx.args.get(1);
     let found = ctx.srv.ks.lookup_write(db, dest, ctx.now_ms);
     let (old_len, mut w) = match found {
-        Some(e) => (
-            ctx.srv.ks.value(e).len(),
-            Writer::new(ctx.srv.ks.value(e)),
-        ),
+        Some(e) => (ctx.srv.ks.value(e).len(), Writer::new(ctx.srv.ks.value(e))),
         None => (0, Writer::new(&hll::new_sparse())),
     };
     if use_dense {
