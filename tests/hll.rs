@@ -261,3 +261,21 @@ fn log_replays_hll_bytes() {
     let a = bulk_payload(&before[0]);
     assert_eq!(a[15] & 0x80, 0);
 }
+
+/// PFCOUNT may write (its cache), so read-only scripts refuse it as Redis 7.0 does; an
+/// ordinary script runs it and the HLL commands.
+#[test]
+fn scripts_treat_pfcount_as_a_possible_write() {
+    let (_c, _r, mut rc, mut rr) = both(&[]);
+    same_str(&mut rc, &mut rr, &["PFADD", "h", "a", "b", "c"]);
+    for script in [
+        &["EVAL_RO", "return redis.call('pfcount', 'h')", "0"][..],
+        &["EVAL", "#!lua flags=no-writes\nreturn redis.call('pfcount', 'h')", "0"],
+        &["EVAL", "return redis.call('pfcount', 'h')", "0"],
+        &["EVAL", "redis.call('pfadd', 'h', 'x') redis.call('pfmerge', 'm', 'h') return redis.call('pfcount', 'm', 'h')", "0"],
+        &["GET", "m"],
+        &["GET", "h"],
+    ] {
+        same_str(&mut rc, &mut rr, script);
+    }
+}
