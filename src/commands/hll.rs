@@ -104,9 +104,12 @@ fn pfadd(ctx: &mut Ctx) -> CmdResult {
     let Some(e) = found else {
         // A new HLL always counts as an update, even with no elements.
         let mut w = Writer::new(&hll::new_sparse());
+        let mut changes = 1;
         for i in 2..ctx.args.len() {
             // A fresh sparse value is well formed: no element can find it corrupt.
-            let _ = w.add(ctx.args.get(i), max_bytes);
+            if w.add(ctx.args.get(i), max_bytes) == Ok(true) {
+                changes += 1;
+            }
         }
         w.invalidate_cache();
         let bytes = w.into_bytes();
@@ -114,7 +117,7 @@ fn pfadd(ctx: &mut Ctx) -> CmdResult {
         ctx.srv
             .ks
             .set_string(db, key, &bytes, StrEnc::Raw, Ttl::Clear);
-        ctx.dirty(1);
+        ctx.dirty(changes);
         ctx.out.int(1);
         return Ok(());
     };
