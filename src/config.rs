@@ -349,7 +349,7 @@ pub static OPTIONS: &[OptSpec] = &[
         "hll-sparse-max-bytes",
         OptKind::Memory(0, LONGMAX),
         "3000",
-        NA,
+        0,
     ),
     // --- persistence: RDB
     opt("save", OptKind::Special, "3600 1 300 100 60 10000", F_MULTI),
@@ -761,6 +761,8 @@ pub struct Settings {
     pub list_max_listpack_size: i64,
     pub hash_max_listpack_entries: u64,
     pub hash_max_listpack_value: u64,
+    /// A sparse HyperLogLog turns dense past this many bytes (read on every PFADD).
+    pub hll_sparse_max_bytes: u64,
     pub timeout_s: u64,
     pub tcp_keepalive_s: u64,
     pub maxclients: usize,
@@ -1056,6 +1058,7 @@ fn placeholder_settings() -> Settings {
         list_max_listpack_size: -2,
         hash_max_listpack_entries: 512,
         hash_max_listpack_value: 64,
+        hll_sparse_max_bytes: 3000,
         timeout_s: 0,
         tcp_keepalive_s: 0,
         maxclients: 0,
@@ -1702,6 +1705,7 @@ impl Config {
             list_max_listpack_size: self.int("list-max-listpack-size"),
             hash_max_listpack_entries: self.int("hash-max-listpack-entries").max(0) as u64,
             hash_max_listpack_value: self.int("hash-max-listpack-value").max(0) as u64,
+            hll_sparse_max_bytes: self.int("hll-sparse-max-bytes").max(0) as u64,
             protected_mode: self.boolean("protected-mode"),
             timeout_s: self.int("timeout") as u64,
             tcp_keepalive_s: self.int("tcp-keepalive") as u64,

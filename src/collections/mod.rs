@@ -6,6 +6,7 @@
 //! an entry, and the "value graveyard" that frees big values in slices.
 
 pub mod hash;
+pub mod hll;
 pub mod list;
 pub mod listpack;
 pub mod set;

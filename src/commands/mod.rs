@@ -9,6 +9,7 @@ pub mod aof;
 pub mod bits;
 pub mod connection;
 pub mod hashes;
+pub mod hll;
 pub mod keys;
 pub mod lists;
 pub mod persistence;
@@ -281,12 +282,13 @@ pub struct CommandTable {
     pub all: Vec<&'static CommandSpec>,
 }
 
-pub fn all_families() -> [&'static [CommandSpec]; 14] {
+pub fn all_families() -> [&'static [CommandSpec]; 15] {
     [
         aof::COMMANDS,
         bits::COMMANDS,
         connection::COMMANDS,
         hashes::COMMANDS,
+        hll::COMMANDS,
         keys::COMMANDS,
         lists::COMMANDS,
         persistence::COMMANDS,

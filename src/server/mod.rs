@@ -896,10 +896,11 @@ impl Server {
             return;
         }
         // Keys a command only reads are not touched: COPY writes its destination (an
-        // extra key below), BITOP its first key.
+        // extra key below), BITOP and PFMERGE their first key.
         let named: Vec<usize> = match spec.name {
             "copy" if !is_sub => vec![],
             "bitop" if !is_sub => vec![2],
+            "pfmerge" if !is_sub => vec![1],
             _ => propagate::key_indices(spec, args.len()).collect(),
         };
         for i in named.into_iter().filter(|&i| i < args.len()) {

@@ -51,10 +51,11 @@ impl Server {
             return Err("ERR This Redis command is not allowed from script".into());
         }
         let writes = spec.flags & commands::WRITE != 0;
+        // A command that may write (PFCOUNT refreshing its cache) counts as a write here.
+        if rules.read_only && (writes || spec.flags & commands::MAY_REPLICATE != 0) {
+            return Err("ERR Write commands are not allowed from read-only scripts.".into());
+        }
         if writes {
-            if rules.read_only {
-                return Err("ERR Write commands are not allowed from read-only scripts.".into());
-            }
             if self.aof.enabled && !self.loading {
                 if let Some(msg) = self.aof.refuse_writes() {
                     return Err(msg);
