@@ -281,7 +281,7 @@ pub struct CommandTable {
     pub all: Vec<&'static CommandSpec>,
 }
 
-pub fn all_families() -> [&'static [CommandSpec]; 14] {
+pub fn all_families() -> [&'static [CommandSpec]; 15] {
     [
         aof::COMMANDS,
         bits::COMMANDS,
@@ -297,6 +297,7 @@ pub fn all_families() -> [&'static [CommandSpec]; 14] {
         zsets::COMMANDS,
         transactions::COMMANDS,
         scripting::COMMANDS,
+        scripting::functions::COMMANDS,
     ]
 }
 
