@@ -742,12 +742,23 @@ pub fn read_function_library(op: u8, r: &mut Reader) -> Result<Vec<u8>, String> 
     Ok(code)
 }
 
-/// The libraries of a FUNCTION DUMP payload's body (footer already checked and cut):
-/// a sequence of library records and nothing else (Redis's FUNCTION RESTORE loop).
-pub fn read_function_libraries(body: &[u8]) -> Result<Vec<Vec<u8>>, String> {
-    let mut r = Reader::new(body);
+/// The libraries of RDB function records (an image's section): a sequence of records
+/// and nothing else.
+pub fn read_function_libraries(records: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    read_libraries_until(records, 0)
+}
+
+/// The libraries of a FUNCTION DUMP payload whose footer was checked: records are read
+/// while more than the 10 footer bytes remain, and a record may run into the footer, as
+/// Redis's FUNCTION RESTORE reads them (so a cut payload gets Redis's answer).
+pub fn read_function_payload(payload: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    read_libraries_until(payload, 10)
+}
+
+fn read_libraries_until(data: &[u8], footer: usize) -> Result<Vec<Vec<u8>>, String> {
+    let mut r = Reader::new(data);
     let mut libs = Vec::new();
-    while !r.is_empty() {
+    while r.remaining() > footer {
         let op = r
             .read_u8()
             .map_err(|_| "can not read data type".to_string())?;

@@ -651,10 +651,11 @@ fn function_restore(ctx: &mut Ctx) -> CmdResult {
             ));
         }
     }
-    let Some(body) = rdb_value::verify_dump_payload(ctx.args.get(2)) else {
+    let payload = ctx.args.get(2);
+    if rdb_value::verify_dump_payload(payload).is_none() {
         return Err(CmdError::err("DUMP payload version or checksum are wrong"));
-    };
-    let codes = rdb_value::read_function_libraries(body).map_err(CmdError::err)?;
+    }
+    let codes = rdb_value::read_function_payload(payload).map_err(CmdError::err)?;
     ctx.srv
         .scripts
         .functions
