@@ -474,8 +474,14 @@ pub fn reseal(img: &mut [u8]) {
     if img.len() < HEADER_BYTES {
         return;
     }
-    let crc = crc32c::crc32c(&img[..HEADER_BYTES - 4]);
-    put32(img, HEADER_BYTES - 4, crc);
+    // Images of an earlier format version are brought to this one (the fields version 2
+    // added were reserved zeros before, meaning "no function libraries").
+    put32(img, 8, FORMAT_VERSION);
+    let seal_header = |img: &mut [u8]| {
+        let crc = crc32c::crc32c(&img[..HEADER_BYTES - 4]);
+        put32(img, HEADER_BYTES - 4, crc);
+    };
+    seal_header(img);
     let (mut pos, mut records, mut chain) = (HEADER_BYTES, 0u64, 0u32);
     while pos + 4 <= img.len() {
         if img[pos..pos + 4] == TRAILER_MAGIC && pos + TRAILER_BYTES <= img.len() {
@@ -484,6 +490,20 @@ pub fn reseal(img: &mut [u8]) {
             let crc = crc32c::crc32c(&img[pos..pos + 28]);
             put32(img, pos + 28, crc);
             return;
+        }
+        if img[pos..pos + 4] == FUNCTIONS_MAGIC && pos + FUNCTIONS_SECTION_HEADER_BYTES <= img.len()
+        {
+            let start = pos + FUNCTIONS_SECTION_HEADER_BYTES;
+            let len = get64(img, pos + 8);
+            if len > (img.len() - start) as u64 {
+                return;
+            }
+            let crc = crc32c::crc32c(&img[start..start + len as usize]);
+            put64(img, 160, len);
+            put32(img, 168, crc);
+            seal_header(img);
+            pos = start + len as usize;
+            continue;
         }
         if img[pos..pos + 4] != RECORD_MAGIC || pos + RECORD_HEADER_BYTES > img.len() {
             return;
@@ -1133,6 +1153,85 @@ mod tests {
             std::fs::write(&path, &bad).unwrap();
             assert!(load(&path, 1 << 20).is_err(), "flip at {at} not detected");
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The function libraries' section round-trips; its absence, a changed byte, a cut,
+    /// a length that differs from the header's and a section the header does not
+    /// announce are each refused, naming the section.
+    #[test]
+    fn function_libraries_section_is_checked() {
+        let dir = std::env::temp_dir().join(format!("cairn-fmt-fn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("img");
+        let write = |functions: &[u8]| {
+            let mut w = ImageWriter::create(&path, false).unwrap();
+            w.write_record(&Record::encode(
+                vec![Extent {
+                    offset: 0,
+                    len: 4096,
+                }],
+                &[3u8; 4096],
+            ))
+            .unwrap();
+            let h = ImageHeader {
+                functions: functions.to_vec(),
+                ..header(4096)
+            };
+            w.commit(&h).unwrap();
+            std::fs::read(&path).unwrap()
+        };
+        let libs = b"\xf5\x05hello".to_vec();
+        let full = write(&libs);
+        let (_, h) = load_from_bytes(&full, 1 << 20).unwrap();
+        assert_eq!(h.functions, libs);
+        let none = write(b"");
+        let (_, h) = load_from_bytes(&none, 1 << 20).unwrap();
+        assert!(h.functions.is_empty());
+        let section = none.len() - TRAILER_BYTES;
+        let fails = |img: &[u8]| load_from_bytes(img, 1 << 20).err().unwrap().to_string();
+        // The header announces libraries the file lacks.
+        let mut lacking = none.clone();
+        put64(&mut lacking, 160, 7);
+        let crc = crc32c::crc32c(&lacking[..HEADER_BYTES - 4]);
+        put32(&mut lacking, HEADER_BYTES - 4, crc);
+        assert!(
+            fails(&lacking).contains("function libraries"),
+            "{}",
+            fails(&lacking)
+        );
+        // A changed byte in the libraries.
+        let mut flipped = full.clone();
+        flipped[section + FUNCTIONS_SECTION_HEADER_BYTES + 2] ^= 1;
+        assert!(
+            fails(&flipped).contains("checksum mismatch"),
+            "{}",
+            fails(&flipped)
+        );
+        // A section length other than the header's.
+        let mut longer = full.clone();
+        put64(&mut longer, section + 8, libs.len() as u64 + 1);
+        assert!(
+            fails(&longer).contains("the header says"),
+            "{}",
+            fails(&longer)
+        );
+        // A section the header does not announce.
+        let mut unannounced = full.clone();
+        put64(&mut unannounced, 160, 0);
+        let crc = crc32c::crc32c(&unannounced[..HEADER_BYTES - 4]);
+        put32(&mut unannounced, HEADER_BYTES - 4, crc);
+        assert!(
+            fails(&unannounced).contains("does not announce"),
+            "{}",
+            fails(&unannounced)
+        );
+        // Cut inside the section.
+        assert!(fails(&full[..section + 20]).contains("truncated"));
+        // reseal makes an altered section consistent again.
+        let mut resealed = flipped.clone();
+        reseal(&mut resealed);
+        assert!(load_from_bytes(&resealed, 1 << 20).is_ok());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
