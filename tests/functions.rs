@@ -160,6 +160,15 @@ redis.register_function('lib', function(keys, args) return {cjson.encode({1}), s
         &["EXEC"],
         &["FUNCTION", "LIST", "LIBRARYNAME", "lib2", "WITHCODE"],
     ];
+    for field in ["number_of_functions", "number_of_libraries"] {
+        assert_eq!(
+            rc.info_u64("memory", field),
+            rr.info_u64("memory", field),
+            "{field}"
+        );
+    }
+    assert!(rc.info_u64("memory", "used_memory_vm_functions") > 0);
+    assert!(rc.info_u64("memory", "used_memory_functions") > lib.len() as u64);
     for cmd in cmds {
         if cmd.len() > 2 && cmd[..2] == ["FUNCTION", "LIST"] {
             // Functions within a library come in hash order in Redis.

@@ -139,6 +139,9 @@ pub struct Functions {
     /// Every library's functions, keyed by lower-case name.
     pub functions: HashMap<String, Rc<FunctionEntry>>,
     pub published: PublishedLibraries,
+    /// The Lua state's memory when it was lent to a running function (INFO from inside
+    /// one).
+    pub(super) lent_vm_bytes: usize,
 }
 
 fn valid_name(name: &[u8]) -> bool {
@@ -294,6 +297,30 @@ impl Functions {
             self.functions.insert(n.to_ascii_lowercase(), f.clone());
         }
         self.libraries.insert(lib.name.clone(), lib);
+    }
+
+    /// INFO `used_memory_vm_functions`: the functions' Lua state.
+    pub fn vm_bytes(&self) -> usize {
+        self.state
+            .as_ref()
+            .map_or(self.lent_vm_bytes, |s| s.engine.used_memory())
+    }
+
+    /// INFO `used_memory_functions`: the libraries' code and per-library and
+    /// per-function overheads (names, entries).
+    pub fn overhead_bytes(&self) -> usize {
+        self.libraries
+            .values()
+            .map(|l| {
+                l.code.len()
+                    + l.name.len()
+                    + 64
+                    + l.functions
+                        .values()
+                        .map(|f| 2 * f.name.len() + f.desc.as_ref().map_or(0, Vec::len) + 96)
+                        .sum::<usize>()
+            })
+            .sum()
     }
 
     /// FUNCTION FLUSH: every library and the Lua state go.

@@ -321,6 +321,7 @@ pub(crate) fn run_script(ctx: &mut Ctx, target: Target, ro: bool, numkeys: usize
         let Some(st) = ctx.srv.scripts.functions.state.take() else {
             return Err(CmdError::err("Lua engine unavailable"));
         };
+        ctx.srv.scripts.functions.lent_vm_bytes = st.engine.used_memory();
         Lent::Functions(st)
     } else {
         let Some(engine) = ctx.srv.scripts.engine.take() else {
