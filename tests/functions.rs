@@ -294,6 +294,19 @@ fn hostile_restore_payloads_get_redis_errors() {
     }
     // Nothing was half-restored.
     same_str(&mut rc, &mut rr, &["FUNCTION", "LIST"]);
+    // A library whose code never returns is stopped (Redis would run it forever).
+    let mut spin = vec![245u8];
+    let code = b"#!lua name=spin\nwhile true do end";
+    spin.push(code.len() as u8);
+    spin.extend_from_slice(code);
+    assert_eq!(
+        show(&call_bytes(
+            &mut rc,
+            &[b"FUNCTION", b"RESTORE", &framed(&spin)]
+        )),
+        "-ERR Error registering functions: ERR FUNCTION LOAD timeout\r\n"
+    );
+    assert_eq!(show(&rc.call(&["FUNCTION", "LIST"])), "*0\r\n");
     assert_eq!(show(&rc.call(&["PING"])), "+PONG\r\n");
 }
 

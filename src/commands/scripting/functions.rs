@@ -348,11 +348,17 @@ impl Functions {
     /// Adds libraries' codes (FUNCTION RESTORE, RDB load, image load) as Redis's
     /// libraryJoin: all or nothing. `replace`: a library of the same name is replaced
     /// (else the whole restore fails); a function name owned by another library always
-    /// fails it.
-    pub fn restore(&mut self, codes: &[Vec<u8>], flush: bool, replace: bool) -> Result<(), String> {
+    /// fails it. `timeout_ms` (0: none) limits each library's load.
+    pub fn restore(
+        &mut self,
+        codes: &[Vec<u8>],
+        flush: bool,
+        replace: bool,
+        timeout_ms: u64,
+    ) -> Result<(), String> {
         let mut built: Vec<Library> = Vec::with_capacity(codes.len());
         for code in codes {
-            let lib = self.build(code, 0)?;
+            let lib = self.build(code, timeout_ms)?;
             if built.iter().any(|l| l.name == lib.name) {
                 return Err(format!("Library '{}' already exists", lib.name));
             }
@@ -560,7 +566,7 @@ return env, env_mt, load_api
 
 /// Lets the server install libraries read from a file (RDB, image) at startup.
 pub fn install(fs: &mut Functions, codes: &[Vec<u8>]) -> Result<(), String> {
-    fs.restore(codes, true, false)
+    fs.restore(codes, true, false, 0)
 }
 
 fn fcall(ctx: &mut Ctx) -> CmdResult {
@@ -683,10 +689,13 @@ fn function_restore(ctx: &mut Ctx) -> CmdResult {
         return Err(CmdError::err("DUMP payload version or checksum are wrong"));
     }
     let codes = rdb_value::read_function_payload(payload).map_err(CmdError::err)?;
+    // Redis restores without a time limit; a client's payload gets FUNCTION LOAD's, so
+    // code that never returns cannot hold the executor (replaying the log: none).
+    let timeout = if ctx.srv.loading { 0 } else { LOAD_TIMEOUT_MS };
     ctx.srv
         .scripts
         .functions
-        .restore(&codes, flush, replace)
+        .restore(&codes, flush, replace, timeout)
         .map_err(CmdError::err)?;
     ctx.dirty(1);
     ctx.out.ok();
