@@ -499,10 +499,28 @@ fn aof_replay_and_rewrite_keep_libraries() {
         });
         assert!(!aof_text(&dir).contains("function"));
     }
-    let s = start_in(&dir, &args);
+    // Restart on the image base; then a rewrite into an RDB base (RDB function records).
+    let rdb_args = [&args[..], &["--aof-use-rdb-preamble", "yes"]].concat();
+    {
+        let s = start_in(&dir, &rdb_args);
+        let mut r = Raw::connect(s.port);
+        assert_eq!(libs(&mut r), expected);
+        assert_eq!(show(&r.call(&["FCALL", "f1", "1", "k"])), ":3\r\n");
+        r.call(&["BGREWRITEAOF"]);
+        wait_until(DEADLINE, "the RDB-base rewrite finished", || {
+            r.info_field("persistence", "aof_rewrites") == "1"
+                && r.info_field("persistence", "aof_rewrite_in_progress") == "0"
+        });
+    }
+    let names: Vec<String> = std::fs::read_dir(dir.join("appendonlydir"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n.ends_with(".base.rdb")), "{names:?}");
+    let s = start_in(&dir, &rdb_args);
     let mut r = Raw::connect(s.port);
     assert_eq!(libs(&mut r), expected);
-    assert_eq!(show(&r.call(&["FCALL", "f1", "1", "k"])), ":3\r\n");
+    assert_eq!(show(&r.call(&["FCALL", "f1", "1", "k"])), ":4\r\n");
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }
