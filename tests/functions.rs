@@ -109,6 +109,15 @@ fn load_errors_as_redis_7() {
     same_str(&mut rc, &mut rr, &["FUNCTION", "DELETE", "lib1"]);
     same_str(&mut rc, &mut rr, &["FCALL", "f1", "1", "k"]);
     same_str(&mut rc, &mut rr, &["FUNCTION", "STATS"]);
+    // RESP3: maps, a set of flags, a null description.
+    let one = "#!lua name=one\nredis.register_function{function_name='only', callback=function() return 1 end, flags={'no-writes', 'allow-oom'}}";
+    load(&mut rc, &mut rr, one);
+    // (HELLO's reply carries the client id, which differs.)
+    rc.call(&["HELLO", "3"]);
+    rr.call(&["HELLO", "3"]);
+    same_str(&mut rc, &mut rr, &["FUNCTION", "LIST", "WITHCODE"]);
+    same_str(&mut rc, &mut rr, &["FUNCTION", "STATS"]);
+    same_str(&mut rc, &mut rr, &["FCALL_RO", "only", "0"]);
 }
 
 #[test]
