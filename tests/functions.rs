@@ -109,6 +109,20 @@ fn load_errors_as_redis_7() {
     same_str(&mut rc, &mut rr, &["FUNCTION", "DELETE", "lib1"]);
     same_str(&mut rc, &mut rr, &["FCALL", "f1", "1", "k"]);
     same_str(&mut rc, &mut rr, &["FUNCTION", "STATS"]);
+    // The engine and the `name=` key are read without case.
+    for code in [
+        "#!LUA name=upx\nredis.register_function('upx', function() return 1 end)",
+        "#!lua NAME=upy\nredis.register_function('upy', function() return 1 end)",
+    ] {
+        load(&mut rc, &mut rr, code);
+    }
+    same_str(
+        &mut rc,
+        &mut rr,
+        &["FUNCTION", "LIST", "LIBRARYNAME", "upx", "WITHCODE"],
+    );
+    same_str(&mut rc, &mut rr, &["FUNCTION", "DELETE", "upx"]);
+    same_str(&mut rc, &mut rr, &["FUNCTION", "DELETE", "upy"]);
     // RESP3: maps, a set of flags, a null description.
     let one = "#!lua name=one\nredis.register_function{function_name='only', callback=function() return 1 end, flags={'no-writes', 'allow-oom'}}";
     load(&mut rc, &mut rr, one);
