@@ -1020,12 +1020,18 @@ local function handler(err)
   if info then err.source = info.source err.line = info.currentline end
   return err
 end
+-- A function's run passes its keys and arguments through these upvalues (runs never
+-- nest: FCALL is refused inside scripts), so no closure is built per call.
+local cur_f, cur_k, cur_a
+local function call_function() return cur_f(cur_k, cur_a) end
 local function run(f, k, a)
   local ok, r
   if k == nil then
     ok, r = xpcall(f, handler)
   else
-    ok, r = xpcall(function() return f(k, a) end, handler)
+    cur_f, cur_k, cur_a = f, k, a
+    ok, r = xpcall(call_function, handler)
+    cur_f, cur_k, cur_a = nil, nil, nil
   end
   return ok, r
 end
