@@ -328,6 +328,7 @@ impl Functions {
         self.functions.clear();
         self.libraries.clear();
         self.state = None;
+        self.lent_vm_bytes = 0;
         self.publish();
     }
 
