@@ -406,14 +406,14 @@ fn new_state() -> mlua::Result<FnState> {
     let lua = engine.lua.clone();
     let pending: Pending = Rc::default();
     let seen = pending.clone();
-    let register = lua.create_function(move |lua, args: MultiValue| {
+    let register = lua.create_function(move |_, args: MultiValue| {
         let mut slot = seen.borrow_mut();
         let Some(list) = slot.as_mut() else {
             return Err(lualib_reply(
                 "ERR redis.register_function can only be called on FUNCTION LOAD command",
             ));
         };
-        let entry = register_args(lua, &args).map_err(|e| lualib_reply(&format!("ERR {e}")))?;
+        let entry = register_args(&args).map_err(|e| lualib_reply(&format!("ERR {e}")))?;
         if list.iter().any(|f| f.name == entry.name) {
             return Err(lualib_reply("ERR Function already exists in the library"));
         }
@@ -443,7 +443,7 @@ fn lualib_reply(text: &str) -> mlua::Error {
 
 /// `redis.register_function`'s arguments (Redis's luaRegisterFunctionReadArgs): `(name,
 /// callback)` or one table of named arguments. Err: the text after `ERR `.
-fn register_args(_lua: &mlua::Lua, args: &MultiValue) -> Result<FunctionEntry, String> {
+fn register_args(args: &MultiValue) -> Result<FunctionEntry, String> {
     let as_string = |v: &Value| -> Option<String> {
         match v {
             Value::String(s) => Some(s.to_string_lossy()),
