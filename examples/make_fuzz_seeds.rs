@@ -125,6 +125,7 @@ fn snapshot_seeds(ks: &Keyspace, small: &Keyspace, dir: &Path) {
         executor_cpu: None,
         wide_cpus: None,
         write_behind: false,
+        functions: Default::default(),
     };
     save_blocking(&ks.arena, ks.total_keys(), &params).unwrap();
     // An arena in raw records of 1 KiB (the loader refuses nothing about that).

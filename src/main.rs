@@ -109,7 +109,7 @@ fn export_rdb(args: &[String]) -> i32 {
         s.arena_reserve_bytes,
         &progress,
     );
-    let (arena, _header) = match loaded {
+    let (arena, header) = match loaded {
         Ok(Some(x)) => x,
         Ok(None) => {
             eprintln!("No image at {image}");
@@ -128,7 +128,13 @@ fn export_rdb(args: &[String]) -> i32 {
         }
     };
     let mut buf = Vec::new();
-    let keys = match cairn::persistence::rdb_file::write_rdb(&mut ks, &mut buf, &[], 0) {
+    let keys = match cairn::persistence::rdb_file::write_rdb_with_functions(
+        &mut ks,
+        &mut buf,
+        &[],
+        &header.functions,
+        0,
+    ) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("Cannot export: {e}");

@@ -150,6 +150,7 @@ fn image_of(ks: &Keyspace, tag: &str) -> Vec<u8> {
         executor_cpu: None,
         wide_cpus: None,
         write_behind: false,
+        functions: Default::default(),
     };
     save_blocking(&ks.arena, ks.total_keys(), &params).unwrap();
     let bytes = std::fs::read(&path).unwrap();

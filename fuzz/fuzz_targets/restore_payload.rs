@@ -3,7 +3,8 @@
 //! past `verify_dump_payload` to `read_object` (the raw input is also checked as a whole
 //! payload). A value that decodes is stored the way RESTORE stores it, and the arena
 //! must then pass the image validation: decoding may refuse, never panic, and what it
-//! accepts must build only structures the server could have built itself.
+//! accepts must build only structures the server could have built itself. The same
+//! bytes also go through FUNCTION RESTORE's record reader (`read_function_payload`).
 #![no_main]
 
 use cairn::arena::Arena;
@@ -11,7 +12,7 @@ use cairn::collections::{hash, list, set, zset};
 use cairn::config::Config;
 use cairn::keyspace::{Keyspace, StrEnc, Ttl};
 use cairn::persistence::rdb_value::{
-    dump_payload, read_object, verify_dump_payload, Reader, Value,
+    dump_payload, read_function_payload, read_object, verify_dump_payload, Reader, Value,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -20,6 +21,7 @@ fuzz_target!(|body: &[u8]| {
         let _ = read_object(&mut Reader::new(inner));
     }
     let payload = dump_payload(body.to_vec());
+    let _ = read_function_payload(&payload);
     let inner = verify_dump_payload(&payload).expect("a payload with its own footer verifies");
     let Ok(value) = read_object(&mut Reader::new(inner).with_max_string_len(1 << 20)) else {
         return;

@@ -134,9 +134,12 @@ pub fn is_barrier(name: &str) -> bool {
     matches!(name, "flushall" | "flushdb" | "swapdb" | "move" | "copy")
 }
 
-/// EVAL and friends: logged as the commands the script ran, never as themselves.
+/// EVAL, FCALL and friends: logged as the commands the script ran, never as themselves.
 pub fn is_script(name: &str) -> bool {
-    matches!(name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro")
+    matches!(
+        name,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    )
 }
 
 fn pxat(ks: &Keyspace, db: usize, key: &[u8]) -> Option<Option<i64>> {

@@ -85,8 +85,7 @@ pub fn write_export_object(ks: &Keyspace, e: Ref, out: &mut Vec<u8>) -> Result<(
     write_object(ks, e, out)
 }
 
-const OP_FUNCTION2: u8 = 245;
-const OP_FUNCTION_PRE_GA: u8 = 246;
+use super::rdb_value::{OP_FUNCTION2, OP_FUNCTION_PRE_GA};
 const OP_MODULE_AUX: u8 = 247;
 const OP_IDLE: u8 = 248;
 const OP_FREQ: u8 = 249;
@@ -116,6 +115,8 @@ pub struct RdbLoadStats {
     pub aof_lsn: Option<u64>,
     pub repl_id: Option<String>,
     pub repl_offset: Option<u64>,
+    /// The function libraries' codes, in file order (the server loads them).
+    pub functions: Vec<Vec<u8>>,
 }
 
 /// AUX field naming the AOF LSN an RDB base of the log stands for (cairn's own; Redis
@@ -252,10 +253,9 @@ pub fn load_rdb(
                 r.read_u8().map_err(|e| rdb(&r, e))?;
             }
             OP_FUNCTION2 | OP_FUNCTION_PRE_GA => {
-                return Err(fail(
-                    &r,
-                    "the file holds functions, which cairn does not support",
-                ));
+                let code =
+                    super::rdb_value::read_function_library(op, &mut r).map_err(|e| fail(&r, e))?;
+                stats.functions.push(code);
             }
             OP_MODULE_AUX => {
                 return Err(fail(
@@ -351,6 +351,18 @@ pub fn write_rdb<W: std::io::Write>(
     aux: &[(&str, String)],
     key_delay_us: u64,
 ) -> Result<u64, String> {
+    write_rdb_with_functions(ks, sink, aux, &[], key_delay_us)
+}
+
+/// [`write_rdb`] with the function libraries `functions` (RDB function records, as an
+/// image carries them) after the AUX fields, where Redis writes them.
+pub fn write_rdb_with_functions<W: std::io::Write>(
+    ks: &mut Keyspace,
+    sink: &mut W,
+    aux: &[(&str, String)],
+    functions: &[u8],
+    key_delay_us: u64,
+) -> Result<u64, String> {
     let mut digest = super::rdb_value::crc64_digest();
     let mut out: Vec<u8> = Vec::with_capacity(RDB_WRITE_CHUNK_BYTES * 2);
     let mut emit = |out: &mut Vec<u8>, last: bool| -> Result<(), String> {
@@ -381,6 +393,7 @@ pub fn write_rdb<W: std::io::Write>(
         write_string(&mut out, k.as_bytes());
         write_string(&mut out, v.as_bytes());
     }
+    out.extend_from_slice(functions);
     let mut keys = 0u64;
     let mut obj = Vec::new();
     for db in 0..ks.num_dbs() {

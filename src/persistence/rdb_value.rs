@@ -693,6 +693,83 @@ fn write_int_encoded(out: &mut Vec<u8>, v: i64) -> bool {
     true
 }
 
+/// RDB opcode of a function library (Redis 7.0 GA: the library's code, shebang
+/// included, as one string).
+pub const OP_FUNCTION2: u8 = 245;
+/// The 7.0 release candidates' library opcode: name, engine, optional description and
+/// code as separate strings.
+pub const OP_FUNCTION_PRE_GA: u8 = 246;
+
+/// Appends one function library as RDB files and FUNCTION DUMP carry it.
+pub fn write_function_library(out: &mut Vec<u8>, code: &[u8]) {
+    out.push(OP_FUNCTION2);
+    write_string(out, code);
+}
+
+/// Reads one library after its opcode `op` (Redis's rdbFunctionLoad): its code, with the
+/// release candidates' form turned into the GA form (`#!<engine> name=<name>\n<code>`).
+/// Err: Redis's text for what could not be read.
+pub fn read_function_library(op: u8, r: &mut Reader) -> Result<Vec<u8>, String> {
+    if op == OP_FUNCTION2 {
+        return r
+            .read_string()
+            .map(|c| c.into_owned())
+            .map_err(|_| "Failed loading library payload".to_string());
+    }
+    let name = r
+        .read_string()
+        .map_err(|_| "Failed loading library name".to_string())?;
+    let engine = r
+        .read_string()
+        .map_err(|_| "Failed loading engine name".to_string())?;
+    let has_desc = r
+        .read_plain_len()
+        .map_err(|_| "Failed loading library description indicator".to_string())?;
+    if has_desc != 0 {
+        r.read_string()
+            .map_err(|_| "Failed loading library description".to_string())?;
+    }
+    let blob = r
+        .read_string()
+        .map_err(|_| "Failed loading library blob".to_string())?;
+    let mut code = Vec::with_capacity(blob.len() + name.len() + engine.len() + 10);
+    code.extend_from_slice(b"#!");
+    code.extend_from_slice(&engine);
+    code.extend_from_slice(b" name=");
+    code.extend_from_slice(&name);
+    code.push(b'\n');
+    code.extend_from_slice(&blob);
+    Ok(code)
+}
+
+/// The libraries of RDB function records (an image's section): a sequence of records
+/// and nothing else.
+pub fn read_function_libraries(records: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    read_libraries_until(records, 0)
+}
+
+/// The libraries of a FUNCTION DUMP payload whose footer was checked: records are read
+/// while more than the 10 footer bytes remain, and a record may run into the footer, as
+/// Redis's FUNCTION RESTORE reads them (so a cut payload gets Redis's answer).
+pub fn read_function_payload(payload: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    read_libraries_until(payload, 10)
+}
+
+fn read_libraries_until(data: &[u8], footer: usize) -> Result<Vec<Vec<u8>>, String> {
+    let mut r = Reader::new(data);
+    let mut libs = Vec::new();
+    while r.remaining() > footer {
+        let op = r
+            .read_u8()
+            .map_err(|_| "can not read data type".to_string())?;
+        if op != OP_FUNCTION2 && op != OP_FUNCTION_PRE_GA {
+            return Err("given type is not a function".into());
+        }
+        libs.push(read_function_library(op, &mut r)?);
+    }
+    Ok(libs)
+}
+
 /// Appends a string as Redis does: the canonical decimal form of a 32-bit integer is
 /// stored as that integer (so DUMP output matches Redis byte for byte for such values),
 /// anything else as length + bytes. LZF compression is optional in the format and not used

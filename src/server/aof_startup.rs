@@ -346,6 +346,8 @@ fn load_base(
                 i64::MIN,
             )
             .map_err(|e| format!("Bad RDB base file {name}: {e}"))?;
+            srv.install_functions(&st.functions)
+                .map_err(|e| format!("Bad RDB base file {name}: {e}"))?;
             notice!(
                 "DB loaded from base file {name} (RDB version {}): {} keys",
                 st.version,
@@ -367,6 +369,10 @@ fn load_base(
                     .ok_or_else(|| format!("Can't open {name}: no such file"))?;
             let databases = srv.config.settings().databases;
             let ks = crate::keyspace::Keyspace::from_arena(arena, databases)
+                .map_err(|e| format!("snapshot image {name}: {e}"))?;
+            let libs = crate::persistence::rdb_value::read_function_libraries(&header.functions)
+                .map_err(|e| format!("snapshot image {name}: function libraries: {e}"))?;
+            srv.install_functions(&libs)
                 .map_err(|e| format!("snapshot image {name}: {e}"))?;
             srv.install_keyspace(ks);
             srv.ks.loading = true;

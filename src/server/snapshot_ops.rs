@@ -56,6 +56,9 @@ pub(crate) fn params(srv: &Server) -> SnapParams {
         executor_cpu: None,
         wide_cpus: None,
         write_behind: s.rdb_save_incremental_fsync,
+        functions: crate::persistence::snapshot::Functions::new(
+            srv.scripts.functions.published.clone(),
+        ),
     }
 }
 
@@ -86,6 +89,8 @@ impl Server {
                 crate::util::now_ms(),
             )
             .map_err(|e| format!("{} ({})", e, path.display()))?;
+            srv.install_functions(&stats.functions)
+                .map_err(|e| format!("{e} ({})", path.display()))?;
             crate::notice!(
                 "DB loaded from disk (RDB version {}, {} keys, {} expired skipped): {:.3} seconds",
                 stats.version,
@@ -118,6 +123,16 @@ impl Server {
         self.ks = ks;
     }
 
+    /// Loads the function libraries a data file carries (RDB function records, an
+    /// image's section), replacing whatever is loaded. Err: why a library failed.
+    pub fn install_functions(&mut self, libs: &[Vec<u8>]) -> Result<(), String> {
+        if libs.is_empty() {
+            return Ok(());
+        }
+        crate::commands::scripting::functions::install(&mut self.scripts.functions, libs)
+            .map_err(|e| format!("Failed loading the function libraries: {e}"))
+    }
+
     pub fn is_loading(&self) -> bool {
         self.snapshot.loading.is_some()
     }
@@ -147,6 +162,15 @@ impl Server {
             let (arena, header) =
                 l.ok_or_else(|| "the image vanished while loading".to_string())?;
             let ks = Keyspace::from_arena(arena, self.config.settings().databases)
+                .map_err(|e| format!("snapshot image {}: {e}", path.display()))?;
+            Ok((ks, header))
+        });
+        let loaded = loaded.and_then(|(ks, header)| {
+            let libs = crate::persistence::rdb_value::read_function_libraries(&header.functions)
+                .map_err(|e| {
+                    format!("snapshot image {}: function libraries: {e}", path.display())
+                })?;
+            self.install_functions(&libs)
                 .map_err(|e| format!("snapshot image {}: {e}", path.display()))?;
             Ok((ks, header))
         });

@@ -47,6 +47,23 @@ const HOOK_EVERY: u32 = 10_000;
 /// Chunk name of the engine's own Lua code (the error handler skips its frames).
 const INTERNAL: &str = "=cairn_internal";
 
+/// A script flag's bit by name (any case, as `redis.register_function` reads them).
+pub fn flag_bit(name: &str) -> Option<u32> {
+    FLAG_NAMES
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, b)| *b)
+}
+
+/// The names of the flags set in `flags`, in Redis's order.
+pub fn flag_names(flags: u32) -> Vec<&'static str> {
+    FLAG_NAMES
+        .iter()
+        .filter(|(_, b)| flags & b != 0)
+        .map(|(n, _)| *n)
+        .collect()
+}
+
 /// Parses `#!lua flags=...` (Redis's evalExtractShebangFlags). Returns the flags and how
 /// many bytes of the body the shebang line takes (its newline stays, so line numbers
 /// match the user's text).
@@ -139,12 +156,17 @@ pub struct ScriptBusy {
     pub wrote: AtomicBool,
     /// SHUTDOWN NOSAVE arrived while the script ran.
     pub shutdown: AtomicBool,
+    /// The running script is a function (FCALL): FUNCTION KILL stops it, SCRIPT KILL
+    /// does not, and the BUSY text names FUNCTION KILL.
+    pub function: AtomicBool,
 }
 
 /// The reply to SCRIPT KILL sent while the script ran past the threshold.
 pub const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
 pub const BUSY: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+pub const BUSY_FUNCTION: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
 
 impl ScriptBusy {
     pub fn in_busy(&self) -> bool {
@@ -160,9 +182,17 @@ impl ScriptBusy {
                 .is_some_and(|a| a.eq_ignore_ascii_case(w.as_bytes()))
         };
         let line = |s: &str| format!("{s}\r\n").into_bytes();
-        if argv.len() == 2 && is(0, "script") && is(1, "kill") {
+        let function = self.function.load(Ordering::SeqCst);
+        let busy = if function { BUSY_FUNCTION } else { BUSY };
+        let script_kill = is(0, "script");
+        if argv.len() == 2 && (script_kill || is(0, "function")) && is(1, "kill") {
             if self.wrote.load(Ordering::SeqCst) {
                 return line(&format!("-{UNKILLABLE}"));
+            }
+            // SCRIPT KILL stops EVAL, FUNCTION KILL stops FCALL; the other answers BUSY
+            // naming the right one (Redis's scriptKill).
+            if script_kill == function {
+                return line(&format!("-{}", if function { BUSY_FUNCTION } else { BUSY }));
             }
             self.kill.store(true, Ordering::SeqCst);
             crate::warning!("Lua script killed by user with SCRIPT KILL.");
@@ -173,7 +203,7 @@ impl ScriptBusy {
             self.kill.store(true, Ordering::SeqCst);
             return Vec::new();
         }
-        line(&format!("-{BUSY}"))
+        line(&format!("-{busy}"))
     }
 }
 
@@ -184,6 +214,8 @@ struct HookRun {
     start: Instant,
     threshold_ms: u64,
     name: String,
+    /// FUNCTION LOAD's time limit: past it the library's code is stopped.
+    load_deadline: Option<Instant>,
 }
 
 pub struct Script {
@@ -208,6 +240,16 @@ pub struct Engine {
     memory_limit: usize,
     /// Bytes of the cached scripts' bodies (INFO `used_memory_scripts_eval`).
     pub scripts_bytes: usize,
+}
+
+/// One run: a cached script (KEYS / ARGV as globals) or a library's function (keys and
+/// args as its two arguments).
+struct Run<'a> {
+    name: &'a str,
+    func: &'a Function,
+    keys: &'a [&'a [u8]],
+    args: &'a [&'a [u8]],
+    as_function: bool,
 }
 
 /// What a run ended with.
@@ -361,6 +403,9 @@ impl Engine {
                 if run.busy.kill.load(Ordering::SeqCst) {
                     return Err(raise_reply("ERR Script killed by user with SCRIPT KILL..."));
                 }
+                if run.load_deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Err(raise_reply("ERR FUNCTION LOAD timeout"));
+                }
                 if run.slow_logged || run.threshold_ms == 0 {
                     return Ok(VmState::Continue);
                 }
@@ -450,24 +495,70 @@ impl Engine {
         let Some(script) = self.scripts.get(sha) else {
             return Outcome::Err("NOSCRIPT No matching script. Please use EVAL.".into());
         };
-        let setup = || -> mlua::Result<()> {
-            let k = self.lua.create_table_with_capacity(keys.len(), 0)?;
-            for (i, key) in keys.iter().enumerate() {
+        let run = Run {
+            name: sha,
+            func: &script.func,
+            keys,
+            args,
+            as_function: false,
+        };
+        self.run_with(run, call, pcall, threshold_ms, busy)
+    }
+
+    /// Runs a function of a library (FCALL): `func(keys, args)`, errors ending in
+    /// `script: <name>, on @user_function:<line>.`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_function(
+        &self,
+        name: &str,
+        func: &Function,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+        call: Function,
+        pcall: Function,
+        threshold_ms: u64,
+        busy: Arc<ScriptBusy>,
+    ) -> Outcome {
+        let run = Run {
+            name,
+            func,
+            keys,
+            args,
+            as_function: true,
+        };
+        self.run_with(run, call, pcall, threshold_ms, busy)
+    }
+
+    fn run_with(
+        &self,
+        run: Run,
+        call: Function,
+        pcall: Function,
+        threshold_ms: u64,
+        busy: Arc<ScriptBusy>,
+    ) -> Outcome {
+        let name = run.name;
+        let setup = || -> mlua::Result<(Table, Table)> {
+            let k = self.lua.create_table_with_capacity(run.keys.len(), 0)?;
+            for (i, key) in run.keys.iter().enumerate() {
                 k.raw_set(i + 1, self.lua.create_string(key)?)?;
             }
-            let a = self.lua.create_table_with_capacity(args.len(), 0)?;
-            for (i, arg) in args.iter().enumerate() {
+            let a = self.lua.create_table_with_capacity(run.args.len(), 0)?;
+            for (i, arg) in run.args.iter().enumerate() {
                 a.raw_set(i + 1, self.lua.create_string(arg)?)?;
             }
-            self.real.raw_set("KEYS", k)?;
-            self.real.raw_set("ARGV", a)?;
+            if !run.as_function {
+                self.real.raw_set("KEYS", k.clone())?;
+                self.real.raw_set("ARGV", a.clone())?;
+            }
             self.redis.raw_set("call", call)?;
             self.redis.raw_set("pcall", pcall)?;
-            Ok(())
+            Ok((k, a))
         };
-        if let Err(e) = setup() {
-            return Outcome::Err(format!("ERR Error running script {sha}, {}", e));
-        }
+        let (k, a) = match setup() {
+            Ok(t) => t,
+            Err(e) => return Outcome::Err(format!("ERR Error running script {name}, {}", e)),
+        };
         if let Some(mut f) = self.lua.app_data_mut::<RunFlags>() {
             f.resp = 2;
             f.repl = REPL_ALL;
@@ -478,10 +569,15 @@ impl Engine {
                 slow_logged: false,
                 start: Instant::now(),
                 threshold_ms,
-                name: sha.to_string(),
+                name: name.to_string(),
+                load_deadline: None,
             });
         }
-        let result = self.runner.call::<(bool, Value)>(script.func.clone());
+        let result = if run.as_function {
+            self.runner.call::<(bool, Value)>((run.func.clone(), k, a))
+        } else {
+            self.runner.call::<(bool, Value)>(run.func.clone())
+        };
         if let Ok(mut h) = self.hook.try_borrow_mut() {
             *h = None;
         }
@@ -498,17 +594,78 @@ impl Engine {
         }
         match result {
             Ok((true, v)) => Outcome::Ok(v),
-            Ok((false, Value::Table(t))) => Outcome::Err(error_reply_of(sha, &t)),
+            Ok((false, Value::Table(t))) => Outcome::Err(error_reply_of(name, &t)),
             Ok((false, other)) => {
                 let (_, msg) = error_parts(&other);
                 let msg: String = msg.chars().take(100).collect();
-                Outcome::Err(format!("ERR Error running script {sha}, {msg}"))
+                Outcome::Err(format!("ERR Error running script {name}, {msg}"))
             }
             Err(e) => {
                 let (_, msg) = error_parts(&Value::Error(Box::new(e)));
-                Outcome::Err(format!("ERR Error running script {sha}, {msg}"))
+                Outcome::Err(format!("ERR Error running script {name}, {msg}"))
             }
         }
+    }
+
+    /// Runs a library's code at FUNCTION LOAD (no arguments, no `redis.call`), stopped
+    /// after `timeout_ms`. Err: the error's reply text (`ERR ...`).
+    pub fn run_load(&self, func: &Function, timeout_ms: u64) -> Result<(), String> {
+        if let Ok(mut h) = self.hook.try_borrow_mut() {
+            *h = Some(HookRun {
+                busy: Arc::default(),
+                slow_logged: true,
+                start: Instant::now(),
+                threshold_ms: 0,
+                name: String::new(),
+                load_deadline: Some(Instant::now() + std::time::Duration::from_millis(timeout_ms)),
+            });
+        }
+        let result = self.runner.call::<(bool, Value)>(func.clone());
+        if let Ok(mut h) = self.hook.try_borrow_mut() {
+            *h = None;
+        }
+        if self.lua.used_memory() > self.memory_limit / 2 {
+            let _ = self.lua.gc_collect();
+        }
+        match result {
+            Ok((true, _)) => Ok(()),
+            Ok((false, Value::Table(t))) => match t.raw_get::<Value>("err") {
+                Ok(Value::String(s)) => Err(s.to_string_lossy()),
+                _ => Err("ERR unknown error".into()),
+            },
+            Ok((false, other)) => Err(format!("ERR {}", error_parts(&other).1)),
+            Err(e) => Err(format!("ERR {}", error_parts(&Value::Error(Box::new(e))).1)),
+        }
+    }
+
+    /// Compiles a library's code (shebang line already cut, its newline kept) with the
+    /// functions' globals `env`. Err: Redis's `Error compiling function: ...` text (without `ERR `).
+    pub fn compile_library(&self, code: &[u8], env: &Table) -> Result<Function, String> {
+        if code.first() == Some(&0x1b) {
+            return Err(
+                "Error compiling function: user_function:1: unexpected symbol near 'char(27)'"
+                    .into(),
+            );
+        }
+        self.lua
+            .load(code)
+            .set_mode(mlua::chunk::ChunkMode::Text)
+            .set_name("@user_function")
+            .set_environment(env.clone())
+            .into_function()
+            .map_err(|e| {
+                let msg = match &e {
+                    mlua::Error::SyntaxError { message, .. } => message.clone(),
+                    other => error_parts(&Value::Error(Box::new(other.clone()))).1,
+                };
+                format!("Error compiling function: {msg}")
+            })
+    }
+
+    /// The real globals and `redis` table (the functions' state builds its load-time
+    /// globals and views on them).
+    pub fn globals(&self) -> (&Table, &Table) {
+        (&self.real, &self.redis)
     }
 
     /// Lua's own memory (INFO `used_memory_lua`).
@@ -863,8 +1020,19 @@ local function handler(err)
   if info then err.source = info.source err.line = info.currentline end
   return err
 end
-local function run(f)
-  local ok, r = xpcall(f, handler)
+-- A function's run passes its keys and arguments through these upvalues (runs never
+-- nest: FCALL is refused inside scripts), so no closure is built per call.
+local cur_f, cur_k, cur_a
+local function call_function() return cur_f(cur_k, cur_a) end
+local function run(f, k, a)
+  local ok, r
+  if k == nil then
+    ok, r = xpcall(f, handler)
+  else
+    cur_f, cur_k, cur_a = f, k, a
+    ok, r = xpcall(call_function, handler)
+    cur_f, cur_k, cur_a = nil, nil, nil
+  end
   return ok, r
 end
 return env, run

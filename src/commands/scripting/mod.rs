@@ -17,6 +17,7 @@ pub mod cjson;
 pub mod cmsgpack;
 pub mod convert;
 pub mod engine;
+pub mod functions;
 pub mod lualib;
 
 use super::{CmdError, CmdResult, CommandSpec, Ctx};
@@ -163,6 +164,8 @@ pub struct Scripts {
     pub busy: Arc<ScriptBusy>,
     /// `math.random`'s generator: one sequence for the server's lifetime, as Redis's.
     rand: engine::Lrand48,
+    /// FUNCTION libraries (a Lua state of their own).
+    pub functions: functions::Functions,
     /// Figures for INFO while the engine is lent to a running script.
     cached: usize,
     body_bytes: usize,
@@ -187,12 +190,9 @@ impl Scripts {
             self.body_bytes = e.scripts_bytes;
             self.lua_bytes = e.used_memory();
         } else {
-            *self = Scripts {
-                engine: None,
-                busy: self.busy.clone(),
-                rand: self.rand,
-                ..Default::default()
-            };
+            self.cached = 0;
+            self.body_bytes = 0;
+            self.lua_bytes = 0;
         }
     }
 
@@ -258,6 +258,30 @@ fn eval_generic(ctx: &mut Ctx, by_sha: bool, ro: bool) -> CmdResult {
         return Err(CmdError::raw(NOSCRIPT_ERR));
     };
     ctx.srv.scripts.refresh_stats();
+    let numkeys = numkeys as usize;
+    run_script(ctx, Target::Eval(sha, flags), ro, numkeys)
+}
+
+enum Lent {
+    Eval(engine::Engine),
+    Functions(functions::FnState),
+}
+
+/// What runs: a cached script (its SHA and shebang flags) or a library's function.
+pub(crate) enum Target {
+    Eval(String, u32),
+    Function(std::rc::Rc<functions::FunctionEntry>),
+}
+
+/// Runs a script or function whose arguments are checked: `ctx.args` is `[cmd, name,
+/// numkeys, keys..., args...]`. Admission by the flags, then the run with the busy
+/// machinery, the script's own client state and the log capture.
+pub(crate) fn run_script(ctx: &mut Ctx, target: Target, ro: bool, numkeys: usize) -> CmdResult {
+    let args = ctx.args;
+    let flags = match &target {
+        Target::Eval(_, f) => *f,
+        Target::Function(f) => f.flags,
+    };
     let compat = flags & engine::EVAL_COMPAT != 0;
     let may_write = !compat && flags & engine::NO_WRITES == 0;
     // A script that declares flags is admitted by them (Redis's scriptPrepareForRun): one
@@ -288,17 +312,32 @@ fn eval_generic(ctx: &mut Ctx, by_sha: bool, ro: bool) -> CmdResult {
         allow_oom: flags & (engine::ALLOW_OOM | engine::NO_WRITES) != 0,
         oom_at_start: over_memory,
     };
-    let numkeys = numkeys as usize;
     let keys: Vec<&[u8]> = (3..3 + numkeys).map(|i| args.get(i)).collect();
     let argv: Vec<&[u8]> = (3 + numkeys..args.len()).map(|i| args.get(i)).collect();
 
-    let Some(engine) = ctx.srv.scripts.engine.take() else {
-        return Err(CmdError::err("Lua engine unavailable"));
+    let is_function = matches!(target, Target::Function(_));
+    // The Lua state is lent to the run (its `redis.call` reaches `ctx`).
+    let lent = if is_function {
+        let Some(st) = ctx.srv.scripts.functions.state.take() else {
+            return Err(CmdError::err("Lua engine unavailable"));
+        };
+        ctx.srv.scripts.functions.lent_vm_bytes = st.engine.used_memory();
+        Lent::Functions(st)
+    } else {
+        let Some(engine) = ctx.srv.scripts.engine.take() else {
+            return Err(CmdError::err("Lua engine unavailable"));
+        };
+        Lent::Eval(engine)
+    };
+    let engine: &engine::Engine = match &lent {
+        Lent::Functions(st) => &st.engine,
+        Lent::Eval(e) => e,
     };
     let busy = ctx.srv.scripts.busy.clone();
     busy.busy.store(false, Ordering::SeqCst);
     busy.kill.store(false, Ordering::SeqCst);
     busy.wrote.store(false, Ordering::SeqCst);
+    busy.function.store(is_function, Ordering::SeqCst);
     let threshold = ctx.srv.config.settings().busy_reply_threshold.max(0) as u64;
     // The script's commands run as its own client would in Redis: its protocol, its
     // database (SELECT inside a script does not change the caller's), copied replies,
@@ -322,7 +361,21 @@ fn eval_generic(ctx: &mut Ctx, by_sha: bool, ro: bool) -> CmdResult {
         let call = scope.create_function(|lua, a: MultiValue| redis_call(lua, &state, a, true))?;
         let pcall =
             scope.create_function(|lua, a: MultiValue| redis_call(lua, &state, a, false))?;
-        Ok(engine.run(&sha, &keys, &argv, call, pcall, threshold, busy.clone()))
+        Ok(match &target {
+            Target::Eval(sha, _) => {
+                engine.run(sha, &keys, &argv, call, pcall, threshold, busy.clone())
+            }
+            Target::Function(f) => engine.run_function(
+                &f.name,
+                &f.func,
+                &keys,
+                &argv,
+                call,
+                pcall,
+                threshold,
+                busy.clone(),
+            ),
+        })
     });
     let script_resp = lua.app_data_ref::<engine::RunFlags>().map_or(2, |f| f.resp);
     if let Some(f) = lua.app_data_ref::<engine::RunFlags>() {
@@ -334,7 +387,10 @@ fn eval_generic(ctx: &mut Ctx, by_sha: bool, ro: bool) -> CmdResult {
     (ctx.client.last_cmd, ctx.client.last_cmd_parent) = saved_cmd;
     ctx.srv.reply_refs_min = saved_refs_min;
     ctx.srv.blocking.deny = saved_deny;
-    ctx.srv.scripts.engine = Some(engine);
+    match lent {
+        Lent::Functions(st) => ctx.srv.scripts.functions.state = Some(st),
+        Lent::Eval(e) => ctx.srv.scripts.engine = Some(e),
+    }
     busy.busy.store(false, Ordering::SeqCst);
     busy.kill.store(false, Ordering::SeqCst);
     // SHUTDOWN NOSAVE sent while the script was busy: the server stops now.
@@ -352,7 +408,13 @@ fn eval_generic(ctx: &mut Ctx, by_sha: bool, ro: bool) -> CmdResult {
             Ok(())
         }
         Ok(Outcome::Err(text)) => Err(CmdError::raw(text)),
-        Err(e) => Err(CmdError::err(format!("Error running script {sha}, {e}"))),
+        Err(e) => {
+            let name = match &target {
+                Target::Eval(sha, _) => sha.as_str(),
+                Target::Function(f) => f.name.as_str(),
+            };
+            Err(CmdError::err(format!("Error running script {name}, {e}")))
+        }
     }
 }
 

@@ -317,22 +317,28 @@ pub(super) fn info_memory(srv: &mut Server, s: &mut Section) {
     let sys = total_system_memory();
     s.line("total_system_memory", sys);
     s.line("total_system_memory_human", bytes_to_human(sys));
-    // Lua (EVAL scripts; there are no functions): the state's memory and the cache.
+    // Lua: EVAL's state and cache, the functions' state and libraries.
     let lua = srv.scripts.lua_bytes() as u64;
+    let fns = &srv.scripts.functions;
+    let fn_vm = fns.vm_bytes() as u64;
+    let fn_bytes = fns.overhead_bytes() as u64;
     let eval_bytes = srv.scripts.body_bytes() as u64;
     s.line("used_memory_lua", lua);
     s.line("used_memory_vm_eval", lua);
     s.line("used_memory_lua_human", bytes_to_human(lua));
     s.line("used_memory_scripts_eval", eval_bytes);
     s.line("number_of_cached_scripts", srv.scripts.cached());
-    s.line("number_of_functions", 0);
-    s.line("number_of_libraries", 0);
-    s.line("used_memory_vm_functions", 0);
-    s.line("used_memory_vm_total", lua);
-    s.line("used_memory_vm_total_human", bytes_to_human(lua));
-    s.line("used_memory_functions", 0);
-    s.line("used_memory_scripts", eval_bytes);
-    s.line("used_memory_scripts_human", bytes_to_human(eval_bytes));
+    s.line("number_of_functions", fns.functions.len());
+    s.line("number_of_libraries", fns.libraries.len());
+    s.line("used_memory_vm_functions", fn_vm);
+    s.line("used_memory_vm_total", lua + fn_vm);
+    s.line("used_memory_vm_total_human", bytes_to_human(lua + fn_vm));
+    s.line("used_memory_functions", fn_bytes);
+    s.line("used_memory_scripts", eval_bytes + fn_bytes);
+    s.line(
+        "used_memory_scripts_human",
+        bytes_to_human(eval_bytes + fn_bytes),
+    );
     s.line("maxmemory", settings.maxmemory);
     s.line("maxmemory_human", bytes_to_human(settings.maxmemory));
     s.line("maxmemory_policy", settings.maxmemory_policy.name());

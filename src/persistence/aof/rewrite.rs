@@ -124,8 +124,9 @@ pub(crate) fn convert(
 ) -> Result<u64, String> {
     crate::persistence::snapshot::lower_priority();
     let progress = crate::persistence::snapshot::format::LoadProgress::default();
-    let (arena, _) = crate::persistence::snapshot::load_image(image, reserve_bytes, &progress)?
-        .ok_or_else(|| format!("the image {} vanished", image.display()))?;
+    let (arena, header) =
+        crate::persistence::snapshot::load_image(image, reserve_bytes, &progress)?
+            .ok_or_else(|| format!("the image {} vanished", image.display()))?;
     let mut ks = crate::keyspace::Keyspace::from_arena(arena, databases)?;
     let name = out
         .file_name()
@@ -136,7 +137,13 @@ pub(crate) fn convert(
     let written = (|| -> Result<u64, String> {
         let f = std::fs::File::create(&tmp).map_err(io)?;
         let mut f = crate::persistence::write_behind::WriteBehind::new(f, 0, write_behind);
-        crate::persistence::rdb_file::write_rdb(&mut ks, &mut f, aux, key_delay_us)?;
+        crate::persistence::rdb_file::write_rdb_with_functions(
+            &mut ks,
+            &mut f,
+            aux,
+            &header.functions,
+            key_delay_us,
+        )?;
         let f = f.into_inner();
         f.sync_all().map_err(io)?;
         let len = f.metadata().map_err(io)?.len();
@@ -211,6 +218,7 @@ mod tests {
             executor_cpu: None,
             wide_cpus: None,
             write_behind: false,
+            functions: Default::default(),
         };
         save_blocking(&ks.arena, ks.total_keys(), &p).unwrap();
         let out = dir.join("p.2.base.rdb");

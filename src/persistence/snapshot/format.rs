@@ -15,13 +15,17 @@ use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 pub const FILE_MAGIC: [u8; 8] = *b"CAIRNIMG";
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 pub const HEADER_BYTES: usize = 256;
 pub const RECORD_MAGIC: [u8; 4] = *b"CREC";
 pub const RECORD_HEADER_BYTES: usize = 32;
 pub const EXTENT_BYTES: usize = 16;
 pub const TRAILER_MAGIC: [u8; 4] = *b"CEND";
 pub const TRAILER_BYTES: usize = 32;
+/// The function libraries' section, just before the trailer when the header says it is
+/// there: magic, 4 reserved bytes, length u64, then the libraries as RDB function records.
+pub const FUNCTIONS_MAGIC: [u8; 4] = *b"CFUN";
+pub const FUNCTIONS_SECTION_HEADER_BYTES: usize = 16;
 
 /// Record flag: the payload is one LZ4 block (else the raw bytes).
 pub const REC_LZ4: u16 = 1;
@@ -123,6 +127,12 @@ pub struct ImageHeader {
     pub aof_lsn: u64,
     pub mode: CutMode,
     pub passes: u32,
+    /// The function libraries at the cut, as RDB function records (FUNCTION DUMP's body;
+    /// empty: none). The header holds their length and CRC-32C, the section their bytes.
+    pub functions: Vec<u8>,
+    /// On load: the section's length and CRC-32C as the header states them (the loader
+    /// checks the section against them). Ignored by `encode`.
+    pub functions_stated: (u64, u32),
 }
 
 fn put32(b: &mut [u8], off: usize, v: u32) {
@@ -161,6 +171,8 @@ impl ImageHeader {
         put32(&mut b, 144, self.mode as u32);
         put32(&mut b, 148, self.passes);
         put64(&mut b, 152, self.aof_lsn);
+        put64(&mut b, 160, self.functions.len() as u64);
+        put32(&mut b, 168, crc32c::crc32c(&self.functions));
         let crc = crc32c::crc32c(&b[..HEADER_BYTES - 4]);
         put32(&mut b, HEADER_BYTES - 4, crc);
         b
@@ -214,7 +226,15 @@ impl ImageHeader {
             aof_lsn: get64(b, 152),
             mode,
             passes: get32(b, 148),
+            // Read from the section (`read_records`), checked against these two fields.
+            functions: Vec::new(),
+            functions_stated: ImageHeader::functions_fields(b),
         })
+    }
+
+    /// The function section's length and CRC-32C as the header states them.
+    fn functions_fields(b: &[u8; HEADER_BYTES]) -> (u64, u32) {
+        (get64(b, 160), get32(b, 168))
     }
 }
 
@@ -360,6 +380,14 @@ impl ImageWriter {
     /// fsyncs the directory. Until the rename the previous image is untouched; after it the
     /// new one is complete on disk.
     pub fn commit(mut self, header: &ImageHeader) -> io::Result<u64> {
+        if !header.functions.is_empty() {
+            let mut h = [0u8; FUNCTIONS_SECTION_HEADER_BYTES];
+            h[0..4].copy_from_slice(&FUNCTIONS_MAGIC);
+            put64(&mut h, 8, header.functions.len() as u64);
+            self.file.write_all(&h)?;
+            self.file.write_all(&header.functions)?;
+            self.bytes_written += (h.len() + header.functions.len()) as u64;
+        }
         let mut t = [0u8; TRAILER_BYTES];
         t[0..4].copy_from_slice(&TRAILER_MAGIC);
         put64(&mut t, 8, self.records);
@@ -427,6 +455,8 @@ pub enum LoadError {
     },
     #[error("snapshot image trailer at file offset {offset}: {what}")]
     Trailer { offset: u64, what: String },
+    #[error("snapshot image function libraries at file offset {offset}: {what}")]
+    Functions { offset: u64, what: String },
     #[error(
         "snapshot image needs {need} bytes of arena but {have} are reserved (arena-reserve-bytes)"
     )]
@@ -444,8 +474,14 @@ pub fn reseal(img: &mut [u8]) {
     if img.len() < HEADER_BYTES {
         return;
     }
-    let crc = crc32c::crc32c(&img[..HEADER_BYTES - 4]);
-    put32(img, HEADER_BYTES - 4, crc);
+    // Images of an earlier format version are brought to this one (the fields version 2
+    // added were reserved zeros before, meaning "no function libraries").
+    put32(img, 8, FORMAT_VERSION);
+    let seal_header = |img: &mut [u8]| {
+        let crc = crc32c::crc32c(&img[..HEADER_BYTES - 4]);
+        put32(img, HEADER_BYTES - 4, crc);
+    };
+    seal_header(img);
     let (mut pos, mut records, mut chain) = (HEADER_BYTES, 0u64, 0u32);
     while pos + 4 <= img.len() {
         if img[pos..pos + 4] == TRAILER_MAGIC && pos + TRAILER_BYTES <= img.len() {
@@ -454,6 +490,20 @@ pub fn reseal(img: &mut [u8]) {
             let crc = crc32c::crc32c(&img[pos..pos + 28]);
             put32(img, pos + 28, crc);
             return;
+        }
+        if img[pos..pos + 4] == FUNCTIONS_MAGIC && pos + FUNCTIONS_SECTION_HEADER_BYTES <= img.len()
+        {
+            let start = pos + FUNCTIONS_SECTION_HEADER_BYTES;
+            let len = get64(img, pos + 8);
+            if len > (img.len() - start) as u64 {
+                return;
+            }
+            let crc = crc32c::crc32c(&img[start..start + len as usize]);
+            put64(img, 160, len);
+            put32(img, 168, crc);
+            seal_header(img);
+            pos = start + len as usize;
+            continue;
         }
         if img[pos..pos + 4] != RECORD_MAGIC || pos + RECORD_HEADER_BYTES > img.len() {
             return;
@@ -754,8 +804,14 @@ fn load_from_reader<R: Read>(
         .unwrap_or_else(|p| p.into_inner());
     match (read, worker_err) {
         (Err((ri, re)), Some((wi, we))) => Err(if wi < ri { we } else { re }),
-        (Err((_, e)), None) | (Ok(()), Some((_, e))) => Err(e),
-        (Ok(()), None) => Ok((region, header)),
+        (Err((_, e)), None) | (Ok(_), Some((_, e))) => Err(e),
+        (Ok(functions), None) => Ok((
+            region,
+            ImageHeader {
+                functions,
+                ..header
+            },
+        )),
     }
 }
 
@@ -811,9 +867,10 @@ fn read_records<R: Read>(
     progress: &LoadProgress,
     shared: &LoadShared,
     tx: &std::sync::mpsc::SyncSender<LoadRec>,
-) -> Result<(), (u64, LoadError)> {
+) -> Result<Vec<u8>, (u64, LoadError)> {
     use std::sync::atomic::Ordering::Relaxed;
     let mut pos = HEADER_BYTES as u64;
+    let mut functions: Option<Vec<u8>> = None;
     let mut records = 0u64;
     let mut chain_crc = 0u32;
     let mut wave_end = 0u64;
@@ -821,7 +878,7 @@ fn read_records<R: Read>(
     let mut single_wave = DisjointExtents::default();
     loop {
         if shared.abort.load(std::sync::atomic::Ordering::SeqCst) {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let at = records;
         let err = |e: LoadError| (at, e);
@@ -833,6 +890,34 @@ fn read_records<R: Read>(
             }));
         }
         read_exact_at(f, &mut rh[..4], "a record header", pos).map_err(err)?;
+        if rh[..4] == FUNCTIONS_MAGIC {
+            let bad = |what: String| err(LoadError::Functions { offset: pos, what });
+            let (stated_len, stated_crc) = header.functions_stated;
+            if functions.is_some() || stated_len == 0 {
+                return Err(bad("a section the header does not announce".into()));
+            }
+            let mut h = [0u8; FUNCTIONS_SECTION_HEADER_BYTES];
+            read_exact_at(f, &mut h[4..], "the function libraries", pos).map_err(err)?;
+            let len = get64(&h, 8);
+            if len != stated_len {
+                return Err(bad(format!("{len} bytes, the header says {stated_len}")));
+            }
+            let end = pos + FUNCTIONS_SECTION_HEADER_BYTES as u64 + len;
+            if end > file_len {
+                return Err(err(LoadError::Truncated {
+                    what: "the function libraries",
+                    offset: pos,
+                }));
+            }
+            let mut blob = vec![0u8; len as usize];
+            read_exact_at(f, &mut blob, "the function libraries", pos).map_err(err)?;
+            if crc32c::crc32c(&blob) != stated_crc {
+                return Err(bad("checksum mismatch".into()));
+            }
+            functions = Some(blob);
+            pos = end;
+            continue;
+        }
         if rh[..4] == TRAILER_MAGIC {
             let mut t = [0u8; TRAILER_BYTES];
             t[..4].copy_from_slice(&rh[..4]);
@@ -859,8 +944,14 @@ fn read_records<R: Read>(
                     file_len - pos - TRAILER_BYTES as u64
                 )));
             }
+            if header.functions_stated.0 > 0 && functions.is_none() {
+                return Err(err(LoadError::Functions {
+                    offset: pos,
+                    what: "the header announces function libraries the file lacks".into(),
+                }));
+            }
             shared.wait_idle();
-            return Ok(());
+            return Ok(functions.unwrap_or_default());
         }
         read_exact_at(f, &mut rh[4..], "a record header", pos).map_err(err)?;
         let rec_err = |what: String| {
@@ -959,7 +1050,7 @@ fn read_records<R: Read>(
         *shared.in_flight.lock().unwrap_or_else(|p| p.into_inner()) += 1;
         if tx.send(rec).is_err() {
             shared.done_one();
-            return Ok(());
+            return Ok(Vec::new());
         }
         pos += RECORD_HEADER_BYTES as u64 + body;
         progress.loaded_bytes.store(pos, Relaxed);
@@ -988,6 +1079,8 @@ mod tests {
             aof_lsn: 0x0102_0304_0506,
             mode: CutMode::StopTheWorld,
             passes: 1,
+            functions: Vec::new(),
+            functions_stated: (0, 0),
         }
     }
 
@@ -1060,6 +1153,85 @@ mod tests {
             std::fs::write(&path, &bad).unwrap();
             assert!(load(&path, 1 << 20).is_err(), "flip at {at} not detected");
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The function libraries' section round-trips; its absence, a changed byte, a cut,
+    /// a length that differs from the header's and a section the header does not
+    /// announce are each refused, naming the section.
+    #[test]
+    fn function_libraries_section_is_checked() {
+        let dir = std::env::temp_dir().join(format!("cairn-fmt-fn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("img");
+        let write = |functions: &[u8]| {
+            let mut w = ImageWriter::create(&path, false).unwrap();
+            w.write_record(&Record::encode(
+                vec![Extent {
+                    offset: 0,
+                    len: 4096,
+                }],
+                &[3u8; 4096],
+            ))
+            .unwrap();
+            let h = ImageHeader {
+                functions: functions.to_vec(),
+                ..header(4096)
+            };
+            w.commit(&h).unwrap();
+            std::fs::read(&path).unwrap()
+        };
+        let libs = b"\xf5\x05hello".to_vec();
+        let full = write(&libs);
+        let (_, h) = load_from_bytes(&full, 1 << 20).unwrap();
+        assert_eq!(h.functions, libs);
+        let none = write(b"");
+        let (_, h) = load_from_bytes(&none, 1 << 20).unwrap();
+        assert!(h.functions.is_empty());
+        let section = none.len() - TRAILER_BYTES;
+        let fails = |img: &[u8]| load_from_bytes(img, 1 << 20).err().unwrap().to_string();
+        // The header announces libraries the file lacks.
+        let mut lacking = none.clone();
+        put64(&mut lacking, 160, 7);
+        let crc = crc32c::crc32c(&lacking[..HEADER_BYTES - 4]);
+        put32(&mut lacking, HEADER_BYTES - 4, crc);
+        assert!(
+            fails(&lacking).contains("function libraries"),
+            "{}",
+            fails(&lacking)
+        );
+        // A changed byte in the libraries.
+        let mut flipped = full.clone();
+        flipped[section + FUNCTIONS_SECTION_HEADER_BYTES + 2] ^= 1;
+        assert!(
+            fails(&flipped).contains("checksum mismatch"),
+            "{}",
+            fails(&flipped)
+        );
+        // A section length other than the header's.
+        let mut longer = full.clone();
+        put64(&mut longer, section + 8, libs.len() as u64 + 1);
+        assert!(
+            fails(&longer).contains("the header says"),
+            "{}",
+            fails(&longer)
+        );
+        // A section the header does not announce.
+        let mut unannounced = full.clone();
+        put64(&mut unannounced, 160, 0);
+        let crc = crc32c::crc32c(&unannounced[..HEADER_BYTES - 4]);
+        put32(&mut unannounced, HEADER_BYTES - 4, crc);
+        assert!(
+            fails(&unannounced).contains("does not announce"),
+            "{}",
+            fails(&unannounced)
+        );
+        // Cut inside the section.
+        assert!(fails(&full[..section + 20]).contains("truncated"));
+        // reseal makes an altered section consistent again.
+        let mut resealed = flipped.clone();
+        reseal(&mut resealed);
+        assert!(load_from_bytes(&resealed, 1 << 20).is_ok());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

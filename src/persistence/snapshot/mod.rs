@@ -131,6 +131,41 @@ pub struct SnapParams {
     /// Write the image back every few MiB as it is written (`rdb-save-incremental-fsync`,
     /// `aof-rewrite-incremental-fsync`; `persistence::write_behind`).
     pub write_behind: bool,
+    /// The function libraries as the executor publishes them (RDB function records).
+    pub functions: Functions,
+}
+
+/// The function libraries (RDB function records) as the executor last published them,
+/// and the copy taken at the cut, when the executor is stopped, so the image holds the
+/// libraries of the same instant as its arena.
+#[derive(Clone, Default)]
+pub struct Functions {
+    pub live: Arc<std::sync::Mutex<Arc<Vec<u8>>>>,
+    at_cut: Arc<std::sync::OnceLock<Arc<Vec<u8>>>>,
+}
+
+impl Functions {
+    pub fn new(live: Arc<std::sync::Mutex<Arc<Vec<u8>>>>) -> Functions {
+        Functions {
+            live,
+            at_cut: Arc::default(),
+        }
+    }
+    fn current(&self) -> Arc<Vec<u8>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+    /// At the cut (the executor stopped): fixes what the image carries.
+    fn cut(&self) {
+        let _ = self.at_cut.set(self.current());
+    }
+    /// The libraries for the header: those of the cut, else (a save on the executor
+    /// itself) the current ones.
+    fn for_image(&self) -> Vec<u8> {
+        match self.at_cut.get() {
+            Some(f) => f.as_ref().clone(),
+            None => self.current().as_ref().clone(),
+        }
+    }
 }
 
 /// See [`SnapParams::on_cut`]. Must be quick: the executor is stopped while it runs.
@@ -139,6 +174,7 @@ pub type CutHook = Arc<dyn Fn(u64) + Send + Sync>;
 /// At the cut, with the executor stopped: runs the cut hook, returns the AOF's LSN there.
 pub(super) fn at_cut(p: &SnapParams, gate: &PauseGate) -> u64 {
     let lsn = gate.aof_lsn_at_park();
+    p.functions.cut();
     if let Some(hook) = &p.on_cut {
         hook(lsn);
     }
@@ -388,6 +424,8 @@ fn header(
         aof_lsn,
         mode,
         passes,
+        functions: p.functions.for_image(),
+        functions_stated: (0, 0),
     }
 }
 
