@@ -17,6 +17,7 @@ pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod sets;
+pub mod streams;
 pub mod strings;
 pub mod transactions;
 pub mod zsets;
@@ -281,7 +282,7 @@ pub struct CommandTable {
     pub all: Vec<&'static CommandSpec>,
 }
 
-pub fn all_families() -> [&'static [CommandSpec]; 14] {
+pub fn all_families() -> [&'static [CommandSpec]; 15] {
     [
         aof::COMMANDS,
         bits::COMMANDS,
@@ -295,6 +296,7 @@ pub fn all_families() -> [&'static [CommandSpec]; 14] {
         sets::COMMANDS,
         strings::COMMANDS,
         zsets::COMMANDS,
+        streams::COMMANDS,
         transactions::COMMANDS,
         scripting::COMMANDS,
     ]

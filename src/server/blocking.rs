@@ -43,6 +43,9 @@ pub struct BlockRequest {
     /// The value kind that serves the command: a ready key of another kind is skipped.
     pub kind: Kind,
     pub on_timeout: TimeoutReply,
+    /// The arguments to park instead of the command's own (XREAD: `$` resolved to the
+    /// IDs seen when it blocked, so the re-run reads what came after).
+    pub argv: Option<Vec<Vec<u8>>>,
 }
 
 /// A parked command.
@@ -208,6 +211,25 @@ pub fn block(ctx: &mut Ctx, keys: Vec<Vec<u8>>, deadline_ms: i64, kind: Kind, on
         deadline_ms,
         kind,
         on_timeout: on,
+        argv: None,
+    });
+}
+
+/// [`block`], parking `argv` as the command to re-run.
+pub fn block_as(
+    ctx: &mut Ctx,
+    keys: Vec<Vec<u8>>,
+    deadline_ms: i64,
+    kind: Kind,
+    on: TimeoutReply,
+    argv: Vec<Vec<u8>>,
+) {
+    ctx.srv.blocking.request = Some(BlockRequest {
+        keys,
+        deadline_ms,
+        kind,
+        on_timeout: on,
+        argv: Some(argv),
     });
 }
 
@@ -221,12 +243,22 @@ fn timeout_reply(out: &mut Vec<u8>, resp: crate::protocol::reply::Resp, on: Time
 
 impl Server {
     /// Called by the pipeline after a handler asked to block: parks `client`'s command.
-    pub(crate) fn park_client(&mut self, client: &mut Client, args: Args, req: BlockRequest) {
+    pub(crate) fn park_client(&mut self, client: &mut Client, args: Args, mut req: BlockRequest) {
         let mut data = Vec::new();
         let mut ranges = Vec::with_capacity(args.len());
-        for a in args.iter() {
-            ranges.push((data.len(), a.len()));
-            data.extend_from_slice(a);
+        match req.argv.take() {
+            Some(argv) => {
+                for a in &argv {
+                    ranges.push((data.len(), a.len()));
+                    data.extend_from_slice(a);
+                }
+            }
+            None => {
+                for a in args.iter() {
+                    ranges.push((data.len(), a.len()));
+                    data.extend_from_slice(a);
+                }
+            }
         }
         client.blocked = true;
         let p = Parked {
@@ -393,6 +425,7 @@ mod tests {
                 deadline_ms,
                 kind: Kind::List,
                 on_timeout: TimeoutReply::NullArray,
+                argv: None,
             },
             data: Vec::new(),
             ranges: Vec::new(),
