@@ -54,6 +54,9 @@ static XINFO_SUBS: &[CommandSpec] =
             .doc("Returns information about a stream.", "5.0.0"),
     ];
 
+/// Entries read for a reply: ID and field/value pairs.
+type Entries = Vec<(Id, Vec<(Vec<u8>, Vec<u8>)>)>;
+
 const INVALID_ID: &str = "Invalid stream ID specified as stream command argument";
 
 // ---- IDs ---------------------------------------------------------------------------------
@@ -644,7 +647,6 @@ fn xread(ctx: &mut Ctx) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     let n = (argc - streams_arg) / 2;
-    let db = ctx.db();
     let mut ids = Vec::with_capacity(n);
     for k in 0..n {
         let key = ctx.args.get(streams_arg + k);
@@ -659,7 +661,7 @@ fn xread(ctx: &mut Ctx) -> CmdResult {
         }
         ids.push(parse_strict(arg)?);
     }
-    let mut served: Vec<(usize, Vec<(Id, Vec<(Vec<u8>, Vec<u8>)>)>)> = Vec::new();
+    let mut served: Vec<(usize, Entries)> = Vec::new();
     for (k, gt) in ids.iter().enumerate() {
         let key = ctx.args.get(streams_arg + k);
         let Some(e) = read_stream(ctx, key)? else {

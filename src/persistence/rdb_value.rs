@@ -15,10 +15,9 @@
 //! allocation is bounded by the input size or by [`Reader::max_string_len`], and corrupt
 //! input yields an [`RdbError`], never a panic.
 //!
-//! Strings, lists, hashes and sets are implemented. The other types (sorted sets,
-//! streams) are recognised and answered with [`RdbError::UnsupportedType`]; their
-//! decoders belong in [`read_value`] (one match arm each, returning a new [`Value`]
-//! variant) and their encoders next to [`write_string_object`].
+//! Strings, lists, hashes, sets, sorted sets and streams (without consumer groups,
+//! [`RdbError::StreamGroups`]) are implemented. The other types (modules, zipmaps) are
+//! recognised and answered with [`RdbError::UnsupportedType`].
 //!
 //! DUMP payloads ([`dump_payload`], [`verify_dump_payload`]) are one encoded value followed
 //! by the 2-byte RDB version and a CRC-64 (Jones polynomial, as Redis's `crc64.c`) of
