@@ -428,9 +428,20 @@ fn hostile_restore_payloads_are_refused() {
             "cut at {cut}"
         );
     }
-    for at in 0..body_len {
-        for delta in [1u8, 0x80, 0xff] {
+    // Type 21 is type 19 plus consumers' active times: with no groups, the same body.
+    let mut as21 = good.clone();
+    as21[0] = 21;
+    rc.cmd(&[b"RESTORE", b"t21", b"0", &fix_crc(as21)]);
+    assert_eq!(rc.reply(), b"+OK\r\n");
+    assert_eq!(rc.call(&["XLEN", "t21"]), b":1\r\n");
+    for (ty, at, delta) in (0..body_len)
+        .flat_map(|at| [1u8, 0x80, 0xff].map(|d| (19u8, at, d)))
+        .chain((1..body_len).map(|at| (15u8, at, 1u8)))
+        .chain((1..body_len).map(|at| (21u8, at, 0x80u8)))
+    {
+        {
             let mut p = good.clone();
+            p[0] = ty;
             p[at] = p[at].wrapping_add(delta);
             let p = fix_crc(p);
             rc.cmd(&[b"RESTORE", b"t", b"0", &p, b"REPLACE"]);
@@ -469,4 +480,61 @@ fn fix_crc(mut p: Vec<u8>) -> Vec<u8> {
     let crc = cairn::persistence::rdb_value::crc64(&p[..n]);
     p[n..].copy_from_slice(&crc.to_le_bytes());
     p
+}
+
+#[test]
+fn big_streams_are_copied_and_freed_lazily() {
+    let c = start_cairn(&["--stream-node-max-entries", "4"]);
+    let mut rc = Raw::connect(c.port);
+    let before = used_memory(&mut rc);
+    // 500 nodes: more blocks than the lazy-free threshold.
+    let mut pipeline = Vec::new();
+    for i in 1..=2000 {
+        let id = format!("{i}-0");
+        pipeline.extend(encode(&[b"XADD", b"s", id.as_bytes(), b"f", b"value"]));
+    }
+    rc.send(&pipeline);
+    for _ in 0..2000 {
+        rc.reply();
+    }
+    assert_eq!(rc.call(&["COPY", "s", "c"]), b":1\r\n");
+    let mem = show(&rc.call(&["MEMORY", "USAGE", "s"]));
+    let mem: u64 = mem.trim_start_matches(':').trim().parse().unwrap();
+    assert!(mem > 500 * 40, "{mem}");
+    assert_eq!(rc.call(&["DEL", "s"]), b":1\r\n");
+    wait_until(Duration::from_secs(10), "the stream is freed", || {
+        rc.info_u64("memory", "lazyfree_pending_objects") == 0
+            && rc.info_u64("memory", "lazyfreed_objects") >= 1
+    });
+    assert_eq!(rc.call(&["XLEN", "c"]), b":2000\r\n");
+    assert_eq!(
+        show(&rc.call(&["XRANGE", "c", "1999", "+"])),
+        "*2\r\n*2\r\n$6\r\n1999-0\r\n*2\r\n$1\r\nf\r\n$5\r\nvalue\r\n*2\r\n$6\r\n2000-0\r\n*2\r\n$1\r\nf\r\n$5\r\nvalue\r\n"
+    );
+    assert_eq!(rc.call(&["FLUSHALL"]), b"+OK\r\n");
+    wait_memory_back(&mut rc, before);
+}
+
+#[test]
+fn xadd_inside_multi_is_logged_with_its_ids() {
+    // What RQ does: results stored with XADD * inside MULTI.
+    let dir = temp_dir("streams-multi");
+    let args = ["--appendonly", "yes"];
+    let want;
+    {
+        let s = start_on(&dir, &args, &[]);
+        let mut c = Raw::connect(s.port);
+        for _ in 0..3 {
+            c.call(&["MULTI"]);
+            c.call(&["XADD", "results", "MAXLEN", "~", "10", "*", "status", "ok"]);
+            c.call(&["EXPIRE", "results", "100000"]);
+            let r = show(&c.call(&["EXEC"]));
+            assert!(r.starts_with("*2\r\n$"), "{r}");
+        }
+        want = c.call(&["XRANGE", "results", "-", "+"]);
+    }
+    let s = start_on(&dir, &args, &[]);
+    let mut c = Raw::connect(s.port);
+    assert_eq!(show(&c.call(&["XRANGE", "results", "-", "+"])), show(&want));
+    assert_eq!(c.call(&["TYPE", "results"]), b"+stream\r\n");
 }
