@@ -337,13 +337,13 @@ pub static OPTIONS: &[OptSpec] = &[
         "stream-node-max-bytes",
         OptKind::Memory(0, LONGMAX),
         "4096",
-        NA,
+        0,
     ),
     opt(
         "stream-node-max-entries",
         OptKind::Int(0, LONGMAX),
         "100",
-        NA,
+        0,
     ),
     opt(
         "hll-sparse-max-bytes",

@@ -148,6 +148,14 @@ fn trimming_and_nodes_match_redis() {
             "XRANGE t - +",
             "XREVRANGE t + - COUNT 2",
             "XINFO STREAM t",
+            // The node limits apply from the next XADD on.
+            "CONFIG SET stream-node-max-entries 2",
+            "CONFIG SET stream-node-max-bytes 1kb",
+            "CONFIG GET stream-node-max-bytes",
+            "XADD t 50-0 f v",
+            "XADD t 51-0 f v",
+            "XADD t 52-0 f v",
+            "XINFO STREAM t",
         ],
     );
 }
