@@ -546,3 +546,54 @@ fn xadd_inside_multi_is_logged_with_its_ids() {
     assert_eq!(show(&c.call(&["XRANGE", "results", "-", "+"])), show(&want));
     assert_eq!(c.call(&["TYPE", "results"]), b"+stream\r\n");
 }
+
+#[test]
+fn a_blocked_read_is_served_like_redis() {
+    let (c, r, mut wc, mut wr) = both(&[]);
+    let mut bc = Raw::connect(c.port);
+    let mut br = Raw::connect(r.port);
+    let steps: &[(&[&str], &[&[&str]])] = &[
+        // Two keys written in one transaction: the reader gets the first one only.
+        (
+            &["XREAD", "BLOCK", "0", "STREAMS", "a", "b", "$", "$"],
+            &[
+                &["MULTI"],
+                &["XADD", "b", "1-1", "x", "1"],
+                &["XADD", "a", "1-1", "y", "2"],
+                &["EXEC"],
+            ],
+        ),
+        // An explicit ID below what is added: everything after it, at most COUNT.
+        (
+            &["XREAD", "COUNT", "2", "BLOCK", "0", "STREAMS", "c", "0-0"],
+            &[
+                &["MULTI"],
+                &["XADD", "c", "1-1", "x", "1"],
+                &["XADD", "c", "2-1", "x", "2"],
+                &["XADD", "c", "3-1", "x", "3"],
+                &["EXEC"],
+            ],
+        ),
+        // RESP3: a map of one stream.
+        (
+            &["XREAD", "BLOCK", "0", "STREAMS", "a", "$"],
+            &[&["XADD", "a", "5-5", "z", "3"]],
+        ),
+    ];
+    for (i, (read, writes)) in steps.iter().enumerate() {
+        if i == 2 {
+            bc.call(&["HELLO", "3"]);
+            br.call(&["HELLO", "3"]);
+        }
+        for (b, w) in [(&mut bc, &mut wc), (&mut br, &mut wr)] {
+            b.cmd(&read.iter().map(|s| s.as_bytes()).collect::<Vec<_>>());
+            wait_until(Duration::from_secs(10), "the reader blocks", || {
+                w.info_u64("clients", "blocked_clients") == 1
+            });
+            for cmd in writes.iter() {
+                w.call(cmd);
+            }
+        }
+        assert_eq!(show(&bc.reply()), show(&br.reply()), "step {i}");
+    }
+}

@@ -662,8 +662,24 @@ fn xread(ctx: &mut Ctx) -> CmdResult {
         ids.push(parse_strict(arg)?);
     }
     let mut served: Vec<(usize, Entries)> = Vec::new();
+    // A re-run of a parked read answers for the key that woke it, once.
+    let woken_by = ctx
+        .srv
+        .blocking
+        .serving_key()
+        .filter(|(d, _)| *d == ctx.client.db)
+        .map(|(_, k)| k.clone());
     for (k, gt) in ids.iter().enumerate() {
         let key = ctx.args.get(streams_arg + k);
+        if let Some(w) = &woken_by {
+            if key != &w[..]
+                || served
+                    .iter()
+                    .any(|(j, _)| ctx.args.get(streams_arg + j) == key)
+            {
+                continue;
+            }
+        }
         let Some(e) = read_stream(ctx, key)? else {
             continue;
         };

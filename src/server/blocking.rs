@@ -77,6 +77,9 @@ pub struct Blocking {
     pub deny: bool,
     /// Re-running parked commands (no nested serving).
     serving: bool,
+    /// The ready key whose waiter is being re-run (XREAD answers for that stream only,
+    /// as Redis serves a blocked read one key at a time).
+    serving_key: Option<(usize, Vec<u8>)>,
     /// (db, key) → ids of the clients waiting on it, first come first served.
     waiters: HashMap<(usize, Vec<u8>), VecDeque<u64>>,
     parked: HashMap<u64, Parked>,
@@ -94,6 +97,10 @@ impl Blocking {
     /// A parked command is being re-run (MONITOR saw it when it first ran).
     pub fn is_serving(&self) -> bool {
         self.serving
+    }
+    /// While a parked command is re-run: the (db, key) whose write woke it.
+    pub fn serving_key(&self) -> Option<&(usize, Vec<u8>)> {
+        self.serving_key.as_ref()
     }
 
     pub fn blocked_clients(&self) -> usize {
@@ -315,12 +322,14 @@ impl Server {
                 let mut refs = Vec::new();
                 self.begin_batch();
                 let req = p.req.clone();
+                self.blocking.serving_key = Some(k.clone());
                 self.execute_refs(
                     &mut client,
                     Args::new(&p.data, &p.ranges),
                     &mut out,
                     &mut refs,
                 );
+                self.blocking.serving_key = None;
                 let hold_lsn = self.aof.hold_lsn;
                 if client.blocked {
                     // Asked to block again (another kind of value took the key): it keeps
