@@ -1041,6 +1041,37 @@ mod tests {
     }
 
     #[test]
+    fn image_validation_refuses_damaged_nodes_and_index() {
+        let mut a = arena();
+        let mut m = Meta::default();
+        let l = Limits {
+            max_bytes: 4096,
+            max_entries: 2,
+        };
+        for ms in 1..=5 {
+            add(&mut a, &mut m, ms, &[b"f", b"v"], l);
+        }
+        let v = m.encode();
+        assert!(validate(&a, &mut Claims::new(&a), &v, true, 0).is_ok());
+        // A wrong length, a node whose entry flags are out of range, nodes out of order.
+        let mut wrong = m;
+        wrong.length = 4;
+        assert!(validate(&a, &mut Claims::new(&a), &wrong.encode(), true, 0).is_err());
+        let (_, node) = node_at(&a, &m, 1);
+        let view = parse_node(node_lp(&a, node), node_at(&a, &m, 1).0).unwrap();
+        let flags_at = NODE_HDR + view.entries[0].flags_off;
+        a.bytes_mut(node, flags_at, 1)[0] = 9;
+        assert!(validate(&a, &mut Claims::new(&a), &v, true, 0).is_err());
+        a.bytes_mut(node, flags_at, 1)[0] = FLAG_SAMEFIELDS as u8;
+        assert!(validate(&a, &mut Claims::new(&a), &v, true, 0).is_ok());
+        let (id0, n0) = node_at(&a, &m, 0);
+        let (id1, n1) = node_at(&a, &m, 1);
+        set_slot(&mut a, &m, 0, id1, n1);
+        set_slot(&mut a, &m, 1, id0, n0);
+        assert!(validate(&a, &mut Claims::new(&a), &v, true, 0).is_err());
+    }
+
+    #[test]
     fn samefields_delete_trim_and_reverse() {
         let mut a = arena();
         let mut m = Meta::default();
