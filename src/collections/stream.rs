@@ -592,6 +592,19 @@ pub fn append(a: &mut Arena, m: &mut Meta, id: Id, pairs: &[&[u8]], limits: Limi
     }
 }
 
+/// An upper bound of the arena an [`append`] of `elems_bytes` of fields and values may
+/// allocate: the tail node moved to a block half again as big, a new node, the index
+/// grown to twice its slots.
+pub fn append_room_bytes(a: &Arena, m: &Meta, elems_bytes: u64) -> u64 {
+    let tail = if m.nodes > 0 {
+        let (_, node) = node_at(a, m, m.nodes - 1);
+        node_cap(a, node) as u64
+    } else {
+        0
+    };
+    tail + tail / 2 + 2 * elems_bytes + 128 + 2 * (m.cap as u64 + 4) * SLOT_BYTES as u64
+}
+
 /// Visits live entries with IDs in `[start, end]` in order (descending when `rev`) until
 /// `f` returns false.
 pub fn range(

@@ -384,7 +384,8 @@ fn xadd(ctx: &mut Ctx) -> CmdResult {
     if total > stream::LISTPACK_MAX_BYTES {
         return Err(CmdError::err("Elements are too large to be stored"));
     }
-    ctx.ensure_arena_room(total * 2 + 256)?;
+    let room = stream::append_room_bytes(&ctx.srv.ks.arena, &m0, total);
+    ctx.ensure_arena_room(room)?;
     let e = match found {
         Some(e) => e,
         None => ctx.srv.ks.set_value(
