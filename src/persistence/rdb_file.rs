@@ -598,12 +598,13 @@ mod tests {
             }
             let _ = load_rdb(&d, &mut ks(), &Config::default(), 0);
         }
-        // A stream (type 15): no keyspace type for it yet.
+        // A stream with a consumer group (type 19): groups are not held yet.
         let hash = file(|f| {
-            f.push(15);
+            f.push(19);
             write_string(f, b"h");
-            write_len(f, 1);
-            write_string(f, b"member");
+            for n in [0, 0, 0, 0, 0, 0, 0, 0, 0, 1] {
+                write_len(f, n);
+            }
         });
         let e = load_rdb(&hash, &mut ks(), &Config::default(), 0).unwrap_err();
         assert!(e.what.contains("cannot store yet"), "{e}");

@@ -1168,8 +1168,14 @@ mod tests {
     #[test]
     fn other_types_are_reported_not_misread() {
         assert_eq!(
-            read_object(&mut Reader::new(&[TYPE_STREAM_LISTPACKS, 0])),
-            Err(RdbError::UnsupportedType(TYPE_STREAM_LISTPACKS))
+            read_object(&mut Reader::new(&[TYPE_HASH_ZIPMAP, 0])),
+            Err(RdbError::UnsupportedType(TYPE_HASH_ZIPMAP))
+        );
+        // An empty stream with one consumer group: groups are not held yet.
+        let grouped = [TYPE_STREAM_LISTPACKS_2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        assert_eq!(
+            read_object(&mut Reader::new(&grouped)),
+            Err(RdbError::StreamGroups)
         );
         assert_eq!(
             read_object(&mut Reader::new(&[8])),
