@@ -5,8 +5,8 @@
 //! `cargo run --example make_fuzz_seeds -- fuzz/corpus`.
 
 use cairn::arena::{Arena, NULL};
-use cairn::collections::{hash, list, set, zset};
-use cairn::keyspace::{Keyspace, StrEnc, Ttl};
+use cairn::collections::{hash, list, set, stream, zset};
+use cairn::keyspace::{Keyspace, Kind, StrEnc, Ttl};
 use cairn::persistence::rdb_file;
 use cairn::persistence::snapshot::format::{self, Extent, ImageWriter, Record};
 use cairn::persistence::snapshot::{save_blocking, SnapMode, SnapParams};
@@ -107,6 +107,32 @@ fn small_keyspace(with_ttl: bool) -> Keyspace {
         tiny_zset,
     );
     zset::create_from(&mut ks, 1, b"zs", scored, Ttl::Clear, tiny_zset);
+    // A stream of three nodes (two entries each), one entry deleted.
+    let node_limits = stream::Limits {
+        max_bytes: 4096,
+        max_entries: 2,
+    };
+    let mut m = stream::Meta::default();
+    for ms in 1..=6u64 {
+        let v = ms.to_string().into_bytes();
+        let f: &[u8] = if ms == 3 { b"other" } else { b"f" };
+        stream::append(
+            &mut ks.arena,
+            &mut m,
+            stream::Id::new(ms, 0),
+            &[f, &v],
+            node_limits,
+        );
+    }
+    stream::delete(&mut ks.arena, &mut m, stream::Id::new(4, 0));
+    ks.set_value(
+        1,
+        b"x",
+        Kind::Stream,
+        stream::ENC_STREAM,
+        &m.encode(),
+        Ttl::Clear,
+    );
     ks.set_string(2, b"flushed", b"x", StrEnc::Embstr, Ttl::Clear);
     ks.flush_db(2);
     ks

@@ -337,13 +337,13 @@ pub static OPTIONS: &[OptSpec] = &[
         "stream-node-max-bytes",
         OptKind::Memory(0, LONGMAX),
         "4096",
-        NA,
+        0,
     ),
     opt(
         "stream-node-max-entries",
         OptKind::Int(0, LONGMAX),
         "100",
-        NA,
+        0,
     ),
     opt(
         "hll-sparse-max-bytes",
@@ -763,6 +763,9 @@ pub struct Settings {
     pub hash_max_listpack_value: u64,
     /// A sparse HyperLogLog turns dense past this many bytes (read on every PFADD).
     pub hll_sparse_max_bytes: u64,
+    /// Stream node limits (read on every XADD).
+    pub stream_node_max_bytes: u64,
+    pub stream_node_max_entries: u64,
     pub timeout_s: u64,
     pub tcp_keepalive_s: u64,
     pub maxclients: usize,
@@ -1059,6 +1062,8 @@ fn placeholder_settings() -> Settings {
         hash_max_listpack_entries: 512,
         hash_max_listpack_value: 64,
         hll_sparse_max_bytes: 3000,
+        stream_node_max_bytes: 4096,
+        stream_node_max_entries: 100,
         timeout_s: 0,
         tcp_keepalive_s: 0,
         maxclients: 0,
@@ -1706,6 +1711,8 @@ impl Config {
             hash_max_listpack_entries: self.int("hash-max-listpack-entries").max(0) as u64,
             hash_max_listpack_value: self.int("hash-max-listpack-value").max(0) as u64,
             hll_sparse_max_bytes: self.int("hll-sparse-max-bytes").max(0) as u64,
+            stream_node_max_bytes: self.int("stream-node-max-bytes").max(0) as u64,
+            stream_node_max_entries: self.int("stream-node-max-entries").max(0) as u64,
             protected_mode: self.boolean("protected-mode"),
             timeout_s: self.int("timeout") as u64,
             tcp_keepalive_s: self.int("tcp-keepalive") as u64,

@@ -604,6 +604,184 @@ fn zsets_skiplist() {
     run_family("zsets_skiplist", ZSETS, SEEDS, STEPS, &args, None);
 }
 
+// ---------------------------------------------------------------------------------------
+// Streams. IDs are always explicit (`<ms>-<seq>`, `<ms>`, `<ms>-*`): `*` takes the clock,
+// which the two servers read at different times. XREAD never gets BLOCK here (an
+// unserved read would wait); blocking reads are in tests/streams.rs. A second run with
+// tiny node limits splits streams into many nodes.
+
+/// IDs: mostly valid and in a small range (so XADD meets both larger and smaller IDs),
+/// the special forms, exclusive bounds and invalid ones.
+fn xid(g: &mut G) -> Arg {
+    match g.rng.below(12) {
+        0..=6 => format!("{}-{}", g.rng.below(40), g.rng.below(3)).into_bytes(),
+        7 => g.rng.below(40).to_string().into_bytes(),
+        8 => format!("({}-{}", g.rng.below(40), g.rng.below(3)).into_bytes(),
+        9 => a(g.rng.pick(&["-", "+", "(-", "(+", "0-0", "0", "(0"])),
+        _ => a(g.rng.pick(&[
+            "18446744073709551615-18446744073709551615",
+            "18446744073709551616",
+            "abc",
+            "1-2-3",
+            " 5",
+            "+5",
+            "5-",
+            "-5",
+            "5-*",
+            "(",
+            "",
+            "5\x00-1",
+        ])),
+    }
+}
+
+/// An XADD ID: increasing ones most of the time, `<ms>-*`, or any `xid`.
+fn xadd_id(g: &mut G) -> Arg {
+    match g.rng.below(6) {
+        0..=2 => format!("{}-{}", g.rng.below(60), g.rng.below(4)).into_bytes(),
+        3 => format!("{}-*", g.rng.below(60)).into_bytes(),
+        4 => g.rng.below(60).to_string().into_bytes(),
+        _ => xid(g),
+    }
+}
+
+/// MAXLEN / MINID with `=` or `~`, sometimes LIMIT, sometimes malformed.
+fn xtrim_opts(g: &mut G) -> Vec<Arg> {
+    let mut o = vec![];
+    let minid = g.rng.chance(40);
+    o.push(g.word(if minid { "MINID" } else { "MAXLEN" }));
+    let approx = g.rng.chance(50);
+    if approx {
+        o.push(a("~"));
+    } else if g.rng.chance(40) {
+        o.push(a("="));
+    }
+    o.push(if minid {
+        xid(g)
+    } else {
+        a(g.rng.pick(&["0", "1", "2", "3", "5", "8", "-1", "x"]))
+    });
+    if g.rng.chance(25) {
+        o.push(g.word("LIMIT"));
+        o.push(a(g.rng.pick(&["0", "1", "3", "10", "-1"])));
+    }
+    o
+}
+
+fn xadd_step(g: &mut G) -> Step {
+    let mut v = vec![g.key()];
+    if g.rng.chance(10) {
+        v.push(g.word("NOMKSTREAM"));
+    }
+    if g.rng.chance(30) {
+        v.extend(xtrim_opts(g));
+    }
+    v.push(xadd_id(g));
+    let pairs = g.rng.range(1, 3);
+    let fields: &[&str] = &["f", "g", "name", "1"];
+    for _ in 0..pairs {
+        let f = if g.rng.chance(80) {
+            a(g.rng.pick(fields))
+        } else {
+            g.val()
+        };
+        v.push(f);
+        v.push(g.val());
+    }
+    if g.rng.chance(5) {
+        v.pop();
+    }
+    cmd("XADD", g, v)
+}
+
+fn xrange_step(g: &mut G, rev: bool) -> Step {
+    let (k, s, e) = (g.key(), xid(g), xid(g));
+    let mut v = vec![k, s, e];
+    if g.rng.chance(40) {
+        v.push(g.word("COUNT"));
+        v.push(a(g.rng.pick(&["0", "1", "2", "5", "-1", "x"])));
+    }
+    cmd(if rev { "XREVRANGE" } else { "XRANGE" }, g, v)
+}
+
+fn xread_step(g: &mut G) -> Step {
+    let mut v = vec![];
+    if g.rng.chance(40) {
+        v.push(g.word("COUNT"));
+        v.push(a(g.rng.pick(&["0", "1", "2", "-1", "x"])));
+    }
+    if g.rng.chance(5) {
+        v.push(a(g.rng.pick(&["NOACK", "GROUP", "FOO"])));
+    }
+    v.push(g.word("STREAMS"));
+    let keys = g.keys(1, 3);
+    let ids: Vec<Arg> = keys
+        .iter()
+        .map(|_| {
+            if g.rng.chance(25) {
+                a(g.rng.pick(&["$", ">"]))
+            } else {
+                xid(g)
+            }
+        })
+        .collect();
+    v.extend(keys);
+    v.extend(ids);
+    if g.rng.chance(5) {
+        v.pop();
+    }
+    cmd("XREAD", g, v)
+}
+
+#[rustfmt::skip]
+static STREAMS: &[Spec] = &[
+    Spec::new("xadd", 16, xadd_step),
+    Spec::new("xrange", 6, |g| xrange_step(g, false)),
+    Spec::new("xrevrange", 4, |g| xrange_step(g, true)),
+    Spec::new("xlen", 3, |g| { let k = g.key(); cmd("XLEN", g, vec![k]) }),
+    Spec::new("xdel", 4, |g| { let k = g.key(); let mut v = vec![k]; for _ in 0..g.rng.range(1, 3) { v.push(xid(g)); } cmd("XDEL", g, v) }),
+    Spec::new("xtrim", 4, |g| { let k = g.key(); let o = if g.rng.chance(95) { xtrim_opts(g) } else { vec![a("FOO")] }; cmd("XTRIM", g, [vec![k], o].concat()) }),
+    Spec::new("xsetid", 2, |g| {
+        let (k, id) = (g.key(), xid(g));
+        let mut v = vec![k, id];
+        if g.rng.chance(40) { v.push(g.word("ENTRIESADDED")); v.push(a(g.rng.pick(&["0", "5", "100", "-1", "x"]))); }
+        if g.rng.chance(40) { v.push(g.word("MAXDELETEDID")); v.push(xid(g)); }
+        cmd("XSETID", g, v)
+    }),
+    Spec::new("xread", 4, xread_step),
+    Spec::new("xinfo", 3, |g| {
+        let k = g.key();
+        let mut v = vec![g.word("STREAM"), k];
+        match g.rng.below(4) {
+            0 => v.push(g.word("FULL")),
+            1 => { v.push(g.word("FULL")); v.push(g.word("COUNT")); v.push(a(g.rng.pick(&["0", "1", "3", "-1", "x"]))); }
+            _ => {}
+        }
+        cmd("XINFO", g, v)
+    }),
+    Spec::new("set", 2, |g| { let (k, v) = (g.key(), g.val()); cmd("SET", g, vec![k, v]) }).no_mutate(),
+    Spec::new("del", 2, |g| { let k = g.keys(1, 3); cmd("DEL", g, k) }),
+    Spec::new("type", 1, |g| { let k = g.key(); cmd("TYPE", g, vec![k]) }),
+    Spec::new("encoding", 1, |g| { let k = g.key(); cmd("OBJECT", g, vec![a("ENCODING"), k]) }),
+    Spec::new("hello", 1, switch_protocol).cmp(Cmp::ClientId).no_mutate(),
+];
+
+#[test]
+fn streams() {
+    run_family("streams", STREAMS, SEEDS, STEPS, &[], None);
+}
+
+#[test]
+fn streams_small_nodes() {
+    let args = [
+        "--stream-node-max-entries",
+        "3",
+        "--stream-node-max-bytes",
+        "120",
+    ];
+    run_family("streams_small_nodes", STREAMS, SEEDS, STEPS, &args, None);
+}
+
 #[test]
 fn sets() {
     run_family("sets", SETS, SEEDS, STEPS, &[], None);

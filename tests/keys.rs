@@ -1075,8 +1075,13 @@ fn dump_restore_across_servers() {
     let p = bulk_payload(&r.call(&["DUMP", "ttl"]));
     call_bin(&mut c, &[b"RESTORE", b"ttl", b"100000", &p]);
     assert_eq!(c.call(&["TTL", "ttl"]), b":100\r\n");
-    // Types cairn does not hold yet are refused cleanly.
+    // A stream crosses; one with consumer groups (not held yet) is refused cleanly.
+    r.call(&["XADD", "st", "1-1", "a", "b"]);
+    let p = bulk_payload(&r.call(&["DUMP", "st"]));
+    assert_eq!(call_bin(&mut c, &[b"RESTORE", b"st", b"0", &p]), b"+OK\r\n");
+    assert_eq!(c.call(&["XLEN", "st"]), b":1\r\n");
     r.call(&["XADD", "set", "*", "a", "b"]);
+    r.call(&["XGROUP", "CREATE", "set", "g", "$"]);
     let p = bulk_payload(&r.call(&["DUMP", "set"]));
     assert_eq!(
         call_bin(&mut c, &[b"RESTORE", b"set", b"0", &p]),

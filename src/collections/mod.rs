@@ -10,6 +10,7 @@ pub mod hll;
 pub mod list;
 pub mod listpack;
 pub mod set;
+pub mod stream;
 pub mod zset;
 
 use crate::arena::validate::{Claims, Corrupt};
@@ -35,6 +36,7 @@ pub fn release_value(a: &mut Arena, kind: Kind, value: &[u8]) -> bool {
         Kind::Hash if hash::is_ht(value) => hash::ht_len(value),
         Kind::ZSet if zset::is_sl(value) => zset::sl_len(value),
         Kind::Set if set::is_ht(value) => set::ht_len(value),
+        Kind::Stream => stream::block_count(value),
         _ => return false,
     };
     {
@@ -52,6 +54,7 @@ pub fn release_value(a: &mut Arena, kind: Kind, value: &[u8]) -> bool {
             Kind::List => list::ql_free_all(a, value),
             Kind::ZSet => zset::sl_free_all(a, value),
             Kind::Set => set::ht_free_all(a, value),
+            Kind::Stream => stream::free_all(a, value),
             _ => hash::ht_free_all(a, value),
         }
     }
@@ -72,6 +75,9 @@ pub fn out_of_line_bytes(a: &Arena, kind: Kind, value: &[u8]) -> u64 {
     if kind == Kind::Set && set::is_ht(value) {
         return set::ht_bytes(a, value);
     }
+    if kind == Kind::Stream {
+        return stream::bytes(a, value);
+    }
     0
 }
 
@@ -91,6 +97,9 @@ pub fn clone_value(a: &mut Arena, kind: Kind, value: &[u8]) -> Vec<u8> {
     }
     if kind == Kind::Set && set::is_ht(value) {
         return set::ht_clone(a, value);
+    }
+    if kind == Kind::Stream {
+        return stream::clone(a, value);
     }
     value.to_vec()
 }
@@ -127,6 +136,10 @@ pub fn lazyfree_values_step(a: &mut Arena, budget: usize) -> (u64, u64, bool) {
             let (n, done) = set::ht_free_some(a, &mut payload, budget - freed as usize);
             freed += n;
             done
+        } else if kind == Kind::Stream as u8 {
+            let (n, done) = stream::free_some(a, &mut payload, budget - freed as usize);
+            freed += n;
+            done
         } else {
             true
         };
@@ -156,6 +169,7 @@ pub fn validate_value(
         Kind::Hash => hash::validate(a, claims, value, true, at),
         Kind::Set => set::validate(a, claims, value, true, at),
         Kind::ZSet => zset::validate(a, claims, value, true, at),
+        Kind::Stream => stream::validate(a, claims, value, true, at),
     }
 }
 
@@ -192,6 +206,7 @@ pub fn validate_value_graveyard(a: &Arena, claims: &mut Claims) -> Result<(), Co
             Some(Kind::Hash) => hash::validate(a, claims, payload, false, at)?,
             Some(Kind::Set) => set::validate(a, claims, payload, false, at)?,
             Some(Kind::ZSet) => zset::validate(a, claims, payload, false, at)?,
+            Some(Kind::Stream) => stream::validate(a, claims, payload, false, at)?,
             _ => {
                 return Err(Corrupt::at(
                     format!("value graveyard node of kind {kind}"),

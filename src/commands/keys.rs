@@ -961,6 +961,9 @@ fn restore(ctx: &mut Ctx) -> CmdResult {
                 limits,
             )
         }
+        Value::Stream(s) => {
+            crate::collections::stream::create_from(&mut ctx.srv.ks, db, key, &s, expire)
+        }
     };
     // Redis's objectSetLRUOrLFU: FREQ only matters under an LFU policy, IDLETIME only
     // under LRU.

@@ -18,6 +18,7 @@ pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod sets;
+pub mod streams;
 pub mod strings;
 pub mod transactions;
 pub mod zsets;
@@ -298,6 +299,7 @@ pub fn all_families() -> Vec<&'static [CommandSpec]> {
         sets::COMMANDS,
         strings::COMMANDS,
         zsets::COMMANDS,
+        streams::COMMANDS,
         transactions::COMMANDS,
         scripting::COMMANDS,
         scripting::functions::COMMANDS,

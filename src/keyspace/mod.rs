@@ -71,6 +71,7 @@ pub enum Kind {
     Set = 2,
     ZSet = 3,
     Hash = 4,
+    Stream = 5,
 }
 
 impl Kind {
@@ -83,6 +84,7 @@ impl Kind {
             2 => Some(Kind::Set),
             3 => Some(Kind::ZSet),
             4 => Some(Kind::Hash),
+            5 => Some(Kind::Stream),
             _ => None,
         }
     }
@@ -99,6 +101,7 @@ impl Kind {
             Kind::Set => "set",
             Kind::ZSet => "zset",
             Kind::Hash => "hash",
+            Kind::Stream => "stream",
         }
     }
 }

@@ -43,6 +43,9 @@ pub struct BlockRequest {
     /// The value kind that serves the command: a ready key of another kind is skipped.
     pub kind: Kind,
     pub on_timeout: TimeoutReply,
+    /// The arguments to park instead of the command's own (XREAD: `$` resolved to the
+    /// IDs seen when it blocked, so the re-run reads what came after).
+    pub argv: Option<Vec<Vec<u8>>>,
 }
 
 /// A parked command.
@@ -74,6 +77,9 @@ pub struct Blocking {
     pub deny: bool,
     /// Re-running parked commands (no nested serving).
     serving: bool,
+    /// The ready key whose waiter is being re-run (XREAD answers for that stream only,
+    /// as Redis serves a blocked read one key at a time).
+    serving_key: Option<(usize, Vec<u8>)>,
     /// (db, key) → ids of the clients waiting on it, first come first served.
     waiters: HashMap<(usize, Vec<u8>), VecDeque<u64>>,
     parked: HashMap<u64, Parked>,
@@ -107,6 +113,10 @@ impl Blocking {
     /// A parked command is being re-run (MONITOR saw it when it first ran).
     pub fn is_serving(&self) -> bool {
         self.serving
+    }
+    /// While a parked command is re-run: the (db, key) whose write woke it.
+    pub fn serving_key(&self) -> Option<&(usize, Vec<u8>)> {
+        self.serving_key.as_ref()
     }
 
     pub fn blocked_clients(&self) -> usize {
@@ -259,6 +269,25 @@ pub fn block(ctx: &mut Ctx, keys: Vec<Vec<u8>>, deadline_ms: i64, kind: Kind, on
         deadline_ms,
         kind,
         on_timeout: on,
+        argv: None,
+    });
+}
+
+/// [`block`], parking `argv` as the command to re-run.
+pub fn block_as(
+    ctx: &mut Ctx,
+    keys: Vec<Vec<u8>>,
+    deadline_ms: i64,
+    kind: Kind,
+    on: TimeoutReply,
+    argv: Vec<Vec<u8>>,
+) {
+    ctx.srv.blocking.request = Some(BlockRequest {
+        keys,
+        deadline_ms,
+        kind,
+        on_timeout: on,
+        argv: Some(argv),
     });
 }
 
@@ -272,12 +301,22 @@ fn timeout_reply(out: &mut Vec<u8>, resp: crate::protocol::reply::Resp, on: Time
 
 impl Server {
     /// Called by the pipeline after a handler asked to block: parks `client`'s command.
-    pub(crate) fn park_client(&mut self, client: &mut Client, args: Args, req: BlockRequest) {
+    pub(crate) fn park_client(&mut self, client: &mut Client, args: Args, mut req: BlockRequest) {
         let mut data = Vec::new();
         let mut ranges = Vec::with_capacity(args.len());
-        for a in args.iter() {
-            ranges.push((data.len(), a.len()));
-            data.extend_from_slice(a);
+        match req.argv.take() {
+            Some(argv) => {
+                for a in &argv {
+                    ranges.push((data.len(), a.len()));
+                    data.extend_from_slice(a);
+                }
+            }
+            None => {
+                for a in args.iter() {
+                    ranges.push((data.len(), a.len()));
+                    data.extend_from_slice(a);
+                }
+            }
         }
         client.blocked = true;
         let p = Parked {
@@ -334,12 +373,14 @@ impl Server {
                 let mut refs = Vec::new();
                 self.begin_batch();
                 let req = p.req.clone();
+                self.blocking.serving_key = Some(k.clone());
                 self.execute_refs(
                     &mut client,
                     Args::new(&p.data, &p.ranges),
                     &mut out,
                     &mut refs,
                 );
+                self.blocking.serving_key = None;
                 let hold_lsn = self.aof.hold_lsn;
                 if client.blocked {
                     // Asked to block again (another kind of value took the key): it keeps
@@ -376,6 +417,7 @@ impl Server {
             deadline_ms: 0,
             kind: Kind::String,
             on_timeout: TimeoutReply::NullArray,
+            argv: None,
         };
         self.park_client(client, args, req);
         self.blocking.postponed.push(client.id);
@@ -508,6 +550,7 @@ mod tests {
                 deadline_ms,
                 kind: Kind::List,
                 on_timeout: TimeoutReply::NullArray,
+                argv: None,
             },
             data: Vec::new(),
             ranges: Vec::new(),

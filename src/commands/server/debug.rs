@@ -144,6 +144,7 @@ pub(super) fn debug_object_line(ks: &Keyspace, e: crate::arena::Ref, list_fill: 
             crate::collections::set::ENC_LISTPACK => "listpack",
             _ => "hashtable",
         },
+        Kind::Stream => "stream",
     };
     let lru = ks.lru(e) & crate::keyspace::LRU_CLOCK_MAX;
     let now = crate::keyspace::lru_clock();
@@ -202,7 +203,9 @@ pub(super) fn mix_digest(digest: &mut [u8; 20], data: &[u8]) {
 /// digest; other types are mixed from their stored bytes.
 pub(super) fn xor_object_digest(ks: &Keyspace, e: crate::arena::Ref, digest: &mut [u8; 20]) {
     let kind = ks.kind(e);
-    mix_digest(digest, &(kind as u32).to_be_bytes());
+    // Redis's OBJ_* type numbers: the kinds' own up to hashes, OBJ_STREAM is 6.
+    let type_code = if kind == Kind::Stream { 6 } else { kind as u32 };
+    mix_digest(digest, &type_code.to_be_bytes());
     match kind {
         // Lists: every element mixed in order; hashes: each field/value pair's own
         // digest XORed in (order-free), exactly as Redis's xorObjectDigest.
@@ -229,6 +232,19 @@ pub(super) fn xor_object_digest(ks: &Keyspace, e: crate::arena::Ref, digest: &mu
         Kind::Set => crate::collections::set::for_each(ks, e, |m| {
             xor_digest(digest, &m.to_vec());
         }),
+        // Streams: each live entry's `ms.seq` then its fields and values, in order.
+        Kind::Stream => {
+            use crate::collections::stream::{self, Id, Meta};
+            let m = Meta::read(ks.value(e));
+            stream::range(&ks.arena, &m, Id::MIN, Id::MAX, false, |id, pairs| {
+                mix_digest(digest, format!("{}.{}", id.ms, id.seq).as_bytes());
+                for (f, v) in pairs {
+                    mix_digest(digest, &f);
+                    mix_digest(digest, &v);
+                }
+                true
+            });
+        }
         _ => mix_digest(digest, ks.value(e)),
     }
     if ks.has_expire(e) {
