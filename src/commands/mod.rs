@@ -8,6 +8,7 @@
 pub mod aof;
 pub mod bits;
 pub mod connection;
+pub mod geo;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
@@ -17,6 +18,7 @@ pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod sets;
+pub mod sort_algo;
 pub mod strings;
 pub mod transactions;
 pub mod zsets;
@@ -281,11 +283,12 @@ pub struct CommandTable {
     pub all: Vec<&'static CommandSpec>,
 }
 
-pub fn all_families() -> [&'static [CommandSpec]; 14] {
+pub fn all_families() -> [&'static [CommandSpec]; 15] {
     [
         aof::COMMANDS,
         bits::COMMANDS,
         connection::COMMANDS,
+        geo::COMMANDS,
         hashes::COMMANDS,
         keys::COMMANDS,
         lists::COMMANDS,
