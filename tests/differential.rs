@@ -604,6 +604,181 @@ fn zsets_skiplist() {
     run_family("zsets_skiplist", ZSETS, SEEDS, STEPS, &args, None);
 }
 
+// ---------------------------------------------------------------------------------------
+// GEO. Points come from a few clusters (so searches find several), with exact duplicates
+// (equal distances: the tie order of Redis's sorts must match), the poles' and the
+// antimeridian's edges, and bad coordinates (out of range, inf, nan, text). ZADD of raw
+// scores puts members whose scores are not geohashes of valid points in the same sets.
+
+fn geo_member(g: &mut G) -> Arg {
+    if g.rng.chance(3) {
+        return a(g.rng.pick(&["", "\x00x", "1", "-5"]));
+    }
+    format!("m{}", g.rng.below(14)).into_bytes()
+}
+
+fn geo_lon_lat(g: &mut G) -> (Arg, Arg) {
+    const CLUSTERS: &[(f64, f64)] = &[(13.36, 38.11), (-0.12, 51.5), (179.9, -16.5), (-179.95, 65.0), (0.0, 0.0)];
+    const FIXED: &[(&str, &str)] = &[
+        ("13.361389", "38.115556"), ("15.087269", "37.502669"), ("13.361389", "38.115556"),
+        ("180", "85.05112878"), ("-180", "-85.05112878"), ("179.999999", "0"), ("-180", "0"),
+        ("0", "85.05112879"), ("180.0000001", "1"), ("inf", "0"), ("0", "-inf"), ("nan", "1"),
+        ("x", "1"), ("1", ""), ("1e2", "2.5e1"), ("-0", "-0"),
+    ];
+    if g.rng.chance(20) {
+        let (x, y) = g.rng.pick(FIXED);
+        return (a(x), a(y));
+    }
+    let (cx, cy) = g.rng.pick(CLUSTERS);
+    // Steps of 0.05 degrees: few distinct points, so duplicates and equal distances occur.
+    let dx = g.rng.range(-6, 6) as f64 * 0.05;
+    let dy = g.rng.range(-6, 6) as f64 * 0.05;
+    let lon = (cx + dx).clamp(-180.0, 180.0);
+    let lat = cy + dy;
+    (format!("{lon:.5}").into_bytes(), format!("{lat:.5}").into_bytes())
+}
+
+fn geo_unit(g: &mut G) -> Arg {
+    a(g.rng.pick(&["m", "km", "KM", "ft", "mi", "Mi", "au"]))
+}
+
+fn geo_radius(g: &mut G) -> Arg {
+    match g.rng.below(12) {
+        0 => a(g.rng.pick(&["0", "-1", "x", "inf", "1e-300", "-0", "20000000"])),
+        1..=4 => g.rng.range(1, 200).to_string().into_bytes(),
+        5..=8 => g.rng.range(1, 60000).to_string().into_bytes(),
+        _ => format!("{}.{}", g.rng.range(0, 500), g.rng.below(1000)).into_bytes(),
+    }
+}
+
+fn geoadd_gen(g: &mut G) -> Step {
+    let k = g.key();
+    let mut v = vec![k];
+    for _ in 0..g.rng.below(3) {
+        if g.rng.chance(40) {
+            v.push(a(g.rng.pick(&["NX", "XX", "CH", "ch", "GT"])));
+        }
+    }
+    for _ in 0..g.rng.range(1, 5) {
+        let (x, y) = geo_lon_lat(g);
+        v.push(x);
+        v.push(y);
+        v.push(geo_member(g));
+    }
+    if g.rng.chance(4) {
+        v.pop();
+    }
+    cmd("GEOADD", g, v)
+}
+
+/// The options of a search, in random order, with occasional bad or repeated ones.
+fn geo_opts(g: &mut G, search: bool, store: bool) -> Vec<Arg> {
+    let mut o: Vec<Vec<Arg>> = vec![];
+    if search {
+        if g.rng.chance(95) {
+            if g.rng.chance(50) {
+                o.push(vec![a("FROMMEMBER"), geo_member(g)]);
+            } else {
+                let (x, y) = geo_lon_lat(g);
+                o.push(vec![a("FROMLONLAT"), x, y]);
+            }
+        }
+        if g.rng.chance(95) {
+            if g.rng.chance(50) {
+                o.push(vec![a("BYRADIUS"), geo_radius(g), geo_unit(g)]);
+            } else {
+                o.push(vec![a("BYBOX"), geo_radius(g), geo_radius(g), geo_unit(g)]);
+            }
+        }
+    }
+    for _ in 0..g.rng.below(4) {
+        let opt = match g.rng.below(9) {
+            0 => vec![a("WITHDIST")],
+            1 => vec![a("WITHCOORD")],
+            2 => vec![a("WITHHASH")],
+            3 => vec![a(g.rng.pick(&["ASC", "DESC", "desc"]))],
+            4 | 5 => {
+                let mut c = vec![a("COUNT"), a(g.rng.pick(&["1", "2", "3", "5", "0", "-1", "x", "9223372036854775807"]))];
+                if g.rng.chance(30) {
+                    c.push(a("ANY"));
+                }
+                c
+            }
+            6 if store => vec![a(g.rng.pick(&["STORE", "STOREDIST"])), g.key()],
+            6 => vec![a("STOREDIST")],
+            7 => vec![a(g.rng.pick(&["ANY", "WITHDISTX", "FROMMEMBER"]))],
+            _ => vec![],
+        };
+        o.push(opt);
+    }
+    // Shuffle the option groups.
+    for i in (1..o.len()).rev() {
+        let j = g.rng.below(i as u64 + 1) as usize;
+        o.swap(i, j);
+    }
+    o.concat()
+}
+
+fn geosearch_gen(g: &mut G, name: &str, store: bool) -> Step {
+    let mut v = vec![];
+    if store {
+        v.push(g.key());
+    }
+    v.push(g.key());
+    v.extend(geo_opts(g, true, false));
+    if store && g.rng.chance(30) {
+        v.push(a("STOREDIST"));
+    }
+    cmd(name, g, v)
+}
+
+fn georadius_gen(g: &mut G, name: &str, by_member: bool, store: bool) -> Step {
+    let mut v = vec![g.key()];
+    if by_member {
+        v.push(geo_member(g));
+    } else {
+        let (x, y) = geo_lon_lat(g);
+        v.push(x);
+        v.push(y);
+    }
+    v.push(geo_radius(g));
+    v.push(geo_unit(g));
+    v.extend(geo_opts(g, false, store));
+    cmd(name, g, v)
+}
+
+#[rustfmt::skip]
+static GEO: &[Spec] = &[
+    Spec::new("geoadd", 14, geoadd_gen),
+    Spec::new("zadd", 2, |g| { let (k, s, m) = (g.key(), a(g.rng.pick(&["0", "-1", "inf", "4503599627370496", "4503599627370495", "3471579339700058", "1.5", "-inf"])), geo_member(g)); cmd("ZADD", g, vec![k, s, m]) }),
+    Spec::new("zrem", 2, |g| { let (k, m) = (g.key(), geo_member(g)); cmd("ZREM", g, vec![k, m]) }),
+    Spec::new("geodist", 4, |g| { let (k, m1, m2) = (g.key(), geo_member(g), geo_member(g)); let mut v = vec![k, m1, m2]; if g.rng.chance(50) { v.push(geo_unit(g)); } if g.rng.chance(3) { v.push(a("km")); } cmd("GEODIST", g, v) }),
+    Spec::new("geohash", 3, |g| { let k = g.key(); let mut v = vec![k]; for _ in 0..g.rng.range(1, 4) { v.push(geo_member(g)); } cmd("GEOHASH", g, v) }),
+    Spec::new("geopos", 3, |g| { let k = g.key(); let mut v = vec![k]; for _ in 0..g.rng.range(1, 4) { v.push(geo_member(g)); } cmd("GEOPOS", g, v) }),
+    Spec::new("geosearch", 10, |g| geosearch_gen(g, "GEOSEARCH", false)),
+    Spec::new("geosearchstore", 4, |g| geosearch_gen(g, "GEOSEARCHSTORE", true)),
+    Spec::new("georadius", 5, |g| georadius_gen(g, "GEORADIUS", false, true)),
+    Spec::new("georadius_ro", 2, |g| georadius_gen(g, "GEORADIUS_RO", false, false)),
+    Spec::new("georadiusbymember", 5, |g| georadius_gen(g, "GEORADIUSBYMEMBER", true, true)),
+    Spec::new("georadiusbymember_ro", 2, |g| georadius_gen(g, "GEORADIUSBYMEMBER_RO", true, false)),
+    Spec::new("zrange", 3, |g| { let k = g.key(); cmd("ZRANGE", g, vec![k, a("0"), a("-1"), a("WITHSCORES")]) }),
+    Spec::new("object", 1, |g| { let k = g.key(); cmd("OBJECT", g, vec![a("ENCODING"), k]) }),
+    Spec::new("set", 1, |g| { let (k, v) = (g.key(), g.val()); cmd("SET", g, vec![k, v]) }).no_mutate(),
+    Spec::new("del", 1, |g| { let k = g.keys(1, 3); cmd("DEL", g, k) }),
+    Spec::new("hello", 1, switch_protocol).cmp(Cmp::ClientId).no_mutate(),
+];
+
+#[test]
+fn geo() {
+    run_family("geo", GEO, SEEDS, STEPS, &[], None);
+}
+
+#[test]
+fn geo_skiplist() {
+    let args = ["--zset-max-listpack-entries", "3"];
+    run_family("geo_skiplist", GEO, SEEDS, STEPS, &args, None);
+}
+
 #[test]
 fn sets() {
     run_family("sets", SETS, SEEDS, STEPS, &[], None);

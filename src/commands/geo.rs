@@ -889,7 +889,7 @@ fn search_generic(ctx: &mut Ctx, src: usize, kind: Kind2, searchstore: bool, may
         if returned == total {
             merge_sort(&mut pts, &mut cmp);
         } else {
-            partial_qsort(&mut pts, 0, returned - 1, &mut cmp);
+            partial_qsort(&mut pts, 0, returned as i64 - 1, &mut cmp);
         }
     }
     pts.truncate(returned);

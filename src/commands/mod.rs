@@ -18,6 +18,7 @@ pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod sets;
+pub mod sort;
 pub mod sort_algo;
 pub mod strings;
 pub mod transactions;
@@ -283,7 +284,7 @@ pub struct CommandTable {
     pub all: Vec<&'static CommandSpec>,
 }
 
-pub fn all_families() -> [&'static [CommandSpec]; 15] {
+pub fn all_families() -> [&'static [CommandSpec]; 16] {
     [
         aof::COMMANDS,
         bits::COMMANDS,
@@ -296,6 +297,7 @@ pub fn all_families() -> [&'static [CommandSpec]; 15] {
         pubsub::COMMANDS,
         server::COMMANDS,
         sets::COMMANDS,
+        sort::COMMANDS,
         strings::COMMANDS,
         zsets::COMMANDS,
         transactions::COMMANDS,

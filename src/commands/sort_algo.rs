@@ -62,22 +62,24 @@ fn vecswap<T>(v: &mut [T], a: usize, b: usize, n: usize) {
 }
 
 /// Redis's `pqsort(v, n, cmp, lo, hi)`: afterwards `v[lo..=hi]` holds the elements a
-/// full sort would put there, in order. Indices are clamped by the caller (lo <= hi < n).
-pub fn partial_qsort<T>(v: &mut [T], lo: usize, hi: usize, cmp: &mut impl FnMut(&T, &T) -> Ordering) {
+/// full sort would put there, in order. `hi` may be `lo - 1` (an empty range, as SORT
+/// passes for LIMIT x 0), and either may lie outside `v` (nothing is then sorted).
+pub fn partial_qsort<T>(v: &mut [T], lo: i64, hi: i64, cmp: &mut impl FnMut(&T, &T) -> Ordering) {
     pq(v, 0, v.len(), lo, hi, cmp);
 }
 
 /// Whether the wanted range [lo, hi] overlaps the partition [s, s + n).
-fn overlaps(s: usize, n: usize, lo: usize, hi: usize) -> bool {
-    !((lo < s && hi < s) || (lo >= s + n && hi >= s + n))
+fn overlaps(s: usize, n: usize, lo: i64, hi: i64) -> bool {
+    let (s, e) = (s as i64, (s + n) as i64);
+    !((lo < s && hi < s) || (lo >= e && hi >= e))
 }
 
 fn pq<T>(
     v: &mut [T],
     mut a: usize,
     mut n: usize,
-    lo: usize,
-    hi: usize,
+    lo: i64,
+    hi: i64,
     cmp: &mut impl FnMut(&T, &T) -> Ordering,
 ) {
     loop {
@@ -177,7 +179,7 @@ mod tests {
             }
             for (lo, hi) in [(0, n - 1), (0, 0), (n / 2, n / 2), (n / 3, n - 1)] {
                 let mut p = orig.clone();
-                partial_qsort(&mut p, lo, hi, &mut |a, b| a.cmp(b));
+                partial_qsort(&mut p, lo as i64, hi as i64, &mut |a, b| a.cmp(b));
                 assert_eq!(p[lo..=hi], sorted[lo..=hi], "n {n} range {lo}..={hi}");
             }
         }
