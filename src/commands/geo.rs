@@ -103,7 +103,13 @@ fn squash(v: u64) -> u32 {
 
 /// Latitude on the even bits, longitude on the odd ones (so the top bit is longitude's,
 /// as in a standard geohash).
-fn encode_in(lon_range: (f64, f64), lat_range: (f64, f64), lon: f64, lat: f64, step: u8) -> Option<Hash> {
+fn encode_in(
+    lon_range: (f64, f64),
+    lat_range: (f64, f64),
+    lon: f64,
+    lat: f64,
+    step: u8,
+) -> Option<Hash> {
     if !(LON_MIN..=LON_MAX).contains(&lon) || !(LAT_MIN..=LAT_MAX).contains(&lat) {
         return None;
     }
@@ -278,7 +284,12 @@ impl Search {
         let top = rad_deg(width / EARTH_RADIUS_M / deg_rad(self.lat + lat_delta).cos());
         let bottom = rad_deg(width / EARTH_RADIUS_M / deg_rad(self.lat - lat_delta).cos());
         let d = if self.lat < 0.0 { bottom } else { top };
-        [self.lon - d, self.lat - lat_delta, self.lon + d, self.lat + lat_delta]
+        [
+            self.lon - d,
+            self.lat - lat_delta,
+            self.lon + d,
+            self.lat + lat_delta,
+        ]
     }
 
     /// The centre box and its neighbours, in the order Redis visits them: centre, N, S,
@@ -477,14 +488,21 @@ fn distance_text(d: f64) -> String {
     }
     let scaled = (d * 10000.0).round_ties_even();
     // llrint of a value beyond i64 is undefined in C; x86-64 gives i64::MIN.
-    let v: i64 = if scaled.is_nan() || !(-9.223372036854775808e18..9.223372036854775808e18).contains(&scaled) {
+    let v: i64 = if scaled.is_nan()
+        || !(-9.223372036854775808e18..9.223372036854775808e18).contains(&scaled)
+    {
         i64::MIN
     } else {
         scaled as i64
     };
     let neg = v < 0;
     let u = v.unsigned_abs();
-    format!("{}{}.{:04}", if neg { "-" } else { "" }, u / 10000, u % 10000)
+    format!(
+        "{}{}.{:04}",
+        if neg { "-" } else { "" },
+        u / 10000,
+        u % 10000
+    )
 }
 
 /// A longitude, latitude pair as GEOADD and FROMLONLAT take it.
@@ -709,7 +727,13 @@ fn geosearchstore(ctx: &mut Ctx) -> CmdResult {
 
 /// Redis's georadiusGeneric: the same argument walk (so the same error wins), search,
 /// sort, reply or store.
-fn search_generic(ctx: &mut Ctx, src: usize, kind: Kind2, searchstore: bool, may_store: bool) -> CmdResult {
+fn search_generic(
+    ctx: &mut Ctx,
+    src: usize,
+    kind: Kind2,
+    searchstore: bool,
+    may_store: bool,
+) -> CmdResult {
     let src_key = ctx.args.get(src);
     let zobj = read_zset(ctx, src_key)?;
     let mut center: Option<(f64, f64)> = None;
@@ -795,8 +819,10 @@ fn search_generic(ctx: &mut Ctx, src: usize, kind: Kind2, searchstore: bool, may
             byradius = true;
             i += 2;
         } else if is("bybox") && left >= 3 && search && !byradius {
-            let w = parse_score(ctx.args.get(i + 1)).ok_or_else(|| CmdError::err("need numeric width"))?;
-            let h = parse_score(ctx.args.get(i + 2)).ok_or_else(|| CmdError::err("need numeric height"))?;
+            let w = parse_score(ctx.args.get(i + 1))
+                .ok_or_else(|| CmdError::err("need numeric width"))?;
+            let h = parse_score(ctx.args.get(i + 2))
+                .ok_or_else(|| CmdError::err("need numeric height"))?;
             if h < 0.0 || w < 0.0 {
                 return Err(CmdError::err("height or width cannot be negative"));
             }
@@ -921,7 +947,11 @@ fn search_generic(ctx: &mut Ctx, src: usize, kind: Kind2, searchstore: bool, may
                 let pairs: Pairs = pts
                     .into_iter()
                     .map(|p| {
-                        let sc = if storedist { p.dist / conversion } else { p.score };
+                        let sc = if storedist {
+                            p.dist / conversion
+                        } else {
+                            p.score
+                        };
                         (p.member, sc)
                     })
                     .collect();
@@ -960,7 +990,10 @@ mod tests {
         assert_eq!(c, 3479447370796909);
         let (lon1, lat1) = decode_score(p as f64);
         let (lon2, lat2) = decode_score(c as f64);
-        assert_eq!(distance_text(distance(lon1, lat1, lon2, lat2)), "166274.1516");
+        assert_eq!(
+            distance_text(distance(lon1, lat1, lon2, lat2)),
+            "166274.1516"
+        );
         assert_eq!(human(lon1), "13.36138933897018433");
         assert_eq!(human(lat1), "38.11555639549629859");
     }

@@ -50,7 +50,10 @@ fn sort_weight(b: &[u8]) -> Option<f64> {
     }
     let body = s.trim_ascii_start();
     // C's isspace also counts the vertical tab.
-    let body = match body.iter().position(|&c| c != 0x0b && !c.is_ascii_whitespace()) {
+    let body = match body
+        .iter()
+        .position(|&c| c != 0x0b && !c.is_ascii_whitespace())
+    {
         Some(i) => &body[i..],
         None => return None,
     };

@@ -36,7 +36,13 @@ pub fn merge_sort<T: Clone>(v: &mut [T], cmp: &mut impl FnMut(&T, &T) -> Orderin
     }
 }
 
-fn med3<T>(v: &[T], a: usize, b: usize, c: usize, cmp: &mut impl FnMut(&T, &T) -> Ordering) -> usize {
+fn med3<T>(
+    v: &[T],
+    a: usize,
+    b: usize,
+    c: usize,
+    cmp: &mut impl FnMut(&T, &T) -> Ordering,
+) -> usize {
     if cmp(&v[a], &v[b]) == Ordering::Less {
         if cmp(&v[b], &v[c]) == Ordering::Less {
             b
