@@ -779,7 +779,7 @@ static GEO: &[Spec] = &[
     Spec::new("geoadd", 14, geoadd_gen),
     Spec::new("zadd", 2, |g| { let (k, s, m) = (g.key(), a(g.rng.pick(&["0", "-1", "inf", "4503599627370496", "4503599627370495", "3471579339700058", "1.5", "-inf"])), geo_member(g)); cmd("ZADD", g, vec![k, s, m]) }),
     Spec::new("zrem", 2, |g| { let (k, m) = (g.key(), geo_member(g)); cmd("ZREM", g, vec![k, m]) }),
-    Spec::new("geodist", 4, |g| { let (k, m1, m2) = (g.key(), geo_member(g), geo_member(g)); let mut v = vec![k, m1, m2]; if g.rng.chance(50) { v.push(geo_unit(g)); } if g.rng.chance(3) { v.push(a("km")); } cmd("GEODIST", g, v) }),
+    Spec::new("geodist", 4, |g| { let (k, m1, m2) = (g.key(), geo_member(g), geo_member(g)); let mut v = vec![k, m1, m2]; if g.rng.chance(50) { v.push(geo_unit(g)); if g.rng.chance(6) { v.push(a("km")); } } cmd("GEODIST", g, v) }),
     Spec::new("geohash", 3, |g| { let k = g.key(); let mut v = vec![k]; for _ in 0..g.rng.range(1, 4) { v.push(geo_member(g)); } cmd("GEOHASH", g, v) }),
     Spec::new("geopos", 3, |g| { let k = g.key(); let mut v = vec![k]; for _ in 0..g.rng.range(1, 4) { v.push(geo_member(g)); } cmd("GEOPOS", g, v) }),
     Spec::new("geosearch", 10, |g| geosearch_gen(g, "GEOSEARCH", false)),

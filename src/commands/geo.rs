@@ -483,14 +483,13 @@ fn reply_coord(ctx: &mut Ctx, v: f64) {
 
 /// Redis's fixedpoint_d2string with 4 digits: `llrint(d * 10000)` printed with a dot.
 fn distance_text(d: f64) -> String {
+    const TWO63: f64 = 9_223_372_036_854_775_808.0;
     if d == 0.0 {
         return "0.0000".into();
     }
     let scaled = (d * 10000.0).round_ties_even();
     // llrint of a value beyond i64 is undefined in C; x86-64 gives i64::MIN.
-    let v: i64 = if scaled.is_nan()
-        || !(-9.223372036854775808e18..9.223372036854775808e18).contains(&scaled)
-    {
+    let v: i64 = if scaled.is_nan() || !(-TWO63..TWO63).contains(&scaled) {
         i64::MIN
     } else {
         scaled as i64
@@ -565,7 +564,7 @@ fn geoadd(ctx: &mut Ctx) -> CmdResult {
         idx += 1;
     }
     let rest = ctx.args.len() - idx;
-    if rest % 3 != 0 || (fl.xx && fl.nx) {
+    if !rest.is_multiple_of(3) || (fl.xx && fl.nx) {
         return Err(CmdError::Syntax);
     }
     if rest == 0 {
