@@ -12,6 +12,7 @@ pub mod geo;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
+pub mod lolwut;
 pub mod persistence;
 pub mod propagate;
 pub mod pubsub;
@@ -284,7 +285,7 @@ pub struct CommandTable {
     pub all: Vec<&'static CommandSpec>,
 }
 
-pub fn all_families() -> [&'static [CommandSpec]; 16] {
+pub fn all_families() -> [&'static [CommandSpec]; 17] {
     [
         aof::COMMANDS,
         bits::COMMANDS,
@@ -293,6 +294,7 @@ pub fn all_families() -> [&'static [CommandSpec]; 16] {
         hashes::COMMANDS,
         keys::COMMANDS,
         lists::COMMANDS,
+        lolwut::COMMANDS,
         persistence::COMMANDS,
         pubsub::COMMANDS,
         server::COMMANDS,
