@@ -167,9 +167,17 @@ fn sort_generic(ctx: &mut Ctx, readonly: bool) -> CmdResult {
     }
     let mut e = found;
     if let Some(z) = e.filter(|_| kind == Kind::ZSet) {
-        // Redis converts a sorted set it sorts to a skiplist, for good.
-        if zset::listpack(&ctx.srv.ks, z).is_some() {
-            let pairs = zset::all(&ctx.srv.ks, z);
+        // Redis converts a sorted set it sorts to a skiplist, for good. Only an encoding:
+        // skipped when the arena has no room to spare (SORT_RO is admitted as a read).
+        let pairs = zset::listpack(&ctx.srv.ks, z).map(|_| zset::all(&ctx.srv.ks, z));
+        let bytes: u64 = pairs
+            .iter()
+            .flatten()
+            .map(|(m, _)| m.len() as u64 + 96)
+            .sum();
+        let srv = &*ctx.srv;
+        let room = srv.arena_admits(srv.arena_reserve_bytes() / 2, bytes);
+        if let Some(pairs) = pairs.filter(|_| room) {
             let lim = zset::Limits {
                 max_entries: 0,
                 max_value: 0,
