@@ -8,16 +8,20 @@
 pub mod aof;
 pub mod bits;
 pub mod connection;
+pub mod geo;
 pub mod hashes;
 pub mod hll;
 pub mod keys;
 pub mod lists;
+pub mod lolwut;
 pub mod persistence;
 pub mod propagate;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod sets;
+pub mod sort;
+pub mod sort_algo;
 pub mod streams;
 pub mod strings;
 pub mod transactions;
@@ -289,14 +293,17 @@ pub fn all_families() -> Vec<&'static [CommandSpec]> {
         aof::COMMANDS,
         bits::COMMANDS,
         connection::COMMANDS,
+        geo::COMMANDS,
         hashes::COMMANDS,
         hll::COMMANDS,
         keys::COMMANDS,
         lists::COMMANDS,
+        lolwut::COMMANDS,
         persistence::COMMANDS,
         pubsub::COMMANDS,
         server::COMMANDS,
         sets::COMMANDS,
+        sort::COMMANDS,
         strings::COMMANDS,
         zsets::COMMANDS,
         streams::COMMANDS,

@@ -257,6 +257,47 @@ pub fn extra_written_keys(name: &str, db: usize, args: Args) -> Vec<(usize, Vec<
                 .map(|i| (db, args.get(i).to_vec()))
                 .collect()
         }
+        // SORT ... STORE dst, GEORADIUS[BYMEMBER] ... STORE|STOREDIST dst: the last such
+        // option wins, as the commands parse them.
+        "sort" => store_option(args, 2, &["STORE"], &[("LIMIT", 2), ("BY", 1), ("GET", 1)])
+            .map(|k| vec![(db, k)])
+            .unwrap_or_default(),
+        "georadius" => store_option(args, 6, &["STORE", "STOREDIST"], &[("COUNT", 1)])
+            .map(|k| vec![(db, k)])
+            .unwrap_or_default(),
+        "georadiusbymember" => store_option(args, 5, &["STORE", "STOREDIST"], &[("COUNT", 1)])
+            .map(|k| vec![(db, k)])
+            .unwrap_or_default(),
         _ => vec![],
     }
+}
+
+/// The key after the last of `words` among the options from argument `from`, walking
+/// them as the command does (`skips`: other options and how many arguments they take).
+fn store_option(
+    args: Args,
+    from: usize,
+    words: &[&str],
+    skips: &[(&str, usize)],
+) -> Option<Vec<u8>> {
+    let mut found = None;
+    let mut i = from;
+    while i < args.len() {
+        let left = args.len() - i - 1;
+        if left >= 1 && words.iter().any(|w| args.is(i, w)) {
+            found = Some(args.get(i + 1).to_vec());
+            i += 1;
+        } else if let Some(&(_, n)) = skips.iter().find(|(w, n)| left >= *n && args.is(i, w)) {
+            i += n;
+        }
+        i += 1;
+    }
+    found
+}
+
+/// SORT with BY or GET patterns reads keys it does not name: like KEYS, its reply waits
+/// for every logged write (it may have read any key).
+pub fn reads_unnamed_keys(name: &str, args: Args) -> bool {
+    matches!(name, "sort" | "sort_ro")
+        && (2..args.len().saturating_sub(1)).any(|i| args.is(i, "BY") || args.is(i, "GET"))
 }

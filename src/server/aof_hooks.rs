@@ -116,6 +116,7 @@ pub fn after_command(
         // script (its keys are whatever it read).
         if (spec.first_key == 0 && spec.flags & crate::commands::READONLY != 0)
             || crate::commands::propagate::is_script(name)
+            || crate::commands::propagate::reads_unnamed_keys(name, args)
         {
             h = h.max(srv.aof.last_lsn);
         }

@@ -899,6 +899,9 @@ impl Server {
         // extra key below), BITOP and PFMERGE their first key.
         let named: Vec<usize> = match spec.name {
             "copy" if !is_sub => vec![],
+            // Their source is read; the destination is an extra key below.
+            "sort" | "georadius" | "georadiusbymember" if !is_sub => vec![],
+            "geosearchstore" if !is_sub => vec![1],
             "bitop" if !is_sub => vec![2],
             "pfmerge" if !is_sub => vec![1],
             _ => propagate::key_indices(spec, args.len()).collect(),

@@ -501,6 +501,10 @@ pub(super) fn memory_help(ctx: &mut Ctx) -> CmdResult {
         &[
             "DOCTOR",
             "    Return memory problems reports.",
+            "MALLOC-STATS",
+            "    Return internal statistics report from the memory allocator.",
+            "PURGE",
+            "    Attempt to purge dirty pages for reclamation by the allocator.",
             "STATS",
             "    Return information about the memory usage of the server.",
             "USAGE <key> [SAMPLES <count>]",

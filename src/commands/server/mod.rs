@@ -2,11 +2,13 @@
 //! By subject: INFO (`info.rs`), CONFIG (`config.rs`), COMMAND / MEMORY / SLOWLOG /
 //! LATENCY (`introspection.rs`), DEBUG (`debug.rs`).
 
+mod allocator;
 mod config;
 mod debug;
 mod info;
 mod introspection;
 
+use allocator::*;
 use config::*;
 pub use debug::dataset_digest;
 use debug::*;
@@ -126,6 +128,10 @@ static MEMORY_SUBS: &[CommandSpec] = &[
         .doc("Returns details about memory usage.", "4.0.0"),
     CommandSpec::new("doctor", 2, 0, "server", memory_doctor)
         .doc("Outputs a memory problems report.", "4.0.0"),
+    CommandSpec::new("malloc-stats", 2, 0, "server", memory_malloc_stats)
+        .doc("Show allocator internal stats", "4.0.0"),
+    CommandSpec::new("purge", 2, 0, "server", memory_purge)
+        .doc("Ask the allocator to release memory", "4.0.0"),
     CommandSpec::new("help", 2, LS, "server", memory_help).doc(
         "Returns helpful text about the different subcommands.",
         "4.0.0",

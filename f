@@ -1,0 +1,2 @@
+ERR One or more scores can't be converted into double
+
