@@ -11,6 +11,7 @@ pub mod connection;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
+pub mod notify;
 pub mod persistence;
 pub mod propagate;
 pub mod pubsub;

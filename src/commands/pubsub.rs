@@ -467,7 +467,12 @@ fn deliver(ctx: &mut Ctx, sub: Sub, frame: Frame, ch: &[u8], msg: &[u8]) {
         keep_output(ctx);
         return;
     }
-    let srv = &mut *ctx.srv;
+    deliver_other(ctx.srv, sub, frame, ch, msg);
+}
+
+/// Appends a message to the outbox of subscriber `sub`, a client other than the one
+/// running, within `client-output-buffer-limit pubsub`.
+fn deliver_other(srv: &mut Server, sub: Sub, frame: Frame, ch: &[u8], msg: &[u8]) {
     let Some(c) = srv.clients.get_mut(sub.slot).and_then(|c| c.as_mut()) else {
         return;
     };
@@ -519,6 +524,54 @@ fn publish(ctx: &mut Ctx) -> CmdResult {
     }
     ctx.out.int(receivers);
     Ok(())
+}
+
+/// The running client, as a receiver of messages the server publishes: its id, protocol,
+/// and the buffer its messages go to.
+pub struct SelfSink<'a> {
+    pub id: u64,
+    pub resp: Resp,
+    pub buf: &'a mut Vec<u8>,
+}
+
+/// True when a message published on `ch` would reach anyone (a channel subscriber or
+/// any pattern: patterns are matched only when there is something to publish).
+pub fn has_receivers(srv: &Server, ch: &[u8]) -> bool {
+    !srv.pubsub.patterns.is_empty() || srv.pubsub.channels.contains_key(ch)
+}
+
+/// Publishes a message the server itself sends (keyspace notifications), as PUBLISH
+/// would: channel subscribers, then pattern subscribers. A message for the running
+/// client (`me`) goes to its sink; everyone else's to their outbox.
+pub fn publish_from_server(
+    srv: &mut Server,
+    mut me: Option<&mut SelfSink>,
+    ch: &[u8],
+    msg: &[u8],
+) {
+    let mut send = |srv: &mut Server, sub: Sub, frame: Frame| match me.as_deref_mut() {
+        Some(m) if m.id == sub.id => encode_message(m.buf, m.resp, frame, ch, msg),
+        _ => deliver_other(srv, sub, frame, ch, msg),
+    };
+    if let Some(list) = srv.pubsub.channels.get(ch) {
+        for sub in list.clone() {
+            send(srv, sub, Frame::Message);
+        }
+    }
+    if !srv.pubsub.patterns.is_empty() {
+        let matching: Vec<(Vec<u8>, Vec<Sub>)> = srv
+            .pubsub
+            .patterns
+            .iter()
+            .filter(|(p, _)| crate::util::glob_match(p, ch, false))
+            .map(|(p, l)| (p.clone(), l.clone()))
+            .collect();
+        for (pat, list) in matching {
+            for sub in list {
+                send(srv, sub, Frame::PMessage(&pat));
+            }
+        }
+    }
 }
 
 fn spublish(ctx: &mut Ctx) -> CmdResult {

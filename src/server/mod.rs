@@ -115,6 +115,13 @@ pub struct Server {
     pub in_script_call: bool,
     /// The Lua script cache and engine (src/commands/scripting).
     pub scripts: commands::scripting::Scripts,
+    /// `notify-keyspace-events` class bits (0: off; the one check a write pays then).
+    pub notify_flags: u32,
+    /// Keyspace notifications for the running client itself, held until its reply is
+    /// complete (see `commands::notify`).
+    pub notify_self: Vec<u8>,
+    /// Where the running command's reply starts in its buffer (`commands::notify`).
+    pub notify_reply_start: usize,
 }
 
 /// How the pipeline dealt with a command (see `execute_inner`).
@@ -177,8 +184,9 @@ impl Server {
         let master_replid: String = (0..40)
             .map(|_| char::from_digit(rng.below(16) as u32, 16).unwrap_or('0'))
             .collect();
+        ks.events.record = commands::notify::recorded_kinds(s.notify_keyspace_events);
         let commands = CommandTable::build();
-        Ok(Server {
+        let mut srv = Server {
             ks,
             arena_full_logged: false,
             cmdstats: CommandStats::default(),
@@ -220,7 +228,12 @@ impl Server {
             propagate_as: None,
             in_script_call: false,
             scripts: Default::default(),
-        })
+            notify_flags: 0,
+            notify_self: Vec::new(),
+            notify_reply_start: 0,
+        };
+        srv.notify_flags = s.notify_keyspace_events;
+        Ok(srv)
     }
 
     /// Refreshes the command clock; call before running a batch of commands.
@@ -236,6 +249,11 @@ impl Server {
         self.ks.lfu_log_factor = s.lfu_log_factor;
         self.ks.lfu_decay_time_min = s.lfu_decay_time;
         let max = s.slowlog_max_len;
+        self.notify_flags = s.notify_keyspace_events;
+        self.ks.events.record = commands::notify::recorded_kinds(s.notify_keyspace_events);
+        if self.ks.events.record == 0 {
+            self.ks.events.events.clear();
+        }
         self.slowlog.trim(max);
         aof_hooks::apply_config(self);
     }
@@ -748,6 +766,9 @@ impl Server {
             let from_script = ctx.srv.in_script_call;
             commands::pubsub::feed_monitors(ctx.srv, ctx.client, db_before, args, from_script);
         }
+        if ctx.srv.notify_flags != 0 {
+            commands::notify::before_command(&mut ctx);
+        }
         let result = (spec.handler)(&mut ctx);
         let failed = if let Err(e) = result {
             ctx.out.error(&e.to_string());
@@ -755,6 +776,9 @@ impl Server {
         } else {
             false
         };
+        if ctx.srv.notify_flags != 0 {
+            commands::notify::after_command(&mut ctx);
+        }
         if let Some(req) = self.blocking.request.take() {
             if failed {
                 self.blocking.request = None;
@@ -924,8 +948,10 @@ impl Server {
         if self.config.settings().maxmemory > 0 {
             let _ = self.perform_evictions();
         }
-        // Active expiry and eviction deleted keys: log their DELs; advance a rewrite.
+        // Active expiry and eviction deleted keys: log their DELs, publish their
+        // notifications; advance a rewrite.
         aof_hooks::log_deletions(self, now_ms());
+        commands::notify::publish_recorded_detached(self);
         aof_rewrite::cron(self);
     }
 

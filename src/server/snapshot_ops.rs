@@ -115,6 +115,7 @@ impl Server {
         ks.lfu_log_factor = self.ks.lfu_log_factor;
         ks.lfu_decay_time_min = self.ks.lfu_decay_time_min;
         ks.deletions = self.ks.deletions.take();
+        ks.events.record = self.ks.events.record;
         self.ks = ks;
     }
 

@@ -1,0 +1,196 @@
+//! Keyspace notifications (`notify-keyspace-events`): events published on
+//! `__keyspace@<db>__:<key>` (message: the event) and `__keyevent@<db>__:<event>`
+//! (message: the key) through pub/sub, with Redis 7.0's event names and classes.
+//!
+//! Command handlers call [`notify`] (or [`notify_db`]) where Redis calls
+//! notifyKeyspaceEvent, with the same class and name; with notifications off that is one
+//! test of `Server::notify_flags`. Events the keyspace causes by itself (lazy and active
+//! expiry, eviction, a read miss, a key created) are recorded by the keyspace
+//! (`keyspace::events`) and published from here: before a command runs (eviction came
+//! first), before each event a command publishes (so a lazily expired or newly created
+//! key's event precedes the command's own, as in Redis), after the command, and after
+//! cron's expiry and eviction.
+//!
+//! A notification for the running client itself (a RESP3 client subscribed to its own
+//! keys) goes into its reply when the command has written nothing yet, as Redis does;
+//! otherwise (part of a reply written, inside EXEC, from a script) it waits in
+//! `Server::notify_self` and follows the reply, so a reply is never cut by a push.
+//!
+//! Helper API for command families: `notify(ctx, NOTIFY_<CLASS>, "<event>", key)`;
+//! `notify_db` when the key is in another database than the client's.
+
+use super::pubsub::{has_receivers, publish_from_server, SelfSink};
+use super::Ctx;
+pub use crate::config::{
+    NOTIFY_EVICTED, NOTIFY_EXPIRED, NOTIFY_GENERIC, NOTIFY_HASH, NOTIFY_KEYEVENT,
+    NOTIFY_KEYSPACE, NOTIFY_KEY_MISS, NOTIFY_LIST, NOTIFY_MODULE, NOTIFY_NEW, NOTIFY_SET,
+    NOTIFY_STREAM, NOTIFY_STRING, NOTIFY_ZSET,
+};
+use crate::keyspace::events::KeyEventKind;
+use crate::server::Server;
+
+/// Which keyspace-caused events the keyspace must record for `flags`.
+pub fn recorded_kinds(flags: u32) -> u8 {
+    if flags & (NOTIFY_KEYSPACE | NOTIFY_KEYEVENT) == 0 {
+        return 0;
+    }
+    let mut r = 0;
+    for (class, kind) in [
+        (NOTIFY_EXPIRED, KeyEventKind::Expired),
+        (NOTIFY_EVICTED, KeyEventKind::Evicted),
+        (NOTIFY_KEY_MISS, KeyEventKind::KeyMiss),
+        (NOTIFY_NEW, KeyEventKind::New),
+    ] {
+        if flags & class != 0 {
+            r |= kind as u8;
+        }
+    }
+    r
+}
+
+fn kind_event(kind: KeyEventKind) -> (u32, &'static str) {
+    match kind {
+        KeyEventKind::Expired => (NOTIFY_EXPIRED, "expired"),
+        KeyEventKind::Evicted => (NOTIFY_EVICTED, "evicted"),
+        KeyEventKind::KeyMiss => (NOTIFY_KEY_MISS, "keymiss"),
+        KeyEventKind::New => (NOTIFY_NEW, "new"),
+    }
+}
+
+/// Publishes `event` of `class` for `key` in the client's database, when notifications of
+/// that class are on.
+#[inline]
+pub fn notify(ctx: &mut Ctx, class: u32, event: &str, key: &[u8]) {
+    if ctx.srv.notify_flags & class != 0 {
+        let db = ctx.client.db;
+        emit_from_command(ctx, class, event, key, db);
+    }
+}
+
+/// [`notify`] for a key of database `db` (MOVE, COPY ... DB).
+#[inline]
+pub fn notify_db(ctx: &mut Ctx, class: u32, event: &str, key: &[u8], db: usize) {
+    if ctx.srv.notify_flags & class != 0 {
+        emit_from_command(ctx, class, event, key, db);
+    }
+}
+
+#[inline(never)]
+fn emit_from_command(ctx: &mut Ctx, class: u32, event: &str, key: &[u8], db: usize) {
+    publish_recorded(ctx);
+    with_self_sink(ctx, |srv, me| emit(srv, Some(me), class, event, key, db));
+}
+
+/// Runs `f` with the running client's sink: its reply while the command has written
+/// nothing else (outside EXEC and scripts), else the held buffer.
+fn with_self_sink(ctx: &mut Ctx, f: impl FnOnce(&mut Server, &mut SelfSink)) {
+    let srv = &mut *ctx.srv;
+    let direct = !srv.in_script_call
+        && !srv.in_exec
+        && srv.notify_self.is_empty()
+        && ctx.out.buf.len() == srv.notify_reply_start;
+    if direct {
+        let before = ctx.out.buf.len();
+        let mut me = SelfSink {
+            id: ctx.client.id,
+            resp: ctx.client.resp,
+            buf: ctx.out.buf,
+        };
+        f(srv, &mut me);
+        let after = ctx.out.buf.len();
+        if after > before {
+            // Pushes pass CLIENT REPLY OFF / SKIP, as pub/sub output does.
+            ctx.client.keep_output_to = Some(after);
+            srv.notify_reply_start = after;
+        }
+    } else {
+        let mut held = std::mem::take(&mut srv.notify_self);
+        let mut me = SelfSink {
+            id: ctx.client.id,
+            resp: ctx.client.resp,
+            buf: &mut held,
+        };
+        f(srv, &mut me);
+        srv.notify_self = held;
+    }
+}
+
+/// Publishes one event on the channels `notify-keyspace-events` asks for.
+fn emit(
+    srv: &mut Server,
+    mut me: Option<&mut SelfSink>,
+    class: u32,
+    event: &str,
+    key: &[u8],
+    db: usize,
+) {
+    let flags = srv.notify_flags;
+    if flags & class == 0 {
+        return;
+    }
+    let db_text = db.to_string();
+    if flags & NOTIFY_KEYSPACE != 0 {
+        let ch = channel(b"__keyspace@", &db_text, key);
+        if has_receivers(srv, &ch) {
+            publish_from_server(srv, me.as_deref_mut(), &ch, event.as_bytes());
+        }
+    }
+    if flags & NOTIFY_KEYEVENT != 0 {
+        let ch = channel(b"__keyevent@", &db_text, event.as_bytes());
+        if has_receivers(srv, &ch) {
+            publish_from_server(srv, me.as_deref_mut(), &ch, key);
+        }
+    }
+}
+
+fn channel(prefix: &[u8], db: &str, tail: &[u8]) -> Vec<u8> {
+    let mut ch = Vec::with_capacity(prefix.len() + db.len() + 3 + tail.len());
+    ch.extend_from_slice(prefix);
+    ch.extend_from_slice(db.as_bytes());
+    ch.extend_from_slice(b"__:");
+    ch.extend_from_slice(tail);
+    ch
+}
+
+/// Publishes what the keyspace recorded since the last call, oldest first.
+pub fn publish_recorded(ctx: &mut Ctx) {
+    if ctx.srv.ks.events.events.is_empty() {
+        return;
+    }
+    let events = ctx.srv.ks.events.take();
+    with_self_sink(ctx, |srv, me| {
+        for ev in events {
+            let (class, name) = kind_event(ev.kind);
+            emit(srv, Some(&mut *me), class, name, &ev.key, ev.db);
+        }
+    });
+}
+
+/// The same outside any command (cron's active expiry and eviction).
+pub fn publish_recorded_detached(srv: &mut Server) {
+    if srv.ks.events.events.is_empty() {
+        return;
+    }
+    for ev in srv.ks.events.take() {
+        let (class, name) = kind_event(ev.kind);
+        emit(srv, None, class, name, &ev.key, ev.db);
+    }
+}
+
+/// Before a command's handler: where its reply starts, and the events recorded before it
+/// (eviction to admit it).
+pub fn before_command(ctx: &mut Ctx) {
+    ctx.srv.notify_reply_start = ctx.out.buf.len();
+    publish_recorded(ctx);
+}
+
+/// After a command's handler: events recorded by its reads (lazy expiry, misses), then,
+/// once the outermost reply is complete, the notifications held for the client itself.
+pub fn after_command(ctx: &mut Ctx) {
+    publish_recorded(ctx);
+    if !ctx.srv.notify_self.is_empty() && !ctx.srv.in_exec && !ctx.srv.in_script_call {
+        let held = std::mem::take(&mut ctx.srv.notify_self);
+        ctx.out.buf.extend_from_slice(&held);
+        ctx.client.keep_output_to = Some(ctx.out.buf.len());
+    }
+}
