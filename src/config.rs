@@ -977,6 +977,26 @@ pub fn notify_flags_text(flags: u32) -> String {
     s
 }
 
+/// How `notify-keyspace-events` is kept: Redis's text, plus the `n` that text leaves out
+/// beside `A` (so the class still acts); CONFIG GET shows [`notify_flags_text`].
+fn notify_flags_stored(flags: u32) -> String {
+    let mut s = notify_flags_text(flags);
+    if flags & NOTIFY_ALL == NOTIFY_ALL && flags & NOTIFY_NEW != 0 {
+        s.push('n');
+    }
+    s
+}
+
+/// An option's value as CONFIG GET shows it.
+fn shown_value<'a>(name: &str, stored: &'a str) -> std::borrow::Cow<'a, str> {
+    if name == "notify-keyspace-events" {
+        if let Ok(f) = parse_notify_flags(stored) {
+            return notify_flags_text(f).into();
+        }
+    }
+    stored.into()
+}
+
 /// Redis's `memtoull`: a byte count with an optional unit (k=1000, kb=1024, m, mb, g, gb).
 pub fn parse_memory(s: &str) -> Option<i64> {
     let lower = s.to_ascii_lowercase();
@@ -1289,7 +1309,7 @@ impl Config {
                         Ok(value.split_whitespace().collect::<Vec<_>>().join(" "))
                     }
                 }
-                "notify-keyspace-events" => parse_notify_flags(value).map(notify_flags_text),
+                "notify-keyspace-events" => parse_notify_flags(value).map(notify_flags_stored),
                 "latency-tracking-info-percentiles" => {
                     let mut out = Vec::new();
                     for w in value.split_whitespace() {
@@ -1504,7 +1524,8 @@ impl Config {
                 let name = String::from_utf8_lossy(p);
                 if let Some(idx) = find_spec(&name) {
                     if OPTIONS[idx].flags & F_UNLISTED == 0 {
-                        push(name.into_owned(), &self.values[idx]);
+                        let v = shown_value(OPTIONS[idx].name, &self.values[idx]);
+                        push(name.into_owned(), &v);
                     }
                 }
                 continue;
@@ -1515,7 +1536,8 @@ impl Config {
                 }
                 for name in std::iter::once(spec.name).chain(spec.alias) {
                     if crate::util::glob_match(p, name.as_bytes(), true) {
-                        push(name.to_string(), &self.values[i]);
+                        let v = shown_value(spec.name, &self.values[i]);
+                        push(name.to_string(), &v);
                     }
                 }
             }

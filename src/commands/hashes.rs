@@ -1,5 +1,6 @@
 //! Hash commands (Redis's `t_hash.c`), over the arena hashes of `crate::collections::hash`.
 
+use super::notify::{notify, NOTIFY_HASH};
 use super::strings::{incr_long_double, LdError};
 use super::{CmdError, CmdResult, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
 use crate::arena::Ref;
@@ -84,6 +85,7 @@ fn hset_generic(ctx: &mut Ctx) -> Result<u64, CmdError> {
         created += c as u64;
     }
     ctx.dirty((ctx.args.len() as u64 - 2) / 2);
+    notify(ctx, NOTIFY_HASH, "hset", key);
     Ok(created)
 }
 
@@ -112,6 +114,7 @@ fn hsetnx(ctx: &mut Ctx) -> CmdResult {
     let e = hash_for_write(ctx, key)?;
     hash::set(&mut ctx.srv.ks, db, e, f, v, lim);
     ctx.dirty(1);
+    notify(ctx, NOTIFY_HASH, "hset", key);
     ctx.out.int(1);
     Ok(())
 }
@@ -144,7 +147,7 @@ fn hmget(ctx: &mut Ctx) -> CmdResult {
 fn hdel(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.args.get(1);
     let found = write_hash(ctx, key)?;
-    super::remove_members(ctx, found, hash::del, hash::len)
+    super::remove_members(ctx, (super::notify::NOTIFY_HASH, "hdel"), found, hash::del, hash::len)
 }
 
 fn hlen(ctx: &mut Ctx) -> CmdResult {
@@ -241,6 +244,7 @@ fn hincrby(ctx: &mut Ctx) -> CmdResult {
     };
     hash::set(&mut ctx.srv.ks, db, e, f, n.to_string().as_bytes(), lim);
     ctx.dirty(1);
+    notify(ctx, NOTIFY_HASH, "hincrby", key);
     ctx.out.int(n);
     Ok(())
 }
@@ -264,6 +268,7 @@ fn hincrbyfloat(ctx: &mut Ctx) -> CmdResult {
     };
     hash::set(&mut ctx.srv.ks, db, e, f, &text, lim);
     ctx.dirty(1);
+    notify(ctx, NOTIFY_HASH, "hincrbyfloat", key);
     ctx.out.bulk(&text);
     Ok(())
 }

@@ -5,6 +5,7 @@
 //! Entry `Ref`s are invalidated by anything that may allocate or free in the keyspace
 //! (a lazy expiry inside a lookup included), so handlers re-find an entry after such a call.
 
+use super::notify::{notify, notify_db, NOTIFY_GENERIC};
 use super::{
     CmdError, CmdResult, CommandSpec, Ctx, DENYOOM, FAST, LOADING, READONLY, STALE, WRITE,
 };
@@ -177,6 +178,7 @@ fn del(ctx: &mut Ctx) -> CmdResult {
     for i in 1..ctx.args.len() {
         if ctx.srv.ks.delete(db, ctx.args.get(i), ctx.now_ms) {
             n += 1;
+            notify(ctx, NOTIFY_GENERIC, "del", ctx.args.get(i));
         }
     }
     ctx.dirty(n as u64);
@@ -406,7 +408,7 @@ fn randomkey(ctx: &mut Ctx) -> CmdResult {
             return Ok(());
         };
         if ks.is_expired(e, now) {
-            ks.delete_entry(db, e);
+            ks.delete_and_propagate(db, e, crate::keyspace::events::KeyEventKind::Expired);
             ks.stats.expired_keys += 1;
             continue;
         }
@@ -467,6 +469,8 @@ fn rename_generic(ctx: &mut Ctx, nx: bool) -> CmdResult {
     let e = refind(ctx, db, src)?;
     ctx.srv.ks.move_entry_to(db, e, db, dst);
     ctx.dirty(1);
+    notify(ctx, NOTIFY_GENERIC, "rename_from", src);
+    notify(ctx, NOTIFY_GENERIC, "rename_to", dst);
     if nx {
         ctx.out.int(1);
     } else {
@@ -522,6 +526,7 @@ fn copy(ctx: &mut Ctx) -> CmdResult {
     let lru = ctx.srv.ks.initial_lru();
     ctx.srv.ks.set_lru(n, lru);
     ctx.dirty(1);
+    notify_db(ctx, NOTIFY_GENERIC, "copy_to", dst, dst_db);
     ctx.out.int(1);
     Ok(())
 }
@@ -542,6 +547,8 @@ fn move_cmd(ctx: &mut Ctx) -> CmdResult {
     let e = refind(ctx, src_db, key)?;
     ctx.srv.ks.move_entry_to(src_db, e, dst_db, key);
     ctx.dirty(1);
+    notify_db(ctx, NOTIFY_GENERIC, "move_from", key, src_db);
+    notify_db(ctx, NOTIFY_GENERIC, "move_to", key, dst_db);
     ctx.out.int(1);
     Ok(())
 }
@@ -640,8 +647,10 @@ fn expire_generic(ctx: &mut Ctx, base_ms: i64, seconds: bool) -> CmdResult {
     if when <= ctx.now_ms {
         // A time in the past deletes the key (and replicates as a DEL in Redis).
         ctx.srv.ks.delete_entry(db, e);
+        notify(ctx, NOTIFY_GENERIC, "del", key);
     } else {
         ctx.srv.ks.set_expire(db, e, Some(when));
+        notify(ctx, NOTIFY_GENERIC, "expire", key);
     }
     ctx.dirty(1);
     ctx.out.int(1);
@@ -711,6 +720,7 @@ fn persist(ctx: &mut Ctx) -> CmdResult {
         Some(e) if ctx.srv.ks.has_expire(e) => {
             ctx.srv.ks.set_expire(db, e, None);
             ctx.dirty(1);
+            notify(ctx, NOTIFY_GENERIC, "persist", ctx.args.get(1));
             ctx.out.int(1);
         }
         _ => ctx.out.int(0),
@@ -923,6 +933,7 @@ fn restore(ctx: &mut Ctx) -> CmdResult {
         // Already expired: nothing is created; a replaced key is gone.
         if deleted {
             ctx.dirty(1);
+            notify(ctx, NOTIFY_GENERIC, "del", key);
         }
         ctx.out.ok();
         return Ok(());
@@ -982,6 +993,7 @@ fn restore(ctx: &mut Ctx) -> CmdResult {
         ctx.srv.ks.set_lru(e, at as u32);
     }
     ctx.dirty(1);
+    notify(ctx, NOTIFY_GENERIC, "restore", key);
     ctx.out.ok();
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! Set commands (Redis's `t_set.c`), over the arena sets of `crate::collections::set`.
 
+use super::notify::{notify, NOTIFY_GENERIC, NOTIFY_SET};
 use super::{CmdError, CmdResult, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
 use crate::arena::Ref;
 use crate::collections::set::{self, Limits};
@@ -71,6 +72,9 @@ fn sadd(ctx: &mut Ctx) -> CmdResult {
         added += a as u64;
     }
     ctx.dirty(added);
+    if added > 0 {
+        notify(ctx, NOTIFY_SET, "sadd", key);
+    }
     ctx.out.int(added as i64);
     Ok(())
 }
@@ -78,7 +82,7 @@ fn sadd(ctx: &mut Ctx) -> CmdResult {
 fn srem(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.args.get(1);
     let found = write_set(ctx, key)?;
-    super::remove_members(ctx, found, set::remove, set::len)
+    super::remove_members(ctx, (super::notify::NOTIFY_SET, "srem"), found, set::remove, set::len)
 }
 
 fn smembers(ctx: &mut Ctx) -> CmdResult {
@@ -161,12 +165,14 @@ fn spop(ctx: &mut Ctx) -> CmdResult {
                 ctx.out.null();
                 return Ok(());
             };
+            notify(ctx, NOTIFY_SET, "spop", key);
+            ctx.out.bulk(&m);
             if set::len(&ctx.srv.ks, e) == 0 {
                 ctx.srv.ks.delete_entry(db, e);
+                notify(ctx, NOTIFY_GENERIC, "del", key);
             }
             log_popped(ctx, key, std::slice::from_ref(&m), false);
             ctx.dirty(1);
-            ctx.out.bulk(&m);
             Ok(())
         }
         3 => {
@@ -183,6 +189,7 @@ fn spop(ctx: &mut Ctx) -> CmdResult {
                 return Ok(());
             }
             let size = set::len(&ctx.srv.ks, e);
+            notify(ctx, NOTIFY_SET, "spop", key);
             if count >= size {
                 // The whole set: reply with it and delete the key.
                 let ks = &ctx.srv.ks;
@@ -190,6 +197,7 @@ fn spop(ctx: &mut Ctx) -> CmdResult {
                 let out = &mut ctx.out;
                 set::for_each(ks, e, |m| reply_val(out, m));
                 ctx.srv.ks.delete_entry(db, e);
+                notify(ctx, NOTIFY_GENERIC, "del", key);
                 log_popped(ctx, key, &[], true);
                 ctx.dirty(size);
                 return Ok(());
@@ -331,8 +339,10 @@ fn smove(ctx: &mut Ctx) -> CmdResult {
         ctx.out.int(0);
         return Ok(());
     }
+    notify(ctx, NOTIFY_SET, "srem", src);
     if set::len(&ctx.srv.ks, se) == 0 {
         ctx.srv.ks.delete_entry(db, se);
+        notify(ctx, NOTIFY_GENERIC, "del", src);
     }
     // Entries may have moved: find the destination again.
     let de = match ctx.srv.ks.find_raw(db, dst) {
@@ -341,6 +351,9 @@ fn smove(ctx: &mut Ctx) -> CmdResult {
     };
     let (_, added) = set::add(&mut ctx.srv.ks, db, de, m, lim);
     ctx.dirty(1 + added as u64);
+    if added {
+        notify(ctx, NOTIFY_SET, "sadd", dst);
+    }
     ctx.out.int(1);
     Ok(())
 }
@@ -444,11 +457,13 @@ fn reply_members(ctx: &mut Ctx, mut ms: Vec<Vec<u8>>) {
 }
 
 /// Stores a computed set at `dst` (deleting `dst` when it is empty); replies its size.
-fn store(ctx: &mut Ctx, dst: &[u8], ms: Vec<Vec<u8>>) -> CmdResult {
+/// `event`: its notification (`sinterstore`, `sunionstore`, `sdiffstore`).
+fn store(ctx: &mut Ctx, dst: &[u8], ms: Vec<Vec<u8>>, event: &'static str) -> CmdResult {
     let db = ctx.db();
     if ms.is_empty() {
         if ctx.srv.ks.delete(db, dst, ctx.now_ms) {
             ctx.dirty(1);
+            notify(ctx, NOTIFY_GENERIC, "del", dst);
         }
         ctx.out.int(0);
         return Ok(());
@@ -459,6 +474,7 @@ fn store(ctx: &mut Ctx, dst: &[u8], ms: Vec<Vec<u8>>) -> CmdResult {
     set::create_from(&mut ctx.srv.ks, db, dst, &ms, Ttl::Clear, lim);
     ctx.dirty(1);
     ctx.out.int(ms.len() as i64);
+    notify(ctx, NOTIFY_SET, event, dst);
     Ok(())
 }
 
@@ -477,7 +493,7 @@ fn sinterstore(ctx: &mut Ctx) -> CmdResult {
     let sets = sources(ctx, 2, ctx.args.len(), true)?;
     let ms = intersection(ctx, &sets, 0);
     let dst = ctx.args.get(1);
-    store(ctx, dst, ms)
+    store(ctx, dst, ms, "sinterstore")
 }
 
 fn sintercard(ctx: &mut Ctx) -> CmdResult {
@@ -521,7 +537,7 @@ fn sunionstore(ctx: &mut Ctx) -> CmdResult {
     let sets = sources(ctx, 2, ctx.args.len(), true)?;
     let ms = union_diff(ctx, &sets, false);
     let dst = ctx.args.get(1);
-    store(ctx, dst, ms)
+    store(ctx, dst, ms, "sunionstore")
 }
 
 fn sdiff(ctx: &mut Ctx) -> CmdResult {
@@ -535,7 +551,7 @@ fn sdiffstore(ctx: &mut Ctx) -> CmdResult {
     let sets = sources(ctx, 2, ctx.args.len(), true)?;
     let ms = union_diff(ctx, &sets, true);
     let dst = ctx.args.get(1);
-    store(ctx, dst, ms)
+    store(ctx, dst, ms, "sdiffstore")
 }
 
 fn sscan(ctx: &mut Ctx) -> CmdResult {
