@@ -430,6 +430,7 @@ fn bitop(ctx: &mut Ctx) -> CmdResult {
     let target = ctx.args.get(2);
     if maxlen > 0 {
         ctx.ensure_arena_room(res.len() as u64)?;
+        ctx.srv.ks.find(db, target, ctx.now_ms);
         ctx.srv
             .ks
             .set_string(db, target, &res, StrEnc::Raw, Ttl::Clear);

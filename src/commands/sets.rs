@@ -471,6 +471,7 @@ fn store(ctx: &mut Ctx, dst: &[u8], ms: Vec<Vec<u8>>, event: &'static str) -> Cm
     let bytes: u64 = ms.iter().map(|m| m.len() as u64 + 24).sum();
     ctx.ensure_arena_room(bytes)?;
     let lim = limits(ctx);
+    ctx.srv.ks.find(db, dst, ctx.now_ms);
     set::create_from(&mut ctx.srv.ks, db, dst, &ms, Ttl::Clear, lim);
     ctx.dirty(1);
     ctx.out.int(ms.len() as i64);

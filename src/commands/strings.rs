@@ -238,6 +238,7 @@ fn setex_generic(ctx: &mut Ctx, unit: &[u8], cmd: &'static str) -> CmdResult {
     let t = parse_expire_arg(ctx, unit, ctx.args.get(2), cmd)?;
     let (key, value) = (ctx.args.get(1), ctx.args.get(3));
     let db = ctx.client.db;
+    ctx.srv.ks.find(db, key, ctx.now_ms);
     ctx.srv
         .ks
         .set_string(db, key, value, StrEnc::for_value(value), Ttl::At(t));
@@ -292,6 +293,8 @@ fn mset_generic(ctx: &mut Ctx, nx: bool) -> CmdResult {
     }
     for i in (1..ctx.args.len()).step_by(2) {
         let (k, v) = (ctx.args.get(i), ctx.args.get(i + 1));
+        // As Redis's setKey: an expired key is expired (and notified) before the write.
+        ctx.srv.ks.find(db, k, ctx.now_ms);
         ctx.srv
             .ks
             .set_string(db, k, v, StrEnc::for_value(v), Ttl::Clear);

@@ -819,6 +819,7 @@ fn store_result(ctx: &mut Ctx, dst: &[u8], result: Pairs, event: &'static str) -
         // A skiplist node per member: links, score, span, and the member's bytes.
         let bytes: u64 = result.iter().map(|(m, _)| m.len() as u64 + 64).sum();
         ctx.ensure_arena_room(bytes)?;
+        ctx.srv.ks.find(db, dst, ctx.now_ms);
         zset::create_from(&mut ctx.srv.ks, db, dst, result, Ttl::Clear, lim);
         ctx.dirty(1);
     }
