@@ -257,7 +257,7 @@ impl Gen {
 /// Runs one seeded stream; returns the event names seen.
 fn run_stream(seed: u64) -> std::collections::BTreeSet<String> {
     let mut seen = std::collections::BTreeSet::new();
-    let (mut cs, mut rs) = pair("KEAn", &[]);
+    let (mut cs, mut rs) = pair("KEAnm", &[]);
     for s in [&mut cs, &mut rs] {
         s.cmd.call(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
         s.take();
@@ -355,5 +355,206 @@ fn random_streams_notify_as_redis() {
         if std::env::var("CAIRN_NOTIFY_SEED").is_err() {
             assert!(seen.contains(ev), "no '{ev}' event in the streams: {seen:?}");
         }
+    }
+}
+
+/// A fixed script touching every class, for the filtering test.
+const CLASS_SCRIPT: &[&[&str]] = &[
+    &["SET", "s", "1"],
+    &["INCRBY", "s", "2"],
+    &["APPEND", "s", "x"],
+    &["SETRANGE", "s", "0", "y"],
+    &["SETBIT", "b", "3", "1"],
+    &["EXPIRE", "s", "1000"],
+    &["PERSIST", "s"],
+    &["GET", "nosuch"],
+    &["MGET", "nosuch", "s", "other"],
+    &["EXISTS", "nosuch"],
+    &["TYPE", "nosuch"],
+    &["LPUSH", "l", "a", "b", "c"],
+    &["RPOP", "l"],
+    &["LSET", "l", "0", "z"],
+    &["LTRIM", "l", "0", "0"],
+    &["LMOVE", "l", "l2", "LEFT", "LEFT"],
+    &["HSET", "h", "f", "1"],
+    &["HINCRBY", "h", "f", "1"],
+    &["HDEL", "h", "f"],
+    &["SADD", "st", "a", "b"],
+    &["SREM", "st", "a"],
+    &["SINTERSTORE", "st2", "st"],
+    &["ZADD", "z", "1", "a", "2", "b"],
+    &["ZINCRBY", "z", "1", "a"],
+    &["ZPOPMIN", "z"],
+    &["ZREMRANGEBYSCORE", "z", "-inf", "+inf"],
+    &["SET", "gone", "1", "PXAT", "1"],
+    &["GET", "gone"],
+    &["RENAME", "s", "s2"],
+    &["COPY", "s2", "s3"],
+    &["MOVE", "s3", "1"],
+    &["DEL", "s2", "b", "l2"],
+    &["XADD", "nosuchcmd-or-stream", "*", "f", "v"],
+];
+
+/// Every class letter alone and in combinations: the same events as redis-server, and
+/// none outside the classes asked for.
+#[test]
+fn each_class_letter_filters_as_redis() {
+    for flags in [
+        "KA", "EA", "K$", "Eg", "Kl", "Ks", "Kh", "Kz", "Kx", "Ke", "Kt", "Km", "Kd", "Kn",
+        "KEA", "KEAm", "KEAn", "A", "g$lshz", "E$lshzxetdmn",
+    ] {
+        let (mut cs, mut rs) = pair(flags, &[]);
+        for s in [&mut cs, &mut rs] {
+            s.cmd.call(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+            s.take();
+        }
+        let mut total = 0;
+        for cmd in CLASS_SCRIPT {
+            let rc = cs.cmd.call(cmd);
+            let rr = rs.cmd.call(cmd);
+            // XADD: a command another branch builds; only the notifications matter here.
+            if cmd[0] != "XADD" {
+                assert_eq!(show(&rc), show(&rr), "{flags}: reply to {cmd:?}");
+            }
+            let (a, b) = (cs.take(), rs.take());
+            if cmd[0] != "XADD" {
+                assert_eq!(a, b, "{flags}: notifications of {cmd:?}");
+            }
+            total += a.len();
+        }
+        // Nothing in the script is evicted, is a stream or a module type.
+        let got_any = flags.contains(['K', 'E']) && !matches!(flags, "Kt" | "Kd" | "Ke");
+        assert_eq!(total > 0, got_any, "{flags}: {total} notifications");
+        // CONFIG GET shows Redis's canonical letters.
+        let gc = cs.cmd.call(&["CONFIG", "GET", "notify-keyspace-events"]);
+        let gr = rs.cmd.call(&["CONFIG", "GET", "notify-keyspace-events"]);
+        assert_eq!(show(&gc), show(&gr), "{flags}: CONFIG GET");
+    }
+}
+
+/// `new` (class n) when a key is created, by every way of creating one, and not when a
+/// key is overwritten.
+#[test]
+fn new_key_events_as_redis() {
+    let (mut cs, mut rs) = pair("KEn", &[]);
+    let script: &[&[&str]] = &[
+        &["SET", "a", "1"],
+        &["SET", "a", "2"],
+        &["INCR", "c"],
+        &["INCR", "c"],
+        &["LPUSH", "l", "x"],
+        &["HSET", "h", "f", "v"],
+        &["SADD", "s", "m"],
+        &["ZADD", "z", "1", "m"],
+        &["ZADD", "z", "XX", "1", "q"],
+        &["COPY", "a", "a2"],
+        &["COPY", "a", "a2", "REPLACE"],
+        &["RENAME", "a2", "a3"],
+        &["RENAME", "a3", "a"],
+        &["MOVE", "a", "1"],
+        &["SUNIONSTORE", "s2", "s"],
+        &["SUNIONSTORE", "s2", "s"],
+        &["LMOVE", "l", "l", "LEFT", "RIGHT"],
+        &["LMOVE", "l", "l2", "LEFT", "RIGHT"],
+        &["SETBIT", "bits", "1", "1"],
+        &["MSET", "m1", "1", "m2", "2", "m1", "3"],
+    ];
+    let mut news = 0;
+    for cmd in script {
+        assert_eq!(
+            show(&cs.cmd.call(cmd)),
+            show(&rs.cmd.call(cmd)),
+            "reply to {cmd:?}"
+        );
+        let (a, b) = (cs.take(), rs.take());
+        assert_eq!(a, b, "notifications of {cmd:?}");
+        news += a.len();
+    }
+    // RESTORE creates a key too (each server restores its own payload).
+    for s in [&mut cs, &mut rs] {
+        let payload = bulk_payload(&s.cmd.call(&["DUMP", "h"]));
+        s.cmd.cmd(&[b"RESTORE", b"h2", b"0", &payload]);
+        assert_eq!(s.cmd.reply(), b"+OK\r\n");
+    }
+    assert_eq!(cs.take(), rs.take(), "RESTORE");
+    assert!(news >= 2 * 14, "{news} notifications");
+}
+
+/// Active expiry (nobody reads the keys) publishes one `expired` per key.
+#[test]
+fn active_expiry_publishes_expired() {
+    let srv = start_cairn(&["--notify-keyspace-events", "Ex", "--hz", "100"]);
+    let mut sub = Raw::connect(srv.port);
+    sub.call(&["SUBSCRIBE", "__keyevent@0__:expired"]);
+    let mut cmd = Raw::connect(srv.port);
+    let n = 300;
+    for i in 0..n {
+        let k = format!("k{i}");
+        cmd.call(&["SET", &k, "v", "PX", "50"]);
+    }
+    cmd.call(&["SET", "stays", "v"]);
+    let mut got = std::collections::BTreeSet::new();
+    while got.len() < n {
+        let f = bulks(&sub.reply());
+        assert_eq!(f[..2], ["message", "__keyevent@0__:expired"]);
+        assert!(got.insert(f[2].clone()), "{} expired twice", f[2]);
+    }
+    let want: std::collections::BTreeSet<String> = (0..n).map(|i| format!("k{i}")).collect();
+    assert_eq!(got, want);
+    assert_eq!(cmd.call(&["DBSIZE"]), b":1\r\n");
+    assert_eq!(cmd.info_u64("stats", "expired_keys"), n as u64);
+}
+
+/// Eviction publishes one `evicted` per evicted key, before the events of the command
+/// that made room.
+#[test]
+fn eviction_publishes_evicted() {
+    let srv = start_cairn(&[
+        "--maxmemory",
+        "8mb",
+        "--maxmemory-policy",
+        "allkeys-random",
+        "--notify-keyspace-events",
+        "Eg$e",
+    ]);
+    let mut sub = Raw::connect(srv.port);
+    sub.call(&["PSUBSCRIBE", "__keyevent@0__:*"]);
+    let mut cmd = Raw::connect(srv.port);
+    let value = "v".repeat(1000);
+    let n = 12_000;
+    for chunk in 0..n / 500 {
+        let mut batch = Vec::new();
+        for i in 0..500 {
+            let k = format!("k{}", chunk * 500 + i);
+            batch.extend_from_slice(&encode(&[b"SET", k.as_bytes(), value.as_bytes()]));
+        }
+        cmd.send(&batch);
+        for _ in 0..500 {
+            assert_eq!(cmd.reply(), b"+OK\r\n");
+        }
+    }
+    let evicted = cmd.info_u64("stats", "evicted_keys");
+    assert!(evicted > 1000, "only {evicted} evictions");
+    // Every SET publishes `set`; the evictions it caused come before it.
+    let mut sets = 0;
+    let mut gone = std::collections::BTreeSet::new();
+    let mut set_keys = std::collections::BTreeSet::new();
+    while sets < n || (gone.len() as u64) < evicted {
+        let f = bulks(&sub.reply());
+        match f[2].as_str() {
+            "__keyevent@0__:set" => {
+                sets += 1;
+                set_keys.insert(f[3].clone());
+            }
+            "__keyevent@0__:evicted" => {
+                assert!(set_keys.contains(&f[3]), "{} evicted before it was set", f[3]);
+                assert!(gone.insert(f[3].clone()), "{} evicted twice", f[3]);
+            }
+            other => panic!("unexpected event {other}"),
+        }
+    }
+    assert_eq!(gone.len() as u64, evicted);
+    for k in gone.iter().take(200) {
+        assert_eq!(cmd.call(&["EXISTS", k]), b":0\r\n", "{k} was evicted");
     }
 }

@@ -132,8 +132,21 @@ static OBJECT_SUBS: &[CommandSpec] = &[
 // ---- shared helpers -------------------------------------------------------------------
 
 /// A read lookup that does not update the access time but counts a hit or miss, as
-/// Redis's `lookupKeyReadWithFlags(.., LOOKUP_NOTOUCH)` (TTL, TYPE, OBJECT...).
+/// Redis's `lookupKeyReadWithFlags(.., LOOKUP_NOTOUCH)` (TTL, TYPE, EXISTS...); a miss
+/// is a `keymiss` event.
 fn lookup_notouch(ctx: &mut Ctx, key: &[u8]) -> Option<Ref> {
+    let e = lookup_notouch_quiet(ctx, key);
+    if e.is_none() {
+        let db = ctx.client.db;
+        ctx.srv
+            .ks
+            .record_event(crate::keyspace::events::KeyEventKind::KeyMiss, db, key);
+    }
+    e
+}
+
+/// The same without the `keymiss` event (OBJECT's lookup, `LOOKUP_NONOTIFY`).
+fn lookup_notouch_quiet(ctx: &mut Ctx, key: &[u8]) -> Option<Ref> {
     let ks = &mut ctx.srv.ks;
     let e = ks.find(ctx.client.db, key, ctx.now_ms);
     if e.is_some() {
@@ -738,7 +751,7 @@ const SHARED_REFCOUNT: i64 = i32::MAX as i64;
 
 /// OBJECT's lookup: no touch; a missing key answers a null (not an error).
 fn object_lookup(ctx: &mut Ctx) -> Option<Ref> {
-    let e = lookup_notouch(ctx, ctx.args.get(2));
+    let e = lookup_notouch_quiet(ctx, ctx.args.get(2));
     if e.is_none() {
         ctx.out.null();
     }
@@ -923,7 +936,16 @@ fn restore(ctx: &mut Ctx) -> CmdResult {
     };
 
     ctx.ensure_arena_room(value.arena_bytes_estimate())?;
-    let deleted = replace && ctx.srv.ks.delete(db, key, ctx.now_ms);
+    // As Redis: REPLACE deletes the key as it is, expired or not (no lookup, so no
+    // `expired` event).
+    let deleted = replace
+        && match ctx.srv.ks.find_raw(db, key) {
+            Some(e) => {
+                ctx.srv.ks.delete_entry(db, e);
+                true
+            }
+            None => false,
+        };
     if ttl != 0 && !absttl {
         // Redis adds without an overflow check; a wrapped (negative) time is simply in
         // the past, so the key is not created — the same outcome, without UB.

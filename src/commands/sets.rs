@@ -364,17 +364,13 @@ fn sources(
     ctx: &mut Ctx,
     from: usize,
     to: usize,
-    write: bool,
 ) -> Result<Vec<Option<Ref>>, CmdError> {
     let db = ctx.db();
     let mut out = Vec::with_capacity(to - from);
     for i in from..to {
         let k = ctx.args.get(i);
-        let e = if write {
-            ctx.srv.ks.lookup_write(db, k, ctx.now_ms)
-        } else {
-            ctx.srv.ks.lookup_read(db, k, ctx.now_ms)
-        };
+        // Read lookups for the STORE forms too, as Redis 7.0 (hit/miss stats, `keymiss`).
+        let e = ctx.srv.ks.lookup_read(db, k, ctx.now_ms);
         out.push(check(ctx, e)?);
     }
     // Lookups do not move entries (only touches), so the refs stay valid until a write.
@@ -480,7 +476,7 @@ fn store(ctx: &mut Ctx, dst: &[u8], ms: Vec<Vec<u8>>, event: &'static str) -> Cm
 }
 
 fn sinter(ctx: &mut Ctx) -> CmdResult {
-    let sets = sources(ctx, 1, ctx.args.len(), false)?;
+    let sets = sources(ctx, 1, ctx.args.len())?;
     let ms = intersection(ctx, &sets, 0);
     // Unlike SUNION/SDIFF, Redis streams the intersection in the smallest set's order.
     ctx.out.set(ms.len());
@@ -491,7 +487,7 @@ fn sinter(ctx: &mut Ctx) -> CmdResult {
 }
 
 fn sinterstore(ctx: &mut Ctx) -> CmdResult {
-    let sets = sources(ctx, 2, ctx.args.len(), true)?;
+    let sets = sources(ctx, 2, ctx.args.len())?;
     let ms = intersection(ctx, &sets, 0);
     let dst = ctx.args.get(1);
     store(ctx, dst, ms, "sinterstore")
@@ -521,35 +517,35 @@ fn sintercard(ctx: &mut Ctx) -> CmdResult {
             return Err(CmdError::Syntax);
         }
     }
-    let sets = sources(ctx, 2, end, false)?;
+    let sets = sources(ctx, 2, end)?;
     let n = intersection(ctx, &sets, limit).len();
     ctx.out.int(n as i64);
     Ok(())
 }
 
 fn sunion(ctx: &mut Ctx) -> CmdResult {
-    let sets = sources(ctx, 1, ctx.args.len(), false)?;
+    let sets = sources(ctx, 1, ctx.args.len())?;
     let ms = union_diff(ctx, &sets, false);
     reply_members(ctx, ms);
     Ok(())
 }
 
 fn sunionstore(ctx: &mut Ctx) -> CmdResult {
-    let sets = sources(ctx, 2, ctx.args.len(), true)?;
+    let sets = sources(ctx, 2, ctx.args.len())?;
     let ms = union_diff(ctx, &sets, false);
     let dst = ctx.args.get(1);
     store(ctx, dst, ms, "sunionstore")
 }
 
 fn sdiff(ctx: &mut Ctx) -> CmdResult {
-    let sets = sources(ctx, 1, ctx.args.len(), false)?;
+    let sets = sources(ctx, 1, ctx.args.len())?;
     let ms = union_diff(ctx, &sets, true);
     reply_members(ctx, ms);
     Ok(())
 }
 
 fn sdiffstore(ctx: &mut Ctx) -> CmdResult {
-    let sets = sources(ctx, 2, ctx.args.len(), true)?;
+    let sets = sources(ctx, 2, ctx.args.len())?;
     let ms = union_diff(ctx, &sets, true);
     let dst = ctx.args.get(1);
     store(ctx, dst, ms, "sdiffstore")
