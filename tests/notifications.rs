@@ -344,16 +344,57 @@ fn random_streams_notify_as_redis() {
     // The streams reached every event they can cause (a stream that caused none would
     // compare equal too).
     for ev in [
-        "new", "set", "expire", "del", "expired", "persist", "incrby", "incrbyfloat", "append",
-        "setrange", "setbit", "lpush", "rpush", "lpop", "rpop", "lset", "ltrim", "linsert",
-        "lrem", "hset", "hdel", "hincrby", "hincrbyfloat", "sadd", "srem", "spop",
-        "sinterstore", "sunionstore", "sdiffstore", "zadd", "zincr", "zrem",
-        "zremrangebyscore", "zremrangebyrank", "zpopmin", "zpopmax", "zunionstore",
-        "zinterstore", "zrangestore", "rename_from", "rename_to", "copy_to", "move_from",
-        "move_to", "restore",
+        "new",
+        "set",
+        "expire",
+        "del",
+        "expired",
+        "persist",
+        "incrby",
+        "incrbyfloat",
+        "append",
+        "setrange",
+        "setbit",
+        "lpush",
+        "rpush",
+        "lpop",
+        "rpop",
+        "lset",
+        "ltrim",
+        "linsert",
+        "lrem",
+        "hset",
+        "hdel",
+        "hincrby",
+        "hincrbyfloat",
+        "sadd",
+        "srem",
+        "spop",
+        "sinterstore",
+        "sunionstore",
+        "sdiffstore",
+        "zadd",
+        "zincr",
+        "zrem",
+        "zremrangebyscore",
+        "zremrangebyrank",
+        "zpopmin",
+        "zpopmax",
+        "zunionstore",
+        "zinterstore",
+        "zrangestore",
+        "rename_from",
+        "rename_to",
+        "copy_to",
+        "move_from",
+        "move_to",
+        "restore",
     ] {
         if std::env::var("CAIRN_NOTIFY_SEED").is_err() {
-            assert!(seen.contains(ev), "no '{ev}' event in the streams: {seen:?}");
+            assert!(
+                seen.contains(ev),
+                "no '{ev}' event in the streams: {seen:?}"
+            );
         }
     }
 }
@@ -400,8 +441,26 @@ const CLASS_SCRIPT: &[&[&str]] = &[
 #[test]
 fn each_class_letter_filters_as_redis() {
     for flags in [
-        "KA", "EA", "K$", "Eg", "Kl", "Ks", "Kh", "Kz", "Kx", "Ke", "Kt", "Km", "Kd", "Kn",
-        "KEA", "KEAm", "KEAn", "A", "g$lshz", "E$lshzxetdmn",
+        "KA",
+        "EA",
+        "K$",
+        "Eg",
+        "Kl",
+        "Ks",
+        "Kh",
+        "Kz",
+        "Kx",
+        "Ke",
+        "Kt",
+        "Km",
+        "Kd",
+        "Kn",
+        "KEA",
+        "KEAm",
+        "KEAn",
+        "A",
+        "g$lshz",
+        "E$lshzxetdmn",
     ] {
         let (mut cs, mut rs) = pair(flags, &[]);
         for s in [&mut cs, &mut rs] {
@@ -547,7 +606,11 @@ fn eviction_publishes_evicted() {
                 set_keys.insert(f[3].clone());
             }
             "__keyevent@0__:evicted" => {
-                assert!(set_keys.contains(&f[3]), "{} evicted before it was set", f[3]);
+                assert!(
+                    set_keys.contains(&f[3]),
+                    "{} evicted before it was set",
+                    f[3]
+                );
                 assert!(gone.insert(f[3].clone()), "{} evicted twice", f[3]);
             }
             other => panic!("unexpected event {other}"),
@@ -557,4 +620,141 @@ fn eviction_publishes_evicted() {
     for k in gone.iter().take(200) {
         assert_eq!(cmd.call(&["EXISTS", k]), b":0\r\n", "{k} was evicted");
     }
+}
+
+/// A RESP3 client subscribed to its own keys gets its notifications as push frames in
+/// the same place around its replies as from redis-server (where Redis writes the push
+/// before the reply), and after the reply when the reply is under way (EXEC, scripts).
+#[test]
+fn own_notifications_in_resp3_as_redis() {
+    let args = ["--notify-keyspace-events", "KEA"];
+    let (cp, rp) = (start_cairn(&args), start_redis(&args));
+    let mut out = Vec::new();
+    for port in [cp.port, rp.port] {
+        let mut raw = Raw::connect(port);
+        raw.call(&["HELLO", "3"]);
+        raw.call(&["PSUBSCRIBE", "__keyspace@0__:*"]);
+        let mut got = Vec::new();
+        for cmd in [
+            &["SET", "k", "1"][..],
+            &["INCR", "k"],
+            &["EXPIRE", "k", "100"],
+            &["DEL", "k"],
+            &["SET", "k", "v", "EXAT", "1"],
+            &["GET", "k"],
+            &["HSET", "h", "f", "v"],
+            &["RENAME", "h", "h2"],
+            &["HSET", "h2", "g", "1"],
+            &["HSETNX", "h2", "x", "1"],
+            &["HINCRBY", "h2", "g", "1"],
+            &["HINCRBYFLOAT", "h2", "g", "1"],
+            &["HDEL", "h2", "g", "x", "f"],
+            &["LPUSH", "l", "a", "b"],
+            &["LSET", "l", "0", "c"],
+            &["LINSERT", "l", "BEFORE", "c", "d"],
+            &["LTRIM", "l", "0", "1"],
+            &["LREM", "l", "0", "d"],
+            &["RPOP", "l"],
+            &["SADD", "s", "a", "b"],
+            &["SREM", "s", "a"],
+            &["SMOVE", "s", "s2", "b"],
+            &["SUNIONSTORE", "s3", "s2"],
+            &["SDIFFSTORE", "s3", "nosuch"],
+            &["ZADD", "z", "1", "a", "2", "b"],
+            &["ZINCRBY", "z", "1", "a"],
+            &["ZREM", "z", "a"],
+            &["ZUNIONSTORE", "z2", "1", "z"],
+            &["ZINTERSTORE", "z2", "1", "nosuch"],
+            &["ZREMRANGEBYRANK", "z", "0", "0"],
+            &["SETBIT", "bits", "1", "1"],
+            &["BITOP", "NOT", "bits2", "bits"],
+            &["APPEND", "str", "x"],
+            &["SETRANGE", "str", "1", "y"],
+            &["INCRBYFLOAT", "n", "1.5"],
+            &["GETSET", "str", "z"],
+            &["GETDEL", "str"],
+            &["PERSIST", "n"],
+            &["EXPIRE", "n", "-1"],
+            &["COPY", "bits", "bits3"],
+            &["MOVE", "bits3", "1"],
+            &["MSET", "m1", "1", "m2", "2"],
+            // A transaction, sent whole (PING would be queued).
+            &["MULTI", "|", "SET", "a", "1", "|", "DEL", "a", "|", "EXEC"],
+            &[
+                "EVAL",
+                "redis.call('set', KEYS[1], '1'); return 7",
+                "1",
+                "x",
+            ],
+        ] {
+            for part in cmd.split(|a| *a == "|") {
+                let a: Vec<&[u8]> = part.iter().map(|s| s.as_bytes()).collect();
+                raw.cmd(&a);
+            }
+            raw.cmd(&[b"PING"]);
+            let mut frames = Vec::new();
+            loop {
+                let f = raw.reply();
+                if f == b"+PONG\r\n" {
+                    break;
+                }
+                frames.push(show(&f));
+            }
+            got.push((cmd.join(" "), frames));
+        }
+        out.push(got);
+    }
+    // Redis 7.0 writes the pushes of EXEC's and EVAL's commands inside their replies
+    // (in the middle of EXEC's array); cairn sends them after the reply, whole.
+    let held = |c: &str| c.starts_with("MULTI") || c.starts_with("EVAL");
+    for (c, r) in out[0].iter().zip(&out[1]) {
+        if !held(&c.0) {
+            assert_eq!(c, r);
+        }
+    }
+    let push = |key: &str, ev: &str| {
+        format!(
+            ">4\r\n$8\r\npmessage\r\n$16\r\n__keyspace@0__:*\r\n${}\r\n__keyspace@0__:{key}\r\n${}\r\n{ev}\r\n",
+            15 + key.len(),
+            ev.len()
+        )
+    };
+    let exec = out[0].iter().find(|c| c.0.starts_with("MULTI")).unwrap();
+    assert_eq!(
+        exec.1,
+        [
+            "+OK\r\n".to_string(),
+            "+QUEUED\r\n".into(),
+            "+QUEUED\r\n".into(),
+            "*2\r\n+OK\r\n:1\r\n".into(),
+            push("a", "set"),
+            push("a", "del"),
+        ]
+    );
+    let eval = out[0].iter().find(|c| c.0.starts_with("EVAL")).unwrap();
+    assert_eq!(eval.1, [":7\r\n".to_string(), push("x", "set")]);
+}
+
+/// A client blocked on a list and served by another client's push: the push's event,
+/// then the pop's (and `del`), as Redis.
+#[test]
+fn served_blocked_pop_notifies_as_redis() {
+    let (mut cs, mut rs) = pair("KEA", &[]);
+    for s in [&mut cs, &mut rs] {
+        let port = s._srv.port;
+        let mut blocked = Raw::connect(port);
+        blocked.cmd(&[b"BLPOP", b"q", b"0"]);
+        let mut blocked2 = Raw::connect(port);
+        blocked2.cmd(&[b"BLMOVE", b"q2", b"d", b"LEFT", b"RIGHT", b"0"]);
+        wait_until(DEADLINE, "clients blocked", || {
+            let info = show(&s.cmd.call(&["INFO", "clients"]));
+            info_int(&info, "blocked_clients") == 2
+        });
+        s.take();
+        s.cmd.call(&["RPUSH", "q", "x"]);
+        assert!(show(&blocked.reply()).contains('x'));
+        s.cmd.call(&["LPUSH", "q2", "y", "z"]);
+        assert!(show(&blocked2.reply()).contains('z'));
+    }
+    assert_eq!(cs.take(), rs.take());
 }

@@ -85,19 +85,20 @@ fn hset_generic(ctx: &mut Ctx) -> Result<u64, CmdError> {
         created += c as u64;
     }
     ctx.dirty((ctx.args.len() as u64 - 2) / 2);
-    notify(ctx, NOTIFY_HASH, "hset", key);
     Ok(created)
 }
 
 fn hset(ctx: &mut Ctx) -> CmdResult {
     let n = hset_generic(ctx)?;
     ctx.out.int(n as i64);
+    notify(ctx, NOTIFY_HASH, "hset", ctx.args.get(1));
     Ok(())
 }
 
 fn hmset(ctx: &mut Ctx) -> CmdResult {
     hset_generic(ctx)?;
     ctx.out.ok();
+    notify(ctx, NOTIFY_HASH, "hset", ctx.args.get(1));
     Ok(())
 }
 
@@ -114,8 +115,8 @@ fn hsetnx(ctx: &mut Ctx) -> CmdResult {
     let e = hash_for_write(ctx, key)?;
     hash::set(&mut ctx.srv.ks, db, e, f, v, lim);
     ctx.dirty(1);
-    notify(ctx, NOTIFY_HASH, "hset", key);
     ctx.out.int(1);
+    notify(ctx, NOTIFY_HASH, "hset", key);
     Ok(())
 }
 
@@ -147,7 +148,13 @@ fn hmget(ctx: &mut Ctx) -> CmdResult {
 fn hdel(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.args.get(1);
     let found = write_hash(ctx, key)?;
-    super::remove_members(ctx, (super::notify::NOTIFY_HASH, "hdel"), found, hash::del, hash::len)
+    super::remove_members(
+        ctx,
+        (super::notify::NOTIFY_HASH, "hdel"),
+        found,
+        hash::del,
+        hash::len,
+    )
 }
 
 fn hlen(ctx: &mut Ctx) -> CmdResult {
@@ -244,8 +251,8 @@ fn hincrby(ctx: &mut Ctx) -> CmdResult {
     };
     hash::set(&mut ctx.srv.ks, db, e, f, n.to_string().as_bytes(), lim);
     ctx.dirty(1);
-    notify(ctx, NOTIFY_HASH, "hincrby", key);
     ctx.out.int(n);
+    notify(ctx, NOTIFY_HASH, "hincrby", key);
     Ok(())
 }
 
@@ -268,8 +275,8 @@ fn hincrbyfloat(ctx: &mut Ctx) -> CmdResult {
     };
     hash::set(&mut ctx.srv.ks, db, e, f, &text, lim);
     ctx.dirty(1);
-    notify(ctx, NOTIFY_HASH, "hincrbyfloat", key);
     ctx.out.bulk(&text);
+    notify(ctx, NOTIFY_HASH, "hincrbyfloat", key);
     Ok(())
 }
 

@@ -663,7 +663,12 @@ fn expire_generic(ctx: &mut Ctx, base_ms: i64, seconds: bool) -> CmdResult {
         notify(ctx, NOTIFY_GENERIC, "del", key);
     } else {
         ctx.srv.ks.set_expire(db, e, Some(when));
+        ctx.dirty(1);
+        // Redis replies before this event (it comes after the reply for the client
+        // itself).
+        ctx.out.int(1);
         notify(ctx, NOTIFY_GENERIC, "expire", key);
+        return Ok(());
     }
     ctx.dirty(1);
     ctx.out.int(1);

@@ -89,8 +89,8 @@ fn push_generic(ctx: &mut Ctx, head: bool, only_existing: bool) -> CmdResult {
         e = list::push(&mut ctx.srv.ks, db, e, ctx.args.get(i), head, fill);
     }
     ctx.dirty((ctx.args.len() - 2) as u64);
-    notify(ctx, NOTIFY_LIST, if head { "lpush" } else { "rpush" }, key);
     ctx.out.int(list::len(&ctx.srv.ks, e) as i64);
+    notify(ctx, NOTIFY_LIST, if head { "lpush" } else { "rpush" }, key);
     Ok(())
 }
 fn lpush(ctx: &mut Ctx) -> CmdResult {
@@ -284,8 +284,8 @@ fn lset(ctx: &mut Ctx) -> CmdResult {
     let fill = list::Fill::from_config(&ctx.srv.config);
     list::set_segment(&mut ctx.srv.ks, db, e, seg, &el, fill);
     ctx.dirty(1);
-    notify(ctx, NOTIFY_LIST, "lset", key);
     ctx.out.ok();
+    notify(ctx, NOTIFY_LIST, "lset", key);
     Ok(())
 }
 
@@ -578,7 +578,12 @@ fn lmove_or_block(
     let fill = list::Fill::from_config(&ctx.srv.config);
     list::push(&mut ctx.srv.ks, db, d, &v, to_head, fill);
     ctx.dirty(2);
-    notify(ctx, NOTIFY_LIST, if to_head { "lpush" } else { "rpush" }, dst);
+    notify(
+        ctx,
+        NOTIFY_LIST,
+        if to_head { "lpush" } else { "rpush" },
+        dst,
+    );
     ctx.out.bulk(&v);
     if let Some(e) = ctx.srv.ks.find_raw(db, src) {
         popped(ctx, src, from_head, e);

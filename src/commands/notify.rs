@@ -22,9 +22,9 @@
 use super::pubsub::{has_receivers, publish_from_server, SelfSink};
 use super::Ctx;
 pub use crate::config::{
-    NOTIFY_EVICTED, NOTIFY_EXPIRED, NOTIFY_GENERIC, NOTIFY_HASH, NOTIFY_KEYEVENT,
-    NOTIFY_KEYSPACE, NOTIFY_KEY_MISS, NOTIFY_LIST, NOTIFY_MODULE, NOTIFY_NEW, NOTIFY_SET,
-    NOTIFY_STREAM, NOTIFY_STRING, NOTIFY_ZSET,
+    NOTIFY_EVICTED, NOTIFY_EXPIRED, NOTIFY_GENERIC, NOTIFY_HASH, NOTIFY_KEYEVENT, NOTIFY_KEYSPACE,
+    NOTIFY_KEY_MISS, NOTIFY_LIST, NOTIFY_MODULE, NOTIFY_NEW, NOTIFY_SET, NOTIFY_STREAM,
+    NOTIFY_STRING, NOTIFY_ZSET,
 };
 use crate::keyspace::events::KeyEventKind;
 use crate::server::Server;
@@ -105,9 +105,15 @@ fn with_self_sink(ctx: &mut Ctx, f: impl FnOnce(&mut Server, &mut SelfSink)) {
         }
     } else {
         let mut held = std::mem::take(&mut srv.notify_self);
+        // Held pushes reach the connection, whose protocol a script's does not change.
+        let resp = if srv.in_script_call {
+            srv.notify_self_resp
+        } else {
+            ctx.client.resp
+        };
         let mut me = SelfSink {
             id: ctx.client.id,
-            resp: ctx.client.resp,
+            resp,
             buf: &mut held,
         };
         f(srv, &mut me);
@@ -166,6 +172,50 @@ pub fn publish_recorded(ctx: &mut Ctx) {
     });
 }
 
+/// [`publish_recorded`] after a handler: the lookups that recorded these events ran
+/// before it replied, so the running client's own pushes go in front of its reply (as
+/// Redis publishes them at the lookup), unless they must wait (EXEC, scripts).
+fn publish_recorded_before_reply(ctx: &mut Ctx) {
+    let srv = &mut *ctx.srv;
+    if srv.ks.events.events.is_empty() {
+        return;
+    }
+    let start = srv.notify_reply_start;
+    let direct = !srv.in_script_call
+        && !srv.in_exec
+        && srv.notify_self.is_empty()
+        && start <= ctx.out.buf.len();
+    if !direct {
+        publish_recorded(ctx);
+        return;
+    }
+    let mut own = Vec::new();
+    let mut me = SelfSink {
+        id: ctx.client.id,
+        resp: ctx.client.resp,
+        buf: &mut own,
+    };
+    for ev in srv.ks.events.take() {
+        let (class, name) = kind_event(ev.kind);
+        emit(srv, Some(&mut me), class, name, &ev.key, ev.db);
+    }
+    if own.is_empty() {
+        return;
+    }
+    let n = own.len();
+    ctx.out.buf.splice(start..start, own);
+    // Stored values spliced into the reply by reference sit after the insertion.
+    for seg in srv.reply_refs.iter_mut().filter(|s| s.pos >= start) {
+        seg.pos += n;
+    }
+    if let Some(k) = ctx.client.keep_output_to.as_mut() {
+        if *k >= start {
+            *k += n;
+        }
+    }
+    ctx.client.keep_output_to = Some(ctx.client.keep_output_to.unwrap_or(0).max(start + n));
+}
+
 /// The same outside any command (cron's active expiry and eviction).
 pub fn publish_recorded_detached(srv: &mut Server) {
     if srv.ks.events.events.is_empty() {
@@ -178,16 +228,22 @@ pub fn publish_recorded_detached(srv: &mut Server) {
 }
 
 /// Before a command's handler: where its reply starts, and the events recorded before it
-/// (eviction to admit it).
-pub fn before_command(ctx: &mut Ctx) {
-    ctx.srv.notify_reply_start = ctx.out.buf.len();
+/// (eviction to admit it). Returns the enclosing command's reply start (EXEC, EVAL), for
+/// [`after_command`] to restore.
+pub fn before_command(ctx: &mut Ctx) -> usize {
+    let outer = std::mem::replace(&mut ctx.srv.notify_reply_start, ctx.out.buf.len());
+    if !ctx.srv.in_script_call {
+        ctx.srv.notify_self_resp = ctx.client.resp;
+    }
     publish_recorded(ctx);
+    outer
 }
 
 /// After a command's handler: events recorded by its reads (lazy expiry, misses), then,
 /// once the outermost reply is complete, the notifications held for the client itself.
-pub fn after_command(ctx: &mut Ctx) {
-    publish_recorded(ctx);
+pub fn after_command(ctx: &mut Ctx, outer_reply_start: usize) {
+    publish_recorded_before_reply(ctx);
+    ctx.srv.notify_reply_start = outer_reply_start;
     if !ctx.srv.notify_self.is_empty() && !ctx.srv.in_exec && !ctx.srv.in_script_call {
         let held = std::mem::take(&mut ctx.srv.notify_self);
         ctx.out.buf.extend_from_slice(&held);

@@ -543,12 +543,7 @@ pub fn has_receivers(srv: &Server, ch: &[u8]) -> bool {
 /// Publishes a message the server itself sends (keyspace notifications), as PUBLISH
 /// would: channel subscribers, then pattern subscribers. A message for the running
 /// client (`me`) goes to its sink; everyone else's to their outbox.
-pub fn publish_from_server(
-    srv: &mut Server,
-    mut me: Option<&mut SelfSink>,
-    ch: &[u8],
-    msg: &[u8],
-) {
+pub fn publish_from_server(srv: &mut Server, mut me: Option<&mut SelfSink>, ch: &[u8], msg: &[u8]) {
     let mut send = |srv: &mut Server, sub: Sub, frame: Frame| match me.as_deref_mut() {
         Some(m) if m.id == sub.id => encode_message(m.buf, m.resp, frame, ch, msg),
         _ => deliver_other(srv, sub, frame, ch, msg),

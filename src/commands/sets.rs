@@ -82,7 +82,13 @@ fn sadd(ctx: &mut Ctx) -> CmdResult {
 fn srem(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.args.get(1);
     let found = write_set(ctx, key)?;
-    super::remove_members(ctx, (super::notify::NOTIFY_SET, "srem"), found, set::remove, set::len)
+    super::remove_members(
+        ctx,
+        (super::notify::NOTIFY_SET, "srem"),
+        found,
+        set::remove,
+        set::len,
+    )
 }
 
 fn smembers(ctx: &mut Ctx) -> CmdResult {
@@ -360,11 +366,7 @@ fn smove(ctx: &mut Ctx) -> CmdResult {
 
 /// Looks up source sets: None for a missing key, WRONGTYPE for any other type (every key
 /// is checked, as Redis does, even after a missing one).
-fn sources(
-    ctx: &mut Ctx,
-    from: usize,
-    to: usize,
-) -> Result<Vec<Option<Ref>>, CmdError> {
+fn sources(ctx: &mut Ctx, from: usize, to: usize) -> Result<Vec<Option<Ref>>, CmdError> {
     let db = ctx.db();
     let mut out = Vec::with_capacity(to - from);
     for i in from..to {
@@ -457,11 +459,11 @@ fn reply_members(ctx: &mut Ctx, mut ms: Vec<Vec<u8>>) {
 fn store(ctx: &mut Ctx, dst: &[u8], ms: Vec<Vec<u8>>, event: &'static str) -> CmdResult {
     let db = ctx.db();
     if ms.is_empty() {
+        ctx.out.int(0);
         if ctx.srv.ks.delete(db, dst, ctx.now_ms) {
             ctx.dirty(1);
             notify(ctx, NOTIFY_GENERIC, "del", dst);
         }
-        ctx.out.int(0);
         return Ok(());
     }
     let bytes: u64 = ms.iter().map(|m| m.len() as u64 + 24).sum();

@@ -1,7 +1,7 @@
 //! String commands (Redis's `t_string.c`): GET/SET and friends, counters, ranges.
 
-use super::{CmdError, CmdResult, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
 use super::notify::{notify, NOTIFY_GENERIC, NOTIFY_STRING};
+use super::{CmdError, CmdResult, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
 use crate::arena::Ref;
 use crate::keyspace::{Kind, StrEnc, Ttl};
 use crate::util::parse_i64;

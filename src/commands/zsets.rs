@@ -470,7 +470,12 @@ fn zadd_generic(ctx: &mut Ctx, incr_cmd: bool) -> CmdResult {
             AddOut::Nan => {
                 ctx.dirty(added + updated);
                 if added + updated > 0 {
-                    notify(ctx, NOTIFY_ZSET, if fl.incr { "zincr" } else { "zadd" }, key);
+                    notify(
+                        ctx,
+                        NOTIFY_ZSET,
+                        if fl.incr { "zincr" } else { "zadd" },
+                        key,
+                    );
                 }
                 delete_if_empty(ctx, key, e, false);
                 return Err(CmdError::err("resulting score is not a number (NaN)"));
@@ -507,7 +512,12 @@ fn zadd_generic(ctx: &mut Ctx, incr_cmd: bool) -> CmdResult {
             .int((if ch { added + updated } else { added }) as i64);
     }
     if added + updated > 0 {
-        notify(ctx, NOTIFY_ZSET, if fl.incr { "zincr" } else { "zadd" }, key);
+        notify(
+            ctx,
+            NOTIFY_ZSET,
+            if fl.incr { "zincr" } else { "zadd" },
+            key,
+        );
     }
     Ok(())
 }
@@ -522,7 +532,13 @@ fn zincrby(ctx: &mut Ctx) -> CmdResult {
 fn zrem(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.args.get(1);
     let found = write_zset(ctx, key)?;
-    super::remove_members(ctx, (super::notify::NOTIFY_ZSET, "zrem"), found, zset::remove, zset::len)
+    super::remove_members(
+        ctx,
+        (super::notify::NOTIFY_ZSET, "zrem"),
+        found,
+        zset::remove,
+        zset::len,
+    )
 }
 
 // ---- reads -----------------------------------------------------------------------------------
@@ -918,7 +934,12 @@ fn pop_n(ctx: &mut Ctx, key: &[u8], e: Ref, max: bool, count: u64) -> Pairs {
     let (lo, hi) = if max { (len - n, len - 1) } else { (0, n - 1) };
     let items = zset::range(&ctx.srv.ks, e, lo, hi, max);
     let (e, _) = zset::remove_range(&mut ctx.srv.ks, db, e, lo, hi);
-    notify(ctx, NOTIFY_ZSET, if max { "zpopmax" } else { "zpopmin" }, key);
+    notify(
+        ctx,
+        NOTIFY_ZSET,
+        if max { "zpopmax" } else { "zpopmin" },
+        key,
+    );
     delete_if_empty(ctx, key, e, true);
     ctx.dirty(n);
     items

@@ -122,6 +122,9 @@ pub struct Server {
     pub notify_self: Vec<u8>,
     /// Where the running command's reply starts in its buffer (`commands::notify`).
     pub notify_reply_start: usize,
+    /// The running client's own protocol, kept while a script's commands run in the
+    /// script's (`commands::notify`).
+    pub notify_self_resp: crate::protocol::reply::Resp,
 }
 
 /// How the pipeline dealt with a command (see `execute_inner`).
@@ -231,6 +234,7 @@ impl Server {
             notify_flags: 0,
             notify_self: Vec::new(),
             notify_reply_start: 0,
+            notify_self_resp: crate::protocol::reply::Resp::V2,
         };
         srv.notify_flags = s.notify_keyspace_events;
         Ok(srv)
@@ -766,9 +770,11 @@ impl Server {
             let from_script = ctx.srv.in_script_call;
             commands::pubsub::feed_monitors(ctx.srv, ctx.client, db_before, args, from_script);
         }
-        if ctx.srv.notify_flags != 0 {
-            commands::notify::before_command(&mut ctx);
-        }
+        let outer_reply_start = if ctx.srv.notify_flags != 0 {
+            commands::notify::before_command(&mut ctx)
+        } else {
+            0
+        };
         let result = (spec.handler)(&mut ctx);
         let failed = if let Err(e) = result {
             ctx.out.error(&e.to_string());
@@ -777,7 +783,7 @@ impl Server {
             false
         };
         if ctx.srv.notify_flags != 0 {
-            commands::notify::after_command(&mut ctx);
+            commands::notify::after_command(&mut ctx, outer_reply_start);
         }
         if let Some(req) = self.blocking.request.take() {
             if failed {
