@@ -1763,7 +1763,7 @@ impl Config {
             lazyfree_lazy_user_del: self.boolean("lazyfree-lazy-user-del"),
             notify_keyspace_events: self
                 .get_value("notify-keyspace-events")
-                .and_then(|v| parse_notify_flags(&v).ok())
+                .and_then(|v| parse_notify_flags(v).ok())
                 .unwrap_or(0),
             lazyfree_lazy_user_flush: self.boolean("lazyfree-lazy-user-flush"),
             set_max_intset_entries: self.int("set-max-intset-entries").max(0) as u64,

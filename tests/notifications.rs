@@ -74,8 +74,8 @@ fn bulks(b: &[u8]) -> Vec<String> {
     while let Some(l) = lines.next() {
         if l.starts_with('$') {
             out.push(lines.next().unwrap_or_default().to_string());
-        } else if l.starts_with(':') {
-            out.push(l[1..].to_string());
+        } else if let Some(n) = l.strip_prefix(':') {
+            out.push(n.to_string());
         }
     }
     out

@@ -144,7 +144,7 @@ fn emit(
     if flags & NOTIFY_KEYEVENT != 0 {
         let ch = channel(b"__keyevent@", &db_text, event.as_bytes());
         if has_receivers(srv, &ch) {
-            publish_from_server(srv, me.as_deref_mut(), &ch, key);
+            publish_from_server(srv, me, &ch, key);
         }
     }
 }
