@@ -19,7 +19,7 @@
 //! Helper API for command families: `notify(ctx, NOTIFY_<CLASS>, "<event>", key)`;
 //! `notify_db` when the key is in another database than the client's.
 
-use super::pubsub::{has_receivers, publish_from_server, SelfSink};
+use super::pubsub::{publish_keyspace_event, SelfSink};
 use super::Ctx;
 pub use crate::config::{
     NOTIFY_EVICTED, NOTIFY_EXPIRED, NOTIFY_GENERIC, NOTIFY_HASH, NOTIFY_KEYEVENT, NOTIFY_KEYSPACE,
@@ -27,7 +27,6 @@ pub use crate::config::{
     NOTIFY_STRING, NOTIFY_ZSET,
 };
 use crate::keyspace::events::KeyEventKind;
-use crate::server::Server;
 
 /// Which keyspace-caused events the keyspace must record for `flags`.
 pub fn recorded_kinds(flags: u32) -> u8 {
@@ -48,7 +47,8 @@ pub fn recorded_kinds(flags: u32) -> u8 {
     r
 }
 
-fn kind_event(kind: KeyEventKind) -> (u32, &'static str) {
+/// The class and event name of a keyspace-recorded event.
+pub fn kind_event(kind: KeyEventKind) -> (u32, &'static str) {
     match kind {
         KeyEventKind::Expired => (NOTIFY_EXPIRED, "expired"),
         KeyEventKind::Evicted => (NOTIFY_EVICTED, "evicted"),
@@ -78,12 +78,28 @@ pub fn notify_db(ctx: &mut Ctx, class: u32, event: &str, key: &[u8], db: usize) 
 #[inline(never)]
 fn emit_from_command(ctx: &mut Ctx, class: u32, event: &str, key: &[u8], db: usize) {
     publish_recorded(ctx);
-    with_self_sink(ctx, |srv, me| emit(srv, Some(me), class, event, key, db));
+    with_self_sink(
+        ctx,
+        &[Event {
+            class,
+            name: event,
+            key,
+            db,
+        }],
+    );
 }
 
-/// Runs `f` with the running client's sink: its reply while the command has written
-/// nothing else (outside EXEC and scripts), else the held buffer.
-fn with_self_sink(ctx: &mut Ctx, f: impl FnOnce(&mut Server, &mut SelfSink)) {
+/// One event to publish.
+struct Event<'a> {
+    class: u32,
+    name: &'a str,
+    key: &'a [u8],
+    db: usize,
+}
+
+/// Publishes `events`; the running client's own go into its reply while the command has
+/// written nothing else (outside EXEC and scripts), else into the held buffer.
+fn with_self_sink(ctx: &mut Ctx, events: &[Event]) {
     let srv = &mut *ctx.srv;
     let direct = !srv.in_script_call
         && !srv.in_exec
@@ -96,7 +112,9 @@ fn with_self_sink(ctx: &mut Ctx, f: impl FnOnce(&mut Server, &mut SelfSink)) {
             resp: ctx.client.resp,
             buf: ctx.out.buf,
         };
-        f(srv, &mut me);
+        for ev in events {
+            publish_keyspace_event(srv, Some(&mut me), ev.class, ev.name, ev.key, ev.db);
+        }
         let after = ctx.out.buf.len();
         if after > before {
             // Pushes pass CLIENT REPLY OFF / SKIP, as pub/sub output does.
@@ -116,46 +134,11 @@ fn with_self_sink(ctx: &mut Ctx, f: impl FnOnce(&mut Server, &mut SelfSink)) {
             resp,
             buf: &mut held,
         };
-        f(srv, &mut me);
+        for ev in events {
+            publish_keyspace_event(srv, Some(&mut me), ev.class, ev.name, ev.key, ev.db);
+        }
         srv.notify_self = held;
     }
-}
-
-/// Publishes one event on the channels `notify-keyspace-events` asks for.
-fn emit(
-    srv: &mut Server,
-    mut me: Option<&mut SelfSink>,
-    class: u32,
-    event: &str,
-    key: &[u8],
-    db: usize,
-) {
-    let flags = srv.notify_flags;
-    if flags & class == 0 {
-        return;
-    }
-    let db_text = db.to_string();
-    if flags & NOTIFY_KEYSPACE != 0 {
-        let ch = channel(b"__keyspace@", &db_text, key);
-        if has_receivers(srv, &ch) {
-            publish_from_server(srv, me.as_deref_mut(), &ch, event.as_bytes());
-        }
-    }
-    if flags & NOTIFY_KEYEVENT != 0 {
-        let ch = channel(b"__keyevent@", &db_text, event.as_bytes());
-        if has_receivers(srv, &ch) {
-            publish_from_server(srv, me, &ch, key);
-        }
-    }
-}
-
-fn channel(prefix: &[u8], db: &str, tail: &[u8]) -> Vec<u8> {
-    let mut ch = Vec::with_capacity(prefix.len() + db.len() + 3 + tail.len());
-    ch.extend_from_slice(prefix);
-    ch.extend_from_slice(db.as_bytes());
-    ch.extend_from_slice(b"__:");
-    ch.extend_from_slice(tail);
-    ch
 }
 
 /// Publishes what the keyspace recorded since the last call, oldest first.
@@ -163,13 +146,20 @@ pub fn publish_recorded(ctx: &mut Ctx) {
     if ctx.srv.ks.events.events.is_empty() {
         return;
     }
-    let events = ctx.srv.ks.events.take();
-    with_self_sink(ctx, |srv, me| {
-        for ev in events {
+    let recorded = ctx.srv.ks.events.take();
+    let events: Vec<Event> = recorded
+        .iter()
+        .map(|ev| {
             let (class, name) = kind_event(ev.kind);
-            emit(srv, Some(&mut *me), class, name, &ev.key, ev.db);
-        }
-    });
+            Event {
+                class,
+                name,
+                key: &ev.key,
+                db: ev.db,
+            }
+        })
+        .collect();
+    with_self_sink(ctx, &events);
 }
 
 /// [`publish_recorded`] after a handler: the lookups that recorded these events ran
@@ -197,7 +187,7 @@ fn publish_recorded_before_reply(ctx: &mut Ctx) {
     };
     for ev in srv.ks.events.take() {
         let (class, name) = kind_event(ev.kind);
-        emit(srv, Some(&mut me), class, name, &ev.key, ev.db);
+        publish_keyspace_event(srv, Some(&mut me), class, name, &ev.key, ev.db);
     }
     if own.is_empty() {
         return;
@@ -214,17 +204,6 @@ fn publish_recorded_before_reply(ctx: &mut Ctx) {
         }
     }
     ctx.client.keep_output_to = Some(ctx.client.keep_output_to.unwrap_or(0).max(start + n));
-}
-
-/// The same outside any command (cron's active expiry and eviction).
-pub fn publish_recorded_detached(srv: &mut Server) {
-    if srv.ks.events.events.is_empty() {
-        return;
-    }
-    for ev in srv.ks.events.take() {
-        let (class, name) = kind_event(ev.kind);
-        emit(srv, None, class, name, &ev.key, ev.db);
-    }
 }
 
 /// Before a command's handler: where its reply starts, and the events recorded before it

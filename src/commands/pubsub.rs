@@ -569,6 +569,55 @@ pub fn publish_from_server(srv: &mut Server, mut me: Option<&mut SelfSink>, ch: 
     }
 }
 
+/// Publishes keyspace event `event` of `class` for `key` of `db` on the channels
+/// `notify-keyspace-events` asks for (`commands::notify` decides when).
+pub fn publish_keyspace_event(
+    srv: &mut Server,
+    mut me: Option<&mut SelfSink>,
+    class: u32,
+    event: &str,
+    key: &[u8],
+    db: usize,
+) {
+    use crate::config::{NOTIFY_KEYEVENT, NOTIFY_KEYSPACE};
+    let flags = srv.notify_flags;
+    if flags & class == 0 {
+        return;
+    }
+    let db_text = db.to_string();
+    let channel = |prefix: &[u8], tail: &[u8]| {
+        let mut ch = Vec::with_capacity(prefix.len() + db_text.len() + 3 + tail.len());
+        ch.extend_from_slice(prefix);
+        ch.extend_from_slice(db_text.as_bytes());
+        ch.extend_from_slice(b"__:");
+        ch.extend_from_slice(tail);
+        ch
+    };
+    if flags & NOTIFY_KEYSPACE != 0 {
+        let ch = channel(b"__keyspace@", key);
+        if has_receivers(srv, &ch) {
+            publish_from_server(srv, me.as_deref_mut(), &ch, event.as_bytes());
+        }
+    }
+    if flags & NOTIFY_KEYEVENT != 0 {
+        let ch = channel(b"__keyevent@", event.as_bytes());
+        if has_receivers(srv, &ch) {
+            publish_from_server(srv, me, &ch, key);
+        }
+    }
+}
+
+/// Publishes what the keyspace recorded (expiry, eviction...) outside any command (cron).
+pub fn publish_recorded_events(srv: &mut Server) {
+    if srv.ks.events.events.is_empty() {
+        return;
+    }
+    for ev in srv.ks.events.take() {
+        let (class, name) = super::notify::kind_event(ev.kind);
+        publish_keyspace_event(srv, None, class, name, &ev.key, ev.db);
+    }
+}
+
 fn spublish(ctx: &mut Ctx) -> CmdResult {
     let ch = ctx.args.get(1);
     let msg = ctx.args.get(2);

@@ -957,7 +957,7 @@ impl Server {
         // Active expiry and eviction deleted keys: log their DELs, publish their
         // notifications; advance a rewrite.
         aof_hooks::log_deletions(self, now_ms());
-        commands::notify::publish_recorded_detached(self);
+        commands::pubsub::publish_recorded_events(self);
         aof_rewrite::cron(self);
     }
 

@@ -79,6 +79,8 @@ impl Server {
             let start = std::time::Instant::now();
             let data =
                 std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            // Loading is no keyspace event (Redis's dbAddRDBLoad notifies nothing).
+            let record = std::mem::take(&mut srv.ks.events.record);
             let stats = crate::persistence::rdb_file::load_rdb(
                 &data,
                 &mut srv.ks,
@@ -86,6 +88,7 @@ impl Server {
                 crate::util::now_ms(),
             )
             .map_err(|e| format!("{} ({})", e, path.display()))?;
+            srv.ks.events.record = record;
             crate::notice!(
                 "DB loaded from disk (RDB version {}, {} keys, {} expired skipped): {:.3} seconds",
                 stats.version,
