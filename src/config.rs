@@ -279,7 +279,7 @@ pub static OPTIONS: &[OptSpec] = &[
         "1000000",
         0,
     ),
-    opt("notify-keyspace-events", OptKind::Special, "", NA),
+    opt("notify-keyspace-events", OptKind::Special, "", 0),
     opt("lua-replicate-commands", OptKind::Bool, "yes", NA | HID),
     // --- encodings (used by collection types)
     aliased(
@@ -800,6 +800,8 @@ pub struct Settings {
     pub lfu_decay_time: u32,
     pub active_expire_effort: u32,
     pub lazyfree_lazy_user_del: bool,
+    /// `notify-keyspace-events` as class bits (`NOTIFY_*`; 0: no notifications).
+    pub notify_keyspace_events: u32,
     pub lazyfree_lazy_user_flush: bool,
     /// Set encodings' thresholds (`src/collections/set.rs`).
     pub set_max_intset_entries: u64,
@@ -902,34 +904,45 @@ fn find_spec(name: &str) -> Option<usize> {
 /// Most addresses `bind` takes (Redis's CONFIG_BINDADDR_MAX).
 const MAX_BIND_ADDRESSES: usize = 16;
 
-// notify-keyspace-events classes (bit per letter).
-const NOTIFY_KEYSPACE: u32 = 1 << 0; // K
-const NOTIFY_KEYEVENT: u32 = 1 << 1; // E
-const NOTIFY_KEY_MISS: u32 = 1 << 11; // m (not part of A)
-const NOTIFY_NEW: u32 = 1 << 13; // n (not part of A)
+// notify-keyspace-events classes (bit per letter, Redis's values).
+pub const NOTIFY_KEYSPACE: u32 = 1 << 0; // K
+pub const NOTIFY_KEYEVENT: u32 = 1 << 1; // E
+pub const NOTIFY_GENERIC: u32 = 1 << 2; // g
+pub const NOTIFY_STRING: u32 = 1 << 3; // $
+pub const NOTIFY_LIST: u32 = 1 << 4; // l
+pub const NOTIFY_SET: u32 = 1 << 5; // s
+pub const NOTIFY_HASH: u32 = 1 << 6; // h
+pub const NOTIFY_ZSET: u32 = 1 << 7; // z
+pub const NOTIFY_EXPIRED: u32 = 1 << 8; // x
+pub const NOTIFY_EVICTED: u32 = 1 << 9; // e
+pub const NOTIFY_STREAM: u32 = 1 << 10; // t
+pub const NOTIFY_KEY_MISS: u32 = 1 << 11; // m (not part of A)
+pub const NOTIFY_LOADED: u32 = 1 << 12; // module key loaded (no letter)
+pub const NOTIFY_MODULE: u32 = 1 << 13; // d
+pub const NOTIFY_NEW: u32 = 1 << 14; // n (not part of A)
 /// The classes `A` stands for, in the order CONFIG GET prints them.
 const NOTIFY_CLASSES: &[(char, u32)] = &[
-    ('g', 1 << 2),
-    ('$', 1 << 3),
-    ('l', 1 << 4),
-    ('s', 1 << 5),
-    ('h', 1 << 6),
-    ('z', 1 << 7),
-    ('x', 1 << 8),
-    ('e', 1 << 9),
-    ('t', 1 << 10),
-    ('d', 1 << 12),
+    ('g', NOTIFY_GENERIC),
+    ('$', NOTIFY_STRING),
+    ('l', NOTIFY_LIST),
+    ('s', NOTIFY_SET),
+    ('h', NOTIFY_HASH),
+    ('z', NOTIFY_ZSET),
+    ('x', NOTIFY_EXPIRED),
+    ('e', NOTIFY_EVICTED),
+    ('t', NOTIFY_STREAM),
+    ('d', NOTIFY_MODULE),
 ];
-const NOTIFY_ALL: u32 = (1 << 2)
-    | (1 << 3)
-    | (1 << 4)
-    | (1 << 5)
-    | (1 << 6)
-    | (1 << 7)
-    | (1 << 8)
-    | (1 << 9)
-    | (1 << 10)
-    | (1 << 12);
+pub const NOTIFY_ALL: u32 = NOTIFY_GENERIC
+    | NOTIFY_STRING
+    | NOTIFY_LIST
+    | NOTIFY_SET
+    | NOTIFY_HASH
+    | NOTIFY_ZSET
+    | NOTIFY_EXPIRED
+    | NOTIFY_EVICTED
+    | NOTIFY_STREAM
+    | NOTIFY_MODULE;
 
 /// Parses `notify-keyspace-events` letters into class bits.
 pub fn parse_notify_flags(v: &str) -> Result<u32, String> {
@@ -950,13 +963,14 @@ pub fn parse_notify_flags(v: &str) -> Result<u32, String> {
     Ok(flags)
 }
 
-/// The canonical text of notify flags, in Redis's order (`KEA` reads back as `AKE`).
+/// The canonical text of notify flags, as Redis 7.0 prints them (`KEA` reads back as
+/// `AKE`; `n` shows only without `A`, as in Redis, though it still acts).
 pub fn notify_flags_text(flags: u32) -> String {
     let mut s = String::new();
     if flags & NOTIFY_ALL == NOTIFY_ALL {
         s.push('A');
     } else {
-        for (c, f) in NOTIFY_CLASSES {
+        for (c, f) in NOTIFY_CLASSES.iter().chain(&[('n', NOTIFY_NEW)]) {
             if flags & f != 0 {
                 s.push(*c);
             }
@@ -966,13 +980,32 @@ pub fn notify_flags_text(flags: u32) -> String {
         ('K', NOTIFY_KEYSPACE),
         ('E', NOTIFY_KEYEVENT),
         ('m', NOTIFY_KEY_MISS),
-        ('n', NOTIFY_NEW),
     ] {
         if flags & f != 0 {
             s.push(c);
         }
     }
     s
+}
+
+/// How `notify-keyspace-events` is kept: Redis's text, plus the `n` that text leaves out
+/// beside `A` (so the class still acts); CONFIG GET shows [`notify_flags_text`].
+fn notify_flags_stored(flags: u32) -> String {
+    let mut s = notify_flags_text(flags);
+    if flags & NOTIFY_ALL == NOTIFY_ALL && flags & NOTIFY_NEW != 0 {
+        s.push('n');
+    }
+    s
+}
+
+/// An option's value as CONFIG GET shows it.
+fn shown_value<'a>(name: &str, stored: &'a str) -> std::borrow::Cow<'a, str> {
+    if name == "notify-keyspace-events" {
+        if let Ok(f) = parse_notify_flags(stored) {
+            return notify_flags_text(f).into();
+        }
+    }
+    stored.into()
 }
 
 /// Redis's `memtoull`: a byte count with an optional unit (k=1000, kb=1024, m, mb, g, gb).
@@ -1093,6 +1126,7 @@ fn placeholder_settings() -> Settings {
         lfu_decay_time: 1,
         active_expire_effort: 1,
         lazyfree_lazy_user_del: false,
+        notify_keyspace_events: 0,
         lazyfree_lazy_user_flush: false,
         set_max_intset_entries: 512,
         set_max_listpack_entries: 128,
@@ -1301,7 +1335,7 @@ impl Config {
                         Ok(value.split_whitespace().collect::<Vec<_>>().join(" "))
                     }
                 }
-                "notify-keyspace-events" => parse_notify_flags(value).map(notify_flags_text),
+                "notify-keyspace-events" => parse_notify_flags(value).map(notify_flags_stored),
                 "latency-tracking-info-percentiles" => {
                     let mut out = Vec::new();
                     for w in value.split_whitespace() {
@@ -1516,7 +1550,8 @@ impl Config {
                 let name = String::from_utf8_lossy(p);
                 if let Some(idx) = find_spec(&name) {
                     if OPTIONS[idx].flags & F_UNLISTED == 0 {
-                        push(name.into_owned(), &self.values[idx]);
+                        let v = shown_value(OPTIONS[idx].name, &self.values[idx]);
+                        push(name.into_owned(), &v);
                     }
                 }
                 continue;
@@ -1527,7 +1562,8 @@ impl Config {
                 }
                 for name in std::iter::once(spec.name).chain(spec.alias) {
                     if crate::util::glob_match(p, name.as_bytes(), true) {
-                        push(name.to_string(), &self.values[i]);
+                        let v = shown_value(spec.name, &self.values[i]);
+                        push(name.to_string(), &v);
                     }
                 }
             }
@@ -1757,6 +1793,10 @@ impl Config {
             lfu_decay_time: self.int("lfu-decay-time") as u32,
             active_expire_effort: self.int("active-expire-effort") as u32,
             lazyfree_lazy_user_del: self.boolean("lazyfree-lazy-user-del"),
+            notify_keyspace_events: self
+                .get_value("notify-keyspace-events")
+                .and_then(|v| parse_notify_flags(v).ok())
+                .unwrap_or(0),
             lazyfree_lazy_user_flush: self.boolean("lazyfree-lazy-user-flush"),
             set_max_intset_entries: self.int("set-max-intset-entries").max(0) as u64,
             set_max_listpack_entries: self.int("set-max-listpack-entries").max(0) as u64,

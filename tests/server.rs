@@ -1121,7 +1121,7 @@ fn config_set_refuses_options_cairn_does_not_act_on() {
     let mut raw = Raw::connect(s.port);
     for (name, value) in [
         ("latency-tracking", "no"),
-        ("notify-keyspace-events", "KEA"),
+        ("jemalloc-bg-thread", "no"),
         ("repl-diskless-sync", "yes"),
     ] {
         let got = String::from_utf8(raw.call(&["CONFIG", "SET", name, value])).unwrap();

@@ -5,6 +5,7 @@
 //! string with zero bytes and never past `proto-max-bulk-len`, which bounds every
 //! allocation a client number can cause.
 
+use super::notify::{notify, NOTIFY_GENERIC, NOTIFY_STRING};
 use super::strings::{read_string, write_string};
 use super::{CmdError, CmdResult, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
 use crate::arena::Ref;
@@ -130,6 +131,7 @@ fn setbit(ctx: &mut Ctx) -> CmdResult {
     }
     if grown || old != (on == 1) {
         ctx.dirty(1);
+        notify(ctx, NOTIFY_STRING, "setbit", ctx.args.get(1));
     }
     ctx.out.int(old as i64);
     Ok(())
@@ -428,12 +430,15 @@ fn bitop(ctx: &mut Ctx) -> CmdResult {
     let target = ctx.args.get(2);
     if maxlen > 0 {
         ctx.ensure_arena_room(res.len() as u64)?;
+        ctx.srv.ks.find(db, target, ctx.now_ms);
         ctx.srv
             .ks
             .set_string(db, target, &res, StrEnc::Raw, Ttl::Clear);
         ctx.dirty(1);
+        notify(ctx, NOTIFY_STRING, "set", target);
     } else if ctx.srv.ks.delete(db, target, ctx.now_ms) {
         ctx.dirty(1);
+        notify(ctx, NOTIFY_GENERIC, "del", target);
     }
     ctx.out.int(maxlen as i64);
     Ok(())
@@ -715,6 +720,9 @@ fn bitfield_generic(ctx: &mut Ctx, ro: bool) -> CmdResult {
         }
     }
     ctx.dirty(changes);
+    if changes > 0 {
+        notify(ctx, NOTIFY_STRING, "setbit", ctx.args.get(1));
+    }
     Ok(())
 }
 

@@ -1,5 +1,6 @@
 //! Hash commands (Redis's `t_hash.c`), over the arena hashes of `crate::collections::hash`.
 
+use super::notify::{notify, NOTIFY_HASH};
 use super::strings::{incr_long_double, LdError};
 use super::{CmdError, CmdResult, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
 use crate::arena::Ref;
@@ -90,12 +91,14 @@ fn hset_generic(ctx: &mut Ctx) -> Result<u64, CmdError> {
 fn hset(ctx: &mut Ctx) -> CmdResult {
     let n = hset_generic(ctx)?;
     ctx.out.int(n as i64);
+    notify(ctx, NOTIFY_HASH, "hset", ctx.args.get(1));
     Ok(())
 }
 
 fn hmset(ctx: &mut Ctx) -> CmdResult {
     hset_generic(ctx)?;
     ctx.out.ok();
+    notify(ctx, NOTIFY_HASH, "hset", ctx.args.get(1));
     Ok(())
 }
 
@@ -113,6 +116,7 @@ fn hsetnx(ctx: &mut Ctx) -> CmdResult {
     hash::set(&mut ctx.srv.ks, db, e, f, v, lim);
     ctx.dirty(1);
     ctx.out.int(1);
+    notify(ctx, NOTIFY_HASH, "hset", key);
     Ok(())
 }
 
@@ -144,7 +148,13 @@ fn hmget(ctx: &mut Ctx) -> CmdResult {
 fn hdel(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.args.get(1);
     let found = write_hash(ctx, key)?;
-    super::remove_members(ctx, found, hash::del, hash::len)
+    super::remove_members(
+        ctx,
+        (super::notify::NOTIFY_HASH, "hdel"),
+        found,
+        hash::del,
+        hash::len,
+    )
 }
 
 fn hlen(ctx: &mut Ctx) -> CmdResult {
@@ -242,6 +252,7 @@ fn hincrby(ctx: &mut Ctx) -> CmdResult {
     hash::set(&mut ctx.srv.ks, db, e, f, n.to_string().as_bytes(), lim);
     ctx.dirty(1);
     ctx.out.int(n);
+    notify(ctx, NOTIFY_HASH, "hincrby", key);
     Ok(())
 }
 
@@ -265,6 +276,7 @@ fn hincrbyfloat(ctx: &mut Ctx) -> CmdResult {
     hash::set(&mut ctx.srv.ks, db, e, f, &text, lim);
     ctx.dirty(1);
     ctx.out.bulk(&text);
+    notify(ctx, NOTIFY_HASH, "hincrbyfloat", key);
     Ok(())
 }
 

@@ -5,6 +5,7 @@
 //! Entry `Ref`s are invalidated by anything that may allocate or free in the keyspace
 //! (a lazy expiry inside a lookup included), so handlers re-find an entry after such a call.
 
+use super::notify::{notify, notify_db, NOTIFY_GENERIC};
 use super::{
     CmdError, CmdResult, CommandSpec, Ctx, DENYOOM, FAST, LOADING, READONLY, STALE, WRITE,
 };
@@ -131,8 +132,21 @@ static OBJECT_SUBS: &[CommandSpec] = &[
 // ---- shared helpers -------------------------------------------------------------------
 
 /// A read lookup that does not update the access time but counts a hit or miss, as
-/// Redis's `lookupKeyReadWithFlags(.., LOOKUP_NOTOUCH)` (TTL, TYPE, OBJECT...).
+/// Redis's `lookupKeyReadWithFlags(.., LOOKUP_NOTOUCH)` (TTL, TYPE, EXISTS...); a miss
+/// is a `keymiss` event.
 fn lookup_notouch(ctx: &mut Ctx, key: &[u8]) -> Option<Ref> {
+    let e = lookup_notouch_quiet(ctx, key);
+    if e.is_none() {
+        let db = ctx.client.db;
+        ctx.srv
+            .ks
+            .record_event(crate::keyspace::events::KeyEventKind::KeyMiss, db, key);
+    }
+    e
+}
+
+/// The same without the `keymiss` event (OBJECT's lookup, `LOOKUP_NONOTIFY`).
+fn lookup_notouch_quiet(ctx: &mut Ctx, key: &[u8]) -> Option<Ref> {
     let ks = &mut ctx.srv.ks;
     let e = ks.find(ctx.client.db, key, ctx.now_ms);
     if e.is_some() {
@@ -177,6 +191,7 @@ fn del(ctx: &mut Ctx) -> CmdResult {
     for i in 1..ctx.args.len() {
         if ctx.srv.ks.delete(db, ctx.args.get(i), ctx.now_ms) {
             n += 1;
+            notify(ctx, NOTIFY_GENERIC, "del", ctx.args.get(i));
         }
     }
     ctx.dirty(n as u64);
@@ -406,7 +421,7 @@ fn randomkey(ctx: &mut Ctx) -> CmdResult {
             return Ok(());
         };
         if ks.is_expired(e, now) {
-            ks.delete_entry(db, e);
+            ks.delete_and_propagate(db, e, crate::keyspace::events::KeyEventKind::Expired);
             ks.stats.expired_keys += 1;
             continue;
         }
@@ -467,6 +482,8 @@ fn rename_generic(ctx: &mut Ctx, nx: bool) -> CmdResult {
     let e = refind(ctx, db, src)?;
     ctx.srv.ks.move_entry_to(db, e, db, dst);
     ctx.dirty(1);
+    notify(ctx, NOTIFY_GENERIC, "rename_from", src);
+    notify(ctx, NOTIFY_GENERIC, "rename_to", dst);
     if nx {
         ctx.out.int(1);
     } else {
@@ -522,6 +539,7 @@ fn copy(ctx: &mut Ctx) -> CmdResult {
     let lru = ctx.srv.ks.initial_lru();
     ctx.srv.ks.set_lru(n, lru);
     ctx.dirty(1);
+    notify_db(ctx, NOTIFY_GENERIC, "copy_to", dst, dst_db);
     ctx.out.int(1);
     Ok(())
 }
@@ -542,6 +560,8 @@ fn move_cmd(ctx: &mut Ctx) -> CmdResult {
     let e = refind(ctx, src_db, key)?;
     ctx.srv.ks.move_entry_to(src_db, e, dst_db, key);
     ctx.dirty(1);
+    notify_db(ctx, NOTIFY_GENERIC, "move_from", key, src_db);
+    notify_db(ctx, NOTIFY_GENERIC, "move_to", key, dst_db);
     ctx.out.int(1);
     Ok(())
 }
@@ -640,8 +660,15 @@ fn expire_generic(ctx: &mut Ctx, base_ms: i64, seconds: bool) -> CmdResult {
     if when <= ctx.now_ms {
         // A time in the past deletes the key (and replicates as a DEL in Redis).
         ctx.srv.ks.delete_entry(db, e);
+        notify(ctx, NOTIFY_GENERIC, "del", key);
     } else {
         ctx.srv.ks.set_expire(db, e, Some(when));
+        ctx.dirty(1);
+        // Redis replies before this event (it comes after the reply for the client
+        // itself).
+        ctx.out.int(1);
+        notify(ctx, NOTIFY_GENERIC, "expire", key);
+        return Ok(());
     }
     ctx.dirty(1);
     ctx.out.int(1);
@@ -711,6 +738,7 @@ fn persist(ctx: &mut Ctx) -> CmdResult {
         Some(e) if ctx.srv.ks.has_expire(e) => {
             ctx.srv.ks.set_expire(db, e, None);
             ctx.dirty(1);
+            notify(ctx, NOTIFY_GENERIC, "persist", ctx.args.get(1));
             ctx.out.int(1);
         }
         _ => ctx.out.int(0),
@@ -728,7 +756,7 @@ const SHARED_REFCOUNT: i64 = i32::MAX as i64;
 
 /// OBJECT's lookup: no touch; a missing key answers a null (not an error).
 fn object_lookup(ctx: &mut Ctx) -> Option<Ref> {
-    let e = lookup_notouch(ctx, ctx.args.get(2));
+    let e = lookup_notouch_quiet(ctx, ctx.args.get(2));
     if e.is_none() {
         ctx.out.null();
     }
@@ -913,7 +941,16 @@ fn restore(ctx: &mut Ctx) -> CmdResult {
     };
 
     ctx.ensure_arena_room(value.arena_bytes_estimate())?;
-    let deleted = replace && ctx.srv.ks.delete(db, key, ctx.now_ms);
+    // As Redis: REPLACE deletes the key as it is, expired or not (no lookup, so no
+    // `expired` event).
+    let deleted = replace
+        && match ctx.srv.ks.find_raw(db, key) {
+            Some(e) => {
+                ctx.srv.ks.delete_entry(db, e);
+                true
+            }
+            None => false,
+        };
     if ttl != 0 && !absttl {
         // Redis adds without an overflow check; a wrapped (negative) time is simply in
         // the past, so the key is not created — the same outcome, without UB.
@@ -923,6 +960,7 @@ fn restore(ctx: &mut Ctx) -> CmdResult {
         // Already expired: nothing is created; a replaced key is gone.
         if deleted {
             ctx.dirty(1);
+            notify(ctx, NOTIFY_GENERIC, "del", key);
         }
         ctx.out.ok();
         return Ok(());
@@ -985,6 +1023,7 @@ fn restore(ctx: &mut Ctx) -> CmdResult {
         ctx.srv.ks.set_lru(e, at as u32);
     }
     ctx.dirty(1);
+    notify(ctx, NOTIFY_GENERIC, "restore", key);
     ctx.out.ok();
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! key holds elements and otherwise park the client (src/server/blocking.rs); a served
 //! pop is logged in its non-blocking form (LPOP/RPOP/LMOVE/RPOPLPUSH).
 
+use super::notify::{notify, NOTIFY_GENERIC, NOTIFY_LIST};
 use super::{CmdError, CmdResult, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
 use super::{BLOCKING, NOSCRIPT};
 use crate::arena::Ref;
@@ -56,11 +57,20 @@ pub fn reply_val(out: &mut Reply, v: Val) {
     }
 }
 
-/// Deletes the key if its list became empty (Redis never keeps empty collections).
-fn delete_if_empty(ctx: &mut Ctx, e: Ref) {
+/// Deletes the key if its list became empty (Redis never keeps empty collections),
+/// with its `del` notification.
+fn delete_if_empty(ctx: &mut Ctx, key: &[u8], e: Ref) {
     if list::len(&ctx.srv.ks, e) == 0 {
         ctx.srv.ks.delete_entry(ctx.client.db, e);
+        notify(ctx, NOTIFY_GENERIC, "del", key);
     }
+}
+
+/// After elements were popped from `key` (entry `e`): the pop's notification, then the
+/// key's deletion if that emptied it (Redis's listElementsRemoved).
+fn popped(ctx: &mut Ctx, key: &[u8], head: bool, e: Ref) {
+    notify(ctx, NOTIFY_LIST, if head { "lpop" } else { "rpop" }, key);
+    delete_if_empty(ctx, key, e);
 }
 
 fn push_generic(ctx: &mut Ctx, head: bool, only_existing: bool) -> CmdResult {
@@ -80,6 +90,7 @@ fn push_generic(ctx: &mut Ctx, head: bool, only_existing: bool) -> CmdResult {
     }
     ctx.dirty((ctx.args.len() - 2) as u64);
     ctx.out.int(list::len(&ctx.srv.ks, e) as i64);
+    notify(ctx, NOTIFY_LIST, if head { "lpush" } else { "rpush" }, key);
     Ok(())
 }
 fn lpush(ctx: &mut Ctx) -> CmdResult {
@@ -95,8 +106,9 @@ fn rpushx(ctx: &mut Ctx) -> CmdResult {
     push_generic(ctx, false, true)
 }
 
-/// Pops up to `count` elements from an existing list, deleting it when emptied.
-fn pop_n(ctx: &mut Ctx, e: Ref, head: bool, count: u64) -> Vec<Vec<u8>> {
+/// Pops up to `count` elements from an existing list; the caller calls [`popped`] (which
+/// deletes an emptied list) with the entry returned.
+fn pop_n(ctx: &mut Ctx, e: Ref, head: bool, count: u64) -> (Ref, Vec<Vec<u8>>) {
     let db = ctx.db();
     let n = count.min(list::len(&ctx.srv.ks, e));
     let mut out = Vec::with_capacity(n.min(1 << 16) as usize);
@@ -106,8 +118,7 @@ fn pop_n(ctx: &mut Ctx, e: Ref, head: bool, count: u64) -> Vec<Vec<u8>> {
         e = ne;
         out.push(v);
     }
-    delete_if_empty(ctx, e);
-    out
+    (e, out)
 }
 
 fn pop_generic(ctx: &mut Ctx, head: bool) -> CmdResult {
@@ -136,18 +147,20 @@ fn pop_generic(ctx: &mut Ctx, head: bool) -> CmdResult {
     };
     match count {
         None => {
-            let v = pop_n(ctx, e, head, 1);
+            let (e, v) = pop_n(ctx, e, head, 1);
             ctx.dirty(1);
             ctx.out.bulk(&v[0]);
+            popped(ctx, key, head, e);
         }
         Some(0) => ctx.out.array(0),
         Some(c) => {
-            let v = pop_n(ctx, e, head, c);
+            let (e, v) = pop_n(ctx, e, head, c);
             ctx.dirty(v.len() as u64);
             ctx.out.array(v.len());
             for x in &v {
                 ctx.out.bulk(x);
             }
+            popped(ctx, key, head, e);
         }
     }
     Ok(())
@@ -272,6 +285,7 @@ fn lset(ctx: &mut Ctx) -> CmdResult {
     list::set_segment(&mut ctx.srv.ks, db, e, seg, &el, fill);
     ctx.dirty(1);
     ctx.out.ok();
+    notify(ctx, NOTIFY_LIST, "lset", key);
     Ok(())
 }
 
@@ -322,7 +336,8 @@ fn lrem(ctx: &mut Ctx) -> CmdResult {
         e = list::set_segment(&mut ctx.srv.ks, db, e, seg, &el, fill);
     }
     if removed > 0 {
-        delete_if_empty(ctx, e);
+        notify(ctx, NOTIFY_LIST, "lrem", key);
+        delete_if_empty(ctx, key, e);
         ctx.dirty(removed);
     }
     ctx.out.int(removed as i64);
@@ -350,7 +365,8 @@ fn ltrim(ctx: &mut Ctx) -> CmdResult {
     if r > 0 && l < len {
         e = list::drop_end(&mut ctx.srv.ks, db, e, false, r);
     }
-    delete_if_empty(ctx, e);
+    notify(ctx, NOTIFY_LIST, "ltrim", key);
+    delete_if_empty(ctx, key, e);
     ctx.dirty(l + r);
     ctx.out.ok();
     Ok(())
@@ -382,6 +398,7 @@ fn linsert(ctx: &mut Ctx) -> CmdResult {
         let fill = list::Fill::from_config(&ctx.srv.config);
         let e = list::set_segment(&mut ctx.srv.ks, db, e, seg, &el, fill);
         ctx.dirty(1);
+        notify(ctx, NOTIFY_LIST, "linsert", key);
         ctx.out.int(list::len(&ctx.srv.ks, e) as i64);
         return Ok(());
     }
@@ -550,7 +567,10 @@ fn lmove_or_block(
     let d = ctx.srv.ks.lookup_write(db, dst, ctx.now_ms);
     check(ctx, d)?;
     let e = ctx.srv.ks.find_raw(db, src).unwrap_or(e);
-    let v = pop_n(ctx, e, from_head, 1).pop().unwrap_or_default();
+    // As Redis: pop, push (the source may be the destination, so an emptied source is
+    // deleted only after the push), then the pop's notification and the deletion.
+    let (_, mut v) = pop_n(ctx, e, from_head, 1);
+    let v = v.pop().unwrap_or_default();
     let d = match ctx.srv.ks.find_raw(db, dst) {
         Some(d) => d,
         None => list::create(&mut ctx.srv.ks, db, dst),
@@ -558,7 +578,16 @@ fn lmove_or_block(
     let fill = list::Fill::from_config(&ctx.srv.config);
     list::push(&mut ctx.srv.ks, db, d, &v, to_head, fill);
     ctx.dirty(2);
+    notify(
+        ctx,
+        NOTIFY_LIST,
+        if to_head { "lpush" } else { "rpush" },
+        dst,
+    );
     ctx.out.bulk(&v);
+    if let Some(e) = ctx.srv.ks.find_raw(db, src) {
+        popped(ctx, src, from_head, e);
+    }
     Ok(())
 }
 
@@ -593,7 +622,8 @@ fn bpop_generic(ctx: &mut Ctx, head: bool) -> CmdResult {
         let Some(e) = write_list(ctx, key)? else {
             continue;
         };
-        let v = pop_n(ctx, e, head, 1).pop().unwrap_or_default();
+        let (e, mut v) = pop_n(ctx, e, head, 1);
+        let v = v.pop().unwrap_or_default();
         ctx.dirty(1);
         ctx.srv.propagate_as = Some(vec![
             if head {
@@ -606,6 +636,7 @@ fn bpop_generic(ctx: &mut Ctx, head: bool) -> CmdResult {
         ctx.out.array(2);
         ctx.out.bulk(key);
         ctx.out.bulk(&v);
+        popped(ctx, key, head, e);
         return Ok(());
     }
     if blocking::may_block(ctx) {
@@ -669,7 +700,7 @@ fn lmpop_generic(ctx: &mut Ctx, first: usize, block: bool) -> CmdResult {
         let Some(e) = write_list(ctx, key)? else {
             continue;
         };
-        let v = pop_n(ctx, e, head, count);
+        let (e, v) = pop_n(ctx, e, head, count);
         ctx.dirty(v.len() as u64);
         // Logged (and signalled) as a pop of the one key it changed.
         {
@@ -689,6 +720,7 @@ fn lmpop_generic(ctx: &mut Ctx, first: usize, block: bool) -> CmdResult {
         for x in &v {
             ctx.out.bulk(x);
         }
+        popped(ctx, key, head, e);
         return Ok(());
     }
     match deadline {

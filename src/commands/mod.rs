@@ -14,6 +14,7 @@ pub mod hll;
 pub mod keys;
 pub mod lists;
 pub mod lolwut;
+pub mod notify;
 pub mod persistence;
 pub mod propagate;
 pub mod pubsub;
@@ -376,8 +377,11 @@ pub fn full_name(parent: &CommandSpec, sub: &CommandSpec) -> String {
 /// HDEL / SREM / ZREM: removes arguments 2.. from the collection `e` (found by the
 /// caller's typed lookup; None: the key is missing), deleting the key when it empties.
 /// `remove` returns the (possibly moved) entry and whether the member was there.
+/// `event`: the notification (class, name) when anything was removed (`del` follows
+/// when the key went).
 pub fn remove_members(
     ctx: &mut Ctx,
+    event: (u32, &'static str),
     found: Option<crate::arena::Ref>,
     remove: fn(
         &mut crate::keyspace::Keyspace,
@@ -393,6 +397,7 @@ pub fn remove_members(
         return Ok(());
     };
     let mut n = 0;
+    let mut key_removed = false;
     for i in 2..ctx.args.len() {
         let (ne, removed) = remove(&mut ctx.srv.ks, db, e, ctx.args.get(i));
         e = ne;
@@ -400,8 +405,16 @@ pub fn remove_members(
             n += 1;
             if len(&ctx.srv.ks, e) == 0 {
                 ctx.srv.ks.delete_entry(db, e);
+                key_removed = true;
                 break;
             }
+        }
+    }
+    if n > 0 {
+        let key = ctx.args.get(1);
+        notify::notify(ctx, event.0, event.1, key);
+        if key_removed {
+            notify::notify(ctx, notify::NOTIFY_GENERIC, "del", key);
         }
     }
     ctx.dirty(n);

@@ -467,7 +467,12 @@ fn deliver(ctx: &mut Ctx, sub: Sub, frame: Frame, ch: &[u8], msg: &[u8]) {
         keep_output(ctx);
         return;
     }
-    let srv = &mut *ctx.srv;
+    deliver_other(ctx.srv, sub, frame, ch, msg);
+}
+
+/// Appends a message to the outbox of subscriber `sub`, a client other than the one
+/// running, within `client-output-buffer-limit pubsub`.
+fn deliver_other(srv: &mut Server, sub: Sub, frame: Frame, ch: &[u8], msg: &[u8]) {
     let Some(c) = srv.clients.get_mut(sub.slot).and_then(|c| c.as_mut()) else {
         return;
     };
@@ -519,6 +524,98 @@ fn publish(ctx: &mut Ctx) -> CmdResult {
     }
     ctx.out.int(receivers);
     Ok(())
+}
+
+/// The running client, as a receiver of messages the server publishes: its id, protocol,
+/// and the buffer its messages go to.
+pub struct SelfSink<'a> {
+    pub id: u64,
+    pub resp: Resp,
+    pub buf: &'a mut Vec<u8>,
+}
+
+/// True when a message published on `ch` would reach anyone (a channel subscriber or
+/// any pattern: patterns are matched only when there is something to publish).
+pub fn has_receivers(srv: &Server, ch: &[u8]) -> bool {
+    !srv.pubsub.patterns.is_empty() || srv.pubsub.channels.contains_key(ch)
+}
+
+/// Publishes a message the server itself sends (keyspace notifications), as PUBLISH
+/// would: channel subscribers, then pattern subscribers. A message for the running
+/// client (`me`) goes to its sink; everyone else's to their outbox.
+pub fn publish_from_server(srv: &mut Server, mut me: Option<&mut SelfSink>, ch: &[u8], msg: &[u8]) {
+    let mut send = |srv: &mut Server, sub: Sub, frame: Frame| match me.as_deref_mut() {
+        Some(m) if m.id == sub.id => encode_message(m.buf, m.resp, frame, ch, msg),
+        _ => deliver_other(srv, sub, frame, ch, msg),
+    };
+    if let Some(list) = srv.pubsub.channels.get(ch) {
+        for sub in list.clone() {
+            send(srv, sub, Frame::Message);
+        }
+    }
+    if !srv.pubsub.patterns.is_empty() {
+        let matching: Vec<(Vec<u8>, Vec<Sub>)> = srv
+            .pubsub
+            .patterns
+            .iter()
+            .filter(|(p, _)| crate::util::glob_match(p, ch, false))
+            .map(|(p, l)| (p.clone(), l.clone()))
+            .collect();
+        for (pat, list) in matching {
+            for sub in list {
+                send(srv, sub, Frame::PMessage(&pat));
+            }
+        }
+    }
+}
+
+/// Publishes keyspace event `event` of `class` for `key` of `db` on the channels
+/// `notify-keyspace-events` asks for (`commands::notify` decides when).
+pub fn publish_keyspace_event(
+    srv: &mut Server,
+    mut me: Option<&mut SelfSink>,
+    class: u32,
+    event: &str,
+    key: &[u8],
+    db: usize,
+) {
+    use crate::config::{NOTIFY_KEYEVENT, NOTIFY_KEYSPACE};
+    let flags = srv.notify_flags;
+    if flags & class == 0 {
+        return;
+    }
+    let db_text = db.to_string();
+    let channel = |prefix: &[u8], tail: &[u8]| {
+        let mut ch = Vec::with_capacity(prefix.len() + db_text.len() + 3 + tail.len());
+        ch.extend_from_slice(prefix);
+        ch.extend_from_slice(db_text.as_bytes());
+        ch.extend_from_slice(b"__:");
+        ch.extend_from_slice(tail);
+        ch
+    };
+    if flags & NOTIFY_KEYSPACE != 0 {
+        let ch = channel(b"__keyspace@", key);
+        if has_receivers(srv, &ch) {
+            publish_from_server(srv, me.as_deref_mut(), &ch, event.as_bytes());
+        }
+    }
+    if flags & NOTIFY_KEYEVENT != 0 {
+        let ch = channel(b"__keyevent@", event.as_bytes());
+        if has_receivers(srv, &ch) {
+            publish_from_server(srv, me, &ch, key);
+        }
+    }
+}
+
+/// Publishes what the keyspace recorded (expiry, eviction...) outside any command (cron).
+pub fn publish_recorded_events(srv: &mut Server) {
+    if srv.ks.events.events.is_empty() {
+        return;
+    }
+    for ev in srv.ks.events.take() {
+        let (class, name) = super::notify::kind_event(ev.kind);
+        publish_keyspace_event(srv, None, class, name, &ev.key, ev.db);
+    }
 }
 
 fn spublish(ctx: &mut Ctx) -> CmdResult {

@@ -1,5 +1,6 @@
 //! Set commands (Redis's `t_set.c`), over the arena sets of `crate::collections::set`.
 
+use super::notify::{notify, NOTIFY_GENERIC, NOTIFY_SET};
 use super::{CmdError, CmdResult, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
 use crate::arena::Ref;
 use crate::collections::set::{self, Limits};
@@ -71,6 +72,9 @@ fn sadd(ctx: &mut Ctx) -> CmdResult {
         added += a as u64;
     }
     ctx.dirty(added);
+    if added > 0 {
+        notify(ctx, NOTIFY_SET, "sadd", key);
+    }
     ctx.out.int(added as i64);
     Ok(())
 }
@@ -78,7 +82,13 @@ fn sadd(ctx: &mut Ctx) -> CmdResult {
 fn srem(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.args.get(1);
     let found = write_set(ctx, key)?;
-    super::remove_members(ctx, found, set::remove, set::len)
+    super::remove_members(
+        ctx,
+        (super::notify::NOTIFY_SET, "srem"),
+        found,
+        set::remove,
+        set::len,
+    )
 }
 
 fn smembers(ctx: &mut Ctx) -> CmdResult {
@@ -161,12 +171,14 @@ fn spop(ctx: &mut Ctx) -> CmdResult {
                 ctx.out.null();
                 return Ok(());
             };
+            notify(ctx, NOTIFY_SET, "spop", key);
+            ctx.out.bulk(&m);
             if set::len(&ctx.srv.ks, e) == 0 {
                 ctx.srv.ks.delete_entry(db, e);
+                notify(ctx, NOTIFY_GENERIC, "del", key);
             }
             log_popped(ctx, key, std::slice::from_ref(&m), false);
             ctx.dirty(1);
-            ctx.out.bulk(&m);
             Ok(())
         }
         3 => {
@@ -183,6 +195,7 @@ fn spop(ctx: &mut Ctx) -> CmdResult {
                 return Ok(());
             }
             let size = set::len(&ctx.srv.ks, e);
+            notify(ctx, NOTIFY_SET, "spop", key);
             if count >= size {
                 // The whole set: reply with it and delete the key.
                 let ks = &ctx.srv.ks;
@@ -190,6 +203,7 @@ fn spop(ctx: &mut Ctx) -> CmdResult {
                 let out = &mut ctx.out;
                 set::for_each(ks, e, |m| reply_val(out, m));
                 ctx.srv.ks.delete_entry(db, e);
+                notify(ctx, NOTIFY_GENERIC, "del", key);
                 log_popped(ctx, key, &[], true);
                 ctx.dirty(size);
                 return Ok(());
@@ -331,8 +345,10 @@ fn smove(ctx: &mut Ctx) -> CmdResult {
         ctx.out.int(0);
         return Ok(());
     }
+    notify(ctx, NOTIFY_SET, "srem", src);
     if set::len(&ctx.srv.ks, se) == 0 {
         ctx.srv.ks.delete_entry(db, se);
+        notify(ctx, NOTIFY_GENERIC, "del", src);
     }
     // Entries may have moved: find the destination again.
     let de = match ctx.srv.ks.find_raw(db, dst) {
@@ -341,27 +357,22 @@ fn smove(ctx: &mut Ctx) -> CmdResult {
     };
     let (_, added) = set::add(&mut ctx.srv.ks, db, de, m, lim);
     ctx.dirty(1 + added as u64);
+    if added {
+        notify(ctx, NOTIFY_SET, "sadd", dst);
+    }
     ctx.out.int(1);
     Ok(())
 }
 
 /// Looks up source sets: None for a missing key, WRONGTYPE for any other type (every key
 /// is checked, as Redis does, even after a missing one).
-fn sources(
-    ctx: &mut Ctx,
-    from: usize,
-    to: usize,
-    write: bool,
-) -> Result<Vec<Option<Ref>>, CmdError> {
+fn sources(ctx: &mut Ctx, from: usize, to: usize) -> Result<Vec<Option<Ref>>, CmdError> {
     let db = ctx.db();
     let mut out = Vec::with_capacity(to - from);
     for i in from..to {
         let k = ctx.args.get(i);
-        let e = if write {
-            ctx.srv.ks.lookup_write(db, k, ctx.now_ms)
-        } else {
-            ctx.srv.ks.lookup_read(db, k, ctx.now_ms)
-        };
+        // Read lookups for the STORE forms too, as Redis 7.0 (hit/miss stats, `keymiss`).
+        let e = ctx.srv.ks.lookup_read(db, k, ctx.now_ms);
         out.push(check(ctx, e)?);
     }
     // Lookups do not move entries (only touches), so the refs stay valid until a write.
@@ -444,26 +455,30 @@ fn reply_members(ctx: &mut Ctx, mut ms: Vec<Vec<u8>>) {
 }
 
 /// Stores a computed set at `dst` (deleting `dst` when it is empty); replies its size.
-fn store(ctx: &mut Ctx, dst: &[u8], ms: Vec<Vec<u8>>) -> CmdResult {
+/// `event`: its notification (`sinterstore`, `sunionstore`, `sdiffstore`).
+fn store(ctx: &mut Ctx, dst: &[u8], ms: Vec<Vec<u8>>, event: &'static str) -> CmdResult {
     let db = ctx.db();
     if ms.is_empty() {
+        ctx.out.int(0);
         if ctx.srv.ks.delete(db, dst, ctx.now_ms) {
             ctx.dirty(1);
+            notify(ctx, NOTIFY_GENERIC, "del", dst);
         }
-        ctx.out.int(0);
         return Ok(());
     }
     let bytes: u64 = ms.iter().map(|m| m.len() as u64 + 24).sum();
     ctx.ensure_arena_room(bytes)?;
     let lim = limits(ctx);
+    ctx.srv.ks.find(db, dst, ctx.now_ms);
     set::create_from(&mut ctx.srv.ks, db, dst, &ms, Ttl::Clear, lim);
     ctx.dirty(1);
     ctx.out.int(ms.len() as i64);
+    notify(ctx, NOTIFY_SET, event, dst);
     Ok(())
 }
 
 fn sinter(ctx: &mut Ctx) -> CmdResult {
-    let sets = sources(ctx, 1, ctx.args.len(), false)?;
+    let sets = sources(ctx, 1, ctx.args.len())?;
     let ms = intersection(ctx, &sets, 0);
     // Unlike SUNION/SDIFF, Redis streams the intersection in the smallest set's order.
     ctx.out.set(ms.len());
@@ -474,10 +489,10 @@ fn sinter(ctx: &mut Ctx) -> CmdResult {
 }
 
 fn sinterstore(ctx: &mut Ctx) -> CmdResult {
-    let sets = sources(ctx, 2, ctx.args.len(), true)?;
+    let sets = sources(ctx, 2, ctx.args.len())?;
     let ms = intersection(ctx, &sets, 0);
     let dst = ctx.args.get(1);
-    store(ctx, dst, ms)
+    store(ctx, dst, ms, "sinterstore")
 }
 
 fn sintercard(ctx: &mut Ctx) -> CmdResult {
@@ -504,38 +519,38 @@ fn sintercard(ctx: &mut Ctx) -> CmdResult {
             return Err(CmdError::Syntax);
         }
     }
-    let sets = sources(ctx, 2, end, false)?;
+    let sets = sources(ctx, 2, end)?;
     let n = intersection(ctx, &sets, limit).len();
     ctx.out.int(n as i64);
     Ok(())
 }
 
 fn sunion(ctx: &mut Ctx) -> CmdResult {
-    let sets = sources(ctx, 1, ctx.args.len(), false)?;
+    let sets = sources(ctx, 1, ctx.args.len())?;
     let ms = union_diff(ctx, &sets, false);
     reply_members(ctx, ms);
     Ok(())
 }
 
 fn sunionstore(ctx: &mut Ctx) -> CmdResult {
-    let sets = sources(ctx, 2, ctx.args.len(), true)?;
+    let sets = sources(ctx, 2, ctx.args.len())?;
     let ms = union_diff(ctx, &sets, false);
     let dst = ctx.args.get(1);
-    store(ctx, dst, ms)
+    store(ctx, dst, ms, "sunionstore")
 }
 
 fn sdiff(ctx: &mut Ctx) -> CmdResult {
-    let sets = sources(ctx, 1, ctx.args.len(), false)?;
+    let sets = sources(ctx, 1, ctx.args.len())?;
     let ms = union_diff(ctx, &sets, true);
     reply_members(ctx, ms);
     Ok(())
 }
 
 fn sdiffstore(ctx: &mut Ctx) -> CmdResult {
-    let sets = sources(ctx, 2, ctx.args.len(), true)?;
+    let sets = sources(ctx, 2, ctx.args.len())?;
     let ms = union_diff(ctx, &sets, true);
     let dst = ctx.args.get(1);
-    store(ctx, dst, ms)
+    store(ctx, dst, ms, "sdiffstore")
 }
 
 fn sscan(ctx: &mut Ctx) -> CmdResult {

@@ -1,5 +1,6 @@
 //! String commands (Redis's `t_string.c`): GET/SET and friends, counters, ranges.
 
+use super::notify::{notify, NOTIFY_GENERIC, NOTIFY_STRING};
 use super::{CmdError, CmdResult, CommandSpec, Ctx, DENYOOM, FAST, READONLY, WRITE};
 use crate::arena::Ref;
 use crate::keyspace::{Kind, StrEnc, Ttl};
@@ -207,6 +208,10 @@ fn set(ctx: &mut Ctx) -> CmdResult {
         .ks
         .set_string(db, key, value, StrEnc::for_value(value), ttl);
     ctx.dirty(1);
+    notify(ctx, NOTIFY_STRING, "set", key);
+    if matches!(ttl, Ttl::At(_)) {
+        notify(ctx, NOTIFY_GENERIC, "expire", key);
+    }
     if !want_get {
         ctx.out.ok();
     }
@@ -223,6 +228,7 @@ fn setnx(ctx: &mut Ctx) -> CmdResult {
             .ks
             .set_string(db, key, value, StrEnc::for_value(value), Ttl::Clear);
         ctx.dirty(1);
+        notify(ctx, NOTIFY_STRING, "set", key);
         ctx.out.int(1);
     }
     Ok(())
@@ -232,10 +238,13 @@ fn setex_generic(ctx: &mut Ctx, unit: &[u8], cmd: &'static str) -> CmdResult {
     let t = parse_expire_arg(ctx, unit, ctx.args.get(2), cmd)?;
     let (key, value) = (ctx.args.get(1), ctx.args.get(3));
     let db = ctx.client.db;
+    ctx.srv.ks.find(db, key, ctx.now_ms);
     ctx.srv
         .ks
         .set_string(db, key, value, StrEnc::for_value(value), Ttl::At(t));
     ctx.dirty(1);
+    notify(ctx, NOTIFY_STRING, "set", key);
+    notify(ctx, NOTIFY_GENERIC, "expire", key);
     ctx.out.ok();
     Ok(())
 }
@@ -284,9 +293,12 @@ fn mset_generic(ctx: &mut Ctx, nx: bool) -> CmdResult {
     }
     for i in (1..ctx.args.len()).step_by(2) {
         let (k, v) = (ctx.args.get(i), ctx.args.get(i + 1));
+        // As Redis's setKey: an expired key is expired (and notified) before the write.
+        ctx.srv.ks.find(db, k, ctx.now_ms);
         ctx.srv
             .ks
             .set_string(db, k, v, StrEnc::for_value(v), Ttl::Clear);
+        notify(ctx, NOTIFY_STRING, "set", k);
     }
     ctx.dirty((ctx.args.len() / 2) as u64);
     if nx {
@@ -315,6 +327,7 @@ fn getset(ctx: &mut Ctx) -> CmdResult {
     ctx.srv
         .ks
         .set_string(db, key, value, StrEnc::for_value(value), Ttl::Clear);
+    notify(ctx, NOTIFY_STRING, "set", key);
     ctx.dirty(1);
     Ok(())
 }
@@ -327,6 +340,7 @@ fn getdel(ctx: &mut Ctx) -> CmdResult {
             let db = ctx.client.db;
             ctx.srv.ks.delete_entry(db, e);
             ctx.dirty(1);
+            notify(ctx, NOTIFY_GENERIC, "del", key);
         }
         None => ctx.out.null(),
     }
@@ -353,14 +367,17 @@ fn getex(ctx: &mut Ctx) -> CmdResult {
             // An expire time in the past deletes the key, as Redis.
             ctx.srv.ks.delete_entry(db, e);
             ctx.dirty(1);
+            notify(ctx, NOTIFY_GENERIC, "del", key);
         }
         ExpireOpt::At(t) => {
             ctx.srv.ks.set_expire(db, e, Some(t));
             ctx.dirty(1);
+            notify(ctx, NOTIFY_GENERIC, "expire", key);
         }
         ExpireOpt::Persist if ctx.srv.ks.has_expire(e) => {
             ctx.srv.ks.set_expire(db, e, None);
             ctx.dirty(1);
+            notify(ctx, NOTIFY_GENERIC, "persist", key);
         }
         _ => {}
     }
@@ -388,6 +405,7 @@ fn append(ctx: &mut Ctx) -> CmdResult {
         }
     };
     ctx.dirty(1);
+    notify(ctx, NOTIFY_STRING, "append", key);
     ctx.out.int(new_len as i64);
     Ok(())
 }
@@ -420,6 +438,7 @@ fn incr_by(ctx: &mut Ctx, delta: i64) -> CmdResult {
     let text = crate::util::fmt_i64(new, &mut buf);
     ctx.srv.ks.set_string(db, key, text, StrEnc::Int, Ttl::Keep);
     ctx.dirty(1);
+    notify(ctx, NOTIFY_STRING, "incrby", key);
     ctx.out.int(new);
     Ok(())
 }
@@ -508,6 +527,7 @@ fn setrange(ctx: &mut Ctx) -> CmdResult {
     ctx.srv.ks.value_mut(e)[offset..end].copy_from_slice(value);
     ctx.srv.ks.set_str_enc(e, StrEnc::Raw);
     ctx.dirty(1);
+    notify(ctx, NOTIFY_STRING, "setrange", key);
     let n = ctx.srv.ks.value(e).len();
     ctx.out.int(n as i64);
     Ok(())
@@ -602,6 +622,7 @@ fn incrbyfloat(ctx: &mut Ctx) -> CmdResult {
     };
     ctx.srv.ks.set_string(db, key, &text, enc, Ttl::Keep);
     ctx.dirty(1);
+    notify(ctx, NOTIFY_STRING, "incrbyfloat", key);
     ctx.out.bulk(&text);
     Ok(())
 }

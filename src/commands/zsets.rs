@@ -9,6 +9,7 @@
 //! they park the client (`src/server/blocking.rs`) and a served pop is logged as
 //! ZPOPMIN/ZPOPMAX.
 
+use super::notify::{notify, NOTIFY_GENERIC, NOTIFY_ZSET};
 use super::{
     CmdError, CmdResult, CommandSpec, Ctx, BLOCKING, DENYOOM, FAST, NOSCRIPT, READONLY, WRITE,
 };
@@ -71,9 +72,14 @@ fn write_zset(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Ref>, CmdError> {
 fn limits(ctx: &Ctx) -> Limits {
     Limits::from_config(&ctx.srv.config)
 }
-fn delete_if_empty(ctx: &mut Ctx, e: Ref) {
+/// Deletes the key if its zset became empty; `notify_del`: with its `del` notification
+/// (not for the key ZADD created and did not fill, which Redis never creates).
+fn delete_if_empty(ctx: &mut Ctx, key: &[u8], e: Ref, notify_del: bool) {
     if zset::len(&ctx.srv.ks, e) == 0 {
         ctx.srv.ks.delete_entry(ctx.client.db, e);
+        if notify_del {
+            notify(ctx, NOTIFY_GENERIC, "del", key);
+        }
     }
 }
 fn resp3(ctx: &Ctx) -> bool {
@@ -463,7 +469,15 @@ fn zadd_generic(ctx: &mut Ctx, incr_cmd: bool) -> CmdResult {
         match out {
             AddOut::Nan => {
                 ctx.dirty(added + updated);
-                delete_if_empty(ctx, e);
+                if added + updated > 0 {
+                    notify(
+                        ctx,
+                        NOTIFY_ZSET,
+                        if fl.incr { "zincr" } else { "zadd" },
+                        key,
+                    );
+                }
+                delete_if_empty(ctx, key, e, false);
                 return Err(CmdError::err("resulting score is not a number (NaN)"));
             }
             AddOut::Added(s) => {
@@ -485,7 +499,7 @@ fn zadd_generic(ctx: &mut Ctx, incr_cmd: bool) -> CmdResult {
     }
     // A key created for members that were all refused (NX/GT/LT on a new key cannot
     // refuse, but keep the invariant: no empty collections).
-    delete_if_empty(ctx, e);
+    delete_if_empty(ctx, key, e, false);
     ctx.dirty(added + updated);
     if fl.incr {
         if processed > 0 {
@@ -496,6 +510,14 @@ fn zadd_generic(ctx: &mut Ctx, incr_cmd: bool) -> CmdResult {
     } else {
         ctx.out
             .int((if ch { added + updated } else { added }) as i64);
+    }
+    if added + updated > 0 {
+        notify(
+            ctx,
+            NOTIFY_ZSET,
+            if fl.incr { "zincr" } else { "zadd" },
+            key,
+        );
     }
     Ok(())
 }
@@ -510,7 +532,13 @@ fn zincrby(ctx: &mut Ctx) -> CmdResult {
 fn zrem(ctx: &mut Ctx) -> CmdResult {
     let key = ctx.args.get(1);
     let found = write_zset(ctx, key)?;
-    super::remove_members(ctx, found, zset::remove, zset::len)
+    super::remove_members(
+        ctx,
+        (super::notify::NOTIFY_ZSET, "zrem"),
+        found,
+        zset::remove,
+        zset::len,
+    )
 }
 
 // ---- reads -----------------------------------------------------------------------------------
@@ -779,7 +807,7 @@ fn zrange_generic(
                     *s = 0.0;
                 }
             }
-            store_result(ctx, dst, result)?;
+            store_result(ctx, dst, result, "zrangestore")?;
         }
         None => {
             let r3 = resp3(ctx);
@@ -791,22 +819,28 @@ fn zrange_generic(
 
 /// Writes a store command's result to `dst` (deleting it when empty) and replies with the
 /// result's size.
-fn store_result(ctx: &mut Ctx, dst: &[u8], result: Pairs) -> CmdResult {
+/// `event`: its notification (`zrangestore`, `zunionstore`...).
+fn store_result(ctx: &mut Ctx, dst: &[u8], result: Pairs, event: &'static str) -> CmdResult {
     let db = ctx.db();
     let n = result.len();
     let lim = limits(ctx);
     if n == 0 {
+        ctx.out.int(0);
         if ctx.srv.ks.delete(db, dst, ctx.now_ms) {
             ctx.dirty(1);
+            notify(ctx, NOTIFY_GENERIC, "del", dst);
         }
+        return Ok(());
     } else {
         // A skiplist node per member: links, score, span, and the member's bytes.
         let bytes: u64 = result.iter().map(|(m, _)| m.len() as u64 + 64).sum();
         ctx.ensure_arena_room(bytes)?;
+        ctx.srv.ks.find(db, dst, ctx.now_ms);
         zset::create_from(&mut ctx.srv.ks, db, dst, result, Ttl::Clear, lim);
         ctx.dirty(1);
     }
     ctx.out.int(n as i64);
+    notify(ctx, NOTIFY_ZSET, event, dst);
     Ok(())
 }
 
@@ -864,7 +898,15 @@ fn zremrange_generic(ctx: &mut Ctx, rtype: RangeType) -> CmdResult {
         return Ok(());
     };
     let (e, n) = zset::remove_range(&mut ctx.srv.ks, db, e, lo, hi);
-    delete_if_empty(ctx, e);
+    if n > 0 {
+        let event = match rtype {
+            RangeType::Score => "zremrangebyscore",
+            RangeType::Lex => "zremrangebylex",
+            _ => "zremrangebyrank",
+        };
+        notify(ctx, NOTIFY_ZSET, event, key);
+    }
+    delete_if_empty(ctx, key, e, true);
     ctx.dirty(n);
     ctx.out.int(n as i64);
     Ok(())
@@ -882,7 +924,7 @@ fn zremrangebylex(ctx: &mut Ctx) -> CmdResult {
 // ---- pops ------------------------------------------------------------------------------------
 
 /// Pops up to `count` elements from the min (or max) end of the zset at `e`.
-fn pop_n(ctx: &mut Ctx, e: Ref, max: bool, count: u64) -> Pairs {
+fn pop_n(ctx: &mut Ctx, key: &[u8], e: Ref, max: bool, count: u64) -> Pairs {
     let db = ctx.db();
     let len = zset::len(&ctx.srv.ks, e);
     let n = count.min(len);
@@ -892,7 +934,13 @@ fn pop_n(ctx: &mut Ctx, e: Ref, max: bool, count: u64) -> Pairs {
     let (lo, hi) = if max { (len - n, len - 1) } else { (0, n - 1) };
     let items = zset::range(&ctx.srv.ks, e, lo, hi, max);
     let (e, _) = zset::remove_range(&mut ctx.srv.ks, db, e, lo, hi);
-    delete_if_empty(ctx, e);
+    notify(
+        ctx,
+        NOTIFY_ZSET,
+        if max { "zpopmax" } else { "zpopmin" },
+        key,
+    );
+    delete_if_empty(ctx, key, e, true);
     ctx.dirty(n);
     items
 }
@@ -966,7 +1014,8 @@ fn zpop_generic(ctx: &mut Ctx, max: bool) -> CmdResult {
         ctx.out.array(0);
         return Ok(());
     }
-    let items = pop_n(ctx, e, max, count.unwrap_or(1));
+    let key = ctx.args.get(1);
+    let items = pop_n(ctx, key, e, max, count.unwrap_or(1));
     reply_pop(&mut ctx.out, b"", &items, shape);
     Ok(())
 }
@@ -1023,8 +1072,8 @@ fn zmpop(ctx: &mut Ctx) -> CmdResult {
     };
     match first_zset(ctx, keys)? {
         Some((i, e)) => {
-            let items = pop_n(ctx, e, max, count);
             let key = ctx.args.get(i);
+            let items = pop_n(ctx, key, e, max, count);
             reply_pop(&mut ctx.out, key, &items, shape);
         }
         None => ctx.out.null_array(),
@@ -1079,8 +1128,8 @@ pub fn bzpop_ready(
         let (keys, max, count) = parse_mpop(ctx, 2)?;
         return match first_zset(ctx, keys.clone())? {
             Some((i, e)) => {
-                let items = pop_n(ctx, e, max, count);
                 let key = ctx.args.get(i);
+                let items = pop_n(ctx, key, e, max, count);
                 reply_pop(
                     &mut ctx.out,
                     key,
@@ -1103,8 +1152,8 @@ pub fn bzpop_ready(
     let timeout_ms = parse_timeout(ctx.args.get(last))?;
     match first_zset(ctx, 1..last)? {
         Some((i, e)) => {
-            let items = pop_n(ctx, e, max_for_bzpop, 1);
             let key = ctx.args.get(i);
+            let items = pop_n(ctx, key, e, max_for_bzpop, 1);
             reply_pop(
                 &mut ctx.out,
                 key,
@@ -1456,7 +1505,14 @@ fn setop_generic(
     };
     result.sort_by(|x, y| zset::cmp(x.1, &x.0, y.1, &y.0));
     match dst {
-        Some(d) => store_result(ctx, d, result)?,
+        Some(d) => {
+            let event = match op {
+                SetOp::Union => "zunionstore",
+                SetOp::Inter => "zinterstore",
+                SetOp::Diff => "zdiffstore",
+            };
+            store_result(ctx, d, result, event)?
+        }
         None => {
             let r3 = resp3(ctx);
             reply_pairs(&mut ctx.out, &result, withscores, r3);

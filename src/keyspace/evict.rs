@@ -85,7 +85,7 @@ impl Keyspace {
                     self.random_entry(db)
                 };
                 if let Some(e) = e {
-                    self.delete_and_propagate(db, e);
+                    self.delete_and_propagate(db, e, super::events::KeyEventKind::Evicted);
                     self.stats.evicted_keys += 1;
                     return true;
                 }
@@ -135,7 +135,7 @@ impl Keyspace {
                         continue;
                     }
                     let _ = now_ms;
-                    self.delete_and_propagate(db, e);
+                    self.delete_and_propagate(db, e, super::events::KeyEventKind::Evicted);
                     self.stats.evicted_keys += 1;
                     return true;
                 }

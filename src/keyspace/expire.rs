@@ -46,12 +46,17 @@ impl Keyspace {
                     };
                     out.sampled += 1;
                     if self.is_expired(e, now_ms) {
-                        self.delete_and_propagate(db, e);
+                        self.delete_and_propagate(db, e, super::events::KeyEventKind::Expired);
                         self.stats.expired_keys += 1;
                         expired += 1;
                     }
                 }
                 out.expired += expired;
+                // Notifications not yet published wait in a bounded record: leave the
+                // rest to the next cycle rather than drop events.
+                if self.events.is_full() {
+                    break 'dbs;
+                }
                 if start.elapsed() >= budget {
                     out.time_cap_reached = true;
                     self.stats.expired_time_cap_reached_count += 1;

@@ -24,6 +24,7 @@
 //! overwritten or deleted.
 
 pub mod blocks;
+pub mod events;
 pub mod evict;
 pub mod expire;
 pub mod tracking;
@@ -219,6 +220,8 @@ pub struct Keyspace {
     /// When Some (the AOF is on), keys deleted by expiry or eviction are queued here so
     /// the propagation hook logs a DEL for each (Redis's propagateDeletion).
     pub deletions: Option<Vec<(usize, Vec<u8>)>>,
+    /// Expiry, eviction, misses and new keys for keyspace notifications (`events.rs`).
+    pub events: events::KeyEvents,
     /// Out-of-line value blocks referenced by pending replies: block -> reference count.
     /// Kept off the arena on purpose: a snapshot image never records a client's reference
     /// (see ARCHITECTURE.md, "Large values").
@@ -323,6 +326,7 @@ impl Keyspace {
             loading: false,
             expiry_held: false,
             deletions: None,
+            events: Default::default(),
             pins: std::collections::HashMap::new(),
             arg_blocks: std::collections::HashMap::new(),
             arg_block_bytes: 0,
@@ -373,6 +377,7 @@ impl Keyspace {
             loading: false,
             expiry_held: false,
             deletions: None,
+            events: Default::default(),
             pins: std::collections::HashMap::new(),
             arg_blocks: std::collections::HashMap::new(),
             arg_block_bytes: 0,
@@ -639,8 +644,10 @@ impl Keyspace {
         !self.loading && matches!(self.expire_at(e), Some(t) if now_ms > t)
     }
 
-    /// Deletes an entry for expiry or eviction, queueing its key for propagation.
-    pub fn delete_and_propagate(&mut self, db: usize, e: Ref) {
+    /// Deletes an entry for expiry or eviction (`why`), queueing its key for propagation
+    /// and for keyspace notifications.
+    pub fn delete_and_propagate(&mut self, db: usize, e: Ref, why: events::KeyEventKind) {
+        self.record_entry_event(why, db, e);
         if self.deletions.is_some() {
             let key = self.key(e).to_vec();
             if let Some(q) = self.deletions.as_mut() {
@@ -657,7 +664,7 @@ impl Keyspace {
             if self.expiry_held {
                 return None;
             }
-            self.delete_and_propagate(db, e);
+            self.delete_and_propagate(db, e, events::KeyEventKind::Expired);
             self.stats.expired_keys += 1;
             return None;
         }
@@ -674,6 +681,7 @@ impl Keyspace {
             }
             None => {
                 self.stats.misses += 1;
+                self.record_event(events::KeyEventKind::KeyMiss, db, key);
                 None
             }
         }
@@ -789,6 +797,7 @@ impl Keyspace {
                 }
             }
             None => {
+                self.record_event(events::KeyEventKind::New, db, key);
                 dbh.dict.insert_new(&mut self.arena, e, h);
                 if expire.is_some() {
                     let idx = dbh.volatile.push(&mut self.arena, e);
@@ -1065,6 +1074,7 @@ impl Keyspace {
         let mut dbh = self.read_db(dst_db);
         debug_assert!(dbh.dict.find(&self.arena, dst_key, h).is_none());
         dbh.dict.insert_new(&mut self.arena, n, h);
+        self.record_event(events::KeyEventKind::New, dst_db, dst_key);
         if expire.is_some() {
             let idx = dbh.volatile.push(&mut self.arena, n);
             self.arena.write_u32(n, OFF_VIDX, idx as u32);
@@ -1087,6 +1097,7 @@ impl Keyspace {
         let h = self.arena.hash(dst_key);
         let mut dbh = self.read_db(dst_db);
         dbh.dict.insert_new(&mut self.arena, n, h);
+        self.record_event(events::KeyEventKind::New, dst_db, dst_key);
         if expire.is_some() {
             let idx = dbh.volatile.push(&mut self.arena, n);
             self.arena.write_u32(n, OFF_VIDX, idx as u32);

@@ -339,13 +339,16 @@ fn load_base(
             let m = Mapped::open(path).map_err(|e| format!("Can't open {name}: {e}"))?;
             // Expired keys are kept: the log after the base may still name them (Redis
             // loads a preamble the same way).
+            // Loading is no keyspace event (Redis's dbAddRDBLoad notifies nothing).
+            let record = std::mem::take(&mut srv.ks.events.record);
             let st = crate::persistence::rdb_file::load_rdb(
                 m.bytes(),
                 &mut srv.ks,
                 &srv.config,
                 i64::MIN,
-            )
-            .map_err(|e| format!("Bad RDB base file {name}: {e}"))?;
+            );
+            srv.ks.events.record = record;
+            let st = st.map_err(|e| format!("Bad RDB base file {name}: {e}"))?;
             srv.install_functions(&st.functions)
                 .map_err(|e| format!("Bad RDB base file {name}: {e}"))?;
             notice!(

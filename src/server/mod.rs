@@ -120,6 +120,16 @@ pub struct Server {
     pub script_read_seen: bool,
     /// The Lua script cache and engine (src/commands/scripting).
     pub scripts: commands::scripting::Scripts,
+    /// `notify-keyspace-events` class bits (0: off; the one check a write pays then).
+    pub notify_flags: u32,
+    /// Keyspace notifications for the running client itself, held until its reply is
+    /// complete (see `commands::notify`).
+    pub notify_self: Vec<u8>,
+    /// Where the running command's reply starts in its buffer (`commands::notify`).
+    pub notify_reply_start: usize,
+    /// The running client's own protocol, kept while a script's commands run in the
+    /// script's (`commands::notify`).
+    pub notify_self_resp: crate::protocol::reply::Resp,
 }
 
 /// How the pipeline dealt with a command (see `execute_inner`).
@@ -182,8 +192,9 @@ impl Server {
         let master_replid: String = (0..40)
             .map(|_| char::from_digit(rng.below(16) as u32, 16).unwrap_or('0'))
             .collect();
+        ks.events.record = commands::notify::recorded_kinds(s.notify_keyspace_events);
         let commands = CommandTable::build();
-        Ok(Server {
+        let mut srv = Server {
             ks,
             arena_full_logged: false,
             cmdstats: CommandStats::default(),
@@ -226,7 +237,13 @@ impl Server {
             in_script_call: false,
             script_read_seen: false,
             scripts: Default::default(),
-        })
+            notify_flags: 0,
+            notify_self: Vec::new(),
+            notify_reply_start: 0,
+            notify_self_resp: crate::protocol::reply::Resp::V2,
+        };
+        srv.notify_flags = s.notify_keyspace_events;
+        Ok(srv)
     }
 
     /// Refreshes the command clock; call before running a batch of commands.
@@ -242,6 +259,11 @@ impl Server {
         self.ks.lfu_log_factor = s.lfu_log_factor;
         self.ks.lfu_decay_time_min = s.lfu_decay_time;
         let max = s.slowlog_max_len;
+        self.notify_flags = s.notify_keyspace_events;
+        self.ks.events.record = commands::notify::recorded_kinds(s.notify_keyspace_events);
+        if self.ks.events.record == 0 {
+            self.ks.events.events.clear();
+        }
         self.slowlog.trim(max);
         aof_hooks::apply_config(self);
     }
@@ -769,6 +791,11 @@ impl Server {
             let from_script = ctx.srv.in_script_call;
             commands::pubsub::feed_monitors(ctx.srv, ctx.client, db_before, args, from_script);
         }
+        let outer_reply_start = if ctx.srv.notify_flags != 0 {
+            commands::notify::before_command(&mut ctx)
+        } else {
+            0
+        };
         let result = (spec.handler)(&mut ctx);
         let failed = if let Err(e) = result {
             ctx.out.error(&e.to_string());
@@ -776,6 +803,9 @@ impl Server {
         } else {
             false
         };
+        if ctx.srv.notify_flags != 0 {
+            commands::notify::after_command(&mut ctx, outer_reply_start);
+        }
         // Client-side caching remembers what a tracking client read (EVAL_RO and friends
         // through the commands their script runs).
         if spec.flags & commands::READONLY != 0
@@ -965,8 +995,10 @@ impl Server {
         if self.config.settings().maxmemory > 0 {
             let _ = self.perform_evictions();
         }
-        // Active expiry and eviction deleted keys: log their DELs; advance a rewrite.
+        // Active expiry and eviction deleted keys: log their DELs, publish their
+        // notifications; advance a rewrite.
         aof_hooks::log_deletions(self, now_ms());
+        commands::pubsub::publish_recorded_events(self);
         aof_rewrite::cron(self);
     }
 

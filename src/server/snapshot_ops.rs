@@ -82,6 +82,8 @@ impl Server {
             let start = std::time::Instant::now();
             let data =
                 std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            // Loading is no keyspace event (Redis's dbAddRDBLoad notifies nothing).
+            let record = std::mem::take(&mut srv.ks.events.record);
             let stats = crate::persistence::rdb_file::load_rdb(
                 &data,
                 &mut srv.ks,
@@ -91,6 +93,7 @@ impl Server {
             .map_err(|e| format!("{} ({})", e, path.display()))?;
             srv.install_functions(&stats.functions)
                 .map_err(|e| format!("{e} ({})", path.display()))?;
+            srv.ks.events.record = record;
             crate::notice!(
                 "DB loaded from disk (RDB version {}, {} keys, {} expired skipped): {:.3} seconds",
                 stats.version,
@@ -120,6 +123,7 @@ impl Server {
         ks.lfu_log_factor = self.ks.lfu_log_factor;
         ks.lfu_decay_time_min = self.ks.lfu_decay_time_min;
         ks.deletions = self.ks.deletions.take();
+        ks.events.record = self.ks.events.record;
         self.ks = ks;
     }
 
