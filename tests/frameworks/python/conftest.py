@@ -84,6 +84,17 @@ class Server:
         self.log.close()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    # An expected "needs <command>" failure also says what the framework hit, so a failure
+    # for another reason is visible in the summary.
+    outcome = yield
+    report = outcome.get_result()
+    if getattr(report, "wasxfail", None) and call.excinfo is not None:
+        first = str(call.excinfo.value).strip().splitlines()
+        report.wasxfail += f" (failed with {call.excinfo.typename}: {first[0] if first else ''})"[:300]
+
+
 @pytest.fixture
 def server(request):
     srv = Server()

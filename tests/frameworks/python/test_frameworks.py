@@ -28,6 +28,12 @@ def wait_until(cond, timeout=30, what="condition"):
         time.sleep(0.05)
 
 
+def first_error(text):
+    """The last line of a process's output that names an error (else its tail)."""
+    lines = [line.strip() for line in text.splitlines() if "Error" in line]
+    return lines[-1] if lines else text[-500:]
+
+
 def contend(make_lock, rounds=40):
     """Two threads each do `rounds` non-atomic read-modify-write increments under the lock.
 
@@ -186,7 +192,7 @@ class CeleryWorker:
     def wait_ready(self):
         wait_until(lambda: "ready." in self.text() or self.proc.poll() is not None,
                    60, "celery worker ready")
-        assert self.proc.poll() is None, self.text()
+        assert self.proc.poll() is None, first_error(self.text())
 
     def stop(self):
         if self.proc.poll() is None:
@@ -231,7 +237,7 @@ def test_celery(server, celery):
         assert res.state == "SUCCESS"
     finally:
         w.stop()
-    assert w.proc.returncode == 0, w.text()
+    assert w.proc.returncode == 0, first_error(w.text())
 
     # Queued while no worker runs: the next worker picks it up.
     queued = celery.add.delay(20, 22)
@@ -243,7 +249,7 @@ def test_celery(server, celery):
         assert queued.get(timeout=30) == 42
     finally:
         w2.stop()
-    assert w2.proc.returncode == 0, w2.text()
+    assert w2.proc.returncode == 0, first_error(w2.text())
 
 
 # ---------------------------------------------------------------- RQ
@@ -263,9 +269,9 @@ def test_rq(server):
     out = subprocess.run(
         [str(BIN / "rq"), "worker", "--burst", "--url", server.url, "fw"],
         cwd=HERE, env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.returncode == 0, first_error(out.stdout + out.stderr)
     ok.refresh()
-    assert ok.get_status() == "finished", out.stdout + out.stderr
+    assert ok.get_status() == "finished", first_error(out.stdout + out.stderr)
     assert ok.return_value() == 42
     bad.refresh()
     assert bad.get_status() == "failed"
