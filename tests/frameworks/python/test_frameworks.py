@@ -173,6 +173,72 @@ def test_pottery_hyperloglog(server):
     assert r.type("pot:hll:a") == b"string"
 
 
+def test_pottery_containers(server):
+    from pottery import (BloomFilter, NextID, RedisCounter, RedisDeque, RedisDict, RedisList,
+                         RedisSet, redis_cache)
+
+    r = server.client()
+    d = RedisDict({"a": 1, "b": [1, 2]}, redis=r, key="pot:d")
+    d["c"] = {"x": None}
+    del d["a"]
+    assert dict(d) == {"b": [1, 2], "c": {"x": None}} and len(d) == 2 and "a" not in d
+    lst = RedisList([1, 2, 3], redis=r, key="pot:l")
+    lst.insert(1, 9)
+    lst.append(4)
+    assert list(lst) == [1, 9, 2, 3, 4] and lst[1] == 9 and lst[-1] == 4
+    assert lst.pop() == 4 and lst.index(9) == 1
+    del lst[0]
+    assert list(lst) == [9, 2, 3]
+    st = RedisSet({1, 2, 3}, redis=r, key="pot:s")
+    st.add(4)
+    st.discard(1)
+    assert sorted(st) == [2, 3, 4] and 2 in st and 1 not in st
+    assert st.isdisjoint({7}) and st.issubset({2, 3, 4, 5})
+    c = RedisCounter("abracadabra", redis=r, key="pot:c")
+    c["z"] += 3
+    assert c.most_common(2) == [("a", 5), ("z", 3)] and sum(c.values()) == 14
+    q = RedisDeque([1, 2], redis=r, key="pot:q", maxlen=3)
+    q.appendleft(0)
+    q.append(9)
+    assert list(q) == [1, 2, 9]
+    q.rotate(1)
+    assert list(q) == [9, 1, 2]
+    ids = NextID(key="pot:ids", masters={r})
+    assert [next(ids), next(ids), next(ids)] == [1, 2, 3]
+    calls = []
+
+    @redis_cache(redis=r, key="pot:cache")
+    def square(x):
+        calls.append(x)
+        return x * x
+
+    assert [square(3), square(3), square(4)] == [9, 9, 16] and calls == [3, 4]
+    bf = BloomFilter({"x", "y"}, num_elements=100, false_positives=0.01, redis=r, key="pot:bf")
+    assert "x" in bf and "y" in bf and "zz" not in bf and len(bf) == 2
+
+
+@pytest.mark.needs("SORT")
+def test_pottery_list_sort(server):
+    from pottery import RedisList
+
+    lst = RedisList([3, 1, 2], redis=server.client(), key="pot:sorted")
+    lst.sort()
+    assert list(lst) == [1, 2, 3]
+    lst.sort(reverse=True)
+    assert list(lst) == [3, 2, 1]
+
+
+@pytest.mark.needs("XADD")
+def test_pottery_simple_queue(server):
+    from pottery import RedisSimpleQueue
+
+    q = RedisSimpleQueue(redis=server.client(), key="pot:sq")
+    q.put(1)
+    q.put({"two": 2})
+    assert q.qsize() == 2
+    assert q.get() == 1 and q.get() == {"two": 2} and q.empty()
+
+
 # ---------------------------------------------------------------- Celery
 
 class CeleryWorker:
