@@ -301,6 +301,12 @@ def test_celery(server, celery):
         assert res.get(timeout=30) == 3
         assert server.client().get("celery:attempts") == b"3"
         assert res.state == "SUCCESS"
+        # A countdown (ETA) task, and the broadcast control channel (pub/sub fanout).
+        assert celery.add.apply_async((1, 1), countdown=1).get(timeout=30) == 2
+        replies = celery.app.control.ping(timeout=5)
+        assert [list(r.values())[0] for r in replies] == [{"ok": "pong"}], replies
+        registered = celery.app.control.inspect(timeout=5).registered()
+        assert registered and "celery_app.add" in list(registered.values())[0], registered
     finally:
         w.stop()
     assert w.proc.returncode == 0, first_error(w.text())
