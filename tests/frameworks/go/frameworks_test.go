@@ -246,3 +246,44 @@ func TestRueidisClientSideCaching(t *testing.T) {
 		return rueidis.IsRedisNil(err)
 	})
 }
+
+func TestRueidisBroadcastTracking(t *testing.T) {
+	ctx := context.Background()
+	addr := startServer(t)
+	// Broadcasting mode: the server invalidates every key under the prefix, read or not.
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr},
+		ClientTrackingOptions: []string{"PREFIX", "b:", "BCAST"}})
+	if err != nil {
+		t.Fatalf("rueidis with BCAST tracking: %v", err)
+	}
+	defer client.Close()
+	other, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.Do(ctx, other.B().Set().Key("b:1").Value("x").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	read := func() (string, bool) {
+		r := client.DoCache(ctx, client.B().Get().Key("b:1").Cache(), time.Minute)
+		s, err := r.ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, r.IsCacheHit()
+	}
+	if v, hit := read(); v != "x" || hit {
+		t.Fatalf("first read: %q hit=%v", v, hit)
+	}
+	if v, hit := read(); v != "x" || !hit {
+		t.Fatalf("second read should be cached: %q hit=%v", v, hit)
+	}
+	if err := other.Do(ctx, other.B().Append().Key("b:1").Value("y").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "broadcast invalidation", func() bool {
+		v, _ := read()
+		return v == "xy"
+	})
+}
