@@ -161,7 +161,7 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("logfile", OptKind::Str, "", IMM),
     opt("dir", OptKind::Special, "", F_PROTECTED),
     opt("pidfile", OptKind::Str, "", IMM),
-    opt("daemonize", OptKind::Bool, "no", IMM | NA),
+    opt("daemonize", OptKind::Bool, "no", IMM),
     opt(
         "supervised",
         OptKind::Enum(&["no", "upstart", "systemd", "auto"]),
@@ -789,6 +789,8 @@ pub struct Settings {
     pub pidfile: String,
     /// `unixsocket`: listen on this Unix socket too (empty: no).
     pub unixsocket: String,
+    /// `daemonize yes`: detach and run in the background (see main.rs).
+    pub daemonize: bool,
     /// `unixsocketperm`: the socket file's mode (0: the umask's).
     pub unixsocketperm: u32,
     pub maxmemory: u64,
@@ -1117,6 +1119,7 @@ fn placeholder_settings() -> Settings {
         dir: String::new(),
         pidfile: String::new(),
         unixsocket: String::new(),
+        daemonize: false,
         unixsocketperm: 0,
         maxmemory: 0,
         maxmemory_clients: ClientMemoryLimit::Bytes(0),
@@ -1778,6 +1781,7 @@ impl Config {
             dir: self.get_value("dir").unwrap_or(".").into(),
             pidfile: self.get_value("pidfile").unwrap_or("").into(),
             unixsocket: self.get_value("unixsocket").unwrap_or("").into(),
+            daemonize: self.boolean("daemonize"),
             unixsocketperm: u32::from_str_radix(self.get_value("unixsocketperm").unwrap_or("0"), 8)
                 .unwrap_or(0),
             maxmemory: self.int("maxmemory") as u64,

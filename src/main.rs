@@ -39,6 +39,9 @@ fn main() {
         }
     };
     let s = config.settings().clone();
+    if s.daemonize && std::env::var_os(DAEMON_CHILD_ENV).is_none() {
+        std::process::exit(daemonize(&argv));
+    }
     if let Err(e) = log::init(&s.loglevel, &s.logfile) {
         eprintln!("Can't open the log file: {e}");
         std::process::exit(1);
@@ -60,8 +63,14 @@ fn main() {
     for w in &config.warnings {
         warning!("{w}");
     }
-    if !s.pidfile.is_empty() {
-        if let Err(e) = std::fs::write(&s.pidfile, format!("{}\n", std::process::id())) {
+    // Redis writes a pid file when daemonized even without `pidfile` (its default path).
+    let pidfile = match (s.pidfile.is_empty(), s.daemonize) {
+        (false, _) => s.pidfile.clone(),
+        (true, true) => DEFAULT_PID_FILE.to_string(),
+        (true, false) => String::new(),
+    };
+    if !pidfile.is_empty() {
+        if let Err(e) = std::fs::write(&pidfile, format!("{}\n", std::process::id())) {
             warning!("Failed to write PID file: {e}");
         }
     }
@@ -89,8 +98,51 @@ fn main() {
         warning!("{e}");
         std::process::exit(1);
     }
-    if !s.pidfile.is_empty() {
-        let _ = std::fs::remove_file(&s.pidfile);
+    if !pidfile.is_empty() {
+        let _ = std::fs::remove_file(&pidfile);
+    }
+}
+
+/// Set in the environment of the process `daemonize` starts, so it serves instead of
+/// starting another.
+const DAEMON_CHILD_ENV: &str = "CAIRN_DAEMONIZED";
+const DEFAULT_PID_FILE: &str = "/var/run/redis.pid";
+
+/// `daemonize yes`: the server goes on in a new session, detached from the terminal, and
+/// this process exits at once, as Redis's daemonize(). Redis forks; cairn starts its own
+/// binary again instead (with the same arguments), before anything is loaded — no
+/// process holding data is ever forked. Returns the exit code.
+fn daemonize(argv: &[String]) -> i32 {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("Can't daemonize: {e}");
+            return 1;
+        }
+    };
+    let mut cmd = Command::new(exe);
+    cmd.args(argv)
+        .env(DAEMON_CHILD_ENV, "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: setsid is async-signal-safe and touches no memory of this process.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    match cmd.spawn() {
+        Ok(_) => 0,
+        Err(e) => {
+            eprintln!("Can't daemonize: {e}");
+            1
+        }
     }
 }
 

@@ -1264,3 +1264,63 @@ fn unix_socket_serves_clients_as_redis_names_them() {
         assert!(server_log(&dir).contains("Removing the unix socket file."));
     }
 }
+
+/// `daemonize yes`: the command returns at once, the server goes on in a session of its
+/// own (not the starter's child), writes its pid file, serves, and removes the pid file
+/// when it shuts down.
+#[test]
+fn daemonize_detaches_and_writes_its_pid_file() {
+    let dir = temp_dir("daemonize");
+    let pidfile = dir.join("cairn.pid");
+    let port = free_port();
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_cairn-server"))
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
+        .args(["--daemonize", "yes", "--pidfile"])
+        .arg(&pidfile)
+        .arg("--dir")
+        .arg(&dir)
+        .arg("--logfile")
+        .arg(dir.join(LOG_FILE))
+        .status()
+        .unwrap();
+    assert!(status.success(), "the starting process exits with 0");
+    let mut pid = 0i32;
+    wait_until(DEADLINE, "the pid file", || {
+        pid = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0);
+        pid > 0
+    });
+    // Stop the daemon by its pid whatever happens below.
+    struct Kill(i32);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            // SAFETY: a signal to the daemon this test started.
+            unsafe { libc::kill(self.0, libc::SIGKILL) };
+        }
+    }
+    let _guard = Kill(pid);
+    let mut c = None;
+    wait_until(DEADLINE, "the daemon serves", || {
+        c = std::net::TcpStream::connect(("127.0.0.1", port)).ok();
+        c.is_some()
+    });
+    let mut raw = Raw::connect(port);
+    assert_eq!(raw.info_field("server", "process_id"), pid.to_string());
+    // A session of its own: its session id is its pid.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let session: i32 = after.split(' ').nth(3).unwrap().parse().unwrap();
+    assert_eq!(session, pid, "{stat}");
+    raw.send(&encode(&[b"SHUTDOWN", b"NOSAVE"]));
+    assert!(raw.closed());
+    wait_until(DEADLINE, "the pid file removed", || !pidfile.exists());
+}

@@ -403,7 +403,9 @@ fn tracking_errors_as_redis() {
             &["COMMAND", "GETKEYS", "EVAL", "return 1", "2", "a", "b", "c"],
             &["COMMAND", "GETKEYS", "EVAL", "return 1", "0"],
             &["COMMAND", "GETKEYS", "ZDIFF", "3", "a", "b"],
-            &["COMMAND", "GETKEYS", "SORT", "k", "BY", "store", "LIMIT", "0", "1", "STORE", "dst"],
+            &[
+                "COMMAND", "GETKEYS", "SORT", "k", "BY", "store", "LIMIT", "0", "1", "STORE", "dst",
+            ],
             &["COMMAND", "GETKEYS", "GET", "k"],
             &["COMMAND", "GETKEYS", "MSET", "a", "1", "b", "2"],
             &["COMMAND", "GETKEYS", "PING"],
