@@ -259,7 +259,7 @@ impl Gen {
     /// writes that feed them and expired keys for their destinations. Stream IDs are
     /// always given (`<ms>-*` at most), so both servers assign the same ones.
     fn newer(&mut self) -> Cmd {
-        let what = self.0.below(32);
+        let what = self.0.below(34);
         let fam = match what {
             0..=9 => "x",
             10..=14 => "p",
@@ -357,7 +357,13 @@ impl Gen {
             28 => c(&["ZADD", k, n, m]),
             29 => c(&["DEL", k, k2]),
             30 => c(&["EXPIRE", k, "1000"]),
-            _ => c(&["SET", k, n]),
+            31 => c(&["SET", k, n]),
+            // Other stores whose empty result deletes a (possibly expired) destination.
+            _ => match self.0.below(3) {
+                0 => c(&["SINTERSTORE", k, k2, "nosuch"]),
+                1 => c(&["ZUNIONSTORE", k, "1", k2]),
+                _ => c(&["BITOP", "AND", k, k2]),
+            },
         }
     }
 }
@@ -595,6 +601,29 @@ const CLASS_SCRIPT: &[&[&str]] = &[
     ],
     &["SORT", "st", "ALPHA", "STORE", "sorted"],
     &["SORT", "nosuch", "STORE", "sorted"],
+    // An empty result deletes an expired destination: `del`, not `expired`.
+    &["SET", "d1", "1", "PXAT", "1"],
+    &["SINTERSTORE", "d1", "nosuch"],
+    &["SET", "d2", "1", "PXAT", "1"],
+    &["ZUNIONSTORE", "d2", "1", "nosuch"],
+    &["SET", "d3", "1", "PXAT", "1"],
+    &["BITOP", "AND", "d3", "nosuch"],
+    &["SET", "d4", "1", "PXAT", "1"],
+    &["SORT", "st", "LIMIT", "5", "1", "ALPHA", "STORE", "d4"],
+    &["SET", "d5", "1", "PXAT", "1"],
+    &[
+        "GEOSEARCHSTORE",
+        "d5",
+        "nosuch",
+        "FROMLONLAT",
+        "1",
+        "1",
+        "BYRADIUS",
+        "1",
+        "km",
+    ],
+    &["SET", "d6", "1", "PXAT", "1"],
+    &["GEORADIUS", "geo", "50", "50", "1", "km", "STORE", "d6"],
 ];
 
 /// Every class letter alone and in combinations: the same events as redis-server, and

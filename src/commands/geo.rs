@@ -867,7 +867,7 @@ fn search_generic(
     let Some(e) = zobj else {
         if let Some(s) = store {
             let dst = ctx.args.get(s);
-            if delete_raw(ctx, db, dst) {
+            if ctx.srv.ks.delete_no_lookup(db, dst) {
                 ctx.dirty(1);
                 notify(ctx, NOTIFY_GENERIC, "del", dst);
             }
@@ -974,7 +974,7 @@ fn search_generic(
                     "georadiusstore"
                 };
                 notify(ctx, NOTIFY_ZSET, event, dst);
-            } else if delete_raw(ctx, db, dst) {
+            } else if ctx.srv.ks.delete_no_lookup(db, dst) {
                 ctx.dirty(1);
                 notify(ctx, NOTIFY_GENERIC, "del", dst);
             }
@@ -982,18 +982,6 @@ fn search_generic(
         }
     }
     Ok(())
-}
-
-/// Redis's dbDelete for an empty result: the destination goes even when its TTL has
-/// passed (no lookup, so `del` rather than `expired`). Returns whether a key was there.
-fn delete_raw(ctx: &mut Ctx, db: usize, dst: &[u8]) -> bool {
-    match ctx.srv.ks.find_raw(db, dst) {
-        Some(e) => {
-            ctx.srv.ks.delete_entry(db, e);
-            true
-        }
-        None => false,
-    }
 }
 
 #[cfg(test)]

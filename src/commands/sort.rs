@@ -391,7 +391,7 @@ fn sort_generic(ctx: &mut Ctx, readonly: bool) -> CmdResult {
                 }
                 ctx.dirty(outputlen as u64);
                 notify(ctx, NOTIFY_LIST, "sortstore", dst);
-            } else if delete_raw(ctx, db, dst) {
+            } else if ctx.srv.ks.delete_no_lookup(db, dst) {
                 ctx.dirty(1);
                 notify(ctx, NOTIFY_GENERIC, "del", dst);
             }
@@ -399,18 +399,6 @@ fn sort_generic(ctx: &mut Ctx, readonly: bool) -> CmdResult {
         }
     }
     Ok(())
-}
-
-/// Redis's dbDelete for an empty result: the destination goes even when its TTL has
-/// passed (no lookup, so `del` rather than `expired`). Returns whether a key was there.
-fn delete_raw(ctx: &mut Ctx, db: usize, dst: &[u8]) -> bool {
-    match ctx.srv.ks.find_raw(db, dst) {
-        Some(e) => {
-            ctx.srv.ks.delete_entry(db, e);
-            true
-        }
-        None => false,
-    }
 }
 
 #[cfg(test)]
