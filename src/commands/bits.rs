@@ -436,7 +436,7 @@ fn bitop(ctx: &mut Ctx) -> CmdResult {
             .set_string(db, target, &res, StrEnc::Raw, Ttl::Clear);
         ctx.dirty(1);
         notify(ctx, NOTIFY_STRING, "set", target);
-    } else if ctx.srv.ks.delete(db, target, ctx.now_ms) {
+    } else if ctx.srv.ks.delete_no_lookup(db, target) {
         ctx.dirty(1);
         notify(ctx, NOTIFY_GENERIC, "del", target);
     }

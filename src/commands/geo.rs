@@ -11,6 +11,7 @@
 //! and ASC/DESC sort with glibc's merge sort (or Redis's partial quicksort under COUNT),
 //! see `sort_algo`.
 
+use super::notify::{notify, NOTIFY_GENERIC, NOTIFY_ZSET};
 use super::sort_algo::{merge_sort, partial_qsort};
 use super::zsets::parse_score;
 use super::{CmdError, CmdResult, CommandSpec, Ctx, DENYOOM, READONLY, WRITE};
@@ -611,6 +612,10 @@ fn geoadd(ctx: &mut Ctx) -> CmdResult {
     ctx.dirty(added + updated);
     ctx.out
         .int((if ch { added + updated } else { added }) as i64);
+    // Redis runs GEOADD as a ZADD, whose event it is.
+    if added + updated > 0 {
+        notify(ctx, NOTIFY_ZSET, "zadd", key);
+    }
     Ok(())
 }
 
@@ -862,8 +867,9 @@ fn search_generic(
     let Some(e) = zobj else {
         if let Some(s) = store {
             let dst = ctx.args.get(s);
-            if ctx.srv.ks.delete(db, dst, ctx.now_ms) {
+            if ctx.srv.ks.delete_no_lookup(db, dst) {
                 ctx.dirty(1);
+                notify(ctx, NOTIFY_GENERIC, "del", dst);
             }
             ctx.out.int(0);
         } else {
@@ -957,10 +963,20 @@ fn search_generic(
                 let bytes: u64 = pairs.iter().map(|(m, _)| m.len() as u64 + 64).sum();
                 ctx.ensure_arena_room(bytes)?;
                 let lim = Limits::from_config(&ctx.srv.config);
+                // An expired destination fires `expired` before it is replaced, as
+                // Redis's setKey looks it up first.
+                ctx.srv.ks.find(db, dst, ctx.now_ms);
                 zset::create_from(&mut ctx.srv.ks, db, dst, pairs, Ttl::Clear, lim);
                 ctx.dirty(returned as u64);
-            } else if ctx.srv.ks.delete(db, dst, ctx.now_ms) {
+                let event = if searchstore {
+                    "geosearchstore"
+                } else {
+                    "georadiusstore"
+                };
+                notify(ctx, NOTIFY_ZSET, event, dst);
+            } else if ctx.srv.ks.delete_no_lookup(db, dst) {
                 ctx.dirty(1);
+                notify(ctx, NOTIFY_GENERIC, "del", dst);
             }
             ctx.out.int(returned as i64);
         }

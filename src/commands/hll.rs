@@ -8,6 +8,7 @@
 //! itself (Redis moves the same bytes in place). A refused write (-OOM) or a corrupt value
 //! (-INVALIDOBJ) leaves the key as Redis would.
 
+use super::notify::{notify, NOTIFY_STRING};
 use super::MAY_REPLICATE;
 use super::{CmdError, CmdResult, CommandSpec, Ctx, ADMIN, DENYOOM, FAST, READONLY, WRITE};
 use crate::arena::Ref;
@@ -118,6 +119,7 @@ fn pfadd(ctx: &mut Ctx) -> CmdResult {
             .ks
             .set_string(db, key, &bytes, StrEnc::Raw, Ttl::Clear);
         ctx.dirty(changes);
+        notify(ctx, NOTIFY_STRING, "pfadd", key);
         ctx.out.int(1);
         return Ok(());
     };
@@ -138,6 +140,9 @@ fn pfadd(ctx: &mut Ctx) -> CmdResult {
         }
         ctx.srv.ks.set_str_enc(e, StrEnc::Raw);
         ctx.dirty(updated as u64);
+        if updated > 0 {
+            notify(ctx, NOTIFY_STRING, "pfadd", key);
+        }
         ctx.out.int((updated > 0) as i64);
         return Ok(());
     }
@@ -166,6 +171,9 @@ fn pfadd(ctx: &mut Ctx) -> CmdResult {
         return Err(corrupt());
     }
     ctx.dirty(updated);
+    if updated > 0 {
+        notify(ctx, NOTIFY_STRING, "pfadd", key);
+    }
     ctx.out.int((updated > 0) as i64);
     Ok(())
 }
@@ -258,6 +266,8 @@ fn pfmerge(ctx: &mut Ctx) -> CmdResult {
         }
     }
     ctx.dirty(1);
+    // Redis names a merge `pfadd` too: it adds the sources' elements.
+    notify(ctx, NOTIFY_STRING, "pfadd", dest);
     ctx.out.ok();
     Ok(())
 }

@@ -460,7 +460,7 @@ fn store(ctx: &mut Ctx, dst: &[u8], ms: Vec<Vec<u8>>, event: &'static str) -> Cm
     let db = ctx.db();
     if ms.is_empty() {
         ctx.out.int(0);
-        if ctx.srv.ks.delete(db, dst, ctx.now_ms) {
+        if ctx.srv.ks.delete_no_lookup(db, dst) {
             ctx.dirty(1);
             notify(ctx, NOTIFY_GENERIC, "del", dst);
         }

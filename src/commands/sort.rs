@@ -13,6 +13,7 @@
 //! BY and GET read keys the command does not name: the log's read barrier treats such a
 //! SORT like KEYS (`propagate::reads_unnamed_keys`).
 
+use super::notify::{notify, NOTIFY_GENERIC, NOTIFY_LIST};
 use super::sort_algo::{merge_sort, partial_qsort};
 use super::{CmdError, CmdResult, CommandSpec, Ctx, DENYOOM, READONLY, WRITE};
 use crate::collections::listpack::Val;
@@ -381,13 +382,18 @@ fn sort_generic(ctx: &mut Ctx, readonly: bool) -> CmdResult {
                 let bytes: u64 = out.iter().map(|v| v.len() as u64 + 11).sum();
                 ctx.ensure_arena_room(bytes)?;
                 let fill = list::Fill::from_config(&ctx.srv.config);
+                // An expired destination fires `expired` before it is replaced, as
+                // Redis's setKey looks it up first.
+                ctx.srv.ks.find(db, dst, ctx.now_ms);
                 let mut e = list::create(&mut ctx.srv.ks, db, dst);
                 for v in &out {
                     e = list::push(&mut ctx.srv.ks, db, e, v, false, fill);
                 }
                 ctx.dirty(outputlen as u64);
-            } else if ctx.srv.ks.delete(db, dst, ctx.now_ms) {
+                notify(ctx, NOTIFY_LIST, "sortstore", dst);
+            } else if ctx.srv.ks.delete_no_lookup(db, dst) {
                 ctx.dirty(1);
+                notify(ctx, NOTIFY_GENERIC, "del", dst);
             }
             ctx.out.int(outputlen as i64);
         }

@@ -8,6 +8,7 @@
 //! resulting length, or the first remaining ID for MINID), so replaying the log gives the
 //! same stream whatever the node layout.
 
+use super::notify::{notify, NOTIFY_STREAM};
 use super::{CmdError, CmdResult, CommandSpec, Ctx};
 use super::{BLOCKING, DENYOOM, FAST, READONLY, WRITE};
 use crate::arena::Ref;
@@ -400,12 +401,18 @@ fn xadd(ctx: &mut Ctx) -> CmdResult {
     let mut m = m0;
     let lim = limits(ctx);
     stream::append(&mut ctx.srv.ks.arena, &mut m, id, &pairs, lim);
-    if let Some(how) = t.how {
-        stream::trim(&mut ctx.srv.ks.arena, &mut m, how, t.approx, t.limit);
-    }
+    let trimmed = match t.how {
+        Some(how) => stream::trim(&mut ctx.srv.ks.arena, &mut m, how, t.approx, t.limit),
+        None => 0,
+    };
     save_meta(ctx, e, &m);
     ctx.out.bulk(&id.to_bytes());
     ctx.dirty(1);
+    // Redis trims after announcing the entry: `xtrim` follows `xadd`, when it removed any.
+    notify(ctx, NOTIFY_STREAM, "xadd", key);
+    if trimmed > 0 {
+        notify(ctx, NOTIFY_STREAM, "xtrim", key);
+    }
     let rewrite_id = t.id.is_none() || !t.seq_given;
     if rewrite_id || (t.how.is_some() && t.approx) {
         let mut argv: Vec<Vec<u8>> = ctx.args.iter().map(|a| a.to_vec()).collect();
@@ -434,6 +441,7 @@ fn xtrim(ctx: &mut Ctx) -> CmdResult {
     let n = stream::trim(&mut ctx.srv.ks.arena, &mut m, how, t.approx, t.limit);
     save_meta(ctx, e, &m);
     if n > 0 {
+        notify(ctx, NOTIFY_STREAM, "xtrim", key);
         if t.approx {
             let mut argv: Vec<Vec<u8>> = ctx.args.iter().map(|a| a.to_vec()).collect();
             rewrite_trim(ctx, &m, &t, &mut argv);
@@ -531,6 +539,7 @@ fn xdel(ctx: &mut Ctx) -> CmdResult {
         }
         save_meta(ctx, e, &m);
         ctx.dirty(deleted);
+        notify(ctx, NOTIFY_STREAM, "xdel", key);
     }
     ctx.out.int(deleted as i64);
     Ok(())
@@ -589,6 +598,7 @@ fn xsetid(ctx: &mut Ctx) -> CmdResult {
     save_meta(ctx, e, &m);
     ctx.out.ok();
     ctx.dirty(1);
+    notify(ctx, NOTIFY_STREAM, "xsetid", key);
     Ok(())
 }
 

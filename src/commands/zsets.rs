@@ -826,7 +826,7 @@ fn store_result(ctx: &mut Ctx, dst: &[u8], result: Pairs, event: &'static str) -
     let lim = limits(ctx);
     if n == 0 {
         ctx.out.int(0);
-        if ctx.srv.ks.delete(db, dst, ctx.now_ms) {
+        if ctx.srv.ks.delete_no_lookup(db, dst) {
             ctx.dirty(1);
             notify(ctx, NOTIFY_GENERIC, "del", dst);
         }

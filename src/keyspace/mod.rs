@@ -1054,6 +1054,19 @@ impl Keyspace {
         }
     }
 
+    /// Deletes a key even if its TTL has passed, without a lookup (Redis's dbDelete, which
+    /// store commands use for an empty result: `del`, never `expired`). Returns whether a
+    /// key was there.
+    pub fn delete_no_lookup(&mut self, db: usize, key: &[u8]) -> bool {
+        match self.find_raw(db, key) {
+            Some(e) => {
+                self.delete_entry(db, e);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Copies entry `e` under a new key/db (RENAME, COPY, MOVE). The source stays.
     /// `ttl` decides the copy's TTL. An existing destination key must be deleted first.
     pub fn clone_entry_to(&mut self, e: Ref, dst_db: usize, dst_key: &[u8], ttl: Ttl) -> Ref {
