@@ -48,6 +48,15 @@ pub struct BlockRequest {
     pub argv: Option<Vec<Vec<u8>>>,
 }
 
+/// A parked command re-run: its client (out of its slot), reply, value references in the
+/// reply, and the LSN the reply waits for.
+struct Rerun {
+    client: Box<Client>,
+    out: Vec<u8>,
+    refs: Vec<RefSeg>,
+    hold_lsn: u64,
+}
+
 /// A parked command.
 struct Parked {
     slot: usize,
@@ -365,43 +374,24 @@ impl Server {
                 let Some(p) = self.blocking.unpark(id) else {
                     break;
                 };
-                let Some(mut client) = self.clients.get_mut(p.slot).and_then(|c| c.take()) else {
+                self.blocking.serving_key = Some(k.clone());
+                let rerun = self.rerun_parked(&p);
+                self.blocking.serving_key = None;
+                let Some(r) = rerun else {
                     continue;
                 };
-                client.blocked = false;
-                let mut out = Vec::new();
-                let mut refs = Vec::new();
-                self.begin_batch();
-                let req = p.req.clone();
-                self.blocking.serving_key = Some(k.clone());
-                self.execute_refs(
-                    &mut client,
-                    Args::new(&p.data, &p.ranges),
-                    &mut out,
-                    &mut refs,
-                );
-                self.blocking.serving_key = None;
-                let hold_lsn = self.aof.hold_lsn;
-                if client.blocked {
+                if r.client.blocked {
                     // Asked to block again (another kind of value took the key): it keeps
                     // its original deadline, at the back of the queues.
                     self.blocking.request = None;
-                    self.release_refs(refs);
-                    let mut p2 = p;
-                    p2.req = req;
-                    self.blocking.park(client.id, p2);
+                    self.release_refs(r.refs);
+                    let (id, slot) = (r.client.id, r.client.slot);
+                    self.clients[slot] = Some(r.client);
+                    self.blocking.park(id, p);
                 } else {
                     self.blocking.total_served += 1;
-                    self.blocking.unblocked.push(Unblocked {
-                        slot: client.slot,
-                        client_id: client.id,
-                        out,
-                        refs,
-                        hold_lsn,
-                    });
+                    self.finish_rerun(r);
                 }
-                let slot = client.slot;
-                self.clients[slot] = Some(client);
             }
         }
         self.reply_refs = saved_refs;
@@ -438,36 +428,55 @@ impl Server {
             let Some(p) = self.blocking.unpark(id) else {
                 continue;
             };
-            let Some(mut client) = self.clients.get_mut(p.slot).and_then(|c| c.take()) else {
+            let Some(r) = self.rerun_parked(&p) else {
                 continue;
             };
-            client.blocked = false;
-            let mut out = Vec::new();
-            let mut refs = Vec::new();
-            self.begin_batch();
-            self.execute_refs(
-                &mut client,
-                Args::new(&p.data, &p.ranges),
-                &mut out,
-                &mut refs,
-            );
-            let hold_lsn = self.aof.hold_lsn;
             // Blocked again (postponed by a new pause, or a BLPOP on empty keys): it is
             // parked already, and answers when that ends.
-            if client.blocked {
-                self.release_refs(refs);
+            if r.client.blocked {
+                self.release_refs(r.refs);
+                let slot = r.client.slot;
+                self.clients[slot] = Some(r.client);
             } else {
-                self.blocking.unblocked.push(Unblocked {
-                    slot: client.slot,
-                    client_id: client.id,
-                    out,
-                    refs,
-                    hold_lsn,
-                });
+                self.finish_rerun(r);
             }
-            let slot = client.slot;
-            self.clients[slot] = Some(client);
         }
+    }
+
+    /// Re-runs parked command `p` for its client as if it had just arrived (the client is
+    /// taken out of its slot meanwhile); None when the client is gone.
+    fn rerun_parked(&mut self, p: &Parked) -> Option<Rerun> {
+        let mut client = self.clients.get_mut(p.slot).and_then(|c| c.take())?;
+        client.blocked = false;
+        let mut out = Vec::new();
+        let mut refs = Vec::new();
+        self.begin_batch();
+        self.execute_refs(
+            &mut client,
+            Args::new(&p.data, &p.ranges),
+            &mut out,
+            &mut refs,
+        );
+        Some(Rerun {
+            client,
+            out,
+            refs,
+            hold_lsn: self.aof.hold_lsn,
+        })
+    }
+
+    /// A re-run that answered: its reply goes to the socket side, the client back to its
+    /// slot.
+    fn finish_rerun(&mut self, r: Rerun) {
+        self.blocking.unblocked.push(Unblocked {
+            slot: r.client.slot,
+            client_id: r.client.id,
+            out: r.out,
+            refs: r.refs,
+            hold_lsn: r.hold_lsn,
+        });
+        let slot = r.client.slot;
+        self.clients[slot] = Some(r.client);
     }
 
     /// Unparks the clients whose deadline has passed, with their timeout reply; ends a
