@@ -8,7 +8,7 @@
 #![no_main]
 
 use cairn::arena::Arena;
-use cairn::collections::{hash, list, set, zset};
+use cairn::collections::{hash, list, set, stream, zset};
 use cairn::config::Config;
 use cairn::keyspace::{Keyspace, StrEnc, Ttl};
 use cairn::persistence::rdb_value::{
@@ -54,6 +54,9 @@ fuzz_target!(|body: &[u8]| {
         Value::SetIntset(is) => {
             let lim = set::Limits::from_config(&config);
             set::create_from_intset(&mut ks, 0, key, &is, Ttl::Clear, lim);
+        }
+        Value::Stream(s) => {
+            stream::create_from(&mut ks, 0, key, &s, Ttl::Clear);
         }
     }
     if let Err(e) = cairn::keyspace::validate::validate_image(&mut ks.arena) {
