@@ -389,22 +389,39 @@ pub fn feed_monitors(srv: &mut Server, from: &Client, db: usize, args: Args, fro
         if m.id == from.id {
             continue;
         }
-        let Some(c) = srv.clients.get_mut(m.slot).and_then(|c| c.as_mut()) else {
-            continue;
-        };
-        if c.id != m.id || c.close_asap {
-            continue;
-        }
-        c.pushed.extend_from_slice(&line);
-        let unsent = c.obuf_bytes.saturating_add(c.pushed.len() as u64);
-        if crate::server::event_loop::output_over_bytes(lim, &mut srv.stats, c, unsent) {
-            c.close_asap = true;
-            c.pushed = Vec::new();
-        }
-        if !c.in_pending {
-            c.in_pending = true;
-            srv.pubsub.pending.push(m.slot);
-        }
+        push_to_outbox(srv, m.slot, m.id, lim, |buf, _| {
+            buf.extend_from_slice(&line)
+        });
+    }
+}
+
+/// Appends to the outbox of client `id` at `slot` what `write` encodes for it (given its
+/// protocol), within output limit `lim`: a client that goes over it is marked to close and
+/// gets nothing more (Redis drops writes to a client scheduled for closing). The socket
+/// side moves outboxes into connections after each turn (`PubSub::pending`).
+pub fn push_to_outbox(
+    srv: &mut Server,
+    slot: usize,
+    id: u64,
+    lim: crate::config::OutputLimit,
+    write: impl FnOnce(&mut Vec<u8>, Resp),
+) {
+    let Some(c) = srv.clients.get_mut(slot).and_then(|c| c.as_mut()) else {
+        return;
+    };
+    if c.id != id || c.close_asap {
+        return;
+    }
+    let resp = c.resp;
+    write(&mut c.pushed, resp);
+    let unsent = c.obuf_bytes.saturating_add(c.pushed.len() as u64);
+    if crate::server::event_loop::output_over_bytes(lim, &mut srv.stats, c, unsent) {
+        c.close_asap = true;
+        c.pushed = Vec::new();
+    }
+    if !c.in_pending {
+        c.in_pending = true;
+        srv.pubsub.pending.push(slot);
     }
 }
 
@@ -473,25 +490,10 @@ fn deliver(ctx: &mut Ctx, sub: Sub, frame: Frame, ch: &[u8], msg: &[u8]) {
 /// Appends a message to the outbox of subscriber `sub`, a client other than the one
 /// running, within `client-output-buffer-limit pubsub`.
 fn deliver_other(srv: &mut Server, sub: Sub, frame: Frame, ch: &[u8], msg: &[u8]) {
-    let Some(c) = srv.clients.get_mut(sub.slot).and_then(|c| c.as_mut()) else {
-        return;
-    };
-    if c.id != sub.id || c.close_asap {
-        // A client already over its limit gets nothing more (Redis drops writes to a
-        // client scheduled for closing).
-        return;
-    }
-    encode_message(&mut c.pushed, c.resp, frame, ch, msg);
     let lim = srv.config.settings().obuf_pubsub;
-    let unsent = c.obuf_bytes.saturating_add(c.pushed.len() as u64);
-    if crate::server::event_loop::output_over_bytes(lim, &mut srv.stats, c, unsent) {
-        c.close_asap = true;
-        c.pushed = Vec::new();
-    }
-    if !c.in_pending {
-        c.in_pending = true;
-        srv.pubsub.pending.push(sub.slot);
-    }
+    push_to_outbox(srv, sub.slot, sub.id, lim, |buf, resp| {
+        encode_message(buf, resp, frame, ch, msg)
+    });
 }
 
 fn publish(ctx: &mut Ctx) -> CmdResult {

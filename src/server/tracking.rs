@@ -351,29 +351,21 @@ impl Server {
         }
     }
 
-    /// Appends `msg` to the outbox of the client at `slot`, within its output limit.
+    /// Appends `msg` to the outbox of the client at `slot` (the id checked by the
+    /// callers), within the output limit of its class.
     fn push_to(&mut self, slot: usize, msg: &[u8]) {
-        let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) else {
+        let Some((id, pubsub)) = self
+            .clients
+            .get(slot)
+            .and_then(|c| c.as_deref())
+            .map(|c| (c.id, c.is_pubsub()))
+        else {
             return;
         };
-        if c.close_asap {
-            return;
-        }
-        c.pushed.extend_from_slice(msg);
         let s = self.config.settings();
-        let lim = if c.is_pubsub() {
-            s.obuf_pubsub
-        } else {
-            s.obuf_normal
-        };
-        let unsent = c.obuf_bytes.saturating_add(c.pushed.len() as u64);
-        if super::event_loop::output_over_bytes(lim, &mut self.stats, c, unsent) {
-            c.close_asap = true;
-            c.pushed = Vec::new();
-        }
-        if !c.in_pending {
-            c.in_pending = true;
-            self.pubsub.pending.push(slot);
-        }
+        let lim = if pubsub { s.obuf_pubsub } else { s.obuf_normal };
+        crate::commands::pubsub::push_to_outbox(self, slot, id, lim, |buf, _| {
+            buf.extend_from_slice(msg)
+        });
     }
 }
