@@ -9,7 +9,7 @@
 //! same stream whatever the node layout.
 
 use super::notify::{notify, NOTIFY_STREAM};
-use super::{CmdError, CmdResult, CommandSpec, Ctx};
+use super::{Args, CmdError, CmdResult, CommandSpec, Ctx};
 use super::{BLOCKING, DENYOOM, FAST, READONLY, WRITE};
 use crate::arena::Ref;
 use crate::collections::stream::{self, Id, Limits, Meta, Trim};
@@ -231,14 +231,7 @@ fn parse_add_or_trim(ctx: &Ctx, xadd: bool) -> Result<(TrimArgs, usize), CmdErro
             if t.how.is_some() {
                 return Err(CmdError::err(both));
             }
-            t.approx = false;
-            let next = ctx.args.get(i + 1);
-            if more >= 2 && next == b"~" {
-                t.approx = true;
-                i += 1;
-            } else if more >= 2 && next == b"=" {
-                i += 1;
-            }
+            (t.approx, i) = trim_operator(ctx.args, i, more);
             let n = ctx.args.i64(i + 1)?;
             if n < 0 {
                 return Err(CmdError::err("The MAXLEN argument must be >= 0."));
@@ -250,14 +243,7 @@ fn parse_add_or_trim(ctx: &Ctx, xadd: bool) -> Result<(TrimArgs, usize), CmdErro
             if t.how.is_some() {
                 return Err(CmdError::err(both));
             }
-            t.approx = false;
-            let next = ctx.args.get(i + 1);
-            if more >= 2 && next == b"~" {
-                t.approx = true;
-                i += 1;
-            } else if more >= 2 && next == b"=" {
-                i += 1;
-            }
+            (t.approx, i) = trim_operator(ctx.args, i, more);
             let id = parse_strict(ctx.args.get(i + 1))?;
             i += 1;
             t.how = Some(Trim::MinId(id));
@@ -874,6 +860,20 @@ fn xinfo_stream(ctx: &mut Ctx) -> CmdResult {
         ctx.out.array(0);
     }
     Ok(())
+}
+
+/// After MAXLEN / MINID at `i` (with `more` arguments behind it): an optional `~`
+/// (approximate) or `=` before the value. Returns whether it is approximate and the index
+/// the value follows (the operator's, or `i` without one).
+fn trim_operator(args: Args, i: usize, more: usize) -> (bool, usize) {
+    let next = args.get(i + 1);
+    if more >= 2 && next == b"~" {
+        (true, i + 1)
+    } else if more >= 2 && next == b"=" {
+        (false, i + 1)
+    } else {
+        (false, i)
+    }
 }
 
 #[cfg(test)]
