@@ -574,14 +574,39 @@ fn a_blocked_read_is_served_like_redis() {
                 &["EXEC"],
             ],
         ),
+        // Added and deleted in one transaction: the key, with no entries.
+        (
+            &["XREAD", "BLOCK", "0", "STREAMS", "d", "$"],
+            &[
+                &["MULTI"],
+                &["XADD", "d", "2-1", "f", "v"],
+                &["XDEL", "d", "2-1"],
+                &["EXEC"],
+            ],
+        ),
         // RESP3: a map of one stream.
         (
             &["XREAD", "BLOCK", "0", "STREAMS", "a", "$"],
             &[&["XADD", "a", "5-5", "z", "3"]],
         ),
+        // The key written again below the ID waited after: the read stays blocked and
+        // times out once.
+        (
+            &["XREAD", "BLOCK", "300", "STREAMS", "e", "$"],
+            &[
+                &["MULTI"],
+                &["DEL", "e"],
+                &["XADD", "e", "1-1", "f", "v"],
+                &["EXEC"],
+            ],
+        ),
     ];
+    for w in [&mut wc, &mut wr] {
+        w.call(&["XADD", "d", "1-1", "f", "v"]);
+        w.call(&["XADD", "e", "5-1", "f", "v"]);
+    }
     for (i, (read, writes)) in steps.iter().enumerate() {
-        if i == 2 {
+        if i == 3 {
             bc.call(&["HELLO", "3"]);
             br.call(&["HELLO", "3"]);
         }
@@ -596,4 +621,8 @@ fn a_blocked_read_is_served_like_redis() {
         }
         assert_eq!(show(&bc.reply()), show(&br.reply()), "step {i}");
     }
+    // Nothing is left waiting, and the server serves on.
+    assert_eq!(bc.call(&["PING"]), br.call(&["PING"]));
+    assert_eq!(wc.info_u64("clients", "blocked_clients"), 0);
+    assert_eq!(wc.info_u64("clients", "clients_in_timeout_table"), 0);
 }

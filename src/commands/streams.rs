@@ -681,7 +681,16 @@ fn xread(ctx: &mut Ctx) -> CmdResult {
             continue;
         };
         let m = meta(ctx, e);
-        if m.length == 0 || stream::last_valid_id(&ctx.srv.ks.arena, &m) <= *gt {
+        // Woken by a write, a read is served when the stream's last ID passed the one it
+        // waits after, even if the entries past it are deleted by then (an XADD and an
+        // XDEL in one EXEC): the reply names the key with no entries, as Redis's. Only a
+        // read that has not waited yet looks at the entries themselves.
+        let nothing_new = if woken_by.is_some() {
+            m.last_id <= *gt
+        } else {
+            m.length == 0 || stream::last_valid_id(&ctx.srv.ks.arena, &m) <= *gt
+        };
+        if nothing_new {
             continue;
         }
         let Some(start) = gt.incr() else { continue };

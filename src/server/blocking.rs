@@ -358,9 +358,16 @@ impl Server {
         // The caller's reply waits for its own LSN, whatever the re-runs log.
         let saved_hold = self.aof.hold_lsn;
         let now = crate::util::now_ms();
+        let mut blocked_again: Vec<u64> = Vec::new();
         while let Some(k) = self.blocking.ready.pop_front() {
             self.blocking.ready_set.remove(&k);
+            blocked_again.clear();
             while let Some(&id) = self.blocking.waiters.get(&k).and_then(|q| q.front()) {
+                // Waiters that blocked again went to the back of the queue in order: once
+                // one is at the front, everyone left has been tried for this write.
+                if blocked_again.contains(&id) {
+                    break;
+                }
                 let Some(kind) = self.blocking.parked.get(&id).map(|p| p.req.kind) else {
                     break;
                 };
@@ -383,11 +390,15 @@ impl Server {
                 if r.client.blocked {
                     // Asked to block again (another kind of value took the key): it keeps
                     // its original deadline, at the back of the queues.
+                    // The re-run parked itself with a deadline counted from now: that
+                    // park gives way to the original one.
                     self.blocking.request = None;
                     self.release_refs(r.refs);
                     let (id, slot) = (r.client.id, r.client.slot);
                     self.clients[slot] = Some(r.client);
+                    self.blocking.unpark(id);
                     self.blocking.park(id, p);
+                    blocked_again.push(id);
                 } else {
                     self.blocking.total_served += 1;
                     self.finish_rerun(r);
@@ -489,7 +500,11 @@ impl Server {
             if d > now_ms {
                 break;
             }
-            self.unblock_with(id, false);
+            if !self.unblock_with(id, false) {
+                // Every deadline belongs to a parked command; a stray one would spin here.
+                debug_assert!(false, "deadline of client {id} without a parked command");
+                self.blocking.deadlines.remove(&(d, id));
+            }
         }
     }
 
