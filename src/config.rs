@@ -462,7 +462,7 @@ pub static OPTIONS: &[OptSpec] = &[
         NA,
     ),
     opt("replica-ignore-disk-write-errors", OptKind::Bool, "no", NA),
-    opt("repl-diskless-sync", OptKind::Bool, "yes", NA),
+    opt("repl-diskless-sync", OptKind::Bool, "yes", 0),
     opt("repl-diskless-sync-delay", OptKind::Int(0, INTMAX), "5", NA),
     opt(
         "repl-diskless-sync-max-replicas",
@@ -481,7 +481,7 @@ pub static OPTIONS: &[OptSpec] = &[
         "repl-ping-slave-period",
         OptKind::Int(1, INTMAX),
         "10",
-        NA,
+        0,
     ),
     opt("repl-timeout", OptKind::Int(1, INTMAX), "60", NA),
     opt("repl-disable-tcp-nodelay", OptKind::Bool, "no", NA),
@@ -489,7 +489,7 @@ pub static OPTIONS: &[OptSpec] = &[
         "repl-backlog-size",
         OptKind::Memory(1, LONGMAX),
         "1048576",
-        NA,
+        0,
     ),
     opt("repl-backlog-ttl", OptKind::Int(0, INTMAX), "3600", NA),
     aliased(
@@ -773,6 +773,13 @@ pub struct Settings {
     pub io_threads: usize,
     pub proto_max_bulk_len: i64,
     pub client_query_buffer_limit: u64,
+    /// `repl-backlog-size`: bytes of the replication stream kept for partial resyncs.
+    pub repl_backlog_size: u64,
+    /// `repl-diskless-sync`: a full sync streams the RDB (`$EOF:` form) to replicas that
+    /// accept it instead of writing it to a file first.
+    pub repl_diskless_sync: bool,
+    /// `repl-ping-replica-period`, seconds between PINGs in the replication stream.
+    pub repl_ping_replica_period_s: u64,
     pub obuf_normal: OutputLimit,
     /// Bulk replies at least this long are sent by reference (io-threads 1).
     pub avoid_copy_reply_min: u64,
@@ -1106,6 +1113,9 @@ fn placeholder_settings() -> Settings {
         io_threads: 1,
         proto_max_bulk_len: 0,
         client_query_buffer_limit: 0,
+        repl_backlog_size: 1 << 20,
+        repl_diskless_sync: true,
+        repl_ping_replica_period_s: 10,
         obuf_normal: OutputLimit::default(),
         avoid_copy_reply_min: 16384,
         avoid_copy_reply_threaded_min: 65536,
@@ -1764,6 +1774,9 @@ impl Config {
             io_threads: self.int("io-threads") as usize,
             proto_max_bulk_len: self.int("proto-max-bulk-len"),
             client_query_buffer_limit: self.int("client-query-buffer-limit") as u64,
+            repl_backlog_size: self.int("repl-backlog-size").max(1) as u64,
+            repl_diskless_sync: self.boolean("repl-diskless-sync"),
+            repl_ping_replica_period_s: self.int("repl-ping-replica-period").max(1) as u64,
             obuf_normal: self.obuf("normal"),
             avoid_copy_reply_min: self.int("min-string-size-avoid-copy-reply") as u64,
             avoid_copy_reply_threaded_min: self.int("min-string-size-avoid-copy-reply-threaded")
@@ -1997,14 +2010,15 @@ mod tests {
         assert!(e.to_string().contains("maxmemory-policy"));
         std::fs::write(
             &path,
-            "port 7001\nsave 900 1\nsave 300 10\nappendonly no\nrepl-backlog-size 1mb\n",
+            "port 7001\nsave 900 1\nsave 300 10\nappendonly no\nrepl-backlog-size 1mb\nmin-replicas-to-write 1\n",
         )
         .unwrap();
         let c = Config::from_args(&args(&[path.to_str().unwrap()])).unwrap();
         assert_eq!(c.get_value("save"), Some("900 1 300 10"));
-        // `save` and `appendonly` are acted on; replication is not built yet: one warning.
+        // `save`, `appendonly` and the backlog's size are acted on; `min-replicas-to-write`
+        // is not yet: one warning.
         assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
-        assert!(c.warnings[0].contains("repl-backlog-size"));
+        assert!(c.warnings[0].contains("min-replicas-to-write"));
     }
 
     #[test]

@@ -663,6 +663,18 @@ fn all_clients<'a>(srv_clients: &'a [Option<Box<Client>>], me: &'a Client) -> Ve
     v
 }
 
+/// A client type as CLIENT LIST / KILL name it (Redis's getClientTypeByName; `slave` is
+/// `replica`).
+fn client_class(name: &[u8]) -> Option<&'static str> {
+    match name.to_ascii_lowercase().as_slice() {
+        b"normal" => Some("normal"),
+        b"pubsub" => Some("pubsub"),
+        b"replica" | b"slave" => Some("replica"),
+        b"master" => Some("master"),
+        _ => None,
+    }
+}
+
 fn client_list(ctx: &mut Ctx) -> CmdResult {
     // Redis's forms: no filter, `TYPE <type>` alone, or `ID <id> [<id> ...]` (listed in
     // the order given, repeats included; an id that matches nobody lists nothing).
@@ -670,22 +682,16 @@ fn client_list(ctx: &mut Ctx) -> CmdResult {
     let now = ctx.now_ms;
     let mut text = String::new();
     if n == 4 && ctx.args.is(2, "TYPE") {
-        match ctx.args.str(3).to_ascii_lowercase().as_str() {
-            class @ ("normal" | "pubsub") => {
-                let want_pubsub = class == "pubsub";
-                for c in all_clients(&ctx.srv.clients, ctx.client) {
-                    if c.is_pubsub() == want_pubsub {
-                        text.push_str(&c.info_line(now));
-                        text.push('\n');
-                    }
-                }
-            }
-            "master" | "replica" | "slave" => {}
-            _ => {
-                return Err(CmdError::err(format!(
-                    "Unknown client type '{}'",
-                    c_string(ctx.args.get(3))
-                )))
+        let Some(class) = client_class(ctx.args.get(3)) else {
+            return Err(CmdError::err(format!(
+                "Unknown client type '{}'",
+                c_string(ctx.args.get(3))
+            )));
+        };
+        for c in all_clients(&ctx.srv.clients, ctx.client) {
+            if c.class() == class {
+                text.push_str(&c.info_line(now));
+                text.push('\n');
             }
         }
     } else if n > 3 && ctx.args.is(2, "ID") {
@@ -747,8 +753,7 @@ fn client_kill(ctx: &mut Ctx) -> CmdResult {
     // Filters are parsed pair by pair as Redis does: an error in an earlier pair wins over
     // a dangling last argument (which is a syntax error when reached).
     let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, true);
-    let mut type_none = false;
-    let mut class: Option<bool> = None;
+    let mut class: Option<&'static str> = None;
     let mut i = 2;
     while i < ctx.args.len() {
         let has_value = i + 1 < ctx.args.len();
@@ -777,17 +782,12 @@ fn client_kill(ctx: &mut Ctx) -> CmdResult {
                 )));
             }
         } else if ctx.args.is(i, "TYPE") && has_value {
-            match v.to_ascii_lowercase().as_str() {
-                "normal" => class = Some(false),
-                "pubsub" => class = Some(true),
-                "master" | "replica" | "slave" => type_none = true,
-                _ => {
-                    return Err(CmdError::err(format!(
-                        "Unknown client type '{}'",
-                        c_string(ctx.args.get(i + 1))
-                    )))
-                }
-            }
+            class = Some(client_class(ctx.args.get(i + 1)).ok_or_else(|| {
+                CmdError::err(format!(
+                    "Unknown client type '{}'",
+                    c_string(ctx.args.get(i + 1))
+                ))
+            })?);
         } else if ctx.args.is(i, "SKIPME") && has_value {
             skipme = match v.to_ascii_lowercase().as_str() {
                 "yes" => true,
@@ -802,8 +802,7 @@ fn client_kill(ctx: &mut Ctx) -> CmdResult {
     let me = ctx.client.id;
     let victims: Vec<u64> = all_clients(&ctx.srv.clients, ctx.client)
         .iter()
-        .filter(|_| !type_none)
-        .filter(|c| class.is_none_or(|p| p == c.is_pubsub()))
+        .filter(|c| class.is_none_or(|k| k == c.class()))
         .filter(|c| id.is_none_or(|i| c.id == i))
         .filter(|c| addr.as_ref().is_none_or(|a| &c.addr == a))
         .filter(|c| laddr.as_ref().is_none_or(|a| &c.laddr == a))

@@ -18,6 +18,7 @@ pub mod notify;
 pub mod persistence;
 pub mod propagate;
 pub mod pubsub;
+pub mod replication;
 pub mod scripting;
 pub mod server;
 pub mod sets;
@@ -301,6 +302,7 @@ pub fn all_families() -> Vec<&'static [CommandSpec]> {
         lists::COMMANDS,
         lolwut::COMMANDS,
         persistence::COMMANDS,
+        replication::COMMANDS,
         pubsub::COMMANDS,
         server::COMMANDS,
         sets::COMMANDS,

@@ -138,7 +138,7 @@ fn scard(ctx: &mut Ctx) -> CmdResult {
 /// Records what SPOP logs: SREMs of the popped members (or a DEL when the whole set
 /// went), since replaying SPOP would pick other members.
 fn log_popped(ctx: &mut Ctx, key: &[u8], popped: &[Vec<u8>], whole: bool) {
-    if !ctx.srv.aof.enabled || ctx.srv.loading {
+    if !ctx.srv.aof.propagating() || ctx.srv.loading {
         return;
     }
     if whole {

@@ -5,5 +5,6 @@
 pub mod aof;
 pub mod rdb_file;
 pub mod rdb_value;
+pub mod repl_backlog;
 pub mod snapshot;
 pub mod write_behind;

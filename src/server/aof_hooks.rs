@@ -41,7 +41,7 @@ pub fn after_command(
     srv.aof.hold_lsn = 0;
     let overrides = std::mem::take(&mut srv.aof.command_forms);
     let script = srv.aof.script_effects.take();
-    if !srv.aof.enabled {
+    if !srv.aof.propagating() {
         return;
     }
     if srv.aof.script_capture.is_some() {
@@ -199,7 +199,10 @@ pub fn apply_config(srv: &mut Server) {
             w.shutdown();
         }
         srv.aof.enabled = false;
-        srv.ks.deletions = None;
+        // Replicas still get expiry and eviction DELs.
+        if srv.aof.repl_stream.is_none() {
+            srv.ks.deletions = None;
+        }
         crate::notice!("Append only file turned off");
     }
 }

@@ -26,7 +26,7 @@ impl Server {
     /// A background snapshot or AOF rewrite is running (Redis's hasActiveChildProcess):
     /// the engine takes one snapshot at a time.
     pub fn background_job_active(&self) -> bool {
-        self.snapshot.in_progress() || self.aof.rewrite.is_some()
+        self.snapshot.in_progress() || self.aof.rewrite.is_some() || self.repl.capture_running()
     }
 }
 

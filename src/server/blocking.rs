@@ -32,6 +32,8 @@ pub enum TimeoutReply {
     NullArray,
     /// `$-1` (RESP3 `_`).
     NullBulk,
+    /// WAIT: the number of replicas that acknowledged `offset` by then.
+    ReplicaAcks { offset: u64 },
 }
 
 /// A handler's request to block (see [`block`]).
@@ -305,6 +307,8 @@ fn timeout_reply(out: &mut Vec<u8>, resp: crate::protocol::reply::Resp, on: Time
     match on {
         TimeoutReply::NullArray => r.null_array(),
         TimeoutReply::NullBulk => r.null(),
+        // Counted by the caller (it needs the replicas' state).
+        TimeoutReply::ReplicaAcks { .. } => {}
     }
 }
 
@@ -521,10 +525,14 @@ impl Server {
                 out.extend_from_slice(b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n");
                 self.stats
                     .record_error(b"UNBLOCKED client unblocked via CLIENT UNBLOCK");
+            } else if let TimeoutReply::ReplicaAcks { offset } = p.req.on_timeout {
+                let n = self.repl.acked(offset);
+                Reply::new(&mut out, c.resp).int(n as i64);
             } else {
                 timeout_reply(&mut out, c.resp, p.req.on_timeout);
             }
         }
+        self.repl.waits.retain(|w| w.client_id != client_id);
         self.blocking.unblocked.push(Unblocked {
             slot: p.slot,
             client_id,
@@ -535,10 +543,30 @@ impl Server {
         true
     }
 
+    /// Answers parked WAIT `client_id` with `acked` replicas (enough acknowledged).
+    pub(crate) fn blocking_answer(&mut self, client_id: u64, acked: u64) {
+        let Some(p) = self.blocking.unpark(client_id) else {
+            return;
+        };
+        let mut out = Vec::new();
+        if let Some(c) = self.clients.get_mut(p.slot).and_then(|c| c.as_mut()) {
+            c.blocked = false;
+            Reply::new(&mut out, c.resp).int(acked as i64);
+        }
+        self.blocking.unblocked.push(Unblocked {
+            slot: p.slot,
+            client_id,
+            out,
+            refs: Vec::new(),
+            hold_lsn: 0,
+        });
+    }
+
     /// A client is gone: forget its parked command, its watched keys and any reply
     /// waiting for it.
     pub fn forget_client(&mut self, client: &mut Client) {
         self.blocking.unpark(client.id);
+        self.repl_forget(client.id);
         client.blocked = false;
         let id = client.id;
         let mut gone = Vec::new();

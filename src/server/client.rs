@@ -78,6 +78,17 @@ pub struct Client {
     pub in_exec: Option<usize>,
     /// Connected through the Unix socket (`unixsocket`; CLIENT LIST flag `U`).
     pub unix_socket: bool,
+    /// A replica's link (after PSYNC/SYNC): its replies are not sent, the replication
+    /// stream is (flag `S`).
+    pub replica: bool,
+    /// What REPLCONF told before PSYNC: the replica's listening port, whether it takes the
+    /// `$EOF:` RDB form.
+    pub repl_listening_port: u16,
+    pub repl_capa_eof: bool,
+    /// REPLCONF rdb-only 1: a full sync sends the RDB and closes.
+    pub repl_rdb_only: bool,
+    /// The replication offset after this client's last command (what WAIT waits for).
+    pub woff: u64,
     /// CLIENT TRACKING ON: what it asked for (the key table is `Keyspace::tracking`).
     pub tracking: Option<crate::keyspace::tracking::ClientTracking>,
 }
@@ -160,6 +171,11 @@ impl Client {
             in_exec: None,
             tracking: None,
             unix_socket: false,
+            replica: false,
+            repl_listening_port: 0,
+            repl_capa_eof: false,
+            repl_rdb_only: false,
+            woff: 0,
         }
     }
 
@@ -183,9 +199,24 @@ impl Client {
     }
 
     /// One CLIENT LIST / CLIENT INFO line (without the trailing newline).
+    /// The client's type as CLIENT LIST / KILL TYPE and the output limits see it (Redis's
+    /// getClientType: a replica's link, else pub/sub, else normal).
+    pub fn class(&self) -> &'static str {
+        if self.replica && !self.monitor {
+            "replica"
+        } else if self.is_pubsub() {
+            "pubsub"
+        } else {
+            "normal"
+        }
+    }
+
     pub fn info_line(&self, now_ms: i64) -> String {
         let flags = {
             let mut f = String::new();
+            if self.replica {
+                f.push('S');
+            }
             if self.monitor {
                 f.push('O');
             }

@@ -431,6 +431,7 @@ impl EventLoop {
             srv.expire_blocked(now_ms());
             self.deliver_unblocked(srv);
             srv.tracking_end_of_turn();
+            srv.repl_end_of_turn();
             self.deliver_pushes(srv);
             // Hand this turn's log entries to the AOF writer (group commit), then send
             // what may be sent.
@@ -1110,16 +1111,15 @@ fn conn_released(holds_before: usize, conn: Option<&Conn>) -> bool {
     conn.is_some_and(|c| c.holds.len() < holds_before)
 }
 
-/// The `client-output-buffer-limit` class of a client: `pubsub` while it has
-/// subscriptions (Redis's getClientType), `normal` otherwise.
+/// The `client-output-buffer-limit` class of a client ([`super::Client::class`]).
 pub fn output_limit_for(
     s: &crate::config::Settings,
     client: &super::Client,
 ) -> crate::config::OutputLimit {
-    if client.is_pubsub() {
-        s.obuf_pubsub
-    } else {
-        s.obuf_normal
+    match client.class() {
+        "replica" => s.obuf_replica,
+        "pubsub" => s.obuf_pubsub,
+        _ => s.obuf_normal,
     }
 }
 

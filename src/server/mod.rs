@@ -15,6 +15,7 @@ pub mod event_loop;
 pub mod io_threads;
 pub mod listeners;
 pub mod outq;
+pub mod replication;
 pub mod script_call;
 pub mod snapshot_ops;
 pub mod stats;
@@ -91,6 +92,8 @@ pub struct Server {
     pub executable: String,
     /// Replication id reported by INFO replication (cairn is always a master).
     pub master_replid: String,
+    /// The primary's side of replication: backlog, replicas, full syncs, WAIT.
+    pub repl: replication::Replication,
     /// SAVE/BGSAVE state and counters (src/persistence/snapshot).
     pub snapshot: crate::persistence::snapshot::SnapshotEngine,
     /// The append-only log (executor side).
@@ -223,6 +226,7 @@ impl Server {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
             master_replid,
+            repl: Default::default(),
             snapshot: Default::default(),
             security_warning_logged_ms: i64::MIN / 2,
             reply_refs: Vec::new(),
@@ -388,7 +392,14 @@ impl Server {
         self.ks.expiry_held = self.blocking.pause.is_some();
         self.tracking_before_command(client, out);
         let mark = out.len();
+        // A replica's link gets the replication stream, never replies (its PSYNC's own
+        // answer is the start of that stream).
+        let was_replica = client.replica;
         self.execute_inner(client, args, out, now);
+        if was_replica {
+            self.truncate_reply(out, mark);
+        }
+        client.woff = self.aof.reploff;
         // A reply that starts with '-' is an error reply (INFO errorstats counts them all,
         // whichever path wrote them).
         if out.get(mark) == Some(&b'-') {
@@ -1000,6 +1011,7 @@ impl Server {
         aof_hooks::log_deletions(self, now_ms());
         commands::pubsub::publish_recorded_events(self);
         aof_rewrite::cron(self);
+        self.repl_cron();
     }
 
     /// Frees flushed databases for at most `budget`. Returns true if work remains.

@@ -215,6 +215,7 @@ impl Server {
             .checkpoint(self.dirty, || self.cut_keys());
         if parked {
             self.aof.after_stop();
+            self.repl_after_stop();
         }
         parked
     }
@@ -246,6 +247,7 @@ impl Server {
     pub fn snapshot_idle_end(&mut self) {
         self.snapshot.gate.idle_end(self.dirty, || self.cut_keys());
         self.aof.after_stop();
+        self.repl_after_stop();
     }
 
     /// True when writes must be refused with MISCONF (Redis's writeCommandsDeniedByDiskError).
@@ -285,6 +287,9 @@ impl Server {
         }
         if self.aof.rewrite.is_some() {
             return Err("an AOF rewrite is taking its snapshot".into());
+        }
+        if self.repl.capture_running() {
+            return Err("a replica's full sync is taking its snapshot".into());
         }
         self.bgsave_scheduled = false;
         self.snapshot.stats.last_bgsave_try_ms = now_ms();

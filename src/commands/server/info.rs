@@ -204,8 +204,9 @@ pub(super) fn build_id() -> String {
 }
 
 pub(super) fn connected_clients(srv: &Server) -> usize {
-    // The client running this command is taken out of `clients` while it runs.
-    srv.clients.iter().flatten().count() + 1
+    // The client running this command is taken out of `clients` while it runs. Replicas'
+    // links are not counted (Redis's connected_clients excludes them).
+    srv.clients.iter().flatten().filter(|c| !c.replica).count() + 1
 }
 
 pub(super) fn info_clients(srv: &Server, s: &mut Section) {
@@ -480,9 +481,9 @@ pub(super) fn info_stats(srv: &Server, s: &mut Section) {
     s.line("instantaneous_input_repl_kbps", "0.00");
     s.line("instantaneous_output_repl_kbps", "0.00");
     s.line("rejected_connections", st.rejected_connections);
-    s.line("sync_full", 0);
-    s.line("sync_partial_ok", 0);
-    s.line("sync_partial_err", 0);
+    s.line("sync_full", srv.repl.sync_full);
+    s.line("sync_partial_ok", srv.repl.sync_partial_ok);
+    s.line("sync_partial_err", srv.repl.sync_partial_err);
     s.line("expired_keys", ks.expired_keys);
     s.line(
         "expired_stale_perc",
@@ -538,21 +539,24 @@ pub(super) fn info_stats(srv: &Server, s: &mut Section) {
 
 pub(super) fn info_replication(srv: &Server, s: &mut Section) {
     s.line("role", "master");
-    s.line("connected_slaves", 0);
+    let replicas = srv.repl_info_lines(crate::util::now_ms());
+    s.line("connected_slaves", replicas.len());
+    for (i, line) in replicas.iter().enumerate() {
+        s.line(&format!("slave{i}"), line);
+    }
     s.line("master_failover_state", "no-failover");
     s.line("master_replid", &srv.master_replid);
     s.line("master_replid2", "0000000000000000000000000000000000000000");
-    s.line("master_repl_offset", 0);
+    s.line("master_repl_offset", srv.aof.reploff);
     s.line("second_repl_offset", -1);
-    s.line("repl_backlog_active", 0);
+    let backlog = srv.repl.backlog.as_ref();
+    s.line("repl_backlog_active", backlog.is_some() as u8);
+    s.line("repl_backlog_size", srv.config.settings().repl_backlog_size);
     s.line(
-        "repl_backlog_size",
-        srv.config
-            .get_value("repl-backlog-size")
-            .unwrap_or("1048576"),
+        "repl_backlog_first_byte_offset",
+        backlog.map_or(0, |b| b.first_offset()),
     );
-    s.line("repl_backlog_first_byte_offset", 0);
-    s.line("repl_backlog_histlen", 0);
+    s.line("repl_backlog_histlen", backlog.map_or(0, |b| b.histlen()));
 }
 
 /// (system, user) CPU seconds of `who` (RUSAGE_SELF, RUSAGE_CHILDREN, RUSAGE_THREAD).

@@ -51,6 +51,11 @@ pub struct Aof {
     pub reploff: u64,
     /// The db the log's last SELECT chose (None: the next entry needs a SELECT).
     pub(crate) selected_db: Option<usize>,
+    /// While the server has a replication backlog: the replication stream's bytes framed
+    /// since the server last took them (every logged command's RESP form, the same bytes
+    /// `reploff` counts, plus what only replicas get: PING, REPLCONF GETACK). Entries are
+    /// then produced whether or not `appendonly` is on.
+    pub repl_stream: Option<Vec<u8>>,
     last_ts_s: i64,
     pub writer: Option<Writer>,
     pub layout: Option<manifest::Layout>,
@@ -126,6 +131,7 @@ impl Default for Aof {
             replid: String::new(),
             reploff: 0,
             selected_db: None,
+            repl_stream: None,
             last_ts_s: 0,
             writer: None,
             layout: None,
@@ -188,7 +194,7 @@ impl Aof {
                 .push((db, argv.iter().map(|a| a.as_ref().to_vec()).collect()));
             return 0;
         }
-        if self.timestamps {
+        if self.timestamps && self.enabled {
             let s = now_ms / 1000;
             if s != self.last_ts_s {
                 self.last_ts_s = s;
@@ -205,13 +211,19 @@ impl Aof {
     }
 
     fn frame<A: AsRef<[u8]>>(&mut self, argv: &[A]) -> u64 {
+        self.scratch.clear();
+        format::encode_command(&mut self.scratch, argv);
+        self.reploff += self.scratch.len() as u64;
+        if let Some(s) = self.repl_stream.as_mut() {
+            s.extend_from_slice(&self.scratch);
+        }
+        if !self.enabled {
+            return self.last_lsn;
+        }
         if self.pending_entries == 0 {
             self.pending_since = Some(std::time::Instant::now());
         }
         self.pending_entries += 1;
-        self.scratch.clear();
-        format::encode_command(&mut self.scratch, argv);
-        self.reploff += self.scratch.len() as u64;
         self.last_lsn += 1;
         format::encode_entry(
             &mut self.buf,
@@ -221,6 +233,23 @@ impl Aof {
             &self.scratch,
         );
         self.last_lsn
+    }
+
+    /// Commands are propagated: to the log, to the replication stream, or both.
+    pub fn propagating(&self) -> bool {
+        self.enabled || self.repl_stream.is_some()
+    }
+
+    /// A command only replicas get (PING, REPLCONF GETACK): counted in the replication
+    /// offset, not written to the log. A replica runs it in whatever db it is in, so it
+    /// needs no SELECT.
+    pub fn feed_replicas_only<A: AsRef<[u8]>>(&mut self, argv: &[A]) {
+        let Some(s) = self.repl_stream.as_mut() else {
+            return;
+        };
+        let start = s.len();
+        format::encode_command(s, argv);
+        self.reploff += (s.len() - start) as u64;
     }
 
     /// EXEC starts running its queued commands.
@@ -243,7 +272,7 @@ impl Aof {
 
     /// EXEC is done: logs `EXEC` if the block was opened. Returns its LSN.
     pub fn exec_end(&mut self, now_ms: i64) -> Option<u64> {
-        if self.exec_block.take() != Some(true) || !self.enabled {
+        if self.exec_block.take() != Some(true) || !self.propagating() {
             return None;
         }
         let db = self.selected_db.unwrap_or(0);
@@ -379,6 +408,11 @@ impl Aof {
     pub fn set_waker(&mut self, f: std::sync::Arc<dyn Fn() + Send + Sync>) {
         self.waker = Some(f);
         self.install_waker();
+    }
+
+    /// The event loop's waker (other threads that produce work for the executor call it).
+    pub fn waker(&self) -> Option<std::sync::Arc<dyn Fn() + Send + Sync>> {
+        self.waker.clone()
     }
 
     pub(crate) fn install_waker(&mut self) {

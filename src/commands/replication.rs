@@ -1,0 +1,203 @@
+//! Replication commands, the primary's side (Redis's replication.c): PSYNC, SYNC,
+//! REPLCONF, ROLE, WAIT, and REPLICAOF / SLAVEOF (only `NO ONE`: cairn does not follow a
+//! primary yet). The state and the stream are `src/server/replication.rs`.
+
+use super::{
+    CmdError, CmdResult, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, FAST, LOADING, NOSCRIPT, NO_MULTI,
+    STALE,
+};
+
+pub static COMMANDS: &[CommandSpec] = &[
+    CommandSpec::new("psync", -3, ADMIN | NOSCRIPT | NO_MULTI, "server", psync)
+        .doc("Internal command used for replication", "2.8.0"),
+    CommandSpec::new("sync", 1, ADMIN | NOSCRIPT | NO_MULTI, "server", sync)
+        .doc("Internal command used for replication", "1.0.0"),
+    CommandSpec::new(
+        "replconf",
+        -1,
+        ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY,
+        "server",
+        replconf,
+    )
+    .doc(
+        "An internal command for configuring the replication stream",
+        "3.0.0",
+    ),
+    CommandSpec::new("role", 1, NOSCRIPT | LOADING | STALE | FAST, "server", role).doc(
+        "Return the role of the instance in the context of replication",
+        "2.8.12",
+    ),
+    CommandSpec::new("wait", 3, NOSCRIPT, "generic", wait).doc(
+        "Wait for the synchronous replication of all the write commands sent in the context of the current connection",
+        "3.0.0",
+    ),
+    CommandSpec::new("replicaof", 3, ADMIN | NOSCRIPT | STALE, "server", replicaof).doc(
+        "Make the server a replica of another instance, or promote it as master.",
+        "5.0.0",
+    ),
+    CommandSpec::new("slaveof", 3, ADMIN | NOSCRIPT | STALE, "server", replicaof).doc(
+        "Make the server a replica of another instance, or promote it as master.",
+        "1.0.0",
+    ),
+];
+
+/// Refuses what cairn cannot do as a primary yet (replicas behind I/O threads).
+fn may_serve_replica(ctx: &Ctx) -> CmdResult {
+    if ctx.srv.config.settings().io_threads > 1 {
+        return Err(CmdError::err(
+            "cairn does not serve replicas with io-threads > 1 yet",
+        ));
+    }
+    Ok(())
+}
+
+/// PSYNC <replid> <offset>: `+CONTINUE` with the backlog from `offset` when it still
+/// holds it and the id is ours, otherwise a full sync (`+FULLRESYNC <replid> <offset>`
+/// once the capture cut, then the RDB, then the stream).
+fn psync(ctx: &mut Ctx) -> CmdResult {
+    if ctx.client.replica {
+        return Ok(()); // Redis ignores SYNC/PSYNC from a client that is already a replica.
+    }
+    may_serve_replica(ctx)?;
+    let id = ctx.args.get(1).to_vec();
+    // An offset that is not a number asks for a full sync (Redis's strtoll gives 0,
+    // which no backlog holds).
+    let offset = crate::util::parse_i64(ctx.args.get(2)).unwrap_or(-1);
+    start_sync(ctx, Some((&id, offset)))
+}
+
+/// SYNC: the old full sync (the RDB in the `$<len>` form, then the stream).
+fn sync(ctx: &mut Ctx) -> CmdResult {
+    if ctx.client.replica {
+        return Ok(());
+    }
+    may_serve_replica(ctx)?;
+    start_sync(ctx, None)
+}
+
+fn start_sync(ctx: &mut Ctx, want: Option<(&[u8], i64)>) -> CmdResult {
+    // Redis refuses while the client has replies not yet sent (a pipelined PSYNC); the
+    // replica handshake never pipelines.
+    if let Some(bytes) = ctx.srv.repl_psync(ctx.client, want) {
+        ctx.out.raw(&bytes);
+    }
+    Ok(())
+}
+
+/// REPLCONF <option> <value> ...: the replica's handshake settings, and ACK / GETACK.
+fn replconf(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len().is_multiple_of(2) {
+        return Err(CmdError::Syntax);
+    }
+    let mut j = 1;
+    while j < ctx.args.len() {
+        let (opt, value) = (ctx.args.get(j), ctx.args.get(j + 1));
+        if opt.eq_ignore_ascii_case(b"listening-port") {
+            let port = crate::util::parse_i64(value)
+                .ok_or_else(|| CmdError::err("value is not an integer or out of range"))?;
+            ctx.client.repl_listening_port = port.clamp(0, u16::MAX as i64) as u16;
+        } else if opt.eq_ignore_ascii_case(b"ip-address") {
+            if value.len() >= 256 {
+                return Err(CmdError::err(format!(
+                    "REPLCONF ip-address provided by replica instance is too long: {} bytes",
+                    value.len()
+                )));
+            }
+        } else if opt.eq_ignore_ascii_case(b"capa") {
+            // Capabilities this primary does not know are ignored, as Redis.
+            if value.eq_ignore_ascii_case(b"eof") {
+                ctx.client.repl_capa_eof = true;
+            }
+        } else if opt.eq_ignore_ascii_case(b"ack") {
+            // No reply, ever (the replica does not read any).
+            if ctx.client.replica {
+                if let Some(off) = crate::util::parse_i64(value).filter(|&o| o >= 0) {
+                    ctx.srv.repl_ack(ctx.client.id, off as u64);
+                }
+            }
+            return Ok(());
+        } else if opt.eq_ignore_ascii_case(b"getack") {
+            // Only a replica answers GETACK (cairn is none).
+            return Ok(());
+        } else if opt.eq_ignore_ascii_case(b"rdb-only") {
+            let v = crate::util::parse_i64(value)
+                .ok_or_else(|| CmdError::err("value is not an integer or out of range"))?;
+            if !(0..=1).contains(&v) {
+                return Err(CmdError::err(
+                    "value is out of range, value must between 0 and 1",
+                ));
+            }
+            ctx.client.repl_rdb_only = v == 1;
+        } else if opt.eq_ignore_ascii_case(b"rdb-filter-only") {
+            return Err(CmdError::err(
+                "REPLCONF rdb-filter-only is not supported by cairn yet",
+            ));
+        } else {
+            return Err(CmdError::err(format!(
+                "Unrecognized REPLCONF option: {}",
+                String::from_utf8_lossy(opt)
+            )));
+        }
+        j += 2;
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+/// ROLE: `master`, the offset, and each online replica (ip, port, acknowledged offset).
+fn role(ctx: &mut Ctx) -> CmdResult {
+    let offset = ctx.srv.aof.reploff;
+    let replicas = ctx.srv.repl_online_replicas();
+    ctx.out.array(3);
+    ctx.out.bulk(b"master");
+    ctx.out.int(offset as i64);
+    ctx.out.array(replicas.len());
+    for (ip, port, ack) in replicas {
+        ctx.out.array(3);
+        ctx.out.bulk(ip.as_bytes());
+        ctx.out.bulk(port.to_string().as_bytes());
+        ctx.out.bulk(ack.to_string().as_bytes());
+    }
+    Ok(())
+}
+
+/// WAIT numreplicas timeout: how many replicas acknowledged this client's last write,
+/// waiting up to `timeout` ms (0: forever) for `numreplicas` of them.
+fn wait(ctx: &mut Ctx) -> CmdResult {
+    let numreplicas = crate::util::parse_i64(ctx.args.get(1))
+        .ok_or_else(|| CmdError::err("value is not an integer or out of range"))?;
+    let timeout = crate::util::parse_i64(ctx.args.get(2))
+        .ok_or_else(|| CmdError::err("timeout is not an integer or out of range"))?;
+    if timeout < 0 {
+        return Err(CmdError::err("timeout is negative"));
+    }
+    let offset = ctx.client.woff;
+    let acked = ctx.srv.repl.acked(offset);
+    if acked as i64 >= numreplicas || ctx.client.in_exec.is_some() || !ctx.srv.may_block_now() {
+        ctx.out.int(acked as i64);
+        return Ok(());
+    }
+    let deadline = if timeout == 0 {
+        0
+    } else {
+        ctx.now_ms.saturating_add(timeout)
+    };
+    ctx.srv
+        .repl_block_wait(ctx.client.id, offset, numreplicas as u64, deadline);
+    Ok(())
+}
+
+/// REPLICAOF NO ONE is what cairn already is; following a primary is not built yet, and
+/// saying OK to it would be a lie.
+fn replicaof(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.is(1, "no") && ctx.args.is(2, "one") {
+        ctx.out.ok();
+        return Ok(());
+    }
+    crate::util::parse_i64(ctx.args.get(2))
+        .filter(|p| (0..=65535).contains(p))
+        .ok_or_else(|| CmdError::err("Invalid master port"))?;
+    Err(CmdError::err(
+        "cairn cannot replicate from a primary yet (REPLICAOF host port is not built)",
+    ))
+}

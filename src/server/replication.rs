@@ -1,0 +1,904 @@
+//! The primary's side of replication (Redis's replication.c, primary half): the backlog,
+//! the stream fanned out to replicas, full syncs from the snapshot engine, partial
+//! resyncs, acknowledgements and WAIT.
+//!
+//! The stream is the propagation hook's output: every logged command's RESP form (the
+//! bytes `Aof::reploff` counts, so log positions and replication offsets are one
+//! counter), taken from `Aof::repl_stream` at the end of each event-loop turn and at every
+//! PSYNC (so a replica's starting offset is exact).
+//!
+//! A full sync never forks: a background snapshot captures the arena (same pause and
+//! memory bounds as BGSAVE) into a temporary image; its cut, where the executor stood
+//! still between two commands, gives the offset the replica starts from, and the stream
+//! after it is kept for each replica while the RDB goes out. A converter thread loads the
+//! image into a private arena and streams an RDB from it in chunks through a bounded
+//! channel; the executor moves chunks to replicas' outputs while those are under
+//! [`RDB_OUTPUT_WINDOW_BYTES`]. Replicas that asked while the same capture had not cut yet
+//! share it.
+
+use super::Server;
+use crate::persistence::repl_backlog::Backlog;
+use crate::persistence::snapshot::BgJob;
+use crate::util::now_ms;
+use crate::{notice, warning};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// A replica's RDB output is topped up while less than this is unsent.
+const RDB_OUTPUT_WINDOW_BYTES: u64 = 4 << 20;
+/// Size of the RDB chunks the converter sends, and how many may wait in the channel:
+/// memory for the transfer stays near 16 MiB whatever the dataset.
+const RDB_CHUNK_BYTES: usize = 1 << 20;
+const RDB_CHUNKS_QUEUED: usize = 12;
+
+#[derive(Debug)]
+pub enum ReplicaState {
+    /// Waiting for a capture to cut: the stream from `from_offset + 1` on is kept in
+    /// `pending` (bounded by the replica output limit).
+    WaitCapture { from_offset: u64, pending: Vec<u8> },
+    /// `+FULLRESYNC` sent, the RDB going out; `pending` is the stream after the cut.
+    SendingRdb { pending: Vec<u8> },
+    /// The RDB went out in the `$EOF:` form: the stream waits for the replica's first
+    /// ACK (as Redis: a replica reading up to the end mark may read past it otherwise).
+    AwaitFirstAck { pending: Vec<u8>, acked: bool },
+    Online,
+}
+
+#[derive(Debug)]
+pub struct Replica {
+    pub client_id: u64,
+    pub slot: usize,
+    pub state: ReplicaState,
+    /// REPLCONF listening-port (0: not told).
+    pub listening_port: u16,
+    pub ip: String,
+    pub capa_eof: bool,
+    /// The offset the replica last acknowledged (REPLCONF ACK), and when (ms).
+    pub ack_offset: u64,
+    pub ack_ms: i64,
+    /// Part of the running full sync's capture.
+    pub in_sync: bool,
+    /// Asked with PSYNC (SYNC gets the payload without a `+FULLRESYNC` line first).
+    pub psync: bool,
+    /// REPLCONF rdb-only 1 (`redis-cli --rdb`): the RDB, then the link closes.
+    pub rdb_only: bool,
+}
+
+enum Phase {
+    Snapshot {
+        job: BgJob,
+    },
+    Send {
+        chunks: Receiver<Vec<u8>>,
+        converter: JoinHandle<Result<(), String>>,
+    },
+}
+
+struct FullSync {
+    phase: Phase,
+    image: PathBuf,
+    /// The stream position the capture cut at (known once the snapshot is done).
+    cut_offset: u64,
+    eof_form: bool,
+}
+
+/// A client in WAIT: answered once `numreplicas` acknowledged `offset`.
+#[derive(Debug, Clone, Copy)]
+pub struct WaitRequest {
+    pub client_id: u64,
+    pub offset: u64,
+    pub numreplicas: u64,
+}
+
+#[derive(Default)]
+pub struct Replication {
+    /// Created when the first replica asks to sync (as Redis), kept afterwards.
+    pub backlog: Option<Backlog>,
+    pub replicas: Vec<Replica>,
+    sync: Option<FullSync>,
+    pub waits: Vec<WaitRequest>,
+    /// A WAIT asked for acknowledgements this turn: one `REPLCONF GETACK *` at its end.
+    pub getack_due: bool,
+    last_ping_ms: i64,
+    last_newline_ms: i64,
+    /// Set by the capture's cut hook (snapshot thread, executor stopped): the next
+    /// propagated command must say its db.
+    cut_seen: Arc<AtomicBool>,
+    pub sync_full: u64,
+    pub sync_partial_ok: u64,
+    pub sync_partial_err: u64,
+}
+
+impl Replication {
+    pub fn online_replicas(&self) -> usize {
+        self.replicas
+            .iter()
+            .filter(|r| matches!(r.state, ReplicaState::Online))
+            .count()
+    }
+
+    pub fn is_replica(&self, client_id: u64) -> bool {
+        self.replicas.iter().any(|r| r.client_id == client_id)
+    }
+
+    /// Replicas whose acknowledged offset reached `offset`.
+    pub fn acked(&self, offset: u64) -> u64 {
+        self.replicas
+            .iter()
+            .filter(|r| matches!(r.state, ReplicaState::Online) && r.ack_offset >= offset)
+            .count() as u64
+    }
+
+    pub fn sync_in_progress(&self) -> bool {
+        self.sync.is_some()
+    }
+
+    /// A capture is running (it holds the snapshot engine's gate).
+    pub fn capture_running(&self) -> bool {
+        matches!(
+            self.sync,
+            Some(FullSync {
+                phase: Phase::Snapshot { .. },
+                ..
+            })
+        )
+    }
+}
+
+
+impl Server {
+    /// The replication stream needs a backlog from now on: propagation produces the
+    /// stream (and expiry DELs) even without `appendonly`.
+    fn ensure_backlog(&mut self) {
+        if self.repl.backlog.is_some() {
+            return;
+        }
+        let size = self.config.settings().repl_backlog_size as usize;
+        self.repl.backlog = Some(Backlog::new(size, self.aof.reploff));
+        self.aof.repl_stream = Some(Vec::new());
+        if self.ks.deletions.is_none() {
+            self.ks.deletions = Some(Vec::new());
+        }
+        notice!("Replication backlog created, my new replication IDs are '{}' and '0000000000000000000000000000000000000000'", self.master_replid);
+    }
+
+    /// PSYNC / SYNC from `client` (Redis's syncCommand + masterTryPartialResynchronization).
+    /// `want`: (replid, offset) of a PSYNC, None for SYNC. Returns the answer of a partial
+    /// resync (`+CONTINUE <replid>` and the backlog from the wanted offset); None: a full
+    /// sync was queued, and `+FULLRESYNC` follows when its capture cut.
+    pub fn repl_psync(
+        &mut self,
+        client: &mut super::Client,
+        want: Option<(&[u8], i64)>,
+    ) -> Option<Vec<u8>> {
+        self.ensure_backlog();
+        self.repl_drain();
+        let replid = self.master_replid.clone();
+        let partial = want.and_then(|(id, off)| {
+            if id != replid.as_bytes() || off < 0 {
+                return None;
+            }
+            self.repl.backlog.as_ref()?.copy_from(off as u64)
+        });
+        client.replica = true;
+        let ip = client.addr.rsplit_once(':').map_or("", |(ip, _)| ip);
+        let mut r = Replica {
+            client_id: client.id,
+            slot: client.slot,
+            state: ReplicaState::Online,
+            listening_port: client.repl_listening_port,
+            ip: ip.to_string(),
+            capa_eof: client.repl_capa_eof,
+            ack_offset: 0,
+            ack_ms: now_ms(),
+            in_sync: false,
+            psync: want.is_some(),
+            rdb_only: client.repl_rdb_only,
+        };
+        if let Some(bytes) = partial {
+            self.repl.sync_partial_ok += 1;
+            let mut out = format!("+CONTINUE {replid}\r\n").into_bytes();
+            out.extend_from_slice(&bytes);
+            notice!(
+                "Partial resynchronization request from {} accepted. Sending {} bytes of backlog starting from offset {}.",
+                replica_name(&r),
+                bytes.len(),
+                want.map_or(0, |w| w.1)
+            );
+            self.repl.replicas.push(r);
+            return Some(out);
+        }
+        if want.is_some_and(|(id, _)| id != b"?") {
+            self.repl.sync_partial_err += 1;
+        }
+        self.repl.sync_full += 1;
+        notice!(
+            "Replica {} asks for synchronization",
+            replica_name(&r)
+        );
+        notice!("Full resync requested by replica {}", replica_name(&r));
+        r.state = ReplicaState::WaitCapture {
+            from_offset: self.aof.reploff,
+            pending: Vec::new(),
+        };
+        self.repl.replicas.push(r);
+        None
+    }
+
+    /// INFO's `slaveN:` values: `ip=..,port=..,state=..,offset=..,lag=..` (Redis's states:
+    /// wait_bgsave, send_bulk, online).
+    pub fn repl_info_lines(&self, now_ms: i64) -> Vec<String> {
+        self.repl
+            .replicas
+            .iter()
+            .map(|r| {
+                let state = match r.state {
+                    ReplicaState::WaitCapture { .. } => "wait_bgsave",
+                    ReplicaState::SendingRdb { .. } | ReplicaState::AwaitFirstAck { .. } => {
+                        "send_bulk"
+                    }
+                    ReplicaState::Online => "online",
+                };
+                format!(
+                    "ip={},port={},state={state},offset={},lag={}",
+                    r.ip,
+                    r.listening_port,
+                    r.ack_offset,
+                    (now_ms - r.ack_ms).max(0) / 1000
+                )
+            })
+            .collect()
+    }
+
+    /// The online replicas as ROLE lists them: (ip, listening port, acknowledged offset).
+    pub fn repl_online_replicas(&self) -> Vec<(String, u16, u64)> {
+        self.repl
+            .replicas
+            .iter()
+            .filter(|r| matches!(r.state, ReplicaState::Online))
+            .map(|r| (r.ip.clone(), r.listening_port, r.ack_offset))
+            .collect()
+    }
+
+    /// WAIT blocks its client until `numreplicas` acknowledged `offset` or `deadline_ms`
+    /// (0: never) passes, and asks the replicas for acknowledgements at the turn's end.
+    pub fn repl_block_wait(&mut self, client_id: u64, offset: u64, numreplicas: u64, deadline_ms: i64) {
+        self.repl.waits.push(WaitRequest {
+            client_id,
+            offset,
+            numreplicas,
+        });
+        self.repl.getack_due = true;
+        self.blocking.request = Some(super::blocking::BlockRequest {
+            keys: Vec::new(),
+            deadline_ms,
+            kind: crate::keyspace::Kind::String,
+            on_timeout: super::blocking::TimeoutReply::ReplicaAcks { offset },
+            argv: None,
+        });
+    }
+
+    /// A command may block now (not inside EXEC or a script, not while loading).
+    pub fn may_block_now(&self) -> bool {
+        !self.blocking.deny && !self.loading
+    }
+
+    /// REPLCONF ACK from a replica: its offset; WAITs it satisfies are answered.
+    pub fn repl_ack(&mut self, client_id: u64, offset: u64) {
+        let Some(r) = self
+            .repl
+            .replicas
+            .iter_mut()
+            .find(|r| r.client_id == client_id)
+        else {
+            return;
+        };
+        r.ack_offset = r.ack_offset.max(offset);
+        r.ack_ms = now_ms();
+        if let ReplicaState::AwaitFirstAck { acked, .. } = &mut r.state {
+            // Its stream goes out at the end of the turn, when its client is back in
+            // its slot.
+            *acked = true;
+        }
+        self.answer_waits();
+    }
+
+    /// Answers the WAITs that enough replicas acknowledged.
+    fn answer_waits(&mut self) {
+        let mut i = 0;
+        while i < self.repl.waits.len() {
+            let w = self.repl.waits[i];
+            let n = self.repl.acked(w.offset);
+            if n >= w.numreplicas {
+                self.repl.waits.swap_remove(i);
+                self.blocking_answer(w.client_id, n);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// A client left: it is no replica and waits for nothing any more.
+    pub fn repl_forget(&mut self, client_id: u64) {
+        if let Some(i) = self
+            .repl
+            .replicas
+            .iter()
+            .position(|r| r.client_id == client_id)
+        {
+            let r = self.repl.replicas.remove(i);
+            notice!("Connection with replica {} lost.", replica_name(&r));
+        }
+        self.repl.waits.retain(|w| w.client_id != client_id);
+    }
+
+    /// Moves the stream produced since the last call into the backlog and to each
+    /// replica (online: its output; syncing: its pending buffer). Called at every PSYNC
+    /// and at the end of each event-loop turn.
+    pub fn repl_drain(&mut self) {
+        let Some(stream) = self.aof.repl_stream.as_mut() else {
+            return;
+        };
+        if stream.is_empty() {
+            return;
+        }
+        let bytes = std::mem::take(stream);
+        if let Some(b) = self.repl.backlog.as_mut() {
+            b.append(&bytes);
+        }
+        let lim = self.config.settings().obuf_replica;
+        let mut over: Vec<usize> = Vec::new();
+        let mut online: Vec<(usize, u64)> = Vec::new();
+        for r in &mut self.repl.replicas {
+            match &mut r.state {
+                ReplicaState::Online => online.push((r.slot, r.client_id)),
+                ReplicaState::WaitCapture { pending, .. }
+                | ReplicaState::SendingRdb { pending }
+                | ReplicaState::AwaitFirstAck { pending, .. } => {
+                    pending.extend_from_slice(&bytes);
+                    if lim.hard_bytes > 0 && pending.len() as u64 >= lim.hard_bytes {
+                        over.push(r.slot);
+                    }
+                }
+            }
+        }
+        for (slot, id) in online {
+            crate::commands::pubsub::push_to_outbox(self, slot, id, lim, |o, _| {
+                o.extend_from_slice(&bytes)
+            });
+        }
+        for slot in over {
+            self.close_replica_at(slot);
+        }
+    }
+
+    /// Marks the replica at `slot` to be closed by the socket side (output limit).
+    fn close_replica_at(&mut self, slot: usize) {
+        if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) {
+            if !c.close_asap {
+                warning!(
+                    "Client {} scheduled to be closed ASAP for overcoming of output buffer limits.",
+                    c.info_line(now_ms())
+                );
+                self.stats.client_output_buffer_limit_disconnections += 1;
+            }
+            c.close_asap = true;
+            if !c.in_pending {
+                c.in_pending = true;
+                self.pubsub.pending.push(slot);
+            }
+        }
+    }
+
+    /// Appends raw bytes to a replica's output, without the output limit (the RDB
+    /// transfer bounds itself).
+    fn push_raw(&mut self, slot: usize, client_id: u64, bytes: &[u8]) {
+        let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        if c.id != client_id || c.close_asap {
+            return;
+        }
+        c.pushed.extend_from_slice(bytes);
+        if !c.in_pending {
+            c.in_pending = true;
+            self.pubsub.pending.push(slot);
+        }
+    }
+
+    fn unsent_bytes(&self, slot: usize) -> u64 {
+        self.clients
+            .get(slot)
+            .and_then(|c| c.as_ref())
+            .map_or(0, |c| c.obuf_bytes + c.pushed.len() as u64)
+    }
+
+    /// End of an event-loop turn: the stream to replicas, the full sync's progress, the
+    /// GETACK a WAIT asked for.
+    pub fn repl_end_of_turn(&mut self) {
+        if self.repl.backlog.is_none() {
+            return;
+        }
+        if std::mem::take(&mut self.repl.getack_due) && !self.repl.replicas.is_empty() {
+            self.aof
+                .feed_replicas_only(&[&b"REPLCONF"[..], b"GETACK", b"*"]);
+        }
+        self.repl_drain();
+        self.full_sync_step();
+        self.start_acked_streams();
+    }
+
+    /// `rdb-only` links that got their RDB close once it is written, and get no stream.
+    fn close_rdb_only(&mut self) {
+        let done: Vec<(usize, u64)> = self
+            .repl
+            .replicas
+            .iter()
+            .filter(|r| r.rdb_only && matches!(r.state, ReplicaState::AwaitFirstAck { .. }))
+            .map(|r| (r.slot, r.client_id))
+            .collect();
+        for (slot, id) in done {
+            self.repl.replicas.retain(|r| r.client_id != id);
+            if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) {
+                c.close_after_reply = true;
+                if !c.in_pending {
+                    c.in_pending = true;
+                    self.pubsub.pending.push(slot);
+                }
+            }
+        }
+    }
+
+    /// Replicas whose first ACK after an `$EOF:` RDB arrived get their stream.
+    fn start_acked_streams(&mut self) {
+        let lim = self.config.settings().obuf_replica;
+        for i in 0..self.repl.replicas.len() {
+            let r = &mut self.repl.replicas[i];
+            if !matches!(r.state, ReplicaState::AwaitFirstAck { acked: true, .. }) {
+                continue;
+            }
+            let ReplicaState::AwaitFirstAck { pending, .. } =
+                std::mem::replace(&mut r.state, ReplicaState::Online)
+            else {
+                continue;
+            };
+            let (slot, id) = (r.slot, r.client_id);
+            crate::commands::pubsub::push_to_outbox(self, slot, id, lim, |o, _| {
+                o.extend_from_slice(&pending)
+            });
+        }
+    }
+
+    /// Cron: PINGs in the stream, newlines to replicas waiting for their capture (Redis's
+    /// keepalive before `+FULLRESYNC`), WAIT deadlines are the blocking layer's.
+    pub fn repl_cron(&mut self) {
+        if self.repl.backlog.is_none() {
+            return;
+        }
+        if let Some(b) = self.repl.backlog.as_mut() {
+            let size = self.config.settings().repl_backlog_size as usize;
+            if b.size_limit_bytes() != size {
+                b.resize(size);
+            }
+        }
+        let now = now_ms();
+        let period_ms = self.config.settings().repl_ping_replica_period_s as i64 * 1000;
+        if !self.repl.replicas.is_empty() && now - self.repl.last_ping_ms >= period_ms {
+            self.repl.last_ping_ms = now;
+            self.aof.feed_replicas_only(&[&b"PING"[..]]);
+        }
+        if now - self.repl.last_newline_ms >= 1000 {
+            self.repl.last_newline_ms = now;
+            let waiting: Vec<(usize, u64)> = self
+                .repl
+                .replicas
+                .iter()
+                .filter(|r| matches!(r.state, ReplicaState::WaitCapture { .. }))
+                .map(|r| (r.slot, r.client_id))
+                .collect();
+            for (slot, id) in waiting {
+                self.push_raw(slot, id, b"\n");
+            }
+        }
+        self.repl_end_of_turn();
+    }
+
+    /// After a snapshot stop: if the capture cut there, the next propagated command
+    /// starts with its SELECT (a replica loading the RDB starts in db 0).
+    pub(crate) fn repl_after_stop(&mut self) {
+        if self.repl.cut_seen.swap(false, SeqCst) {
+            self.aof.selected_db = None;
+        }
+    }
+
+    /// Advances the full sync: starts a capture for waiting replicas, hands out
+    /// `+FULLRESYNC` when it cut, moves RDB chunks to the replicas, puts them online.
+    fn full_sync_step(&mut self) {
+        match self.repl.sync.as_ref().map(|s| &s.phase) {
+            None => self.start_capture(),
+            Some(Phase::Snapshot { job }) => {
+                if job.is_finished() {
+                    self.capture_done();
+                }
+            }
+            Some(Phase::Send { .. }) => self.send_rdb(),
+        }
+    }
+
+    fn start_capture(&mut self) {
+        let waiting = self
+            .repl
+            .replicas
+            .iter()
+            .any(|r| matches!(r.state, ReplicaState::WaitCapture { .. }));
+        if !waiting || self.background_job_active() {
+            return;
+        }
+        let s = self.config.settings();
+        let dir = if s.dir.is_empty() { "." } else { s.dir.as_str() };
+        let image = PathBuf::from(dir).join(format!("temp-repl-{}.cimg", std::process::id()));
+        let eof_form = s.repl_diskless_sync
+            && self
+                .repl
+                .replicas
+                .iter()
+                .filter(|r| matches!(r.state, ReplicaState::WaitCapture { .. }))
+                .all(|r| r.capa_eof);
+        let mut p = super::snapshot_ops::params(self);
+        p.path = image.clone();
+        let cut = self.repl.cut_seen.clone();
+        p.on_cut = Some(Arc::new(move |_lsn| cut.store(true, SeqCst)));
+        self.ks.arena.set_keep_pages(true);
+        match BgJob::start(&self.ks.arena, p, self.snapshot.gate.clone()) {
+            Ok(job) => {
+                notice!(
+                    "Starting BGSAVE for SYNC with target: {}",
+                    if eof_form { "replicas sockets" } else { "disk" }
+                );
+                for r in &mut self.repl.replicas {
+                    if matches!(r.state, ReplicaState::WaitCapture { .. }) {
+                        r.in_sync = true;
+                    }
+                }
+                self.repl.sync = Some(FullSync {
+                    phase: Phase::Snapshot { job },
+                    image,
+                    cut_offset: 0,
+                    eof_form,
+                });
+            }
+            Err(e) => {
+                self.ks.arena.set_keep_pages(false);
+                warning!("Can't start the capture for replication: {e}");
+                self.fail_sync_members();
+            }
+        }
+    }
+
+    /// Closes the replicas of the running sync (its capture or transfer failed).
+    fn fail_sync_members(&mut self) {
+        let slots: Vec<usize> = self
+            .repl
+            .replicas
+            .iter()
+            .filter(|r| r.in_sync || matches!(r.state, ReplicaState::WaitCapture { .. }))
+            .map(|r| r.slot)
+            .collect();
+        for slot in slots {
+            if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) {
+                c.close_asap = true;
+                if !c.in_pending {
+                    c.in_pending = true;
+                    self.pubsub.pending.push(slot);
+                }
+            }
+        }
+    }
+
+    fn capture_done(&mut self) {
+        let Some(mut sync) = self.repl.sync.take() else {
+            return;
+        };
+        let Phase::Snapshot { job } = sync.phase else {
+            return;
+        };
+        let result = job.join();
+        self.ks.arena.set_keep_pages(false);
+        let outcome = match result {
+            Ok(o) => o,
+            Err(e) => {
+                warning!("Background capture for replication failed: {e}");
+                let _ = std::fs::remove_file(&sync.image);
+                self.fail_sync_members();
+                return;
+            }
+        };
+        notice!(
+            "Background RDB transfer started by pid {}",
+            std::process::id()
+        );
+        sync.cut_offset = outcome.repl_offset;
+        let replid = self.master_replid.clone();
+        let mut members: Vec<(usize, u64, bool)> = Vec::new();
+        for r in &mut self.repl.replicas {
+            if !r.in_sync {
+                continue;
+            }
+            let ReplicaState::WaitCapture {
+                from_offset,
+                pending,
+            } = &mut r.state
+            else {
+                continue;
+            };
+            if *from_offset > sync.cut_offset {
+                // Asked after the cut: the next capture serves it.
+                r.in_sync = false;
+                continue;
+            }
+            let skip = ((sync.cut_offset - *from_offset) as usize).min(pending.len());
+            let after_cut = pending.split_off(skip);
+            r.state = ReplicaState::SendingRdb { pending: after_cut };
+            members.push((r.slot, r.client_id, r.psync));
+        }
+        let head = format!("+FULLRESYNC {replid} {}\r\n", sync.cut_offset);
+        for &(slot, id, psync) in &members {
+            if psync {
+                self.push_raw(slot, id, head.as_bytes());
+            }
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(RDB_CHUNKS_QUEUED);
+        let s = self.config.settings();
+        let reserve = s.arena_reserve_bytes;
+        let dbs = self.ks.num_dbs();
+        let image = sync.image.clone();
+        let eof_form = sync.eof_form;
+        let aux = vec![
+            ("repl-stream-db", "0".to_string()),
+            ("repl-id", replid),
+            ("repl-offset", sync.cut_offset.to_string()),
+        ];
+        let tmp_rdb = image.with_extension("rdb");
+        let wake = self.aof.waker();
+        let spawned = std::thread::Builder::new()
+            .name("cairn-repl-rdb".into())
+            .spawn(move || {
+                let r = produce_rdb(&image, &tmp_rdb, &aux, reserve, dbs, eof_form, tx, wake);
+                let _ = std::fs::remove_file(&image);
+                let _ = std::fs::remove_file(&tmp_rdb);
+                r
+            });
+        match spawned {
+            Ok(h) => {
+                sync.phase = Phase::Send {
+                    chunks: rx,
+                    converter: h,
+                };
+                self.repl.sync = Some(sync);
+            }
+            Err(e) => {
+                warning!("Can't start the RDB writer for replication: {e}");
+                let _ = std::fs::remove_file(&sync.image);
+                self.fail_sync_members();
+            }
+        }
+    }
+
+    fn send_rdb(&mut self) {
+        let members: Vec<(usize, u64)> = self
+            .repl
+            .replicas
+            .iter()
+            .filter(|r| r.in_sync && matches!(r.state, ReplicaState::SendingRdb { .. }))
+            .map(|r| (r.slot, r.client_id))
+            .collect();
+        let mut finished = false;
+        loop {
+            // Every member keeps up within the window (a slow one holds the rest back; one
+            // over its output limit is closed by the socket side).
+            if members
+                .iter()
+                .any(|&(slot, _)| self.unsent_bytes(slot) >= RDB_OUTPUT_WINDOW_BYTES)
+            {
+                break;
+            }
+            let Some(FullSync {
+                phase: Phase::Send { chunks, .. },
+                ..
+            }) = self.repl.sync.as_ref()
+            else {
+                return;
+            };
+            match chunks.try_recv() {
+                Ok(chunk) => {
+                    for &(slot, id) in &members {
+                        self.push_raw(slot, id, &chunk);
+                    }
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    finished = true;
+                    break;
+                }
+            }
+        }
+        if !finished {
+            return;
+        }
+        let Some(sync) = self.repl.sync.take() else {
+            return;
+        };
+        let Phase::Send { converter, .. } = sync.phase else {
+            return;
+        };
+        match converter.join() {
+            Ok(Ok(())) => {
+                for r in &mut self.repl.replicas {
+                    if !r.in_sync {
+                        continue;
+                    }
+                    r.in_sync = false;
+                    let ReplicaState::SendingRdb { pending } = std::mem::replace(
+                        &mut r.state,
+                        ReplicaState::AwaitFirstAck {
+                            pending: Vec::new(),
+                            acked: !sync.eof_form,
+                        },
+                    ) else {
+                        continue;
+                    };
+                    if let ReplicaState::AwaitFirstAck { pending: p, .. } = &mut r.state {
+                        *p = pending;
+                    }
+                    r.ack_ms = now_ms();
+                    notice!("Synchronization with replica {} succeeded", replica_name(r));
+                }
+                self.close_rdb_only();
+                self.start_acked_streams();
+            }
+            Ok(Err(e)) => {
+                warning!("Writing the RDB for replication failed: {e}");
+                self.fail_sync_members();
+            }
+            Err(_) => {
+                warning!("The RDB writer for replication stopped abnormally");
+                self.fail_sync_members();
+            }
+        }
+        // Replicas that asked after the cut start the next capture.
+        self.start_capture();
+    }
+
+    /// The running capture or transfer is abandoned (shutdown).
+    pub fn repl_cancel_sync(&mut self) {
+        if let Some(sync) = self.repl.sync.take() {
+            match sync.phase {
+                Phase::Snapshot { job } => {
+                    job.cancel();
+                    self.ks.arena.set_keep_pages(false);
+                }
+                Phase::Send { chunks, converter } => {
+                    drop(chunks);
+                    let _ = converter.join();
+                }
+            }
+            let _ = std::fs::remove_file(&sync.image);
+        }
+    }
+}
+
+/// `ip:port` as Redis names a replica in its log lines.
+fn replica_name(r: &Replica) -> String {
+    format!("{}:{}", r.ip, r.listening_port)
+}
+
+/// Converter thread: loads the capture into a private arena and sends the RDB in chunks.
+/// `eof_form`: `$EOF:<mark>\r\n<rdb><mark>` as it is written; otherwise the RDB is written
+/// to `tmp_rdb` first, then sent as `$<len>\r\n<rdb>`.
+#[allow(clippy::too_many_arguments)]
+fn produce_rdb(
+    image: &std::path::Path,
+    tmp_rdb: &std::path::Path,
+    aux: &[(&str, String)],
+    reserve_bytes: usize,
+    databases: usize,
+    eof_form: bool,
+    tx: SyncSender<Vec<u8>>,
+    wake: Option<Arc<dyn Fn() + Send + Sync>>,
+) -> Result<(), String> {
+    crate::persistence::snapshot::lower_priority();
+    let progress = crate::persistence::snapshot::format::LoadProgress::default();
+    let (arena, header) =
+        crate::persistence::snapshot::load_image(image, reserve_bytes, &progress)?
+            .ok_or_else(|| format!("the capture {} vanished", image.display()))?;
+    let _ = std::fs::remove_file(image);
+    let mut ks = crate::keyspace::Keyspace::from_arena(arena, databases)?;
+    let mut sink = ChunkSink {
+        tx,
+        buf: Vec::with_capacity(RDB_CHUNK_BYTES),
+        wake,
+    };
+    use std::io::Write;
+    if eof_form {
+        let mark: String = {
+            let mut rng = crate::util::Rng::from_time();
+            (0..40)
+                .map(|_| b"0123456789abcdef"[(rng.next_u64() % 16) as usize] as char)
+                .collect()
+        };
+        sink.write_all(format!("$EOF:{mark}\r\n").as_bytes())
+            .map_err(|e| e.to_string())?;
+        crate::persistence::rdb_file::write_rdb_with_functions(
+            &mut ks,
+            &mut sink,
+            aux,
+            &header.functions,
+            0,
+        )?;
+        sink.write_all(mark.as_bytes()).map_err(|e| e.to_string())?;
+    } else {
+        let io = |e: std::io::Error| format!("{}: {e}", tmp_rdb.display());
+        {
+            let f = std::fs::File::create(tmp_rdb).map_err(io)?;
+            let mut w = std::io::BufWriter::with_capacity(RDB_CHUNK_BYTES, f);
+            crate::persistence::rdb_file::write_rdb_with_functions(
+                &mut ks,
+                &mut w,
+                aux,
+                &header.functions,
+                0,
+            )?;
+            w.flush().map_err(io)?;
+        }
+        drop(ks);
+        let mut f = std::fs::File::open(tmp_rdb).map_err(io)?;
+        let len = f.metadata().map_err(io)?.len();
+        sink.write_all(format!("${len}\r\n").as_bytes())
+            .map_err(|e| e.to_string())?;
+        std::io::copy(&mut f, &mut sink).map_err(io)?;
+    }
+    sink.flush().map_err(|e| e.to_string())
+}
+
+/// The converter's output: chunks of [`RDB_CHUNK_BYTES`] into the bounded channel (a full
+/// channel makes the converter wait for the executor; a dropped receiver ends it).
+struct ChunkSink {
+    tx: SyncSender<Vec<u8>>,
+    buf: Vec<u8>,
+    wake: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+impl ChunkSink {
+    fn send(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(RDB_CHUNK_BYTES));
+        self.tx
+            .send(chunk)
+            .map_err(|_| std::io::Error::other("the replication sync was abandoned"))?;
+        if let Some(w) = &self.wake {
+            w();
+        }
+        Ok(())
+    }
+}
+
+impl std::io::Write for ChunkSink {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        let room = RDB_CHUNK_BYTES - self.buf.len();
+        let n = data.len().min(room);
+        self.buf.extend_from_slice(&data[..n]);
+        if self.buf.len() >= RDB_CHUNK_BYTES {
+            self.send()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.send()
+    }
+}
