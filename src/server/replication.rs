@@ -38,12 +38,20 @@ const RDB_CHUNKS_QUEUED: usize = 12;
 pub enum ReplicaState {
     /// Waiting for a capture to cut: the stream from `from_offset + 1` on is kept in
     /// `pending` (bounded by the replica output limit).
-    WaitCapture { from_offset: u64, pending: Vec<u8> },
+    WaitCapture {
+        from_offset: u64,
+        pending: Vec<u8>,
+    },
     /// `+FULLRESYNC` sent, the RDB going out; `pending` is the stream after the cut.
-    SendingRdb { pending: Vec<u8> },
+    SendingRdb {
+        pending: Vec<u8>,
+    },
     /// The RDB went out in the `$EOF:` form: the stream waits for the replica's first
     /// ACK (as Redis: a replica reading up to the end mark may read past it otherwise).
-    AwaitFirstAck { pending: Vec<u8>, acked: bool },
+    AwaitFirstAck {
+        pending: Vec<u8>,
+        acked: bool,
+    },
     Online,
 }
 
@@ -148,7 +156,6 @@ impl Replication {
     }
 }
 
-
 impl Server {
     /// The replication stream needs a backlog from now on: propagation produces the
     /// stream (and expiry DELs) even without `appendonly`.
@@ -215,10 +222,7 @@ impl Server {
             self.repl.sync_partial_err += 1;
         }
         self.repl.sync_full += 1;
-        notice!(
-            "Replica {} asks for synchronization",
-            replica_name(&r)
-        );
+        notice!("Replica {} asks for synchronization", replica_name(&r));
         notice!("Full resync requested by replica {}", replica_name(&r));
         r.state = ReplicaState::WaitCapture {
             from_offset: self.aof.reploff,
@@ -265,7 +269,13 @@ impl Server {
 
     /// WAIT blocks its client until `numreplicas` acknowledged `offset` or `deadline_ms`
     /// (0: never) passes, and asks the replicas for acknowledgements at the turn's end.
-    pub fn repl_block_wait(&mut self, client_id: u64, offset: u64, numreplicas: u64, deadline_ms: i64) {
+    pub fn repl_block_wait(
+        &mut self,
+        client_id: u64,
+        offset: u64,
+        numreplicas: u64,
+        deadline_ms: i64,
+    ) {
         self.repl.waits.push(WaitRequest {
             client_id,
             offset,
@@ -538,7 +548,11 @@ impl Server {
             return;
         }
         let s = self.config.settings();
-        let dir = if s.dir.is_empty() { "." } else { s.dir.as_str() };
+        let dir = if s.dir.is_empty() {
+            "."
+        } else {
+            s.dir.as_str()
+        };
         let image = PathBuf::from(dir).join(format!("temp-repl-{}.cimg", std::process::id()));
         let eof_form = s.repl_diskless_sync
             && self

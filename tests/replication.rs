@@ -1,0 +1,407 @@
+//! Replication with cairn as the primary: Debian's redis-server 7 as the replica (full
+//! sync in both RDB forms, the stream with expiries, transactions, scripts and blocking
+//! pops, partial resync after a dropped link, writes during the capture), `redis-cli
+//! --rdb`, WAIT, ROLE, INFO replication, and bad input on the replication commands.
+
+mod common;
+use common::*;
+use std::io::Read;
+use std::time::Duration;
+
+const DEBUG: &[&str] = &["--enable-debug-command", "yes"];
+
+fn digest(c: &mut Raw) -> String {
+    show(&c.call(&["DEBUG", "DIGEST"]))
+}
+
+/// Waits until the replica has applied everything the primary has produced, then
+/// checks that both hold the same data.
+fn wait_synced(p: &mut Raw, r: &mut Raw) {
+    wait_until(Duration::from_secs(30), "the replica catches up", || {
+        r.info("replication", "master_link_status").as_deref() == Some("up")
+            && r.info("replication", "slave_repl_offset")
+                == p.info("replication", "master_repl_offset")
+    });
+    assert_eq!(digest(p), digest(r), "the replica holds the primary's data");
+}
+
+/// `n` keys `k<i>` of `value_bytes` distinct pseudo-random letters, written in pipelined
+/// batches (cairn has no DEBUG POPULATE).
+fn populate(port: u16, n: usize, value_bytes: usize) {
+    let mut c = Raw::connect(port);
+    let mut rng = Lcg(n as u64);
+    let mut i = 0;
+    while i < n {
+        let batch = (n - i).min(1000);
+        let mut bytes = Vec::new();
+        for j in i..i + batch {
+            let v: Vec<u8> = (0..value_bytes)
+                .map(|_| b'a' + rng.below(26) as u8)
+                .collect();
+            bytes.extend_from_slice(&encode(&[b"SET", format!("k{j}").as_bytes(), &v]));
+        }
+        c.send(&bytes);
+        for _ in 0..batch {
+            assert_eq!(c.reply(), b"+OK\r\n");
+        }
+        i += batch;
+    }
+}
+
+fn start_replica_of(port: u16, extra: &[&str]) -> ServerProc {
+    let p = port.to_string();
+    let mut args = vec![
+        "--replicaof",
+        "127.0.0.1",
+        p.as_str(),
+        "--enable-debug-command",
+        "yes",
+    ];
+    args.extend_from_slice(extra);
+    start_redis(&args)
+}
+
+/// Keys of every kind, in two databases, with a TTL, and values past the out-of-line
+/// size: distinct bytes (nothing compresses them).
+fn fill(c: &mut Raw, n: usize) {
+    let mut rng = Lcg(7);
+    for i in 0..n {
+        let v: String = (0..(16 + i % 300))
+            .map(|_| (b'a' + rng.below(26) as u8) as char)
+            .collect();
+        c.call(&["SET", &format!("s{i}"), &v]);
+    }
+    c.call(&["HSET", "h", "f", "v", "g", "w"]);
+    c.call(&["RPUSH", "l", "1", "2", "3"]);
+    c.call(&["ZADD", "z", "1", "a", "2.5", "b"]);
+    c.call(&["SADD", "set", "x", "y"]);
+    c.call(&["XADD", "st", "1-1", "f", "v"]);
+    c.call(&["PFADD", "hll", "a", "b", "c"]);
+    c.call(&["SET", "ttl", "v", "EX", "1000"]);
+    let big: String = (0..200_000)
+        .map(|_| (b'a' + rng.below(26) as u8) as char)
+        .collect();
+    c.call(&["SET", "big", &big]);
+    c.call(&["SELECT", "3"]);
+    c.call(&["SET", "in3", "x"]);
+    c.call(&["SELECT", "0"]);
+}
+
+#[test]
+fn a_redis_replica_follows_a_cairn_primary() {
+    let prim = start_cairn(DEBUG);
+    let mut p = Raw::connect(prim.port);
+    fill(&mut p, 500);
+    let rep = start_replica_of(prim.port, &[]);
+    let mut r = Raw::connect(rep.port);
+    wait_synced(&mut p, &mut r);
+    assert_eq!(r.call(&["SELECT", "3"]), b"+OK\r\n");
+    assert_eq!(r.call(&["GET", "in3"]), b"$1\r\nx\r\n");
+    r.call(&["SELECT", "0"]);
+    // The stream: writes in several dbs, a transaction, a script's effects, a served
+    // blocking pop, an expiry (sent as DEL), a random command (SPOP) as its effect.
+    let mut b = Raw::connect(prim.port);
+    b.cmd(&[b"BLPOP", b"q", b"0"]);
+    wait_until(Duration::from_secs(10), "the pop blocks", || {
+        p.info_u64("clients", "blocked_clients") == 1
+    });
+    p.call(&["LPUSH", "q", "a", "b"]);
+    assert_eq!(show(&b.reply()), "*2\r\n$1\r\nq\r\n$1\r\nb\r\n");
+    p.call(&["SELECT", "5"]);
+    p.call(&["INCRBY", "c5", "7"]);
+    p.call(&["SELECT", "0"]);
+    p.call(&["MULTI"]);
+    p.call(&["INCR", "ctr"]);
+    p.call(&["SADD", "set", "z"]);
+    assert_eq!(show(&p.call(&["EXEC"])), "*2\r\n:1\r\n:1\r\n");
+    p.call(&[
+        "EVAL",
+        "redis.call('set', KEYS[1], ARGV[1]); return redis.call('incr', KEYS[2])",
+        "2",
+        "from-script",
+        "n",
+        "v",
+    ]);
+    p.call(&["SPOP", "set"]);
+    p.call(&["SET", "short", "v", "PX", "50"]);
+    wait_until(Duration::from_secs(10), "the key expires", || {
+        p.call(&["EXISTS", "short"]) == b":0\r\n"
+    });
+    wait_synced(&mut p, &mut r);
+    assert_eq!(r.call(&["EXISTS", "short"]), b":0\r\n");
+    // ROLE and INFO name the replica; CLIENT LIST shows its link as `S`.
+    let role = show(&p.call(&["ROLE"]));
+    assert!(role.starts_with("*3\r\n$6\r\nmaster\r\n:"), "{role}");
+    assert!(
+        role.contains(&format!(
+            "$9\r\n127.0.0.1\r\n${}\r\n{}\r\n",
+            rep.port.to_string().len(),
+            rep.port
+        )),
+        "{role}"
+    );
+    assert_eq!(p.info_u64("replication", "connected_slaves"), 1);
+    let slave0 = p.info_field("replication", "slave0");
+    assert!(
+        slave0.starts_with(&format!(
+            "ip=127.0.0.1,port={},state=online,offset=",
+            rep.port
+        )),
+        "{slave0}"
+    );
+    assert_eq!(p.info_u64("replication", "repl_backlog_active"), 1);
+    assert_eq!(p.info_u64("stats", "sync_full"), 1);
+    let list = show(&p.call(&["CLIENT", "LIST", "TYPE", "replica"]));
+    assert_eq!(list.matches("flags=S").count(), 1, "{list}");
+    // WAIT: the replica acknowledges this client's last write.
+    p.call(&["SET", "w", "1"]);
+    assert_eq!(p.call(&["WAIT", "1", "5000"]), b":1\r\n");
+    // Two replicas asked for, one exists: the timeout answers the count.
+    assert_eq!(p.call(&["WAIT", "2", "200"]), b":1\r\n");
+    assert_eq!(p.info_u64("clients", "clients_in_timeout_table"), 0);
+}
+
+/// A dropped link continues from the backlog (`+CONTINUE`), with what was written while
+/// it was down; a replica that asks after the backlog moved on syncs fully.
+#[test]
+fn a_dropped_link_resyncs_partially_from_the_backlog() {
+    let prim = start_cairn(DEBUG);
+    let mut p = Raw::connect(prim.port);
+    fill(&mut p, 50);
+    let rep = start_replica_of(prim.port, &[]);
+    let mut r = Raw::connect(rep.port);
+    wait_synced(&mut p, &mut r);
+    for round in 0..3 {
+        assert_eq!(p.call(&["CLIENT", "KILL", "TYPE", "replica"]), b":1\r\n");
+        for i in 0..20 {
+            p.call(&["SET", &format!("while-down-{round}-{i}"), "v"]);
+        }
+        wait_synced(&mut p, &mut r);
+    }
+    assert_eq!(p.info_u64("stats", "sync_partial_ok"), 3);
+    assert_eq!(p.info_u64("stats", "sync_full"), 1);
+    // An offset the backlog no longer holds, or another id: a full sync.
+    p.call(&["CONFIG", "SET", "repl-backlog-size", "100"]);
+    for i in 0..50 {
+        p.call(&["SET", &format!("later-{i}"), "0123456789"]);
+    }
+    wait_until(Duration::from_secs(10), "the backlog shrinks", || {
+        p.info_u64("replication", "repl_backlog_histlen") == 100
+    });
+    let replid = p.info_field("replication", "master_replid");
+    // (Redis counts both as failed partial resyncs.)
+    for id in [replid.as_str(), "0123456789012345678901234567890123456789"] {
+        let before = p.info_u64("stats", "sync_partial_err");
+        let mut s = Raw::connect(prim.port);
+        s.send(format!("PSYNC {id} 20\r\n").as_bytes());
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        while !line.ends_with(b"\r\n") {
+            s.s.read_exact(&mut byte).unwrap();
+            if byte[0] != b'\n' || !line.is_empty() {
+                line.push(byte[0]);
+            }
+        }
+        assert!(
+            show(&line).starts_with(&format!("+FULLRESYNC {replid} ")),
+            "{}",
+            show(&line)
+        );
+        assert_eq!(p.info_u64("stats", "sync_partial_err"), before + 1);
+    }
+    wait_synced(&mut p, &mut r);
+}
+
+/// Writes that arrive while the capture runs land exactly once on the replica: the
+/// stream it gets starts at the capture's cut, in both RDB forms (`$EOF:` when the
+/// replica takes it and `repl-diskless-sync` is on, `$<len>` otherwise).
+#[test]
+fn writes_during_the_capture_reach_the_replica_once() {
+    for diskless in ["yes", "no"] {
+        let prim = start_cairn(&with(DEBUG, &["--repl-diskless-sync", diskless]));
+        let mut p = Raw::connect(prim.port);
+        // Enough data that the capture takes a while next to the writer.
+        populate(prim.port, 200_000, 100);
+        let port = prim.port;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s2 = stop.clone();
+        let writer = std::thread::spawn(move || {
+            let mut w = Raw::connect(port);
+            let mut i = 0u64;
+            while !s2.load(std::sync::atomic::Ordering::SeqCst) && i < 200_000 {
+                w.call(&["INCR", "counter"]);
+                w.call(&["RPUSH", "log", &i.to_string()]);
+                i += 1;
+            }
+            i
+        });
+        let rep = start_replica_of(prim.port, &[]);
+        let mut r = Raw::connect(rep.port);
+        wait_until(Duration::from_secs(60), "the replica is online", || {
+            r.info("replication", "master_link_status").as_deref() == Some("up")
+        });
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let n = writer.join().unwrap();
+        wait_synced(&mut p, &mut r);
+        assert_eq!(
+            show(&r.call(&["GET", "counter"])),
+            show(&bulk(n.to_string().as_bytes()))
+        );
+        assert_eq!(r.call(&["LLEN", "log"]), format!(":{n}\r\n").into_bytes());
+        drop(rep);
+        drop(prim);
+    }
+}
+
+/// `redis-cli --rdb` (SYNC with `rdb-only`) writes an RDB that redis-server loads, and
+/// its link closes after the RDB (no stream follows).
+#[test]
+fn redis_cli_rdb_gets_a_loadable_dump() {
+    let prim = start_cairn(DEBUG);
+    let mut p = Raw::connect(prim.port);
+    fill(&mut p, 100);
+    let want = digest(&mut p);
+    let dir = temp_dir("cli-rdb");
+    let out = dir.join("dump.rdb");
+    let status = std::process::Command::new("redis-cli")
+        .args(["-p", &prim.port.to_string(), "--rdb"])
+        .arg(&out)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("redis-cli");
+    assert!(status.status.success(), "{}", show(&status.stderr));
+    let loaded = start_redis(&[
+        "--dbfilename",
+        "dump.rdb",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut l = Raw::connect(loaded.port);
+    assert_eq!(digest(&mut l), want);
+    assert_eq!(p.info_u64("replication", "connected_slaves"), 0);
+}
+
+/// SYNC without `capa eof`: the payload is `$<len>\r\n` and exactly that many RDB bytes,
+/// with no `+FULLRESYNC` line, then the stream.
+#[test]
+fn sync_sends_a_sized_rdb_then_the_stream() {
+    let prim = start_cairn(DEBUG);
+    let mut p = Raw::connect(prim.port);
+    p.call(&["SET", "a", "1"]);
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", prim.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    use std::io::Write;
+    s.write_all(b"SYNC\r\n").unwrap();
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    // Newlines may come first (keepalive while the capture runs).
+    loop {
+        s.read_exact(&mut byte).unwrap();
+        if byte[0] == b'\n' && got.is_empty() {
+            continue;
+        }
+        got.push(byte[0]);
+        if byte[0] == b'\n' {
+            break;
+        }
+    }
+    let head = show(&got);
+    assert!(head.starts_with('$') && head.ends_with("\r\n"), "{head:?}");
+    let len: usize = head[1..head.len() - 2].parse().expect("a length");
+    let mut rdb = vec![0u8; len];
+    s.read_exact(&mut rdb).unwrap();
+    assert!(rdb.starts_with(b"REDIS0010"), "{:?}", &rdb[..9]);
+    p.call(&["SET", "after", "x"]);
+    let want = encode(&[b"SET", b"after", b"x"]);
+    let mut stream = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !stream.windows(want.len()).any(|w| w == want.as_slice()) {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "the link closed; got {:?}", show(&stream));
+        stream.extend_from_slice(&buf[..n]);
+    }
+    // PINGs may come first; the first command of the stream says its db.
+    let ping = encode(&[b"PING"]);
+    let mut rest: &[u8] = &stream;
+    while rest.starts_with(&ping) {
+        rest = &rest[ping.len()..];
+    }
+    assert!(
+        rest.starts_with(b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n"),
+        "{:?}",
+        show(&stream)
+    );
+}
+
+/// Replication commands with bad arguments answer Redis's errors; a link that closes in
+/// the middle of its RDB leaves the server serving and able to sync the next replica.
+#[test]
+fn bad_replication_input_gets_errors_and_the_server_serves_on() {
+    let prim = start_cairn(&with(DEBUG, &["--repl-diskless-sync", "no"]));
+    let mut p = Raw::connect(prim.port);
+    assert_eq!(
+        show(&p.call(&["REPLCONF", "listening-port"])),
+        "-ERR syntax error\r\n"
+    );
+    assert_eq!(
+        show(&p.call(&["REPLCONF", "nonsense", "1"])),
+        "-ERR Unrecognized REPLCONF option: nonsense\r\n"
+    );
+    assert_eq!(
+        show(&p.call(&["REPLCONF", "listening-port", "x"])),
+        "-ERR value is not an integer or out of range\r\n"
+    );
+    assert_eq!(
+        show(&p.call(&["REPLCONF", "rdb-only", "2"])),
+        "-ERR value is out of range, value must between 0 and 1\r\n"
+    );
+    assert_eq!(show(&p.call(&["REPLCONF", "capa", "whatever"])), "+OK\r\n");
+    // ACK never answers (from a client that is no replica it changes nothing either).
+    p.cmd(&[b"REPLCONF", b"ack", b"10"]);
+    assert_eq!(p.call(&["PING"]), b"+PONG\r\n");
+    assert_eq!(
+        show(&p.call(&["WAIT", "x", "0"])),
+        "-ERR value is not an integer or out of range\r\n"
+    );
+    assert_eq!(
+        show(&p.call(&["WAIT", "1", "-1"])),
+        "-ERR timeout is negative\r\n"
+    );
+    assert_eq!(p.call(&["WAIT", "0", "0"]), b":0\r\n");
+    assert_eq!(show(&p.call(&["REPLICAOF", "NO", "ONE"])), "+OK\r\n");
+    assert_eq!(
+        show(&p.call(&["REPLICAOF", "127.0.0.1", "x"])),
+        "-ERR Invalid master port\r\n"
+    );
+    assert!(show(&p.call(&["REPLICAOF", "127.0.0.1", "6379"]))
+        .starts_with("-ERR cairn cannot replicate"));
+    assert_eq!(show(&p.call(&["MULTI"])), "+OK\r\n");
+    assert_eq!(
+        show(&p.call(&["PSYNC", "?", "-1"])),
+        "-ERR Command not allowed inside a transaction\r\n"
+    );
+    p.call(&["DISCARD"]);
+    // A replica that goes away halfway through a big RDB.
+    populate(prim.port, 100_000, 200);
+    for _ in 0..3 {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", prim.port)).unwrap();
+        use std::io::Write;
+        s.write_all(b"PSYNC garbage notanumber\r\n").unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut some = [0u8; 4096];
+        let mut total = 0;
+        while total < 100_000 {
+            let n = s.read(&mut some).unwrap();
+            assert!(n > 0);
+            total += n;
+        }
+        drop(s);
+    }
+    assert_eq!(p.call(&["PING"]), b"+PONG\r\n");
+    let rep = start_replica_of(prim.port, &[]);
+    let mut r = Raw::connect(rep.port);
+    wait_synced(&mut p, &mut r);
+    assert_eq!(p.info_u64("replication", "connected_slaves"), 1);
+}
