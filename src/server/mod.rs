@@ -90,7 +90,7 @@ pub struct Server {
     /// The listening sockets, replaced by CONFIG SET bind / port (None until a loop runs).
     pub listeners: Option<listeners::SharedListeners>,
     pub executable: String,
-    /// Replication id reported by INFO replication (cairn is always a master).
+    /// This primary's replication id (INFO replication, `+FULLRESYNC`, the log's headers).
     pub master_replid: String,
     /// The primary's side of replication: backlog, replicas, full syncs, WAIT.
     pub repl: replication::Replication,
