@@ -32,7 +32,16 @@ pub fn write_object(ks: &Keyspace, e: Ref, out: &mut Vec<u8>) -> Result<(), Kind
             use crate::collections::stream;
             let v = ks.value(e);
             let m = stream::Meta::read(v);
-            super::rdb_value::write_stream_object(out, &stream::nodes(&ks.arena, v), &m);
+            let groups: Vec<_> = crate::collections::stream_groups::groups(&ks.arena, m.groups)
+                .into_iter()
+                .map(|g| crate::collections::stream_groups::export(&ks.arena, g))
+                .collect();
+            super::rdb_value::write_stream_object(
+                out,
+                &stream::nodes(&ks.arena, v),
+                &m,
+                &groups,
+            );
         }
     }
     Ok(())
@@ -276,13 +285,6 @@ pub fn load_rdb(
                         &r,
                         format!(
                             "key '{}' has RDB value type {t}, which cairn cannot store yet",
-                            String::from_utf8_lossy(&key)
-                        ),
-                    ),
-                    RdbError::StreamGroups => fail(
-                        &r,
-                        format!(
-                            "key '{}' is a stream with consumer groups, which cairn cannot store yet",
                             String::from_utf8_lossy(&key)
                         ),
                     ),
