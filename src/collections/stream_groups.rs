@@ -329,7 +329,8 @@ pub fn create_group(
     set_group_last(a, g, last_id, entries_read);
     let head = new_head(a);
     a.write_u32(g, 32, head);
-    a.bytes_mut(g, GROUP_FIXED, name.len()).copy_from_slice(name);
+    a.bytes_mut(g, GROUP_FIXED, name.len())
+        .copy_from_slice(name);
     insert_sorted(a, first, g, GROUP_FIXED);
     Some(g)
 }
@@ -680,7 +681,8 @@ impl LoadedGroup {
         if self.pel.windows(2).any(|w| w[0].0 >= w[1].0) {
             return false;
         }
-        let index: HashMap<Id, usize> = self.pel.iter().enumerate().map(|(i, p)| (p.0, i)).collect();
+        let index: HashMap<Id, usize> =
+            self.pel.iter().enumerate().map(|(i, p)| (p.0, i)).collect();
         let mut owned = vec![false; self.pel.len()];
         let mut names = std::collections::HashSet::new();
         for (name, _, ids) in &self.consumers {
@@ -705,8 +707,7 @@ impl LoadedGroup {
         let Some(g) = create_group(a, first, &self.name, self.last_id, self.entries_read) else {
             return;
         };
-        let times: HashMap<Id, (i64, u64)> =
-            self.pel.iter().map(|p| (p.0, (p.1, p.2))).collect();
+        let times: HashMap<Id, (i64, u64)> = self.pel.iter().map(|p| (p.0, (p.1, p.2))).collect();
         for (name, seen, ids) in &self.consumers {
             let Some(c) = create_consumer(a, g, name, *seen) else {
                 continue;
@@ -883,7 +884,12 @@ pub fn validate(a: &Arena, claims: &mut Claims, first: Ref, live: bool) -> Resul
             if live && *count != a.read_u64(*c, 24) {
                 return Err(Corrupt::at("stream consumer PEL count", *c));
             }
-            check_chain(a, *ch, Chain::Consumer, by_consumer.get(c).unwrap_or(&empty))?;
+            check_chain(
+                a,
+                *ch,
+                Chain::Consumer,
+                by_consumer.get(c).unwrap_or(&empty),
+            )?;
         }
         g = g_next(a, g);
     }
@@ -915,7 +921,10 @@ mod tests {
         let g = create_group(&mut a, &mut first, b"g2", Id::MIN, 0).unwrap();
         assert!(create_group(&mut a, &mut first, b"g2", Id::MIN, 0).is_none());
         create_group(&mut a, &mut first, b"g1", Id::MIN, 0).unwrap();
-        let names: Vec<Vec<u8>> = groups(&a, first).iter().map(|&g| group(&a, g).name).collect();
+        let names: Vec<Vec<u8>> = groups(&a, first)
+            .iter()
+            .map(|&g| group(&a, g).name)
+            .collect();
         assert_eq!(names, [b"g1".to_vec(), b"g2".to_vec()]);
         let c1 = create_consumer(&mut a, g, b"bob", 5).unwrap();
         let c2 = create_consumer(&mut a, g, b"alice", 5).unwrap();
@@ -937,7 +946,10 @@ mod tests {
         assert_eq!(nack(&a, cpel_seek(&a, c2, Id::MIN)).id.ms, 2);
         assert!(validate(&a, &mut Claims::new(&a), first, true).is_ok());
         let copy = clone(&mut a, first);
-        assert_eq!(export(&a, find_group(&a, copy, b"g2").unwrap()), export(&a, g));
+        assert_eq!(
+            export(&a, find_group(&a, copy, b"g2").unwrap()),
+            export(&a, g)
+        );
         let pending = consumer(&a, c1).pel_count;
         assert_eq!(delete_consumer(&mut a, g, c1), pending);
         assert_eq!(group(&a, g).consumer_count, 1);
@@ -973,7 +985,9 @@ mod tests {
         unknown.consumers[0].2.push(Id::new(3, 0));
         assert!(!unknown.check());
         let mut twice = ok.clone();
-        twice.consumers.push((b"d".to_vec(), 0, vec![Id::new(1, 0)]));
+        twice
+            .consumers
+            .push((b"d".to_vec(), 0, vec![Id::new(1, 0)]));
         assert!(!twice.check());
         let mut dup = ok;
         dup.pel.push((Id::new(2, 0), 0, 1));

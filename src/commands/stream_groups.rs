@@ -305,15 +305,22 @@ fn xgroup(ctx: &mut Ctx) -> CmdResult {
                 }
             };
             let mut m = meta(ctx, e);
-            let created =
-                sg::create_group(&mut ctx.srv.ks.arena, &mut m.groups, gname, id, entries_read);
+            let created = sg::create_group(
+                &mut ctx.srv.ks.arena,
+                &mut m.groups,
+                gname,
+                id,
+                entries_read,
+            );
             save_meta(ctx, e, &m);
             if created.is_some() {
                 ctx.out.ok();
                 ctx.dirty(1);
                 notify(ctx, NOTIFY_STREAM, "xgroup-create", key);
             } else {
-                return Err(CmdError::raw("BUSYGROUP Consumer Group name already exists"));
+                return Err(CmdError::raw(
+                    "BUSYGROUP Consumer Group name already exists",
+                ));
             }
         }
         "setid" if argc == 5 || argc == 7 => {
@@ -662,7 +669,12 @@ fn history(
         let pairs = entry(ctx, m, k.id);
         if pairs.is_some() {
             let now = ctx.now_ms;
-            sg::set_delivery(&mut ctx.srv.ks.arena, n, now, k.delivery_count.wrapping_add(1));
+            sg::set_delivery(
+                &mut ctx.srv.ks.arena,
+                n,
+                now,
+                k.delivery_count.wrapping_add(1),
+            );
         }
         out.push((k.id, pairs));
         n = sg::cpel_next(&ctx.srv.ks.arena, n);
@@ -696,8 +708,7 @@ fn deliver(
         let a = &mut ctx.srv.ks.arena;
         let gi = sg::group(a, g);
         if *id > gi.last_id {
-            let er = if gi.entries_read != INVALID_ENTRIES_READ
-                && !sg::has_tombstones_from(&m, *id)
+            let er = if gi.entries_read != INVALID_ENTRIES_READ && !sg::has_tombstones_from(&m, *id)
             {
                 gi.entries_read + 1
             } else if m.entries_added > 0 {

@@ -8,8 +8,8 @@
 //! same stream whatever the node layout.
 
 use super::notify::{notify, NOTIFY_STREAM};
-use super::{Args, CmdError, CmdResult, CommandSpec, Ctx};
 use super::stream_groups as groups;
+use super::{Args, CmdError, CmdResult, CommandSpec, Ctx};
 use super::{BLOCKING, DENYOOM, FAST, LOADING, READONLY, STALE, WRITE};
 use crate::arena::Ref;
 use crate::collections::stream::{self, Id, Limits, Meta, Trim};
@@ -597,9 +597,9 @@ fn xsetid(ctx: &mut Ctx) -> CmdResult {
 
 // ---- XREAD -------------------------------------------------------------------------------
 
-/// Redis's XREAD_BLOCKED_DEFAULT_COUNT: a blocked XREAD without COUNT is served at most
-/// this many entries per stream.
-pub(super) const BLOCKED_DEFAULT_COUNT: i64 = 10;
+/// Redis's XREAD_BLOCKED_DEFAULT_COUNT (1000 in 7.0): a blocked XREAD or XREADGROUP
+/// without COUNT is served at most this many entries per stream.
+pub(super) const BLOCKED_DEFAULT_COUNT: i64 = 1000;
 
 fn xread(ctx: &mut Ctx) -> CmdResult {
     let argc = ctx.args.len();

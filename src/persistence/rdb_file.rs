@@ -36,12 +36,7 @@ pub fn write_object(ks: &Keyspace, e: Ref, out: &mut Vec<u8>) -> Result<(), Kind
                 .into_iter()
                 .map(|g| crate::collections::stream_groups::export(&ks.arena, g))
                 .collect();
-            super::rdb_value::write_stream_object(
-                out,
-                &stream::nodes(&ks.arena, v),
-                &m,
-                &groups,
-            );
+            super::rdb_value::write_stream_object(out, &stream::nodes(&ks.arena, v), &m, &groups);
         }
     }
     Ok(())

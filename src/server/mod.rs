@@ -921,8 +921,12 @@ impl Server {
             self.propagate_as = Some(form);
             return;
         }
-        // DEL / UNLINK touch only the keys that existed: the keyspace did it.
+        // DEL / UNLINK touch only the keys that existed: the keyspace did it. Waiters are
+        // told, so an XREADGROUP blocked on a deleted stream answers (Redis 7.0).
         if matches!(spec.name, "del" | "unlink") && !is_sub {
+            for i in 1..args.len() {
+                self.blocking.signal(db, args.get(i));
+            }
             return;
         }
         // Keys a command only reads are not touched: COPY writes its destination (an
