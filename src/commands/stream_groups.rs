@@ -89,6 +89,9 @@ const NACK_ROOM_BYTES: u64 = 40 + 8 * sg::MAX_LEVEL as u64;
 /// A new consumer or group: its block, its PEL head, the name.
 const MEMBER_ROOM_BYTES: u64 = 256;
 
+/// An entry's field/value pairs.
+type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
 // ---- helpers -----------------------------------------------------------------------------
 
 /// A name as Redis's `%s` prints it in an error: up to a NUL, line breaks as spaces.
@@ -391,7 +394,7 @@ enum Served {
     /// New entries (`>`).
     New(Entries),
     /// The consumer's history: IDs with their fields, or None for an entry deleted since.
-    History(Vec<(Id, Option<Vec<(Vec<u8>, Vec<u8>)>>)>),
+    History(Vec<(Id, Option<Pairs>)>),
 }
 
 fn xreadgroup(ctx: &mut Ctx) -> CmdResult {
@@ -661,7 +664,7 @@ fn history(
     c: Ref,
     start: Id,
     limit: u64,
-) -> Vec<(Id, Option<Vec<(Vec<u8>, Vec<u8>)>>)> {
+) -> Vec<(Id, Option<Pairs>)> {
     let mut out = Vec::new();
     let mut n = sg::cpel_seek(&ctx.srv.ks.arena, c, start);
     while n != NULL && (out.len() as u64) < limit {
@@ -962,7 +965,7 @@ fn xclaim(ctx: &mut Ctx) -> CmdResult {
     }
     let m = meta(ctx, e);
     let mut consumer: Option<Ref> = None;
-    let mut claimed: Vec<(Id, Option<Vec<(Vec<u8>, Vec<u8>)>>)> = Vec::new();
+    let mut claimed: Vec<(Id, Option<Pairs>)> = Vec::new();
     for (id, at) in ids {
         let mut n = sg::pel_find(&ctx.srv.ks.arena, g, id);
         let Some(pairs) = entry(ctx, &m, id) else {
@@ -1068,7 +1071,7 @@ fn xautoclaim(ctx: &mut Ctx) -> CmdResult {
     let now = ctx.now_ms;
     let mut attempts = count.saturating_mul(10);
     let mut consumer: Option<Ref> = None;
-    let mut claimed: Vec<(Id, Option<Vec<(Vec<u8>, Vec<u8>)>>)> = Vec::new();
+    let mut claimed: Vec<(Id, Option<Pairs>)> = Vec::new();
     let mut deleted: Vec<Id> = Vec::new();
     let mut n = sg::pel_seek(&ctx.srv.ks.arena, g, start);
     while attempts > 0 && count > 0 && n != NULL {
