@@ -94,29 +94,43 @@ type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 
 // ---- helpers -----------------------------------------------------------------------------
 
-/// A name as Redis's `%s` prints it in an error: up to a NUL, line breaks as spaces.
-fn shown(b: &[u8]) -> String {
+/// A name as Redis's `%s` prints it in an error: up to a NUL (line breaks become spaces
+/// when the error is written).
+fn shown(b: &[u8]) -> &[u8] {
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    String::from_utf8_lossy(&b[..end])
-        .chars()
-        .map(|c| if c == '\r' || c == '\n' { ' ' } else { c })
-        .collect()
+    &b[..end]
 }
 
-fn nogroup(key: &[u8], group: &[u8]) -> CmdError {
-    CmdError::raw(format!(
-        "NOGROUP No such key '{}' or consumer group '{}'",
-        shown(key),
-        shown(group)
-    ))
+/// Answers an error made of `parts` (client bytes echoed as they are).
+fn fail(ctx: &mut Ctx, parts: &[&[u8]]) -> CmdResult {
+    ctx.out.error_bytes(&parts.concat());
+    Ok(())
 }
 
-fn nogroup_for_key(group: &[u8], key: &[u8]) -> CmdError {
-    CmdError::raw(format!(
-        "NOGROUP No such consumer group '{}' for key name '{}'",
-        shown(group),
-        shown(key)
-    ))
+fn nogroup(ctx: &mut Ctx, key: &[u8], group: &[u8]) -> CmdResult {
+    fail(
+        ctx,
+        &[
+            b"NOGROUP No such key '",
+            shown(key),
+            b"' or consumer group '",
+            shown(group),
+            b"'",
+        ],
+    )
+}
+
+fn nogroup_for_key(ctx: &mut Ctx, group: &[u8], key: &[u8]) -> CmdResult {
+    fail(
+        ctx,
+        &[
+            b"NOGROUP No such consumer group '",
+            shown(group),
+            b"' for key name '",
+            shown(key),
+            b"'",
+        ],
+    )
 }
 
 /// Counts a change and queues its log form (nothing is queued while the log replays).
@@ -197,11 +211,19 @@ fn entry(ctx: &Ctx, m: &Meta, id: Id) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
     got
 }
 
-fn subcommand_syntax(ctx: &Ctx, family: &str) -> CmdError {
-    CmdError::err(format!(
-        "unknown subcommand or wrong number of arguments for '{}'. Try {family} HELP.",
-        shown(ctx.args.get(1)).chars().take(128).collect::<String>()
-    ))
+/// Redis's addReplySubcommandSyntaxError: the subcommand as typed, at most 128 bytes.
+fn subcommand_syntax(ctx: &mut Ctx, family: &str) -> CmdResult {
+    let sub = shown(ctx.args.get(1));
+    let sub = &sub[..sub.len().min(128)];
+    let tail = format!("'. Try {family} HELP.");
+    fail(
+        ctx,
+        &[
+            b"ERR unknown subcommand or wrong number of arguments for '",
+            sub,
+            tail.as_bytes(),
+        ],
+    )
 }
 
 fn help(ctx: &mut Ctx, name: &str, lines: &[&str]) {
@@ -219,7 +241,7 @@ fn help(ctx: &mut Ctx, name: &str, lines: &[&str]) {
 // ---- XGROUP ------------------------------------------------------------------------------
 
 fn xgroup_container(ctx: &mut Ctx) -> CmdResult {
-    Err(subcommand_syntax(ctx, "XGROUP"))
+    subcommand_syntax(ctx, "XGROUP")
 }
 
 fn xgroup_help(ctx: &mut Ctx) -> CmdResult {
@@ -269,7 +291,7 @@ fn xgroup(ctx: &mut Ctx) -> CmdResult {
             }
             i += 2;
         } else {
-            return Err(subcommand_syntax(ctx, "XGROUP"));
+            return subcommand_syntax(ctx, "XGROUP");
         }
     }
     let key = ctx.args.get(2);
@@ -282,7 +304,7 @@ fn xgroup(ctx: &mut Ctx) -> CmdResult {
         };
         g = group_of(ctx, e, gname);
         if g.is_none() && matches!(sub, "setid" | "createconsumer" | "delconsumer") {
-            return Err(nogroup_for_key(gname, key));
+            return nogroup_for_key(ctx, gname, key);
         }
     }
     match sub {
@@ -328,7 +350,7 @@ fn xgroup(ctx: &mut Ctx) -> CmdResult {
         }
         "setid" if argc == 5 || argc == 7 => {
             let (Some(e), Some(g)) = (found, g) else {
-                return Err(subcommand_syntax(ctx, "XGROUP"));
+                return subcommand_syntax(ctx, "XGROUP");
             };
             let id = if ctx.args.get(4) == b"$" {
                 meta(ctx, e).last_id
@@ -355,7 +377,7 @@ fn xgroup(ctx: &mut Ctx) -> CmdResult {
         },
         "createconsumer" => {
             let Some(g) = g else {
-                return Err(subcommand_syntax(ctx, "XGROUP"));
+                return subcommand_syntax(ctx, "XGROUP");
             };
             let cname = ctx.args.get(4);
             ctx.ensure_arena_room(MEMBER_ROOM_BYTES + cname.len() as u64)?;
@@ -371,7 +393,7 @@ fn xgroup(ctx: &mut Ctx) -> CmdResult {
         }
         "delconsumer" => {
             let Some(g) = g else {
-                return Err(subcommand_syntax(ctx, "XGROUP"));
+                return subcommand_syntax(ctx, "XGROUP");
             };
             let cname = ctx.args.get(4);
             let mut pending = 0;
@@ -382,7 +404,7 @@ fn xgroup(ctx: &mut Ctx) -> CmdResult {
             }
             ctx.out.int(pending as i64);
         }
-        _ => return Err(subcommand_syntax(ctx, "XGROUP")),
+        _ => return subcommand_syntax(ctx, "XGROUP"),
     }
     Ok(())
 }
@@ -478,11 +500,16 @@ fn xreadgroup(ctx: &mut Ctx) -> CmdResult {
         } else {
             let found = read_stream(ctx, key)?;
             if found.and_then(|e| group_of(ctx, e, gname)).is_none() {
-                return Err(CmdError::raw(format!(
-                    "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
-                    shown(key),
-                    shown(gname)
-                )));
+                return fail(
+                    ctx,
+                    &[
+                        b"NOGROUP No such key '",
+                        shown(key),
+                        b"' or consumer group '",
+                        shown(gname),
+                        b"' in XREADGROUP with GROUP option",
+                    ],
+                );
             }
         }
         let arg = ctx.args.get(streams_arg + n + k);
@@ -493,7 +520,9 @@ fn xreadgroup(ctx: &mut Ctx) -> CmdResult {
             ids.push(None);
             continue;
         }
-        ids.push(Some(parse_strict(arg)?));
+        // Redis marks `>` as the last possible ID: that ID given explicitly reads as `>`.
+        let id = parse_strict(arg)?;
+        ids.push((id != Id::MAX).then_some(id));
     }
     let mut served: Vec<(usize, Served)> = Vec::new();
     for (k, want) in ids.iter().enumerate() {
@@ -531,18 +560,9 @@ fn xreadgroup(ctx: &mut Ctx) -> CmdResult {
                 glast
             }
         };
-        let Some(start) = start.incr() else {
-            // Nothing can follow the last possible ID: an empty answer for the key.
-            served.push((
-                k,
-                if want.is_some() {
-                    Served::History(vec![])
-                } else {
-                    Served::New(vec![])
-                },
-            ));
-            continue;
-        };
+        // Redis's streamIncrID wraps past the last possible ID to 0-0 (and its caller
+        // reads on from there).
+        let start = start.incr().unwrap_or(Id::MIN);
         let limit = if count > 0 { count as u64 } else { u64::MAX };
         let room = MEMBER_ROOM_BYTES
             + cname.len() as u64
@@ -658,13 +678,7 @@ fn xreadgroup(ctx: &mut Ctx) -> CmdResult {
 
 /// Redis's streamReplyWithRangeFromConsumerPEL: the consumer's pending entries from
 /// `start`, each delivered again (time now, count + 1) when it still exists.
-fn history(
-    ctx: &mut Ctx,
-    m: &Meta,
-    c: Ref,
-    start: Id,
-    limit: u64,
-) -> Vec<(Id, Option<Pairs>)> {
+fn history(ctx: &mut Ctx, m: &Meta, c: Ref, start: Id, limit: u64) -> Vec<(Id, Option<Pairs>)> {
     let mut out = Vec::new();
     let mut n = sg::cpel_seek(&ctx.srv.ks.arena, c, start);
     while n != NULL && (out.len() as u64) < limit {
@@ -803,10 +817,10 @@ fn xpending(ctx: &mut Ctx) -> CmdResult {
         range = Some((start, end, count, consumer));
     }
     let Some(e) = read_stream(ctx, key)? else {
-        return Err(nogroup(key, gname));
+        return nogroup(ctx, key, gname);
     };
     let Some(g) = group_of(ctx, e, gname) else {
-        return Err(nogroup(key, gname));
+        return nogroup(ctx, key, gname);
     };
     let a = &ctx.srv.ks.arena;
     let Some((start, end, mut count, consumer)) = range else {
@@ -894,10 +908,10 @@ fn xclaim(ctx: &mut Ctx) -> CmdResult {
     let cname = ctx.args.get(3);
     let argc = ctx.args.len();
     let Some(e) = read_stream(ctx, key)? else {
-        return Err(nogroup(key, gname));
+        return nogroup(ctx, key, gname);
     };
     let Some(g) = group_of(ctx, e, gname) else {
-        return Err(nogroup(key, gname));
+        return nogroup(ctx, key, gname);
     };
     let min_idle_ms = int_or(ctx, 4, "Invalid min-idle-time argument for XCLAIM")?.max(0);
     let mut ids = Vec::new();
@@ -939,10 +953,14 @@ fn xclaim(ctx: &mut Ctx) -> CmdResult {
             j += 1;
             last_id = parse_strict(ctx.args.get(j))?;
         } else {
-            return Err(CmdError::err(format!(
-                "Unrecognized XCLAIM option '{}'",
-                shown(ctx.args.get(j))
-            )));
+            return fail(
+                ctx,
+                &[
+                    b"ERR Unrecognized XCLAIM option '",
+                    shown(ctx.args.get(j)),
+                    b"'",
+                ],
+            );
         }
         j += 1;
     }
@@ -1061,10 +1079,10 @@ fn xautoclaim(ctx: &mut Ctx) -> CmdResult {
         j += 1;
     }
     let Some(e) = read_stream(ctx, key)? else {
-        return Err(nogroup(key, gname));
+        return nogroup(ctx, key, gname);
     };
     let Some(g) = group_of(ctx, e, gname) else {
-        return Err(nogroup(key, gname));
+        return nogroup(ctx, key, gname);
     };
     ctx.ensure_arena_room(MEMBER_ROOM_BYTES + cname.len() as u64)?;
     let m = meta(ctx, e);
@@ -1202,7 +1220,7 @@ pub(super) fn xinfo_consumers(ctx: &mut Ctx) -> CmdResult {
         return Err(CmdError::NoSuchKey);
     };
     let Some(g) = group_of(ctx, e, gname) else {
-        return Err(nogroup_for_key(gname, key));
+        return nogroup_for_key(ctx, gname, key);
     };
     let a = &ctx.srv.ks.arena;
     let cs: Vec<sg::Consumer> = sg::consumers(a, g)
