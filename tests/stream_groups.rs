@@ -463,6 +463,26 @@ fn the_log_replays_groups() {
         let mut c = Raw::connect(s.port);
         fill_groups(&mut c);
         c.call(&["XAUTOCLAIM", "s", "g", "erin", "0", "0", "COUNT", "1"]);
+        // A blocked read served by a later XADD is logged like a direct one.
+        let mut waiter = Raw::connect(s.port);
+        c.call(&["XGROUP", "CREATE", "s", "w", "$"]);
+        waiter.cmd(&[
+            b"XREADGROUP",
+            b"GROUP",
+            b"w",
+            b"late",
+            b"BLOCK",
+            b"0",
+            b"STREAMS",
+            b"s",
+            b">",
+        ]);
+        wait_until(Duration::from_secs(10), "the reader blocks", || {
+            c.info_u64("clients", "blocked_clients") == 1
+        });
+        c.call(&["XADD", "s", "9-0", "f", "new"]);
+        let got = show(&waiter.reply());
+        assert!(got.contains("$3\r\n9-0\r\n"), "{got}");
         want = (
             c.call(&["XPENDING", "s", "g", "-", "+", "100"]),
             c.call(&["XINFO", "CONSUMERS", "s", "g"]),
@@ -732,4 +752,51 @@ fn hostile_group_payloads_are_refused() {
         assert_eq!(show(&rc.reply()), "-ERR Bad data format\r\n", "case {i}");
     }
     assert_eq!(rc.call(&["PING"]), b"+PONG\r\n");
+}
+
+#[test]
+fn big_pending_lists_are_copied_and_freed_lazily() {
+    let c = start_cairn(&[]);
+    let mut rc = Raw::connect(c.port);
+    let before = used_memory(&mut rc);
+    let mut pipeline = Vec::new();
+    for i in 1..=3000 {
+        pipeline.extend(encode(&[
+            b"XADD",
+            b"s",
+            format!("{i}-0").as_bytes(),
+            b"f",
+            b"v",
+        ]));
+    }
+    rc.send(&pipeline);
+    for _ in 0..3000 {
+        rc.reply();
+    }
+    rc.call(&["XGROUP", "CREATE", "s", "g", "0"]);
+    rc.call(&["XGROUP", "CREATE", "s", "h", "0"]);
+    for (g, c) in [("g", "a"), ("g", "b"), ("h", "a")] {
+        rc.call(&[
+            "XREADGROUP",
+            "GROUP",
+            g,
+            c,
+            "COUNT",
+            "1500",
+            "STREAMS",
+            "s",
+            ">",
+        ]);
+    }
+    assert_eq!(rc.call(&["COPY", "s", "t"]), b":1\r\n");
+    assert_eq!(
+        show(&rc.call(&["XPENDING", "t", "g"])),
+        show(&rc.call(&["XPENDING", "s", "g"]))
+    );
+    let usage = show(&rc.call(&["MEMORY", "USAGE", "s"]));
+    let usage: u64 = usage.trim_start_matches(':').trim().parse().unwrap();
+    // 4500 pending entries of at least 48 bytes each.
+    assert!(usage > 4500 * 48, "{usage}");
+    assert_eq!(rc.call(&["DEL", "s", "t"]), b":2\r\n");
+    wait_memory_back(&mut rc, before);
 }
