@@ -339,7 +339,13 @@ fn xreadgroup_blocks_and_wakes_like_redis() {
     );
     assert_eq!(got, show(&wr.reply()));
     // The key deleted, then overwritten by another type.
-    for cmd in [vec!["DEL", "s"], vec!["SET", "s", "x"]] {
+    for cmd in [
+        vec!["DEL", "s"],
+        vec!["SET", "s", "x"],
+        vec!["FLUSHDB"],
+        vec!["FLUSHALL"],
+        vec!["RENAME", "s", "s2"],
+    ] {
         for (w, r) in [(&mut wc, &mut rc), (&mut wr, &mut rr)] {
             r.call(&["DEL", "s"]);
             r.call(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);

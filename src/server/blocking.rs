@@ -204,6 +204,16 @@ impl Blocking {
         }
     }
 
+    /// Marks every waited key of every database ready (FLUSHALL emptied them all).
+    pub fn signal_all(&mut self) {
+        let keys: Vec<(usize, Vec<u8>)> = self.waiters.keys().cloned().collect();
+        for k in keys {
+            if self.ready_set.insert(k.clone()) {
+                self.ready.push_back(k);
+            }
+        }
+    }
+
     /// Marks every waited key of `db` ready (SWAPDB brought in a whole other keyspace).
     pub fn signal_db(&mut self, db: usize) {
         let keys: Vec<(usize, Vec<u8>)> =

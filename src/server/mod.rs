@@ -953,6 +953,13 @@ impl Server {
             self.ks.tracking.touch(&k);
             self.blocking.signal(d, &k);
         }
+        // An emptied database answers the XREADGROUPs blocked on its streams (Redis's
+        // scanDatabaseForDeletedStreams); other waiters stay parked.
+        if spec.name == "flushdb" {
+            self.blocking.signal_db(db);
+        } else if spec.name == "flushall" {
+            self.blocking.signal_all();
+        }
         if spec.name == "swapdb" {
             for i in 1..3 {
                 if let Some(d) = crate::util::parse_i64(args.get(i)).filter(|&d| d >= 0) {
