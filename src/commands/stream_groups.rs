@@ -564,9 +564,24 @@ fn xreadgroup(ctx: &mut Ctx) -> CmdResult {
         // reads on from there).
         let start = start.incr().unwrap_or(Id::MIN);
         let limit = if count > 0 { count as u64 } else { u64::MAX };
-        let room = MEMBER_ROOM_BYTES
-            + cname.len() as u64
-            + NACK_ROOM_BYTES.saturating_mul(limit.min(m.length));
+        // The entries to deliver are read first, so the room checked is what this read
+        // allocates: a pending entry per new entry (none for history or NOACK).
+        let items = if want.is_some() {
+            None
+        } else {
+            let mut items: Entries = Vec::new();
+            stream::range(&ctx.srv.ks.arena, &m, start, Id::MAX, false, |id, pairs| {
+                items.push((id, pairs));
+                (items.len() as u64) < limit
+            });
+            Some(items)
+        };
+        let new_entries = match &items {
+            Some(v) if !noack => v.len() as u64,
+            _ => 0,
+        };
+        let room =
+            MEMBER_ROOM_BYTES + cname.len() as u64 + NACK_ROOM_BYTES.saturating_mul(new_entries);
         ctx.ensure_arena_room(room)?;
         let (c, created) = lookup_or_create_consumer(ctx, g, cname, key);
         if created && noack {
@@ -581,11 +596,12 @@ fn xreadgroup(ctx: &mut Ctx) -> CmdResult {
                 ],
             );
         }
-        if want.is_some() {
-            served.push((k, Served::History(history(ctx, &m, c, start, limit))));
-        } else {
-            let items = deliver(ctx, key, gname, e, g, c, start, limit, noack);
-            served.push((k, Served::New(items)));
+        match items {
+            None => served.push((k, Served::History(history(ctx, &m, c, start, limit)))),
+            Some(items) => {
+                deliver(ctx, key, gname, &m, g, c, &items, noack);
+                served.push((k, Served::New(items)));
+            }
         }
     }
     if !served.is_empty() {
@@ -699,37 +715,30 @@ fn history(ctx: &mut Ctx, m: &Meta, c: Ref, start: Id, limit: u64) -> Vec<(Id, O
     out
 }
 
-/// Redis's streamReplyWithRange with a group: entries from `start`, the group's last ID
-/// and read counter moved past them, each added to the PEL (or moved to this consumer)
-/// unless NOACK, with the log forms that rebuild it.
+/// Redis's streamReplyWithRange with a group, for `items` read from the stream: the
+/// group's last ID and read counter moved past them, each added to the PEL (or moved to
+/// this consumer) unless NOACK, with the log forms that rebuild it.
 #[allow(clippy::too_many_arguments)]
 fn deliver(
     ctx: &mut Ctx,
     key: &[u8],
     gname: &[u8],
-    e: Ref,
+    m: &Meta,
     g: Ref,
     c: Ref,
-    start: Id,
-    limit: u64,
+    items: &Entries,
     noack: bool,
-) -> Entries {
-    let m = meta(ctx, e);
-    let mut items: Entries = Vec::new();
-    stream::range(&ctx.srv.ks.arena, &m, start, Id::MAX, false, |id, pairs| {
-        items.push((id, pairs));
-        (items.len() as u64) < limit
-    });
+) {
     let mut moved_last = false;
-    for (id, _) in &items {
+    for (id, _) in items {
         let a = &mut ctx.srv.ks.arena;
         let gi = sg::group(a, g);
         if *id > gi.last_id {
-            let er = if gi.entries_read != INVALID_ENTRIES_READ && !sg::has_tombstones_from(&m, *id)
+            let er = if gi.entries_read != INVALID_ENTRIES_READ && !sg::has_tombstones_from(m, *id)
             {
                 gi.entries_read + 1
             } else if m.entries_added > 0 {
-                sg::estimate_entries_read(&m, *id)
+                sg::estimate_entries_read(m, *id)
             } else {
                 gi.entries_read
             };
@@ -753,7 +762,6 @@ fn deliver(
     if noack && moved_last {
         emit_setid(ctx, key, gname, g);
     }
-    items
 }
 
 // ---- XACK / XPENDING ---------------------------------------------------------------------
