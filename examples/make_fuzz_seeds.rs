@@ -125,6 +125,18 @@ fn small_keyspace(with_ttl: bool) -> Keyspace {
         );
     }
     stream::delete(&mut ks.arena, &mut m, stream::Id::new(4, 0));
+    // A consumer group with two consumers and pending entries (one of a deleted entry).
+    {
+        use cairn::collections::stream_groups as sg;
+        let a = &mut ks.arena;
+        let g = sg::create_group(a, &mut m.groups, b"g", stream::Id::new(5, 0), 5).unwrap();
+        let c1 = sg::create_consumer(a, g, b"c1", 1000).unwrap();
+        let c2 = sg::create_consumer(a, g, b"c2", 2000).unwrap();
+        for (ms, c) in [(1u64, c1), (2, c2), (4, c1), (5, c2)] {
+            sg::pel_add(a, g, c, stream::Id::new(ms, 0), 1500, ms);
+        }
+        sg::create_group(a, &mut m.groups, b"empty", stream::Id::MIN, -1).unwrap();
+    }
     ks.set_value(
         1,
         b"x",

@@ -783,6 +783,161 @@ fn streams_small_nodes() {
 }
 
 // ---------------------------------------------------------------------------------------
+// Stream consumer groups: a few groups and consumers on the stream keys. Idle times and
+// delivery times depend on each server's clock: the replies holding them (XPENDING's
+// extended form, XINFO CONSUMERS, XINFO STREAM FULL) compare integers with a tolerance.
+
+fn xgroup_name(g: &mut G) -> Arg {
+    a(g.rng.pick(&["g1", "g2", "g3"]))
+}
+
+fn xconsumer(g: &mut G) -> Arg {
+    a(g.rng.pick(&["c1", "c2", "c3", "c4"]))
+}
+
+fn xgroup_step(g: &mut G) -> Step {
+    let (k, gr) = (g.key(), xgroup_name(g));
+    let v = match g.rng.below(10) {
+        0..=3 => {
+            let id = if g.rng.chance(40) {
+                a(g.rng.pick(&["$", "0"]))
+            } else {
+                xid(g)
+            };
+            let mut v = vec![g.word("CREATE"), k, gr, id];
+            if g.rng.chance(40) {
+                v.push(g.word("MKSTREAM"));
+            }
+            if g.rng.chance(20) {
+                v.push(g.word("ENTRIESREAD"));
+                v.push(a(g.rng.pick(&["0", "3", "-1", "-2", "x"])));
+            }
+            v
+        }
+        4 | 5 => {
+            let id = if g.rng.chance(30) { a("$") } else { xid(g) };
+            let mut v = vec![g.word("SETID"), k, gr, id];
+            if g.rng.chance(30) {
+                v.push(g.word("ENTRIESREAD"));
+                v.push(a(g.rng.pick(&["0", "2", "-1", "x"])));
+            }
+            v
+        }
+        6 => vec![g.word("DESTROY"), k, gr],
+        7 | 8 => {
+            let c = xconsumer(g);
+            vec![g.word("CREATECONSUMER"), k, gr, c]
+        }
+        _ => {
+            let c = xconsumer(g);
+            vec![g.word("DELCONSUMER"), k, gr, c]
+        }
+    };
+    cmd("XGROUP", g, v)
+}
+
+fn xreadgroup_step(g: &mut G) -> Step {
+    let (gr, c) = (xgroup_name(g), xconsumer(g));
+    let mut v = vec![g.word("GROUP"), gr, c];
+    if g.rng.chance(40) {
+        v.push(g.word("COUNT"));
+        v.push(a(g.rng.pick(&["0", "1", "2", "-1"])));
+    }
+    if g.rng.chance(15) {
+        v.push(g.word("NOACK"));
+    }
+    v.push(g.word("STREAMS"));
+    let keys = g.keys(1, 2);
+    let ids: Vec<Arg> = keys
+        .iter()
+        .map(|_| {
+            if g.rng.chance(70) {
+                a(">")
+            } else if g.rng.chance(50) {
+                a("0")
+            } else {
+                xid(g)
+            }
+        })
+        .collect();
+    v.extend(keys);
+    v.extend(ids);
+    cmd("XREADGROUP", g, v)
+}
+
+fn xclaim_step(g: &mut G) -> Step {
+    let (k, gr, c) = (g.key(), xgroup_name(g), xconsumer(g));
+    let mut v = vec![k, gr, c, a(g.rng.pick(&["0", "0", "100000", "x"]))];
+    for _ in 0..g.rng.range(1, 3) {
+        v.push(xid(g));
+    }
+    for _ in 0..g.rng.below(3) {
+        match g.rng.below(6) {
+            0 => v.push(g.word("FORCE")),
+            1 => v.push(g.word("JUSTID")),
+            2 => {
+                v.push(g.word("RETRYCOUNT"));
+                v.push(a(g.rng.pick(&["0", "5", "x"])));
+            }
+            3 => {
+                v.push(g.word("LASTID"));
+                v.push(xid(g));
+            }
+            4 => {
+                v.push(g.word("TIME"));
+                v.push(a(g.rng.pick(&["1000", "-5"])));
+            }
+            _ => {
+                v.push(g.word("IDLE"));
+                v.push(a(g.rng.pick(&["1000000", "0"])));
+            }
+        }
+    }
+    cmd("XCLAIM", g, v)
+}
+
+#[rustfmt::skip]
+static STREAM_GROUPS: &[Spec] = &[
+    Spec::new("xadd", 12, xadd_step),
+    Spec::new("xdel", 3, |g| { let k = g.key(); let mut v = vec![k]; for _ in 0..g.rng.range(1, 3) { v.push(xid(g)); } cmd("XDEL", g, v) }),
+    Spec::new("xtrim", 2, |g| { let k = g.key(); let o = xtrim_opts(g); cmd("XTRIM", g, [vec![k], o].concat()) }),
+    Spec::new("xsetid", 1, |g| { let (k, id) = (g.key(), xid(g)); cmd("XSETID", g, vec![k, id]) }),
+    Spec::new("xgroup", 8, xgroup_step),
+    Spec::new("xreadgroup", 10, xreadgroup_step),
+    Spec::new("xack", 4, |g| { let (k, gr) = (g.key(), xgroup_name(g)); let mut v = vec![k, gr]; for _ in 0..g.rng.range(1, 3) { v.push(xid(g)); } cmd("XACK", g, v) }),
+    Spec::new("xpending", 3, |g| { let (k, gr) = (g.key(), xgroup_name(g)); cmd("XPENDING", g, vec![k, gr]) }),
+    Spec::new("xpending_range", 3, |g| {
+        let (k, gr, s, e) = (g.key(), xgroup_name(g), xid(g), xid(g));
+        let mut v = vec![k, gr];
+        if g.rng.chance(20) { v.push(g.word("IDLE")); v.push(a(g.rng.pick(&["0", "500000", "x"]))); }
+        v.extend([s, e, a(g.rng.pick(&["1", "3", "10", "-1", "x"]))]);
+        if g.rng.chance(30) { v.push(xconsumer(g)); }
+        cmd("XPENDING", g, v)
+    }).cmp(Cmp::Ttl(1000)),
+    Spec::new("xclaim", 5, xclaim_step).cmp(Cmp::Ttl(1000)),
+    Spec::new("xautoclaim", 4, |g| {
+        let (k, gr, c, s) = (g.key(), xgroup_name(g), xconsumer(g), xid(g));
+        let mut v = vec![k, gr, c, a(g.rng.pick(&["0", "0", "100000"])), s];
+        if g.rng.chance(40) { v.push(g.word("COUNT")); v.push(a(g.rng.pick(&["1", "2", "5", "0"]))); }
+        if g.rng.chance(30) { v.push(g.word("JUSTID")); }
+        cmd("XAUTOCLAIM", g, v)
+    }),
+    Spec::new("xinfo_groups", 2, |g| { let k = g.key(); cmd("XINFO", g, vec![a("GROUPS"), k]) }),
+    Spec::new("xinfo_consumers", 2, |g| { let (k, gr) = (g.key(), xgroup_name(g)); cmd("XINFO", g, vec![a("CONSUMERS"), k, gr]) }).cmp(Cmp::Ttl(1000)),
+    Spec::new("xinfo_stream", 1, |g| { let k = g.key(); cmd("XINFO", g, vec![a("STREAM"), k]) }),
+    Spec::new("xinfo_full", 1, |g| { let k = g.key(); cmd("XINFO", g, vec![a("STREAM"), k, a("FULL")]) }).cmp(Cmp::Ttl(1000)),
+    Spec::new("del", 1, |g| { let k = g.keys(1, 2); cmd("DEL", g, k) }),
+    Spec::new("set", 1, |g| { let (k, v) = (g.key(), g.val()); cmd("SET", g, vec![k, v]) }).no_mutate(),
+    Spec::new("hello", 1, switch_protocol).cmp(Cmp::ClientId).no_mutate(),
+];
+
+#[test]
+fn stream_groups() {
+    let args = ["--stream-node-max-entries", "3"];
+    run_family("stream_groups", STREAM_GROUPS, SEEDS, STEPS, &args, None);
+}
+
+// ---------------------------------------------------------------------------------------
 // GEO. Points come from a few clusters (so searches find several), with exact duplicates
 // (equal distances: the tie order of Redis's sorts must match), the poles' and the
 // antimeridian's edges, and bad coordinates (out of range, inf, nan, text). ZADD of raw

@@ -25,6 +25,7 @@ const KNOWN_UPWARD: &[(&str, &str)] = &[
     ("commands/transactions.rs", "server"),
     ("commands/zsets.rs", "server"),
     ("commands/streams.rs", "server"),
+    ("commands/stream_groups.rs", "server"),
 ];
 
 /// Layers from ARCHITECTURE.md: lines `N. `mod`, `mod` ...` under `## Layers`.

@@ -106,14 +106,22 @@ fn redis_dump_rdb_loads_with_the_same_digest() {
 
 #[test]
 fn an_rdb_with_types_cairn_lacks_stops_startup_with_a_message() {
-    let mut redis = start_redis(&[]);
-    let dir = redis.dir.clone();
-    let mut r = Raw::connect(redis.port);
-    r.call(&["SET", "s", "1"]);
-    r.call(&["XADD", "h", "*", "field", "value"]);
-    // Streams load; their consumer groups are not stored yet.
-    r.call(&["XGROUP", "CREATE", "h", "g", "$"]);
-    save_and_stop(&mut redis);
+    // A string, then a hash in the zipmap encoding of Redis before 2.6 (type 9), which
+    // cairn does not read.
+    use cairn::persistence::rdb_value::{crc64, write_string};
+    let dir = temp_dir("rdb-lacks");
+    let mut f = b"REDIS0009".to_vec();
+    f.extend_from_slice(&[0xFE, 0]);
+    f.push(0);
+    write_string(&mut f, b"s");
+    write_string(&mut f, b"1");
+    f.push(9);
+    write_string(&mut f, b"h");
+    write_string(&mut f, &[1, 1, b'f', 1, 0, b'v', 0xFF]);
+    f.push(0xFF);
+    let crc = crc64(&f);
+    f.extend_from_slice(&crc.to_le_bytes());
+    std::fs::write(dir.join("dump.rdb"), f).unwrap();
     let port = free_port();
     let out = Command::new(env!("CARGO_BIN_EXE_cairn-server"))
         .args(["--port", &port.to_string(), "--dir", dir.to_str().unwrap()])

@@ -11,6 +11,7 @@ pub mod list;
 pub mod listpack;
 pub mod set;
 pub mod stream;
+pub mod stream_groups;
 pub mod zset;
 
 use crate::arena::validate::{Claims, Corrupt};
@@ -36,7 +37,7 @@ pub fn release_value(a: &mut Arena, kind: Kind, value: &[u8]) -> bool {
         Kind::Hash if hash::is_ht(value) => hash::ht_len(value),
         Kind::ZSet if zset::is_sl(value) => zset::sl_len(value),
         Kind::Set if set::is_ht(value) => set::ht_len(value),
-        Kind::Stream => stream::block_count(value),
+        Kind::Stream => stream::block_count(a, value),
         _ => return false,
     };
     {

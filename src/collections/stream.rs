@@ -1,4 +1,5 @@
-//! Stream storage in the arena (Redis 7.0's stream type without consumer groups).
+//! Stream storage in the arena (Redis 7.0's stream type; its consumer groups are in
+//! `stream_groups`).
 //!
 //! Entries live in **nodes**: arena blocks `[cap u32][pad u32][listpack]` whose listpack
 //! is byte for byte what Redis keeps in a stream node, so RDB writes them as they are:
@@ -22,8 +23,8 @@
 //! The entry value (inline in the key's entry, [`HEADER_BYTES`]): `[tag 1][pad 3]
 //! [index Ref][start u32][nodes u32][cap u32][groups Ref][length u64][last-id 16]
 //! [first-id 16][max-deleted-id 16][entries-added u64]`. Everything the lazy free needs is
-//! in the first 24 bytes (a value graveyard node keeps 56). `groups` is NULL: consumer
-//! groups are not stored yet.
+//! in the first 24 bytes (a value graveyard node keeps 56). `groups` is the first of the
+//! stream's consumer groups (`stream_groups`), NULL when it has none.
 
 use super::listpack::{self as lp, Val};
 use crate::arena::validate::{Claims, Corrupt};
@@ -106,7 +107,8 @@ pub struct Meta {
     start: u32,
     pub nodes: u32,
     cap: u32,
-    groups: Ref,
+    /// The consumer groups list (`stream_groups`), NULL when there is none.
+    pub groups: Ref,
     pub length: u64,
     pub last_id: Id,
     pub first_id: Id,
@@ -802,6 +804,7 @@ pub fn free_all(a: &mut Arena, v: &[u8]) {
     while m.nodes > 0 {
         remove_node(a, &mut m, 0);
     }
+    super::stream_groups::free_all(a, m.groups);
 }
 
 /// Frees up to `budget` nodes of a graveyard copy `payload` (updated in place). Returns
@@ -813,24 +816,31 @@ pub fn free_some(a: &mut Arena, payload: &mut [u8], budget: usize) -> (u64, bool
         remove_node(a, &mut m, 0);
         n += 1;
     }
+    if m.nodes == 0 && (n as usize) < budget.max(1) {
+        let left = budget.max(1) - n as usize;
+        let (k, _) = super::stream_groups::free_some(a, &mut m.groups, left);
+        n += k;
+    }
     let enc = m.encode();
     let k = payload.len().min(24);
     payload[..k].copy_from_slice(&enc[..k]);
-    (n, m.nodes == 0)
+    (n, m.nodes == 0 && m.groups == NULL)
 }
 
-/// Out-of-line blocks (for the lazy-free decision).
-pub fn block_count(v: &[u8]) -> u64 {
-    Meta::read(v).nodes as u64
+/// Out-of-line blocks (for the lazy-free decision): nodes, and the groups' blocks.
+pub fn block_count(a: &Arena, v: &[u8]) -> u64 {
+    let m = Meta::read(v);
+    m.nodes as u64 + super::stream_groups::block_count(a, m.groups)
 }
 
 /// Bytes of the index and the nodes (MEMORY USAGE).
 pub fn bytes(a: &Arena, v: &[u8]) -> u64 {
     let m = Meta::read(v);
+    let groups = super::stream_groups::bytes(a, m.groups);
     if m.nodes == 0 {
-        return 0;
+        return groups;
     }
-    let mut sum = crate::arena::size_class(m.cap as usize * SLOT_BYTES).1 as u64;
+    let mut sum = groups + crate::arena::size_class(m.cap as usize * SLOT_BYTES).1 as u64;
     for i in 0..m.nodes {
         let (_, node) = node_at(a, &m, i);
         sum += crate::arena::size_class(NODE_HDR + node_cap(a, node)).1 as u64;
@@ -852,6 +862,7 @@ pub fn clone(a: &mut Arena, v: &[u8]) -> Vec<u8> {
         let r = new_node(a, &bytes);
         push_slot(a, &mut m, master, r);
     }
+    m.groups = super::stream_groups::clone(a, src.groups);
     m.encode().to_vec()
 }
 
@@ -865,6 +876,8 @@ pub struct Loaded {
     pub first_id: Id,
     pub max_deleted_id: Id,
     pub entries_added: u64,
+    /// Consumer groups, names distinct (each checked by `LoadedGroup::check`).
+    pub groups: Vec<super::stream_groups::LoadedGroup>,
 }
 
 impl Loaded {
@@ -884,7 +897,25 @@ impl Loaded {
             prev_last = view.entries.last().map(|e| e.id);
             live += view.count as u64;
         }
-        live == self.length && prev_last.is_none_or(|p| p <= self.last_id)
+        let mut names = std::collections::HashSet::new();
+        live == self.length
+            && prev_last.is_none_or(|p| p <= self.last_id)
+            && self
+                .groups
+                .iter()
+                .all(|g| names.insert(g.name.clone()) && g.check())
+    }
+
+    /// The metadata as a stored stream would have it (no nodes).
+    pub fn meta(&self) -> Meta {
+        Meta {
+            length: self.length,
+            last_id: self.last_id,
+            first_id: self.first_id,
+            max_deleted_id: self.max_deleted_id,
+            entries_added: self.entries_added,
+            ..Meta::default()
+        }
     }
 
     /// Stores the nodes in the arena; returns the value bytes.
@@ -901,6 +932,9 @@ impl Loaded {
             let r = new_node(a, l);
             push_slot(a, &mut m, *master, r);
         }
+        for g in &self.groups {
+            g.store(a, &mut m.groups);
+        }
         m.encode()
     }
 
@@ -910,6 +944,7 @@ impl Loaded {
             .iter()
             .map(|(_, l)| (l.len() + NODE_HDR + SLOT_BYTES * 2 + 8) as u64)
             .sum::<u64>()
+            + self.groups.iter().map(|g| g.arena_bytes()).sum::<u64>()
             + HEADER_BYTES as u64
     }
 }
@@ -951,9 +986,7 @@ pub fn validate(
         return Err(Corrupt::new("stream header", at));
     }
     let m = Meta::read(v);
-    if live && m.groups != NULL {
-        return Err(Corrupt::new("stream with consumer groups", at));
-    }
+    super::stream_groups::validate(a, claims, m.groups, live)?;
     if m.nodes == 0 {
         if m.index != NULL || (live && m.length != 0) {
             return Err(Corrupt::new("empty stream with an index", at));

@@ -24,6 +24,7 @@ pub mod server;
 pub mod sets;
 pub mod sort;
 pub mod sort_algo;
+pub mod stream_groups;
 pub mod streams;
 pub mod strings;
 pub mod transactions;
@@ -310,6 +311,7 @@ pub fn all_families() -> Vec<&'static [CommandSpec]> {
         strings::COMMANDS,
         zsets::COMMANDS,
         streams::COMMANDS,
+        stream_groups::COMMANDS,
         transactions::COMMANDS,
         scripting::COMMANDS,
         scripting::functions::COMMANDS,

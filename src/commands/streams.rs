@@ -1,7 +1,6 @@
 //! Stream commands (Redis's `t_stream.c`): XADD, XRANGE, XREVRANGE, XLEN, XDEL, XTRIM,
-//! XSETID, XREAD (blocking included) and XINFO STREAM. Consumer groups (XGROUP,
-//! XREADGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM, XINFO GROUPS / CONSUMERS) are not
-//! built: those commands are not registered.
+//! XSETID, XREAD (blocking included) and XINFO STREAM. The consumer-group commands are
+//! in `stream_groups.rs` (XINFO GROUPS / CONSUMERS are registered here, under XINFO).
 //!
 //! Propagation as Redis: XADD with `*` or `<ms>-*` is logged with the ID it got, and an
 //! approximate (`~`) trim of XADD / XTRIM is logged as the exact trim it did (`=` and the
@@ -9,8 +8,9 @@
 //! same stream whatever the node layout.
 
 use super::notify::{notify, NOTIFY_STREAM};
+use super::stream_groups as groups;
 use super::{Args, CmdError, CmdResult, CommandSpec, Ctx};
-use super::{BLOCKING, DENYOOM, FAST, READONLY, WRITE};
+use super::{BLOCKING, DENYOOM, FAST, LOADING, READONLY, STALE, WRITE};
 use crate::arena::Ref;
 use crate::collections::stream::{self, Id, Limits, Meta, Trim};
 use crate::keyspace::{Kind, Ttl};
@@ -48,17 +48,24 @@ pub static COMMANDS: &[CommandSpec] = &[
         .subs(XINFO_SUBS),
 ];
 
-static XINFO_SUBS: &[CommandSpec] =
-    &[
-        CommandSpec::new("stream", -3, READONLY, "stream", xinfo_stream)
-            .keys(2, 2, 1)
-            .doc("Returns information about a stream.", "5.0.0"),
-    ];
+static XINFO_SUBS: &[CommandSpec] = &[
+    CommandSpec::new("stream", -3, READONLY, "stream", xinfo_stream)
+        .keys(2, 2, 1)
+        .doc("Returns information about a stream.", "5.0.0"),
+    CommandSpec::new("consumers", 4, READONLY, "stream", groups::xinfo_consumers)
+        .keys(2, 2, 1)
+        .doc("List the consumers in a consumer group", "5.0.0"),
+    CommandSpec::new("groups", 3, READONLY, "stream", groups::xinfo_groups)
+        .keys(2, 2, 1)
+        .doc("List the consumer groups of a stream", "5.0.0"),
+    CommandSpec::new("help", 2, LOADING | STALE, "stream", groups::xinfo_help)
+        .doc("Show helpful text about the different subcommands", "5.0.0"),
+];
 
 /// Entries read for a reply: ID and field/value pairs.
-type Entries = Vec<(Id, Vec<(Vec<u8>, Vec<u8>)>)>;
+pub(super) type Entries = Vec<(Id, Vec<(Vec<u8>, Vec<u8>)>)>;
 
-const INVALID_ID: &str = "Invalid stream ID specified as stream command argument";
+pub(super) const INVALID_ID: &str = "Invalid stream ID specified as stream command argument";
 
 // ---- IDs ---------------------------------------------------------------------------------
 
@@ -93,7 +100,7 @@ fn string2ull(s: &[u8]) -> Option<u64> {
 
 /// Redis's streamGenericParseIDOrReply. `seq_given` (XADD only) allows `<ms>-*`, and is
 /// set false for it.
-fn parse_id(
+pub(super) fn parse_id(
     arg: &[u8],
     missing_seq: u64,
     strict: bool,
@@ -141,12 +148,12 @@ fn parse_id(
     }
 }
 
-fn parse_strict(arg: &[u8]) -> Result<Id, CmdError> {
+pub(super) fn parse_strict(arg: &[u8]) -> Result<Id, CmdError> {
     parse_id(arg, 0, true, None)
 }
 
 /// Redis's streamParseIntervalIDOrReply: `(` makes the bound exclusive.
-fn parse_interval(arg: &[u8], missing_seq: u64) -> Result<(Id, bool), CmdError> {
+pub(super) fn parse_interval(arg: &[u8], missing_seq: u64) -> Result<(Id, bool), CmdError> {
     if arg.len() > 1 && arg[0] == b'(' {
         return Ok((parse_id(&arg[1..], missing_seq, true, None)?, true));
     }
@@ -155,20 +162,20 @@ fn parse_interval(arg: &[u8], missing_seq: u64) -> Result<(Id, bool), CmdError> 
 
 // ---- helpers -----------------------------------------------------------------------------
 
-fn read_stream(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Ref>, CmdError> {
+pub(super) fn read_stream(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Ref>, CmdError> {
     let e = ctx.srv.ks.lookup_read(ctx.client.db, key, ctx.now_ms);
     super::of_kind(ctx, e, Kind::Stream)
 }
-fn write_stream(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Ref>, CmdError> {
+pub(super) fn write_stream(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Ref>, CmdError> {
     let e = ctx.srv.ks.lookup_write(ctx.client.db, key, ctx.now_ms);
     super::of_kind(ctx, e, Kind::Stream)
 }
 
-fn meta(ctx: &Ctx, e: Ref) -> Meta {
+pub(super) fn meta(ctx: &Ctx, e: Ref) -> Meta {
     Meta::read(ctx.srv.ks.value(e))
 }
 
-fn save_meta(ctx: &mut Ctx, e: Ref, m: &Meta) {
+pub(super) fn save_meta(ctx: &mut Ctx, e: Ref, m: &Meta) {
     ctx.srv.ks.value_mut(e).copy_from_slice(&m.encode());
 }
 
@@ -176,7 +183,7 @@ fn limits(ctx: &Ctx) -> Limits {
     Limits::from_config(&ctx.srv.config)
 }
 
-fn reply_entry(ctx: &mut Ctx, id: Id, pairs: &[(Vec<u8>, Vec<u8>)]) {
+pub(super) fn reply_entry(ctx: &mut Ctx, id: Id, pairs: &[(Vec<u8>, Vec<u8>)]) {
     ctx.out.array(2);
     ctx.out.bulk(&id.to_bytes());
     ctx.out.array(pairs.len() * 2);
@@ -590,9 +597,9 @@ fn xsetid(ctx: &mut Ctx) -> CmdResult {
 
 // ---- XREAD -------------------------------------------------------------------------------
 
-/// Redis's XREAD_BLOCKED_DEFAULT_COUNT: a blocked XREAD without COUNT is served at most
-/// this many entries per stream.
-const BLOCKED_DEFAULT_COUNT: i64 = 10;
+/// Redis's XREAD_BLOCKED_DEFAULT_COUNT (1000 in 7.0): a blocked XREAD or XREADGROUP
+/// without COUNT is served at most this many entries per stream.
+pub(super) const BLOCKED_DEFAULT_COUNT: i64 = 1000;
 
 fn xread(ctx: &mut Ctx) -> CmdResult {
     let argc = ctx.args.len();
@@ -849,7 +856,7 @@ fn xinfo_stream(ctx: &mut Ctx) -> CmdResult {
     ctx.out.bulk(&m.first_id.to_bytes());
     if !full {
         ctx.out.bulk(b"groups");
-        ctx.out.int(0);
+        ctx.out.int(groups::group_count(ctx, &m) as i64);
         for (name, rev) in [(&b"first-entry"[..], false), (b"last-entry", true)] {
             ctx.out.bulk(name);
             let mut got = None;
@@ -866,7 +873,7 @@ fn xinfo_stream(ctx: &mut Ctx) -> CmdResult {
         ctx.out.bulk(b"entries");
         reply_range(ctx, e, Id::MIN, Id::MAX, count as u64, false);
         ctx.out.bulk(b"groups");
-        ctx.out.array(0);
+        groups::reply_full_groups(ctx, &m, count as u64);
     }
     Ok(())
 }

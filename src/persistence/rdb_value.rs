@@ -15,8 +15,8 @@
 //! allocation is bounded by the input size or by [`Reader::max_string_len`], and corrupt
 //! input yields an [`RdbError`], never a panic.
 //!
-//! Strings, lists, hashes, sets, sorted sets and streams (without consumer groups,
-//! [`RdbError::StreamGroups`]) are implemented. The other types (modules, zipmaps) are
+//! Strings, lists, hashes, sets, sorted sets and streams (consumer groups included) are
+//! implemented. The other types (modules, zipmaps) are
 //! recognised and answered with [`RdbError::UnsupportedType`].
 //!
 //! DUMP payloads ([`dump_payload`], [`verify_dump_payload`]) are one encoded value followed
@@ -91,8 +91,6 @@ pub enum RdbError {
     UnsupportedType(u8),
     #[error("corrupt collection encoding")]
     Corrupt,
-    #[error("the stream has consumer groups, which cairn cannot store yet")]
-    StreamGroups,
 }
 
 /// A length as read from the stream: a plain length or a special string encoding.
@@ -647,10 +645,15 @@ pub fn write_zset2_object(out: &mut Vec<u8>, items: &[(&[u8], f64)]) {
 
 /// A stream (RDB types 15, 19 and 21, as Redis's rdbLoadObject): the nodes (16-byte
 /// big-endian master ID, listpack), the length and last ID, from type 19 the first ID,
-/// the max deleted ID and the entries added, then the consumer groups (refused: not
-/// stored yet). Every node is checked entry by entry, and the whole for consistency.
+/// the max deleted ID and the entries added, then the consumer groups (name, last ID,
+/// from type 19 the entries read; the group PEL as raw IDs with delivery time and count;
+/// the consumers with their seen time, from type 21 an active time, and their PELs as raw
+/// IDs). Every node is checked entry by entry, and the whole for consistency: a consumer
+/// may only name IDs of its group's PEL, each owned once, and every PEL entry must have
+/// an owner (what Redis's deep sanitization requires).
 fn read_stream(t: u8, r: &mut Reader) -> Result<Value, RdbError> {
     use crate::collections::stream::{self, Id, Loaded};
+    use crate::collections::stream_groups::{self as sg, LoadedGroup};
     let n = read_count(r)?;
     let mut s = Loaded::default();
     for _ in 0..n {
@@ -676,9 +679,6 @@ fn read_stream(t: u8, r: &mut Reader) -> Result<Value, RdbError> {
         s.max_deleted_id = Id::new(r.read_plain_len()?, r.read_plain_len()?);
         s.entries_added = r.read_plain_len()?;
     }
-    if !s.consistent() {
-        return Err(RdbError::Corrupt);
-    }
     if t == TYPE_STREAM_LISTPACKS {
         // Type 15 has no first ID: the first live entry's (Redis's streamGetEdgeID).
         s.first_id = Id::MAX;
@@ -691,18 +691,75 @@ fn read_stream(t: u8, r: &mut Reader) -> Result<Value, RdbError> {
             }
         }
     }
-    if r.read_plain_len()? != 0 {
-        return Err(RdbError::StreamGroups);
+    let raw_id = |r: &mut Reader| -> Result<Id, RdbError> {
+        let b = r.read_bytes(16)?;
+        let mut k = [0u8; 16];
+        k.copy_from_slice(b);
+        Ok(Id::from_be(&k))
+    };
+    let ms_time = |r: &mut Reader| -> Result<i64, RdbError> {
+        let b = r.read_bytes(8)?;
+        let mut k = [0u8; 8];
+        k.copy_from_slice(b);
+        Ok(i64::from_le_bytes(k))
+    };
+    let groups = read_count(r)?;
+    for _ in 0..groups {
+        let mut g = LoadedGroup {
+            name: r.read_string()?.into_owned(),
+            last_id: Id::new(r.read_plain_len()?, r.read_plain_len()?),
+            ..Default::default()
+        };
+        g.entries_read = if t == TYPE_STREAM_LISTPACKS {
+            let meta = s.meta();
+            sg::estimate_entries_read(&meta, g.last_id)
+        } else {
+            r.read_plain_len()? as i64
+        };
+        // Each PEL entry takes 16 + 8 + 1 bytes at least.
+        let pel = read_count(r)?;
+        if pel > (r.remaining() / 25) as u64 {
+            return Err(RdbError::BadLength(pel));
+        }
+        for _ in 0..pel {
+            let id = raw_id(r)?;
+            let time = ms_time(r)?;
+            let count = r.read_plain_len()?;
+            g.pel.push((id, time, count));
+        }
+        let consumers = read_count(r)?;
+        for _ in 0..consumers {
+            let name = r.read_string()?.into_owned();
+            let seen = ms_time(r)?;
+            if t == TYPE_STREAM_LISTPACKS_3 {
+                ms_time(r)?;
+            }
+            let k = read_count(r)?;
+            if k > (r.remaining() / 16) as u64 {
+                return Err(RdbError::BadLength(k));
+            }
+            let mut ids = Vec::with_capacity(k as usize);
+            for _ in 0..k {
+                ids.push(raw_id(r)?);
+            }
+            g.consumers.push((name, seen, ids));
+        }
+        s.groups.push(g);
+    }
+    if !s.consistent() {
+        return Err(RdbError::Corrupt);
     }
     Ok(Value::Stream(s))
 }
 
 /// Appends a stream as RDB_TYPE_STREAM_LISTPACKS_2 (Redis 7.0's form): the node
-/// listpacks as they are, the metadata, no consumer groups.
+/// listpacks as they are, the metadata, the consumer groups (`groups`, from
+/// `stream_groups::export`).
 pub fn write_stream_object(
     out: &mut Vec<u8>,
     nodes: &[(crate::collections::stream::Id, &[u8])],
     m: &crate::collections::stream::Meta,
+    groups: &[crate::collections::stream_groups::LoadedGroup],
 ) {
     out.push(TYPE_STREAM_LISTPACKS_2);
     write_len(out, nodes.len() as u64);
@@ -716,7 +773,29 @@ pub fn write_stream_object(
         write_len(out, id.seq);
     }
     write_len(out, m.entries_added);
-    write_len(out, 0);
+    write_len(out, groups.len() as u64);
+    for g in groups {
+        write_string(out, &g.name);
+        write_len(out, g.last_id.ms);
+        write_len(out, g.last_id.seq);
+        // Redis writes the invalid counter (-1) as an unsigned length.
+        write_len(out, g.entries_read as u64);
+        write_len(out, g.pel.len() as u64);
+        for (id, time, count) in &g.pel {
+            out.extend_from_slice(&id.to_be());
+            out.extend_from_slice(&time.to_le_bytes());
+            write_len(out, *count);
+        }
+        write_len(out, g.consumers.len() as u64);
+        for (name, seen, ids) in &g.consumers {
+            write_string(out, name);
+            out.extend_from_slice(&seen.to_le_bytes());
+            write_len(out, ids.len() as u64);
+            for id in ids {
+                out.extend_from_slice(&id.to_be());
+            }
+        }
+    }
 }
 
 /// Reads a type byte and the value that follows (Redis's `rdbLoadObjectType` +
@@ -1248,12 +1327,9 @@ mod tests {
             read_object(&mut Reader::new(&[TYPE_HASH_ZIPMAP, 0])),
             Err(RdbError::UnsupportedType(TYPE_HASH_ZIPMAP))
         );
-        // An empty stream with one consumer group: groups are not held yet.
+        // An empty stream declaring one consumer group it does not hold.
         let grouped = [TYPE_STREAM_LISTPACKS_2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
-        assert_eq!(
-            read_object(&mut Reader::new(&grouped)),
-            Err(RdbError::StreamGroups)
-        );
+        assert!(read_object(&mut Reader::new(&grouped)).is_err());
         assert_eq!(
             read_object(&mut Reader::new(&[8])),
             Err(RdbError::UnknownType(8))

@@ -48,6 +48,9 @@ pub struct BlockRequest {
     /// The arguments to park instead of the command's own (XREAD: `$` resolved to the
     /// IDs seen when it blocked, so the re-run reads what came after).
     pub argv: Option<Vec<Vec<u8>>>,
+    /// The error a waiter gets when a ready key no longer holds a value of its kind
+    /// (XREADGROUP: its group went with the key), instead of waiting on.
+    pub gone_error: Option<&'static str>,
 }
 
 /// A parked command re-run: its client (out of its slot), reply, value references in the
@@ -178,6 +181,14 @@ impl Blocking {
             None => false,
         }
     }
+    /// The block request being made answers `-UNBLOCKED the stream key no longer
+    /// exists` when its key is deleted or holds another kind (Redis 7.0's XREADGROUP).
+    pub fn request_unblock_if_gone(&mut self) {
+        if let Some(r) = self.request.as_mut() {
+            r.gone_error = Some("UNBLOCKED the stream key no longer exists");
+        }
+    }
+
     /// True when nothing waits on any key (the write path's fast check).
     #[inline]
     pub fn no_waiters(&self) -> bool {
@@ -192,6 +203,16 @@ impl Blocking {
         let k = (db, key.to_vec());
         if self.waiters.contains_key(&k) && self.ready_set.insert(k.clone()) {
             self.ready.push_back(k);
+        }
+    }
+
+    /// Marks every waited key of every database ready (FLUSHALL emptied them all).
+    pub fn signal_all(&mut self) {
+        let keys: Vec<(usize, Vec<u8>)> = self.waiters.keys().cloned().collect();
+        for k in keys {
+            if self.ready_set.insert(k.clone()) {
+                self.ready.push_back(k);
+            }
         }
     }
 
@@ -281,6 +302,7 @@ pub fn block(ctx: &mut Ctx, keys: Vec<Vec<u8>>, deadline_ms: i64, kind: Kind, on
         kind,
         on_timeout: on,
         argv: None,
+        gone_error: None,
     });
 }
 
@@ -299,6 +321,7 @@ pub fn block_as(
         kind,
         on_timeout: on,
         argv: Some(argv),
+        gone_error: None,
     });
 }
 
@@ -380,6 +403,7 @@ impl Server {
                     .find(k.0, &k.1, now)
                     .is_some_and(|e| self.ks.kind(e) == kind);
                 if !serves {
+                    self.unblock_gone(&k);
                     break;
                 }
                 let Some(p) = self.blocking.unpark(id) else {
@@ -423,6 +447,7 @@ impl Server {
             kind: Kind::String,
             on_timeout: TimeoutReply::NullArray,
             argv: None,
+            gone_error: None,
         };
         self.park_client(client, args, req);
         self.blocking.postponed.push(client.id);
@@ -509,6 +534,42 @@ impl Server {
                 debug_assert!(false, "deadline of client {id} without a parked command");
                 self.blocking.deadlines.remove(&(d, id));
             }
+        }
+    }
+
+    /// A ready key no longer serves its waiters: those that asked for it
+    /// ([`BlockRequest::gone_error`]) are answered with their error.
+    fn unblock_gone(&mut self, k: &(usize, Vec<u8>)) {
+        let ids: Vec<(u64, &'static str)> = match self.blocking.waiters.get(k) {
+            Some(q) => q
+                .iter()
+                .filter_map(|id| {
+                    let p = self.blocking.parked.get(id)?;
+                    p.req.gone_error.map(|e| (*id, e))
+                })
+                .collect(),
+            None => return,
+        };
+        for (id, err) in ids {
+            let Some(p) = self.blocking.unpark(id) else {
+                continue;
+            };
+            if let Some(c) = self.clients.get_mut(p.slot).and_then(|c| c.as_mut()) {
+                c.blocked = false;
+            }
+            let mut out = Vec::new();
+            out.push(b'-');
+            out.extend_from_slice(err.as_bytes());
+            out.extend_from_slice(b"\r\n");
+            self.stats.record_error(err.as_bytes());
+            self.blocking.total_served += 1;
+            self.blocking.unblocked.push(Unblocked {
+                slot: p.slot,
+                client_id: id,
+                out,
+                refs: Vec::new(),
+                hold_lsn: 0,
+            });
         }
     }
 
@@ -603,6 +664,7 @@ mod tests {
                 kind: Kind::List,
                 on_timeout: TimeoutReply::NullArray,
                 argv: None,
+                gone_error: None,
             },
             data: Vec::new(),
             ranges: Vec::new(),

@@ -932,8 +932,12 @@ impl Server {
             self.propagate_as = Some(form);
             return;
         }
-        // DEL / UNLINK touch only the keys that existed: the keyspace did it.
+        // DEL / UNLINK touch only the keys that existed: the keyspace did it. Waiters are
+        // told, so an XREADGROUP blocked on a deleted stream answers (Redis 7.0).
         if matches!(spec.name, "del" | "unlink") && !is_sub {
+            for i in 1..args.len() {
+                self.blocking.signal(db, args.get(i));
+            }
             return;
         }
         // Keys a command only reads are not touched: COPY writes its destination (an
@@ -959,6 +963,13 @@ impl Server {
             self.ks.watch.touch(d, &k);
             self.ks.tracking.touch(&k);
             self.blocking.signal(d, &k);
+        }
+        // An emptied database answers the XREADGROUPs blocked on its streams (Redis's
+        // scanDatabaseForDeletedStreams); other waiters stay parked.
+        if spec.name == "flushdb" {
+            self.blocking.signal_db(db);
+        } else if spec.name == "flushall" {
+            self.blocking.signal_all();
         }
         if spec.name == "swapdb" {
             for i in 1..3 {
