@@ -24,8 +24,6 @@ const KNOWN_UPWARD: &[(&str, &str)] = &[
     ("commands/server/mod.rs", "server"),
     ("commands/transactions.rs", "server"),
     ("commands/zsets.rs", "server"),
-    ("commands/streams.rs", "server"),
-    ("commands/stream_groups.rs", "server"),
 ];
 
 /// Layers from ARCHITECTURE.md: lines `N. `mod`, `mod` ...` under `## Layers`.

@@ -25,7 +25,6 @@ use crate::collections::stream::{self, Id, Meta};
 use crate::collections::stream_groups::{self as sg, INVALID_ENTRIES_READ};
 use crate::keyspace::{Kind, Ttl};
 use crate::protocol::reply::Resp;
-use crate::server::blocking::{self, TimeoutReply};
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("xgroup", -2, 0, "stream", xgroup_container)
@@ -644,7 +643,7 @@ fn xreadgroup(ctx: &mut Ctx) -> CmdResult {
         ctx.out.null_array();
         return Ok(());
     };
-    if !blocking::may_block(ctx) {
+    if !ctx.srv.may_block_now() {
         ctx.out.null_array();
         return Ok(());
     }
@@ -680,14 +679,7 @@ fn xreadgroup(ctx: &mut Ctx) -> CmdResult {
     } else {
         ctx.now_ms.saturating_add(t)
     };
-    blocking::block_as(
-        ctx,
-        keys,
-        deadline,
-        Kind::Stream,
-        TimeoutReply::NullArray,
-        argv,
-    );
+    ctx.srv.block_stream_read(keys, deadline, argv);
     ctx.srv.blocking.request_unblock_if_gone();
     Ok(())
 }

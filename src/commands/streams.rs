@@ -15,7 +15,6 @@ use crate::arena::Ref;
 use crate::collections::stream::{self, Id, Limits, Meta, Trim};
 use crate::keyspace::{Kind, Ttl};
 use crate::protocol::reply::Resp;
-use crate::server::blocking::{self, TimeoutReply};
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("xadd", -5, WRITE | DENYOOM | FAST, "stream", xadd)
@@ -731,7 +730,7 @@ fn xread(ctx: &mut Ctx) -> CmdResult {
         ctx.out.null_array();
         return Ok(());
     };
-    if !blocking::may_block(ctx) {
+    if !ctx.srv.may_block_now() {
         ctx.out.null_array();
         return Ok(());
     }
@@ -761,14 +760,7 @@ fn xread(ctx: &mut Ctx) -> CmdResult {
     } else {
         ctx.now_ms.saturating_add(t)
     };
-    blocking::block_as(
-        ctx,
-        keys,
-        deadline,
-        Kind::Stream,
-        TimeoutReply::NullArray,
-        argv,
-    );
+    ctx.srv.block_stream_read(keys, deadline, argv);
     Ok(())
 }
 

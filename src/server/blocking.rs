@@ -336,6 +336,25 @@ fn timeout_reply(out: &mut Vec<u8>, resp: crate::protocol::reply::Resp, on: Time
 }
 
 impl Server {
+    /// A command may block now (not inside EXEC or a script, not while loading): what
+    /// command handlers ask without reaching into this module.
+    pub fn may_block_now(&self) -> bool {
+        !self.blocking.deny && !self.loading
+    }
+
+    /// A stream read (XREAD, XREADGROUP) parks on `keys` until `deadline_ms` (0: no
+    /// deadline) as `argv`, the form it re-runs; it answers `*-1` at the deadline.
+    pub fn block_stream_read(&mut self, keys: Vec<Vec<u8>>, deadline_ms: i64, argv: Vec<Vec<u8>>) {
+        self.blocking.request = Some(BlockRequest {
+            keys,
+            deadline_ms,
+            kind: Kind::Stream,
+            on_timeout: TimeoutReply::NullArray,
+            argv: Some(argv),
+            gone_error: None,
+        });
+    }
+
     /// Called by the pipeline after a handler asked to block: parks `client`'s command.
     pub(crate) fn park_client(&mut self, client: &mut Client, args: Args, mut req: BlockRequest) {
         let mut data = Vec::new();

@@ -288,12 +288,8 @@ impl Server {
             kind: crate::keyspace::Kind::String,
             on_timeout: super::blocking::TimeoutReply::ReplicaAcks { offset },
             argv: None,
+            gone_error: None,
         });
-    }
-
-    /// A command may block now (not inside EXEC or a script, not while loading).
-    pub fn may_block_now(&self) -> bool {
-        !self.blocking.deny && !self.loading
     }
 
     /// REPLCONF ACK from a replica: its offset; WAITs it satisfies are answered.
