@@ -483,7 +483,7 @@ pub static OPTIONS: &[OptSpec] = &[
         "10",
         0,
     ),
-    opt("repl-timeout", OptKind::Int(1, INTMAX), "60", NA),
+    opt("repl-timeout", OptKind::Int(1, INTMAX), "60", 0),
     opt("repl-disable-tcp-nodelay", OptKind::Bool, "no", NA),
     opt(
         "repl-backlog-size",
@@ -497,14 +497,14 @@ pub static OPTIONS: &[OptSpec] = &[
         "min-slaves-to-write",
         OptKind::Int(0, INTMAX),
         "0",
-        NA,
+        0,
     ),
     aliased(
         "min-replicas-max-lag",
         "min-slaves-max-lag",
         OptKind::Int(0, INTMAX),
         "10",
-        NA,
+        0,
     ),
     // --- cluster
     opt("cluster-enabled", OptKind::Bool, "no", IMM | NA),
@@ -780,6 +780,12 @@ pub struct Settings {
     pub repl_diskless_sync: bool,
     /// `repl-ping-replica-period`, seconds between PINGs in the replication stream.
     pub repl_ping_replica_period_s: u64,
+    /// `repl-timeout`: an online replica silent this long (no ACK) is disconnected.
+    pub repl_timeout_s: u64,
+    /// `min-replicas-to-write` / `min-replicas-max-lag`: writes are refused unless this
+    /// many replicas acknowledged within the lag (either 0: no rule).
+    pub min_replicas_to_write: u64,
+    pub min_replicas_max_lag_s: u64,
     pub obuf_normal: OutputLimit,
     /// Bulk replies at least this long are sent by reference (io-threads 1).
     pub avoid_copy_reply_min: u64,
@@ -1116,6 +1122,9 @@ fn placeholder_settings() -> Settings {
         repl_backlog_size: 1 << 20,
         repl_diskless_sync: true,
         repl_ping_replica_period_s: 10,
+        repl_timeout_s: 60,
+        min_replicas_to_write: 0,
+        min_replicas_max_lag_s: 10,
         obuf_normal: OutputLimit::default(),
         avoid_copy_reply_min: 16384,
         avoid_copy_reply_threaded_min: 65536,
@@ -1777,6 +1786,9 @@ impl Config {
             repl_backlog_size: self.int("repl-backlog-size").max(1) as u64,
             repl_diskless_sync: self.boolean("repl-diskless-sync"),
             repl_ping_replica_period_s: self.int("repl-ping-replica-period").max(1) as u64,
+            repl_timeout_s: self.int("repl-timeout").max(1) as u64,
+            min_replicas_to_write: self.int("min-replicas-to-write").max(0) as u64,
+            min_replicas_max_lag_s: self.int("min-replicas-max-lag").max(0) as u64,
             obuf_normal: self.obuf("normal"),
             avoid_copy_reply_min: self.int("min-string-size-avoid-copy-reply") as u64,
             avoid_copy_reply_threaded_min: self.int("min-string-size-avoid-copy-reply-threaded")
@@ -2010,15 +2022,15 @@ mod tests {
         assert!(e.to_string().contains("maxmemory-policy"));
         std::fs::write(
             &path,
-            "port 7001\nsave 900 1\nsave 300 10\nappendonly no\nrepl-backlog-size 1mb\nmin-replicas-to-write 1\n",
+            "port 7001\nsave 900 1\nsave 300 10\nappendonly no\nrepl-backlog-size 1mb\nrepl-backlog-ttl 10\n",
         )
         .unwrap();
         let c = Config::from_args(&args(&[path.to_str().unwrap()])).unwrap();
         assert_eq!(c.get_value("save"), Some("900 1 300 10"));
-        // `save`, `appendonly` and the backlog's size are acted on; `min-replicas-to-write`
-        // is not yet: one warning.
+        // `save`, `appendonly` and the backlog's size are acted on; `repl-backlog-ttl` is
+        // not yet: one warning.
         assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
-        assert!(c.warnings[0].contains("min-replicas-to-write"));
+        assert!(c.warnings[0].contains("repl-backlog-ttl"));
     }
 
     #[test]

@@ -405,3 +405,57 @@ fn bad_replication_input_gets_errors_and_the_server_serves_on() {
     wait_synced(&mut p, &mut r);
     assert_eq!(p.info_u64("replication", "connected_slaves"), 1);
 }
+
+/// `min-replicas-to-write`: writes (and scripts' writes) are refused until enough
+/// replicas acknowledge within `min-replicas-max-lag`, and again once they stop.
+#[test]
+fn writes_wait_for_enough_good_replicas() {
+    let prim = start_cairn(&with(
+        DEBUG,
+        &[
+            "--min-replicas-to-write",
+            "1",
+            "--min-replicas-max-lag",
+            "2",
+        ],
+    ));
+    let mut p = Raw::connect(prim.port);
+    let refused = "-NOREPLICAS Not enough good replicas to write.\r\n";
+    assert_eq!(show(&p.call(&["SET", "a", "1"])), refused);
+    let script = show(&p.call(&["EVAL", "return redis.call('set', 'a', '1')", "0"]));
+    assert!(
+        script.starts_with("-NOREPLICAS Not enough good replicas to write."),
+        "{script}"
+    );
+    assert_eq!(p.call(&["GET", "a"]), b"$-1\r\n", "reads go on");
+    let rep = start_replica_of(prim.port, &[]);
+    wait_until(Duration::from_secs(30), "a good replica", || {
+        p.info("replication", "min_slaves_good_slaves").as_deref() == Some("1")
+    });
+    assert_eq!(p.call(&["SET", "a", "1"]), b"+OK\r\n");
+    // The replica stops acknowledging: after the lag, writes are refused again.
+    let mut r = Raw::connect(rep.port);
+    r.cmd(&[b"DEBUG", b"SLEEP", b"4"]);
+    wait_until(
+        Duration::from_secs(30),
+        "the replica is no longer good",
+        || p.info("replication", "min_slaves_good_slaves").as_deref() == Some("0"),
+    );
+    assert_eq!(show(&p.call(&["SET", "b", "1"])), refused);
+}
+
+/// A replica that stops acknowledging for `repl-timeout` is disconnected.
+#[test]
+fn a_silent_replica_is_disconnected_after_repl_timeout() {
+    let prim = start_cairn(&with(DEBUG, &["--repl-timeout", "1"]));
+    let mut p = Raw::connect(prim.port);
+    p.call(&["SET", "a", "1"]);
+    let mut s = Raw::connect(prim.port);
+    s.send(b"PSYNC ? -1\r\n");
+    wait_until(Duration::from_secs(10), "the replica is online", || {
+        p.info("replication", "slave0")
+            .is_some_and(|l| l.contains("state=online"))
+    });
+    assert!(s.closed(), "the silent replica's link is closed");
+    assert_eq!(p.info_u64("replication", "connected_slaves"), 0);
+}

@@ -1122,7 +1122,7 @@ fn config_set_refuses_options_cairn_does_not_act_on() {
     for (name, value) in [
         ("latency-tracking", "no"),
         ("jemalloc-bg-thread", "no"),
-        ("repl-timeout", "30"),
+        ("repl-backlog-ttl", "30"),
     ] {
         let got = String::from_utf8(raw.call(&["CONFIG", "SET", name, value])).unwrap();
         assert_eq!(

@@ -690,6 +690,12 @@ impl Server {
         {
             return Err(Refusal::counted(snapshot_ops::MISCONF_ERR));
         }
+        // `min-replicas-to-write`: writes wait for enough replicas that keep up.
+        if writes && a.prechecks && !self.enough_good_replicas() {
+            return Err(Refusal::counted(
+                "NOREPLICAS Not enough good replicas to write.",
+            ));
+        }
         // A RESP2 client with subscriptions may only run the pub/sub context commands.
         if client.resp == crate::protocol::reply::Resp::V2
             && client.is_pubsub()

@@ -115,6 +115,9 @@ pub struct Replication {
     /// Set by the capture's cut hook (snapshot thread, executor stopped): the next
     /// propagated command must say its db.
     cut_seen: Arc<AtomicBool>,
+    /// Online replicas that acknowledged within `min-replicas-max-lag` (refreshed by cron
+    /// and at every ACK, as Redis's repl_good_slaves_count).
+    pub good_replicas: u64,
     pub sync_full: u64,
     pub sync_partial_ok: u64,
     pub sync_partial_err: u64,
@@ -309,7 +312,28 @@ impl Server {
             // its slot.
             *acked = true;
         }
+        self.refresh_good_replicas();
         self.answer_waits();
+    }
+
+    /// Counts the replicas `min-replicas-to-write` accepts.
+    pub fn refresh_good_replicas(&mut self) {
+        let max_lag_ms = self.config.settings().min_replicas_max_lag_s as i64 * 1000;
+        let now = now_ms();
+        self.repl.good_replicas = self
+            .repl
+            .replicas
+            .iter()
+            .filter(|r| matches!(r.state, ReplicaState::Online) && now - r.ack_ms <= max_lag_ms)
+            .count() as u64;
+    }
+
+    /// The write refusal of `min-replicas-to-write` (Redis's checkGoodReplicasStatus).
+    pub fn enough_good_replicas(&self) -> bool {
+        let s = self.config.settings();
+        s.min_replicas_to_write == 0
+            || s.min_replicas_max_lag_s == 0
+            || self.repl.good_replicas >= s.min_replicas_to_write
     }
 
     /// Answers the WAITs that enough replicas acknowledged.
@@ -484,6 +508,8 @@ impl Server {
         if self.repl.backlog.is_none() {
             return;
         }
+        self.disconnect_timed_out_replicas();
+        self.refresh_good_replicas();
         if let Some(b) = self.repl.backlog.as_mut() {
             let size = self.config.settings().repl_backlog_size as usize;
             if b.size_limit_bytes() != size {
@@ -510,6 +536,37 @@ impl Server {
             }
         }
         self.repl_end_of_turn();
+    }
+
+    /// Online replicas that sent no ACK for `repl-timeout` are dropped (not SYNC links,
+    /// which never acknowledge).
+    fn disconnect_timed_out_replicas(&mut self) {
+        let timeout_ms = self.config.settings().repl_timeout_s as i64 * 1000;
+        let now = now_ms();
+        let gone: Vec<usize> = self
+            .repl
+            .replicas
+            .iter()
+            .filter(|r| {
+                r.psync && matches!(r.state, ReplicaState::Online) && now - r.ack_ms > timeout_ms
+            })
+            .map(|r| {
+                warning!(
+                    "Disconnecting timedout replica (streaming sync): {}",
+                    replica_name(r)
+                );
+                r.slot
+            })
+            .collect();
+        for slot in gone {
+            if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) {
+                c.close_asap = true;
+                if !c.in_pending {
+                    c.in_pending = true;
+                    self.pubsub.pending.push(slot);
+                }
+            }
+        }
     }
 
     /// After a snapshot stop: if the capture cut there, the next propagated command

@@ -64,6 +64,9 @@ impl Server {
             if self.writes_denied_by_disk_error() {
                 return Err(crate::server::snapshot_ops::MISCONF_ERR.into());
             }
+            if !self.enough_good_replicas() {
+                return Err("NOREPLICAS Not enough good replicas to write.".into());
+            }
         }
         if spec.flags & commands::DENYOOM != 0 && rules.oom_at_start && !rules.allow_oom {
             return Err(CmdError::Oom.to_string());

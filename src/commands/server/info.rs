@@ -541,6 +541,10 @@ pub(super) fn info_replication(srv: &Server, s: &mut Section) {
     s.line("role", "master");
     let replicas = srv.repl_info_lines(crate::util::now_ms());
     s.line("connected_slaves", replicas.len());
+    let st = srv.config.settings();
+    if st.min_replicas_to_write > 0 && st.min_replicas_max_lag_s > 0 {
+        s.line("min_slaves_good_slaves", srv.repl.good_replicas);
+    }
     for (i, line) in replicas.iter().enumerate() {
         s.line(&format!("slave{i}"), line);
     }
