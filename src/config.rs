@@ -570,15 +570,15 @@ pub static OPTIONS: &[OptSpec] = &[
     ),
     // --- scripting, modules, ACL, TLS
     opt("loadmodule", OptKind::Str, "", IMM | NA | F_MULTI | HID),
-    opt("aclfile", OptKind::Str, "", IMM | NA),
-    opt("acllog-max-len", OptKind::Int(0, LONGMAX), "128", NA),
+    opt("aclfile", OptKind::Str, "", IMM),
+    opt("acllog-max-len", OptKind::Int(0, LONGMAX), "128", 0),
     opt(
         "acl-pubsub-default",
         OptKind::Enum(&["allchannels", "resetchannels"]),
         "resetchannels",
-        NA,
+        0,
     ),
-    opt("user", OptKind::Str, "", IMM | NA | F_MULTI | HID),
+    opt("user", OptKind::Str, "", IMM | F_MULTI | HID),
     opt("rename-command", OptKind::Special, "", IMM | F_MULTI | HID),
     opt("ignore-warnings", OptKind::Str, "", NA),
     opt("include", OptKind::Str, "", IMM | F_MULTI | HID),
@@ -885,6 +885,8 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// `rename-command old new` lines in order (`new` empty: the command is disabled).
     pub renamed_commands: Vec<(String, String)>,
+    /// `user <name> <rule>...` lines in order (name and rules), loaded at startup.
+    pub user_lines: Vec<Vec<String>>,
 }
 
 /// Options cairn accepts (a Redis config file starts it) but does not act on: a startup
@@ -1073,6 +1075,7 @@ impl Default for Config {
             settings: placeholder_settings(),
             warnings: vec![],
             renamed_commands: vec![],
+            user_lines: vec![],
         };
         let cobl = find_spec("client-output-buffer-limit").expect("in table");
         c.values[cobl] =
@@ -1406,6 +1409,16 @@ impl Config {
                 ))
             })?;
             return self.load_text(&content);
+        }
+        if spec.name == "user" {
+            // `user <name> <rule>...`: the rules are checked against the command table
+            // when the server starts (`Server::acl_startup`).
+            if args.len() < 2 {
+                return Err(err("Bad directive or wrong number of arguments".into()));
+            }
+            self.user_lines.push(args[1..].to_vec());
+            self.set_explicitly[idx] = true;
+            return Ok(());
         }
         if spec.name == "rename-command" {
             // `rename-command <command> <new name>`; "" disables the command. Whether the

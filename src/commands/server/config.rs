@@ -45,6 +45,13 @@ pub(super) fn config_set(ctx: &mut Ctx) -> CmdResult {
         }
     }
     ctx.srv.apply_config();
+    // `requirepass` is the default user's password (Redis's updateRequirePass).
+    if pairs.iter().any(|(n, _)| n.eq_ignore_ascii_case("requirepass")) {
+        let pass = ctx.srv.config.settings().requirepass.clone();
+        ctx.srv.acl.set_default_password(pass.as_deref());
+    }
+    ctx.srv.acl.pubsub_default_all =
+        ctx.srv.config.get_value("acl-pubsub-default") == Some("allchannels");
     ctx.out.ok();
     Ok(())
 }
