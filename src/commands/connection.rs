@@ -81,12 +81,25 @@ static CLIENT_SUBS: &[CommandSpec] = &[
         .doc("Returns information about the connection.", "6.2.0"),
     CommandSpec::new("kill", -3, ADMIN | CLIENT_SUB, "connection", client_kill)
         .doc("Terminates open connections.", "2.4.0"),
-    CommandSpec::new("unblock", -3, ADMIN | CLIENT_SUB, "connection", client_unblock).doc(
+    CommandSpec::new(
+        "unblock",
+        -3,
+        ADMIN | CLIENT_SUB,
+        "connection",
+        client_unblock,
+    )
+    .doc(
         "Unblocks a client blocked by a blocking command from a different connection.",
         "5.0.0",
     ),
-    CommandSpec::new("no-evict", 3, ADMIN | CLIENT_SUB, "connection", client_no_evict)
-        .doc("Sets the client eviction mode of the connection.", "7.0.0"),
+    CommandSpec::new(
+        "no-evict",
+        3,
+        ADMIN | CLIENT_SUB,
+        "connection",
+        client_no_evict,
+    )
+    .doc("Sets the client eviction mode of the connection.", "7.0.0"),
     CommandSpec::new("reply", 3, CLIENT_SUB, "connection", client_reply).doc(
         "Instructs the server whether to reply to commands.",
         "3.2.0",

@@ -139,10 +139,11 @@ impl Server {
                 return false;
             }
             c.sub_patterns.iter().any(|p| !upcoming.contains(p))
-                || c.sub_channels
-                    .iter()
-                    .chain(c.sub_shard.iter())
-                    .any(|ch| !upcoming.iter().any(|p| crate::util::glob_match(p, ch, false)))
+                || c.sub_channels.iter().chain(c.sub_shard.iter()).any(|ch| {
+                    !upcoming
+                        .iter()
+                        .any(|p| crate::util::glob_match(p, ch, false))
+                })
         };
         let mut victims = Vec::new();
         for c in self.clients.iter().flatten() {

@@ -458,7 +458,8 @@ impl EventLoop {
                     return;
                 }
             };
-            let rules = AdmissionRules::from_settings(srv.config.settings(), srv.acl.default_nopass());
+            let rules =
+                AdmissionRules::from_settings(srv.config.settings(), srv.acl.default_nopass());
             if let Some(refusal) = admission_refusal(&rules, self.connected, peer.ip()) {
                 srv.stats.rejected_connections += 1;
                 let _ = stream.write(refusal.as_bytes());

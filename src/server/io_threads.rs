@@ -1289,8 +1289,7 @@ fn run_in_flight(
                     out: std::mem::take(&mut st.out),
                     refs: std::mem::take(&mut st.refs),
                     close: false,
-                    authenticated: client.authenticated
-                        || srv.acl.default_needs_no_auth(),
+                    authenticated: client.authenticated || srv.acl.default_needs_no_auth(),
                     push_only: true,
                     pubsub: client.is_pubsub(),
                     arg_block: None,

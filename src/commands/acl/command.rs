@@ -42,16 +42,16 @@ static SUBS: &[CommandSpec] = &[
         "List latest events denied because of ACLs in place",
         "6.0.0",
     ),
-    CommandSpec::new("save", 2, ADMIN_SUB, "server", save)
-        .doc("Save the current ACL rules in the configured ACL file", "6.0.0"),
+    CommandSpec::new("save", 2, ADMIN_SUB, "server", save).doc(
+        "Save the current ACL rules in the configured ACL file",
+        "6.0.0",
+    ),
     CommandSpec::new("setuser", -3, ADMIN_SUB, "server", setuser).doc(
         "Modify or create the rules for a specific ACL user",
         "6.0.0",
     ),
-    CommandSpec::new("users", 2, ADMIN_SUB, "server", users).doc(
-        "List the username of all the configured ACL rules",
-        "6.0.0",
-    ),
+    CommandSpec::new("users", 2, ADMIN_SUB, "server", users)
+        .doc("List the username of all the configured ACL rules", "6.0.0"),
     CommandSpec::new("whoami", 2, SUB, "server", whoami).doc(
         "Return the name of the user associated to the current connection",
         "6.0.0",
@@ -112,7 +112,7 @@ fn getuser(ctx: &mut Ctx) -> CmdResult {
         return Ok(());
     };
     let out = &mut ctx.out;
-    out.map(7);
+    out.map(6);
     out.bulk_str("flags");
     let mut flags = vec![if u.enabled { "on" } else { "off" }];
     if u.nopass {
@@ -266,13 +266,8 @@ fn random_bytes(buf: &mut [u8]) {
     let mut filled = 0;
     while filled < buf.len() {
         // SAFETY: the pointer and length describe the unfilled tail of `buf`.
-        let n = unsafe {
-            libc::getrandom(
-                buf[filled..].as_mut_ptr().cast(),
-                buf.len() - filled,
-                0,
-            )
-        };
+        let n =
+            unsafe { libc::getrandom(buf[filled..].as_mut_ptr().cast(), buf.len() - filled, 0) };
         if n <= 0 {
             // Interrupted or unavailable: fall back to the time-seeded generator rather
             // than fail (Redis falls back likewise when /dev/urandom cannot be read).
@@ -453,7 +448,7 @@ fn help(ctx: &mut Ctx) -> CmdResult {
         "WHOAMI",
         "    Return the current connection username.",
         "HELP",
-        "    Print this help.",
+        "    Prints this help.",
     ];
     ctx.out.array(LINES.len());
     for l in LINES {

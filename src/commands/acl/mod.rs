@@ -263,7 +263,9 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 fn valid_hash(h: &[u8]) -> bool {
-    h.len() == 64 && h.iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+    h.len() == 64
+        && h.iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
 }
 
 /// Spaces (C's isspace) or NUL in a pattern or name.
@@ -434,7 +436,9 @@ impl Acl {
     // --- rules ---------------------------------------------------------------------
 
     fn cmd_bit(sel: &Selector, id: usize) -> bool {
-        sel.allowed.get(id / 64).is_some_and(|w| w & (1 << (id % 64)) != 0)
+        sel.allowed
+            .get(id / 64)
+            .is_some_and(|w| w & (1 << (id % 64)) != 0)
     }
     fn set_cmd_bit(sel: &mut Selector, id: usize, on: bool) {
         if let Some(w) = sel.allowed.get_mut(id / 64) {
@@ -1065,7 +1069,12 @@ impl Acl {
         if u.selectors.iter().any(|s| s.all_channels) {
             return None;
         }
-        Some(u.selectors.iter().flat_map(|s| s.channels.clone()).collect())
+        Some(
+            u.selectors
+                .iter()
+                .flat_map(|s| s.channels.clone())
+                .collect(),
+        )
     }
 
     /// Adds a log entry, or counts it into a matching recent one (Redis groups the same
@@ -1212,62 +1221,133 @@ impl Acl {
 
 fn trim<'a>(s: &'a [u8], set: &[u8]) -> &'a [u8] {
     let start = s.iter().position(|c| !set.contains(c)).unwrap_or(s.len());
-    let end = s.iter().rposition(|c| !set.contains(c)).map_or(start, |e| e + 1);
+    let end = s
+        .iter()
+        .rposition(|c| !set.contains(c))
+        .map_or(start, |e| e + 1);
     &s[start..end.max(start)]
 }
 
-/// Commands whose first key is written and whose other keys are only read (their
-/// sources), and COPY, whose first key is the source.
-fn source_positions(name: &str) -> Option<bool> {
-    match name {
-        "sunionstore" | "sinterstore" | "sdiffstore" | "zunionstore" | "zinterstore"
-        | "zdiffstore" | "pfmerge" | "geosearchstore" | "bitop" | "zrangestore" => Some(true),
-        "copy" => Some(false),
-        _ => None,
+/// Write commands whose keys Redis 7.0's key specs declare without `access` (they insert,
+/// update or delete but return nothing of the value): write permission only.
+const WRITE_ONLY_KEYS: &[&str] = &[
+    "append",
+    "del",
+    "expire",
+    "expireat",
+    "geoadd",
+    "hdel",
+    "hmset",
+    "hset",
+    "hsetnx",
+    "linsert",
+    "lpush",
+    "lpushx",
+    "lrem",
+    "lset",
+    "ltrim",
+    "mset",
+    "msetnx",
+    "persist",
+    "pexpire",
+    "pexpireat",
+    "pfadd",
+    "psetex",
+    "restore",
+    "rpush",
+    "rpushx",
+    "sadd",
+    "setex",
+    "setnx",
+    "setrange",
+    "srem",
+    "unlink",
+    "xack",
+    "xadd",
+    "xautoclaim",
+    "xclaim",
+    "xdel",
+    "xsetid",
+    "xtrim",
+    "zadd",
+    "zrem",
+    "zremrangebylex",
+    "zremrangebyrank",
+    "zremrangebyscore",
+];
+
+/// The permission a write command's `ordinal`-th key needs, from Redis 7.0's key specs:
+/// ACCESS asks read, INSERT / UPDATE / DELETE ask write.
+fn write_key_perm(spec: &CommandSpec, args: crate::protocol::request::Args, ordinal: usize) -> u8 {
+    let first = ordinal == 0;
+    match spec.name {
+        // Destination, then sources.
+        "bitop" | "geosearchstore" | "sdiffstore" | "sinterstore" | "sunionstore"
+        | "zdiffstore" | "zinterstore" | "zrangestore" | "zunionstore" => {
+            if first {
+                PERM_WRITE
+            } else {
+                PERM_READ
+            }
+        }
+        "pfmerge" => {
+            if first {
+                PERM_ALL
+            } else {
+                PERM_READ
+            }
+        }
+        // Source read and deleted from, destination inserted into.
+        "blmove" | "brpoplpush" | "lmove" | "rpoplpush" | "smove" | "rename" | "renamenx" => {
+            if first {
+                PERM_ALL
+            } else {
+                PERM_WRITE
+            }
+        }
+        // Source read, destinations overwritten.
+        "copy" | "georadius" | "georadiusbymember" | "sort" => {
+            if first {
+                PERM_READ
+            } else {
+                PERM_WRITE
+            }
+        }
+        // SET reads the old value only with GET (Redis's setGetKeys).
+        "set" => {
+            if (3..args.len()).any(|i| args.is(i, "GET")) {
+                PERM_ALL
+            } else {
+                PERM_WRITE
+            }
+        }
+        name if WRITE_ONLY_KEYS.contains(&name) => PERM_WRITE,
+        // Everything else reads what it changes (INCR, LPOP, GETDEL, SPOP...).
+        _ => PERM_ALL,
     }
 }
 
-/// The keys a command names and the permission each needs (read 1, write 2). Key
-/// positions are `propagate::keys_of`'s; the permission is an approximation of Redis's
-/// per-key-spec flags: a read-only command's keys need read, a write command's keys need
-/// write, except the sources of the store commands above (read). Redis also asks read
-/// for write commands that return what they change (INCR, LPOP, GETDEL...): a `%W~`-only
-/// pattern lets those run here.
+/// The keys a command names and the permission each needs (read 1, write 2, both 3).
+/// Positions are `propagate::keys_of`'s; the permissions follow Redis 7.0's key-spec
+/// flags per command name (`write_key_perm`) rather than a key-spec table: a read-only
+/// command's keys need read. BITFIELD, whose flags vary with its subcommands in Redis,
+/// always needs both here.
 fn key_permissions(spec: &CommandSpec, args: crate::protocol::request::Args) -> Vec<(usize, u8)> {
+    // Shard channels are declared as keys for cluster slots only (Redis's `not_key`).
+    if matches!(spec.name, "spublish" | "ssubscribe" | "sunsubscribe") {
+        return Vec::new();
+    }
     let positions = super::propagate::keys_of(spec, args).unwrap_or_default();
-    let positions: Vec<usize> = positions.into_iter().filter(|&p| p < args.len()).collect();
     let write = spec.flags & super::WRITE != 0;
-    let sources = if write {
-        source_positions(spec.name)
-    } else {
-        None
-    };
-    let dest = match spec.name {
-        "bitop" => 2,
-        _ => 1,
-    };
     positions
         .into_iter()
-        .map(|p| {
-            let need = match sources {
-                None if write => PERM_WRITE,
-                None => PERM_READ,
-                // Destination first, sources after.
-                Some(true) => {
-                    if p == dest {
-                        PERM_WRITE
-                    } else {
-                        PERM_READ
-                    }
-                }
-                // COPY: source, then destination.
-                Some(false) => {
-                    if p == 1 {
-                        PERM_READ
-                    } else {
-                        PERM_WRITE
-                    }
-                }
+        .filter(|&p| p < args.len())
+        .enumerate()
+        .map(|(ordinal, p)| {
+            let need = if write {
+                write_key_perm(spec, args, ordinal)
+            } else {
+                PERM_READ
             };
             (p, need)
         })

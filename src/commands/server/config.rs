@@ -46,7 +46,10 @@ pub(super) fn config_set(ctx: &mut Ctx) -> CmdResult {
     }
     ctx.srv.apply_config();
     // `requirepass` is the default user's password (Redis's updateRequirePass).
-    if pairs.iter().any(|(n, _)| n.eq_ignore_ascii_case("requirepass")) {
+    if pairs
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("requirepass"))
+    {
         let pass = ctx.srv.config.settings().requirepass.clone();
         ctx.srv.acl.set_default_password(pass.as_deref());
     }

@@ -52,19 +52,21 @@ pub static COMMANDS: &[CommandSpec] = &[
         "1.0.0",
     ),
     CommandSpec::new("info", -1, LS, "server", info)
-        .acl(acl::DANGEROUS).doc(
-        "Returns information and statistics about the server.",
-        "1.0.0",
-    ),
+        .acl(acl::DANGEROUS)
+        .doc(
+            "Returns information and statistics about the server.",
+            "1.0.0",
+        ),
     CommandSpec::new("config", -2, 0, "server", container)
         .doc("A container for server configuration commands.", "2.0.0")
         .subs(CONFIG_SUBS),
     CommandSpec::new("time", 1, LS | FAST, "server", time).doc("Returns the server time.", "2.6.0"),
     CommandSpec::new("lastsave", 1, LS | FAST, "server", lastsave)
-        .acl(acl::ADMIN | acl::DANGEROUS).doc(
-        "Returns the Unix timestamp of the last successful save to disk.",
-        "1.0.0",
-    ),
+        .acl(acl::ADMIN | acl::DANGEROUS)
+        .doc(
+            "Returns the Unix timestamp of the last successful save to disk.",
+            "1.0.0",
+        ),
     CommandSpec::new("command", -1, LS, "server", command_all)
         .acl(acl::CONNECTION)
         .doc("Returns detailed information about all commands.", "2.8.13")
@@ -104,33 +106,38 @@ static COMMAND_SUBS: &[CommandSpec] = &[
         .acl(acl::CONNECTION)
         .doc("Returns a count of commands.", "2.8.13"),
     CommandSpec::new("info", -2, LS, "server", command_info)
-        .acl(acl::CONNECTION).doc(
-        "Returns information about one, multiple or all commands.",
-        "2.8.13",
-    ),
+        .acl(acl::CONNECTION)
+        .doc(
+            "Returns information about one, multiple or all commands.",
+            "2.8.13",
+        ),
     CommandSpec::new("docs", -2, LS, "server", command_docs)
-        .acl(acl::CONNECTION).doc(
-        "Returns documentary information about one, multiple or all commands.",
-        "7.0.0",
-    ),
+        .acl(acl::CONNECTION)
+        .doc(
+            "Returns documentary information about one, multiple or all commands.",
+            "7.0.0",
+        ),
     CommandSpec::new("list", -2, LS, "server", command_list)
         .acl(acl::CONNECTION)
         .doc("Returns a list of command names.", "7.0.0"),
     CommandSpec::new("getkeys", -4, LS, "server", command_getkeys)
-        .acl(acl::CONNECTION).doc(
-        "Extracts the key names from an arbitrary command.",
-        "2.8.13",
-    ),
+        .acl(acl::CONNECTION)
+        .doc(
+            "Extracts the key names from an arbitrary command.",
+            "2.8.13",
+        ),
     CommandSpec::new("getkeysandflags", -4, LS, "server", command_getkeys)
-        .acl(acl::CONNECTION).doc(
-        "Extracts the key names and access flags for an arbitrary command.",
-        "7.0.0",
-    ),
+        .acl(acl::CONNECTION)
+        .doc(
+            "Extracts the key names and access flags for an arbitrary command.",
+            "7.0.0",
+        ),
     CommandSpec::new("help", 2, LS, "server", command_help)
-        .acl(acl::CONNECTION).doc(
-        "Returns helpful text about the different subcommands.",
-        "5.0.0",
-    ),
+        .acl(acl::CONNECTION)
+        .doc(
+            "Returns helpful text about the different subcommands.",
+            "5.0.0",
+        ),
 ];
 
 static MEMORY_SUBS: &[CommandSpec] = &[
