@@ -500,11 +500,10 @@ impl Acl {
             let mut perm = 0u8;
             let mut offset = 1;
             if op[0] == b'%' {
-                loop {
-                    let Some(&c) = op.get(offset) else { break };
-                    if c.to_ascii_uppercase() == b'R' && perm & PERM_READ == 0 {
+                while let Some(&c) = op.get(offset) {
+                    if c.eq_ignore_ascii_case(&b'R') && perm & PERM_READ == 0 {
                         perm |= PERM_READ;
-                    } else if c.to_ascii_uppercase() == b'W' && perm & PERM_WRITE == 0 {
+                    } else if c.eq_ignore_ascii_case(&b'W') && perm & PERM_WRITE == 0 {
                         perm |= PERM_WRITE;
                     } else if c == b'~' {
                         offset += 1;
