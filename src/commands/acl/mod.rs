@@ -156,6 +156,11 @@ pub struct AclCommand {
     pub categories: u32,
     pub subs: Vec<u16>,
     pub parent: Option<u16>,
+    /// What its keys need (decided once from its name and flags, not per command run).
+    key_rule: KeyRule,
+    /// Its keys come from its arguments (numkeys, keywords): `propagate::keys_of`.
+    key_proc: bool,
+    channel_rule: ChannelRule,
 }
 
 /// Why a command was refused (Redis's ACL_DENIED_*; the order is the one Redis uses to
@@ -290,7 +295,8 @@ pub struct LogEntry {
 pub struct Acl {
     pub commands: Vec<AclCommand>,
     by_name: HashMap<String, u16>,
-    by_spec: HashMap<usize, u16>,
+    /// A spec's address → its id (FNV: looked up on every restricted user's command).
+    by_spec: HashMap<usize, u16, std::hash::BuildHasherDefault<super::NameHasher>>,
     /// User slots; a client holds its user's slot. A deleted user's slot is emptied (its
     /// clients are disconnected) and not reused.
     slots: Vec<Option<User>>,
@@ -308,7 +314,7 @@ impl Acl {
         let mut acl = Acl {
             commands: Vec::new(),
             by_name: HashMap::new(),
-            by_spec: HashMap::new(),
+            by_spec: HashMap::default(),
             slots: Vec::new(),
             names: BTreeMap::new(),
             log: Default::default(),
@@ -345,6 +351,9 @@ impl Acl {
             categories: categories(spec),
             subs: Vec::new(),
             parent,
+            key_rule: KeyRule::of(spec),
+            key_proc: super::propagate::has_key_proc(spec.name),
+            channel_rule: ChannelRule::of(spec),
         });
         id
     }
@@ -991,7 +1000,7 @@ impl Acl {
             .by_spec
             .get(&(spec as *const CommandSpec as usize))
             .copied();
-        let mut keys: Option<Vec<(usize, u8)>> = None;
+        let mut keys: Option<KeyNeeds> = None;
         let mut relevant = (Denied::Command, 0usize);
         for sel in &u.selectors {
             match self.check_selector(sel, spec, id, args, &mut keys) {
@@ -1012,7 +1021,7 @@ impl Acl {
         spec: &'static CommandSpec,
         id: Option<u16>,
         args: crate::protocol::request::Args,
-        keys: &mut Option<Vec<(usize, u8)>>,
+        keys: &mut Option<KeyNeeds>,
     ) -> Result<(), (Denied, usize)> {
         if !sel.all_commands && spec.flags & super::NO_AUTH == 0 {
             let Some(id) = id else {
@@ -1031,8 +1040,12 @@ impl Acl {
                 }
             }
         }
+        let cmd = id.map(|id| &self.commands[id as usize]);
         if !sel.all_keys {
-            let keys = keys.get_or_insert_with(|| key_permissions(spec, args));
+            let Some(cmd) = cmd else {
+                return Err((Denied::Key, 0));
+            };
+            let keys = keys.get_or_insert_with(|| key_permissions(cmd, spec, args));
             for &(pos, need) in keys.iter() {
                 let key = args.get(pos);
                 let ok = sel.patterns.iter().any(|p| {
@@ -1044,7 +1057,8 @@ impl Acl {
             }
         }
         if !sel.all_channels {
-            for (pos, is_pattern) in channel_positions(spec, args) {
+            let rule = cmd.map_or(ChannelRule::None, |c| c.channel_rule);
+            for (pos, is_pattern) in rule.positions(args) {
                 let ch = args.get(pos);
                 let ok = sel.channels.iter().any(|p| {
                     if is_pattern {
@@ -1275,97 +1289,164 @@ const WRITE_ONLY_KEYS: &[&str] = &[
     "zremrangebyscore",
 ];
 
-/// The permission a write command's `ordinal`-th key needs, from Redis 7.0's key specs:
-/// ACCESS asks read, INSERT / UPDATE / DELETE ask write.
-fn write_key_perm(spec: &CommandSpec, args: crate::protocol::request::Args, ordinal: usize) -> u8 {
-    let first = ordinal == 0;
-    match spec.name {
-        // Destination, then sources.
-        "bitop" | "geosearchstore" | "sdiffstore" | "sinterstore" | "sunionstore"
-        | "zdiffstore" | "zinterstore" | "zrangestore" | "zunionstore" => {
-            if first {
-                PERM_WRITE
-            } else {
-                PERM_READ
+/// What a command's keys need, from Redis 7.0's key specs (ACCESS asks read; INSERT /
+/// UPDATE / DELETE ask write), by key ordinal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KeyRule {
+    /// No key checked (shard channels are keys for cluster slots only: Redis's
+    /// `not_key`).
+    NoKeys,
+    /// Every key needs this (read for read-only commands).
+    All(u8),
+    /// A destination written, then sources read (SUNIONSTORE, BITOP...).
+    DestThenSources,
+    /// PFMERGE: the destination read and written, the sources read.
+    MergeThenSources,
+    /// A source read and changed, then a destination written (LMOVE, RENAME...).
+    SourceChangedThenDest,
+    /// A source read, then destinations written (COPY, SORT ... STORE, GEORADIUS STORE).
+    SourceThenDests,
+    /// SET: read too only with GET (Redis's setGetKeys).
+    Set,
+}
+
+impl KeyRule {
+    fn of(spec: &CommandSpec) -> KeyRule {
+        if matches!(spec.name, "spublish" | "ssubscribe" | "sunsubscribe") {
+            return KeyRule::NoKeys;
+        }
+        if spec.flags & super::WRITE == 0 {
+            return KeyRule::All(PERM_READ);
+        }
+        match spec.name {
+            "bitop" | "geosearchstore" | "sdiffstore" | "sinterstore" | "sunionstore"
+            | "zdiffstore" | "zinterstore" | "zrangestore" | "zunionstore" => {
+                KeyRule::DestThenSources
+            }
+            "pfmerge" => KeyRule::MergeThenSources,
+            "blmove" | "brpoplpush" | "lmove" | "rpoplpush" | "smove" | "rename" | "renamenx" => {
+                KeyRule::SourceChangedThenDest
+            }
+            "copy" | "georadius" | "georadiusbymember" | "sort" => KeyRule::SourceThenDests,
+            "set" => KeyRule::Set,
+            name if WRITE_ONLY_KEYS.contains(&name) => KeyRule::All(PERM_WRITE),
+            // Everything else reads what it changes (INCR, LPOP, GETDEL, SPOP...).
+            _ => KeyRule::All(PERM_ALL),
+        }
+    }
+
+    fn need(self, args: crate::protocol::request::Args, ordinal: usize) -> u8 {
+        let first = ordinal == 0;
+        match self {
+            KeyRule::NoKeys => 0,
+            KeyRule::All(p) => p,
+            KeyRule::DestThenSources if first => PERM_WRITE,
+            KeyRule::DestThenSources => PERM_READ,
+            KeyRule::MergeThenSources if first => PERM_ALL,
+            KeyRule::MergeThenSources => PERM_READ,
+            KeyRule::SourceChangedThenDest if first => PERM_ALL,
+            KeyRule::SourceChangedThenDest => PERM_WRITE,
+            KeyRule::SourceThenDests if first => PERM_READ,
+            KeyRule::SourceThenDests => PERM_WRITE,
+            KeyRule::Set => {
+                if (3..args.len()).any(|i| args.is(i, "GET")) {
+                    PERM_ALL
+                } else {
+                    PERM_WRITE
+                }
             }
         }
-        "pfmerge" => {
-            if first {
-                PERM_ALL
-            } else {
-                PERM_READ
-            }
-        }
-        // Source read and deleted from, destination inserted into.
-        "blmove" | "brpoplpush" | "lmove" | "rpoplpush" | "smove" | "rename" | "renamenx" => {
-            if first {
-                PERM_ALL
-            } else {
-                PERM_WRITE
-            }
-        }
-        // Source read, destinations overwritten.
-        "copy" | "georadius" | "georadiusbymember" | "sort" => {
-            if first {
-                PERM_READ
-            } else {
-                PERM_WRITE
-            }
-        }
-        // SET reads the old value only with GET (Redis's setGetKeys).
-        "set" => {
-            if (3..args.len()).any(|i| args.is(i, "GET")) {
-                PERM_ALL
-            } else {
-                PERM_WRITE
-            }
-        }
-        name if WRITE_ONLY_KEYS.contains(&name) => PERM_WRITE,
-        // Everything else reads what it changes (INCR, LPOP, GETDEL, SPOP...).
-        _ => PERM_ALL,
     }
 }
 
 /// The keys a command names and the permission each needs (read 1, write 2, both 3).
-/// Positions are `propagate::keys_of`'s; the permissions follow Redis 7.0's key-spec
-/// flags per command name (`write_key_perm`) rather than a key-spec table: a read-only
-/// command's keys need read. BITFIELD, whose flags vary with its subcommands in Redis,
-/// always needs both here.
-fn key_permissions(spec: &CommandSpec, args: crate::protocol::request::Args) -> Vec<(usize, u8)> {
-    // Shard channels are declared as keys for cluster slots only (Redis's `not_key`).
-    if matches!(spec.name, "spublish" | "ssubscribe" | "sunsubscribe") {
-        return Vec::new();
-    }
-    let positions = super::propagate::keys_of(spec, args).unwrap_or_default();
-    let write = spec.flags & super::WRITE != 0;
-    positions
-        .into_iter()
-        .filter(|&p| p < args.len())
-        .enumerate()
-        .map(|(ordinal, p)| {
-            let need = if write {
-                write_key_perm(spec, args, ordinal)
-            } else {
-                PERM_READ
-            };
-            (p, need)
-        })
-        .collect()
-}
-
-/// Channel arguments a command's permission depends on (Redis checks publishing and
-/// subscribing, not unsubscribing): (position, is a pattern).
-fn channel_positions(
+/// Positions are `propagate::keys_of`'s; the needs follow Redis 7.0's key-spec flags per
+/// command (`KeyRule`) rather than a key-spec table. BITFIELD, whose flags vary with its
+/// subcommands in Redis, always needs both here.
+fn key_permissions(
+    cmd: &AclCommand,
     spec: &CommandSpec,
     args: crate::protocol::request::Args,
-) -> impl Iterator<Item = (usize, bool)> {
-    let (range, pattern) = match spec.name {
-        "publish" | "spublish" => (1..2.min(args.len()), false),
-        "subscribe" | "ssubscribe" => (1..args.len(), false),
-        "psubscribe" => (1..args.len(), true),
-        _ => (0..0, false),
+) -> KeyNeeds {
+    let mut needs = KeyNeeds::default();
+    if cmd.key_rule == KeyRule::NoKeys {
+        return needs;
+    }
+    let mut add = |ordinal: usize, p: usize| {
+        if p < args.len() {
+            needs.push((p, cmd.key_rule.need(args, ordinal)));
+        }
     };
-    range.map(move |p| (p, pattern))
+    if cmd.key_proc {
+        let positions = super::propagate::keys_of(spec, args).unwrap_or_default();
+        positions
+            .into_iter()
+            .enumerate()
+            .for_each(|(o, p)| add(o, p));
+    } else {
+        super::propagate::key_indices(spec, args.len())
+            .enumerate()
+            .for_each(|(o, p)| add(o, p));
+    }
+    needs
+}
+
+/// The keys of one command and the permission each needs: the first eight without
+/// allocating (the check runs on every command of a restricted user).
+#[derive(Default)]
+struct KeyNeeds {
+    small: [(usize, u8); 8],
+    len: usize,
+    more: Vec<(usize, u8)>,
+}
+
+impl KeyNeeds {
+    fn push(&mut self, k: (usize, u8)) {
+        if self.len < self.small.len() {
+            self.small[self.len] = k;
+            self.len += 1;
+        } else {
+            self.more.push(k);
+        }
+    }
+    fn iter(&self) -> impl Iterator<Item = &(usize, u8)> {
+        self.small[..self.len].iter().chain(self.more.iter())
+    }
+}
+
+/// Which channel arguments a command's permission depends on (Redis checks publishing
+/// and subscribing, not unsubscribing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ChannelRule {
+    None,
+    Publish,
+    Subscribe,
+    PSubscribe,
+}
+
+impl ChannelRule {
+    fn of(spec: &CommandSpec) -> ChannelRule {
+        match spec.name {
+            "publish" | "spublish" => ChannelRule::Publish,
+            "subscribe" | "ssubscribe" => ChannelRule::Subscribe,
+            "psubscribe" => ChannelRule::PSubscribe,
+            _ => ChannelRule::None,
+        }
+    }
+
+    /// (position, is a pattern) of each channel argument.
+    fn positions(
+        self,
+        args: crate::protocol::request::Args,
+    ) -> impl Iterator<Item = (usize, bool)> {
+        let (range, pattern) = match self {
+            ChannelRule::Publish => (1..2.min(args.len()), false),
+            ChannelRule::Subscribe => (1..args.len(), false),
+            ChannelRule::PSubscribe => (1..args.len(), true),
+            ChannelRule::None => (0..0, false),
+        };
+        range.map(move |p| (p, pattern))
+    }
 }
 
 #[cfg(test)]
