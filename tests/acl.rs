@@ -772,3 +772,47 @@ fn user_lines_in_the_config_file() {
     assert_eq!(show(&raw.call(&["AUTH", "defpw"])), "+OK\r\n");
     assert_eq!(show(&raw.call(&["ACL", "WHOAMI"])), "$7\r\ndefault\r\n");
 }
+
+/// Passwords and ACL rules are redacted from the slow log as Redis does.
+#[test]
+fn secrets_are_redacted_from_the_slow_log() {
+    let c = start_cairn(&[]);
+    let r = start_redis(&[]);
+    let mut logged = Vec::new();
+    for port in [c.port, r.port] {
+        let mut conn = client(port);
+        let mut run = |args: &[&str]| {
+            let mut cmd = redis::cmd(args[0]);
+            for a in &args[1..] {
+                cmd.arg(*a);
+            }
+            let _: redis::RedisResult<redis::Value> = cmd.query(&mut conn);
+        };
+        run(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+        run(&["SLOWLOG", "RESET"]);
+        run(&["AUTH", "someone", "secret"]);
+        run(&["HELLO", "2", "AUTH", "default", "secret"]);
+        run(&["ACL", "SETUSER", "zed", "on", ">secret"]);
+        run(&["CONFIG", "SET", "requirepass", "", "maxmemory", "0"]);
+        let entries: Vec<Vec<String>> = redis::cmd("SLOWLOG")
+            .arg("GET")
+            .arg(10)
+            .query::<Vec<redis::Value>>(&mut conn)
+            .unwrap()
+            .into_iter()
+            .map(|e| {
+                let redis::Value::Array(f) = e else {
+                    panic!("{e:?}")
+                };
+                redis::from_redis_value(&f[3]).unwrap()
+            })
+            .collect();
+        logged.push(entries);
+    }
+    assert_eq!(logged[0], logged[1]);
+    assert!(
+        !format!("{:?}", logged[0]).contains("secret"),
+        "{:?}",
+        logged[0]
+    );
+}

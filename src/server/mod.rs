@@ -870,9 +870,15 @@ impl Server {
             );
         }
         self.propagate_as = None;
+        // Secrets (passwords, ACL rules) never reach MONITOR or the slow log.
         if feed == Some(MonitorFeed::After) {
             let from_script = self.in_script_call;
-            commands::pubsub::feed_monitors(self, client, client.db, args, from_script);
+            let redacted = commands::acl::redacted(spec, parent, args);
+            let shown = match &redacted {
+                Some((data, ranges)) => Args::new(data, ranges),
+                None => args,
+            };
+            commands::pubsub::feed_monitors(self, client, client.db, shown, from_script);
         }
         let end = now_us();
         self.clock_us = end;
@@ -888,7 +894,12 @@ impl Server {
             let threshold = self.config.settings().slowlog_log_slower_than;
             if threshold >= 0 && dur_us as i64 >= threshold {
                 let max = self.config.settings().slowlog_max_len;
-                self.slowlog.push(args, dur_us, client, max);
+                let redacted = commands::acl::redacted(spec, parent, args);
+                let shown = match &redacted {
+                    Some((data, ranges)) => Args::new(data, ranges),
+                    None => args,
+                };
+                self.slowlog.push(shown, dur_us, client, max);
             }
         }
         let lat_threshold_ms = self.config.settings().latency_monitor_threshold;

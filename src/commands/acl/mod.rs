@@ -1449,6 +1449,65 @@ impl ChannelRule {
     }
 }
 
+/// The arguments MONITOR and SLOWLOG show for a command carrying secrets, with those
+/// replaced by `(redacted)` as Redis's redactClientCommandArgument does: AUTH's, HELLO's
+/// AUTH pair, ACL SETUSER's user and rules, CONFIG SET's value of a sensitive option.
+/// None: shown as sent. Returns (bytes, ranges) for `Args::new`.
+#[allow(clippy::type_complexity)]
+pub fn redacted(
+    spec: &CommandSpec,
+    parent: Option<&CommandSpec>,
+    args: crate::protocol::request::Args,
+) -> Option<(Vec<u8>, Vec<(usize, usize)>)> {
+    let hide: Vec<usize> = match (parent.map(|p| p.name), spec.name) {
+        (None, "auth") => (1..args.len()).collect(),
+        (None, "hello") => {
+            let mut v = Vec::new();
+            let mut i = 2;
+            while i < args.len() {
+                if args.is(i, "AUTH") && i + 2 < args.len() {
+                    v.extend([i + 1, i + 2]);
+                    i += 3;
+                } else {
+                    i += 1;
+                }
+            }
+            v
+        }
+        (Some("acl"), "setuser") => (2..args.len()).collect(),
+        (Some("config"), "set") => (2..args.len())
+            .step_by(2)
+            .filter(|&i| {
+                [
+                    "requirepass",
+                    "masterauth",
+                    "tls-key-file-pass",
+                    "tls-client-key-file-pass",
+                ]
+                .iter()
+                .any(|o| args.is(i, o))
+            })
+            .map(|i| i + 1)
+            .filter(|&i| i < args.len())
+            .collect(),
+        _ => return None,
+    };
+    if hide.is_empty() {
+        return None;
+    }
+    let (mut data, mut ranges) = (Vec::new(), Vec::new());
+    for i in 0..args.len() {
+        let a: &[u8] = if hide.contains(&i) {
+            b"(redacted)"
+        } else {
+            args.get(i)
+        };
+        ranges.push((data.len(), a.len()));
+        data.extend_from_slice(a);
+    }
+    Some((data, ranges))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
