@@ -816,3 +816,43 @@ fn secrets_are_redacted_from_the_slow_log() {
         logged[0]
     );
 }
+
+/// SETUSER that takes a channel away disconnects the user's subscribers holding it; a
+/// change that keeps their channels leaves them be.
+#[test]
+fn revoked_channels_disconnect_subscribers() {
+    let c = start_cairn(&[]);
+    let mut admin = Raw::connect(c.port);
+    assert_eq!(
+        show(&admin.call(&["ACL", "SETUSER", "s", "on", ">p", "+@all", "&news*", "&sport"])),
+        "+OK\r\n"
+    );
+    let mut sub = Raw::connect(c.port);
+    assert_eq!(show(&sub.call(&["AUTH", "s", "p"])), "+OK\r\n");
+    sub.call(&["SUBSCRIBE", "news1"]);
+    let mut psub = Raw::connect(c.port);
+    assert_eq!(show(&psub.call(&["AUTH", "s", "p"])), "+OK\r\n");
+    psub.call(&["PSUBSCRIBE", "sport"]);
+    // Adding a channel keeps everyone.
+    assert_eq!(
+        show(&admin.call(&["ACL", "SETUSER", "s", "&more"])),
+        "+OK\r\n"
+    );
+    assert_eq!(show(&admin.call(&["PUBLISH", "news1", "m"])), ":1\r\n");
+    // Taking `sport` away closes the pattern subscriber only.
+    assert_eq!(
+        show(&admin.call(&["ACL", "SETUSER", "s", "resetchannels", "&news*"])),
+        "+OK\r\n"
+    );
+    assert!(psub.closed());
+    assert_eq!(show(&admin.call(&["PUBLISH", "news1", "m"])), ":1\r\n");
+    // Taking `news*` away closes the channel subscriber.
+    assert_eq!(
+        show(&admin.call(&["ACL", "SETUSER", "s", "resetchannels", "&other"])),
+        "+OK\r\n"
+    );
+    assert!(sub.closed());
+    wait_until(DEADLINE, "the subscriber is gone", || {
+        show(&admin.call(&["PUBLISH", "news1", "m"])) == ":0\r\n"
+    });
+}
