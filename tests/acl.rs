@@ -771,6 +771,18 @@ fn user_lines_in_the_config_file() {
     );
     assert_eq!(show(&raw.call(&["AUTH", "defpw"])), "+OK\r\n");
     assert_eq!(show(&raw.call(&["ACL", "WHOAMI"])), "$7\r\ndefault\r\n");
+    // CONFIG REWRITE writes the users as they are now, in place of the file's lines.
+    assert_eq!(
+        show(&raw.call(&["ACL", "SETUSER", "extra", "on", ">e", "+ping"])),
+        "+OK\r\n"
+    );
+    assert_eq!(show(&raw.call(&["CONFIG", "REWRITE"])), "+OK\r\n");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let users: Vec<&str> = text.lines().filter(|l| l.starts_with("user ")).collect();
+    assert_eq!(users.len(), 3, "{text}");
+    assert!(users[0].starts_with("user app on #"), "{text}");
+    assert!(users[1].starts_with("user default on "), "{text}");
+    assert!(users[2].starts_with("user extra on #"), "{text}");
 }
 
 /// Passwords and ACL rules are redacted from the slow log as Redis does.
