@@ -481,6 +481,10 @@ impl Acl {
     }
 
     fn apply_selector(&self, sel: &mut Selector, op: &[u8]) -> Result<(), RuleError> {
+        // An empty rule (`""` inside a selector) is no rule Redis knows.
+        if op.is_empty() {
+            return Err(RuleError::Syntax);
+        }
         let is = |w: &str| op.eq_ignore_ascii_case(w.as_bytes());
         if is("allkeys") || op == b"~*" {
             sel.all_keys = true;
@@ -524,6 +528,10 @@ impl Acl {
                 }
             } else {
                 perm = PERM_ALL;
+            }
+            // `%` or `%~` grant nothing: refused, as redis-server 7.0.15 does.
+            if perm == 0 {
+                return Err(RuleError::Syntax);
             }
             let pattern = &op[offset.min(op.len())..];
             if has_spaces(pattern) {
