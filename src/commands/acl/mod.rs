@@ -695,16 +695,18 @@ impl Acl {
         let mut out = Vec::new();
         let mut open: Option<(usize, Vec<u8>)> = None;
         for (j, op) in args.iter().enumerate() {
+            // An opening argument starts a selector even inside another (Redis drops the
+            // unfinished one).
+            if op.first() == Some(&b'(') && op.last() != Some(&b')') {
+                open = Some((j, op.clone()));
+                continue;
+            }
             if let Some((_, sel)) = open.as_mut() {
                 sel.push(b' ');
                 sel.extend_from_slice(op);
                 if op.last() == Some(&b')') {
                     out.push(open.take().unwrap().1);
                 }
-                continue;
-            }
-            if op.first() == Some(&b'(') && op.last() != Some(&b')') {
-                open = Some((j, op.clone()));
                 continue;
             }
             out.push(op.clone());
