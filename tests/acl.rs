@@ -952,6 +952,13 @@ fn random_rules_match_redis() {
         let b = show(&rr.call(&refs));
         assert_eq!(a, b, "seed {seed} round {round}: {args:?}");
         same_normalized(&mut rc, &mut rr, &known, &["ACL", "GETUSER", &name]);
+        // What the user may run now.
+        for _ in 0..4 {
+            let cmd = MATRIX[rng.below(MATRIX.len() as u64) as usize];
+            let mut dry = vec!["ACL", "DRYRUN", name.as_str()];
+            dry.extend_from_slice(cmd);
+            same_str(&mut rc, &mut rr, &dry);
+        }
     }
     same_normalized(&mut rc, &mut rr, &known, &["ACL", "LIST"]);
 }
