@@ -1507,6 +1507,18 @@ static CONNECTION: &[Spec] = &[
     Spec::new("client help", 1, |g| client_sub(g, "HELP", vec![])),
     Spec::new("client unknown", 1, |g| { let s = a(g.rng.pick(&["NOPE", "", "idx"])); one(vec![a("CLIENT"), s]) }),
     Spec::new("client", 1, |_| one(vec![a("CLIENT")])).no_mutate(),
+    Spec::new("acl whoami", 2, |g| one(vec![g.word("ACL"), g.word("WHOAMI")])),
+    Spec::new("acl users", 1, |g| one(vec![g.word("ACL"), g.word("USERS")])),
+    Spec::new("acl list", 1, |g| one(vec![g.word("ACL"), g.word("LIST")])),
+    Spec::new("acl cat", 1, |g| one(vec![g.word("ACL"), g.word("CAT")])),
+    Spec::new("acl getuser", 2, |g| { let u = a(g.rng.pick(&["default", "nobody", "DEFAULT"])); one(vec![g.word("ACL"), g.word("GETUSER"), u]) }),
+    Spec::new("acl dryrun", 3, |g| {
+        let u = a(g.rng.pick(&["default", "nobody"]));
+        let c: Vec<Arg> = g.rng.pick(&[&["get", "k"][..], &["set", "k"], &["flushall"], &["nosuch"], &["config", "get", "hz"], &["config", "nope"]]).iter().map(|x| a(x)).collect();
+        one([vec![g.word("ACL"), g.word("DRYRUN"), u], c].concat())
+    }),
+    Spec::new("acl genpass", 1, |g| { let b = a(g.rng.pick(&["0", "-1", "x", "4097"])); one(vec![g.word("ACL"), g.word("GENPASS"), b]) }).no_mutate(),
+    Spec::new("acl deluser", 1, |g| { let u = a(g.rng.pick(&["default", "nobody"])); one(vec![g.word("ACL"), g.word("DELUSER"), u]) }),
     Spec::new("dbsize", 3, |g| cmd("DBSIZE", g, vec![])),
     Spec::new("set", 5, |g| { let (k, v) = (g.key(), g.val()); cmd("SET", g, vec![k, v]) }),
     Spec::new("get", 3, |g| { let k = g.key(); cmd("GET", g, vec![k]) }),

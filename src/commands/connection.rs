@@ -13,6 +13,8 @@ use crate::server::Client;
 pub const COMPAT_REDIS_VERSION: &str = "7.0.15";
 
 const CONN: u32 = NOSCRIPT | LOADING | STALE | FAST;
+/// CLIENT's subcommands: as AUTH and HELLO but not `fast` (Redis 7.0).
+const CLIENT_SUB: u32 = NOSCRIPT | LOADING | STALE;
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
@@ -59,6 +61,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     )
     .doc("Resets the connection.", "6.2.0"),
     CommandSpec::new("client", -2, 0, "connection", client_help)
+        .acl(0)
         .doc("A container for client connection commands.", "2.4.0")
         .subs(CLIENT_SUBS),
 ];
@@ -66,29 +69,42 @@ pub static COMMANDS: &[CommandSpec] = &[
 const ALLOW_BUSY_FLAG: u32 = super::ALLOW_BUSY;
 
 static CLIENT_SUBS: &[CommandSpec] = &[
-    CommandSpec::new("id", 2, CONN, "connection", client_id)
+    CommandSpec::new("id", 2, CLIENT_SUB, "connection", client_id)
         .doc("Returns the unique client ID of the connection.", "5.0.0"),
-    CommandSpec::new("setname", 3, CONN, "connection", client_setname)
+    CommandSpec::new("setname", 3, CLIENT_SUB, "connection", client_setname)
         .doc("Sets the connection name.", "2.6.9"),
-    CommandSpec::new("getname", 2, CONN, "connection", client_getname)
+    CommandSpec::new("getname", 2, CLIENT_SUB, "connection", client_getname)
         .doc("Returns the name of the connection.", "2.6.9"),
-    CommandSpec::new("list", -2, ADMIN | CONN, "connection", client_list)
+    CommandSpec::new("list", -2, ADMIN | CLIENT_SUB, "connection", client_list)
         .doc("Lists open connections.", "2.4.0"),
-    CommandSpec::new("info", 2, CONN, "connection", client_info)
+    CommandSpec::new("info", 2, CLIENT_SUB, "connection", client_info)
         .doc("Returns information about the connection.", "6.2.0"),
-    CommandSpec::new("kill", -3, ADMIN | CONN, "connection", client_kill)
+    CommandSpec::new("kill", -3, ADMIN | CLIENT_SUB, "connection", client_kill)
         .doc("Terminates open connections.", "2.4.0"),
-    CommandSpec::new("unblock", -3, ADMIN | CONN, "connection", client_unblock).doc(
+    CommandSpec::new(
+        "unblock",
+        -3,
+        ADMIN | CLIENT_SUB,
+        "connection",
+        client_unblock,
+    )
+    .doc(
         "Unblocks a client blocked by a blocking command from a different connection.",
         "5.0.0",
     ),
-    CommandSpec::new("no-evict", 3, ADMIN | CONN, "connection", client_no_evict)
-        .doc("Sets the client eviction mode of the connection.", "7.0.0"),
-    CommandSpec::new("reply", 3, CONN, "connection", client_reply).doc(
+    CommandSpec::new(
+        "no-evict",
+        3,
+        ADMIN | CLIENT_SUB,
+        "connection",
+        client_no_evict,
+    )
+    .doc("Sets the client eviction mode of the connection.", "7.0.0"),
+    CommandSpec::new("reply", 3, CLIENT_SUB, "connection", client_reply).doc(
         "Instructs the server whether to reply to commands.",
         "3.2.0",
     ),
-    CommandSpec::new("help", 2, CONN, "connection", client_help).doc(
+    CommandSpec::new("help", 2, CLIENT_SUB, "connection", client_help).doc(
         "Returns helpful text about the different subcommands.",
         "5.0.0",
     ),
@@ -407,22 +423,33 @@ fn echo(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
-/// Checks a password for `user` (only the `default` user exists without ACLs).
-fn check_password(ctx: &Ctx, user: &[u8], pass: &[u8]) -> bool {
-    if user != b"default" {
-        return false;
+/// Authenticates the client as `user` (Redis's ACLAuthenticateUser): true on success;
+/// a failure is logged in ACL LOG with the command's name as typed.
+fn authenticate(ctx: &mut Ctx, user: &[u8], pass: &[u8]) -> bool {
+    match ctx.srv.acl.authenticate(user, pass) {
+        Some(slot) => {
+            ctx.client.authenticated = true;
+            ctx.client.user = slot;
+            ctx.client.user_name = user.to_vec();
+            true
+        }
+        None => {
+            let context = if ctx.client.multi.is_some() || ctx.srv.in_exec {
+                super::acl::LogContext::Multi
+            } else {
+                super::acl::LogContext::Toplevel
+            };
+            let object = ctx.args.get(0).to_vec();
+            ctx.srv.acl_log(
+                ctx.client,
+                super::acl::Denied::Auth,
+                context,
+                object,
+                Some(user),
+            );
+            false
+        }
     }
-    match &ctx.srv.config.settings().requirepass {
-        None => true,
-        Some(p) => constant_time_eq(p, pass),
-    }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
@@ -445,10 +472,10 @@ fn hello(ctx: &mut Ctx) -> CmdResult {
     while i < ctx.args.len() {
         let more = ctx.args.len() - i - 1;
         if ctx.args.is(i, "AUTH") && more >= 2 {
-            if !check_password(ctx, ctx.args.get(i + 1), ctx.args.get(i + 2)) {
+            let (user, pass) = (ctx.args.get(i + 1), ctx.args.get(i + 2));
+            if !authenticate(ctx, user, pass) {
                 return Err(CmdError::raw(WRONGPASS));
             }
-            ctx.client.authenticated = true;
             i += 3;
         } else if ctx.args.is(i, "SETNAME") && more >= 1 {
             let name = ctx.args.get(i + 1);
@@ -466,7 +493,7 @@ fn hello(ctx: &mut Ctx) -> CmdResult {
             )));
         }
     }
-    if ctx.srv.config.settings().requirepass.is_some() && !ctx.client.authenticated {
+    if !ctx.srv.acl.default_needs_no_auth() && !ctx.client.authenticated {
         // Redis 7.0's text (7.2 added "<proto>" to it).
         return Err(CmdError::raw("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
     }
@@ -497,15 +524,14 @@ fn auth(ctx: &mut Ctx) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     let (user, pass) = if ctx.args.len() == 2 {
-        if ctx.srv.config.settings().requirepass.is_none() {
+        if ctx.srv.acl.default_nopass() {
             return Err(CmdError::err("AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"));
         }
         (&b"default"[..], ctx.args.get(1))
     } else {
         (ctx.args.get(1), ctx.args.get(2))
     };
-    if check_password(ctx, user, pass) {
-        ctx.client.authenticated = true;
+    if authenticate(ctx, user, pass) {
         ctx.out.ok();
         Ok(())
     } else {
@@ -552,7 +578,9 @@ fn reset(ctx: &mut Ctx) -> CmdResult {
         c.reply_mode = ReplyMode::On;
     }
     // Back to the default user's state for a new connection (clientSetDefaultAuth).
-    c.authenticated = ctx.srv.config.settings().requirepass.is_none();
+    c.authenticated = ctx.srv.acl.default_needs_no_auth();
+    c.user = super::acl::DEFAULT_USER;
+    c.user_name = b"default".to_vec();
     ctx.out.simple("RESET");
     Ok(())
 }
@@ -754,6 +782,7 @@ fn client_kill(ctx: &mut Ctx) -> CmdResult {
     // a dangling last argument (which is a syntax error when reached).
     let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, true);
     let mut class: Option<&'static str> = None;
+    let mut user: Option<Vec<u8>> = None;
     let mut i = 2;
     while i < ctx.args.len() {
         let has_value = i + 1 < ctx.args.len();
@@ -774,13 +803,13 @@ fn client_kill(ctx: &mut Ctx) -> CmdResult {
         } else if ctx.args.is(i, "LADDR") && has_value {
             laddr = Some(v);
         } else if ctx.args.is(i, "USER") && has_value {
-            // Without ACLs the only user is `default`, and every connection runs as it.
-            if ctx.args.get(i + 1) != b"default" {
+            if ctx.srv.acl.user_by_name(ctx.args.get(i + 1)).is_none() {
                 return Err(CmdError::err(format!(
                     "No such user '{}'",
                     c_string(ctx.args.get(i + 1))
                 )));
             }
+            user = Some(ctx.args.get(i + 1).to_vec());
         } else if ctx.args.is(i, "TYPE") && has_value {
             class = Some(client_class(ctx.args.get(i + 1)).ok_or_else(|| {
                 CmdError::err(format!(
@@ -806,6 +835,7 @@ fn client_kill(ctx: &mut Ctx) -> CmdResult {
         .filter(|c| id.is_none_or(|i| c.id == i))
         .filter(|c| addr.as_ref().is_none_or(|a| &c.addr == a))
         .filter(|c| laddr.as_ref().is_none_or(|a| &c.laddr == a))
+        .filter(|c| user.as_ref().is_none_or(|u| &c.user_name == u))
         .filter(|c| !(skipme && c.id == me))
         .map(|c| c.id)
         .collect();

@@ -29,6 +29,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .keys(1, 1, 1)
         .doc("Determines the type of value stored at a key.", "1.0.0"),
     CommandSpec::new("keys", 2, READONLY, "generic", keys)
+        .acl(super::acl::KEYSPACE | super::acl::DANGEROUS)
         .doc("Returns all key names that match a pattern.", "1.0.0"),
     CommandSpec::new("scan", -2, READONLY, "generic", scan)
         .doc("Iterates over the key names in the database.", "2.8.0"),
@@ -47,6 +48,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .keys(1, 1, 1)
         .doc("Moves a key to another database.", "1.0.0"),
     CommandSpec::new("swapdb", 3, WRITE | FAST, "generic", swapdb)
+        .acl(super::acl::KEYSPACE | super::acl::DANGEROUS)
         .doc("Swaps two Redis databases.", "4.0.0"),
     CommandSpec::new("touch", -2, READONLY | FAST, "generic", touch)
         .keys(1, -1, 1)
@@ -88,6 +90,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .keys(1, 1, 1)
         .doc("Removes the expiration time of a key.", "2.2.0"),
     CommandSpec::new("object", -2, 0, "generic", object_help)
+        .acl(0)
         .doc("A container for object introspection commands.", "2.2.3")
         .subs(OBJECT_SUBS),
     CommandSpec::new("dump", 2, READONLY, "generic", dump)
@@ -97,6 +100,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "2.6.0",
         ),
     CommandSpec::new("restore", -4, WRITE | DENYOOM, "generic", restore)
+        .acl(super::acl::KEYSPACE | super::acl::DANGEROUS)
         .keys(1, 1, 1)
         .doc(
             "Creates a key from the serialized representation of a value.",

@@ -5,6 +5,7 @@
 //! Architecture invariant: command code never touches a socket or a file descriptor; it
 //! reads its arguments from [`Ctx::args`] and writes RESP into [`Ctx::out`].
 
+pub mod acl;
 pub mod aof;
 pub mod bits;
 pub mod connection;
@@ -109,6 +110,10 @@ pub struct CommandSpec {
     pub since: &'static str,
     pub handler: Handler,
     pub subcommands: &'static [CommandSpec],
+    /// The ACL categories Redis's command table declares for it (`acl_categories` in its
+    /// JSON files); the ones Redis implies from flags are added by
+    /// [`acl::categories`]. Defaults from the group (see [`acl::group_categories`]).
+    pub acl: u32,
 }
 
 impl CommandSpec {
@@ -132,7 +137,13 @@ impl CommandSpec {
             since: "1.0.0",
             handler,
             subcommands: &[],
+            acl: acl::group_categories(group),
         }
+    }
+    /// Declares the command's ACL categories, replacing its group's default.
+    pub const fn acl(mut self, categories: u32) -> CommandSpec {
+        self.acl = categories;
+        self
     }
     pub const fn keys(mut self, first: i32, last: i32, step: i32) -> CommandSpec {
         self.first_key = first;
@@ -293,6 +304,7 @@ pub struct CommandTable {
 /// Every family's table (a slice, so adding a family is one line).
 pub fn all_families() -> Vec<&'static [CommandSpec]> {
     vec![
+        acl::command::COMMANDS,
         aof::COMMANDS,
         bits::COMMANDS,
         connection::COMMANDS,

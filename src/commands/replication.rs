@@ -23,11 +23,15 @@ pub static COMMANDS: &[CommandSpec] = &[
         "An internal command for configuring the replication stream",
         "3.0.0",
     ),
-    CommandSpec::new("role", 1, NOSCRIPT | LOADING | STALE | FAST, "server", role).doc(
+    CommandSpec::new("role", 1, NOSCRIPT | LOADING | STALE | FAST, "server", role)
+        .acl(super::acl::ADMIN | super::acl::DANGEROUS)
+        .doc(
         "Return the role of the instance in the context of replication",
         "2.8.12",
     ),
-    CommandSpec::new("wait", 3, NOSCRIPT, "generic", wait).doc(
+    CommandSpec::new("wait", 3, NOSCRIPT, "generic", wait)
+        .acl(super::acl::CONNECTION)
+        .doc(
         "Wait for the synchronous replication of all the write commands sent in the context of the current connection",
         "3.0.0",
     ),

@@ -23,8 +23,8 @@ use std::cmp::Ordering;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new("sort", -2, WRITE | DENYOOM, "generic", sort).keys(1, 1, 1).doc("Sort the elements in a list, set or sorted set", "1.0.0"),
-    CommandSpec::new("sort_ro", -2, READONLY, "generic", sort_ro).keys(1, 1, 1).doc("Sort the elements in a list, set or sorted set. Read-only variant of SORT.", "7.0.0"),
+    CommandSpec::new("sort", -2, WRITE | DENYOOM, "generic", sort).acl(super::acl::SET | super::acl::SORTEDSET | super::acl::LIST | super::acl::DANGEROUS).keys(1, 1, 1).doc("Sort the elements in a list, set or sorted set", "1.0.0"),
+    CommandSpec::new("sort_ro", -2, READONLY, "generic", sort_ro).acl(super::acl::SET | super::acl::SORTEDSET | super::acl::LIST | super::acl::DANGEROUS).keys(1, 1, 1).doc("Sort the elements in a list, set or sorted set. Read-only variant of SORT.", "7.0.0"),
 ];
 
 fn sort(ctx: &mut Ctx) -> CmdResult {

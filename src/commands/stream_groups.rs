@@ -28,6 +28,7 @@ use crate::protocol::reply::Resp;
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("xgroup", -2, 0, "stream", xgroup_container)
+        .acl(0)
         .doc("A container for consumer groups commands.", "5.0.0")
         .subs(XGROUP_SUBS),
     CommandSpec::new("xreadgroup", -7, WRITE | BLOCKING, "stream", xreadgroup).doc(

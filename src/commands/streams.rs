@@ -43,6 +43,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "5.0.0",
     ),
     CommandSpec::new("xinfo", -2, 0, "stream", xinfo_container)
+        .acl(0)
         .doc("A container for stream introspection commands.", "5.0.0")
         .subs(XINFO_SUBS),
 ];

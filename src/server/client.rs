@@ -21,6 +21,9 @@ pub struct Client {
     pub db: usize,
     pub resp: Resp,
     pub authenticated: bool,
+    /// The ACL user's slot (`commands::acl::Acl`; 0: `default`) and its name.
+    pub user: usize,
+    pub user_name: Vec<u8>,
     pub reply_mode: ReplyMode,
     pub no_evict: bool,
     /// What this client's buffers hold, as the socket side measures it (client eviction).
@@ -139,6 +142,8 @@ impl Client {
             db: 0,
             resp: Resp::V2,
             authenticated: false,
+            user: 0,
+            user_name: b"default".to_vec(),
             reply_mode: ReplyMode::On,
             no_evict: false,
             memory: Default::default(),
@@ -261,7 +266,7 @@ impl Client {
             .map(|n| String::from_utf8_lossy(n).into_owned())
             .unwrap_or_default();
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir={} resp={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir={} resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -286,6 +291,7 @@ impl Client {
                 (None, Some(p)) => format!("{p}|{}", self.last_cmd),
                 (None, None) => self.last_cmd.to_string(),
             },
+            String::from_utf8_lossy(&self.user_name),
             self.tracking.as_ref().map_or(-1, |t| t.redirect as i64),
             match self.resp {
                 Resp::V2 => 2,

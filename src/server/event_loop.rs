@@ -459,7 +459,8 @@ impl EventLoop {
                     return;
                 }
             };
-            let rules = AdmissionRules::from_settings(srv.config.settings());
+            let rules =
+                AdmissionRules::from_settings(srv.config.settings(), srv.acl.default_nopass());
             if let Some(refusal) = admission_refusal(&rules, self.connected, peer.ip()) {
                 srv.stats.rejected_connections += 1;
                 let _ = stream.write(refusal.as_bytes());
@@ -672,7 +673,7 @@ impl EventLoop {
             }
             let limits = ParseLimits {
                 proto_max_bulk_len: srv.config.settings().proto_max_bulk_len,
-                auth_required: srv.config.settings().requirepass.is_some() && !client.authenticated,
+                auth_required: !srv.acl.default_needs_no_auth() && !client.authenticated,
             };
             // Before AUTH the parser's limits depend on each command's outcome: no batching.
             let can_batch = !limits.auth_required;

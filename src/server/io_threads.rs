@@ -128,7 +128,10 @@ pub struct SharedLimits {
     pub pubsub_soft_bytes: AtomicU64,
     pub pubsub_soft_seconds: AtomicU64,
     pub maxclients: AtomicUsize,
+    /// The default user needs AUTH (a password, or disabled).
     pub requirepass_set: AtomicBool,
+    /// The default user has `nopass` (protected mode applies).
+    pub default_nopass: AtomicBool,
     pub protected_mode: AtomicBool,
     pub timeout_s: AtomicU64,
 }
@@ -136,6 +139,12 @@ pub struct SharedLimits {
 impl SharedLimits {
     fn refresh(&self, srv: &Server) {
         let s = srv.config.settings();
+        // Protected mode and new connections' authentication follow the default user
+        // (`requirepass` or its ACL rules).
+        self.requirepass_set
+            .store(!srv.acl.default_needs_no_auth(), Ordering::Relaxed);
+        self.default_nopass
+            .store(srv.acl.default_nopass(), Ordering::Relaxed);
         self.proto_max_bulk_len
             .store(s.proto_max_bulk_len as u64, Ordering::Relaxed);
         self.client_query_buffer_limit
@@ -153,8 +162,6 @@ impl SharedLimits {
         self.pubsub_soft_seconds
             .store(s.obuf_pubsub.soft_seconds, Ordering::Relaxed);
         self.maxclients.store(s.maxclients, Ordering::Relaxed);
-        self.requirepass_set
-            .store(s.requirepass.is_some(), Ordering::Relaxed);
         self.protected_mode
             .store(s.protected_mode, Ordering::Relaxed);
         self.timeout_s.store(s.timeout_s, Ordering::Relaxed);
@@ -328,7 +335,7 @@ impl IoThread {
             };
             let rules = AdmissionRules {
                 protected_mode: self.limits.protected_mode.load(Ordering::Relaxed),
-                password_set: self.limits.requirepass_set.load(Ordering::Relaxed),
+                password_set: !self.limits.default_nopass.load(Ordering::Relaxed),
                 maxclients: self.limits.maxclients.load(Ordering::Relaxed),
             };
             let connected = self.connected.load(Ordering::Relaxed);
@@ -1282,8 +1289,7 @@ fn run_in_flight(
                     out: std::mem::take(&mut st.out),
                     refs: std::mem::take(&mut st.refs),
                     close: false,
-                    authenticated: client.authenticated
-                        || srv.config.settings().requirepass.is_none(),
+                    authenticated: client.authenticated || srv.acl.default_needs_no_auth(),
                     push_only: true,
                     pubsub: client.is_pubsub(),
                     arg_block: None,
@@ -1323,7 +1329,7 @@ fn run_in_flight(
         out,
         refs,
         close: client.close_after_reply,
-        authenticated: client.authenticated || srv.config.settings().requirepass.is_none(),
+        authenticated: client.authenticated || srv.acl.default_needs_no_auth(),
         push_only: false,
         pubsub: client.is_pubsub(),
         arg_block: None,

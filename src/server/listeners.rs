@@ -29,16 +29,16 @@ pub const PROTECTED_MODE_DENIED: &str = "-DENIED Redis is running in protected m
 #[derive(Clone, Copy, Debug)]
 pub struct AdmissionRules {
     pub protected_mode: bool,
-    /// The default user has a password (`requirepass`).
+    /// The default user has no `nopass` (`requirepass` or ACL rules gave it passwords).
     pub password_set: bool,
     pub maxclients: usize,
 }
 
 impl AdmissionRules {
-    pub fn from_settings(s: &crate::config::Settings) -> AdmissionRules {
+    pub fn from_settings(s: &crate::config::Settings, default_nopass: bool) -> AdmissionRules {
         AdmissionRules {
             protected_mode: s.protected_mode,
-            password_set: s.requirepass.is_some(),
+            password_set: !default_nopass,
             maxclients: s.maxclients,
         }
     }

@@ -4,6 +4,7 @@
 //! Architecture invariant: everything here runs on the executor thread, one command at a
 //! time; nothing here blocks on a socket or a disk.
 
+pub mod acl_ops;
 pub mod aof_hooks;
 pub mod aof_rewrite;
 pub mod aof_startup;
@@ -59,6 +60,8 @@ pub struct Server {
     arena_full_logged: bool,
     pub config: Config,
     pub commands: CommandTable,
+    /// Users, permissions and the ACL log (`commands::acl`).
+    pub acl: commands::acl::Acl,
     pub cmdstats: CommandStats,
     pub stats: Stats,
     pub slowlog: SlowLog,
@@ -197,11 +200,15 @@ impl Server {
             .collect();
         ks.events.record = commands::notify::recorded_kinds(s.notify_keyspace_events);
         let commands = CommandTable::build();
+        let mut acl = commands::acl::Acl::new(&commands);
+        acl.pubsub_default_all = config.get_value("acl-pubsub-default") == Some("allchannels");
+        acl.set_default_password(s.requirepass.as_deref());
         let mut srv = Server {
             ks,
             arena_full_logged: false,
             cmdstats: CommandStats::default(),
             commands,
+            acl,
             stats: Stats::default(),
             slowlog: SlowLog::default(),
             latency: LatencyMonitor::default(),
@@ -372,7 +379,7 @@ impl Server {
         let mut client = Box::new(Client::new(id, addr, laddr, now_ms()));
         // As Redis's clientSetDefaultAuth: a client that connects while the default user
         // has no password is authenticated, and stays so when a password is set later.
-        client.authenticated = self.config.settings().requirepass.is_none();
+        client.authenticated = self.acl.default_needs_no_auth();
         client
     }
 
@@ -650,6 +657,25 @@ impl Server {
         if !self.client_may_run(client, spec) {
             return Err(Refusal::counted("NOAUTH Authentication required."));
         }
+        // ACL: the command, its keys and channels (Redis checks right after NOAUTH; inside
+        // EXEC again, as rules may have changed since queueing).
+        if !self.acl.unrestricted(client.user) {
+            let context = if client.multi.is_some() || self.in_exec {
+                commands::acl::LogContext::Multi
+            } else {
+                commands::acl::LogContext::Toplevel
+            };
+            if let Err(msg) = self.acl_check(client, spec, parent, args, context) {
+                return Err(if self.in_exec {
+                    Refusal {
+                        reply: Some(msg),
+                        counted: false,
+                    }
+                } else {
+                    Refusal::counted(msg)
+                });
+            }
+        }
         // While the startup image loads, only commands flagged `loading` run (INFO...).
         if spec.flags & commands::LOADING == 0 && self.is_loading() {
             return Err(Refusal::counted(
@@ -861,9 +887,15 @@ impl Server {
             );
         }
         self.propagate_as = None;
+        // Secrets (passwords, ACL rules) never reach MONITOR or the slow log.
         if feed == Some(MonitorFeed::After) {
             let from_script = self.in_script_call;
-            commands::pubsub::feed_monitors(self, client, client.db, args, from_script);
+            let redacted = commands::acl::redacted(spec, parent, args);
+            let shown = match &redacted {
+                Some((data, ranges)) => Args::new(data, ranges),
+                None => args,
+            };
+            commands::pubsub::feed_monitors(self, client, client.db, shown, from_script);
         }
         let end = now_us();
         self.clock_us = end;
@@ -879,7 +911,12 @@ impl Server {
             let threshold = self.config.settings().slowlog_log_slower_than;
             if threshold >= 0 && dur_us as i64 >= threshold {
                 let max = self.config.settings().slowlog_max_len;
-                self.slowlog.push(args, dur_us, client, max);
+                let redacted = commands::acl::redacted(spec, parent, args);
+                let shown = match &redacted {
+                    Some((data, ranges)) => Args::new(data, ranges),
+                    None => args,
+                };
+                self.slowlog.push(shown, dur_us, client, max);
             }
         }
         let lat_threshold_ms = self.config.settings().latency_monitor_threshold;
@@ -997,7 +1034,7 @@ impl Server {
     fn client_may_run(&self, client: &Client, spec: &CommandSpec) -> bool {
         client.authenticated
             || spec.flags & commands::NO_AUTH != 0
-            || self.config.settings().requirepass.is_none()
+            || self.acl.default_needs_no_auth()
     }
 
     /// Periodic work (Redis's serverCron), run `hz` times a second by the event loop.

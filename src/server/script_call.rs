@@ -50,6 +50,7 @@ impl Server {
         if denied_in_script(spec, parent) {
             return Err("ERR This Redis command is not allowed from script".into());
         }
+        self.acl_check(client, spec, parent, args, commands::acl::LogContext::Lua)?;
         let writes = spec.flags & commands::WRITE != 0;
         // A command that may write (PFCOUNT refreshing its cache) counts as a write here.
         if rules.read_only && (writes || spec.flags & commands::MAY_REPLICATE != 0) {

@@ -67,10 +67,12 @@ impl Server {
     /// the server answers `-LOADING` (see [`Server::loading_poll`]).
     pub fn open(config: crate::config::Config) -> Result<Server, String> {
         let renames = config.renamed_commands.clone();
+        let user_lines = config.user_lines.clone();
         let mut srv = Server::new(config).map_err(|e| e.to_string())?;
         for (old, new) in &renames {
             srv.commands.rename(old, new)?;
         }
+        srv.acl_startup(&user_lines)?;
         let path = image_path(&srv);
         // As Redis: with `appendonly yes` the log alone is the source of truth at startup.
         if !path.exists() || srv.config.settings().appendonly {

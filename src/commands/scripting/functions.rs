@@ -31,6 +31,7 @@ pub type PublishedLibraries = Arc<Mutex<Arc<Vec<u8>>>>;
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("function", -2, 0, "scripting", function_help)
+        .acl(0)
         .doc("A container for function commands.", "7.0.0")
         .subs(FUNCTION_SUBS),
     CommandSpec::new(

@@ -74,6 +74,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "7.0.0",
     ),
     CommandSpec::new("script", -2, 0, "scripting", script_help)
+        .acl(0)
         .doc("A container for Lua scripts management commands.", "2.6.0")
         .subs(SCRIPT_SUBS),
 ];

@@ -45,6 +45,16 @@ pub(super) fn config_set(ctx: &mut Ctx) -> CmdResult {
         }
     }
     ctx.srv.apply_config();
+    // `requirepass` is the default user's password (Redis's updateRequirePass).
+    if pairs
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("requirepass"))
+    {
+        let pass = ctx.srv.config.settings().requirepass.clone();
+        ctx.srv.acl.set_default_password(pass.as_deref());
+    }
+    ctx.srv.acl.pubsub_default_all =
+        ctx.srv.config.get_value("acl-pubsub-default") == Some("allchannels");
     ctx.out.ok();
     Ok(())
 }
@@ -101,7 +111,15 @@ pub(super) fn config_resetstat(ctx: &mut Ctx) -> CmdResult {
 }
 
 pub(super) fn config_rewrite(ctx: &mut Ctx) -> CmdResult {
-    ctx.srv.config.rewrite().map_err(CmdError::raw)?;
+    // Without an ACL file the users live in the config file (Redis's
+    // rewriteConfigUserOption).
+    let users: Vec<Vec<u8>> = if ctx.srv.acl_file().is_some() {
+        Vec::new()
+    } else {
+        let acl = &ctx.srv.acl;
+        acl.users().map(|u| acl.user_line(u)).collect()
+    };
+    ctx.srv.config.rewrite(&users).map_err(CmdError::raw)?;
     crate::notice!("CONFIG REWRITE executed with success.");
     ctx.out.ok();
     Ok(())

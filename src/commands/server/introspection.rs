@@ -29,54 +29,10 @@ pub(super) fn display_name(spec: &CommandSpec, parent: Option<&CommandSpec>) -> 
     }
 }
 
-/// ACL categories derived from the command's flags and group (Redis's implicit rules
-/// plus the category of its data type).
-pub fn acl_categories(spec: &CommandSpec) -> Vec<&'static str> {
-    let mut v = Vec::new();
-    let f = spec.flags;
-    if spec.group == "generic" {
-        v.push("@keyspace");
-    }
-    if f & READONLY != 0 {
-        v.push("@read");
-    }
-    if f & WRITE != 0 {
-        v.push("@write");
-    }
-    match spec.group {
-        "string" => v.push("@string"),
-        "list" => v.push("@list"),
-        "set" => v.push("@set"),
-        "sorted-set" | "sorted_set" | "zset" => v.push("@sortedset"),
-        "hash" => v.push("@hash"),
-        "bitmap" => v.push("@bitmap"),
-        "hyperloglog" => v.push("@hyperloglog"),
-        "geo" => v.push("@geo"),
-        "stream" => v.push("@stream"),
-        _ => {}
-    }
-    if f & ADMIN != 0 {
-        v.push("@admin");
-    }
-    // As Redis's setImplicitACLCategories: from the flag (the PUBSUB container and
-    // PUBSUB HELP are in the pubsub group but only @slow).
-    if f & PUBSUB != 0 {
-        v.push("@pubsub");
-    }
-    v.push(if f & FAST != 0 { "@fast" } else { "@slow" });
-    if f & BLOCKING != 0 {
-        v.push("@blocking");
-    }
-    if f & (ADMIN | PROTECTED) != 0 {
-        v.push("@dangerous");
-    }
-    match spec.group {
-        "connection" => v.push("@connection"),
-        "transactions" => v.push("@transaction"),
-        "scripting" => v.push("@scripting"),
-        _ => {}
-    }
-    v
+/// A command's ACL categories as COMMAND shows them (`@name`, Redis's order): the ones
+/// its table entry declares plus those its flags imply (`commands::acl::categories`).
+pub fn acl_categories(spec: &CommandSpec) -> Vec<String> {
+    crate::commands::acl::command::category_list(spec)
 }
 
 /// Key-spec flags derived from the command's flags (CommandSpec has no per-key flags).
@@ -112,7 +68,7 @@ pub(super) fn write_command_info(
     let cats = acl_categories(spec);
     out.set(cats.len());
     for c in cats {
-        out.simple(c);
+        out.simple(&c);
     }
     out.array(0); // tips
     if spec.first_key > 0 {
@@ -260,7 +216,7 @@ pub(super) fn command_list(ctx: &mut Ctx) -> CmdResult {
             let keep = match &filter {
                 Filter::All => true,
                 Filter::Module => false,
-                Filter::AclCat(c) => acl_categories(s).contains(&c.as_str()),
+                Filter::AclCat(c) => acl_categories(s).contains(c),
                 Filter::Pattern(p) => crate::util::glob_match(p, name.as_bytes(), true),
             };
             if keep {

@@ -18,8 +18,8 @@ use introspection::*;
 pub use introspection::{acl_categories, key_memory_usage};
 
 use super::{
-    CmdError, CmdResult, CommandSpec, Ctx, ADMIN, BLOCKING, FAST, FLAG_NAMES, LOADING, NOSCRIPT,
-    PROTECTED, PUBSUB, READONLY, STALE, WRITE,
+    acl, CmdError, CmdResult, CommandSpec, Ctx, ADMIN, FAST, FLAG_NAMES, LOADING, NOSCRIPT,
+    PROTECTED, READONLY, STALE, WRITE,
 };
 use crate::keyspace::{Keyspace, Kind};
 use crate::protocol::reply::Reply;
@@ -32,10 +32,13 @@ const LS: u32 = LOADING | STALE;
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("dbsize", 1, READONLY | FAST, "server", dbsize)
+        .acl(acl::KEYSPACE)
         .doc("Returns the number of keys in the database.", "1.0.0"),
     CommandSpec::new("flushdb", -1, WRITE, "server", flushdb)
+        .acl(acl::KEYSPACE | acl::DANGEROUS)
         .doc("Remove all keys from the current database.", "1.0.0"),
     CommandSpec::new("flushall", -1, WRITE, "server", flushall)
+        .acl(acl::KEYSPACE | acl::DANGEROUS)
         .doc("Removes all keys from all databases.", "1.0.0"),
     CommandSpec::new(
         "shutdown",
@@ -48,19 +51,24 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Synchronously saves the database(s) to disk and shuts down the Redis server.",
         "1.0.0",
     ),
-    CommandSpec::new("info", -1, LS, "server", info).doc(
-        "Returns information and statistics about the server.",
-        "1.0.0",
-    ),
+    CommandSpec::new("info", -1, LS, "server", info)
+        .acl(acl::DANGEROUS)
+        .doc(
+            "Returns information and statistics about the server.",
+            "1.0.0",
+        ),
     CommandSpec::new("config", -2, 0, "server", container)
         .doc("A container for server configuration commands.", "2.0.0")
         .subs(CONFIG_SUBS),
     CommandSpec::new("time", 1, LS | FAST, "server", time).doc("Returns the server time.", "2.6.0"),
-    CommandSpec::new("lastsave", 1, LS | FAST, "server", lastsave).doc(
-        "Returns the Unix timestamp of the last successful save to disk.",
-        "1.0.0",
-    ),
+    CommandSpec::new("lastsave", 1, LS | FAST, "server", lastsave)
+        .acl(acl::ADMIN | acl::DANGEROUS)
+        .doc(
+            "Returns the Unix timestamp of the last successful save to disk.",
+            "1.0.0",
+        ),
     CommandSpec::new("command", -1, LS, "server", command_all)
+        .acl(acl::CONNECTION)
         .doc("Returns detailed information about all commands.", "2.8.13")
         .subs(COMMAND_SUBS),
     CommandSpec::new("memory", -2, 0, "server", container)
@@ -95,29 +103,41 @@ static CONFIG_SUBS: &[CommandSpec] = &[
 
 static COMMAND_SUBS: &[CommandSpec] = &[
     CommandSpec::new("count", 2, LS, "server", command_count)
+        .acl(acl::CONNECTION)
         .doc("Returns a count of commands.", "2.8.13"),
-    CommandSpec::new("info", -2, LS, "server", command_info).doc(
-        "Returns information about one, multiple or all commands.",
-        "2.8.13",
-    ),
-    CommandSpec::new("docs", -2, LS, "server", command_docs).doc(
-        "Returns documentary information about one, multiple or all commands.",
-        "7.0.0",
-    ),
+    CommandSpec::new("info", -2, LS, "server", command_info)
+        .acl(acl::CONNECTION)
+        .doc(
+            "Returns information about one, multiple or all commands.",
+            "2.8.13",
+        ),
+    CommandSpec::new("docs", -2, LS, "server", command_docs)
+        .acl(acl::CONNECTION)
+        .doc(
+            "Returns documentary information about one, multiple or all commands.",
+            "7.0.0",
+        ),
     CommandSpec::new("list", -2, LS, "server", command_list)
+        .acl(acl::CONNECTION)
         .doc("Returns a list of command names.", "7.0.0"),
-    CommandSpec::new("getkeys", -4, LS, "server", command_getkeys).doc(
-        "Extracts the key names from an arbitrary command.",
-        "2.8.13",
-    ),
-    CommandSpec::new("getkeysandflags", -4, LS, "server", command_getkeys).doc(
-        "Extracts the key names and access flags for an arbitrary command.",
-        "7.0.0",
-    ),
-    CommandSpec::new("help", 2, LS, "server", command_help).doc(
-        "Returns helpful text about the different subcommands.",
-        "5.0.0",
-    ),
+    CommandSpec::new("getkeys", -4, LS, "server", command_getkeys)
+        .acl(acl::CONNECTION)
+        .doc(
+            "Extracts the key names from an arbitrary command.",
+            "2.8.13",
+        ),
+    CommandSpec::new("getkeysandflags", -4, LS, "server", command_getkeys)
+        .acl(acl::CONNECTION)
+        .doc(
+            "Extracts the key names and access flags for an arbitrary command.",
+            "7.0.0",
+        ),
+    CommandSpec::new("help", 2, LS, "server", command_help)
+        .acl(acl::CONNECTION)
+        .doc(
+            "Returns helpful text about the different subcommands.",
+            "5.0.0",
+        ),
 ];
 
 static MEMORY_SUBS: &[CommandSpec] = &[
