@@ -18,7 +18,9 @@ fn save(ctx: &mut Ctx) -> CmdResult {
             ctx.out.ok();
             Ok(())
         }
-        Err(e) if ctx.srv.snapshot.in_progress() => Err(CmdError::err(e)),
+        Err(e) if ctx.srv.snapshot.in_progress() || ctx.srv.repl.capture_running() => {
+            Err(CmdError::err(e))
+        }
         // Redis replies a bare `-ERR` when rdbSave fails (details go to the log).
         Err(_) => Err(CmdError::raw("ERR")),
     }
@@ -32,7 +34,8 @@ fn bgsave(ctx: &mut Ctx) -> CmdResult {
     if ctx.args.len() > 1 && !schedule {
         return Err(CmdError::Syntax);
     }
-    if ctx.srv.snapshot.in_progress() {
+    // A replica's full sync captures with the same engine (Redis's RDB child either way).
+    if ctx.srv.snapshot.in_progress() || ctx.srv.repl.capture_running() {
         return Err(CmdError::err("Background save already in progress"));
     }
     if ctx.srv.aof.rewrite.is_some() {

@@ -711,6 +711,12 @@ impl Server {
             r.state = ReplicaState::SendingRdb { pending: after_cut };
             members.push((r.slot, r.client_id, r.psync));
         }
+        if members.is_empty() {
+            // Everyone who asked left (or asked after the cut): no RDB to write.
+            let _ = std::fs::remove_file(&sync.image);
+            self.start_capture();
+            return;
+        }
         let head = format!("+FULLRESYNC {replid} {}\r\n", sync.cut_offset);
         for &(slot, id, psync) in &members {
             if psync {
@@ -839,7 +845,7 @@ impl Server {
         self.start_capture();
     }
 
-    /// The running capture or transfer is abandoned (shutdown).
+    /// The running capture or transfer is abandoned (shutdown): its temporary files go.
     pub fn repl_cancel_sync(&mut self) {
         if let Some(sync) = self.repl.sync.take() {
             match sync.phase {

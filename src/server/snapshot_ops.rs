@@ -262,7 +262,7 @@ impl Server {
 
     /// SAVE: a blocking stop-the-world save on the executor.
     pub fn save_now(&mut self) -> Result<(), String> {
-        if self.snapshot.in_progress() {
+        if self.snapshot.in_progress() || self.repl.capture_running() {
             return Err("Background save already in progress".into());
         }
         let p = params(self);
@@ -382,6 +382,7 @@ impl Server {
             self.ks.arena.set_keep_pages(false);
         }
         crate::server::aof_rewrite::cancel(self);
+        self.repl_cancel_sync();
         // As Redis: never save while loading (it would replace the image with a partial,
         // here empty, dataset).
         let save = match req {

@@ -685,6 +685,7 @@ mod tests {
     #[test]
     fn a_group_waits_for_everyone_who_was_writing() {
         let mut a = Aof::default();
+        a.enabled = true;
         a.mode = FsyncMode::Always;
         a.group_wait = Duration::from_secs(3600);
         set(&mut a, "a");
