@@ -409,15 +409,15 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("aof-disable-auto-gc", OptKind::Bool, "no", NA),
     opt("aof-rewrite-incremental-fsync", OptKind::Bool, "yes", 0),
     // --- replication
-    aliased("replicaof", "slaveof", OptKind::Special, "", IMM | NA),
+    aliased("replicaof", "slaveof", OptKind::Special, "", IMM),
     aliased(
         "masterauth",
         "masterauth",
         OptKind::Str,
         "",
-        F_SENSITIVE | NA,
+        F_SENSITIVE,
     ),
-    opt("masteruser", OptKind::Str, "", NA),
+    opt("masteruser", OptKind::Str, "", 0),
     aliased(
         "replica-serve-stale-data",
         "slave-serve-stale-data",
@@ -430,7 +430,7 @@ pub static OPTIONS: &[OptSpec] = &[
         "slave-read-only",
         OptKind::Bool,
         "yes",
-        NA,
+        0,
     ),
     aliased(
         "replica-priority",

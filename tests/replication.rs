@@ -375,8 +375,14 @@ fn bad_replication_input_gets_errors_and_the_server_serves_on() {
         show(&p.call(&["REPLICAOF", "127.0.0.1", "x"])),
         "-ERR Invalid master port\r\n"
     );
-    assert!(show(&p.call(&["REPLICAOF", "127.0.0.1", "6379"]))
-        .starts_with("-ERR cairn cannot replicate"));
+    // A primary nobody answers for: the link stays down, the server serves (reads), and
+    // NO ONE makes it a primary again.
+    let nobody = free_port().to_string();
+    assert_eq!(p.call(&["REPLICAOF", "127.0.0.1", &nobody]), b"+OK\r\n");
+    assert_eq!(p.info_field("replication", "master_link_status"), "down");
+    assert_eq!(p.call(&["PING"]), b"+PONG\r\n");
+    assert_eq!(p.call(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+    assert_eq!(p.info_field("replication", "role"), "master");
     assert_eq!(show(&p.call(&["MULTI"])), "+OK\r\n");
     assert_eq!(
         show(&p.call(&["PSYNC", "?", "-1"])),
@@ -458,4 +464,158 @@ fn a_silent_replica_is_disconnected_after_repl_timeout() {
     });
     assert!(s.closed(), "the silent replica's link is closed");
     assert_eq!(p.info_u64("replication", "connected_slaves"), 0);
+}
+
+/// The stream's usual traffic on `p`: several dbs, a transaction, a script, a served
+/// blocking pop, an expiry.
+fn traffic(p: &mut Raw, port: u16) {
+    let mut b = Raw::connect(port);
+    b.cmd(&[b"BLPOP", b"q", b"0"]);
+    wait_until(Duration::from_secs(10), "the pop blocks", || {
+        p.info_u64("clients", "blocked_clients") == 1
+    });
+    p.call(&["LPUSH", "q", "a", "b"]);
+    b.reply();
+    p.call(&["SELECT", "5"]);
+    p.call(&["INCRBY", "c5", "7"]);
+    p.call(&["SELECT", "0"]);
+    p.call(&["MULTI"]);
+    p.call(&["INCR", "ctr"]);
+    p.call(&["SADD", "set", "z"]);
+    p.call(&["EXEC"]);
+    p.call(&[
+        "EVAL",
+        "redis.call('set', KEYS[1], ARGV[1]); return redis.call('incr', KEYS[2])",
+        "2",
+        "from-script",
+        "n",
+        "v",
+    ]);
+    p.call(&["SET", "short", "v", "PX", "50"]);
+    wait_until(Duration::from_secs(10), "the key expires", || {
+        p.call(&["EXISTS", "short"]) == b":0\r\n"
+    });
+}
+
+/// cairn as the replica of Debian's redis-server 7, in both RDB forms: the full sync,
+/// the stream, READONLY, ROLE/INFO, a partial resync after the link drops, and
+/// REPLICAOF NO ONE keeping the data.
+#[test]
+fn cairn_follows_a_redis_primary() {
+    for diskless in ["yes", "no"] {
+        let prim = start_redis(&[
+            "--enable-debug-command",
+            "yes",
+            "--repl-diskless-sync",
+            diskless,
+            "--repl-diskless-sync-delay",
+            "0",
+        ]);
+        let mut p = Raw::connect(prim.port);
+        fill(&mut p, 300);
+        let port = prim.port.to_string();
+        let rep = start_cairn(&with(DEBUG, &["--replicaof", &format!("127.0.0.1 {port}")]));
+        let mut r = Raw::connect(rep.port);
+        wait_synced(&mut p, &mut r);
+        traffic(&mut p, prim.port);
+        wait_synced(&mut p, &mut r);
+        assert_eq!(
+            show(&r.call(&["SET", "x", "1"])),
+            "-READONLY You can't write against a read only replica.\r\n"
+        );
+        assert_eq!(
+            show(&r.call(&["ROLE"])),
+            format!(
+                "*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:{port}\r\n$9\r\nconnected\r\n:{}\r\n",
+                r.info_field("replication", "slave_repl_offset")
+            )
+        );
+        assert_eq!(r.info_field("replication", "role"), "slave");
+        assert_eq!(
+            p.call(&["WAIT", "1", "5000"]),
+            b":1\r\n",
+            "the replica acknowledges"
+        );
+        // The link drops: the replica continues from its offset.
+        assert_eq!(p.call(&["CLIENT", "KILL", "TYPE", "replica"]), b":1\r\n");
+        p.call(&["SET", "while-down", "1"]);
+        wait_synced(&mut p, &mut r);
+        assert_eq!(p.info_u64("stats", "sync_partial_ok"), 1);
+        assert_eq!(p.info_u64("stats", "sync_full"), 1);
+        // Promoted: writable, same data.
+        let before = digest(&mut r);
+        assert_eq!(r.call(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+        assert_eq!(digest(&mut r), before);
+        assert_eq!(r.call(&["SET", "x", "1"]), b"+OK\r\n");
+        assert_eq!(r.info_field("replication", "role"), "master");
+    }
+}
+
+/// cairn replicating cairn: full sync, stream, partial resync, and a second replica
+/// joining later.
+#[test]
+fn cairn_follows_a_cairn_primary() {
+    let prim = start_cairn(DEBUG);
+    let mut p = Raw::connect(prim.port);
+    fill(&mut p, 300);
+    let rep = start_cairn(DEBUG);
+    let mut r = Raw::connect(rep.port);
+    assert_eq!(
+        r.call(&["REPLICAOF", "127.0.0.1", &prim.port.to_string()]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        show(&r.call(&["REPLICAOF", "127.0.0.1", &prim.port.to_string()])),
+        "+OK Already connected to specified master\r\n"
+    );
+    wait_synced(&mut p, &mut r);
+    traffic(&mut p, prim.port);
+    wait_synced(&mut p, &mut r);
+    assert_eq!(p.call(&["CLIENT", "KILL", "TYPE", "replica"]), b":1\r\n");
+    p.call(&["SET", "while-down", "1"]);
+    wait_synced(&mut p, &mut r);
+    assert_eq!(p.info_u64("stats", "sync_partial_ok"), 1);
+    let rep2 = start_cairn(&with(
+        DEBUG,
+        &["--replicaof", &format!("127.0.0.1 {}", prim.port)],
+    ));
+    let mut r2 = Raw::connect(rep2.port);
+    wait_synced(&mut p, &mut r2);
+    assert_eq!(p.info_u64("replication", "connected_slaves"), 2);
+    // A replica serves no replicas of its own yet: refused, not half-done.
+    let mut s = Raw::connect(rep.port);
+    assert!(show(&s.call(&["PSYNC", "?", "-1"])).starts_with("-ERR cairn does not serve replicas"));
+}
+
+/// `masterauth`: the replica authenticates to a primary with a password; a wrong one
+/// leaves the link down (retried) while the replica serves on.
+#[test]
+fn the_replica_authenticates_with_masterauth() {
+    let prim = start_redis(&[
+        "--requirepass",
+        "s3cret",
+        "--enable-debug-command",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]);
+    let mut p = Raw::connect(prim.port);
+    assert_eq!(p.call(&["AUTH", "s3cret"]), b"+OK\r\n");
+    p.call(&["SET", "a", "1"]);
+    let target = format!("127.0.0.1 {}", prim.port);
+    let bad = start_cairn(&with(
+        DEBUG,
+        &["--replicaof", &target, "--masterauth", "wrong"],
+    ));
+    let good = start_cairn(&with(
+        DEBUG,
+        &["--replicaof", &target, "--masterauth", "s3cret"],
+    ));
+    let mut g = Raw::connect(good.port);
+    wait_synced(&mut p, &mut g);
+    let mut b = Raw::connect(bad.port);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(b.info_field("replication", "master_link_status"), "down");
+    assert_eq!(b.call(&["PING"]), b"+PONG\r\n");
+    assert_eq!(b.call(&["DBSIZE"]), b":0\r\n");
 }

@@ -1,6 +1,6 @@
-//! Replication commands, the primary's side (Redis's replication.c): PSYNC, SYNC,
-//! REPLCONF, ROLE, WAIT, and REPLICAOF / SLAVEOF (only `NO ONE`: cairn does not follow a
-//! primary yet). The state and the stream are `src/server/replication.rs`.
+//! Replication commands (Redis's replication.c): PSYNC, SYNC, REPLCONF, ROLE, WAIT,
+//! REPLICAOF / SLAVEOF. The state and the stream are `src/server/replication.rs`, the
+//! link to a primary `src/server/replica_link.rs`.
 
 use super::{
     CmdError, CmdResult, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, FAST, LOADING, NOSCRIPT, NO_MULTI,
@@ -45,8 +45,14 @@ pub static COMMANDS: &[CommandSpec] = &[
     ),
 ];
 
-/// Refuses what cairn cannot do as a primary yet (replicas behind I/O threads).
+/// Refuses what cairn cannot do as a primary yet (replicas behind I/O threads, replicas of
+/// a replica).
 fn may_serve_replica(ctx: &Ctx) -> CmdResult {
+    if ctx.srv.is_replica_of_someone() {
+        return Err(CmdError::err(
+            "cairn does not serve replicas while it is a replica itself yet",
+        ));
+    }
     if ctx.srv.config.settings().io_threads > 1 {
         return Err(CmdError::err(
             "cairn does not serve replicas with io-threads > 1 yet",
@@ -121,7 +127,10 @@ fn replconf(ctx: &mut Ctx) -> CmdResult {
             }
             return Ok(());
         } else if opt.eq_ignore_ascii_case(b"getack") {
-            // Only a replica answers GETACK (cairn is none).
+            // From our primary: acknowledge now (the link thread sends the ACK).
+            if ctx.client.master {
+                ctx.srv.repl_ack_requested();
+            }
             return Ok(());
         } else if opt.eq_ignore_ascii_case(b"rdb-only") {
             let v = crate::util::parse_i64(value)
@@ -150,6 +159,15 @@ fn replconf(ctx: &mut Ctx) -> CmdResult {
 
 /// ROLE: `master`, the offset, and each online replica (ip, port, acknowledged offset).
 fn role(ctx: &mut Ctx) -> CmdResult {
+    if let Some((host, port, state, offset)) = ctx.srv.repl_link_role() {
+        ctx.out.array(5);
+        ctx.out.bulk(b"slave");
+        ctx.out.bulk(host.as_bytes());
+        ctx.out.int(port as i64);
+        ctx.out.bulk(state.as_bytes());
+        ctx.out.int(offset);
+        return Ok(());
+    }
     let offset = ctx.srv.aof.reploff;
     let replicas = ctx.srv.repl_online_replicas();
     ctx.out.array(3);
@@ -168,6 +186,9 @@ fn role(ctx: &mut Ctx) -> CmdResult {
 /// WAIT numreplicas timeout: how many replicas acknowledged this client's last write,
 /// waiting up to `timeout` ms (0: forever) for `numreplicas` of them.
 fn wait(ctx: &mut Ctx) -> CmdResult {
+    if ctx.srv.is_replica_of_someone() {
+        return Err(CmdError::err("WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated."));
+    }
     let numreplicas = crate::util::parse_i64(ctx.args.get(1))
         .ok_or_else(|| CmdError::err("value is not an integer or out of range"))?;
     let timeout = crate::util::parse_i64(ctx.args.get(2))
@@ -191,17 +212,25 @@ fn wait(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
-/// REPLICAOF NO ONE is what cairn already is; following a primary is not built yet, and
-/// saying OK to it would be a lie.
+/// REPLICAOF host port: follow that primary; NO ONE: stop following and be a primary,
+/// keeping the data.
 fn replicaof(ctx: &mut Ctx) -> CmdResult {
     if ctx.args.is(1, "no") && ctx.args.is(2, "one") {
+        ctx.srv.repl_unfollow();
         ctx.out.ok();
         return Ok(());
     }
-    crate::util::parse_i64(ctx.args.get(2))
+    let port = crate::util::parse_i64(ctx.args.get(2))
         .filter(|p| (0..=65535).contains(p))
-        .ok_or_else(|| CmdError::err("Invalid master port"))?;
-    Err(CmdError::err(
-        "cairn cannot replicate from a primary yet (REPLICAOF host port is not built)",
-    ))
+        .ok_or_else(|| CmdError::err("Invalid master port"))? as u16;
+    let host = ctx.args.str(1).to_string();
+    if let Some((h, p, _, _)) = ctx.srv.repl_link_role() {
+        if h.eq_ignore_ascii_case(&host) && p == port {
+            ctx.out.simple("OK Already connected to specified master");
+            return Ok(());
+        }
+    }
+    ctx.srv.repl_follow(&host, port).map_err(CmdError::err)?;
+    ctx.out.ok();
+    Ok(())
 }

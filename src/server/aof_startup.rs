@@ -377,7 +377,7 @@ fn load_base(
                 .map_err(|e| format!("snapshot image {name}: function libraries: {e}"))?;
             srv.install_functions(&libs)
                 .map_err(|e| format!("snapshot image {name}: {e}"))?;
-            srv.install_keyspace(ks);
+            let _ = srv.install_keyspace(ks);
             srv.ks.loading = true;
             notice!(
                 "DB loaded from base file {name} (snapshot image): {} keys, {} bytes of arena",

@@ -92,6 +92,9 @@ pub struct Client {
     pub repl_rdb_only: bool,
     /// The replication offset after this client's last command (what WAIT waits for).
     pub woff: u64,
+    /// The primary's link (this server is its replica): runs the stream, writes even when
+    /// replicas are read-only, gets no replies (flag `M`).
+    pub master: bool,
     /// CLIENT TRACKING ON: what it asked for (the key table is `Keyspace::tracking`).
     pub tracking: Option<crate::keyspace::tracking::ClientTracking>,
 }
@@ -181,6 +184,7 @@ impl Client {
             repl_capa_eof: false,
             repl_rdb_only: false,
             woff: 0,
+            master: false,
         }
     }
 
@@ -207,7 +211,9 @@ impl Client {
     /// The client's type as CLIENT LIST / KILL TYPE and the output limits see it (Redis's
     /// getClientType: a replica's link, else pub/sub, else normal).
     pub fn class(&self) -> &'static str {
-        if self.replica && !self.monitor {
+        if self.master {
+            "master"
+        } else if self.replica && !self.monitor {
             "replica"
         } else if self.is_pubsub() {
             "pubsub"
@@ -221,6 +227,9 @@ impl Client {
             let mut f = String::new();
             if self.replica {
                 f.push('S');
+            }
+            if self.master {
+                f.push('M');
             }
             if self.monitor {
                 f.push('O');

@@ -16,6 +16,7 @@ pub mod event_loop;
 pub mod io_threads;
 pub mod listeners;
 pub mod outq;
+pub mod replica_link;
 pub mod replication;
 pub mod script_call;
 pub mod snapshot_ops;
@@ -401,7 +402,7 @@ impl Server {
         let mark = out.len();
         // A replica's link gets the replication stream, never replies (its PSYNC's own
         // answer is the start of that stream).
-        let was_replica = client.replica;
+        let was_replica = client.replica || client.master;
         self.execute_inner(client, args, out, now);
         if was_replica {
             self.truncate_reply(out, mark);
@@ -659,7 +660,8 @@ impl Server {
         }
         // ACL: the command, its keys and channels (Redis checks right after NOAUTH; inside
         // EXEC again, as rules may have changed since queueing).
-        if !self.acl.unrestricted(client.user) {
+        // The primary's link runs with every permission (Redis's master client).
+        if !client.master && !self.acl.unrestricted(client.user) {
             let context = if client.multi.is_some() || self.in_exec {
                 commands::acl::LogContext::Multi
             } else {
@@ -704,8 +706,12 @@ impl Server {
             && !self.loading
             && a.prechecks
         {
+            // The primary's writes are never refused for memory (Redis: a replica obeys
+            // its primary; eviction still runs).
             if let Err(e) = self.perform_evictions() {
-                return Err(Refusal::counted(e.to_string()));
+                if !client.master {
+                    return Err(Refusal::counted(e.to_string()));
+                }
             }
         }
         // Redis 7.0 refuses writes (and PING, so clients notice) after a failed background
@@ -715,6 +721,17 @@ impl Server {
             && self.writes_denied_by_disk_error()
         {
             return Err(Refusal::counted(snapshot_ops::MISCONF_ERR));
+        }
+        // A read-only replica takes writes from its primary only.
+        if writes
+            && a.prechecks
+            && !client.master
+            && self.repl.link.is_some()
+            && self.config.get_value("replica-read-only") != Some("no")
+        {
+            return Err(Refusal::counted(
+                "READONLY You can't write against a read only replica.",
+            ));
         }
         // `min-replicas-to-write`: writes wait for enough replicas that keep up.
         if writes && a.prechecks && !self.enough_good_replicas() {
@@ -1047,7 +1064,8 @@ impl Server {
         let hz = s.hz.max(1);
         let effort = s.active_expire_effort;
         // A pause keeps the dataset still: no active expiry (nor eviction).
-        if self.active_expire_enabled && self.blocking.pause.is_none() {
+        // A replica's keys expire when its primary's DELs arrive (as Redis's replicas).
+        if self.active_expire_enabled && self.blocking.pause.is_none() && self.repl.link.is_none() {
             // Redis's slow cycle: at most 25 % of the time between two cron runs.
             let budget = std::time::Duration::from_micros(250_000 / hz as u64);
             self.ks.active_expire_cycle(now_ms(), budget, effort);

@@ -121,6 +121,11 @@ pub struct Replication {
     pub sync_full: u64,
     pub sync_partial_ok: u64,
     pub sync_partial_err: u64,
+    /// Following a primary (REPLICAOF host port).
+    pub link: Option<MasterLink>,
+    /// The `replicaof` of the config was acted on (at the first cron, once the listening
+    /// port is known).
+    pub config_followed: bool,
 }
 
 impl Replication {
@@ -331,7 +336,9 @@ impl Server {
     /// The write refusal of `min-replicas-to-write` (Redis's checkGoodReplicasStatus).
     pub fn enough_good_replicas(&self) -> bool {
         let s = self.config.settings();
-        s.min_replicas_to_write == 0
+        // A replica takes its primary's writes whatever (Redis: not a primary, no rule).
+        self.repl.link.is_some()
+            || s.min_replicas_to_write == 0
             || s.min_replicas_max_lag_s == 0
             || self.repl.good_replicas >= s.min_replicas_to_write
     }
@@ -449,6 +456,9 @@ impl Server {
     /// End of an event-loop turn: the stream to replicas, the full sync's progress, the
     /// GETACK a WAIT asked for.
     pub fn repl_end_of_turn(&mut self) {
+        if self.repl.link.is_some() {
+            self.repl_poll_link();
+        }
         if self.repl.backlog.is_none() {
             return;
         }
@@ -505,6 +515,23 @@ impl Server {
     /// Cron: PINGs in the stream, newlines to replicas waiting for their capture (Redis's
     /// keepalive before `+FULLRESYNC`), WAIT deadlines are the blocking layer's.
     pub fn repl_cron(&mut self) {
+        if !self.repl.config_followed {
+            self.repl.config_followed = true;
+            let target = self.config.get_value("replicaof").unwrap_or("").to_string();
+            if let Some((host, port)) = target.split_once(' ') {
+                match port.parse::<u16>() {
+                    Ok(port) => {
+                        if let Err(e) = self.repl_follow(host, port) {
+                            warning!("{e}");
+                        }
+                    }
+                    Err(_) => warning!("Invalid master port in replicaof: {port}"),
+                }
+            }
+        }
+        if self.repl.link.is_some() {
+            self.repl_poll_link();
+        }
         if self.repl.backlog.is_none() {
             return;
         }
@@ -973,5 +1000,310 @@ impl std::io::Write for ChunkSink {
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.send()
+    }
+}
+
+/// cairn as a replica: the link thread's handle and what the executor tracks of it.
+pub struct MasterLink {
+    pub host: String,
+    pub port: u16,
+    events: Receiver<super::replica_link::LinkEvent>,
+    shared: Arc<super::replica_link::LinkShared>,
+    thread: Option<JoinHandle<()>>,
+    /// ROLE's word: connect, connecting, handshake, sync, connected.
+    pub state: &'static str,
+    /// The primary's client: runs the stream (its replies are dropped).
+    client: Box<super::Client>,
+    pub last_io_ms: i64,
+    pub down_since_ms: i64,
+}
+
+impl MasterLink {
+    pub fn link_up(&self) -> bool {
+        self.state == "connected"
+    }
+
+    fn stop(&mut self) {
+        self.shared.stop.store(true, SeqCst);
+        if let Some(t) = self.thread.take() {
+            // The thread waits on its channel or a 100 ms read: drain so it sees `stop`.
+            while !t.is_finished() {
+                while self.events.try_recv().is_ok() {}
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            let _ = t.join();
+        }
+    }
+}
+
+/// Events taken from the link per turn (each up to 1024 commands).
+const LINK_EVENTS_PER_TURN: usize = 16;
+
+impl Server {
+    /// REPLICAOF host port: follow that primary (Redis's replicationSetMaster). Our own
+    /// replicas are disconnected (they resync from us once we are a primary again) and the
+    /// backlog goes: cairn does not relay a primary's stream.
+    pub fn repl_follow(&mut self, host: &str, port: u16) -> Result<(), String> {
+        self.repl_unfollow();
+        let slots: Vec<usize> = self.repl.replicas.iter().map(|r| r.slot).collect();
+        for slot in slots {
+            if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) {
+                c.close_asap = true;
+                if !c.in_pending {
+                    c.in_pending = true;
+                    self.pubsub.pending.push(slot);
+                }
+            }
+        }
+        self.repl_cancel_sync();
+        let had_backlog = self.repl.backlog.take().is_some();
+        self.aof.repl_stream = None;
+        if !self.aof.enabled {
+            self.ks.deletions = None;
+        }
+        let s = self.config.settings();
+        let params = super::replica_link::LinkParams {
+            host: host.to_string(),
+            port,
+            listening_port: self.tcp_port,
+            masterauth: self
+                .config
+                .get_value("masterauth")
+                .filter(|v| !v.is_empty())
+                .map(String::from),
+            masteruser: self
+                .config
+                .get_value("masteruser")
+                .filter(|v| !v.is_empty())
+                .map(String::from),
+            timeout: std::time::Duration::from_secs(s.repl_timeout_s),
+            config: self.config.clone(),
+            dir: PathBuf::from(if s.dir.is_empty() {
+                "."
+            } else {
+                s.dir.as_str()
+            }),
+        };
+        let shared = Arc::new(super::replica_link::LinkShared::default());
+        // A primary that had replicas offers its own history (PSYNC2: the new primary may
+        // be one of those replicas); otherwise the first sync is a full one.
+        if had_backlog {
+            if let Ok(mut g) = shared.cached.lock() {
+                *g = Some((self.master_replid.clone(), self.aof.reploff));
+            }
+        }
+        shared.applied.store(self.aof.reploff, SeqCst);
+        let (tx, rx) = std::sync::mpsc::sync_channel(super::replica_link::LINK_EVENTS_QUEUED);
+        let wake = self.aof.waker();
+        let sh = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("cairn-repl-link".into())
+            .spawn(move || super::replica_link::run(params, sh, tx, wake))
+            .map_err(|e| format!("can't start the replication link: {e}"))?;
+        let mut client = Box::new(super::Client::new(
+            0,
+            format!("{host}:{port}"),
+            String::new(),
+            now_ms(),
+        ));
+        client.authenticated = true;
+        client.master = true;
+        notice!("Connecting to MASTER {host}:{port}");
+        self.repl.link = Some(MasterLink {
+            host: host.to_string(),
+            port,
+            events: rx,
+            shared,
+            thread: Some(thread),
+            state: "connect",
+            client,
+            last_io_ms: now_ms(),
+            down_since_ms: now_ms(),
+        });
+        Ok(())
+    }
+
+    /// REPLICAOF NO ONE: stop following; the data stays and this server is a primary
+    /// under a new replication id.
+    pub fn repl_unfollow(&mut self) {
+        let Some(mut link) = self.repl.link.take() else {
+            return;
+        };
+        link.stop();
+        let mut rng = crate::util::Rng::from_time();
+        self.master_replid = (0..40)
+            .map(|_| char::from_digit(rng.below(16) as u32, 16).unwrap_or('0'))
+            .collect();
+        self.aof.replid = self.master_replid.clone();
+        notice!("MASTER MODE enabled");
+    }
+
+    /// Applies what the link thread delivered (end of each turn and cron).
+    pub fn repl_poll_link(&mut self) {
+        for _ in 0..LINK_EVENTS_PER_TURN {
+            let Some(link) = self.repl.link.as_mut() else {
+                return;
+            };
+            let ev = match link.events.try_recv() {
+                Ok(ev) => ev,
+                Err(_) => return,
+            };
+            link.last_io_ms = now_ms();
+            use super::replica_link::LinkEvent;
+            match ev {
+                LinkEvent::State(s) => link.state = s,
+                LinkEvent::Lost(why) => {
+                    if link.state == "connected" {
+                        link.down_since_ms = now_ms();
+                    }
+                    link.state = "connect";
+                    warning!("Connection with master lost: {why}");
+                }
+                LinkEvent::Continue { replid } => {
+                    if let Some(id) = replid {
+                        self.master_replid = id.clone();
+                        self.aof.replid = id;
+                    }
+                }
+                LinkEvent::FullSync {
+                    ks,
+                    functions,
+                    replid,
+                    offset,
+                } => self.repl_install_full_sync(*ks, functions, replid, offset),
+                LinkEvent::Commands(cmds) => self.repl_apply(cmds),
+            }
+        }
+    }
+
+    fn repl_install_full_sync(
+        &mut self,
+        ks: crate::keyspace::Keyspace,
+        functions: Vec<Vec<u8>>,
+        replid: String,
+        offset: u64,
+    ) {
+        notice!("MASTER <-> REPLICA sync: Flushing old data");
+        // As a flush: watchers of every key see the change, tracking clients get their
+        // null invalidation; then the loaded keyspace replaces the old one (freed on its
+        // own thread: dropping it is proportional to the dataset).
+        for db in 0..self.ks.num_dbs() {
+            self.ks.flush_db(db);
+        }
+        let mut ks = ks;
+        ks.watch = std::mem::take(&mut self.ks.watch);
+        ks.tracking = std::mem::take(&mut self.ks.tracking);
+        let old = self.install_keyspace(ks);
+        let _ = std::thread::Builder::new()
+            .name("cairn-free-old".into())
+            .spawn(move || drop(old));
+        if let Err(e) = self.install_functions(&functions) {
+            warning!("{e}");
+        }
+        self.master_replid = replid.clone();
+        self.aof.replid = replid.clone();
+        self.aof.reploff = offset;
+        self.aof.selected_db = None;
+        if let Some(link) = self.repl.link.as_mut() {
+            link.shared.applied.store(offset, SeqCst);
+            if let Ok(mut g) = link.shared.cached.lock() {
+                *g = Some((replid, offset));
+            }
+            link.client.db = 0;
+        }
+        // The log must restart from the new dataset (Redis restarts its AOF).
+        if self.aof.enabled {
+            let _ = super::aof_rewrite::request(self);
+        }
+    }
+
+    /// Runs the primary's commands as its client; the offset follows each one.
+    fn repl_apply(&mut self, cmds: Vec<super::replica_link::StreamCommand>) {
+        let Some(link) = self.repl.link.as_mut() else {
+            return;
+        };
+        let mut client = std::mem::replace(
+            &mut link.client,
+            Box::new(super::Client::new(0, String::new(), String::new(), 0)),
+        );
+        let mut out = Vec::new();
+        let mut offset = self.aof.reploff;
+        self.begin_batch();
+        for c in &cmds {
+            let args = crate::commands::Args::new(&c.data, &c.ranges);
+            self.execute(&mut client, args, &mut out);
+            out.clear();
+            offset += c.wire_bytes;
+            // The log's entries carry the primary's offsets (see docs/formats/aof.md).
+            self.aof.reploff = offset;
+        }
+        self.serve_ready();
+        if let Some(link) = self.repl.link.as_mut() {
+            link.client = client;
+            link.shared.applied.store(offset, SeqCst);
+            if let Ok(mut g) = link.shared.cached.lock() {
+                if let Some((_, o)) = g.as_mut() {
+                    *o = offset;
+                }
+            }
+        }
+    }
+
+    /// REPLCONF GETACK from the primary: the link acknowledges at once.
+    pub fn repl_ack_requested(&mut self) {
+        if let Some(link) = self.repl.link.as_ref() {
+            link.shared.ack_now.store(true, SeqCst);
+        }
+    }
+
+    /// Following a primary (REPLICAOF host port).
+    pub fn is_replica_of_someone(&self) -> bool {
+        self.repl.link.is_some()
+    }
+
+    /// INFO replication's replica fields, in Redis 7.0's order.
+    pub fn repl_link_info(&self) -> Option<Vec<(&'static str, String)>> {
+        let link = self.repl.link.as_ref()?;
+        let now = now_ms();
+        let mut v = vec![
+            ("master_host", link.host.clone()),
+            ("master_port", link.port.to_string()),
+            (
+                "master_link_status",
+                (if link.link_up() { "up" } else { "down" }).to_string(),
+            ),
+            (
+                "master_last_io_seconds_ago",
+                if link.link_up() {
+                    ((now - link.last_io_ms).max(0) / 1000).to_string()
+                } else {
+                    "-1".to_string()
+                },
+            ),
+            (
+                "master_sync_in_progress",
+                ((link.state == "sync") as u8).to_string(),
+            ),
+            ("slave_read_repl_offset", self.aof.reploff.to_string()),
+            ("slave_repl_offset", self.aof.reploff.to_string()),
+        ];
+        if !link.link_up() {
+            v.push((
+                "master_link_down_since_seconds",
+                ((now - link.down_since_ms).max(0) / 1000).to_string(),
+            ));
+        }
+        Some(v)
+    }
+
+    /// ROLE as a replica: host, port, link state, applied offset.
+    pub fn repl_link_role(&self) -> Option<(String, u16, &'static str, i64)> {
+        let link = self.repl.link.as_ref()?;
+        let offset = if link.link_up() {
+            self.aof.reploff as i64
+        } else {
+            -1
+        };
+        Some((link.host.clone(), link.port, link.state, offset))
     }
 }

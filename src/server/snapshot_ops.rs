@@ -120,13 +120,14 @@ impl Server {
 
     /// Replaces the (empty) keyspace with one restored from an image, keeping the
     /// settings the config gave the current one.
-    pub fn install_keyspace(&mut self, mut ks: Keyspace) {
+    /// Returns the keyspace it replaced.
+    pub fn install_keyspace(&mut self, mut ks: Keyspace) -> Keyspace {
         ks.lfu = self.ks.lfu;
         ks.lfu_log_factor = self.ks.lfu_log_factor;
         ks.lfu_decay_time_min = self.ks.lfu_decay_time_min;
         ks.deletions = self.ks.deletions.take();
         ks.events.record = self.ks.events.record;
-        self.ks = ks;
+        std::mem::replace(&mut self.ks, ks)
     }
 
     /// Loads the function libraries a data file carries (RDB function records, an
@@ -182,7 +183,7 @@ impl Server {
         });
         match loaded {
             Ok((ks, header)) => {
-                self.install_keyspace(ks);
+                let _ = self.install_keyspace(ks);
                 self.lastsave_s = header.created_ms / 1000;
                 self.dirty = 0;
                 notice!(

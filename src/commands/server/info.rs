@@ -538,7 +538,23 @@ pub(super) fn info_stats(srv: &Server, s: &mut Section) {
 }
 
 pub(super) fn info_replication(srv: &Server, s: &mut Section) {
-    s.line("role", "master");
+    if let Some(fields) = srv.repl_link_info() {
+        s.line("role", "slave");
+        for (k, v) in fields {
+            s.line(k, v);
+        }
+        s.line(
+            "slave_priority",
+            srv.config.get_value("replica-priority").unwrap_or("100"),
+        );
+        s.line(
+            "slave_read_only",
+            (srv.config.get_value("replica-read-only") != Some("no")) as u8,
+        );
+        s.line("replica_announced", 1);
+    } else {
+        s.line("role", "master");
+    }
     let replicas = srv.repl_info_lines(crate::util::now_ms());
     s.line("connected_slaves", replicas.len());
     let st = srv.config.settings();
