@@ -410,13 +410,7 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("aof-rewrite-incremental-fsync", OptKind::Bool, "yes", 0),
     // --- replication
     aliased("replicaof", "slaveof", OptKind::Special, "", IMM),
-    aliased(
-        "masterauth",
-        "masterauth",
-        OptKind::Str,
-        "",
-        F_SENSITIVE,
-    ),
+    aliased("masterauth", "masterauth", OptKind::Str, "", F_SENSITIVE),
     opt("masteruser", OptKind::Str, "", 0),
     aliased(
         "replica-serve-stale-data",
