@@ -56,6 +56,33 @@ fn sentinel(primary_port: u16) -> ServerProc {
     ServerProc { child, port, dir }
 }
 
+/// One command on a fresh connection; None when the connection is refused or killed
+/// (Sentinel kills normal clients of the instances it reconfigures, as clients expect).
+fn ask(port: u16, args: &[&str]) -> Option<Vec<u8>> {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    c.set_read_timeout(Some(DEADLINE)).ok()?;
+    let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+    c.write_all(&encode(&a)).ok()?;
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 4096];
+    loop {
+        if let Some(n) = reply_len(&buf) {
+            buf.truncate(n);
+            return Some(buf);
+        }
+        let n = c.read(&mut tmp).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    }
+}
+
+fn info(port: u16, field: &str) -> Option<String> {
+    info_field(&show(&ask(port, &["INFO", "replication"])?), field)
+}
+
 fn lines(reply: &[u8]) -> Vec<String> {
     show(reply)
         .split("\r\n")
@@ -114,23 +141,33 @@ fn sentinel_fails_over_a_killed_cairn_primary() {
         (&r2, &r1)
     };
     assert_eq!(new_port, promoted.port.to_string());
-    let mut n = Raw::connect(promoted.port);
-    assert_eq!(n.info_field("replication", "role"), "master");
-    let mut o = Raw::connect(other.port);
+    let (np, op) = (promoted.port, other.port);
+    wait_until(DEADLINE, "the promoted replica is a primary", || {
+        info(np, "role").as_deref() == Some("master")
+    });
     wait_until(
         Duration::from_secs(60),
         "the other replica follows the new primary",
         || {
-            o.info("replication", "master_port").as_deref() == Some(new_port.as_str())
-                && o.info("replication", "master_link_status").as_deref() == Some("up")
+            info(op, "master_port").as_deref() == Some(new_port.as_str())
+                && info(op, "master_link_status").as_deref() == Some("up")
         },
     );
     // A client that asked Sentinel writes to the new primary; the acknowledged write
     // survived, and the other replica gets the new one.
-    assert_eq!(n.call(&["GET", "acknowledged"]), b"$1\r\n1\r\n");
-    assert_eq!(n.call(&["SET", "after-failover", "2"]), b"+OK\r\n");
-    wait_until(DEADLINE, "the write reaches the other replica", || {
-        o.call(&["GET", "after-failover"]) == b"$1\r\n2\r\n"
+    wait_until(
+        DEADLINE,
+        "the acknowledged write is on the new primary",
+        || ask(np, &["GET", "acknowledged"]).as_deref() == Some(&b"$1\r\n1\r\n"[..]),
+    );
+    wait_until(DEADLINE, "the new primary takes writes", || {
+        ask(np, &["SET", "after-failover", "2"]).as_deref() == Some(&b"+OK\r\n"[..])
     });
-    assert_eq!(o.call(&["GET", "acknowledged"]), b"$1\r\n1\r\n");
+    wait_until(DEADLINE, "the write reaches the other replica", || {
+        ask(op, &["GET", "after-failover"]).as_deref() == Some(&b"$1\r\n2\r\n"[..])
+    });
+    assert_eq!(
+        ask(op, &["GET", "acknowledged"]).as_deref(),
+        Some(&b"$1\r\n1\r\n"[..])
+    );
 }
