@@ -421,52 +421,14 @@ enum Served {
 
 fn xreadgroup(ctx: &mut Ctx) -> CmdResult {
     let argc = ctx.args.len();
-    let mut timeout_ms: Option<i64> = None;
-    let mut block_arg = 0;
-    let mut count: i64 = 0;
-    let mut streams_arg = 0;
-    let mut group_arg = 0;
-    let mut noack = false;
-    let mut i = 1;
-    while i < argc {
-        let more = argc - i - 1;
-        if ctx.args.is(i, "block") && more > 0 {
-            if ctx.srv.in_script_call {
-                return Err(CmdError::err(format!(
-                    "{} command is not allowed with BLOCK option from scripts",
-                    ctx.args.str(0)
-                )));
-            }
-            i += 1;
-            let t = crate::util::parse_i64(ctx.args.get(i))
-                .ok_or_else(|| CmdError::err("timeout is not an integer or out of range"))?;
-            if t < 0 {
-                return Err(CmdError::err("timeout is negative"));
-            }
-            timeout_ms = Some(t);
-            block_arg = i;
-        } else if ctx.args.is(i, "count") && more > 0 {
-            i += 1;
-            count = ctx.args.i64(i)?.max(0);
-        } else if ctx.args.is(i, "streams") && more > 0 {
-            streams_arg = i + 1;
-            if !(argc - streams_arg).is_multiple_of(2) {
-                return Err(CmdError::err("Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified."));
-            }
-            break;
-        } else if ctx.args.is(i, "group") && more >= 2 {
-            group_arg = i + 1;
-            i += 2;
-        } else if ctx.args.is(i, "noack") {
-            noack = true;
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        i += 1;
-    }
-    if streams_arg == 0 {
-        return Err(CmdError::Syntax);
-    }
+    let super::streams::ReadOptions {
+        timeout_ms,
+        block_arg,
+        count,
+        streams_arg,
+        group_arg,
+        noack,
+    } = super::streams::parse_read_options(ctx, true)?;
     if group_arg == 0 {
         return Err(CmdError::err("Missing GROUP option for XREADGROUP"));
     }

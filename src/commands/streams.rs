@@ -601,12 +601,30 @@ fn xsetid(ctx: &mut Ctx) -> CmdResult {
 /// without COUNT is served at most this many entries per stream.
 pub(super) const BLOCKED_DEFAULT_COUNT: i64 = 1000;
 
-fn xread(ctx: &mut Ctx) -> CmdResult {
+/// The options XREAD and XREADGROUP share, parsed in one loop as Redis's xreadCommand
+/// does (so both give the same errors in the same order).
+pub(super) struct ReadOptions {
+    pub timeout_ms: Option<i64>,
+    /// Where the BLOCK value is (parked re-runs copy it).
+    pub block_arg: usize,
+    pub count: i64,
+    /// The first key after STREAMS.
+    pub streams_arg: usize,
+    /// XREADGROUP: where the group name is (0: no GROUP).
+    pub group_arg: usize,
+    pub noack: bool,
+}
+
+pub(super) fn parse_read_options(ctx: &Ctx, xreadgroup: bool) -> Result<ReadOptions, CmdError> {
     let argc = ctx.args.len();
-    let mut timeout_ms: Option<i64> = None;
-    let mut block_arg = 0;
-    let mut count: i64 = 0;
-    let mut streams_arg = 0;
+    let mut o = ReadOptions {
+        timeout_ms: None,
+        block_arg: 0,
+        count: 0,
+        streams_arg: 0,
+        group_arg: 0,
+        noack: false,
+    };
     let mut i = 1;
     while i < argc {
         let more = argc - i - 1;
@@ -623,33 +641,52 @@ fn xread(ctx: &mut Ctx) -> CmdResult {
             if t < 0 {
                 return Err(CmdError::err("timeout is negative"));
             }
-            timeout_ms = Some(t);
-            block_arg = i;
+            o.timeout_ms = Some(t);
+            o.block_arg = i;
         } else if ctx.args.is(i, "count") && more > 0 {
             i += 1;
-            count = ctx.args.i64(i)?.max(0);
+            o.count = ctx.args.i64(i)?.max(0);
         } else if ctx.args.is(i, "streams") && more > 0 {
-            streams_arg = i + 1;
-            if !(argc - streams_arg).is_multiple_of(2) {
+            o.streams_arg = i + 1;
+            if !(argc - o.streams_arg).is_multiple_of(2) {
                 return Err(CmdError::err("Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified."));
             }
             break;
         } else if ctx.args.is(i, "group") && more >= 2 {
-            return Err(CmdError::err(
-                "The GROUP option is only supported by XREADGROUP. You called XREAD instead.",
-            ));
+            if !xreadgroup {
+                return Err(CmdError::err(
+                    "The GROUP option is only supported by XREADGROUP. You called XREAD instead.",
+                ));
+            }
+            o.group_arg = i + 1;
+            i += 2;
         } else if ctx.args.is(i, "noack") {
-            return Err(CmdError::err(
-                "The NOACK option is only supported by XREADGROUP. You called XREAD instead.",
-            ));
+            if !xreadgroup {
+                return Err(CmdError::err(
+                    "The NOACK option is only supported by XREADGROUP. You called XREAD instead.",
+                ));
+            }
+            o.noack = true;
         } else {
             return Err(CmdError::Syntax);
         }
         i += 1;
     }
-    if streams_arg == 0 {
+    if o.streams_arg == 0 {
         return Err(CmdError::Syntax);
     }
+    Ok(o)
+}
+
+fn xread(ctx: &mut Ctx) -> CmdResult {
+    let argc = ctx.args.len();
+    let ReadOptions {
+        timeout_ms,
+        block_arg,
+        count,
+        streams_arg,
+        ..
+    } = parse_read_options(ctx, false)?;
     let n = (argc - streams_arg) / 2;
     let mut ids = Vec::with_capacity(n);
     for k in 0..n {

@@ -422,6 +422,13 @@ impl Server {
                 );
                 self.stats.client_output_buffer_limit_disconnections += 1;
             }
+        }
+        self.close_soon(slot);
+    }
+
+    /// Marks the client at `slot` to be closed by the socket side at the turn's end.
+    fn close_soon(&mut self, slot: usize) {
+        if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) {
             c.close_asap = true;
             if !c.in_pending {
                 c.in_pending = true;
@@ -586,13 +593,7 @@ impl Server {
             })
             .collect();
         for slot in gone {
-            if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) {
-                c.close_asap = true;
-                if !c.in_pending {
-                    c.in_pending = true;
-                    self.pubsub.pending.push(slot);
-                }
-            }
+            self.close_soon(slot);
         }
     }
 
@@ -682,13 +683,7 @@ impl Server {
             .map(|r| r.slot)
             .collect();
         for slot in slots {
-            if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) {
-                c.close_asap = true;
-                if !c.in_pending {
-                    c.in_pending = true;
-                    self.pubsub.pending.push(slot);
-                }
-            }
+            self.close_soon(slot);
         }
     }
 
@@ -1047,13 +1042,7 @@ impl Server {
         self.repl_unfollow();
         let slots: Vec<usize> = self.repl.replicas.iter().map(|r| r.slot).collect();
         for slot in slots {
-            if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) {
-                c.close_asap = true;
-                if !c.in_pending {
-                    c.in_pending = true;
-                    self.pubsub.pending.push(slot);
-                }
-            }
+            self.close_soon(slot);
         }
         self.repl_cancel_sync();
         let had_backlog = self.repl.backlog.take().is_some();
