@@ -417,7 +417,7 @@ pub static OPTIONS: &[OptSpec] = &[
         "slave-serve-stale-data",
         OptKind::Bool,
         "yes",
-        NA,
+        0,
     ),
     aliased(
         "replica-read-only",

@@ -381,6 +381,25 @@ fn bad_replication_input_gets_errors_and_the_server_serves_on() {
     assert_eq!(p.call(&["REPLICAOF", "127.0.0.1", &nobody]), b"+OK\r\n");
     assert_eq!(p.info_field("replication", "master_link_status"), "down");
     assert_eq!(p.call(&["PING"]), b"+PONG\r\n");
+    // With `replica-serve-stale-data no` only `stale` commands run while the link is down.
+    assert_eq!(
+        p.call(&["SET", "stale", "1"]),
+        b"-READONLY You can't write against a read only replica.\r\n".to_vec()
+    );
+    assert_eq!(
+        p.call(&["CONFIG", "SET", "replica-serve-stale-data", "no"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        show(&p.call(&["GET", "stale"])),
+        "-MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.\r\n"
+    );
+    assert_eq!(p.info_field("replication", "master_link_status"), "down");
+    assert_eq!(
+        p.call(&["CONFIG", "SET", "replica-serve-stale-data", "yes"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(p.call(&["GET", "stale"]), b"$-1\r\n");
     assert_eq!(p.call(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
     assert_eq!(p.info_field("replication", "role"), "master");
     assert_eq!(show(&p.call(&["MULTI"])), "+OK\r\n");

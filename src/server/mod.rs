@@ -678,6 +678,13 @@ impl Server {
                 });
             }
         }
+        // A replica whose link is down serves only `stale` commands (INFO, REPLICAOF...)
+        // under `replica-serve-stale-data no`.
+        if spec.flags & commands::STALE == 0 && !client.master && self.repl_serves_no_stale_data() {
+            return Err(Refusal::counted(
+                "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+            ));
+        }
         // While the startup image loads, only commands flagged `loading` run (INFO...).
         if spec.flags & commands::LOADING == 0 && self.is_loading() {
             return Err(Refusal::counted(

@@ -1253,6 +1253,13 @@ impl Server {
         }
     }
 
+    /// A replica whose link is down and that must not serve its stale data
+    /// (`replica-serve-stale-data no`).
+    pub fn repl_serves_no_stale_data(&self) -> bool {
+        self.repl.link.as_ref().is_some_and(|l| !l.link_up())
+            && self.config.get_value("replica-serve-stale-data") == Some("no")
+    }
+
     /// Following a primary (REPLICAOF host port).
     pub fn is_replica_of_someone(&self) -> bool {
         self.repl.link.is_some()
