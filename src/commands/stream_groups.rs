@@ -436,12 +436,7 @@ fn xreadgroup(ctx: &mut Ctx) -> CmdResult {
     let cname = ctx.args.get(group_arg + 1);
     let n = (argc - streams_arg) / 2;
     // A re-run of a parked read answers for the key that woke it, once.
-    let woken_by = ctx
-        .srv
-        .blocking
-        .serving_key()
-        .filter(|(d, _)| *d == ctx.client.db)
-        .map(|(_, k)| k.clone());
+    let woken_by = super::streams::woken_key(ctx);
     // `>` is None; another ID asks for the consumer's history after it.
     let mut ids: Vec<Option<Id>> = Vec::with_capacity(n);
     for k in 0..n {
@@ -489,14 +484,9 @@ fn xreadgroup(ctx: &mut Ctx) -> CmdResult {
     let mut served: Vec<(usize, Served)> = Vec::new();
     for (k, want) in ids.iter().enumerate() {
         let key = ctx.args.get(streams_arg + k);
-        if let Some(w) = &woken_by {
-            if key != &w[..]
-                || served
-                    .iter()
-                    .any(|(j, _)| ctx.args.get(streams_arg + j) == key)
-            {
-                continue;
-            }
+        let served_keys = served.iter().map(|(j, _)| ctx.args.get(streams_arg + j));
+        if !super::streams::answers_for(woken_by.as_deref(), key, served_keys) {
+            continue;
         }
         let Some(e) = read_stream(ctx, key)? else {
             continue;

@@ -678,6 +678,28 @@ pub(super) fn parse_read_options(ctx: &Ctx, xreadgroup: bool) -> Result<ReadOpti
     Ok(o)
 }
 
+/// The key whose write is re-running this parked read (None: not a re-run).
+pub(super) fn woken_key(ctx: &Ctx) -> Option<Vec<u8>> {
+    ctx.srv
+        .blocking
+        .serving_key()
+        .filter(|(d, _)| *d == ctx.client.db)
+        .map(|(_, k)| k.clone())
+}
+
+/// Whether a read answers for `key`: always, unless it is a re-run, which answers for the
+/// key that woke it, once (`served_keys`: the keys answered so far).
+pub(super) fn answers_for<'a>(
+    woken_by: Option<&[u8]>,
+    key: &[u8],
+    mut served_keys: impl Iterator<Item = &'a [u8]>,
+) -> bool {
+    match woken_by {
+        None => true,
+        Some(w) => key == w && !served_keys.any(|k| k == key),
+    }
+}
+
 fn xread(ctx: &mut Ctx) -> CmdResult {
     let argc = ctx.args.len();
     let ReadOptions {
@@ -704,22 +726,12 @@ fn xread(ctx: &mut Ctx) -> CmdResult {
     }
     let mut served: Vec<(usize, Entries)> = Vec::new();
     // A re-run of a parked read answers for the key that woke it, once.
-    let woken_by = ctx
-        .srv
-        .blocking
-        .serving_key()
-        .filter(|(d, _)| *d == ctx.client.db)
-        .map(|(_, k)| k.clone());
+    let woken_by = woken_key(ctx);
     for (k, gt) in ids.iter().enumerate() {
         let key = ctx.args.get(streams_arg + k);
-        if let Some(w) = &woken_by {
-            if key != &w[..]
-                || served
-                    .iter()
-                    .any(|(j, _)| ctx.args.get(streams_arg + j) == key)
-            {
-                continue;
-            }
+        let served_keys = served.iter().map(|(j, _)| ctx.args.get(streams_arg + j));
+        if !answers_for(woken_by.as_deref(), key, served_keys) {
+            continue;
         }
         let Some(e) = read_stream(ctx, key)? else {
             continue;
