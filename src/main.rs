@@ -1,8 +1,9 @@
 //! `cairn-server [cairn.conf] [--option value ...]` — started like redis-server.
 
+use cairn::commands::executor::Server;
 use cairn::config::Config;
 use cairn::log;
-use cairn::server::{event_loop, Server};
+use cairn::server::event_loop;
 use cairn::{notice, warning};
 
 fn main() {

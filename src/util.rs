@@ -371,6 +371,17 @@ pub fn split_args(
     }
 }
 
+/// 127.0.0.0/8 and ::1, and an IPv4 loopback peer seen through a dual-stack IPv6 socket
+/// (`::ffff:127.x.y.z`, which a `bind ::` listener receives for IPv4 connections).
+pub fn is_loopback(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => v4.is_loopback(),
+        std::net::IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
 #[cfg(test)]
 mod glob_tests {
     use super::glob_match;

@@ -779,7 +779,10 @@ fn save_points_misconf_and_shutdown() {
     assert_eq!(cmd(&mut r, &["BGSAVE"]), "+Background saving started\r\n");
     wait_bgsave(&mut r);
     assert_eq!(r.info_field("persistence", "rdb_last_bgsave_status"), "err");
-    let misconf = format!("-{}\r\n", cairn::server::snapshot_ops::MISCONF_ERR);
+    let misconf = format!(
+        "-{}\r\n",
+        cairn::commands::executor::snapshot_ops::MISCONF_ERR
+    );
     assert_eq!(cmd(&mut r, &["SET", "c", "3"]), misconf);
     assert_eq!(cmd(&mut r, &["PING"]), misconf);
     assert_eq!(cmd(&mut r, &["GET", "a"]), "$1\r\n1\r\n");

@@ -476,7 +476,7 @@ fn misconf_inside_multi_and_at_exec() {
     wait_until(DEADLINE, "the BGSAVE failed", || {
         a.info("persistence", "rdb_last_bgsave_status").as_deref() == Some("err")
     });
-    let misconf = cairn::server::snapshot_ops::MISCONF_ERR;
+    let misconf = cairn::commands::executor::snapshot_ops::MISCONF_ERR;
     assert_eq!(
         show(&b.call(&["EXEC"])),
         format!("-EXECABORT Transaction discarded because of: {misconf}\r\n")

@@ -14,7 +14,7 @@ pub static COMMANDS: &[CommandSpec] =
 /// Starts a rewrite (a snapshot of the arena becomes the new base; no fork), or schedules
 /// it behind a running BGSAVE, as Redis.
 fn bgrewriteaof(ctx: &mut Ctx) -> CmdResult {
-    if crate::server::aof_rewrite::request(ctx.srv).map_err(CmdError::raw)? {
+    if crate::commands::executor::aof_rewrite::request(ctx.srv).map_err(CmdError::raw)? {
         ctx.out
             .simple("Background append only file rewriting started");
     } else {

@@ -933,8 +933,8 @@ mod tests {
 
     // ---- whole-command checks of what the wire cannot show yet (encodings, TTLs) --------
 
+    use crate::commands::executor::{Client, Server};
     use crate::config::Config;
-    use crate::server::{Client, Server};
 
     fn server(opts: &[(&str, &str)]) -> (Server, Box<Client>) {
         let mut cfg = Config::default();
@@ -944,7 +944,7 @@ mod tests {
         (srv, c)
     }
 
-    use crate::server::testing::run;
+    use crate::commands::executor::testing::run;
 
     fn enc(srv: &Server, key: &str) -> StrEnc {
         srv.ks.str_enc(srv.ks.find_raw(0, key.as_bytes()).unwrap())

@@ -4,9 +4,9 @@ use super::{
     CmdError, CmdResult, CommandSpec, Ctx, ADMIN, FAST, LOADING, MISCONF_REFUSED, NOSCRIPT,
     NO_AUTH, PUBSUB_OK, RUNS_IN_MULTI, STALE,
 };
+use crate::commands::executor::client::ReplyMode;
+use crate::commands::executor::Client;
 use crate::protocol::reply::Resp;
-use crate::server::client::ReplyMode;
-use crate::server::Client;
 
 /// The Redis version cairn reports to clients (HELLO, INFO redis_version), so client
 /// libraries enable the features cairn implements.

@@ -409,7 +409,7 @@ fn hscan(ctx: &mut Ctx) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::{Client, Server};
+    use crate::commands::executor::{Client, Server};
 
     #[test]
     fn value_length_counts_integer_encodings_as_their_decimal_text() {
@@ -421,10 +421,10 @@ mod tests {
         assert_eq!(val_len(Val::Int(i64::MIN)), 20);
     }
 
-    use crate::server::testing::{bulks, run, sorted};
+    use crate::commands::executor::testing::{bulks, run, sorted};
 
     fn setup() -> (Server, Box<Client>) {
-        crate::server::testing::server_and_client()
+        crate::commands::executor::testing::server_and_client()
     }
 
     #[test]

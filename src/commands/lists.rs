@@ -9,9 +9,9 @@ use super::{BLOCKING, NOSCRIPT};
 use crate::arena::Ref;
 use crate::collections::list;
 use crate::collections::listpack::Val;
+use crate::commands::executor::blocking::{self, TimeoutReply};
 use crate::keyspace::Kind;
 use crate::protocol::reply::Reply;
-use crate::server::blocking::{self, TimeoutReply};
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("lpush", -3, WRITE | DENYOOM | FAST, "list", lpush).keys(1, 1, 1).doc("Prepends one or more elements to a list. Creates the key if it doesn't exist.", "1.0.0"),
@@ -738,7 +738,7 @@ fn lmpop_generic(ctx: &mut Ctx, first: usize, block: bool) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::{Client, Server};
+    use crate::commands::executor::{Client, Server};
 
     #[test]
     fn range_normalisation_clamps_and_empties_like_redis() {
@@ -769,10 +769,10 @@ mod tests {
         assert_eq!(abs_index(i64::MAX, 3), None);
     }
 
-    use crate::server::testing::{bulks, run};
+    use crate::commands::executor::testing::{bulks, run};
 
     fn setup() -> (Server, Box<Client>) {
-        crate::server::testing::server_and_client()
+        crate::commands::executor::testing::server_and_client()
     }
 
     fn range(srv: &mut Server, c: &mut Client, key: &str) -> Vec<String> {

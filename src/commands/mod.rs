@@ -9,6 +9,7 @@ pub mod acl;
 pub mod aof;
 pub mod bits;
 pub mod connection;
+pub mod executor;
 pub mod geo;
 pub mod hashes;
 pub mod hll;
@@ -31,8 +32,8 @@ pub mod strings;
 pub mod transactions;
 pub mod zsets;
 
+use crate::commands::executor::{Client, Server};
 use crate::protocol::reply::Reply;
-use crate::server::{Client, Server};
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
@@ -252,7 +253,8 @@ impl Ctx<'_> {
                 // SAFETY: `pin_value` just pinned `block` for this segment (unpinned only
                 // after the segment is written or dropped), and `len` bytes of its value
                 // start at `block_ptr(block)`.
-                let seg = unsafe { crate::server::RefSeg::pinned(pos, block, len, addr) };
+                let seg =
+                    unsafe { crate::commands::executor::RefSeg::pinned(pos, block, len, addr) };
                 self.srv.reply_refs.push(seg);
                 self.out.buf.extend_from_slice(b"\r\n");
                 return;

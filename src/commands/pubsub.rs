@@ -19,8 +19,8 @@ use super::{
     Args, CmdError, CmdResult, CommandSpec, Ctx, ADMIN, FAST, LOADING, MAY_REPLICATE, NOSCRIPT,
     PUBSUB, PUBSUB_OK, STALE,
 };
+use crate::commands::executor::{Client, Server};
 use crate::protocol::reply::{Reply, Resp};
-use crate::server::{Client, Server};
 use std::collections::HashMap;
 
 const SUBSCRIBE_FLAGS: u32 = PUBSUB | NOSCRIPT | LOADING | STALE | PUBSUB_OK;
@@ -415,7 +415,7 @@ pub fn push_to_outbox(
     let resp = c.resp;
     write(&mut c.pushed, resp);
     let unsent = c.obuf_bytes.saturating_add(c.pushed.len() as u64);
-    if crate::server::event_loop::output_over_bytes(lim, &mut srv.stats, c, unsent) {
+    if crate::commands::executor::client::output_over_bytes(lim, &mut srv.stats, c, unsent) {
         c.close_asap = true;
         c.pushed = Vec::new();
     }
@@ -748,9 +748,9 @@ mod tests {
             soft_bytes: 0,
             soft_seconds: 0,
         };
-        let mut stats = crate::server::stats::Stats::default();
+        let mut stats = crate::commands::executor::stats::Stats::default();
         let mut c = Client::new(1, String::new(), String::new(), 0);
-        let over = crate::server::event_loop::output_over_bytes;
+        let over = crate::commands::executor::client::output_over_bytes;
         assert!(!over(lim, &mut stats, &mut c, 999));
         assert_eq!(stats.client_output_buffer_limit_disconnections, 0);
         // Redis: used >= hard limit.
@@ -766,9 +766,9 @@ mod tests {
             soft_bytes: 100,
             soft_seconds: 3600,
         };
-        let mut stats = crate::server::stats::Stats::default();
+        let mut stats = crate::commands::executor::stats::Stats::default();
         let mut c = Client::new(1, String::new(), String::new(), 0);
-        let over = crate::server::event_loop::output_over_bytes;
+        let over = crate::commands::executor::client::output_over_bytes;
         assert!(!over(lim, &mut stats, &mut c, 100));
         assert!(c.obuf_soft_since_ms > 0);
         assert!(!over(lim, &mut stats, &mut c, 5000));

@@ -577,12 +577,12 @@ fn sscan(ctx: &mut Ctx) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::{Client, Server};
+    use crate::commands::executor::{Client, Server};
 
-    use crate::server::testing::{bulks, run, sorted};
+    use crate::commands::executor::testing::{bulks, run, sorted};
 
     fn setup() -> (Server, Box<Client>) {
-        crate::server::testing::server_and_client()
+        crate::commands::executor::testing::server_and_client()
     }
 
     fn members(srv: &mut Server, c: &mut Client, key: &str) -> Vec<String> {
@@ -799,7 +799,7 @@ mod tests {
     ) -> (Vec<String>, Vec<Vec<String>>) {
         let spec = COMMANDS.iter().find(|s| s.name == "spop").unwrap();
         srv.aof.enabled = true;
-        let out = crate::server::testing::run_handler(srv, c, spec, args);
+        let out = crate::commands::executor::testing::run_handler(srv, c, spec, args);
         srv.aof.enabled = false;
         let forms = std::mem::take(&mut srv.aof.command_forms)
             .into_iter()

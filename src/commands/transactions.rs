@@ -23,7 +23,7 @@ use super::{
     ALLOW_BUSY, FAST, LOADING, NOSCRIPT, QUEUES_WITHOUT_OOM_CHECK, RUNS_IN_MULTI, SKIP_SLOWLOG,
     STALE, TAKES_QUEUED_FLAGS,
 };
-use crate::server::{Client, Server};
+use crate::commands::executor::{Client, Server};
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
@@ -196,7 +196,7 @@ pub fn queue(client: &mut Client, args: super::Args, flags: u32, max_bytes: usiz
     let Some(m) = client.multi.as_mut() else {
         return false;
     };
-    let cmd = crate::server::client::OwnedCommand::from_args(args);
+    let cmd = crate::commands::executor::client::OwnedCommand::from_args(args);
     if m.bytes + cmd.bytes() > max_bytes {
         return false;
     }

@@ -15,9 +15,9 @@ use super::{
 };
 use crate::arena::Ref;
 use crate::collections::zset::{self, AddFlags, AddOut, Limits, Pairs};
+use crate::commands::executor::blocking::{self, TimeoutReply};
 use crate::keyspace::{Kind, Ttl};
 use crate::protocol::reply::{Reply, Resp};
-use crate::server::blocking::{self, TimeoutReply};
 use crate::util::{glob_match, parse_i64};
 
 pub static COMMANDS: &[CommandSpec] = &[
@@ -1610,8 +1610,8 @@ mod tests {
 
     // ---- BZPOPMIN/BZPOPMAX/BZMPOP's non-blocking core (not registered yet) ---------------
 
+    use crate::commands::executor::Server;
     use crate::config::Config;
-    use crate::server::Server;
 
     fn bz_handler(ctx: &mut Ctx) -> CmdResult {
         let (mpop, max) = match ctx.spec.name {
@@ -1632,10 +1632,10 @@ mod tests {
     ];
 
     /// Runs a command through the real table, or one of the unregistered BZ* specs.
-    fn run(srv: &mut Server, c: &mut crate::server::Client, args: &[&str]) -> String {
+    fn run(srv: &mut Server, c: &mut crate::commands::executor::Client, args: &[&str]) -> String {
         match BZ.iter().find(|s| args[0].eq_ignore_ascii_case(s.name)) {
-            None => crate::server::testing::run(srv, c, args),
-            Some(spec) => crate::server::testing::run_handler(srv, c, spec, args),
+            None => crate::commands::executor::testing::run(srv, c, args),
+            Some(spec) => crate::commands::executor::testing::run_handler(srv, c, spec, args),
         }
     }
 

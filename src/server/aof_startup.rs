@@ -3,7 +3,7 @@
 //! send it), cut a torn tail where the log's rules allow, start the writer thread. The
 //! rules for how a file may end are `src/persistence/aof/load.rs`.
 
-use super::{Client, Server};
+use crate::commands::executor::{Client, Server};
 use crate::persistence::aof::format::{self, ScanOutcome};
 use crate::persistence::aof::load::{
     create_fresh, describe, end_of_log, truncate, BaseKind, LogEnd, Mapped,
@@ -427,7 +427,7 @@ mod tests {
     /// Runs one command as a new client.
     fn run(srv: &mut Server, args: &[&str]) -> String {
         let mut c = srv.alloc_client("127.0.0.1:1".into(), "127.0.0.1:2".into());
-        crate::server::testing::run(srv, &mut c, args)
+        crate::commands::executor::testing::run(srv, &mut c, args)
     }
 
     fn len_of(p: &Path) -> u64 {

@@ -6,14 +6,14 @@
 //! `proto-max-bulk-len` (through the parser), `client-output-buffer-limit`, `timeout`;
 //! the buffers `maxmemory-clients` limits are measured here.
 
-use super::client_memory::ConnMemory;
 use super::connection::{Inbound, ReadStep};
 use super::listeners::{
     admission_refusal, bind_listeners, bind_unix, AdmissionRules, SharedListeners, LISTENER_SLOTS,
 };
 use super::outq::OutRefs;
 use super::stream::Stream;
-use super::Server;
+use crate::commands::executor::client_memory::ConnMemory;
+use crate::commands::executor::Server;
 use crate::commands::Args;
 use crate::protocol::parser::{ArgSource, BigArg, Parse, ParseLimits, RequestParser};
 use crate::util::now_ms;
@@ -195,7 +195,7 @@ fn read_big_bulk_start(srv: &mut Server, conn: &mut Conn, len: usize) -> bool {
 /// Returns true if a reply was held for the AOF (see [`exec_holding`]).
 fn run_batch(
     srv: &mut Server,
-    client: &mut super::Client,
+    client: &mut crate::commands::executor::Client,
     qbuf: &[u8],
     batch: &mut Batch,
     out: &mut Vec<u8>,
@@ -238,9 +238,9 @@ fn run_batch(
             // served (copied: the query buffer moves on).
             for &(f, a) in &batch.cmds[i + 1..] {
                 let args = Args::new(qbuf, &batch.args[f..f + a]);
-                client
-                    .deferred
-                    .push_back(super::client::OwnedCommand::from_args(args));
+                client.deferred.push_back(
+                    crate::commands::executor::client::OwnedCommand::from_args(args),
+                );
             }
             break;
         }
@@ -255,7 +255,7 @@ fn run_batch(
 /// returns true.
 fn exec_holding(
     srv: &mut Server,
-    client: &mut super::Client,
+    client: &mut crate::commands::executor::Client,
     args: Args,
     out: &mut Vec<u8>,
     holds: &mut VecDeque<(usize, u64)>,
@@ -332,7 +332,8 @@ impl EventLoop {
                     "SIGTERM"
                 };
                 warning!("Received {name} scheduling shutdown...");
-                srv.shutdown.get_or_insert(super::ShutdownRequest::Default);
+                srv.shutdown
+                    .get_or_insert(crate::commands::executor::ShutdownRequest::Default);
             }
             if let Some(req) = srv.shutdown {
                 // A signal (or a SHUTDOWN that did not save itself) saves here; when the
@@ -695,9 +696,9 @@ impl EventLoop {
                         unsafe { Args::with_big(&conn.qbuf, &conn.parser.args, &conn.big_args) };
                     if client.blocked {
                         // Behind a command that blocked: waits its turn (copied).
-                        client
-                            .deferred
-                            .push_back(super::client::OwnedCommand::from_args(args));
+                        client.deferred.push_back(
+                            crate::commands::executor::client::OwnedCommand::from_args(args),
+                        );
                     } else {
                         held |= exec_holding!(args);
                     }
@@ -728,9 +729,9 @@ impl EventLoop {
                         let args = Args::new(buf, &conn.parser.args);
                         if client.blocked {
                             // Behind a command of the batch that blocked: waits its turn.
-                            client
-                                .deferred
-                                .push_back(super::client::OwnedCommand::from_args(args));
+                            client.deferred.push_back(
+                                crate::commands::executor::client::OwnedCommand::from_args(args),
+                            );
                         } else {
                             held |= exec_holding!(args);
                         }
@@ -1112,10 +1113,10 @@ fn conn_released(holds_before: usize, conn: Option<&Conn>) -> bool {
     conn.is_some_and(|c| c.holds.len() < holds_before)
 }
 
-/// The `client-output-buffer-limit` class of a client ([`super::Client::class`]).
+/// The `client-output-buffer-limit` class of a client ([`crate::commands::executor::Client::class`]).
 pub fn output_limit_for(
     s: &crate::config::Settings,
-    client: &super::Client,
+    client: &crate::commands::executor::Client,
 ) -> crate::config::OutputLimit {
     match client.class() {
         "replica" => s.obuf_replica,
@@ -1125,47 +1126,18 @@ pub fn output_limit_for(
 }
 
 /// Checks `client-output-buffer-limit` for a client. True when it must be closed.
-fn output_over_limit(srv: &mut Server, client: &mut super::Client) -> bool {
+fn output_over_limit(srv: &mut Server, client: &mut crate::commands::executor::Client) -> bool {
     let lim = output_limit_for(srv.config.settings(), client);
     output_over(lim, &mut srv.stats, client)
 }
 
 fn output_over(
     lim: crate::config::OutputLimit,
-    stats: &mut super::stats::Stats,
-    client: &mut super::Client,
+    stats: &mut crate::commands::executor::stats::Stats,
+    client: &mut crate::commands::executor::Client,
 ) -> bool {
     let pending = client.obuf_bytes;
-    output_over_bytes(lim, stats, client, pending)
-}
-
-/// The limit check for `pending` unsent bytes (hard at once, soft after its seconds);
-/// counts a disconnection when over. Pub/sub delivery also calls it for the outbox.
-pub fn output_over_bytes(
-    lim: crate::config::OutputLimit,
-    stats: &mut super::stats::Stats,
-    client: &mut super::Client,
-    pending: u64,
-) -> bool {
-    let now = now_ms();
-    let mut over = lim.hard_bytes > 0 && pending >= lim.hard_bytes;
-    if lim.soft_bytes > 0 && pending >= lim.soft_bytes {
-        if client.obuf_soft_since_ms == 0 {
-            client.obuf_soft_since_ms = now;
-        } else if now - client.obuf_soft_since_ms >= lim.soft_seconds as i64 * 1000 {
-            over = true;
-        }
-    } else {
-        client.obuf_soft_since_ms = 0;
-    }
-    if over {
-        stats.client_output_buffer_limit_disconnections += 1;
-        warning!(
-            "Client {} scheduled to be closed ASAP for overcoming of output buffer limits.",
-            client.info_line(now)
-        );
-    }
-    over
+    crate::commands::executor::client::output_over_bytes(lim, stats, client, pending)
 }
 
 fn set_keepalive(stream: &TcpStream, secs: u64) {
@@ -1227,7 +1199,7 @@ pub fn serve(mut srv: Server) -> io::Result<()> {
     let listeners = bind_listeners(&s.bind, s.port)?;
     let unix = bind_unix(&s.unixsocket, s.unixsocketperm)?.map(|l| (l, s.unixsocket.clone()));
     let mut el = EventLoop::new(listeners, unix)?;
-    srv.listeners = Some(el.listeners.clone());
+    srv.listeners = Some(std::sync::Arc::new(el.listeners.clone()));
     let waker = el.waker.clone();
     srv.aof.set_waker(Arc::new(move || {
         let _ = waker.wake();

@@ -7,13 +7,13 @@
 //! commands in order and bounds every queue by the number of connections). The executor
 //! answers through a per-thread inbox and wakes the thread with its mio `Waker`.
 
-use super::client_memory::{ClientMemory, ConnMemory};
 use super::connection::{Inbound, ReadStep};
 use super::outq::OutRefs;
-use super::stats::Stats;
 use super::stream::{Peer, Stream};
-use super::{RefSeg, Server};
 use crate::arena::Ref;
+use crate::commands::executor::client_memory::{ClientMemory, ConnMemory};
+use crate::commands::executor::stats::Stats;
+use crate::commands::executor::{RefSeg, Server};
 use crate::commands::Args;
 use crate::protocol::parser::{ArgSource, BigArg, Parse, ParseLimits, RequestParser, BIG_ARG_FLAG};
 use crate::util::now_ms;
@@ -866,10 +866,8 @@ impl IoThread {
             } else {
                 let base = conn.out.len();
                 conn.out.extend_from_slice(&r.out);
-                conn.refs.extend(r.refs.into_iter().map(|x| RefSeg {
-                    pos: x.pos + base,
-                    ..x
-                }));
+                conn.refs
+                    .extend(r.refs.into_iter().map(|x| x.shifted(base)));
             }
             if r.close {
                 conn.close_after_write = true;
@@ -995,7 +993,7 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
                     sockets,
                     unix.take(),
                 )?;
-                srv.listeners = Some(set.clone());
+                srv.listeners = Some(std::sync::Arc::new(set.clone()));
                 Some(set)
             }
             None => None,
@@ -1090,7 +1088,8 @@ fn executor_loop(
             next_cron = Instant::now() + Duration::from_millis(1000 / hz);
         }
         if SHUTDOWN_SIGNAL.load(Ordering::SeqCst) {
-            srv.shutdown.get_or_insert(super::ShutdownRequest::Default);
+            srv.shutdown
+                .get_or_insert(crate::commands::executor::ShutdownRequest::Default);
         }
         if let Some(req) = srv.shutdown {
             if srv.shutdown_save(req).is_err() {

@@ -60,7 +60,10 @@ pub fn admission_refusal(
         return Some(MAX_CLIENTS_REACHED);
     }
     // A Unix socket peer (no IP) is local: protected mode lets it in, as Redis.
-    if rules.protected_mode && !rules.password_set && peer.is_some_and(|ip| !is_loopback(ip)) {
+    if rules.protected_mode
+        && !rules.password_set
+        && peer.is_some_and(|ip| !crate::util::is_loopback(ip))
+    {
         return Some(PROTECTED_MODE_DENIED);
     }
     None
@@ -95,17 +98,6 @@ pub fn bind_unix(path: &str, perm: u32) -> io::Result<Option<UnixListener>> {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(perm))?;
     }
     Ok(Some(l))
-}
-
-/// 127.0.0.0/8 and ::1, and an IPv4 loopback peer seen through a dual-stack IPv6 socket
-/// (`::ffff:127.x.y.z`, which a `bind ::` listener receives for IPv4 connections).
-pub fn is_loopback(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => v4.is_loopback(),
-        IpAddr::V6(v6) => {
-            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
-        }
-    }
 }
 
 fn resolve_bind(addr: &str, port: u16) -> Option<SocketAddr> {
@@ -205,6 +197,18 @@ impl SharedListeners {
 
     pub fn lock(&self) -> MutexGuard<'_, Listeners> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl crate::commands::executor::ListenerControl for SharedListeners {
+    fn rebind(
+        &self,
+        binds: &[String],
+        port: u16,
+        old_binds: &[String],
+        old_port: u16,
+    ) -> io::Result<()> {
+        self.lock().rebind(binds, port, old_binds, old_port)
     }
 }
 

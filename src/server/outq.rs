@@ -9,8 +9,8 @@
 //! written or when the connection goes; its block is then unpinned **on the executor**
 //! (I/O threads send the blocks back, they never touch the arena's allocator).
 
-use super::RefSeg;
 use crate::arena::Ref;
+use crate::commands::executor::RefSeg;
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
 
@@ -28,7 +28,7 @@ pub struct OutRefs {
 
 impl OutRefs {
     pub fn push(&mut self, r: RefSeg) {
-        self.bytes += r.len as u64;
+        self.bytes += r.len() as u64;
         self.q.push_back(r);
     }
 
@@ -59,7 +59,7 @@ impl OutRefs {
         let mut gone = Vec::new();
         while self.q.back().is_some_and(|r| r.pos >= mark) {
             let r = self.q.pop_back().expect("checked");
-            self.bytes -= r.len as u64;
+            self.bytes -= r.len() as u64;
             if self.q.is_empty() {
                 self.bytes = 0;
                 self.sent = 0;
@@ -122,9 +122,7 @@ impl OutRefs {
                 }
             }
             let skip = if i == 0 { self.sent } else { 0 };
-            // SAFETY: the block is pinned while queued here (module docs): `addr` points
-            // at `len` bytes that are neither written nor freed until it is unpinned.
-            let bytes = unsafe { std::slice::from_raw_parts(r.addr as *const u8, r.len) };
+            let bytes = r.bytes();
             room = add(&mut iov, &bytes[skip..], &mut offered, max_bytes);
             if !room {
                 break;
@@ -142,7 +140,7 @@ impl OutRefs {
         while left > 0 {
             match self.q.front() {
                 Some(r) if r.pos == *pos => {
-                    let rem = r.len - self.sent;
+                    let rem = r.len() - self.sent;
                     if left >= rem {
                         left -= rem;
                         self.bytes -= rem as u64;
@@ -193,19 +191,15 @@ mod tests {
         let v2 = vec![b'b'; 777];
         let mut out = b"$1000\r\n".to_vec();
         let mut q = OutRefs::default();
-        q.push(RefSeg {
-            pos: out.len(),
-            block: 1,
-            len: v1.len(),
-            addr: v1.as_ptr() as usize,
-        });
+        q.push(
+            // SAFETY: the vector outlives the queue and is not written meanwhile.
+            unsafe { RefSeg::pinned(out.len(), 1, v1.len(), v1.as_ptr() as usize) },
+        );
         out.extend_from_slice(b"\r\n+OK\r\n$777\r\n");
-        q.push(RefSeg {
-            pos: out.len(),
-            block: 2,
-            len: v2.len(),
-            addr: v2.as_ptr() as usize,
-        });
+        q.push(
+            // SAFETY: the vector outlives the queue and is not written meanwhile.
+            unsafe { RefSeg::pinned(out.len(), 2, v2.len(), v2.as_ptr() as usize) },
+        );
         out.extend_from_slice(b"\r\n");
         let mut expect = b"$1000\r\n".to_vec();
         expect.extend_from_slice(&v1);
@@ -268,12 +262,17 @@ mod tests {
                         r._vals.push(v.clone());
                         // Moving the outer vector later moves no value bytes.
                         let kept = r._vals.last().unwrap();
-                        r.refs.push(RefSeg {
-                            pos: r.out.len(),
-                            block: i as Ref,
-                            len: kept.len(),
-                            addr: kept.as_ptr() as usize,
-                        });
+                        r.refs.push(
+                            // SAFETY: the vector outlives the queue and is not written meanwhile.
+                            unsafe {
+                                RefSeg::pinned(
+                                    r.out.len(),
+                                    i as Ref,
+                                    kept.len(),
+                                    kept.as_ptr() as usize,
+                                )
+                            },
+                        );
                     }
                 }
                 match p {
@@ -345,7 +344,7 @@ mod tests {
             assert_eq!(w.got.len() - before, n);
             // What is left to send: the unsent owned bytes plus the unsent references.
             let sent_refs: usize =
-                r.refs.iter().map(|x| x.len).sum::<usize>() - q.pending_bytes() as usize;
+                r.refs.iter().map(|x| x.len()).sum::<usize>() - q.pending_bytes() as usize;
             assert_eq!(w.got.len(), pos + sent_refs, "pos and pending_bytes agree");
             turns += 1;
             assert!(turns <= total + 2, "no progress");

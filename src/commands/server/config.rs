@@ -64,7 +64,7 @@ pub(super) fn config_set(ctx: &mut Ctx) -> CmdResult {
 /// the old sockets come back and the error names whichever of the two options came first
 /// in the command, with Redis's text for it (the caller restores the old values).
 pub(super) fn rebind_if_changed(
-    srv: &mut crate::server::Server,
+    srv: &mut crate::commands::executor::Server,
     old: &crate::config::Settings,
     pairs: &[(&str, &str)],
 ) -> CmdResult {
@@ -76,7 +76,7 @@ pub(super) fn rebind_if_changed(
         return Ok(());
     };
     let (binds, port) = (new.bind.clone(), new.port);
-    let rebound = listeners.lock().rebind(&binds, port, &old.bind, old.port);
+    let rebound = listeners.rebind(&binds, port, &old.bind, old.port);
     match rebound {
         Ok(()) => {
             srv.tcp_port = port;

@@ -269,7 +269,7 @@ pub(super) struct MemFigures {
 pub(super) fn mem_figures(srv: &mut Server) -> MemFigures {
     let used = srv.used_memory();
     srv.stats.peak_memory = srv.stats.peak_memory.max(used);
-    let startup = crate::server::BASE_OVERHEAD_BYTES;
+    let startup = crate::commands::executor::BASE_OVERHEAD_BYTES;
     let overhead = (startup + srv.client_buffer_bytes + srv.ks.index_bytes()).min(used);
     MemFigures {
         used,

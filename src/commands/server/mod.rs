@@ -21,9 +21,9 @@ use super::{
     acl, CmdError, CmdResult, CommandSpec, Ctx, ADMIN, FAST, FLAG_NAMES, LOADING, NOSCRIPT,
     PROTECTED, READONLY, STALE, WRITE,
 };
+use crate::commands::executor::{Server, ShutdownRequest};
 use crate::keyspace::{Keyspace, Kind};
 use crate::protocol::reply::Reply;
-use crate::server::{Server, ShutdownRequest};
 use std::fmt::Write as _;
 
 const ADM: u32 = ADMIN | NOSCRIPT | LOADING | STALE;

@@ -822,7 +822,7 @@ mod tests {
 
     /// Runs a command as the socket side does (ready keys are served after it).
     fn run(srv: &mut Server, c: &mut Client, args: &[&str]) -> String {
-        let (buf, ranges) = crate::server::testing::encode_args(args);
+        let (buf, ranges) = crate::commands::executor::testing::encode_args(args);
         let (mut out, mut refs) = (Vec::new(), Vec::new());
         srv.execute_refs(c, Args::new(&buf, &ranges), &mut out, &mut refs);
         srv.release_refs(refs);

@@ -204,7 +204,7 @@ impl Client {
     pub fn is_local(&self) -> bool {
         self.addr
             .parse::<std::net::SocketAddr>()
-            .is_ok_and(|a| super::listeners::is_loopback(a.ip()))
+            .is_ok_and(|a| crate::util::is_loopback(a.ip()))
     }
 
     /// One CLIENT LIST / CLIENT INFO line (without the trailing newline).
@@ -308,4 +308,33 @@ impl Client {
             }
         )
     }
+}
+
+/// The limit check for `pending` unsent bytes (hard at once, soft after its seconds);
+/// counts a disconnection when over. Pub/sub delivery also calls it for the outbox.
+pub fn output_over_bytes(
+    lim: crate::config::OutputLimit,
+    stats: &mut crate::commands::executor::stats::Stats,
+    client: &mut crate::commands::executor::Client,
+    pending: u64,
+) -> bool {
+    let now = crate::util::now_ms();
+    let mut over = lim.hard_bytes > 0 && pending >= lim.hard_bytes;
+    if lim.soft_bytes > 0 && pending >= lim.soft_bytes {
+        if client.obuf_soft_since_ms == 0 {
+            client.obuf_soft_since_ms = now;
+        } else if now - client.obuf_soft_since_ms >= lim.soft_seconds as i64 * 1000 {
+            over = true;
+        }
+    } else {
+        client.obuf_soft_since_ms = 0;
+    }
+    if over {
+        stats.client_output_buffer_limit_disconnections += 1;
+        crate::warning!(
+            "Client {} scheduled to be closed ASAP for overcoming of output buffer limits.",
+            client.info_line(now)
+        );
+    }
+    over
 }

@@ -375,14 +375,17 @@ impl Server {
 
     /// Before exiting: cancel a background snapshot, and save when asked to (SHUTDOWN SAVE)
     /// or by default when save points exist. Err means: do not exit.
-    pub fn shutdown_save(&mut self, req: crate::server::ShutdownRequest) -> Result<(), String> {
-        use crate::server::ShutdownRequest::*;
+    pub fn shutdown_save(
+        &mut self,
+        req: crate::commands::executor::ShutdownRequest,
+    ) -> Result<(), String> {
+        use crate::commands::executor::ShutdownRequest::*;
         if let Some(job) = self.snapshot.job.take() {
             warning!("There is a background snapshot in progress: stopping it");
             job.cancel();
             self.ks.arena.set_keep_pages(false);
         }
-        crate::server::aof_rewrite::cancel(self);
+        crate::commands::executor::aof_rewrite::cancel(self);
         self.repl_cancel_sync();
         // As Redis: never save while loading (it would replace the image with a partial,
         // here empty, dataset).

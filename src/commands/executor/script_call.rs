@@ -63,7 +63,7 @@ impl Server {
                 }
             }
             if self.writes_denied_by_disk_error() {
-                return Err(crate::server::snapshot_ops::MISCONF_ERR.into());
+                return Err(crate::commands::executor::snapshot_ops::MISCONF_ERR.into());
             }
             if !self.enough_good_replicas() {
                 return Err("NOREPLICAS Not enough good replicas to write.".into());
