@@ -2,18 +2,12 @@
 //! beside it, in the same layer) in ARCHITECTURE.md's "Layers" list. Reads every
 //! `crate::` path (and `super::` paths that climb to the crate root) in `src/`, and every
 //! use of an exported macro (they are named after the module that defines them); fails on
-//! each edge that runs up the list, naming the file and line — except the edges named in
-//! [`KNOWN_UPWARD`], which are still being removed (and must still exist: a listed edge
-//! that is gone fails the check until it leaves the list, so the list only shrinks).
-//! A file's unit-test module (its last item, after `#[cfg(test)]`) is not read.
+//! each edge that runs up the list, naming the file and line. Items under `#[cfg(test)]`
+//! (unit-test modules) are not read.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// Upward edges not removed yet: (file under `src/`, the module it reaches up to). The
-/// command families still reach the executor's state (`Server`, `Client`, the blocking
-/// layer, stats, `RefSeg`) defined in `server/`.
-const KNOWN_UPWARD: &[(&str, &str)] = &[];
 
 /// Layers from ARCHITECTURE.md: lines `N. `mod`, `mod` ...` under `## Layers`.
 fn layers() -> BTreeMap<String, usize> {
@@ -161,7 +155,6 @@ fn no_module_imports_one_listed_after_it() {
         }
     }
     let mut upward = Vec::new();
-    let mut known_seen = std::collections::BTreeSet::new();
     for f in &files {
         let Some((module, is_root_file)) = module_of(src, f) else {
             continue;
@@ -174,11 +167,24 @@ fn no_module_imports_one_listed_after_it() {
             continue;
         };
         let text = std::fs::read_to_string(f).unwrap();
+        // Items under `#[cfg(test)]` (unit-test modules, test-only declarations) may build
+        // what they need from any layer: they are not part of the module's dependencies.
+        // A test module's body ends at the first line that is exactly `}` (rustfmt's layout).
+        let mut after_cfg_test = false;
+        let mut in_test_module = false;
         for (n, line) in text.lines().enumerate() {
-            // A file's unit tests (its last item, by the codebase's convention) may build
-            // what they need from any layer: they are not part of the module's dependencies.
+            if in_test_module {
+                in_test_module = line != "}";
+                continue;
+            }
             if line == "#[cfg(test)]" {
-                break;
+                after_cfg_test = true;
+                continue;
+            }
+            if after_cfg_test {
+                after_cfg_test = false;
+                in_test_module = line.trim_end().ends_with('{');
+                continue;
             }
             for target in references(line, is_root_file, &macros) {
                 if target == module {
@@ -190,22 +196,11 @@ fn no_module_imports_one_listed_after_it() {
                 if to <= from {
                     continue;
                 }
-                if KNOWN_UPWARD.contains(&(rel.as_str(), target.as_str())) {
-                    known_seen.insert((rel.clone(), target.clone()));
-                    continue;
-                }
                 upward.push(format!(
                     "{rel}:{}: `{module}` (layer {from}) uses `{target}` (layer {to})",
                     n + 1
                 ));
             }
-        }
-    }
-    for (file, target) in KNOWN_UPWARD {
-        if !known_seen.contains(&(file.to_string(), target.to_string())) {
-            upward.push(format!(
-                "{file} no longer uses `{target}`: remove it from KNOWN_UPWARD"
-            ));
         }
     }
     assert!(

@@ -1,6 +1,6 @@
 //! List commands (Redis's `t_list.c`), over the arena lists of `crate::collections::list`.
 //! The blocking variants (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP) serve at once when a
-//! key holds elements and otherwise park the client (src/server/blocking.rs); a served
+//! key holds elements and otherwise park the client (src/commands/executor/blocking.rs); a served
 //! pop is logged in its non-blocking form (LPOP/RPOP/LMOVE/RPOPLPUSH).
 
 use super::notify::{notify, NOTIFY_GENERIC, NOTIFY_LIST};

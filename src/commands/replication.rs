@@ -1,6 +1,6 @@
 //! Replication commands (Redis's replication.c): PSYNC, SYNC, REPLCONF, ROLE, WAIT,
-//! REPLICAOF / SLAVEOF. The state and the stream are `src/server/replication.rs`, the
-//! link to a primary `src/server/replica_link.rs`.
+//! REPLICAOF / SLAVEOF. The state and the stream are `src/commands/executor/replication.rs`, the
+//! link to a primary `src/commands/executor/replica_link.rs`.
 
 use super::{
     CmdError, CmdResult, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, FAST, LOADING, NOSCRIPT, NO_MULTI,

@@ -6,7 +6,7 @@
 //! ZREMRANGEBY* and the pops share one code path per encoding.
 //!
 //! BZPOPMIN, BZPOPMAX and BZMPOP parse and serve at once in [`bzpop_ready`]; otherwise
-//! they park the client (`src/server/blocking.rs`) and a served pop is logged as
+//! they park the client (`src/commands/executor/blocking.rs`) and a served pop is logged as
 //! ZPOPMIN/ZPOPMAX.
 
 use super::notify::{notify, NOTIFY_GENERIC, NOTIFY_ZSET};

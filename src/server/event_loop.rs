@@ -91,7 +91,7 @@ pub struct Conn {
     /// Big arguments of the command being read, each in its own arena block; the last
     /// one may still be filling (see [`Parse::BigBulk`]).
     big_args: Vec<BigArg>,
-    /// The client's share of `maxmemory-clients` (src/server/client_memory.rs).
+    /// The client's share of `maxmemory-clients` (src/commands/executor/client_memory.rs).
     memory: Arc<ConnMemory>,
 }
 

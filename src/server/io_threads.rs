@@ -215,7 +215,7 @@ struct IoConn {
     big_args: Vec<BigArg>,
     /// A block for a big bulk was asked of the executor and has not come yet.
     awaiting_block: bool,
-    /// The client's share of `maxmemory-clients` (src/server/client_memory.rs).
+    /// The client's share of `maxmemory-clients` (src/commands/executor/client_memory.rs).
     memory: Arc<ConnMemory>,
     /// Bytes of the batch in flight (its arguments, big ones included): still the
     /// client's while the executor runs it, as Redis counts a command's argv.

@@ -68,7 +68,7 @@ pub struct Client {
     pub close_asap: bool,
     /// Output up to this offset is pub/sub output, sent even under CLIENT REPLY OFF/SKIP.
     pub keep_output_to: Option<usize>,
-    /// Parked by a blocking command (src/server/blocking.rs): runs nothing until served.
+    /// Parked by a blocking command (src/commands/executor/blocking.rs): runs nothing until served.
     pub blocked: bool,
     /// Commands read behind a command that blocked (io-threads 1), run once it is served.
     pub deferred: std::collections::VecDeque<OwnedCommand>,

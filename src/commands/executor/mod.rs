@@ -108,7 +108,7 @@ pub struct Server {
     /// them (and must [`Keyspace::unpin`](crate::keyspace::Keyspace::unpin) each when sent).
     pub reply_refs: Vec<RefSeg>,
     pub reply_refs_min: u64,
-    /// Parked blocking commands and ready keys (src/server/blocking.rs).
+    /// Parked blocking commands and ready keys (src/commands/executor/blocking.rs).
     pub blocking: blocking::Blocking,
     /// EXEC is running its queued commands (the queue-time checks were done at EXEC).
     pub in_exec: bool,

@@ -1,7 +1,7 @@
 //! BGREWRITEAOF without fork: the new base is a snapshot of the arena taken by the
 //! snapshot engine (`src/persistence/snapshot`), so nothing proportional to the dataset
 //! runs on the executor. This module holds the rewrite's state and the base conversion;
-//! the executor drives the steps below from `src/server/aof_rewrite.rs`.
+//! the executor drives the steps below from `src/commands/executor/aof_rewrite.rs`.
 //!
 //! 1. **Start** (executor, O(1)): a background snapshot is started into
 //!    `<prefix>.<seq>.base.cimg` with a cut hook, and the writer prepares the next

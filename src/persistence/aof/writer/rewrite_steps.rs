@@ -1,7 +1,7 @@
 //! The writer thread's part of BGREWRITEAOF (`Job::Prepare`, `Job::Rotate`,
 //! `Job::EndRewrite`, `Job::Commit`): making the next incremental file ready, switching
 //! the log to it at the cut, and retiring (or recycling) the old files once the new base
-//! is committed. The executor's part is `server/aof_rewrite.rs`; the rewrite's state and
+//! is committed. The executor's part is `commands/executor/aof_rewrite.rs`; the rewrite's state and
 //! the base conversion are `aof/rewrite.rs`.
 //!
 //! Must not touch: the log's appends and syncs (`write_batch`, `sync`), the lease.
