@@ -59,7 +59,7 @@ fn main() {
 /// Every structure the image validation walks, kept small (the TTL index alone takes a
 /// 64 KiB chunk, so the raw image goes without it).
 fn small_keyspace(with_ttl: bool) -> Keyspace {
-    let mut ks = Keyspace::new(Arena::new(1 << 20, [5, 6]).unwrap(), 3);
+    let mut ks = cairn::collections::new_keyspace(Arena::new(1 << 20, [5, 6]).unwrap(), 3);
     ks.set_string(0, b"s", b"v", StrEnc::Embstr, Ttl::Clear);
     let ttl = if with_ttl {
         Ttl::At(i64::MAX / 4)

@@ -173,7 +173,7 @@ fn export_rdb(args: &[String]) -> i32 {
             return 1;
         }
     };
-    let mut ks = match cairn::keyspace::Keyspace::from_arena(arena, s.databases) {
+    let mut ks = match cairn::collections::keyspace_from_arena(arena, s.databases) {
         Ok(k) => k,
         Err(e) => {
             eprintln!("Cannot open the image's keyspace: {e}");

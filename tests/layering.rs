@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-
 /// Layers from ARCHITECTURE.md: lines `N. `mod`, `mod` ...` under `## Layers`.
 fn layers() -> BTreeMap<String, usize> {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/ARCHITECTURE.md"))
@@ -155,6 +154,9 @@ fn no_module_imports_one_listed_after_it() {
         }
     }
     let mut upward = Vec::new();
+    // Module → the modules it uses, for the cycle check (a layer's modules may use each
+    // other, but not both ways).
+    let mut edges: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
     for f in &files {
         let Some((module, is_root_file)) = module_of(src, f) else {
             continue;
@@ -193,6 +195,10 @@ fn no_module_imports_one_listed_after_it() {
                 let Some(&to) = rank.get(&target) else {
                     continue; // not a module of ours (e.g. a macro's helper at the root)
                 };
+                edges
+                    .entry(module.clone())
+                    .or_default()
+                    .insert(target.clone());
                 if to <= from {
                     continue;
                 }
@@ -208,6 +214,60 @@ fn no_module_imports_one_listed_after_it() {
         "{} imports run up the layers:\n{}",
         upward.len(),
         upward.join("\n")
+    );
+    if let Some(cycle) = find_cycle(&edges) {
+        panic!("top-level modules use each other: {}", cycle.join(" -> "));
+    }
+}
+
+/// A cycle in the module graph, as the modules along it (first repeated at the end).
+fn find_cycle(edges: &BTreeMap<String, std::collections::BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        m: &str,
+        edges: &BTreeMap<String, std::collections::BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut std::collections::BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| p == m) {
+            let mut cycle = path[i..].to_vec();
+            cycle.push(m.to_string());
+            return Some(cycle);
+        }
+        if done.contains(m) {
+            return None;
+        }
+        path.push(m.to_string());
+        for next in edges.get(m).into_iter().flatten() {
+            if let Some(c) = visit(next, edges, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(m.to_string());
+        None
+    }
+    let mut done = std::collections::BTreeSet::new();
+    for m in edges.keys() {
+        if let Some(c) = visit(m, edges, &mut Vec::new(), &mut done) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+#[test]
+fn the_checker_finds_a_cycle() {
+    let mut edges: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    edges.entry("log".into()).or_default().insert("util".into());
+    assert_eq!(find_cycle(&edges), None);
+    edges.entry("util".into()).or_default().insert("log".into());
+    assert_eq!(
+        find_cycle(&edges),
+        Some(vec![
+            "log".to_string(),
+            "util".to_string(),
+            "log".to_string()
+        ])
     );
 }
 

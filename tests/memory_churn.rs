@@ -3,7 +3,7 @@
 //! working set is reached, instead of leaking as a bump allocator would).
 
 use cairn::arena::Arena;
-use cairn::keyspace::{Keyspace, StrEnc, Ttl};
+use cairn::keyspace::{StrEnc, Ttl};
 use cairn::util::Rng;
 
 fn rss_bytes() -> u64 {
@@ -16,7 +16,7 @@ fn rss_bytes() -> u64 {
 fn ten_million_overwrites_and_deletes_do_not_leak() {
     const KEYS: u64 = 200_000;
     const OPS: u64 = 10_000_000;
-    let mut ks = Keyspace::new(Arena::new(8 << 30, [11, 13]).unwrap(), 1);
+    let mut ks = cairn::collections::new_keyspace(Arena::new(8 << 30, [11, 13]).unwrap(), 1);
     let mut rng = Rng::new(7);
     let value = vec![b'v'; 400];
     let mut live_payload: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();

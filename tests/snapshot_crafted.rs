@@ -26,7 +26,7 @@ struct Built {
 
 fn every_kind() -> Built {
     let config = Config::default();
-    let mut ks = Keyspace::new(Arena::new(ARENA_BYTES, [11, 12]).unwrap(), 3);
+    let mut ks = cairn::collections::new_keyspace(Arena::new(ARENA_BYTES, [11, 12]).unwrap(), 3);
     let string = ks.set_string(0, b"str", b"value", StrEnc::Embstr, Ttl::Clear);
     ks.set_string(0, b"ttl", b"v", StrEnc::Embstr, Ttl::At(i64::MAX / 4));
     ks.set_string(
@@ -161,7 +161,7 @@ fn image_of(ks: &Keyspace, tag: &str) -> Vec<u8> {
 /// Loads an image the way startup does; the error text when it is refused.
 fn load_error(image: &[u8]) -> String {
     match load_image_bytes(image, ARENA_BYTES) {
-        Ok((arena, _)) => match Keyspace::from_arena(arena, 16) {
+        Ok((arena, _)) => match cairn::collections::keyspace_from_arena(arena, 16) {
             Ok(_) => panic!("the damaged image loaded"),
             Err(e) => e,
         },
@@ -178,7 +178,7 @@ fn the_undamaged_image_loads_and_serves_every_kind() {
     let built = every_kind();
     let image = image_of(&built.ks, "intact");
     let (arena, _) = load_image_bytes(&image, ARENA_BYTES).unwrap();
-    let mut ks = Keyspace::from_arena(arena, 16).unwrap();
+    let mut ks = cairn::collections::keyspace_from_arena(arena, 16).unwrap();
     let e = ks.find_raw(0, b"big").unwrap();
     assert_eq!(ks.value(e), &[b'x'; 20_000][..]);
     let e = ks.find_raw(1, b"zset-sl").unwrap();

@@ -11,9 +11,9 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let config = Config::default();
-    let mut ks = Keyspace::new(Arena::new(256 << 20, [1, 2]).unwrap(), 16);
+    let mut ks = cairn::collections::new_keyspace(Arena::new(256 << 20, [1, 2]).unwrap(), 16);
     let _ = load_rdb(data, &mut ks, &config, 0);
-    if let Err(e) = cairn::keyspace::validate::validate_image(&mut ks.arena) {
+    if let Err(e) = cairn::collections::validate_image(&mut ks.arena) {
         panic!("an RDB load left an arena that does not validate: {e}");
     }
 });

@@ -30,7 +30,7 @@ fuzz_target!(|body: &[u8]| {
         return;
     }
     let config = Config::default();
-    let mut ks = Keyspace::new(Arena::new(256 << 20, [1, 2]).unwrap(), 1);
+    let mut ks = cairn::collections::new_keyspace(Arena::new(256 << 20, [1, 2]).unwrap(), 1);
     let key = b"k";
     match value {
         Value::String(s) => {
@@ -59,7 +59,7 @@ fuzz_target!(|body: &[u8]| {
             stream::create_from(&mut ks, 0, key, &s, Ttl::Clear);
         }
     }
-    if let Err(e) = cairn::keyspace::validate::validate_image(&mut ks.arena) {
+    if let Err(e) = cairn::collections::validate_image(&mut ks.arena) {
         panic!("a restored value left an arena that does not validate: {e}");
     }
 });

@@ -43,7 +43,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok((arena, _)) = load_image_bytes(&img, 64 << 20) else {
         return;
     };
-    let Ok(mut ks) = Keyspace::from_arena(arena, 16) else {
+    let Ok(mut ks) = cairn::collections::keyspace_from_arena(arena, 16) else {
         return;
     };
     for db in 0..ks.num_dbs() {
@@ -63,7 +63,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     while ks.lazyfree_step(1 << 16) {}
-    if let Err(e) = cairn::keyspace::validate::validate_image(&mut ks.arena) {
+    if let Err(e) = cairn::collections::validate_image(&mut ks.arena) {
         panic!("emptying a validated image left an inconsistent arena: {e}");
     }
 });

@@ -457,7 +457,7 @@ mod tests {
 
     #[test]
     fn listpack_to_hashtable_and_back_to_nothing() {
-        let mut k = Keyspace::new(Arena::new(1 << 30, [3, 4]).unwrap(), 1);
+        let mut k = crate::collections::new_keyspace(Arena::new(1 << 30, [3, 4]).unwrap(), 1);
         let used0 = k.arena.used_bytes();
         let lim = Limits {
             max_entries: 128,

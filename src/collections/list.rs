@@ -696,7 +696,7 @@ mod tests {
     use super::*;
 
     fn ks() -> Keyspace {
-        Keyspace::new(Arena::new(1 << 30, [1, 2]).unwrap(), 2)
+        crate::collections::new_keyspace(Arena::new(1 << 30, [1, 2]).unwrap(), 2)
     }
     fn all(k: &Keyspace, e: Ref) -> Vec<Vec<u8>> {
         let mut v = vec![];

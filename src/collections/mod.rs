@@ -18,8 +18,34 @@ use crate::arena::validate::{Claims, Corrupt};
 use crate::arena::{Arena, Ref, NULL};
 use crate::keyspace::Kind;
 
-/// Arena root slot of the value graveyard (a linked list of detached big values).
-pub const ROOT_VALUE_GRAVEYARD: usize = 3;
+pub use crate::keyspace::ROOT_VALUE_GRAVEYARD;
+
+/// The value functions the keyspace calls (it sits below the collections).
+pub static VALUE_OPS: crate::keyspace::ValueOps = crate::keyspace::ValueOps {
+    release: release_value,
+    clone: clone_value,
+    lazyfree_step: lazyfree_values_step,
+    validate: validate_value,
+    validate_graveyard: validate_value_graveyard,
+};
+
+/// An empty keyspace of `num_dbs` databases in `arena`, with the collections' value functions.
+pub fn new_keyspace(arena: Arena, num_dbs: usize) -> crate::keyspace::Keyspace {
+    crate::keyspace::Keyspace::new(arena, num_dbs, &VALUE_OPS)
+}
+
+/// The keyspace of an arena restored from an image (`Keyspace::from_arena`).
+pub fn keyspace_from_arena(
+    arena: Arena,
+    num_dbs: usize,
+) -> Result<crate::keyspace::Keyspace, String> {
+    crate::keyspace::Keyspace::from_arena(arena, num_dbs, &VALUE_OPS)
+}
+
+/// Checks an image's arena structure by structure (`keyspace::validate::validate_image`).
+pub fn validate_image(a: &mut Arena) -> Result<(), Corrupt> {
+    crate::keyspace::validate::validate_image(a, &VALUE_OPS)
+}
 
 /// Values with more out-of-line blocks than this are freed in slices (Redis's
 /// LAZYFREE_THRESHOLD is 64 allocations).

@@ -804,7 +804,7 @@ mod tests {
 
     #[test]
     fn encodings_convert_and_free() {
-        let mut k = Keyspace::new(Arena::new(1 << 30, [3, 4]).unwrap(), 1);
+        let mut k = crate::collections::new_keyspace(Arena::new(1 << 30, [3, 4]).unwrap(), 1);
         let used0 = k.arena.used_bytes();
         let mut e = create(&mut k, 0, b"s", b"5", 1, lim(), Ttl::Clear);
         assert_eq!(k.enc(e), ENC_INTSET);

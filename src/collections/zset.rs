@@ -1147,7 +1147,7 @@ mod tests {
     use super::*;
 
     fn ks() -> Keyspace {
-        Keyspace::new(Arena::new(1 << 30, [3, 4]).unwrap(), 1)
+        crate::collections::new_keyspace(Arena::new(1 << 30, [3, 4]).unwrap(), 1)
     }
     const LIM: Limits = Limits {
         max_entries: 128,

@@ -153,7 +153,7 @@ mod tests {
 
     #[test]
     fn volatile_policies_only_evict_keys_with_ttl() {
-        let mut k = Keyspace::new(Arena::new(1 << 30, [2, 2]).unwrap(), 2);
+        let mut k = crate::collections::new_keyspace(Arena::new(1 << 30, [2, 2]).unwrap(), 2);
         for i in 0..100 {
             k.set_string(
                 0,
@@ -191,7 +191,7 @@ mod tests {
 
     #[test]
     fn volatile_ttl_prefers_soonest_expiry() {
-        let mut k = Keyspace::new(Arena::new(1 << 30, [2, 2]).unwrap(), 1);
+        let mut k = crate::collections::new_keyspace(Arena::new(1 << 30, [2, 2]).unwrap(), 1);
         for i in 0..10 {
             k.set_string(
                 0,

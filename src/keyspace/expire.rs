@@ -78,12 +78,12 @@ impl Keyspace {
 #[cfg(test)]
 mod tests {
     use crate::arena::Arena;
-    use crate::keyspace::{Keyspace, StrEnc, Ttl};
+    use crate::keyspace::{StrEnc, Ttl};
     use std::time::Duration;
 
     #[test]
     fn cycle_removes_expired_and_respects_budget() {
-        let mut k = Keyspace::new(Arena::new(1 << 30, [1, 1]).unwrap(), 2);
+        let mut k = crate::collections::new_keyspace(Arena::new(1 << 30, [1, 1]).unwrap(), 2);
         for i in 0..50_000 {
             let ttl = if i % 2 == 0 {
                 Ttl::At(10)

@@ -62,6 +62,38 @@ const ROOT_ORPHANS: usize = 4;
 const ROOT_DBS: usize = 0;
 const ROOT_NUM_DBS: usize = 1;
 const ROOT_GRAVEYARD: usize = 2;
+/// Arena root slot of the value graveyard (detached big values, freed in slices); the
+/// collections own what is in it, the keyspace only asks whether it is empty.
+pub const ROOT_VALUE_GRAVEYARD: usize = 3;
+
+/// `ValueOps::validate`: (arena, claims, kind, value bytes, the value's arena offset).
+pub type ValidateValueFn = fn(
+    &Arena,
+    &mut crate::arena::validate::Claims,
+    Kind,
+    &[u8],
+    u64,
+) -> Result<(), crate::arena::validate::Corrupt>;
+/// `ValueOps::validate_graveyard`.
+pub type ValidateGraveyardFn =
+    fn(&Arena, &mut crate::arena::validate::Claims) -> Result<(), crate::arena::validate::Corrupt>;
+
+/// What the keyspace needs from the value encodings built on top of it (`collections`):
+/// freeing, copying and checking what a value owns outside its entry. The keyspace sits
+/// below the collections, so they hand it these functions when it is made
+/// (`collections::VALUE_OPS`, through `collections::new_keyspace` / `keyspace_from_arena`).
+pub struct ValueOps {
+    /// Frees what a value owns outside its entry; true when it went to the value graveyard.
+    pub release: fn(&mut Arena, Kind, &[u8]) -> bool,
+    /// A deep copy: the value bytes of an independent copy (COPY).
+    pub clone: fn(&mut Arena, Kind, &[u8]) -> Vec<u8>,
+    /// Frees up to a budget of graveyard blocks: (blocks freed, values finished, more left).
+    pub lazyfree_step: fn(&mut Arena, usize) -> (u64, u64, bool),
+    /// Checks a stored value's structures at load, claiming their blocks.
+    pub validate: ValidateValueFn,
+    /// Checks the value graveyard at load, claiming its blocks.
+    pub validate_graveyard: ValidateGraveyardFn,
+}
 
 /// The type of the value an entry holds (Redis's `TYPE` names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,6 +233,8 @@ pub struct KeyspaceStats {
 
 pub struct Keyspace {
     pub arena: Arena,
+    /// The collections' value functions (see [`ValueOps`]).
+    values: &'static ValueOps,
     dbs: Ref,
     num_dbs: usize,
     pub stats: KeyspaceStats,
@@ -268,7 +302,7 @@ pub fn entry_size(a: &Arena, e: Ref) -> usize {
 /// Releases what an entry's value owns outside the entry block (collections' out-of-line
 /// structures; big ones go to the value graveyard). Called by every path that frees an
 /// entry. Returns true if the value went to the graveyard.
-fn release_entry_value(a: &mut Arena, e: Ref) -> bool {
+fn release_entry_value(a: &mut Arena, values: &ValueOps, e: Ref) -> bool {
     let kind = a.bytes(e, OFF_KIND, 1)[0];
     if kind == Kind::String as u8 {
         return false;
@@ -278,19 +312,24 @@ fn release_entry_value(a: &mut Arena, e: Ref) -> bool {
     let mut head = [0u8; 64];
     let n = vl.min(head.len());
     head[..n].copy_from_slice(a.bytes(e, ENTRY_HEADER_BYTES + kl, n));
-    crate::collections::release_value(a, Kind::of_stored(kind), &head[..n])
+    (values.release)(a, Kind::of_stored(kind), &head[..n])
 }
 
 /// Frees an unlinked entry and what its value owns: its out-of-line string block (freed,
 /// or orphaned while a reply references it) and a collection's structures (big ones go to
 /// the value graveyard). Called by every path that frees an entry. Returns true if the
 /// value went to the graveyard.
-fn free_entry(a: &mut Arena, pins: &std::collections::HashMap<Ref, u32>, e: Ref) -> bool {
+fn free_entry(
+    a: &mut Arena,
+    values: &ValueOps,
+    pins: &std::collections::HashMap<Ref, u32>,
+    e: Ref,
+) -> bool {
     if entry_flags(a, e) & FLAG_BIG != 0 {
         let b = a.read_u32(e, ENTRY_HEADER_BYTES + entry_key_len(a, e));
         drop_block(a, pins, b);
     }
-    let graved = release_entry_value(a, e);
+    let graved = release_entry_value(a, values, e);
     let size = entry_size(a, e);
     a.free(e, size);
     graved
@@ -309,12 +348,13 @@ pub fn lfu_minutes() -> u32 {
 }
 
 impl Keyspace {
-    pub fn new(arena: Arena, num_dbs: usize) -> Keyspace {
+    pub fn new(arena: Arena, num_dbs: usize, values: &'static ValueOps) -> Keyspace {
         let mut arena = arena;
         assert!(num_dbs >= 1);
         let dbs = arena.alloc(DB_HEADER_BYTES * num_dbs);
         let mut ks = Keyspace {
             arena,
+            values,
             dbs,
             num_dbs,
             stats: KeyspaceStats::default(),
@@ -347,7 +387,11 @@ impl Keyspace {
     /// databases and the graveyard are found through the arena header's roots; nothing is
     /// parsed per key. An image with fewer databases than `num_dbs` gets empty ones added;
     /// one with more is refused (its keys would be unreachable).
-    pub fn from_arena(arena: Arena, num_dbs: usize) -> Result<Keyspace, String> {
+    pub fn from_arena(
+        arena: Arena,
+        num_dbs: usize,
+        values: &'static ValueOps,
+    ) -> Result<Keyspace, String> {
         assert!(num_dbs >= 1);
         let bump = arena.bump_bytes();
         let dbs = arena.root(ROOT_DBS);
@@ -366,6 +410,7 @@ impl Keyspace {
         }
         let mut ks = Keyspace {
             arena,
+            values,
             dbs: dbs as Ref,
             num_dbs: image_dbs,
             stats: KeyspaceStats::default(),
@@ -425,7 +470,7 @@ impl Keyspace {
             hops += 1;
         }
         // Big values detached by DEL/overwrite and not yet freed.
-        let mut node = ks.arena.root(crate::collections::ROOT_VALUE_GRAVEYARD);
+        let mut node = ks.arena.root(ROOT_VALUE_GRAVEYARD);
         while node != NULL as u64 {
             if node * 8 >= bump || hops > bump {
                 return Err("the value graveyard list leaves the arena".into());
@@ -792,7 +837,7 @@ impl Keyspace {
                     old_expire.is_some(),
                     expire.is_some(),
                 );
-                if free_entry(&mut self.arena, &self.pins, o) {
+                if free_entry(&mut self.arena, self.values, &self.pins, o) {
                     self.lazyfree_pending += 1;
                 }
             }
@@ -1038,7 +1083,7 @@ impl Keyspace {
             self.volatile_remove(&mut dbh, idx);
         }
         self.write_db(db, &dbh);
-        if free_entry(&mut self.arena, &self.pins, e) {
+        if free_entry(&mut self.arena, self.values, &self.pins, e) {
             self.lazyfree_pending += 1;
         }
     }
@@ -1081,7 +1126,7 @@ impl Keyspace {
         // The value is copied through a temporary: the source may move while we allocate.
         // Collections deep-copy their out-of-line structures.
         let value = self.value(e).to_vec();
-        let value = crate::collections::clone_value(&mut self.arena, kind, &value);
+        let value = (self.values.clone)(&mut self.arena, kind, &value);
         let n = self.write_new_entry(dst_key, kind, enc, &value, expire, lru);
         let h = self.arena.hash(dst_key);
         let mut dbh = self.read_db(dst_db);
@@ -1192,8 +1237,7 @@ impl Keyspace {
     /// Big single values (deleted or overwritten collections) are freed here too, node by
     /// node, before flushed databases.
     pub fn lazyfree_step(&mut self, budget: usize) -> bool {
-        let (blocks, values, more) =
-            crate::collections::lazyfree_values_step(&mut self.arena, budget);
+        let (blocks, values, more) = (self.values.lazyfree_step)(&mut self.arena, budget);
         self.lazyfree_pending -= values.min(self.lazyfree_pending);
         self.stats.lazyfreed_objects += values;
         if blocks > 0 || more {
@@ -1206,9 +1250,9 @@ impl Keyspace {
         let mut g: GraveNode = self.arena.read(node);
         let before = g.db.dict.len();
         let mut graved = 0u64;
-        let pins = &self.pins;
+        let (pins, ops) = (&self.pins, self.values);
         let done = g.db.dict.destroy_some(&mut self.arena, budget, |a, e| {
-            if free_entry(a, pins, e) {
+            if free_entry(a, ops, pins, e) {
                 graved += 1;
             }
         });
@@ -1224,7 +1268,7 @@ impl Keyspace {
             self.arena.write(node, &g);
         }
         self.arena.root(ROOT_GRAVEYARD) as Ref != NULL
-            || self.arena.root(crate::collections::ROOT_VALUE_GRAVEYARD) as Ref != NULL
+            || self.arena.root(ROOT_VALUE_GRAVEYARD) as Ref != NULL
     }
 
     /// Incremental rehash work for every db, and shrinking of sparse tables (cron).
@@ -1302,7 +1346,7 @@ mod tests {
     use super::*;
 
     fn ks() -> Keyspace {
-        Keyspace::new(Arena::new(1 << 30, [9, 9]).unwrap(), 4)
+        crate::collections::new_keyspace(Arena::new(1 << 30, [9, 9]).unwrap(), 4)
     }
 
     #[test]

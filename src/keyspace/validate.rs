@@ -9,6 +9,7 @@
 //! any other), and the allocator's counters must equal what was found. After it, every
 //! length, kind and reference the code follows is one it could have written itself.
 
+use super::ValueOps;
 use super::{
     DbHeader, GraveNode, Kind, BIG_HDR, DB_HEADER_BYTES, ENTRY_HEADER_BYTES, FLAG_BIG, FLAG_EXPIRE,
     OFF_FLAGS, OFF_KIND, OFF_VAL_LEN, OFF_VIDX, ROOT_DBS, ROOT_GRAVEYARD, ROOT_NUM_DBS,
@@ -34,7 +35,7 @@ fn root_ref(a: &Arena, slot: usize, what: &str) -> Result<Ref, Corrupt> {
 
 /// Checks every structure of an arena restored from an image (see the module comment).
 /// Also marks free large blocks "not zeroed" (see `Arena::validate_free_lists`).
-pub fn validate_image(a: &mut Arena) -> Result<(), Corrupt> {
+pub fn validate_image(a: &mut Arena, values: &ValueOps) -> Result<(), Corrupt> {
     let mut claims = Claims::new(a);
     a.validate_free_lists(&mut claims)?;
     let a: &Arena = a;
@@ -51,7 +52,7 @@ pub fn validate_image(a: &mut Arena) -> Result<(), Corrupt> {
     for db in 0..num_dbs as usize {
         let r = dbs + (db * DB_HEADER_BYTES / ALIGN_BYTES) as Ref;
         let h: DbHeader = a.read(r);
-        validate_db(a, &mut claims, &h, DictUse::Live, offset_of(r))?;
+        validate_db(a, values, &mut claims, &h, DictUse::Live, offset_of(r))?;
     }
 
     let mut node = root_ref(a, ROOT_GRAVEYARD, "database graveyard")?;
@@ -60,7 +61,7 @@ pub fn validate_image(a: &mut Arena) -> Result<(), Corrupt> {
         claims.claim(node, size, "flushed database (graveyard node)")?;
         let g: GraveNode = a.read(node);
         let db_at = offset_of(node) + std::mem::offset_of!(GraveNode, db) as u64;
-        validate_db(a, &mut claims, &g.db, DictUse::Detached, db_at)?;
+        validate_db(a, values, &mut claims, &g.db, DictUse::Detached, db_at)?;
         node = g.next;
     }
 
@@ -72,7 +73,7 @@ pub fn validate_image(a: &mut Arena) -> Result<(), Corrupt> {
         b = a.read_u32(b, 12);
     }
 
-    crate::collections::validate_value_graveyard(a, &mut claims)?;
+    (values.validate_graveyard)(a, &mut claims)?;
     a.validate_counters(&claims)
 }
 
@@ -81,6 +82,7 @@ pub fn validate_image(a: &mut Arena) -> Result<(), Corrupt> {
 /// entries with a TTL, each at the slot it records).
 fn validate_db(
     a: &Arena,
+    values: &ValueOps,
     claims: &mut Claims,
     h: &DbHeader,
     usage: DictUse,
@@ -97,7 +99,7 @@ fn validate_db(
         usage,
         at,
         |a, claims, e| {
-            validate_entry(a, claims, e)?;
+            validate_entry(a, values, claims, e)?;
             let flags = a.bytes(e, OFF_FLAGS, 1)[0];
             if usage == DictUse::Live && flags & FLAG_EXPIRE != 0 {
                 with_ttl += 1;
@@ -126,7 +128,12 @@ fn validate_db(
 
 /// One entry: a kind the code knows, flags it writes, key and value inside the entry's
 /// block, an out-of-line string's block, a collection's structures.
-fn validate_entry(a: &Arena, claims: &mut Claims, e: Ref) -> Result<(), Corrupt> {
+fn validate_entry(
+    a: &Arena,
+    values: &ValueOps,
+    claims: &mut Claims,
+    e: Ref,
+) -> Result<(), Corrupt> {
     claims.peek(e, ENTRY_HEADER_BYTES as u64, "key entry")?;
     let key_len = a.read_u32(e, 4) as u64;
     let val_len = a.read_u32(e, OFF_VAL_LEN) as u64;
@@ -162,17 +169,17 @@ fn validate_entry(a: &Arena, claims: &mut Claims, e: Ref) -> Result<(), Corrupt>
         return claims.claim(b, BIG_HDR as u64 + len, "string value block");
     }
     let value = a.bytes(e, value_off, val_len as usize);
-    crate::collections::validate_value(a, claims, kind, value, offset_of(e) + value_off as u64)
+    (values.validate)(a, claims, kind, value, offset_of(e) + value_off as u64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keyspace::{Keyspace, StrEnc, Ttl};
+    use crate::keyspace::{StrEnc, Ttl};
 
     #[test]
     fn a_keyspace_of_every_kind_validates() {
-        let mut ks = Keyspace::new(Arena::new(256 << 20, [3, 4]).unwrap(), 4);
+        let mut ks = crate::collections::new_keyspace(Arena::new(256 << 20, [3, 4]).unwrap(), 4);
         ks.set_string(0, b"s", b"v", StrEnc::Embstr, Ttl::Clear);
         ks.set_string(
             0,
@@ -182,15 +189,15 @@ mod tests {
             Ttl::At(i64::MAX / 2),
         );
         ks.set_string(1, b"ttl", b"x", StrEnc::Embstr, Ttl::At(i64::MAX / 2));
-        validate_image(&mut ks.arena).unwrap();
+        validate_image(&mut ks.arena, &crate::collections::VALUE_OPS).unwrap();
     }
 
     #[test]
     fn an_unknown_kind_byte_is_refused_not_decoded() {
-        let mut ks = Keyspace::new(Arena::new(256 << 20, [3, 4]).unwrap(), 1);
+        let mut ks = crate::collections::new_keyspace(Arena::new(256 << 20, [3, 4]).unwrap(), 1);
         let e = ks.set_string(0, b"k", b"v", StrEnc::Embstr, Ttl::Clear);
         ks.arena.bytes_mut(e, OFF_KIND, 1)[0] = 9;
-        let err = validate_image(&mut ks.arena).unwrap_err();
+        let err = validate_image(&mut ks.arena, &crate::collections::VALUE_OPS).unwrap_err();
         assert!(err.what.contains("kind byte 9"), "{err}");
         assert_eq!(err.offset, offset_of(e));
     }

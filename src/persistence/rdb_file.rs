@@ -477,7 +477,7 @@ mod tests {
     }
 
     fn ks() -> Keyspace {
-        Keyspace::new(Arena::new(1 << 30, [1, 2]).unwrap(), 16)
+        crate::collections::new_keyspace(Arena::new(1 << 30, [1, 2]).unwrap(), 16)
     }
 
     #[test]

@@ -371,7 +371,7 @@ fn load_base(
                 crate::persistence::snapshot::load_image(path, reserve, &progress)?
                     .ok_or_else(|| format!("Can't open {name}: no such file"))?;
             let databases = srv.config.settings().databases;
-            let ks = crate::keyspace::Keyspace::from_arena(arena, databases)
+            let ks = crate::collections::keyspace_from_arena(arena, databases)
                 .map_err(|e| format!("snapshot image {name}: {e}"))?;
             let libs = crate::persistence::rdb_value::read_function_libraries(&header.functions)
                 .map_err(|e| format!("snapshot image {name}: function libraries: {e}"))?;

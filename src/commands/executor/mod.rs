@@ -219,7 +219,7 @@ impl Server {
             [r.next_u64(), r.next_u64()]
         };
         let arena = Arena::new(s.arena_reserve_bytes, seed)?;
-        let mut ks = Keyspace::new(arena, s.databases);
+        let mut ks = crate::collections::new_keyspace(arena, s.databases);
         ks.lfu = s.maxmemory_policy.is_lfu();
         ks.lfu_log_factor = s.lfu_log_factor;
         ks.lfu_decay_time_min = s.lfu_decay_time;

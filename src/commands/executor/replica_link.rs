@@ -360,7 +360,7 @@ fn load_dataset(data: &[u8], p: &LinkParams) -> Result<(Keyspace, Vec<Vec<u8>>),
         [r.next_u64(), r.next_u64()]
     };
     let arena = crate::arena::Arena::new(s.arena_reserve_bytes, seed).map_err(|e| e.to_string())?;
-    let mut ks = Keyspace::new(arena, s.databases);
+    let mut ks = crate::collections::new_keyspace(arena, s.databases);
     let st =
         crate::persistence::rdb_file::load_rdb(data, &mut ks, &p.config, crate::util::now_ms())
             .map_err(|e| {

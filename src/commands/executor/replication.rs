@@ -910,7 +910,7 @@ fn produce_rdb(
         crate::persistence::snapshot::load_image(image, reserve_bytes, &progress)?
             .ok_or_else(|| format!("the capture {} vanished", image.display()))?;
     let _ = std::fs::remove_file(image);
-    let mut ks = crate::keyspace::Keyspace::from_arena(arena, databases)?;
+    let mut ks = crate::collections::keyspace_from_arena(arena, databases)?;
     let mut sink = ChunkSink {
         tx,
         buf: Vec::with_capacity(RDB_CHUNK_BYTES),

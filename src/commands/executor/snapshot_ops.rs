@@ -168,8 +168,9 @@ impl Server {
         let loaded = job.join().and_then(|l| {
             let (arena, header) =
                 l.ok_or_else(|| "the image vanished while loading".to_string())?;
-            let ks = Keyspace::from_arena(arena, self.config.settings().databases)
-                .map_err(|e| format!("snapshot image {}: {e}", path.display()))?;
+            let ks =
+                crate::collections::keyspace_from_arena(arena, self.config.settings().databases)
+                    .map_err(|e| format!("snapshot image {}: {e}", path.display()))?;
             Ok((ks, header))
         });
         let loaded = loaded.and_then(|(ks, header)| {

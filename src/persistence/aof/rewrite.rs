@@ -127,7 +127,7 @@ pub(crate) fn convert(
     let (arena, header) =
         crate::persistence::snapshot::load_image(image, reserve_bytes, &progress)?
             .ok_or_else(|| format!("the image {} vanished", image.display()))?;
-    let mut ks = crate::keyspace::Keyspace::from_arena(arena, databases)?;
+    let mut ks = crate::collections::keyspace_from_arena(arena, databases)?;
     let name = out
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -192,7 +192,7 @@ mod tests {
         let dir = temp_dir("convert");
         let config = crate::config::Config::default();
         let s = config.settings();
-        let mut ks = Keyspace::new(Arena::new(256 << 20, [1, 2]).unwrap(), 16);
+        let mut ks = crate::collections::new_keyspace(Arena::new(256 << 20, [1, 2]).unwrap(), 16);
         let big: Vec<u8> = (0..BIG_VALUE_BYTES * 3)
             .map(|i| (i * 7 % 251) as u8)
             .collect();
@@ -246,7 +246,7 @@ mod tests {
             ["p.2.base.cimg", "p.2.base.rdb"],
             "no temp file left"
         );
-        let mut back = Keyspace::new(Arena::new(256 << 20, [3, 4]).unwrap(), 16);
+        let mut back = crate::collections::new_keyspace(Arena::new(256 << 20, [3, 4]).unwrap(), 16);
         let st = load_rdb(&bytes, &mut back, &config, i64::MIN).unwrap();
         assert_eq!(st.keys_loaded, 3);
         assert_eq!(st.aof_lsn, Some(42));

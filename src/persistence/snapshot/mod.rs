@@ -1349,7 +1349,7 @@ fn thread_cpu_seconds() -> f64 {
 /// check out (`keyspace::validate`).
 fn arena_of_region(region: crate::arena::RawRegion, header: &ImageHeader) -> Result<Arena, String> {
     let mut arena = Arena::from_region(region, header.arena_bytes).map_err(|e| e.to_string())?;
-    crate::keyspace::validate::validate_image(&mut arena)
+    crate::collections::validate_image(&mut arena)
         .map_err(|e| format!("snapshot image holds an inconsistent arena: {e}"))?;
     Ok(arena)
 }
