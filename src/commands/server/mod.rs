@@ -5,6 +5,7 @@
 mod allocator;
 mod config;
 mod debug;
+mod debug_reload;
 mod info;
 mod introspection;
 
