@@ -523,6 +523,8 @@ impl EventLoop {
     /// exceed the limit, or the client is closed without a reply. `drain` keeps reading
     /// after a short read until EOF or EAGAIN (the peer may have closed).
     fn read_and_process(&mut self, srv: &mut Server, slot: usize, drain: bool) {
+        // One read handler run, as Redis's readQueryFromClient counts them.
+        srv.stats.total_reads_processed += 1;
         let limit = srv.config.settings().client_query_buffer_limit as usize;
         let mut read_total = 0usize;
         let mut eof = false;
@@ -797,6 +799,8 @@ impl EventLoop {
         let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
             return;
         };
+        // One write handler run, as Redis's writeToClient counts them.
+        srv.stats.total_writes_processed += 1;
         let mut written = 0usize;
         let end = if conn.holds.is_empty() {
             conn.out.len()
