@@ -259,12 +259,12 @@ pub static OPTIONS: &[OptSpec] = &[
     ),
     opt("slowlog-max-len", OptKind::Int(0, LONGMAX), "128", 0),
     opt("latency-monitor-threshold", OptKind::Int(0, I64MAX), "0", 0),
-    opt("latency-tracking", OptKind::Bool, "yes", NA),
+    opt("latency-tracking", OptKind::Bool, "yes", 0),
     opt(
         "latency-tracking-info-percentiles",
         OptKind::Special,
         "50 99 99.9",
-        NA,
+        0,
     ),
     aliased(
         "busy-reply-threshold",

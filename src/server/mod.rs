@@ -1097,6 +1097,9 @@ impl Server {
         self.lazyfree_slice(std::time::Duration::from_millis(2));
         if self.config.settings().maxmemory > 0 {
             let _ = self.perform_evictions();
+        } else {
+            // No limit (any more): an eviction exceeded period ends.
+            self.stats.eviction_exceeded(false);
         }
         // Active expiry and eviction deleted keys: log their DELs, publish their
         // notifications; advance a rewrite.

@@ -495,7 +495,10 @@ pub(super) fn info_stats(srv: &Server, s: &mut Section) {
         "expired_time_cap_reached_count",
         ks.expired_time_cap_reached_count,
     );
-    s.line("expire_cycle_cpu_milliseconds", st.expire_cycle_time_us / 1000);
+    s.line(
+        "expire_cycle_cpu_milliseconds",
+        st.expire_cycle_time_us / 1000,
+    );
     s.line("evicted_keys", ks.evicted_keys);
     s.line("evicted_clients", srv.stats.evicted_clients);
     let (exceeded_total_ms, exceeded_current_ms) = st.eviction_exceeded_ms();

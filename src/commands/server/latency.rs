@@ -168,7 +168,8 @@ pub fn render_graph(
         .collect();
     let max = values.iter().copied().max().unwrap_or(0);
     let min = values.iter().copied().min().unwrap_or(0);
-    let mut g = format!("{event} - high {max} ms, low {min} ms (all time high {all_time_max_ms} ms)\n");
+    let mut g =
+        format!("{event} - high {max} ms, low {min} ms (all time high {all_time_max_ms} ms)\n");
     g.push_str(&"-".repeat(GRAPH_COLS));
     g.push('\n');
     let mut start = 0;
@@ -254,7 +255,9 @@ mod tests {
         let h = hist(&[30_000, 132_000, 132_000, 250_000, 1_000_000_000]);
         let levels = cumulative_levels(&h);
         assert_eq!(levels.last().unwrap().1, 5);
-        assert!(levels.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1));
+        assert!(levels
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1));
         assert_eq!(percentile_label(50.0), "50");
         assert_eq!(percentile_label(99.9), "99.9");
         assert_eq!(percentile_label(0.0), "0");
@@ -266,7 +269,10 @@ mod tests {
             [(100, 10), (130, 20), (1000, 40)].into_iter().collect();
         let g = render_graph("command", &samples, 55, 1000 + 7200);
         let lines: Vec<&str> = g.lines().collect();
-        assert_eq!(lines[0], "command - high 40 ms, low 10 ms (all time high 55 ms)");
+        assert_eq!(
+            lines[0],
+            "command - high 40 ms, low 10 ms (all time high 55 ms)"
+        );
         assert_eq!(lines[1], "-".repeat(80));
         // Steps: 0, (10*12)/30 = 4, 11 (clamped to 11): rows from the top.
         assert_eq!(lines[2], "  #");
