@@ -513,8 +513,11 @@ fn client_list_output_figures_follow_pending_output() {
     assert!(rbp >= obl && rbs >= obl, "{f:?}");
 }
 
-/// A LATENCY HISTOGRAM reply as (command, calls, levels) in RESP2.
-fn histograms(reply: &[u8]) -> Vec<(String, i64, Vec<(i64, i64)>)> {
+/// One command's LATENCY HISTOGRAM entry: name, calls, (µs, cumulative calls) levels.
+type CommandHistogram = (String, i64, Vec<(i64, i64)>);
+
+/// A LATENCY HISTOGRAM reply (RESP2), sorted by command.
+fn histograms(reply: &[u8]) -> Vec<CommandHistogram> {
     let text = show(reply);
     let mut it = text.split("\r\n").filter(|l| !l.is_empty());
     let n: usize = it.next().unwrap()[1..].parse::<usize>().unwrap() / 2;
@@ -571,9 +574,7 @@ fn latency_histogram_matches_redis_by_shape() {
     ] {
         let a = histograms(&rc.call(args));
         let b = histograms(&rr.call(args));
-        let key = |v: &[(String, i64, Vec<(i64, i64)>)]| {
-            v.iter().map(|x| (x.0.clone(), x.1)).collect::<Vec<_>>()
-        };
+        let key = |v: &[CommandHistogram]| v.iter().map(|x| (x.0.clone(), x.1)).collect::<Vec<_>>();
         assert_eq!(key(&a), key(&b), "{args:?}");
         for (name, calls, levels) in &a {
             assert!(!levels.is_empty(), "{name}");

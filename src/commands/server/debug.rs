@@ -153,6 +153,10 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
     }
 }
 
+/// DEBUG PROTOCOL double's value (Redis's).
+#[allow(clippy::approx_constant)]
+const DEBUG_PROTOCOL_DOUBLE: f64 = 3.141;
+
 /// DEBUG SLEEP's longest sleep: longer asks are cut to this.
 const DEBUG_SLEEP_MAX_SECS: f64 = 3600.0;
 
@@ -165,7 +169,8 @@ fn protocol(ctx: &mut Ctx) -> CmdResult {
     match name.as_str() {
         "string" => out.bulk(b"Hello World"),
         "integer" => out.int(12345),
-        "double" => out.double(3.141),
+        // Redis's test value, not an approximation of pi.
+        "double" => out.double(DEBUG_PROTOCOL_DOUBLE),
         "bignum" => {
             let n = "1234567999999999999999999999999999999";
             if v3 {
