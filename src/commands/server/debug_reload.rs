@@ -75,7 +75,7 @@ pub(super) fn reload(ctx: &mut Ctx) -> CmdResult {
 /// Loads `dir/dbfilename` as startup does and returns the keyspace and the function
 /// libraries it holds.
 fn load_image(srv: &Server) -> Result<(Keyspace, Vec<Vec<u8>>), String> {
-    let path = crate::server::snapshot_ops::image_path(srv);
+    let path = srv.image_path();
     let s = srv.config.settings();
     let job = LoadJob::start(path.clone(), s.arena_reserve_bytes, 0)
         .map_err(|e| format!("cannot start the image loader: {e}"))?;
@@ -181,7 +181,6 @@ pub(super) fn loadaof(ctx: &mut Ctx) -> CmdResult {
     let Some(layout) = ctx.srv.aof.layout.clone() else {
         return Err(CmdError::err("DEBUG LOADAOF needs appendonly yes"));
     };
-    let dir = std::path::PathBuf::from(&ctx.srv.config.settings().appenddirname);
     let truncated = ctx.srv.config.settings().aof_load_truncated;
     for db in 0..ctx.srv.ks.num_dbs() {
         ctx.srv.ks.flush_db(db);
@@ -191,7 +190,7 @@ pub(super) fn loadaof(ctx: &mut Ctx) -> CmdResult {
     // base brings a keyspace of its own).
     let watch = std::mem::take(&mut ctx.srv.ks.watch);
     let tracking = std::mem::take(&mut ctx.srv.ks.tracking);
-    let r = crate::server::aof_startup::load_layout(ctx.srv, &dir, &layout, truncated);
+    let r = ctx.srv.replay_log(&layout, truncated);
     ctx.srv.ks.watch = watch;
     ctx.srv.ks.tracking = tracking;
     if let Err(e) = r {
