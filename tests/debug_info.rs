@@ -655,3 +655,25 @@ fn latency_graph_draws_the_monitor_samples_as_redis() {
     assert_eq!(norm(&a), norm(&b));
     assert!(a.starts_with("command - high "));
 }
+
+#[test]
+fn debug_reload_keeps_the_servers_counters_and_watchers_see_it() {
+    let dir = temp_dir("debug-reload-stats");
+    let s = start_debug(&dir, &[]);
+    let mut r = Raw::connect(s.port);
+    r.call(&["SET", "k", "v"]);
+    r.call(&["GET", "k"]);
+    r.call(&["GET", "missing"]);
+    let hits = r.info_u64("stats", "keyspace_hits");
+    let misses = r.info_u64("stats", "keyspace_misses");
+    // A WATCH across the reload: the flush touches the key, as Redis's emptyData.
+    let mut w = Raw::connect(s.port);
+    w.call(&["WATCH", "k"]);
+    assert_eq!(show(&r.call(&["DEBUG", "RELOAD"])), "+OK\r\n");
+    assert_eq!(r.info_u64("stats", "keyspace_hits"), hits);
+    assert_eq!(r.info_u64("stats", "keyspace_misses"), misses);
+    w.call(&["MULTI"]);
+    w.call(&["SET", "k", "w"]);
+    assert_eq!(show(&w.call(&["EXEC"])), "*-1\r\n");
+    assert_eq!(show(&r.call(&["GET", "k"])), "$1\r\nv\r\n");
+}

@@ -59,6 +59,8 @@ pub(super) fn reload(ctx: &mut Ctx) -> CmdResult {
         let mut ks = ks;
         ks.watch = std::mem::take(&mut ctx.srv.ks.watch);
         ks.tracking = std::mem::take(&mut ctx.srv.ks.tracking);
+        // INFO's counters (hits, expired keys...) are the server's, not the dataset's.
+        ks.stats = std::mem::take(&mut ctx.srv.ks.stats);
         let old = ctx.srv.install_keyspace(ks);
         // Unmapping a big arena takes time: not on the executor.
         let _ = std::thread::Builder::new()
@@ -190,9 +192,12 @@ pub(super) fn loadaof(ctx: &mut Ctx) -> CmdResult {
     // base brings a keyspace of its own).
     let watch = std::mem::take(&mut ctx.srv.ks.watch);
     let tracking = std::mem::take(&mut ctx.srv.ks.tracking);
+    // INFO's counters are the server's: the replay neither resets nor adds to them.
+    let stats = ctx.srv.ks.stats.clone();
     let r = ctx.srv.replay_log(&layout, truncated);
     ctx.srv.ks.watch = watch;
     ctx.srv.ks.tracking = tracking;
+    ctx.srv.ks.stats = stats;
     if let Err(e) = r {
         // As Redis (which exits): memory no longer matches the log.
         crate::warning!("DEBUG LOADAOF: {e}. Exiting.");
