@@ -259,12 +259,12 @@ pub static OPTIONS: &[OptSpec] = &[
     ),
     opt("slowlog-max-len", OptKind::Int(0, LONGMAX), "128", 0),
     opt("latency-monitor-threshold", OptKind::Int(0, I64MAX), "0", 0),
-    opt("latency-tracking", OptKind::Bool, "yes", NA),
+    opt("latency-tracking", OptKind::Bool, "yes", 0),
     opt(
         "latency-tracking-info-percentiles",
         OptKind::Special,
         "50 99 99.9",
-        NA,
+        0,
     ),
     aliased(
         "busy-reply-threshold",
@@ -824,6 +824,9 @@ pub struct Settings {
     /// `busy-reply-threshold` (`lua-time-limit`), ms: a script running longer is slow.
     pub busy_reply_threshold: i64,
     pub latency_monitor_threshold: i64,
+    /// `latency-tracking`: per-command latency histograms (LATENCY HISTOGRAM, INFO
+    /// latencystats).
+    pub latency_tracking: bool,
     pub arena_reserve_bytes: usize,
     /// `save` points: (seconds, changes).
     pub save_points: Vec<(u64, u64)>,
@@ -1156,6 +1159,7 @@ fn placeholder_settings() -> Settings {
         tracking_table_max_keys: 1_000_000,
         busy_reply_threshold: 5000,
         latency_monitor_threshold: 0,
+        latency_tracking: true,
         arena_reserve_bytes: 0,
         save_points: Vec::new(),
         dbfilename: String::new(),
@@ -1868,6 +1872,7 @@ impl Config {
             tracking_table_max_keys: self.int("tracking-table-max-keys").max(0) as u64,
             busy_reply_threshold: self.int("busy-reply-threshold"),
             latency_monitor_threshold: self.int("latency-monitor-threshold"),
+            latency_tracking: self.boolean("latency-tracking"),
             arena_reserve_bytes: self.int("arena-reserve-bytes") as usize,
             save_points: {
                 let w: Vec<u64> = self

@@ -85,7 +85,7 @@ fn main() {
         }
     };
     // Replays the append-only log (when `appendonly yes`) before serving anyone.
-    if let Err(e) = cairn::server::aof_startup::startup(&mut srv) {
+    if let Err(e) = cairn::commands::executor::aof_startup::startup(&mut srv) {
         warning!("Fatal error loading the DB: {e}. Exiting.");
         std::process::exit(1);
     }

@@ -703,7 +703,19 @@ fn client_class(name: &[u8]) -> Option<&'static str> {
     }
 }
 
+/// Bytes of the caller's running command (its `argv-mem`).
+fn own_argv_bytes(ctx: &mut Ctx) {
+    ctx.client.argv_bytes = ctx.args.iter().map(|a| a.len() as u64).sum();
+}
+
 fn client_list(ctx: &mut Ctx) -> CmdResult {
+    own_argv_bytes(ctx);
+    let r = client_list_text(ctx);
+    ctx.client.argv_bytes = 0;
+    r
+}
+
+fn client_list_text(ctx: &mut Ctx) -> CmdResult {
     // Redis's forms: no filter, `TYPE <type>` alone, or `ID <id> [<id> ...]` (listed in
     // the order given, repeats included; an id that matches nobody lists nothing).
     let n = ctx.args.len();
@@ -750,7 +762,9 @@ fn client_list(ctx: &mut Ctx) -> CmdResult {
 }
 
 fn client_info(ctx: &mut Ctx) -> CmdResult {
+    own_argv_bytes(ctx);
     let mut line = ctx.client.info_line(ctx.now_ms);
+    ctx.client.argv_bytes = 0;
     line.push('\n');
     ctx.out.verbatim(line.as_bytes());
     Ok(())

@@ -93,7 +93,14 @@ pub struct Conn {
     big_args: Vec<BigArg>,
     /// The client's share of `maxmemory-clients` (src/commands/executor/client_memory.rs).
     memory: Arc<ConnMemory>,
+    /// The most output bytes waiting in `out` since `out_peak_since_ms` (CLIENT LIST
+    /// `rbp`; restarted every `OUT_PEAK_RESET_MS`, as Redis's reply buffer peak).
+    out_peak_bytes: usize,
+    out_peak_since_ms: i64,
 }
+
+/// How long an output peak is remembered (Redis's reply buffer peak reset time).
+const OUT_PEAK_RESET_MS: i64 = 5000;
 
 impl Conn {
     /// What the buffers hold, for client eviction: the query bytes not yet run (big
@@ -101,6 +108,50 @@ impl Conn {
     fn buffered_bytes(&self) -> u64 {
         let query = self.qbuf.len() + self.big_args.iter().map(|a| a.filled).sum::<usize>();
         (query + self.out.len() - self.out_pos) as u64 + self.refs.pending_bytes()
+    }
+
+    /// Hands the buffers' figures to the executor's client (CLIENT LIST, INFO clients).
+    /// `running`: the client's commands are about to run (its query buffer shows them
+    /// whole, as Redis's does while they run); otherwise only the bytes not yet parsed
+    /// into arguments count, as Redis's trimmed query buffer.
+    fn figures(
+        &mut self,
+        client: &mut crate::commands::executor::Client,
+        now_ms: i64,
+        running: bool,
+    ) {
+        let owned = self.out.len() - self.out_pos;
+        if now_ms - self.out_peak_since_ms >= OUT_PEAK_RESET_MS {
+            self.out_peak_bytes = owned;
+            self.out_peak_since_ms = now_ms;
+        }
+        self.out_peak_bytes = self.out_peak_bytes.max(owned);
+        client.qbuf_bytes = if running {
+            self.qbuf.len()
+        } else {
+            self.parser.unparsed_bytes(self.qbuf.len())
+        } as u64;
+        client.obuf_bytes = owned as u64 + self.refs.pending_bytes();
+        client.bufs = crate::commands::executor::client::BufFigures {
+            qbuf_capacity_bytes: self.qbuf.capacity() as u64,
+            out_capacity_bytes: self.out.capacity() as u64,
+            out_peak_bytes: self.out_peak_bytes as u64,
+            out_owned_bytes: owned as u64,
+            out_refs: self.refs.len() as u64,
+            // A half-read command's arguments parsed so far (Redis's argv of a client
+            // waiting for the rest of its command).
+            parsed_arg_bytes: if running || !self.parser.in_command() {
+                0
+            } else {
+                self.parser.args.iter().map(|a| a.1 as u64).sum::<u64>()
+                    + self
+                        .big_args
+                        .iter()
+                        .filter(|a| a.filled == a.len)
+                        .map(|a| a.len as u64)
+                        .sum::<u64>()
+            },
+        };
     }
 
     fn measure_memory(&self, srv: &Server) {
@@ -512,6 +563,8 @@ impl EventLoop {
                 in_held_list: false,
                 big_args: Vec::new(),
                 memory,
+                out_peak_bytes: 0,
+                out_peak_since_ms: 0,
             });
             self.connected += 1;
         }
@@ -524,6 +577,8 @@ impl EventLoop {
     /// exceed the limit, or the client is closed without a reply. `drain` keeps reading
     /// after a short read until EOF or EAGAIN (the peer may have closed).
     fn read_and_process(&mut self, srv: &mut Server, slot: usize, drain: bool) {
+        // One read handler run, as Redis's readQueryFromClient counts them.
+        srv.stats.total_reads_processed += 1;
         let limit = srv.config.settings().client_query_buffer_limit as usize;
         let mut read_total = 0usize;
         let mut eof = false;
@@ -626,6 +681,8 @@ impl EventLoop {
             client.pushed.clear();
         }
         let out_before = conn.out.len();
+        // The running commands see their own bytes in the query buffer (CLIENT LIST).
+        conn.figures(&mut client, srv.clock_us / 1000, true);
         // The connection's batch and output, as every call below passes them.
         macro_rules! run_batch {
             () => {
@@ -780,8 +837,7 @@ impl EventLoop {
         if conn.qbuf.is_empty() && conn.qbuf.capacity() > 4 * READ_CHUNK_BYTES {
             conn.qbuf = Vec::new();
         }
-        client.qbuf_bytes = conn.qbuf.len() as u64;
-        client.obuf_bytes = (conn.out.len() - conn.out_pos) as u64 + conn.refs.pending_bytes();
+        conn.figures(&mut client, srv.clock_us / 1000, false);
         conn.measure_memory(srv);
         let close = client.close_after_reply;
         let over = output_over_limit(srv, &mut client);
@@ -798,6 +854,8 @@ impl EventLoop {
         let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
             return;
         };
+        // One write handler run, as Redis's writeToClient counts them.
+        srv.stats.total_writes_processed += 1;
         let mut written = 0usize;
         let end = if conn.holds.is_empty() {
             conn.out.len()
@@ -875,7 +933,7 @@ impl EventLoop {
         let done = conn.out_pos == conn.out.len();
         conn.measure_memory(srv);
         if let Some(c) = srv.clients[slot].as_mut() {
-            c.obuf_bytes = (conn.out.len() - conn.out_pos) as u64 + conn.refs.pending_bytes();
+            conn.figures(c, srv.clock_us / 1000, false);
             if done && c.close_after_reply {
                 self.close(srv, slot);
             }
@@ -972,7 +1030,7 @@ impl EventLoop {
             if client.pushed.capacity() > 64 * 1024 {
                 client.pushed = Vec::new();
             }
-            client.obuf_bytes = (conn.out.len() - conn.out_pos) as u64 + conn.refs.pending_bytes();
+            conn.figures(&mut client, srv.clock_us / 1000, false);
             let over = output_over_limit(srv, &mut client);
             srv.clients[slot] = Some(client);
             if over {

@@ -42,6 +42,11 @@ impl OutRefs {
         self.q.is_empty()
     }
 
+    /// Queued references (CLIENT LIST `oll`).
+    pub fn len(&self) -> usize {
+        self.q.len()
+    }
+
     /// Unsent referenced bytes (they count against `client-output-buffer-limit`).
     pub fn pending_bytes(&self) -> u64 {
         self.bytes

@@ -47,6 +47,13 @@ pub struct Client {
     /// Buffer sizes, refreshed by the connection side (for CLIENT LIST and INFO).
     pub qbuf_bytes: u64,
     pub obuf_bytes: u64,
+    /// The rest of what the connection side measures (io-threads 1; all 0 with I/O
+    /// threads, whose connections the executor does not see).
+    pub bufs: BufFigures,
+    /// Bytes of the arguments of the command this client is running, set while CLIENT
+    /// LIST / INFO describe the caller (`argv-mem`; 0 for every other client, as in
+    /// Redis, where only a running command has arguments).
+    pub argv_bytes: u64,
     /// When the output buffer first went over the soft limit (ms), for the soft timer.
     pub obuf_soft_since_ms: i64,
     /// Index in `Server::clients` (pub/sub delivery finds subscribers by slot).
@@ -97,6 +104,23 @@ pub struct Client {
     pub master: bool,
     /// CLIENT TRACKING ON: what it asked for (the key table is `Keyspace::tracking`).
     pub tracking: Option<crate::keyspace::tracking::ClientTracking>,
+}
+
+/// A connection's buffers as CLIENT LIST shows them.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct BufFigures {
+    /// The query buffer's allocation (`qbuf-free` is this minus `qbuf`).
+    pub qbuf_capacity_bytes: u64,
+    /// The output buffer's allocation (`rbs`) and its recent peak of waiting bytes
+    /// (`rbp`).
+    pub out_capacity_bytes: u64,
+    pub out_peak_bytes: u64,
+    /// Output waiting in the owned buffer (`obl`), and stored values queued by reference
+    /// (`oll`; their bytes are `omem`).
+    pub out_owned_bytes: u64,
+    pub out_refs: u64,
+    /// Arguments of a half-read command parsed so far (part of `argv-mem`).
+    pub parsed_arg_bytes: u64,
 }
 
 /// A command's arguments copied out of a query buffer.
@@ -161,6 +185,8 @@ impl Client {
             http_guard_close: false,
             close_after_reply: false,
             qbuf_bytes: 0,
+            bufs: BufFigures::default(),
+            argv_bytes: 0,
             obuf_bytes: 0,
             obuf_soft_since_ms: 0,
             slot: 0,
@@ -274,8 +300,38 @@ impl Client {
             .as_ref()
             .map(|n| String::from_utf8_lossy(n).into_owned())
             .unwrap_or_default();
+        let b = self.bufs;
+        let qbuf_free = b.qbuf_capacity_bytes.saturating_sub(self.qbuf_bytes);
+        // Queued commands' arguments and their per-argument pointers, as Redis counts
+        // its multi state.
+        let multi_mem: u64 = self.multi.as_ref().map_or(0, |m| {
+            m.cmds
+                .iter()
+                .map(|c| (c.data.len() + c.ranges.len() * 8) as u64)
+                .sum()
+        });
+        // Referenced values waiting to be written (the owned buffer is `obl`).
+        let omem = self.obuf_bytes.saturating_sub(b.out_owned_bytes);
+        // What this client holds: its buffers' allocations, referenced output, its
+        // command's arguments, queued commands, subscriptions and its own struct.
+        let subs: u64 = self
+            .sub_channels
+            .iter()
+            .chain(self.sub_shard.iter())
+            .chain(self.sub_patterns.iter())
+            .map(|c| c.len() as u64 + 32)
+            .sum();
+        let tot_mem = b.qbuf_capacity_bytes.max(self.qbuf_bytes)
+            + b.out_capacity_bytes
+            + omem
+            + self.argv_bytes
+            + b.parsed_arg_bytes
+            + multi_mem
+            + subs
+            + std::mem::size_of::<Client>() as u64
+            + self.pushed.capacity() as u64;
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir={} resp={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -293,8 +349,15 @@ impl Client {
                 .or(self.multi.as_ref().map(|m| m.cmds.len() as i64))
                 .unwrap_or(-1),
             self.qbuf_bytes,
-            self.obuf_bytes,
-            self.qbuf_bytes + self.obuf_bytes + 1024,
+            qbuf_free,
+            self.argv_bytes + b.parsed_arg_bytes,
+            multi_mem,
+            b.out_capacity_bytes,
+            b.out_peak_bytes,
+            b.out_owned_bytes,
+            b.out_refs,
+            omem,
+            tot_mem,
             match (self.in_exec, self.last_cmd_parent) {
                 (Some(_), _) => "exec".to_string(),
                 (None, Some(p)) => format!("{p}|{}", self.last_cmd),

@@ -9,6 +9,7 @@
 pub mod acl_ops;
 pub mod aof_hooks;
 pub mod aof_rewrite;
+pub mod aof_startup;
 pub mod blocking;
 pub mod client;
 pub mod client_memory;
@@ -376,7 +377,11 @@ impl Server {
     pub fn perform_evictions(&mut self) -> Result<(), CmdError> {
         let s = self.config.settings();
         let max = s.maxmemory;
-        if max == 0 || self.blocking.pause.is_some() {
+        if max == 0 {
+            self.stats.eviction_exceeded(false);
+            return Ok(());
+        }
+        if self.blocking.pause.is_some() {
             return Ok(());
         }
         let (policy, samples) = (s.maxmemory_policy, s.maxmemory_samples);
@@ -395,6 +400,7 @@ impl Server {
                 .ks
                 .evict_one(policy, samples, &mut self.eviction_pool, now_ms())
             {
+                self.stats.eviction_exceeded(true);
                 return Err(CmdError::Oom);
             }
             // Bounded effort per command, as Redis's eviction tenacity.
@@ -402,6 +408,8 @@ impl Server {
                 break;
             }
         }
+        let over = self.memory_for_maxmemory() > max;
+        self.stats.eviction_exceeded(over);
         Ok(())
     }
 
@@ -956,11 +964,15 @@ impl Server {
         self.clock_us = end;
         let dur_us = (end - start).max(0) as u64;
         self.stats.total_commands_processed += 1;
-        let st = self.cmdstats.get_mut(spec, parent);
-        st.calls += 1;
-        st.usec += dur_us;
+        let track = self.config.settings().latency_tracking && !client.blocked;
+        let entry = self.cmdstats.entry(spec, parent);
+        entry.stat.calls += 1;
+        entry.stat.usec += dur_us;
         if failed {
-            st.failed_calls += 1;
+            entry.stat.failed_calls += 1;
+        }
+        if track {
+            entry.record_latency_ns(dur_us.saturating_mul(1000));
         }
         if spec.flags & commands::SKIP_SLOWLOG == 0 {
             let threshold = self.config.settings().slowlog_log_slower_than;
@@ -1106,7 +1118,9 @@ impl Server {
         if self.active_expire_enabled && self.blocking.pause.is_none() && self.repl.link.is_none() {
             // Redis's slow cycle: at most 25 % of the time between two cron runs.
             let budget = std::time::Duration::from_micros(250_000 / hz as u64);
+            let cycle_start = Instant::now();
             self.ks.active_expire_cycle(now_ms(), budget, effort);
+            self.stats.expire_cycle_time_us += cycle_start.elapsed().as_micros() as u64;
         }
         if s.activerehashing {
             let start = Instant::now();
@@ -1115,6 +1129,9 @@ impl Server {
         self.lazyfree_slice(std::time::Duration::from_millis(2));
         if self.config.settings().maxmemory > 0 {
             let _ = self.perform_evictions();
+        } else {
+            // No limit (any more): an eviction exceeded period ends.
+            self.stats.eviction_exceeded(false);
         }
         // Active expiry and eviction deleted keys: log their DELs, publish their
         // notifications; advance a rewrite.

@@ -63,6 +63,11 @@ pub(crate) fn params(srv: &Server) -> SnapParams {
 }
 
 impl Server {
+    /// Where SAVE writes the image and startup loads it (`dir/dbfilename`).
+    pub fn image_path(&self) -> PathBuf {
+        image_path(self)
+    }
+
     /// Builds the server; when `dir/dbfilename` exists, a loader thread restores it while
     /// the server answers `-LOADING` (see [`Server::loading_poll`]).
     pub fn open(config: crate::config::Config) -> Result<Server, String> {

@@ -22,6 +22,17 @@ pub struct Stats {
     pub client_query_buffer_limit_disconnections: u64,
     pub client_output_buffer_limit_disconnections: u64,
     pub total_error_replies: u64,
+    /// Read / write handler runs on the executor's socket loop (io-threads 1); the I/O
+    /// threads' own are `io_threaded_*` (INFO's totals add both, as Redis's do).
+    pub total_reads_processed: u64,
+    pub total_writes_processed: u64,
+    /// Time spent in active expiry cycles (INFO `expire_cycle_cpu_milliseconds`).
+    pub expire_cycle_time_us: u64,
+    /// Since when used memory has been over `maxmemory` with eviction unable to bring it
+    /// back under (None: it is not), and the closed periods' total (Redis's eviction
+    /// exceeded times).
+    pub eviction_exceeded_since: Option<std::time::Instant>,
+    pub eviction_exceeded_total_us: u64,
     pub io_threaded_reads_processed: u64,
     pub io_threaded_writes_processed: u64,
     /// Reply bytes written into reply buffers vs. sent by reference to stored values.
@@ -61,6 +72,30 @@ impl Stats {
         self.inst_ops.sample(now_ms, self.total_commands_processed);
         self.inst_net_input.sample(now_ms, self.net_input_bytes);
         self.inst_net_output.sample(now_ms, self.net_output_bytes);
+    }
+
+    /// Eviction ended over (`still_over`) or under `maxmemory`: opens or closes an
+    /// exceeded period, as Redis's performEvictions does.
+    pub fn eviction_exceeded(&mut self, still_over: bool) {
+        match (still_over, self.eviction_exceeded_since) {
+            (true, None) => self.eviction_exceeded_since = Some(std::time::Instant::now()),
+            (false, Some(t)) => {
+                self.eviction_exceeded_total_us += t.elapsed().as_micros() as u64;
+                self.eviction_exceeded_since = None;
+            }
+            _ => {}
+        }
+    }
+    /// (total, current) eviction exceeded time in ms, the current period included in
+    /// the total (INFO's figures).
+    pub fn eviction_exceeded_ms(&self) -> (u64, u64) {
+        let current_us = self
+            .eviction_exceeded_since
+            .map_or(0, |t| t.elapsed().as_micros() as u64);
+        (
+            (self.eviction_exceeded_total_us + current_us) / 1000,
+            current_us / 1000,
+        )
     }
 
     /// CONFIG RESETSTAT: zeroes the counters (not the instantaneous rings' baselines).
@@ -131,7 +166,40 @@ pub struct CommandStat {
 /// The display name (`get`, `config|get`) is built once, when a command is first counted.
 #[derive(Default)]
 pub struct CommandStats {
-    by_spec: HashMap<usize, (String, CommandStat), BuildHasherDefault<AddrHasher>>,
+    by_spec: HashMap<usize, CommandEntry, BuildHasherDefault<AddrHasher>>,
+}
+
+/// One command's counters and, once it ran with `latency-tracking yes`, its latency
+/// histogram (nanoseconds, Redis's range and precision).
+pub struct CommandEntry {
+    pub name: String,
+    pub stat: CommandStat,
+    pub histogram: Option<Box<hdrhistogram::Histogram<u64>>>,
+}
+
+/// Redis's latency histogram bounds and precision: 1 ns to 1 s, 2 significant digits.
+pub const LATENCY_HISTOGRAM_MIN_NS: u64 = 1;
+pub const LATENCY_HISTOGRAM_MAX_NS: u64 = 1_000_000_000;
+pub const LATENCY_HISTOGRAM_SIGFIGS: u8 = 2;
+
+impl CommandEntry {
+    /// Records one call's latency, clamped to the histogram's range as Redis does.
+    #[inline]
+    pub fn record_latency_ns(&mut self, ns: u64) {
+        let ns = ns.clamp(LATENCY_HISTOGRAM_MIN_NS, LATENCY_HISTOGRAM_MAX_NS);
+        let h = self.histogram.get_or_insert_with(|| {
+            Box::new(
+                hdrhistogram::Histogram::new_with_bounds(
+                    LATENCY_HISTOGRAM_MIN_NS,
+                    LATENCY_HISTOGRAM_MAX_NS,
+                    LATENCY_HISTOGRAM_SIGFIGS,
+                )
+                .expect("constant bounds are valid"),
+            )
+        });
+        // In range by the clamp above: recording cannot fail.
+        let _ = h.record(ns);
+    }
 }
 
 impl CommandStats {
@@ -141,25 +209,44 @@ impl CommandStats {
         spec: &'static CommandSpec,
         parent: Option<&'static CommandSpec>,
     ) -> &mut CommandStat {
+        &mut self.entry(spec, parent).stat
+    }
+    /// The command's entry, created when it is first counted.
+    #[inline]
+    pub fn entry(
+        &mut self,
+        spec: &'static CommandSpec,
+        parent: Option<&'static CommandSpec>,
+    ) -> &mut CommandEntry {
         let key = spec as *const CommandSpec as usize;
-        &mut self
+        self.by_spec.entry(key).or_insert_with(|| {
+            let name = match parent {
+                Some(p) => crate::commands::full_name(p, spec),
+                None => spec.name.to_string(),
+            };
+            CommandEntry {
+                name,
+                stat: CommandStat::default(),
+                histogram: None,
+            }
+        })
+    }
+    /// The entries with a latency histogram, sorted by name.
+    pub fn histograms(&self) -> Vec<(&str, &hdrhistogram::Histogram<u64>)> {
+        let mut v: Vec<_> = self
             .by_spec
-            .entry(key)
-            .or_insert_with(|| {
-                let name = match parent {
-                    Some(p) => crate::commands::full_name(p, spec),
-                    None => spec.name.to_string(),
-                };
-                (name, CommandStat::default())
-            })
-            .1
+            .values()
+            .filter_map(|e| e.histogram.as_deref().map(|h| (e.name.as_str(), h)))
+            .collect();
+        v.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        v
     }
     /// (name, stats) of every command run since the last reset, sorted by name.
     pub fn sorted(&self) -> Vec<(&str, CommandStat)> {
         let mut v: Vec<(&str, CommandStat)> = self
             .by_spec
             .values()
-            .map(|(n, s)| (n.as_str(), *s))
+            .map(|e| (e.name.as_str(), e.stat))
             .collect();
         v.sort_unstable_by(|a, b| a.0.cmp(b.0));
         v

@@ -9,13 +9,92 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
     match (sub.as_str(), argc) {
         ("help", 2) => debug_help(ctx),
         ("sleep", 3) => {
-            // Redis parses with strtod: garbage means 0 seconds.
+            // Redis parses with strtod: garbage means 0 seconds, a negative time no sleep.
             let secs = crate::util::parse_f64(ctx.args.get(2)).unwrap_or(0.0);
+            // Bounded (Redis is not): a typo must not freeze the server for days.
+            let secs = secs.min(DEBUG_SLEEP_MAX_SECS);
             if let Ok(d) = std::time::Duration::try_from_secs_f64(secs) {
                 std::thread::sleep(d);
             }
             ctx.out.ok();
             Ok(())
+        }
+        ("reload", _) => super::debug_reload::reload(ctx),
+        ("loadaof", 2) => super::debug_reload::loadaof(ctx),
+        ("protocol", 3) => protocol(ctx),
+        ("quicklist-packed-threshold", 3) => {
+            let Some(bytes) = crate::config::parse_memory(&ctx.args.str(2))
+                .filter(|&n| n >= 0 && n as u64 <= (1u64 << 32) - (1 << 20))
+            else {
+                return Err(CmdError::err(
+                    "argument must be a memory value bigger than 1 and smaller than 4gb",
+                ));
+            };
+            // 0 restores the default. cairn keeps every element packed in listpack
+            // nodes (it has no plain nodes), which is the default's behaviour for every
+            // element a client can send; another threshold cannot be honoured.
+            if bytes != 0 {
+                return Err(CmdError::err(
+                    "cairn stores every list element in listpack nodes (no plain nodes): only 0 (the default) is accepted",
+                ));
+            }
+            ctx.out.ok();
+            Ok(())
+        }
+        ("listpack", 3) => {
+            let db = ctx.db();
+            let Some(e) = ctx.srv.ks.lookup_read(db, ctx.args.get(2), ctx.now_ms) else {
+                return Err(CmdError::NoSuchKey);
+            };
+            let Some(lp) = listpack_of(&ctx.srv.ks, e) else {
+                return Err(CmdError::err("Not a listpack encoded object."));
+            };
+            print_listpack(lp);
+            ctx.out.simple("Listpack structure printed on stdout");
+            Ok(())
+        }
+        ("quicklist", 3 | 4) => {
+            let db = ctx.db();
+            let Some(e) = ctx.srv.ks.lookup_read(db, ctx.args.get(2), ctx.now_ms) else {
+                return Err(CmdError::NoSuchKey);
+            };
+            // As Redis (atoi): anything but a number is 0.
+            let full = argc == 4 && crate::util::parse_i64(ctx.args.get(3)).unwrap_or(0) != 0;
+            if ctx.srv.ks.kind(e) != Kind::List {
+                return Err(CmdError::err("Not a quicklist encoded object."));
+            }
+            print_quicklist(&ctx.srv.ks, e, full);
+            ctx.out.simple("Quicklist structure printed on stdout");
+            Ok(())
+        }
+        ("stringmatch-test", 2) => {
+            stringmatch_fuzz();
+            ctx.out
+                .simple("Apparently Redis did not crash: test passed");
+            Ok(())
+        }
+        ("change-repl-id", 2) => {
+            crate::warning!("Changing replication IDs after receiving DEBUG change-repl-id");
+            change_replication_id(ctx.srv);
+            ctx.out.ok();
+            Ok(())
+        }
+        ("replybuffer", 4) => {
+            // Redis's reply buffers grow and shrink on a cron; cairn's output is a queue
+            // of owned chunks without that resizing, so there is nothing to tune.
+            if ctx.args.is(2, "peak-reset-time") {
+                if !ctx.args.is(3, "never") && !ctx.args.is(3, "reset") {
+                    ctx.args.i64(3)?;
+                }
+            } else if !ctx.args.is(2, "resizing") {
+                return Err(CmdError::err(format!(
+                    "unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+                    ctx.args.str(1)
+                )));
+            }
+            Err(CmdError::err(
+                "cairn's reply buffers are not resized by a cron: REPLYBUFFER has nothing to set",
+            ))
         }
         ("digest", 2) => {
             let d = dataset_digest(&ctx.srv.ks);
@@ -74,6 +153,191 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
     }
 }
 
+/// DEBUG PROTOCOL double's value (Redis's).
+#[allow(clippy::approx_constant)]
+const DEBUG_PROTOCOL_DOUBLE: f64 = 3.141;
+
+/// DEBUG SLEEP's longest sleep: longer asks are cut to this.
+const DEBUG_SLEEP_MAX_SECS: f64 = 3600.0;
+
+/// DEBUG PROTOCOL <type>: one test value of each RESP type, as Redis 7.0 sends it in
+/// RESP2 and RESP3.
+fn protocol(ctx: &mut Ctx) -> CmdResult {
+    let v3 = ctx.out.resp == crate::protocol::reply::Resp::V3;
+    let name = ctx.args.str(2).to_ascii_lowercase();
+    let out = &mut ctx.out;
+    match name.as_str() {
+        "string" => out.bulk(b"Hello World"),
+        "integer" => out.int(12345),
+        // Redis's test value, not an approximation of pi.
+        "double" => out.double(DEBUG_PROTOCOL_DOUBLE),
+        "bignum" => {
+            let n = "1234567999999999999999999999999999999";
+            if v3 {
+                out.raw(format!("({n}\r\n").as_bytes());
+            } else {
+                out.bulk(n.as_bytes());
+            }
+        }
+        "null" => out.null(),
+        "array" | "set" => {
+            if name == "array" {
+                out.array(3);
+            } else {
+                out.set(3);
+            }
+            for j in 0..3 {
+                out.int(j);
+            }
+        }
+        "map" => {
+            out.map(3);
+            for j in 0..3 {
+                out.int(j);
+                out.boolean(j == 1);
+            }
+        }
+        "attrib" => {
+            if v3 {
+                out.raw(b"|1\r\n");
+                out.bulk(b"key-popularity");
+                out.array(2);
+                out.bulk(b"key:123");
+                out.int(90);
+            }
+            out.bulk(b"Some real reply following the attribute");
+        }
+        "push" => {
+            if !v3 {
+                return Err(CmdError::err("RESP2 is not supported by this command"));
+            }
+            out.push(2);
+            out.bulk(b"server-cpu-usage");
+            out.int(42);
+            out.bulk(b"Some real reply following the push reply");
+        }
+        "true" => out.boolean(true),
+        "false" => out.boolean(false),
+        "verbatim" => out.verbatim(b"This is a verbatim\nstring"),
+        _ => {
+            return Err(CmdError::err(
+                "Wrong protocol type name. Please use one of the following: string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false",
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// The listpack a value is stored in, when its encoding is `listpack`.
+fn listpack_of(ks: &Keyspace, e: crate::arena::Ref) -> Option<&[u8]> {
+    match ks.kind(e) {
+        Kind::Hash => crate::collections::hash::listpack(ks, e),
+        Kind::ZSet => crate::collections::zset::listpack(ks, e),
+        Kind::Set if ks.enc(e) == crate::collections::set::ENC_LISTPACK => Some(ks.value(e)),
+        _ => None,
+    }
+}
+
+/// Prints a listpack's entries on stdout (DEBUG LISTPACK), in the layout of Redis's
+/// `lpRepr`: offsets, sizes and the bytes of each entry, its value cut at 40 bytes.
+fn print_listpack(lp: &[u8]) {
+    use crate::collections::listpack;
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "{{total bytes {}}} {{num entries {}}}",
+        lp.len(),
+        listpack::count(lp)
+    );
+    let mut at = listpack::first(lp);
+    let mut index = 0;
+    while let Some(off) = at {
+        let size = listpack::size_at(lp, off).min(lp.len() - off);
+        let _ = writeln!(
+            text,
+            "{{\n\tindex: {index:2},\n\toffset: {off},\n\thdr+entrylen+backlen: {size:2}"
+        );
+        text.push_str("\tbytes: ");
+        for b in &lp[off..off + size] {
+            let _ = write!(text, "{b:02x}|");
+        }
+        let v = listpack::get(lp, off).to_vec();
+        let shown = &v[..v.len().min(40)];
+        let _ = writeln!(
+            text,
+            "\n\t[str]{}{}\n}}",
+            String::from_utf8_lossy(shown),
+            if v.len() > 40 { "..." } else { "" }
+        );
+        index += 1;
+        at = listpack::next(lp, off);
+    }
+    text.push_str("{end}\n\n");
+    print_stdout(&text);
+}
+
+/// Prints a list's nodes on stdout (DEBUG QUICKLIST), in the layout of Redis's
+/// `quicklistRepr`; with `full`, each node's listpack too. cairn's nodes are never
+/// compressed and never plain.
+fn print_quicklist(ks: &Keyspace, e: crate::arena::Ref, full: bool) {
+    use crate::collections::list;
+    let segs = list::segments(ks, e);
+    let mut text = String::new();
+    let _ = writeln!(text, "{{count : {}}}", list::len(ks, e));
+    let _ = writeln!(text, "{{len : {}}}", segs.len());
+    print_stdout(&text);
+    for (i, &s) in segs.iter().enumerate() {
+        let lp = list::seg_lp(ks, e, s);
+        print_stdout(&format!(
+            "{{quicklist node({i})\n{{container : PACKED, encoding: RAW, size: {}, count: {}, recompress: 0, attempted_compress: 0}}\n",
+            lp.len(),
+            crate::collections::listpack::count(lp)
+        ));
+        if full {
+            print_stdout("{ listpack:\n");
+            print_listpack(lp);
+            print_stdout("}\n}\n");
+        }
+    }
+}
+
+fn print_stdout(text: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
+/// DEBUG STRINGMATCH-TEST: random patterns against random strings through the glob
+/// matcher (Redis's stringmatchlen fuzz test): the point is that nothing crashes or
+/// runs away. Bounded: 100,000 pairs of at most 32 bytes.
+fn stringmatch_fuzz() {
+    let mut rng = crate::util::Rng::from_time();
+    let mut pat = [0u8; 32];
+    let mut s = [0u8; 32];
+    for _ in 0..100_000 {
+        let pl = rng.below(32) as usize;
+        let sl = rng.below(32) as usize;
+        for b in pat.iter_mut().take(pl) {
+            *b = rng.below(256) as u8;
+        }
+        for b in s.iter_mut().take(sl) {
+            *b = rng.below(256) as u8;
+        }
+        let _ = crate::util::glob_match(&pat[..pl], &s[..sl], false);
+    }
+}
+
+/// DEBUG CHANGE-REPL-ID: a new random replication id (cairn keeps no second id, so
+/// there is none to clear); replicas can no longer continue from the old one.
+fn change_replication_id(srv: &mut Server) {
+    let mut rng = crate::util::Rng::from_time();
+    srv.master_replid = (0..40)
+        .map(|_| char::from_digit(rng.below(16) as u32, 16).unwrap_or('0'))
+        .collect();
+    srv.aof.replid = srv.master_replid.clone();
+}
+
 pub(super) fn debug_help(ctx: &mut Ctx) -> CmdResult {
     help_reply(
         &mut ctx.out,
@@ -82,18 +346,43 @@ pub(super) fn debug_help(ctx: &mut Ctx) -> CmdResult {
             "AOF-PAUSE-SYNCS <0|1>",
             "    With 1 the append only file issues no fsync: under appendfsync always,",
             "    write replies and reads of the keys they wrote wait until it is set to 0.",
+            "CHANGE-REPL-ID",
+            "    Change the replication ID of the instance.",
+            "    Dangerous: should be used only for testing the replication subsystem.",
             "DIGEST",
             "    Output a hex signature representing the current DB content.",
             "DIGEST-VALUE <key> [<key> ...]",
             "    Output a hex signature of the values of all the specified keys.",
+            "LISTPACK <key>",
+            "    Show low level info about the listpack encoding of <key> (on stdout).",
+            "LOADAOF",
+            "    Write the AOF buffers to the log and reload the AOF in memory.",
             "OBJECT <key>",
             "    Show low level info about `key` and associated value.",
+            "PROTOCOL <type>",
+            "    Reply with a test value of the specified type. <type> can be: string,",
+            "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+            "    true, false.",
+            "QUICKLIST <key> [<0|1>]",
+            "    Show low level info about the quicklist encoding of <key> (on stdout).",
+            "    The optional argument (0 by default) sets the level of detail.",
+            "QUICKLIST-PACKED-THRESHOLD <size>",
+            "    Only 0 (restore the default) is accepted: every list element is packed.",
+            "RELOAD [option ...]",
+            "    Save the snapshot image on disk and reload it back to memory. Valid <option>",
+            "    values:",
+            "    * MERGE: conflicting keys will be loaded from the image.",
+            "    * NOFLUSH: the existing database will not be removed before load, and",
+            "      conflicting keys refuse the load (nothing is changed then).",
+            "    * NOSAVE: the database will be loaded from the existing image.",
             "SET-ACTIVE-EXPIRE <0|1>",
             "    Setting it to 0 disables expiring keys in background when they are not",
             "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
             "    default.",
             "SLEEP <seconds>",
-            "    Stop the server for <seconds>. Decimals allowed.",
+            "    Stop the server for <seconds> (at most an hour). Decimals allowed.",
+            "STRINGMATCH-TEST",
+            "    Run a fuzz tester against the glob matcher.",
         ],
     );
     Ok(())

@@ -14,6 +14,7 @@ pub(super) const INFO_SECTIONS: &[(&str, bool)] = &[
     ("modules", true),
     ("commandstats", false),
     ("errorstats", true),
+    ("latencystats", false),
     ("cluster", true),
     ("keyspace", true),
 ];
@@ -86,6 +87,7 @@ pub fn info_text(srv: &mut Server, wanted: &[bool], now_ms: i64) -> String {
                     sec.line(&format!("errorstat_{code}"), format_args!("count={n}"));
                 }
             }
+            "latencystats" => super::latency::info_latencystats(srv, &mut sec.0),
             "cluster" => sec.line("cluster_enabled", 0),
             "keyspace" => {
                 for db in 0..srv.ks.num_dbs() {
@@ -493,8 +495,15 @@ pub(super) fn info_stats(srv: &Server, s: &mut Section) {
         "expired_time_cap_reached_count",
         ks.expired_time_cap_reached_count,
     );
+    s.line(
+        "expire_cycle_cpu_milliseconds",
+        st.expire_cycle_time_us / 1000,
+    );
     s.line("evicted_keys", ks.evicted_keys);
     s.line("evicted_clients", srv.stats.evicted_clients);
+    let (exceeded_total_ms, exceeded_current_ms) = st.eviction_exceeded_ms();
+    s.line("total_eviction_exceeded_time", exceeded_total_ms);
+    s.line("current_eviction_exceeded_time", exceeded_current_ms);
     s.line("keyspace_hits", ks.hits);
     s.line("keyspace_misses", ks.misses);
     s.line("pubsub_channels", srv.pubsub.channels.len());
@@ -504,12 +513,32 @@ pub(super) fn info_stats(srv: &Server, s: &mut Section) {
     s.line("total_forks", 0);
     s.line("migrate_cached_sockets", 0);
     s.line("slave_expires_tracked_keys", 0);
+    // cairn has no active defragmentation (CONFIG SET activedefrag yes is refused):
+    // these are true zeros.
+    for f in [
+        "active_defrag_hits",
+        "active_defrag_misses",
+        "active_defrag_key_hits",
+        "active_defrag_key_misses",
+        "total_active_defrag_time",
+        "current_active_defrag_time",
+    ] {
+        s.line(f, 0);
+    }
     s.line("tracking_total_keys", srv.ks.tracking.total_keys());
     s.line("tracking_total_items", srv.ks.tracking.total_items());
     s.line("tracking_total_prefixes", srv.ks.tracking.total_prefixes());
     s.line("unexpected_error_replies", 0);
     s.line("total_error_replies", st.total_error_replies);
     s.line("dump_payload_sanitizations", 0);
+    s.line(
+        "total_reads_processed",
+        st.total_reads_processed + st.io_threaded_reads_processed,
+    );
+    s.line(
+        "total_writes_processed",
+        st.total_writes_processed + st.io_threaded_writes_processed,
+    );
     s.line(
         "client_query_buffer_limit_disconnections",
         st.client_query_buffer_limit_disconnections,
@@ -526,6 +555,9 @@ pub(super) fn info_stats(srv: &Server, s: &mut Section) {
         "io_threaded_writes_processed",
         st.io_threaded_writes_processed,
     );
+    // cairn's reply buffers are never resized (an output queue of owned chunks).
+    s.line("reply_buffer_shrinks", 0);
+    s.line("reply_buffer_expands", 0);
     s.line("reply_bytes_copied", st.reply_bytes_copied);
     s.line("reply_bytes_referenced", st.reply_bytes_referenced);
     s.line("request_args_in_place", srv.ks.stats.request_args_in_place);

@@ -613,6 +613,8 @@ pub(super) fn latency_help(ctx: &mut Ctx) -> CmdResult {
         &[
             "DOCTOR",
             "    Return a human readable latency analysis report.",
+            "GRAPH <event>",
+            "    Return an ASCII latency graph for the <event> class.",
             "HISTORY <event>",
             "    Return time-latency samples for the <event> class.",
             "LATEST",
@@ -620,6 +622,9 @@ pub(super) fn latency_help(ctx: &mut Ctx) -> CmdResult {
             "RESET [<event> ...]",
             "    Reset latency data of one or more <event> classes.",
             "    (default: reset all data for all event classes)",
+            "HISTOGRAM [COMMAND ...]",
+            "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+            "    If no commands are specified then all histograms are replied.",
         ],
     );
     Ok(())

@@ -5,8 +5,10 @@
 mod allocator;
 mod config;
 mod debug;
+mod debug_reload;
 mod info;
 mod introspection;
+mod latency;
 
 use allocator::*;
 use config::*;
@@ -181,6 +183,12 @@ static LATENCY_SUBS: &[CommandSpec] = &[
     CommandSpec::new("doctor", 2, ADM, "server", latency_doctor).doc(
         "Returns a human-readable latency analysis report.",
         "2.8.13",
+    ),
+    CommandSpec::new("graph", 3, ADM, "server", latency::latency_graph)
+        .doc("Return a latency graph for the event.", "2.8.13"),
+    CommandSpec::new("histogram", -2, ADM, "server", latency::latency_histogram).doc(
+        "Return the cumulative distribution of latencies of a subset of commands or all.",
+        "7.0.0",
     ),
     CommandSpec::new("help", 2, LS, "server", latency_help).doc(
         "Returns helpful text about the different subcommands.",

@@ -1,7 +1,7 @@
 //! Reading the log back: a file mapped for parsing in place, the verdict on how a file
 //! ends (torn tail, recycled end, corruption), the cut, a fresh layout, and
 //! `cairn-server --check-aof FILE [--fix [-y]]`. The executor's startup replay that uses
-//! them is `src/server/aof_startup.rs`.
+//! them is `src/commands/executor/aof_startup.rs`.
 
 use super::format::{self, Bad, Damage, ScanOutcome};
 use super::manifest::Layout;

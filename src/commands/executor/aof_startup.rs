@@ -164,6 +164,15 @@ pub fn startup(srv: &mut Server) -> Result<(), String> {
     Ok(())
 }
 
+impl Server {
+    /// Replays the log's files as startup does (DEBUG LOADAOF), into the keyspace as it
+    /// is (the caller empties it first).
+    pub fn replay_log(&mut self, layout: &Layout, load_truncated: bool) -> Result<(), String> {
+        let dir = PathBuf::from(&self.config.settings().appenddirname);
+        load_layout(self, &dir, layout, load_truncated).map(|_| ())
+    }
+}
+
 /// Replays base then incremental files, checking that LSNs continue across files.
 /// Returns where the log ends in the last incremental file (None: it does not exist).
 pub fn load_layout(
