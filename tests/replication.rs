@@ -638,3 +638,76 @@ fn the_replica_authenticates_with_masterauth() {
     assert_eq!(b.call(&["PING"]), b"+PONG\r\n");
     assert_eq!(b.call(&["DBSIZE"]), b":0\r\n");
 }
+
+/// A full sync replaces the replica's dataset only once no queued reply references the
+/// old one: a client that has not read its big replies holds the swap back (the stream
+/// waits behind it, in order), gets every byte of the value intact, and then the replica
+/// installs the primary's data.
+#[test]
+fn a_full_sync_waits_for_replies_that_reference_the_old_dataset() {
+    let rep = start_cairn(DEBUG);
+    let mut r = Raw::connect(rep.port);
+    let mut rng = Lcg(99);
+    let big: Vec<u8> = (0..4 << 20).map(|_| b'a' + rng.below(26) as u8).collect();
+    assert_eq!(call_b(&mut r, &[b"SET", b"big", &big]), b"+OK\r\n");
+    // 16 replies of 4 MiB, unread: far more than the socket buffers hold, so the rest
+    // stay queued as references into the replica's arena.
+    let mut slow = Raw::connect(rep.port);
+    let mut pipeline = Vec::new();
+    for _ in 0..16 {
+        pipeline.extend_from_slice(&encode(&[b"GET", b"big"]));
+    }
+    slow.send(&pipeline);
+    wait_until(
+        Duration::from_secs(30),
+        "the big replies are queued",
+        || {
+            r.call(&["CLIENT", "LIST"])
+                .split(|&b| b == b'\n')
+                .any(|l| show(l).contains("cmd=get"))
+        },
+    );
+
+    let prim = start_cairn(DEBUG);
+    let mut p = Raw::connect(prim.port);
+    fill(&mut p, 50);
+    assert_eq!(
+        r.call(&["REPLICAOF", "127.0.0.1", &prim.port.to_string()]),
+        b"+OK\r\n"
+    );
+    wait_until(
+        Duration::from_secs(30),
+        "the primary sent the dataset",
+        || {
+            p.info("replication", "slave0")
+                .is_some_and(|l| l.contains("state=online"))
+        },
+    );
+    assert_eq!(p.call(&["SET", "after-sync", "1"]), b"+OK\r\n");
+    // Held back: the old dataset still serves (copies, not references), the stream waits.
+    assert!(
+        call_b(&mut r, &[b"GET", b"big"]) == bulk(&big),
+        "the old value still serves"
+    );
+    assert_eq!(r.call(&["GET", "after-sync"]), b"$-1\r\n");
+
+    for i in 0..16 {
+        assert!(slow.reply() == bulk(&big), "reply {i} is the value, intact");
+    }
+    wait_synced(&mut p, &mut r);
+    assert_eq!(r.call(&["GET", "after-sync"]), b"$1\r\n1\r\n");
+    assert_eq!(r.call(&["EXISTS", "big"]), b":1\r\n");
+    assert_eq!(p.info_u64("stats", "sync_full"), 1);
+}
+
+fn call_b(c: &mut Raw, args: &[&[u8]]) -> Vec<u8> {
+    c.send(&encode(args));
+    c.reply()
+}
+
+fn bulk(v: &[u8]) -> Vec<u8> {
+    let mut b = format!("${}\r\n", v.len()).into_bytes();
+    b.extend_from_slice(v);
+    b.extend_from_slice(b"\r\n");
+    b
+}

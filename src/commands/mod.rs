@@ -245,7 +245,7 @@ impl Ctx<'_> {
     /// it (`Server::execute_refs`); otherwise it is copied.
     pub fn bulk_value(&mut self, e: crate::arena::Ref) {
         let len = self.srv.ks.value(e).len();
-        if len as u64 >= self.srv.reply_refs_min {
+        if len as u64 >= self.srv.reply_refs_min && !self.srv.dataset_swap_pending {
             if let Some((block, len)) = self.srv.ks.pin_value(e) {
                 self.out.bulk_header(len);
                 let pos = self.out.buf.len();

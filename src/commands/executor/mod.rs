@@ -109,6 +109,10 @@ pub struct Server {
     /// them (and must [`Keyspace::unpin`](crate::keyspace::Keyspace::unpin) each when sent).
     pub reply_refs: Vec<RefSeg>,
     pub reply_refs_min: u64,
+    /// A loaded dataset waits to replace this one (a replica's full sync) until no block
+    /// of the current arena is pinned: meanwhile replies copy values and big arguments go
+    /// to query buffers, so the pins drain and no new ones appear.
+    pub dataset_swap_pending: bool,
     /// Parked blocking commands and ready keys (src/commands/executor/blocking.rs).
     pub blocking: blocking::Blocking,
     /// EXEC is running its queued commands (the queue-time checks were done at EXEC).
@@ -271,6 +275,7 @@ impl Server {
             security_warning_logged_ms: i64::MIN / 2,
             reply_refs: Vec::new(),
             reply_refs_min: u64::MAX,
+            dataset_swap_pending: false,
             config,
             aof: Default::default(),
             loading: false,
@@ -1250,6 +1255,9 @@ impl Server {
     /// closes the client past `client-query-buffer-limit` (as Redis's does). A declared
     /// length over that limit never gets a block; the others share the in-place budget.
     pub fn try_alloc_arg_block(&mut self, len: usize) -> Option<(crate::arena::Ref, *mut u8)> {
+        if self.dataset_swap_pending {
+            return None;
+        }
         let query_limit = self.config.settings().client_query_buffer_limit;
         if len as u64 + 2 > query_limit {
             self.ks.stats.request_args_over_budget += 1;

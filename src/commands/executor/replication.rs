@@ -1011,6 +1011,9 @@ pub struct MasterLink {
     client: Box<super::Client>,
     pub last_io_ms: i64,
     pub down_since_ms: i64,
+    /// A full sync's dataset taken from the channel, waiting for the current arena's
+    /// pins to drain (`repl_poll_link`); the events behind it stay in the channel.
+    held_full_sync: Option<super::replica_link::LinkEvent>,
 }
 
 impl MasterLink {
@@ -1108,6 +1111,7 @@ impl Server {
             client,
             last_io_ms: now_ms(),
             down_since_ms: now_ms(),
+            held_full_sync: None,
         });
         Ok(())
     }
@@ -1119,6 +1123,8 @@ impl Server {
             return;
         };
         link.stop();
+        // A full sync still waiting for pins to drain is dropped with the link.
+        self.dataset_swap_pending = false;
         let mut rng = crate::util::Rng::from_time();
         self.master_replid = (0..40)
             .map(|_| char::from_digit(rng.below(16) as u32, 16).unwrap_or('0'))
@@ -1133,12 +1139,23 @@ impl Server {
             let Some(link) = self.repl.link.as_mut() else {
                 return;
             };
-            let ev = match link.events.try_recv() {
-                Ok(ev) => ev,
-                Err(_) => return,
+            use super::replica_link::LinkEvent;
+            let ev = match link.held_full_sync.take() {
+                Some(ev) => ev,
+                None => match link.events.try_recv() {
+                    Ok(ev) => ev,
+                    Err(_) => return,
+                },
             };
             link.last_io_ms = now_ms();
-            use super::replica_link::LinkEvent;
+            // Queued replies (or a connection filling a big argument) still reference
+            // blocks of the current arena: it cannot be freed yet. The swap waits, new
+            // pins stop, and the stream behind it stays queued in order.
+            if matches!(ev, LinkEvent::FullSync { .. }) && self.ks.pinned_blocks() > 0 {
+                link.held_full_sync = Some(ev);
+                self.dataset_swap_pending = true;
+                return;
+            }
             match ev {
                 LinkEvent::State(s) => link.state = s,
                 LinkEvent::Lost(why) => {
@@ -1159,7 +1176,10 @@ impl Server {
                     functions,
                     replid,
                     offset,
-                } => self.repl_install_full_sync(*ks, functions, replid, offset),
+                } => {
+                    self.dataset_swap_pending = false;
+                    self.repl_install_full_sync(*ks, functions, replid, offset)
+                }
                 LinkEvent::Commands(cmds) => self.repl_apply(cmds),
             }
         }
