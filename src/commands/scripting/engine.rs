@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 // Script flags (Redis's SCRIPT_FLAG_*), from the shebang.
 pub const NO_WRITES: u32 = 1 << 0;
@@ -173,6 +173,31 @@ impl ScriptBusy {
         self.busy.load(Ordering::SeqCst)
     }
 
+    /// SCRIPT KILL (`function_kill` false) or FUNCTION KILL while a script is busy, as
+    /// Redis's scriptKill: a script that wrote is UNKILLABLE; SCRIPT KILL stops EVAL,
+    /// FUNCTION KILL stops FCALL, and the other answers BUSY naming the right one.
+    pub fn kill(&self, function_kill: bool) -> Result<(), &'static str> {
+        if self.wrote.load(Ordering::SeqCst) {
+            return Err(UNKILLABLE);
+        }
+        let function = self.function.load(Ordering::SeqCst);
+        if function_kill != function {
+            return Err(self.busy_error());
+        }
+        self.kill.store(true, Ordering::SeqCst);
+        crate::warning!("Lua script killed by user with SCRIPT KILL.");
+        Ok(())
+    }
+
+    /// The `-BUSY` text for the running script (SCRIPT KILL's or FUNCTION KILL's).
+    pub fn busy_error(&self) -> &'static str {
+        if self.function.load(Ordering::SeqCst) {
+            BUSY_FUNCTION
+        } else {
+            BUSY
+        }
+    }
+
     /// A client's command while a script is busy: SCRIPT KILL stops it (unless it
     /// wrote), SHUTDOWN NOSAVE stops it and the server (no reply: the connection closes
     /// when the server exits), everything else is refused with `-BUSY`.
@@ -182,21 +207,13 @@ impl ScriptBusy {
                 .is_some_and(|a| a.eq_ignore_ascii_case(w.as_bytes()))
         };
         let line = |s: &str| format!("{s}\r\n").into_bytes();
-        let function = self.function.load(Ordering::SeqCst);
-        let busy = if function { BUSY_FUNCTION } else { BUSY };
+        let busy = self.busy_error();
         let script_kill = is(0, "script");
         if argv.len() == 2 && (script_kill || is(0, "function")) && is(1, "kill") {
-            if self.wrote.load(Ordering::SeqCst) {
-                return line(&format!("-{UNKILLABLE}"));
-            }
-            // SCRIPT KILL stops EVAL, FUNCTION KILL stops FCALL; the other answers BUSY
-            // naming the right one (Redis's scriptKill).
-            if script_kill == function {
-                return line(&format!("-{}", if function { BUSY_FUNCTION } else { BUSY }));
-            }
-            self.kill.store(true, Ordering::SeqCst);
-            crate::warning!("Lua script killed by user with SCRIPT KILL.");
-            return line("+OK");
+            return match self.kill(!script_kill) {
+                Ok(()) => line("+OK"),
+                Err(e) => line(&format!("-{e}")),
+            };
         }
         if argv.len() >= 2 && is(0, "shutdown") && (1..argv.len()).any(|i| is(i, "nosave")) {
             self.shutdown.store(true, Ordering::SeqCst);
@@ -207,9 +224,27 @@ impl ScriptBusy {
     }
 }
 
+/// How often a busy script lets the server answer other clients (Redis calls its
+/// processEventsWhileBlocked from every hook call once a script is busy).
+const SERVE_EVERY: Duration = Duration::from_millis(2);
+
+/// The functions a run is given: `redis.call` and `redis.pcall` (they reach the data),
+/// and `serve`, which the VM hook calls every [`SERVE_EVERY`] once the script is busy so
+/// the server answers other clients meanwhile (`-BUSY`, SCRIPT KILL, SHUTDOWN NOSAVE).
+pub struct RunFns {
+    pub call: Function,
+    pub pcall: Function,
+    pub serve: Option<Function>,
+}
+
 /// The running script as the VM hook sees it.
 struct HookRun {
     busy: Arc<ScriptBusy>,
+    serve: Option<Function>,
+    /// When `serve` last ran.
+    served: Instant,
+    /// A function (FCALL): the slow-script line names FUNCTION KILL.
+    function: bool,
     slow_logged: bool,
     start: Instant,
     threshold_ms: u64,
@@ -400,23 +435,37 @@ impl Engine {
                 let Some(run) = run.as_mut() else {
                     return Ok(VmState::Continue);
                 };
-                if run.busy.kill.load(Ordering::SeqCst) {
-                    return Err(raise_reply("ERR Script killed by user with SCRIPT KILL..."));
-                }
                 if run.load_deadline.is_some_and(|d| Instant::now() >= d) {
                     return Err(raise_reply("ERR FUNCTION LOAD timeout"));
                 }
-                if run.slow_logged || run.threshold_ms == 0 {
-                    return Ok(VmState::Continue);
+                if !run.slow_logged && run.threshold_ms > 0 {
+                    let elapsed = run.start.elapsed().as_millis() as u64;
+                    if elapsed >= run.threshold_ms {
+                        run.slow_logged = true;
+                        run.busy.busy.store(true, Ordering::SeqCst);
+                        crate::warning!(
+                            "Slow script detected: still in execution after {elapsed} milliseconds. You can try killing the script using the {} command. Script name is: {}.",
+                            if run.function { "FUNCTION KILL" } else { "SCRIPT KILL" },
+                            run.name
+                        );
+                        // Serve at once, as Redis does when a script turns busy.
+                        run.served = run.start;
+                    }
                 }
-                let elapsed = run.start.elapsed().as_millis() as u64;
-                if elapsed >= run.threshold_ms {
-                    run.slow_logged = true;
-                    run.busy.busy.store(true, Ordering::SeqCst);
-                    crate::warning!(
-                        "Slow script detected: still in execution after {elapsed} milliseconds. You can try killing the script using the SCRIPT KILL command. Script name is: {}.",
-                        run.name
-                    );
+                // Busy: the server reads other clients and answers them (their SCRIPT
+                // KILL sets the flag checked below).
+                if run.busy.in_busy() {
+                    if let Some(serve) = &run.serve {
+                        let now = Instant::now();
+                        if now.duration_since(run.served) >= SERVE_EVERY {
+                            let _ = serve.call::<()>(());
+                            run.served = Instant::now();
+                        }
+                    }
+                }
+                if run.busy.kill.load(Ordering::SeqCst) {
+                    // Redis's text for functions too.
+                    return Err(raise_reply("ERR Script killed by user with SCRIPT KILL..."));
                 }
                 Ok(VmState::Continue)
             },
@@ -487,8 +536,7 @@ impl Engine {
         sha: &str,
         keys: &[&[u8]],
         args: &[&[u8]],
-        call: Function,
-        pcall: Function,
+        fns: RunFns,
         threshold_ms: u64,
         busy: Arc<ScriptBusy>,
     ) -> Outcome {
@@ -502,7 +550,7 @@ impl Engine {
             args,
             as_function: false,
         };
-        self.run_with(run, call, pcall, threshold_ms, busy)
+        self.run_with(run, fns, threshold_ms, busy)
     }
 
     /// Runs a function of a library (FCALL): `func(keys, args)`, errors ending in
@@ -514,8 +562,7 @@ impl Engine {
         func: &Function,
         keys: &[&[u8]],
         args: &[&[u8]],
-        call: Function,
-        pcall: Function,
+        fns: RunFns,
         threshold_ms: u64,
         busy: Arc<ScriptBusy>,
     ) -> Outcome {
@@ -526,17 +573,10 @@ impl Engine {
             args,
             as_function: true,
         };
-        self.run_with(run, call, pcall, threshold_ms, busy)
+        self.run_with(run, fns, threshold_ms, busy)
     }
 
-    fn run_with(
-        &self,
-        run: Run,
-        call: Function,
-        pcall: Function,
-        threshold_ms: u64,
-        busy: Arc<ScriptBusy>,
-    ) -> Outcome {
+    fn run_with(&self, run: Run, fns: RunFns, threshold_ms: u64, busy: Arc<ScriptBusy>) -> Outcome {
         let name = run.name;
         let setup = || -> mlua::Result<(Table, Table)> {
             let k = self.lua.create_table_with_capacity(run.keys.len(), 0)?;
@@ -551,8 +591,8 @@ impl Engine {
                 self.real.raw_set("KEYS", k.clone())?;
                 self.real.raw_set("ARGV", a.clone())?;
             }
-            self.redis.raw_set("call", call)?;
-            self.redis.raw_set("pcall", pcall)?;
+            self.redis.raw_set("call", fns.call.clone())?;
+            self.redis.raw_set("pcall", fns.pcall.clone())?;
             Ok((k, a))
         };
         let (k, a) = match setup() {
@@ -565,6 +605,9 @@ impl Engine {
         }
         if let Ok(mut h) = self.hook.try_borrow_mut() {
             *h = Some(HookRun {
+                function: run.as_function,
+                serve: fns.serve,
+                served: Instant::now(),
                 busy,
                 slow_logged: false,
                 start: Instant::now(),
@@ -612,6 +655,9 @@ impl Engine {
     pub fn run_load(&self, func: &Function, timeout_ms: u64) -> Result<(), String> {
         if let Ok(mut h) = self.hook.try_borrow_mut() {
             *h = Some(HookRun {
+                function: false,
+                serve: None,
+                served: Instant::now(),
                 busy: Arc::default(),
                 slow_logged: true,
                 start: Instant::now(),

@@ -165,12 +165,21 @@ pub struct Scripts {
     pub busy: Arc<ScriptBusy>,
     /// `math.random`'s generator: one sequence for the server's lifetime, as Redis's.
     rand: engine::Lrand48,
+    /// The running function (FCALL) as FUNCTION STATS shows it.
+    pub running: Option<Running>,
     /// FUNCTION libraries (a Lua state of their own).
     pub functions: functions::Functions,
     /// Figures for INFO while the engine is lent to a running script.
     cached: usize,
     body_bytes: usize,
     lua_bytes: usize,
+}
+
+/// A running function: its name, its caller's command, when it started.
+pub struct Running {
+    pub name: String,
+    pub argv: Vec<Vec<u8>>,
+    pub start: std::time::Instant,
 }
 
 impl Scripts {
@@ -317,6 +326,15 @@ pub(crate) fn run_script(ctx: &mut Ctx, target: Target, ro: bool, numkeys: usize
     let argv: Vec<&[u8]> = (3 + numkeys..args.len()).map(|i| args.get(i)).collect();
 
     let is_function = matches!(target, Target::Function(_));
+    // FUNCTION STATS names the running function and its command (copied for FCALL only).
+    ctx.srv.scripts.running = match &target {
+        Target::Function(f) => Some(Running {
+            name: f.name.clone(),
+            argv: (0..args.len()).map(|i| args.get(i).to_vec()).collect(),
+            start: std::time::Instant::now(),
+        }),
+        Target::Eval(..) => None,
+    };
     // The Lua state is lent to the run (its `redis.call` reaches `ctx`).
     let lent = if is_function {
         let Some(st) = ctx.srv.scripts.functions.state.take() else {
@@ -362,20 +380,25 @@ pub(crate) fn run_script(ctx: &mut Ctx, target: Target, ro: bool, numkeys: usize
         let call = scope.create_function(|lua, a: MultiValue| redis_call(lua, &state, a, true))?;
         let pcall =
             scope.create_function(|lua, a: MultiValue| redis_call(lua, &state, a, false))?;
-        Ok(match &target {
-            Target::Eval(sha, _) => {
-                engine.run(sha, &keys, &argv, call, pcall, threshold, busy.clone())
+        // Called by the VM hook while the script is busy (never inside `redis.call`, whose
+        // borrow makes it a no-op): the server answers other clients.
+        let serve = scope.create_function(|_, ()| {
+            if let Ok(mut st) = state.try_borrow_mut() {
+                let ctx = &mut *st.ctx;
+                ctx.srv.serve_while_busy();
             }
-            Target::Function(f) => engine.run_function(
-                &f.name,
-                &f.func,
-                &keys,
-                &argv,
-                call,
-                pcall,
-                threshold,
-                busy.clone(),
-            ),
+            Ok(())
+        })?;
+        let fns = engine::RunFns {
+            call,
+            pcall,
+            serve: Some(serve),
+        };
+        Ok(match &target {
+            Target::Eval(sha, _) => engine.run(sha, &keys, &argv, fns, threshold, busy.clone()),
+            Target::Function(f) => {
+                engine.run_function(&f.name, &f.func, &keys, &argv, fns, threshold, busy.clone())
+            }
         })
     });
     let script_resp = lua.app_data_ref::<engine::RunFlags>().map_or(2, |f| f.resp);
@@ -394,12 +417,16 @@ pub(crate) fn run_script(ctx: &mut Ctx, target: Target, ro: bool, numkeys: usize
     }
     busy.busy.store(false, Ordering::SeqCst);
     busy.kill.store(false, Ordering::SeqCst);
-    // SHUTDOWN NOSAVE sent while the script was busy: the server stops now.
-    if busy.shutdown.swap(false, Ordering::SeqCst) {
-        ctx.srv.shutdown_nosave();
-    }
+    ctx.srv.scripts.running = None;
     ctx.srv.scripts.refresh_stats();
     let captured = ctx.srv.aof.script_capture.take();
+    // SHUTDOWN NOSAVE sent while the script was busy: the server stops now, as Redis
+    // exits from inside the script: no reply, and the script's effects (logged only
+    // when a script ends) never reach the log.
+    if busy.shutdown.swap(false, Ordering::SeqCst) {
+        ctx.srv.shutdown_nosave();
+        return Ok(());
+    }
     if !ctx.srv.loading {
         ctx.srv.aof.script_effects = captured;
     }
@@ -544,10 +571,22 @@ fn script_flush(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
-/// SCRIPT KILL as the executor sees it: between scripts, so nothing runs. While a script
-/// is busy, I/O threads answer SCRIPT KILL themselves (`ScriptBusy::answer`).
-fn script_kill(_ctx: &mut Ctx) -> CmdResult {
-    Err(CmdError::raw("NOTBUSY No scripts in execution right now."))
+/// SCRIPT KILL: while a script is busy the server serves it from the script's hook
+/// (`io-threads 1`; I/O threads answer it themselves, `ScriptBusy::answer`); otherwise
+/// nothing runs.
+fn script_kill(ctx: &mut Ctx) -> CmdResult {
+    kill_running(ctx, false)
+}
+
+/// SCRIPT KILL (`function_kill` false) or FUNCTION KILL.
+pub(crate) fn kill_running(ctx: &mut Ctx, function_kill: bool) -> CmdResult {
+    let busy = &ctx.srv.scripts.busy;
+    if !busy.in_busy() {
+        return Err(CmdError::raw("NOTBUSY No scripts in execution right now."));
+    }
+    busy.kill(function_kill).map_err(CmdError::raw)?;
+    ctx.out.ok();
+    Ok(())
 }
 
 fn script_debug(ctx: &mut Ctx) -> CmdResult {
