@@ -9,8 +9,12 @@
 //! function that runs a command (see `mod.rs`), so this file knows nothing of the server.
 
 use super::lualib::{self, raise_at, raise_reply, ReplyError};
-use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
+use mlua::{
+    ffi, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState,
+};
+use std::cell::Cell;
 use std::collections::HashMap;
+use std::ffi::c_void;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -228,19 +232,21 @@ impl ScriptBusy {
 /// processEventsWhileBlocked from every hook call once a script is busy).
 const SERVE_EVERY: Duration = Duration::from_millis(2);
 
-/// The functions a run is given: `redis.call` and `redis.pcall` (they reach the data),
-/// and `serve`, which the VM hook calls every [`SERVE_EVERY`] once the script is busy so
-/// the server answers other clients meanwhile (`-BUSY`, SCRIPT KILL, SHUTDOWN NOSAVE).
-pub struct RunFns {
-    pub call: Function,
-    pub pcall: Function,
-    pub serve: Option<Function>,
+/// What `redis.call` / `redis.pcall` and the busy hook reach during a run: the caller's
+/// context, type-erased (it lives on the caller's stack for the run), and its handlers.
+/// `serve` is called every [`SERVE_EVERY`] once the script is busy, so the server answers
+/// other clients meanwhile (`-BUSY`, SCRIPT KILL, SHUTDOWN NOSAVE).
+#[derive(Clone, Copy)]
+pub struct RunHost {
+    pub ctx: *const c_void,
+    pub call: fn(&Lua, *const c_void, MultiValue, bool) -> mlua::Result<Value>,
+    pub serve: fn(*const c_void),
 }
 
 /// The running script as the VM hook sees it.
 struct HookRun {
     busy: Arc<ScriptBusy>,
-    serve: Option<Function>,
+    serve: bool,
     /// When `serve` last ran.
     served: Instant,
     /// A function (FCALL): the slow-script line names FUNCTION KILL.
@@ -272,6 +278,8 @@ pub struct Engine {
     pub scripts: HashMap<String, Script>,
     /// The running script, as the VM hook sees it (None between runs).
     hook: Rc<std::cell::RefCell<Option<HookRun>>>,
+    /// The running script's host (None between runs).
+    host: Rc<Cell<Option<RunHost>>>,
     memory_limit: usize,
     /// Bytes of the cached scripts' bodies (INFO `used_memory_scripts_eval`).
     pub scripts_bytes: usize,
@@ -426,6 +434,20 @@ impl Engine {
         // running script's kill flag and clock.
         let hook: Rc<std::cell::RefCell<Option<HookRun>>> = Rc::default();
         let seen = hook.clone();
+        // `redis.call` and `redis.pcall` for the state's life: they reach the running
+        // script's context through `host` (set for each run).
+        let host: Rc<Cell<Option<RunHost>>> = Rc::default();
+        for (name, raise) in [("call", true), ("pcall", false)] {
+            let h = host.clone();
+            let f = lua.create_function(move |lua, args: MultiValue| match h.get() {
+                Some(host) => (host.call)(lua, host.ctx, args, raise),
+                None => Err(raise_reply(
+                    "ERR redis.call is available only while a script runs",
+                )),
+            })?;
+            redis.raw_set(name, f)?;
+        }
+        let host_seen = host.clone();
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             move |_, _| {
@@ -454,11 +476,11 @@ impl Engine {
                 }
                 // Busy: the server reads other clients and answers them (their SCRIPT
                 // KILL sets the flag checked below).
-                if run.busy.in_busy() {
-                    if let Some(serve) = &run.serve {
+                if run.serve && run.busy.in_busy() {
+                    if let Some(h) = host_seen.get() {
                         let now = Instant::now();
                         if now.duration_since(run.served) >= SERVE_EVERY {
-                            let _ = serve.call::<()>(());
+                            (h.serve)(h.ctx);
                             run.served = Instant::now();
                         }
                     }
@@ -478,6 +500,7 @@ impl Engine {
             runner,
             scripts: HashMap::new(),
             hook,
+            host,
             memory_limit: limit,
             scripts_bytes: 0,
         })
@@ -536,7 +559,7 @@ impl Engine {
         sha: &str,
         keys: &[&[u8]],
         args: &[&[u8]],
-        fns: RunFns,
+        host: RunHost,
         threshold_ms: u64,
         busy: Arc<ScriptBusy>,
     ) -> Outcome {
@@ -550,7 +573,7 @@ impl Engine {
             args,
             as_function: false,
         };
-        self.run_with(run, fns, threshold_ms, busy)
+        self.run_with(run, host, threshold_ms, busy)
     }
 
     /// Runs a function of a library (FCALL): `func(keys, args)`, errors ending in
@@ -562,7 +585,7 @@ impl Engine {
         func: &Function,
         keys: &[&[u8]],
         args: &[&[u8]],
-        fns: RunFns,
+        host: RunHost,
         threshold_ms: u64,
         busy: Arc<ScriptBusy>,
     ) -> Outcome {
@@ -573,32 +596,17 @@ impl Engine {
             args,
             as_function: true,
         };
-        self.run_with(run, fns, threshold_ms, busy)
+        self.run_with(run, host, threshold_ms, busy)
     }
 
-    fn run_with(&self, run: Run, fns: RunFns, threshold_ms: u64, busy: Arc<ScriptBusy>) -> Outcome {
+    fn run_with(
+        &self,
+        run: Run,
+        host: RunHost,
+        threshold_ms: u64,
+        busy: Arc<ScriptBusy>,
+    ) -> Outcome {
         let name = run.name;
-        let setup = || -> mlua::Result<(Table, Table)> {
-            let k = self.lua.create_table_with_capacity(run.keys.len(), 0)?;
-            for (i, key) in run.keys.iter().enumerate() {
-                k.raw_set(i + 1, self.lua.create_string(key)?)?;
-            }
-            let a = self.lua.create_table_with_capacity(run.args.len(), 0)?;
-            for (i, arg) in run.args.iter().enumerate() {
-                a.raw_set(i + 1, self.lua.create_string(arg)?)?;
-            }
-            if !run.as_function {
-                self.real.raw_set("KEYS", k.clone())?;
-                self.real.raw_set("ARGV", a.clone())?;
-            }
-            self.redis.raw_set("call", fns.call.clone())?;
-            self.redis.raw_set("pcall", fns.pcall.clone())?;
-            Ok((k, a))
-        };
-        let (k, a) = match setup() {
-            Ok(t) => t,
-            Err(e) => return Outcome::Err(format!("ERR Error running script {name}, {}", e)),
-        };
         if let Some(mut f) = self.lua.app_data_mut::<RunFlags>() {
             f.resp = 2;
             f.repl = REPL_ALL;
@@ -606,7 +614,7 @@ impl Engine {
         if let Ok(mut h) = self.hook.try_borrow_mut() {
             *h = Some(HookRun {
                 function: run.as_function,
-                serve: fns.serve,
+                serve: true,
                 served: Instant::now(),
                 busy,
                 slow_logged: false,
@@ -616,19 +624,12 @@ impl Engine {
                 load_deadline: None,
             });
         }
-        let result = if run.as_function {
-            self.runner.call::<(bool, Value)>((run.func.clone(), k, a))
-        } else {
-            self.runner.call::<(bool, Value)>(run.func.clone())
-        };
+        self.host.set(Some(host));
+        let result = self.call_raw(&run);
+        self.host.set(None);
         if let Ok(mut h) = self.hook.try_borrow_mut() {
             *h = None;
         }
-        // Drop the run's values (KEYS/ARGV can be big; the scoped call functions are dead).
-        let _ = self.real.raw_set("KEYS", Value::Nil);
-        let _ = self.real.raw_set("ARGV", Value::Nil);
-        let _ = self.redis.raw_set("call", Value::Nil);
-        let _ = self.redis.raw_set("pcall", Value::Nil);
         // Lua 5.1 does not collect when an allocation fails: a script that ran out of
         // memory (or came close) leaves its garbage to a full collection here, so the
         // next script starts with room.
@@ -650,13 +651,75 @@ impl Engine {
         }
     }
 
+    /// The run itself in one protected call into the state (each of mlua's API calls is
+    /// one, and a script's run is short): KEYS and ARGV built with Lua's C API (globals
+    /// for a script, arguments for a function), `runner(f, ...)` (xpcall with the error
+    /// handler), KEYS and ARGV cleared (they can be big). Returns runner's (ok, value).
+    fn call_raw(&self, run: &Run) -> mlua::Result<(bool, Value)> {
+        let as_function = run.as_function;
+        let (keys, args) = (run.keys, run.args);
+        // SAFETY: the closure uses the stack exec_raw gives it ([runner, f, globals]) within
+        // the room it checks; Lua errors raised inside (out of memory) unwind to the
+        // protected call around it, past this closure's frame, which owns nothing.
+        unsafe {
+            self.lua.exec_raw(
+                (&self.runner, run.func, &self.real),
+                move |state: *mut ffi::lua_State| {
+                    // Room for the tables, a key, a value and runner's call and results.
+                    if ffi::lua_checkstack(state, 8) == 0 {
+                        ffi::lua_settop(state, 0);
+                        ffi::lua_pushboolean(state, 0);
+                        ffi::lua_pushstring(state, c"stack overflow".as_ptr());
+                        return;
+                    }
+                    let push_array = |items: &[&[u8]]| {
+                        ffi::lua_createtable(state, items.len().min(i32::MAX as usize) as i32, 0);
+                        for (i, item) in items.iter().enumerate() {
+                            ffi::lua_pushlstring(state, item.as_ptr().cast(), item.len());
+                            ffi::lua_rawseti(state, -2, (i + 1) as ffi::lua_Integer);
+                        }
+                    };
+                    push_array(keys); // 4
+                    push_array(args); // 5
+                    if as_function {
+                        ffi::lua_pushvalue(state, 1);
+                        ffi::lua_pushvalue(state, 2);
+                        ffi::lua_pushvalue(state, 4);
+                        ffi::lua_pushvalue(state, 5);
+                        ffi::lua_call(state, 3, 2);
+                    } else {
+                        ffi::lua_pushstring(state, c"KEYS".as_ptr());
+                        ffi::lua_pushvalue(state, 4);
+                        ffi::lua_rawset(state, 3);
+                        ffi::lua_pushstring(state, c"ARGV".as_ptr());
+                        ffi::lua_pushvalue(state, 5);
+                        ffi::lua_rawset(state, 3);
+                        ffi::lua_pushvalue(state, 1);
+                        ffi::lua_pushvalue(state, 2);
+                        ffi::lua_call(state, 1, 2);
+                        ffi::lua_pushstring(state, c"KEYS".as_ptr());
+                        ffi::lua_pushnil(state);
+                        ffi::lua_rawset(state, 3);
+                        ffi::lua_pushstring(state, c"ARGV".as_ptr());
+                        ffi::lua_pushnil(state);
+                        ffi::lua_rawset(state, 3);
+                    }
+                    // Only (ok, value) stay: they are what exec_raw returns.
+                    ffi::lua_replace(state, 2);
+                    ffi::lua_replace(state, 1);
+                    ffi::lua_settop(state, 2);
+                },
+            )
+        }
+    }
+
     /// Runs a library's code at FUNCTION LOAD (no arguments, no `redis.call`), stopped
     /// after `timeout_ms`. Err: the error's reply text (`ERR ...`).
     pub fn run_load(&self, func: &Function, timeout_ms: u64) -> Result<(), String> {
         if let Ok(mut h) = self.hook.try_borrow_mut() {
             *h = Some(HookRun {
                 function: false,
-                serve: None,
+                serve: false,
                 served: Instant::now(),
                 busy: Arc::default(),
                 slow_logged: true,

@@ -28,6 +28,7 @@ use engine::{Engine, Outcome};
 use lualib::raise_reply;
 use mlua::{Lua, MultiValue, Value};
 use std::cell::RefCell;
+use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -376,31 +377,23 @@ pub(crate) fn run_script(ctx: &mut Ctx, target: Target, ro: bool, numkeys: usize
         ctx: &mut *ctx,
         rules,
     });
-    let outcome = lua.scope(|scope| {
-        let call = scope.create_function(|lua, a: MultiValue| redis_call(lua, &state, a, true))?;
-        let pcall =
-            scope.create_function(|lua, a: MultiValue| redis_call(lua, &state, a, false))?;
-        // Called by the VM hook while the script is busy (never inside `redis.call`, whose
-        // borrow makes it a no-op): the server answers other clients.
-        let serve = scope.create_function(|_, ()| {
-            if let Ok(mut st) = state.try_borrow_mut() {
-                let ctx = &mut *st.ctx;
-                ctx.srv.serve_while_busy();
-            }
-            Ok(())
-        })?;
-        let fns = engine::RunFns {
-            call,
-            pcall,
-            serve: Some(serve),
-        };
-        Ok(match &target {
-            Target::Eval(sha, _) => engine.run(sha, &keys, &argv, fns, threshold, busy.clone()),
-            Target::Function(f) => {
-                engine.run_function(&f.name, &f.func, &keys, &argv, fns, threshold, busy.clone())
-            }
-        })
-    });
+    let host = engine::RunHost {
+        ctx: (&state as *const RefCell<CallCtx>).cast(),
+        call: host_call,
+        serve: host_serve,
+    };
+    let outcome = match &target {
+        Target::Eval(sha, _) => engine.run(sha, &keys, &argv, host, threshold, busy.clone()),
+        Target::Function(f) => engine.run_function(
+            &f.name,
+            &f.func,
+            &keys,
+            &argv,
+            host,
+            threshold,
+            busy.clone(),
+        ),
+    };
     let script_resp = lua.app_data_ref::<engine::RunFlags>().map_or(2, |f| f.resp);
     if let Some(f) = lua.app_data_ref::<engine::RunFlags>() {
         ctx.srv.scripts.rand = f.rand;
@@ -431,18 +424,29 @@ pub(crate) fn run_script(ctx: &mut Ctx, target: Target, ro: bool, numkeys: usize
         ctx.srv.aof.script_effects = captured;
     }
     match outcome {
-        Ok(Outcome::Ok(v)) => {
+        Outcome::Ok(v) => {
             convert::lua_to_reply(&v, &mut ctx.out, script_resp);
             Ok(())
         }
-        Ok(Outcome::Err(text)) => Err(CmdError::raw(text)),
-        Err(e) => {
-            let name = match &target {
-                Target::Eval(sha, _) => sha.as_str(),
-                Target::Function(f) => f.name.as_str(),
-            };
-            Err(CmdError::err(format!("Error running script {name}, {e}")))
-        }
+        Outcome::Err(text) => Err(CmdError::raw(text)),
+    }
+}
+
+/// `RunHost::call` of a run: `ctx` is `run_script`'s `&RefCell<CallCtx>`.
+fn host_call(lua: &Lua, ctx: *const c_void, args: MultiValue, raise: bool) -> mlua::Result<Value> {
+    // SAFETY: the engine calls this only during the run `run_script` started with this
+    // `ctx`, which points at its `state`, alive on its stack until the run returns.
+    let state = unsafe { &*ctx.cast::<RefCell<CallCtx>>() };
+    redis_call(lua, state, args, raise)
+}
+
+/// `RunHost::serve` of a run, called by the VM hook while the script is busy (never
+/// inside `redis.call`, whose borrow makes it a no-op): the server answers other clients.
+fn host_serve(ctx: *const c_void) {
+    // SAFETY: as in `host_call`.
+    let state = unsafe { &*ctx.cast::<RefCell<CallCtx>>() };
+    if let Ok(mut st) = state.try_borrow_mut() {
+        st.ctx.srv.serve_while_busy();
     }
 }
 
