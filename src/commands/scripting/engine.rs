@@ -271,7 +271,7 @@ pub struct Engine {
     real: Table,
     /// The read-only view scripts get as their globals.
     env: Table,
-    /// The real `redis` table (`call` / `pcall` are set per run).
+    /// The real `redis` table.
     redis: Table,
     /// `run(f)`: `xpcall(f, handler)`.
     runner: Function,
@@ -549,8 +549,8 @@ impl Engine {
         Ok(())
     }
 
-    /// Runs script `sha` with `keys` and `args`. `call` / `pcall` are `redis.call` and
-    /// `redis.pcall` for this run (they reach the data); `threshold_ms` is when the
+    /// Runs script `sha` with `keys` and `args`. `host` is what `redis.call` and
+    /// `redis.pcall` reach for this run (the data); `threshold_ms` is when the
     /// script counts as slow (logged once, and other clients get `-BUSY`), `busy` what
     /// it shares with them (its kill switch).
     #[allow(clippy::too_many_arguments)]
@@ -1166,16 +1166,24 @@ mod tests {
         assert_eq!(lualib::fmt_g(v, 14), "0.041630344484761");
     }
 
+    /// A host whose `redis.call` returns nothing and whose `serve` does nothing.
+    fn test_host() -> RunHost {
+        RunHost {
+            ctx: std::ptr::null(),
+            call: |_, _, _, _| Ok(Value::Nil),
+            serve: |_| {},
+        }
+    }
+
     #[test]
     fn a_set_kill_flag_stops_a_running_script() {
         let mut e = Engine::with_memory_limit(64 << 20).unwrap();
         let body = b"local n = 0 while true do n = n + 1 end";
         let sha = sha1_hex(body);
         e.create(&sha, body, EVAL_COMPAT, 0).unwrap();
-        let call = e.lua.create_function(|_, ()| Ok(())).unwrap();
         let wd = Arc::new(ScriptBusy::default());
         wd.kill.store(true, Ordering::SeqCst);
-        let out = e.run(&sha, &[], &[], call.clone(), call, 0, wd);
+        let out = e.run(&sha, &[], &[], test_host(), 0, wd);
         let Outcome::Err(msg) = out else {
             panic!("the script was not stopped")
         };
@@ -1226,9 +1234,7 @@ mod tests {
             let sha = sha1_hex(body.as_bytes());
             let (flags, skip) = shebang(body.as_bytes()).unwrap();
             e.create(&sha, body.as_bytes(), flags, skip)?;
-            let call = e.lua.create_function(|_, ()| Ok(())).unwrap();
-            let pcall = call.clone();
-            match e.run(&sha, &[], &[], call, pcall, 0, Arc::default()) {
+            match e.run(&sha, &[], &[], test_host(), 0, Arc::default()) {
                 Outcome::Ok(Value::String(s)) => Ok(s.to_string_lossy()),
                 Outcome::Ok(v) => Ok(format!("{v:?}")),
                 Outcome::Err(m) => Err(m.replace(&sha, "SHA")),
