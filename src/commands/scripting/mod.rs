@@ -168,6 +168,8 @@ pub struct Scripts {
     rand: engine::Lrand48,
     /// The running function (FCALL) as FUNCTION STATS shows it.
     pub running: Option<Running>,
+    /// `redis.call`'s buffers, kept between calls.
+    call_bufs: CallBufs,
     /// FUNCTION libraries (a Lua state of their own).
     pub functions: functions::Functions,
     /// Figures for INFO while the engine is lent to a running script.
@@ -469,15 +471,6 @@ fn redis_call(
     if args.is_empty() {
         return fail("ERR Please specify at least one argument for this redis lib call".into());
     }
-    let mut data = Vec::new();
-    let mut ranges = Vec::with_capacity(args.len());
-    for v in args.iter() {
-        let Some(b) = convert::call_arg(v) else {
-            return fail("ERR Lua redis lib command arguments must be strings or integers".into());
-        };
-        ranges.push((data.len(), b.len()));
-        data.extend_from_slice(&b);
-    }
     let (resp, repl) = lua
         .app_data_ref::<engine::RunFlags>()
         .map_or((2, engine::REPL_ALL), |f| (f.resp, f.repl));
@@ -487,8 +480,57 @@ fn redis_call(
     let st = &mut *st;
     let rules = st.rules;
     let ctx = &mut *st.ctx;
+    // The argument and reply buffers live with the script cache: a call allocates
+    // nothing of its own once they have grown.
+    let mut bufs = std::mem::take(&mut ctx.srv.scripts.call_bufs);
+    bufs.data.clear();
+    bufs.ranges.clear();
+    bufs.out.clear();
+    let ran = run_call(lua, ctx, rules, &args, &mut bufs, resp, repl);
+    if bufs.data.capacity() > CALL_BUF_KEEP_BYTES {
+        bufs.data = Vec::new();
+    }
+    if bufs.out.capacity() > CALL_BUF_KEEP_BYTES {
+        bufs.out = Vec::new();
+    }
+    ctx.srv.scripts.call_bufs = bufs;
+    match ran {
+        Ok(v) => Ok(v),
+        Err(text) => fail(text),
+    }
+}
+
+/// Buffers of `redis.call` bigger than this are not kept for the next call.
+const CALL_BUF_KEEP_BYTES: usize = 64 << 10;
+
+/// `redis.call`'s argument bytes, their ranges and the command's reply (reused).
+#[derive(Default)]
+pub struct CallBufs {
+    data: Vec<u8>,
+    ranges: Vec<(usize, usize)>,
+    out: Vec<u8>,
+}
+
+/// One `redis.call`: the arguments into `bufs`, the command, its reply as a Lua value.
+/// Err: the error text the script raises or gets back.
+fn run_call(
+    lua: &Lua,
+    ctx: &mut Ctx,
+    rules: ScriptRules,
+    args: &MultiValue,
+    bufs: &mut CallBufs,
+    resp: u8,
+    repl: u32,
+) -> Result<Value, String> {
+    for v in args.iter() {
+        let start = bufs.data.len();
+        if !convert::push_call_arg(v, &mut bufs.data) {
+            return Err("ERR Lua redis lib command arguments must be strings or integers".into());
+        }
+        bufs.ranges.push((start, bufs.data.len() - start));
+    }
     ctx.client.resp = if resp == 3 { Resp::V3 } else { Resp::V2 };
-    let cmd = super::Args::new(&data, &ranges);
+    let cmd = super::Args::new(&bufs.data, &bufs.ranges);
     let mark = ctx
         .srv
         .aof
@@ -496,11 +538,9 @@ fn redis_call(
         .as_ref()
         .map_or(0, |c| c.entries.len());
     let dirty_before = ctx.srv.dirty;
-    let mut out = Vec::new();
     let now = ctx.now_ms;
-    let ran = ctx
-        .srv
-        .execute_in_script(ctx.client, cmd, &mut out, now, rules);
+    let out = &mut bufs.out;
+    let ran = ctx.srv.execute_in_script(ctx.client, cmd, out, now, rules);
     if ctx.srv.dirty > dirty_before {
         ctx.srv.scripts.busy.wrote.store(true, Ordering::SeqCst);
     }
@@ -510,19 +550,17 @@ fn redis_call(
             c.entries.truncate(mark);
         }
     }
-    if let Err(text) = ran {
-        return fail(text);
-    }
+    ran?;
     if out.first() == Some(&b'-') {
         let end = out
             .windows(2)
             .position(|w| w == b"\r\n")
             .unwrap_or(out.len());
-        return fail(String::from_utf8_lossy(&out[1..end]).into_owned());
+        return Err(String::from_utf8_lossy(&out[1..end]).into_owned());
     }
-    match convert::reply_to_lua(lua, &out, 0) {
+    match convert::reply_to_lua(lua, out, 0) {
         Ok((v, _)) => Ok(v),
-        Err(_) => fail("ERR unreadable reply from the command".into()),
+        Err(_) => Err("ERR unreadable reply from the command".into()),
     }
 }
 
