@@ -280,6 +280,8 @@ pub struct Engine {
     hook: Rc<std::cell::RefCell<Option<HookRun>>>,
     /// The running script's host (None between runs).
     host: Rc<Cell<Option<RunHost>>>,
+    /// The buffer of the last run's `HookRun::name`.
+    spare_name: Cell<String>,
     memory_limit: usize,
     /// Bytes of the cached scripts' bodies (INFO `used_memory_scripts_eval`).
     pub scripts_bytes: usize,
@@ -501,6 +503,7 @@ impl Engine {
             scripts: HashMap::new(),
             hook,
             host,
+            spare_name: Cell::default(),
             memory_limit: limit,
             scripts_bytes: 0,
         })
@@ -612,15 +615,20 @@ impl Engine {
             f.repl = REPL_ALL;
         }
         if let Ok(mut h) = self.hook.try_borrow_mut() {
+            // The name's buffer is the last run's (no allocation per run).
+            let mut name_buf = self.spare_name.take();
+            name_buf.clear();
+            name_buf.push_str(name);
+            let now = Instant::now();
             *h = Some(HookRun {
                 function: run.as_function,
                 serve: true,
-                served: Instant::now(),
+                served: now,
                 busy,
                 slow_logged: false,
-                start: Instant::now(),
+                start: now,
                 threshold_ms,
-                name: name.to_string(),
+                name: name_buf,
                 load_deadline: None,
             });
         }
@@ -628,7 +636,9 @@ impl Engine {
         let result = self.call_raw(&run);
         self.host.set(None);
         if let Ok(mut h) = self.hook.try_borrow_mut() {
-            *h = None;
+            if let Some(r) = h.take() {
+                self.spare_name.set(r.name);
+            }
         }
         // Lua 5.1 does not collect when an allocation fails: a script that ran out of
         // memory (or came close) leaves its garbage to a full collection here, so the

@@ -9,8 +9,9 @@
 //! there is more than one — so a restart never runs a script again.
 //!
 //! Past `busy-reply-threshold` (`lua-time-limit`) a script is slow: logged once, as
-//! Redis logs it, and busy (`ScriptBusy`): with I/O threads, other clients get `-BUSY`
-//! and may SCRIPT KILL it or SHUTDOWN NOSAVE; with `io-threads 1` they wait for it (see
+//! Redis logs it, and busy (`ScriptBusy`): other clients get `-BUSY` and may SCRIPT KILL
+//! it or SHUTDOWN NOSAVE — with `io-threads 1` the script's hook serves them through the
+//! socket loop (`Server::serve_while_busy`), with I/O threads those answer (see
 //! ARCHITECTURE.md, "Scripting").
 
 pub mod cjson;
