@@ -7,11 +7,14 @@ Two scripts, loaded with SCRIPT LOAD, each run by `redis-benchmark` as a custom 
   ten:   ten redis.call()s on the key and four keys named after it (SET, GET, INCR, HSET,
          HGET, LPUSH, LTRIM, SADD, EXPIRE, EXISTS).
 A fresh server per measurement; servers interleaved (cairn, redis; then redis, cairn),
-ROUNDS rounds; prints the median requests/s per server and the cairn/redis ratio.
+ROUNDS rounds; prints the median requests/s per server, the cairn/redis ratio, and the
+median server CPU time per request (user + system, from /proc/PID/stat: less sensitive
+than requests/s to what else the shared machine runs).
 
 Usage: python3 bench/evalsha.py [--rounds 5] [--requests 300000] [--cairn target/release/cairn-server]
 """
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -46,6 +49,13 @@ def load(port, body):
     return out
 
 
+def cpu_s(pid):
+    """The process's user + system CPU time so far, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def bench(port, sha, pipeline, requests):
     out = subprocess.run(
         ["redis-benchmark", "-p", str(port), "-n", str(requests), "-r", "100000", "-c", "50",
@@ -67,26 +77,35 @@ def main():
     names = [a.only] if a.only else list(SCRIPTS)
     tests = [(n, p) for n in names for p in (1, 16)]
     results = {(srv, t): [] for srv in ("cairn", "redis") for t in tests}
+    cpu_us = {(srv, t): [] for srv in ("cairn", "redis") for t in tests}
     for rnd in range(a.rounds):
         for t in tests:
             for srv in ("cairn", "redis") if rnd % 2 == 0 else ("redis", "cairn"):
                 proc, port = start(srv, a.cairn if srv == "cairn" else a.redis)
                 try:
                     sha = load(port, SCRIPTS[t[0]])
+                    before = cpu_s(proc.pid)
                     r = bench(port, sha, t[1], a.requests)
+                    used = cpu_s(proc.pid) - before
                 finally:
                     stop(proc)
                 results[(srv, t)].append(r)
-                print(f"round {rnd + 1} {t[0]} P{t[1]} {srv}: {r:.0f}", file=sys.stderr)
+                cpu_us[(srv, t)].append(used * 1e6 / a.requests)
+                print(f"round {rnd + 1} {t[0]} P{t[1]} {srv}: {r:.0f} req/s, "
+                      f"{used * 1e6 / a.requests:.1f} us CPU/request", file=sys.stderr)
 
-    print("| script | -P | cairn req/s (median) | redis 7 req/s (median) | cairn / redis | rounds (cairn; redis) |")
-    print("|---|---:|---:|---:|---:|---|")
+    print("| script | -P | cairn req/s (median) | redis 7 req/s (median) | cairn / redis "
+          "| server CPU µs/request (cairn; redis) | rounds (cairn; redis) |")
+    print("|---|---:|---:|---:|---:|---|---|")
     for t in tests:
         c = results[("cairn", t)]
         r = results[("redis", t)]
         mc, mr = statistics.median(c), statistics.median(r)
         k = lambda xs: ", ".join(f"{x / 1000:.0f}k" for x in xs)  # noqa: E731
-        print(f"| {t[0]} | {t[1]} | {mc:,.0f} | {mr:,.0f} | {mc / mr:.2f}x | {k(c)}; {k(r)} |")
+        uc = statistics.median(cpu_us[("cairn", t)])
+        ur = statistics.median(cpu_us[("redis", t)])
+        print(f"| {t[0]} | {t[1]} | {mc:,.0f} | {mr:,.0f} | {mc / mr:.2f}x | {uc:.1f}; {ur:.1f} "
+              f"| {k(c)}; {k(r)} |")
 
 
 if __name__ == "__main__":

@@ -1084,3 +1084,24 @@ fn busy_script_that_wrote_is_unkillable_and_shutdown_nosave_ends_the_server() {
     assert_eq!(ours.0[1], BUSY_EVAL);
     assert!(ours.1 && ours.2, "connections closed");
 }
+
+#[test]
+fn shutdown_nosave_during_a_busy_script_keeps_its_writes_out_of_the_log() {
+    let dir = temp_dir("busy-shutdown-aof");
+    let args = ["--appendonly", "yes", "--busy-reply-threshold", "100"];
+    let mut c = start_on(&dir, &args, &[]);
+    let mut r = Raw::connect(c.port);
+    assert_eq!(show(&r.call(&["SET", "before", "1"])), "+OK\r\n");
+    let script = "redis.call('set', 'x', '1') local i = 0 while true do i = i + 1 end";
+    let (_a, mut b) = start_busy(c.port, &eval(script, &["0"]));
+    b.cmd(&[b"SHUTDOWN", b"NOSAVE"]);
+    wait_until(DEADLINE, "the server to exit", || {
+        matches!(c.child.try_wait(), Ok(Some(_)))
+    });
+    drop(c);
+    // The log has what was acknowledged before the script, nothing of the script.
+    let c = start_on(&dir, &args, &[]);
+    let mut r = Raw::connect(c.port);
+    assert_eq!(show(&r.call(&["GET", "before"])), "$1\r\n1\r\n");
+    assert_eq!(show(&r.call(&["EXISTS", "x"])), ":0\r\n");
+}

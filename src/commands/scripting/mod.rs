@@ -421,6 +421,10 @@ pub(crate) fn run_script(ctx: &mut Ctx, target: Target, ro: bool, numkeys: usize
     // when a script ends) never reach the log.
     if busy.shutdown.swap(false, Ordering::SeqCst) {
         ctx.srv.shutdown_nosave();
+        // Empty effects, so the log gets neither the script's writes nor the EVAL.
+        if !ctx.srv.loading {
+            ctx.srv.aof.script_effects = Some(Default::default());
+        }
         return Ok(());
     }
     if !ctx.srv.loading {
