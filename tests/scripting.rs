@@ -6,8 +6,8 @@
 mod common;
 
 use common::{
-    both, same, server_log, show, start_cairn, start_on, temp_dir, wait_until, Raw, ServerProc,
-    DEADLINE,
+    both, same, server_log, show, start_cairn, start_on, start_redis, temp_dir, wait_until, Raw,
+    ServerProc, DEADLINE,
 };
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -900,4 +900,208 @@ fn a_script_under_the_threshold_is_not_busy() {
     b.cmd(&[b"PING"]);
     assert_eq!(reply_within(&mut a, 10), ":1\r\n");
     assert_eq!(reply_within(&mut b, 10), "+PONG\r\n");
+}
+
+// ---- busy scripts with io-threads 1 (the default): the script's hook serves clients ----
+
+const BUSY_EVAL: &str =
+    "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+const BUSY_FCALL: &str =
+    "-BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.\r\n";
+
+/// Sends `cmd` (a slow script) on a new connection and returns it with a second one,
+/// once that second one gets `-BUSY` (a PING read before the script started gets PONG:
+/// it asks again).
+fn start_busy(port: u16, cmd: &[&[u8]]) -> (Raw, Raw) {
+    let mut a = Raw::connect(port);
+    a.cmd(cmd);
+    let mut b = Raw::connect(port);
+    wait_until(DEADLINE, "the script to be busy", || {
+        show(&b.call(&["PING"])).starts_with("-BUSY")
+    });
+    (a, b)
+}
+
+/// Sends `cmds` in one write and reads their replies in order.
+fn pipelined(r: &mut Raw, cmds: &[&[&str]]) -> Vec<String> {
+    let mut bytes = Vec::new();
+    for c in cmds {
+        let a: Vec<&[u8]> = c.iter().map(|s| s.as_bytes()).collect();
+        bytes.extend_from_slice(&common::encode(&a));
+    }
+    r.send(&bytes);
+    cmds.iter().map(|_| show(&r.reply())).collect()
+}
+
+/// What a client sees of a busy EVAL on the server at `port`: the pipeline's answers
+/// while busy (errors checked before BUSY, allow-busy commands, MULTI), a connection
+/// opened meanwhile, commands split across writes, SCRIPT KILL, the caller's error and
+/// the commands it pipelined behind its EVAL.
+fn busy_eval_transcript(port: u16) -> Vec<String> {
+    let spin = "local i = 0 while true do i = i + 1 end";
+    let mut a = Raw::connect(port);
+    let mut first = common::encode(&eval(spin, &["0"]));
+    first.extend_from_slice(&common::encode(&[b"PING"]));
+    a.send(&first);
+    let mut b = Raw::connect(port);
+    wait_until(DEADLINE, "the script to be busy", || {
+        show(&b.call(&["PING"])).starts_with("-BUSY")
+    });
+    // The running client's own later commands wait for its script.
+    a.cmd(&[b"ECHO", b"after"]);
+    let mut t = pipelined(
+        &mut b,
+        &[
+            &["PING"],
+            &["GET", "x"],
+            &["FOO", "bar"],
+            &["GET"],
+            &["MULTI"],
+            &["SET", "a", "1"],
+            &["EXEC"],
+            &["MULTI"],
+            &["DISCARD"],
+            &["WATCH", "x"],
+            &["UNWATCH"],
+            &["FUNCTION", "STATS"],
+            &["SHUTDOWN"],
+            &["FUNCTION", "KILL"],
+            &["ECHO", "hi"],
+        ],
+    );
+    // A connection opened while busy is accepted and answered.
+    let mut c = Raw::connect(port);
+    t.push(show(&c.call(&["PING"])));
+    // A command split across writes: the first part waits, nothing is lost.
+    b.send(b"*2\r\n$4\r\nECHO\r\n$2\r\nyo");
+    b.send(b"\r\n*1\r\n$4\r\nPING\r\n");
+    t.push(show(&b.reply()));
+    t.push(show(&b.reply()));
+    t.push(show(&b.call(&["SCRIPT", "KILL"])));
+    t.push(reply_within(&mut a, 10));
+    t.push(show(&a.reply()));
+    t.push(show(&a.reply()));
+    t.push(show(&b.call(&["PING"])));
+    t.push(show(&c.call(&["SCRIPT", "KILL"])));
+    t
+}
+
+#[test]
+fn busy_eval_with_one_io_thread_answers_as_redis() {
+    let args = ["--busy-reply-threshold", "100"];
+    let c = start_cairn(&args);
+    let r = start_redis(&args);
+    let ours = busy_eval_transcript(c.port);
+    let theirs = busy_eval_transcript(r.port);
+    assert_eq!(ours, theirs);
+    // Spot checks that the transcript is the interesting one.
+    assert_eq!(ours[0], BUSY_EVAL);
+    assert!(
+        ours[2].starts_with("-ERR unknown command 'FOO'"),
+        "{}",
+        ours[2]
+    );
+    assert!(ours[6].starts_with("-EXECABORT Transaction discarded because of: BUSY"));
+    assert_eq!(ours[15], BUSY_EVAL, "a new connection");
+    assert_eq!(ours[18], "+OK\r\n", "SCRIPT KILL");
+    assert!(ours[19].starts_with("-ERR Script killed by user with SCRIPT KILL..."));
+    assert_eq!(ours[21], "$5\r\nafter\r\n");
+    assert_eq!(ours[23], "-NOTBUSY No scripts in execution right now.\r\n");
+}
+
+/// The same for a function: FCALL, the FUNCTION KILL texts, FUNCTION STATS's running
+/// script (its duration masked).
+fn busy_fcall_transcript(port: u16) -> Vec<String> {
+    let mut l = Raw::connect(port);
+    let lib = "#!lua name=busylib\nredis.register_function('spin', function(keys, args) local i = 0 while true do i = i + 1 end end)";
+    assert_eq!(
+        show(&l.call(&["FUNCTION", "LOAD", lib])),
+        "$7\r\nbusylib\r\n"
+    );
+    let (mut a, mut b) = start_busy(port, &[b"FCALL", b"spin", b"1", b"k", b"v"]);
+    let mut t = pipelined(
+        &mut b,
+        &[
+            &["PING"],
+            &["SCRIPT", "KILL"],
+            &["EVAL", "return 1", "0"],
+            &["FUNCTION", "STATS"],
+        ],
+    );
+    // duration_ms varies: keep its name, drop its value.
+    let stats = &mut t[3];
+    if let Some(at) = stats.find("duration_ms\r\n:") {
+        let start = at + "duration_ms\r\n:".len();
+        let end = stats[start..]
+            .find("\r\n")
+            .map_or(stats.len(), |e| start + e);
+        stats.replace_range(start..end, "N");
+    }
+    t.push(show(&b.call(&["FUNCTION", "KILL"])));
+    t.push(reply_within(&mut a, 10));
+    t.push(show(&b.call(&["FUNCTION", "KILL"])));
+    t
+}
+
+#[test]
+fn busy_fcall_with_one_io_thread_answers_as_redis() {
+    let args = ["--busy-reply-threshold", "100"];
+    let c = start_cairn(&args);
+    let r = start_redis(&args);
+    let ours = busy_fcall_transcript(c.port);
+    let theirs = busy_fcall_transcript(r.port);
+    assert_eq!(ours, theirs);
+    assert_eq!(ours[0], BUSY_FCALL);
+    assert_eq!(ours[1], BUSY_FCALL, "SCRIPT KILL names FUNCTION KILL");
+    assert!(ours[3].contains("$4\r\nspin\r\n") && ours[3].contains("$5\r\nFCALL\r\n"));
+    assert_eq!(ours[4], "+OK\r\n");
+    assert!(ours[5].starts_with("-ERR Script killed by user with SCRIPT KILL..."));
+}
+
+/// A busy script that wrote: UNKILLABLE, SHUTDOWN without NOSAVE refused, SHUTDOWN NOSAVE
+/// ends the server (no reply to anyone). Returns the replies and whether the script's
+/// caller and the SHUTDOWN client saw their connections closed.
+fn busy_unkillable_transcript(srv: &mut ServerProc) -> (Vec<String>, bool, bool) {
+    let script = "redis.call('set', 'x', '1') local i = 0 while true do i = i + 1 end";
+    let (mut a, mut b) = start_busy(srv.port, &eval(script, &["0"]));
+    let t = pipelined(&mut b, &[&["SCRIPT", "KILL"], &["SHUTDOWN"], &["GET", "x"]]);
+    b.cmd(&[b"SHUTDOWN", b"NOSAVE"]);
+    wait_until(DEADLINE, "the server to exit", || {
+        matches!(srv.child.try_wait(), Ok(Some(_)))
+    });
+    (t, a.closed(), b.closed())
+}
+
+#[test]
+fn busy_script_that_wrote_is_unkillable_and_shutdown_nosave_ends_the_server() {
+    let args = ["--busy-reply-threshold", "100"];
+    let mut c = start_cairn(&args);
+    let mut r = start_redis(&args);
+    let ours = busy_unkillable_transcript(&mut c);
+    let theirs = busy_unkillable_transcript(&mut r);
+    assert_eq!(ours, theirs);
+    assert!(ours.0[0].starts_with("-UNKILLABLE Sorry the script already executed write commands"));
+    assert_eq!(ours.0[1], BUSY_EVAL);
+    assert!(ours.1 && ours.2, "connections closed");
+}
+
+#[test]
+fn shutdown_nosave_during_a_busy_script_keeps_its_writes_out_of_the_log() {
+    let dir = temp_dir("busy-shutdown-aof");
+    let args = ["--appendonly", "yes", "--busy-reply-threshold", "100"];
+    let mut c = start_on(&dir, &args, &[]);
+    let mut r = Raw::connect(c.port);
+    assert_eq!(show(&r.call(&["SET", "before", "1"])), "+OK\r\n");
+    let script = "redis.call('set', 'x', '1') local i = 0 while true do i = i + 1 end";
+    let (_a, mut b) = start_busy(c.port, &eval(script, &["0"]));
+    b.cmd(&[b"SHUTDOWN", b"NOSAVE"]);
+    wait_until(DEADLINE, "the server to exit", || {
+        matches!(c.child.try_wait(), Ok(Some(_)))
+    });
+    drop(c);
+    // The log has what was acknowledged before the script, nothing of the script.
+    let c = start_on(&dir, &args, &[]);
+    let mut r = Raw::connect(c.port);
+    assert_eq!(show(&r.call(&["GET", "before"])), "$1\r\n1\r\n");
+    assert_eq!(show(&r.call(&["EXISTS", "x"])), ":0\r\n");
 }

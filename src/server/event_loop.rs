@@ -13,7 +13,7 @@ use super::listeners::{
 use super::outq::OutRefs;
 use super::stream::Stream;
 use crate::commands::executor::client_memory::ConnMemory;
-use crate::commands::executor::Server;
+use crate::commands::executor::{BusyLoop, Server};
 use crate::commands::Args;
 use crate::protocol::parser::{ArgSource, BigArg, Parse, ParseLimits, RequestParser};
 use crate::util::now_ms;
@@ -168,6 +168,33 @@ impl Conn {
     }
 }
 
+/// Redis's processEventsWhileBlocked for a busy script (`io-threads 1`), called from
+/// the script's VM hook every few milliseconds: accepts new connections, reads what
+/// clients sent and runs it through the pipeline, which refuses it with `-BUSY`
+/// (except the `allow-busy` commands: SCRIPT KILL, FUNCTION KILL, SHUTDOWN NOSAVE,
+/// MULTI...), then sends the replies. The client running the script is not read;
+/// what it sends waits. With I/O threads there is no loop here: they answer.
+fn serve_while_busy(srv: &mut Server, state: std::ptr::NonNull<()>) {
+    // What the script's command has under way and the served commands would change.
+    let saved_hold = srv.aof.hold_lsn;
+    let saved_tracking = srv.ks.tracking.current;
+    let saved_expiry_held = srv.ks.expiry_held;
+    let saved_deny = std::mem::replace(&mut srv.blocking.deny, false);
+    // Keys the script made ready are served after it, not in the middle of it.
+    let saved_serving = std::mem::replace(&mut srv.blocking.serving, true);
+    // SAFETY: `state` was made by `EventLoop::process` from its `&mut self` after it
+    // took the running connection and the batch out, and that function does not touch
+    // the loop until the commands have run and it has put `busy_loop` back: nothing
+    // else borrows the loop now, on this thread (the only one that runs it).
+    let el = unsafe { &mut *state.cast::<EventLoop>().as_ptr() };
+    el.serve_busy(srv);
+    srv.aof.hold_lsn = saved_hold;
+    srv.ks.tracking.current = saved_tracking;
+    srv.ks.expiry_held = saved_expiry_held;
+    srv.blocking.deny = saved_deny;
+    srv.blocking.serving = saved_serving;
+}
+
 pub struct EventLoop {
     poll: Poll,
     listeners: SharedListeners,
@@ -187,6 +214,12 @@ pub struct EventLoop {
     /// even if the release LSN has not moved).
     held_since_release: bool,
     waker: Arc<mio::Waker>,
+    /// The event buffer of `serve_busy` (allocated at the first busy script).
+    busy_events: Events,
+    /// The tokens the current turn is handling (its events, then its budget-cut
+    /// connections), and whether a busy script has served them already (`serve_busy`).
+    turn_tokens: Vec<usize>,
+    turn_swept: bool,
     /// Rung by the kernel when an fsync the executor issued completes (see
     /// `aof::writer::Lease`).
     aof_sync_efd: std::os::fd::OwnedFd,
@@ -355,6 +388,9 @@ impl EventLoop {
             pending_write: Vec::new(),
             pending_read: Vec::new(),
             batch: Batch::default(),
+            busy_events: Events::with_capacity(0),
+            turn_tokens: Vec::new(),
+            turn_swept: true,
         })
     }
 
@@ -453,6 +489,11 @@ impl EventLoop {
             if hot && spin_us > 0 && !events.is_empty() && !srv.background_job_active() {
                 spin_until = now + Duration::from_micros(spin_us);
             }
+            // What this turn has yet to handle, for a script that turns busy meanwhile
+            // (edge-triggered: these events will not be reported again).
+            self.turn_tokens.clear();
+            self.turn_tokens.extend(events.iter().map(|e| e.token().0));
+            self.turn_swept = false;
             for ev in events.iter() {
                 let t = ev.token().0;
                 if ev.token() == WAKER_TOKEN {
@@ -477,6 +518,10 @@ impl EventLoop {
                 }
             }
             let again = std::mem::take(&mut self.pending_read);
+            self.turn_tokens.clear();
+            self.turn_tokens
+                .extend(again.iter().map(|&slot| slot + LISTENER_TOKENS));
+            self.turn_swept = false;
             for slot in again {
                 self.read_and_process(srv, slot, true);
             }
@@ -496,6 +541,81 @@ impl EventLoop {
             self.apply_kills(srv);
             if srv.ks.lazyfree_pending > 0 {
                 srv.lazyfree_slice(Duration::from_micros(500));
+            }
+        }
+    }
+
+    /// One non-blocking turn while a script is busy (see `Server::serve_while_busy`).
+    /// Connections absent from `conns` are the one running the script (or closed): what
+    /// is ready on them is read after the script, through `pending_read`.
+    fn serve_busy(&mut self, srv: &mut Server) {
+        let mut events = std::mem::replace(&mut self.busy_events, Events::with_capacity(0));
+        if events.capacity() == 0 {
+            events = Events::with_capacity(EVENTS_CAPACITY);
+        }
+        // First, once per turn, what the turn had not handled yet when the script started:
+        // events already taken from epoll and connections cut short by a read budget.
+        if !self.turn_swept {
+            self.turn_swept = true;
+            let tokens = std::mem::take(&mut self.turn_tokens);
+            for &t in &tokens {
+                if t < LISTENER_TOKENS {
+                    self.accept(srv, t);
+                } else if t < AOF_SYNC_TOKEN.0 {
+                    let slot = t - LISTENER_TOKENS;
+                    if self.conns.get(slot).is_some_and(|c| c.is_some()) {
+                        self.read_and_process(srv, slot, true);
+                    }
+                }
+            }
+            self.turn_tokens = tokens;
+        }
+        if self.poll.poll(&mut events, Some(Duration::ZERO)).is_ok() {
+            for ev in events.iter() {
+                let t = ev.token().0;
+                if ev.token() == WAKER_TOKEN {
+                    continue; // held replies are released after the script
+                }
+                if ev.token() == AOF_SYNC_TOKEN {
+                    // The turn after the script reaps the log's syncs.
+                    drain_eventfd(&self.aof_sync_efd);
+                    continue;
+                }
+                if t < LISTENER_TOKENS {
+                    self.accept(srv, t);
+                    continue;
+                }
+                let slot = t - LISTENER_TOKENS;
+                if self.conns.get(slot).is_none_or(|c| c.is_none()) {
+                    if !self.pending_read.contains(&slot) {
+                        self.pending_read.push(slot);
+                    }
+                    continue;
+                }
+                if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                    self.read_and_process(srv, slot, ev.is_read_closed() || ev.is_error());
+                }
+                if ev.is_writable() {
+                    self.write(srv, slot);
+                }
+            }
+        }
+        self.busy_events = events;
+        // Connections a read budget cut short go on; the running one waits.
+        let again = std::mem::take(&mut self.pending_read);
+        for slot in again {
+            if self.conns.get(slot).is_some_and(|c| c.is_some()) {
+                self.read_and_process(srv, slot, true);
+            } else if !self.pending_read.contains(&slot) {
+                self.pending_read.push(slot);
+            }
+        }
+        let pending = std::mem::take(&mut self.pending_write);
+        for slot in pending {
+            if self.conns.get(slot).is_some_and(|c| c.is_some()) {
+                self.write(srv, slot);
+            } else if !self.pending_write.contains(&slot) {
+                self.pending_write.push(slot);
             }
         }
     }
@@ -668,13 +788,28 @@ impl EventLoop {
     }
 
     /// Parses and runs every complete command in the query buffer.
+    ///
+    /// The connection and the batch are taken out of the loop while its commands run, so
+    /// that a busy script can hand the loop to [`Server::serve_while_busy`] (through
+    /// `srv.busy_loop`) to answer the other connections: this one is then absent from
+    /// `conns`, as Redis protects the client running the script.
     fn process(&mut self, srv: &mut Server, slot: usize) {
-        let Some(conn) = self.conns[slot].as_mut() else {
+        let Some(mut conn_owned) = self.conns[slot].take() else {
             return;
         };
         let Some(mut client) = srv.clients[slot].take() else {
+            self.conns[slot] = Some(conn_owned);
             return;
         };
+        let mut batch_owned = std::mem::take(&mut self.batch);
+        // From here until the loop is used again below, the loop is reached only through
+        // this pointer (see `Server::serve_while_busy`).
+        let saved_loop = srv.busy_loop.replace(BusyLoop {
+            serve: serve_while_busy,
+            state: std::ptr::NonNull::from(&mut *self).cast(),
+        });
+        let conn = &mut conn_owned;
+        let batch = &mut batch_owned;
         // Messages pushed to this client before these commands go out before their replies.
         if !client.pushed.is_empty() {
             conn.out.extend_from_slice(&client.pushed);
@@ -690,7 +825,7 @@ impl EventLoop {
                     srv,
                     &mut client,
                     &conn.qbuf,
-                    &mut self.batch,
+                    batch,
                     &mut conn.out,
                     &mut conn.holds,
                     &mut conn.refs,
@@ -772,9 +907,9 @@ impl EventLoop {
                     let inline = conn.parser.source == Some(ArgSource::InlineScratch);
                     let batched = !inline && can_batch;
                     if batched {
-                        self.batch.push(&conn.parser.args);
+                        batch.push(&conn.parser.args);
                     }
-                    if !batched || self.batch.cmds.len() >= BATCH_MAX_COMMANDS {
+                    if !batched || batch.cmds.len() >= BATCH_MAX_COMMANDS {
                         held |= run_batch!();
                     }
                     if !batched {
@@ -813,6 +948,12 @@ impl EventLoop {
             }
         }
         held |= run_batch!();
+        srv.busy_loop = saved_loop;
+        self.batch = batch_owned;
+        self.conns[slot] = Some(conn_owned);
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
         if client.http_guard_close {
             // The HTTP guard: Redis sends nothing more to such a connection.
             conn.out.truncate(out_before);

@@ -90,7 +90,7 @@ pub struct Blocking {
     /// Blocking is not allowed now (inside EXEC): handlers answer as on timeout.
     pub deny: bool,
     /// Re-running parked commands (no nested serving).
-    serving: bool,
+    pub(crate) serving: bool,
     /// The ready key whose waiter is being re-run (XREAD answers for that stream only,
     /// as Redis serves a blocked read one key at a time).
     serving_key: Option<(usize, Vec<u8>)>,

@@ -122,6 +122,9 @@ pub struct Server {
     pub propagate_as: Option<Vec<Vec<u8>>>,
     /// A script's `redis.call` is running a command (MONITOR shows it as from `lua`).
     pub in_script_call: bool,
+    /// The socket loop (`io-threads 1`) while it runs a connection's commands: a busy
+    /// script serves the other clients through it (`serve_while_busy`).
+    pub(crate) busy_loop: Option<BusyLoop>,
     /// A read-only command ran inside the running script: a tracking caller remembers
     /// the script's declared keys when it returns (Redis 7.0's script_caller rule).
     pub script_read_seen: bool,
@@ -145,6 +148,34 @@ enum Outcome {
     /// A pre-check refused it (unknown, arity, auth, OOM...): flags a MULTI.
     Rejected,
     Ran,
+}
+
+/// The single-thread socket loop while one of its connections runs commands (set by
+/// `server::event_loop`): a busy script's VM hook serves the other clients through it
+/// (Redis's processEventsWhileBlocked). The loop is opaque here: `serve` is the loop's
+/// function and `state` the loop it runs on.
+#[derive(Clone, Copy)]
+pub struct BusyLoop {
+    pub serve: fn(&mut Server, std::ptr::NonNull<()>),
+    pub state: std::ptr::NonNull<()>,
+}
+
+// SAFETY: set and used only on the executor thread that runs the loop (`Server` moves to
+// that thread before serving, never while a `BusyLoop` is set).
+unsafe impl Send for BusyLoop {}
+
+impl Server {
+    /// Called from a busy script's hook every few milliseconds (`io-threads 1`): the
+    /// loop accepts, reads and answers other clients (`-BUSY` but for the `allow-busy`
+    /// commands). Nothing to do without a loop (I/O threads answer by themselves) or
+    /// inside a nested call.
+    pub fn serve_while_busy(&mut self) {
+        let Some(lp) = self.busy_loop.take() else {
+            return;
+        };
+        (lp.serve)(self, lp.state);
+        self.busy_loop = Some(lp);
+    }
 }
 
 /// What the executor asks of the listening sockets, which the socket side owns
@@ -284,6 +315,7 @@ impl Server {
             in_exec: false,
             propagate_as: None,
             in_script_call: false,
+            busy_loop: None,
             script_read_seen: false,
             scripts: Default::default(),
             notify_flags: 0,
@@ -434,8 +466,9 @@ impl Server {
     /// a run of commands and advanced to each command's end time, so a pipeline costs one
     /// clock read per command (the end of one is the start of the next).
     pub fn execute(&mut self, client: &mut Client, args: Args, out: &mut Vec<u8>) {
-        // A command boundary: where a snapshot's final pause may stop the executor.
-        if self.snapshot_checkpoint() {
+        // A command boundary: where a snapshot's final pause may stop the executor (not a
+        // command served while a script is busy: the script is half done).
+        if !self.scripts.busy.in_busy() && self.snapshot_checkpoint() {
             self.begin_batch();
         }
         let now = self.clock_us / 1000;
@@ -756,6 +789,7 @@ impl Server {
             && self.config.settings().maxmemory > 0
             && !self.loading
             && a.prechecks
+            && !self.scripts.busy.in_busy()
         {
             // The primary's writes are never refused for memory (Redis: a replica obeys
             // its primary; eviction still runs).
@@ -798,6 +832,12 @@ impl Server {
             return Err(Refusal::counted(commands::pubsub::context_error(
                 &full_name(spec, parent),
             )));
+        }
+        // While a script is busy (its hook serves other clients) only the `allow-busy`
+        // commands run, as Redis 7.0's processCommand (inside MULTI the refusal flags the
+        // transaction, as any).
+        if spec.flags & commands::ALLOW_BUSY == 0 && self.scripts.busy.in_busy() {
+            return Err(Refusal::counted(self.scripts.busy.busy_error()));
         }
         if a.prechecks {
             self.admit_to_arena(client, args, a)?;

@@ -278,15 +278,25 @@ fn table_to_reply(t: &Table, out: &mut Reply) -> Vec<Value> {
     items
 }
 
-/// A `redis.call` argument: strings as they are, numbers as Redis formats them
-/// (`%.17g`); None for any other type.
-pub fn call_arg(v: &Value) -> Option<Vec<u8>> {
+/// Appends a `redis.call` argument to `out`: strings as they are, numbers as Redis
+/// formats them (`%.17g`); false for any other type.
+pub fn push_call_arg(v: &Value, out: &mut Vec<u8>) -> bool {
     match v {
-        Value::String(s) => Some(s.as_bytes().to_vec()),
-        Value::Integer(i) => Some(i.to_string().into_bytes()),
-        Value::Number(n) => Some(super::lualib::fmt_g(*n, 17).into_bytes()),
-        _ => None,
+        Value::String(s) => out.extend_from_slice(&s.as_bytes()),
+        Value::Integer(i) => {
+            use std::io::Write;
+            let _ = write!(out, "{i}");
+        }
+        Value::Number(n) => out.extend_from_slice(super::lualib::fmt_g(*n, 17).as_bytes()),
+        _ => return false,
     }
+    true
+}
+
+/// [`push_call_arg`] into a vector of its own; None for a type that is not an argument.
+pub fn call_arg(v: &Value) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    push_call_arg(v, &mut out).then_some(out)
 }
 
 #[cfg(test)]

@@ -9,12 +9,16 @@
 //! function that runs a command (see `mod.rs`), so this file knows nothing of the server.
 
 use super::lualib::{self, raise_at, raise_reply, ReplyError};
-use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
+use mlua::{
+    ffi, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState,
+};
+use std::cell::Cell;
 use std::collections::HashMap;
+use std::ffi::c_void;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 // Script flags (Redis's SCRIPT_FLAG_*), from the shebang.
 pub const NO_WRITES: u32 = 1 << 0;
@@ -173,6 +177,31 @@ impl ScriptBusy {
         self.busy.load(Ordering::SeqCst)
     }
 
+    /// SCRIPT KILL (`function_kill` false) or FUNCTION KILL while a script is busy, as
+    /// Redis's scriptKill: a script that wrote is UNKILLABLE; SCRIPT KILL stops EVAL,
+    /// FUNCTION KILL stops FCALL, and the other answers BUSY naming the right one.
+    pub fn kill(&self, function_kill: bool) -> Result<(), &'static str> {
+        if self.wrote.load(Ordering::SeqCst) {
+            return Err(UNKILLABLE);
+        }
+        let function = self.function.load(Ordering::SeqCst);
+        if function_kill != function {
+            return Err(self.busy_error());
+        }
+        self.kill.store(true, Ordering::SeqCst);
+        crate::warning!("Lua script killed by user with SCRIPT KILL.");
+        Ok(())
+    }
+
+    /// The `-BUSY` text for the running script (SCRIPT KILL's or FUNCTION KILL's).
+    pub fn busy_error(&self) -> &'static str {
+        if self.function.load(Ordering::SeqCst) {
+            BUSY_FUNCTION
+        } else {
+            BUSY
+        }
+    }
+
     /// A client's command while a script is busy: SCRIPT KILL stops it (unless it
     /// wrote), SHUTDOWN NOSAVE stops it and the server (no reply: the connection closes
     /// when the server exits), everything else is refused with `-BUSY`.
@@ -182,21 +211,13 @@ impl ScriptBusy {
                 .is_some_and(|a| a.eq_ignore_ascii_case(w.as_bytes()))
         };
         let line = |s: &str| format!("{s}\r\n").into_bytes();
-        let function = self.function.load(Ordering::SeqCst);
-        let busy = if function { BUSY_FUNCTION } else { BUSY };
+        let busy = self.busy_error();
         let script_kill = is(0, "script");
         if argv.len() == 2 && (script_kill || is(0, "function")) && is(1, "kill") {
-            if self.wrote.load(Ordering::SeqCst) {
-                return line(&format!("-{UNKILLABLE}"));
-            }
-            // SCRIPT KILL stops EVAL, FUNCTION KILL stops FCALL; the other answers BUSY
-            // naming the right one (Redis's scriptKill).
-            if script_kill == function {
-                return line(&format!("-{}", if function { BUSY_FUNCTION } else { BUSY }));
-            }
-            self.kill.store(true, Ordering::SeqCst);
-            crate::warning!("Lua script killed by user with SCRIPT KILL.");
-            return line("+OK");
+            return match self.kill(!script_kill) {
+                Ok(()) => line("+OK"),
+                Err(e) => line(&format!("-{e}")),
+            };
         }
         if argv.len() >= 2 && is(0, "shutdown") && (1..argv.len()).any(|i| is(i, "nosave")) {
             self.shutdown.store(true, Ordering::SeqCst);
@@ -207,9 +228,29 @@ impl ScriptBusy {
     }
 }
 
+/// How often a busy script lets the server answer other clients (Redis calls its
+/// processEventsWhileBlocked from every hook call once a script is busy).
+const SERVE_EVERY: Duration = Duration::from_millis(2);
+
+/// What `redis.call` / `redis.pcall` and the busy hook reach during a run: the caller's
+/// context, type-erased (it lives on the caller's stack for the run), and its handlers.
+/// `serve` is called every [`SERVE_EVERY`] once the script is busy, so the server answers
+/// other clients meanwhile (`-BUSY`, SCRIPT KILL, SHUTDOWN NOSAVE).
+#[derive(Clone, Copy)]
+pub struct RunHost {
+    pub ctx: *const c_void,
+    pub call: fn(&Lua, *const c_void, MultiValue, bool) -> mlua::Result<Value>,
+    pub serve: fn(*const c_void),
+}
+
 /// The running script as the VM hook sees it.
 struct HookRun {
     busy: Arc<ScriptBusy>,
+    serve: bool,
+    /// When `serve` last ran.
+    served: Instant,
+    /// A function (FCALL): the slow-script line names FUNCTION KILL.
+    function: bool,
     slow_logged: bool,
     start: Instant,
     threshold_ms: u64,
@@ -230,13 +271,17 @@ pub struct Engine {
     real: Table,
     /// The read-only view scripts get as their globals.
     env: Table,
-    /// The real `redis` table (`call` / `pcall` are set per run).
+    /// The real `redis` table.
     redis: Table,
     /// `run(f)`: `xpcall(f, handler)`.
     runner: Function,
     pub scripts: HashMap<String, Script>,
     /// The running script, as the VM hook sees it (None between runs).
     hook: Rc<std::cell::RefCell<Option<HookRun>>>,
+    /// The running script's host (None between runs).
+    host: Rc<Cell<Option<RunHost>>>,
+    /// The buffer of the last run's `HookRun::name`.
+    spare_name: Cell<String>,
     memory_limit: usize,
     /// Bytes of the cached scripts' bodies (INFO `used_memory_scripts_eval`).
     pub scripts_bytes: usize,
@@ -391,6 +436,20 @@ impl Engine {
         // running script's kill flag and clock.
         let hook: Rc<std::cell::RefCell<Option<HookRun>>> = Rc::default();
         let seen = hook.clone();
+        // `redis.call` and `redis.pcall` for the state's life: they reach the running
+        // script's context through `host` (set for each run).
+        let host: Rc<Cell<Option<RunHost>>> = Rc::default();
+        for (name, raise) in [("call", true), ("pcall", false)] {
+            let h = host.clone();
+            let f = lua.create_function(move |lua, args: MultiValue| match h.get() {
+                Some(host) => (host.call)(lua, host.ctx, args, raise),
+                None => Err(raise_reply(
+                    "ERR redis.call is available only while a script runs",
+                )),
+            })?;
+            redis.raw_set(name, f)?;
+        }
+        let host_seen = host.clone();
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             move |_, _| {
@@ -400,23 +459,37 @@ impl Engine {
                 let Some(run) = run.as_mut() else {
                     return Ok(VmState::Continue);
                 };
-                if run.busy.kill.load(Ordering::SeqCst) {
-                    return Err(raise_reply("ERR Script killed by user with SCRIPT KILL..."));
-                }
                 if run.load_deadline.is_some_and(|d| Instant::now() >= d) {
                     return Err(raise_reply("ERR FUNCTION LOAD timeout"));
                 }
-                if run.slow_logged || run.threshold_ms == 0 {
-                    return Ok(VmState::Continue);
+                if !run.slow_logged && run.threshold_ms > 0 {
+                    let elapsed = run.start.elapsed().as_millis() as u64;
+                    if elapsed >= run.threshold_ms {
+                        run.slow_logged = true;
+                        run.busy.busy.store(true, Ordering::SeqCst);
+                        crate::warning!(
+                            "Slow script detected: still in execution after {elapsed} milliseconds. You can try killing the script using the {} command. Script name is: {}.",
+                            if run.function { "FUNCTION KILL" } else { "SCRIPT KILL" },
+                            run.name
+                        );
+                        // Serve at once, as Redis does when a script turns busy.
+                        run.served = run.start;
+                    }
                 }
-                let elapsed = run.start.elapsed().as_millis() as u64;
-                if elapsed >= run.threshold_ms {
-                    run.slow_logged = true;
-                    run.busy.busy.store(true, Ordering::SeqCst);
-                    crate::warning!(
-                        "Slow script detected: still in execution after {elapsed} milliseconds. You can try killing the script using the SCRIPT KILL command. Script name is: {}.",
-                        run.name
-                    );
+                // Busy: the server reads other clients and answers them (their SCRIPT
+                // KILL sets the flag checked below).
+                if run.serve && run.busy.in_busy() {
+                    if let Some(h) = host_seen.get() {
+                        let now = Instant::now();
+                        if now.duration_since(run.served) >= SERVE_EVERY {
+                            (h.serve)(h.ctx);
+                            run.served = Instant::now();
+                        }
+                    }
+                }
+                if run.busy.kill.load(Ordering::SeqCst) {
+                    // Redis's text for functions too.
+                    return Err(raise_reply("ERR Script killed by user with SCRIPT KILL..."));
                 }
                 Ok(VmState::Continue)
             },
@@ -429,6 +502,8 @@ impl Engine {
             runner,
             scripts: HashMap::new(),
             hook,
+            host,
+            spare_name: Cell::default(),
             memory_limit: limit,
             scripts_bytes: 0,
         })
@@ -477,8 +552,8 @@ impl Engine {
         Ok(())
     }
 
-    /// Runs script `sha` with `keys` and `args`. `call` / `pcall` are `redis.call` and
-    /// `redis.pcall` for this run (they reach the data); `threshold_ms` is when the
+    /// Runs script `sha` with `keys` and `args`. `host` is what `redis.call` and
+    /// `redis.pcall` reach for this run (the data); `threshold_ms` is when the
     /// script counts as slow (logged once, and other clients get `-BUSY`), `busy` what
     /// it shares with them (its kill switch).
     #[allow(clippy::too_many_arguments)]
@@ -487,8 +562,7 @@ impl Engine {
         sha: &str,
         keys: &[&[u8]],
         args: &[&[u8]],
-        call: Function,
-        pcall: Function,
+        host: RunHost,
         threshold_ms: u64,
         busy: Arc<ScriptBusy>,
     ) -> Outcome {
@@ -502,7 +576,7 @@ impl Engine {
             args,
             as_function: false,
         };
-        self.run_with(run, call, pcall, threshold_ms, busy)
+        self.run_with(run, host, threshold_ms, busy)
     }
 
     /// Runs a function of a library (FCALL): `func(keys, args)`, errors ending in
@@ -514,8 +588,7 @@ impl Engine {
         func: &Function,
         keys: &[&[u8]],
         args: &[&[u8]],
-        call: Function,
-        pcall: Function,
+        host: RunHost,
         threshold_ms: u64,
         busy: Arc<ScriptBusy>,
     ) -> Outcome {
@@ -526,66 +599,47 @@ impl Engine {
             args,
             as_function: true,
         };
-        self.run_with(run, call, pcall, threshold_ms, busy)
+        self.run_with(run, host, threshold_ms, busy)
     }
 
     fn run_with(
         &self,
         run: Run,
-        call: Function,
-        pcall: Function,
+        host: RunHost,
         threshold_ms: u64,
         busy: Arc<ScriptBusy>,
     ) -> Outcome {
         let name = run.name;
-        let setup = || -> mlua::Result<(Table, Table)> {
-            let k = self.lua.create_table_with_capacity(run.keys.len(), 0)?;
-            for (i, key) in run.keys.iter().enumerate() {
-                k.raw_set(i + 1, self.lua.create_string(key)?)?;
-            }
-            let a = self.lua.create_table_with_capacity(run.args.len(), 0)?;
-            for (i, arg) in run.args.iter().enumerate() {
-                a.raw_set(i + 1, self.lua.create_string(arg)?)?;
-            }
-            if !run.as_function {
-                self.real.raw_set("KEYS", k.clone())?;
-                self.real.raw_set("ARGV", a.clone())?;
-            }
-            self.redis.raw_set("call", call)?;
-            self.redis.raw_set("pcall", pcall)?;
-            Ok((k, a))
-        };
-        let (k, a) = match setup() {
-            Ok(t) => t,
-            Err(e) => return Outcome::Err(format!("ERR Error running script {name}, {}", e)),
-        };
         if let Some(mut f) = self.lua.app_data_mut::<RunFlags>() {
             f.resp = 2;
             f.repl = REPL_ALL;
         }
         if let Ok(mut h) = self.hook.try_borrow_mut() {
+            // The name's buffer is the last run's (no allocation per run).
+            let mut name_buf = self.spare_name.take();
+            name_buf.clear();
+            name_buf.push_str(name);
+            let now = Instant::now();
             *h = Some(HookRun {
+                function: run.as_function,
+                serve: true,
+                served: now,
                 busy,
                 slow_logged: false,
-                start: Instant::now(),
+                start: now,
                 threshold_ms,
-                name: name.to_string(),
+                name: name_buf,
                 load_deadline: None,
             });
         }
-        let result = if run.as_function {
-            self.runner.call::<(bool, Value)>((run.func.clone(), k, a))
-        } else {
-            self.runner.call::<(bool, Value)>(run.func.clone())
-        };
+        self.host.set(Some(host));
+        let result = self.call_raw(&run);
+        self.host.set(None);
         if let Ok(mut h) = self.hook.try_borrow_mut() {
-            *h = None;
+            if let Some(r) = h.take() {
+                self.spare_name.set(r.name);
+            }
         }
-        // Drop the run's values (KEYS/ARGV can be big; the scoped call functions are dead).
-        let _ = self.real.raw_set("KEYS", Value::Nil);
-        let _ = self.real.raw_set("ARGV", Value::Nil);
-        let _ = self.redis.raw_set("call", Value::Nil);
-        let _ = self.redis.raw_set("pcall", Value::Nil);
         // Lua 5.1 does not collect when an allocation fails: a script that ran out of
         // memory (or came close) leaves its garbage to a full collection here, so the
         // next script starts with room.
@@ -607,11 +661,76 @@ impl Engine {
         }
     }
 
+    /// The run itself in one protected call into the state (each of mlua's API calls is
+    /// one, and a script's run is short): KEYS and ARGV built with Lua's C API (globals
+    /// for a script, arguments for a function), `runner(f, ...)` (xpcall with the error
+    /// handler), KEYS and ARGV cleared (they can be big). Returns runner's (ok, value).
+    fn call_raw(&self, run: &Run) -> mlua::Result<(bool, Value)> {
+        let as_function = run.as_function;
+        let (keys, args) = (run.keys, run.args);
+        // SAFETY: the closure uses the stack exec_raw gives it ([runner, f, globals]) within
+        // the room it checks; Lua errors raised inside (out of memory) unwind to the
+        // protected call around it, past this closure's frame, which owns nothing.
+        unsafe {
+            self.lua.exec_raw(
+                (&self.runner, run.func, &self.real),
+                move |state: *mut ffi::lua_State| {
+                    // Room for the tables, a key, a value and runner's call and results.
+                    if ffi::lua_checkstack(state, 8) == 0 {
+                        ffi::lua_settop(state, 0);
+                        ffi::lua_pushboolean(state, 0);
+                        ffi::lua_pushstring(state, c"stack overflow".as_ptr());
+                        return;
+                    }
+                    let push_array = |items: &[&[u8]]| {
+                        ffi::lua_createtable(state, items.len().min(i32::MAX as usize) as i32, 0);
+                        for (i, item) in items.iter().enumerate() {
+                            ffi::lua_pushlstring(state, item.as_ptr().cast(), item.len());
+                            ffi::lua_rawseti(state, -2, (i + 1) as ffi::lua_Integer);
+                        }
+                    };
+                    push_array(keys); // 4
+                    push_array(args); // 5
+                    if as_function {
+                        ffi::lua_pushvalue(state, 1);
+                        ffi::lua_pushvalue(state, 2);
+                        ffi::lua_pushvalue(state, 4);
+                        ffi::lua_pushvalue(state, 5);
+                        ffi::lua_call(state, 3, 2);
+                    } else {
+                        ffi::lua_pushstring(state, c"KEYS".as_ptr());
+                        ffi::lua_pushvalue(state, 4);
+                        ffi::lua_rawset(state, 3);
+                        ffi::lua_pushstring(state, c"ARGV".as_ptr());
+                        ffi::lua_pushvalue(state, 5);
+                        ffi::lua_rawset(state, 3);
+                        ffi::lua_pushvalue(state, 1);
+                        ffi::lua_pushvalue(state, 2);
+                        ffi::lua_call(state, 1, 2);
+                        ffi::lua_pushstring(state, c"KEYS".as_ptr());
+                        ffi::lua_pushnil(state);
+                        ffi::lua_rawset(state, 3);
+                        ffi::lua_pushstring(state, c"ARGV".as_ptr());
+                        ffi::lua_pushnil(state);
+                        ffi::lua_rawset(state, 3);
+                    }
+                    // Only (ok, value) stay: they are what exec_raw returns.
+                    ffi::lua_replace(state, 2);
+                    ffi::lua_replace(state, 1);
+                    ffi::lua_settop(state, 2);
+                },
+            )
+        }
+    }
+
     /// Runs a library's code at FUNCTION LOAD (no arguments, no `redis.call`), stopped
     /// after `timeout_ms`. Err: the error's reply text (`ERR ...`).
     pub fn run_load(&self, func: &Function, timeout_ms: u64) -> Result<(), String> {
         if let Ok(mut h) = self.hook.try_borrow_mut() {
             *h = Some(HookRun {
+                function: false,
+                serve: false,
+                served: Instant::now(),
                 busy: Arc::default(),
                 slow_logged: true,
                 start: Instant::now(),
@@ -1057,16 +1176,24 @@ mod tests {
         assert_eq!(lualib::fmt_g(v, 14), "0.041630344484761");
     }
 
+    /// A host whose `redis.call` returns nothing and whose `serve` does nothing.
+    fn test_host() -> RunHost {
+        RunHost {
+            ctx: std::ptr::null(),
+            call: |_, _, _, _| Ok(Value::Nil),
+            serve: |_| {},
+        }
+    }
+
     #[test]
     fn a_set_kill_flag_stops_a_running_script() {
         let mut e = Engine::with_memory_limit(64 << 20).unwrap();
         let body = b"local n = 0 while true do n = n + 1 end";
         let sha = sha1_hex(body);
         e.create(&sha, body, EVAL_COMPAT, 0).unwrap();
-        let call = e.lua.create_function(|_, ()| Ok(())).unwrap();
         let wd = Arc::new(ScriptBusy::default());
         wd.kill.store(true, Ordering::SeqCst);
-        let out = e.run(&sha, &[], &[], call.clone(), call, 0, wd);
+        let out = e.run(&sha, &[], &[], test_host(), 0, wd);
         let Outcome::Err(msg) = out else {
             panic!("the script was not stopped")
         };
@@ -1117,9 +1244,7 @@ mod tests {
             let sha = sha1_hex(body.as_bytes());
             let (flags, skip) = shebang(body.as_bytes()).unwrap();
             e.create(&sha, body.as_bytes(), flags, skip)?;
-            let call = e.lua.create_function(|_, ()| Ok(())).unwrap();
-            let pcall = call.clone();
-            match e.run(&sha, &[], &[], call, pcall, 0, Arc::default()) {
+            match e.run(&sha, &[], &[], test_host(), 0, Arc::default()) {
                 Outcome::Ok(Value::String(s)) => Ok(s.to_string_lossy()),
                 Outcome::Ok(v) => Ok(format!("{v:?}")),
                 Outcome::Err(m) => Err(m.replace(&sha, "SHA")),

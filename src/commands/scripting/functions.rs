@@ -770,12 +770,31 @@ fn function_list(ctx: &mut Ctx) -> CmdResult {
 
 /// FUNCTION STATS as the executor sees it: between commands, so no function runs.
 fn function_stats(ctx: &mut Ctx) -> CmdResult {
+    // Served while a script is busy: an EVAL's caller gets BUSY, a function is described.
+    let busy = &ctx.srv.scripts.busy;
+    if busy.in_busy() && ctx.srv.scripts.running.is_none() {
+        return Err(CmdError::raw(busy.busy_error()));
+    }
     let fs = &ctx.srv.scripts.functions;
     let (libs, funcs) = (fs.libraries.len(), fs.functions.len());
     let out = &mut ctx.out;
     out.map(2);
     out.bulk(b"running_script");
-    out.null();
+    match ctx.srv.scripts.running.as_ref().filter(|_| busy.in_busy()) {
+        Some(r) => {
+            out.map(3);
+            out.bulk(b"name");
+            out.bulk(r.name.as_bytes());
+            out.bulk(b"command");
+            out.array(r.argv.len());
+            for a in &r.argv {
+                out.bulk(a);
+            }
+            out.bulk(b"duration_ms");
+            out.int(r.start.elapsed().as_millis() as i64);
+        }
+        None => out.null(),
+    }
     out.bulk(b"engines");
     out.map(1);
     out.bulk(b"LUA");
@@ -787,10 +806,9 @@ fn function_stats(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
-/// FUNCTION KILL between functions: nothing runs. While one is busy, the I/O threads
-/// answer it (`ScriptBusy::answer`).
-fn function_kill(_ctx: &mut Ctx) -> CmdResult {
-    Err(CmdError::raw("NOTBUSY No scripts in execution right now."))
+/// FUNCTION KILL (see SCRIPT KILL).
+fn function_kill(ctx: &mut Ctx) -> CmdResult {
+    super::kill_running(ctx, true)
 }
 
 fn function_help(ctx: &mut Ctx) -> CmdResult {

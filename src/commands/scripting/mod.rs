@@ -9,8 +9,9 @@
 //! there is more than one — so a restart never runs a script again.
 //!
 //! Past `busy-reply-threshold` (`lua-time-limit`) a script is slow: logged once, as
-//! Redis logs it, and busy (`ScriptBusy`): with I/O threads, other clients get `-BUSY`
-//! and may SCRIPT KILL it or SHUTDOWN NOSAVE; with `io-threads 1` they wait for it (see
+//! Redis logs it, and busy (`ScriptBusy`): other clients get `-BUSY` and may SCRIPT KILL
+//! it or SHUTDOWN NOSAVE — with `io-threads 1` the script's hook serves them through the
+//! socket loop (`Server::serve_while_busy`), with I/O threads those answer (see
 //! ARCHITECTURE.md, "Scripting").
 
 pub mod cjson;
@@ -28,6 +29,7 @@ use engine::{Engine, Outcome};
 use lualib::raise_reply;
 use mlua::{Lua, MultiValue, Value};
 use std::cell::RefCell;
+use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -165,12 +167,23 @@ pub struct Scripts {
     pub busy: Arc<ScriptBusy>,
     /// `math.random`'s generator: one sequence for the server's lifetime, as Redis's.
     rand: engine::Lrand48,
+    /// The running function (FCALL) as FUNCTION STATS shows it.
+    pub running: Option<Running>,
+    /// `redis.call`'s buffers, kept between calls.
+    call_bufs: CallBufs,
     /// FUNCTION libraries (a Lua state of their own).
     pub functions: functions::Functions,
     /// Figures for INFO while the engine is lent to a running script.
     cached: usize,
     body_bytes: usize,
     lua_bytes: usize,
+}
+
+/// A running function: its name, its caller's command, when it started.
+pub struct Running {
+    pub name: String,
+    pub argv: Vec<Vec<u8>>,
+    pub start: std::time::Instant,
 }
 
 impl Scripts {
@@ -317,6 +330,15 @@ pub(crate) fn run_script(ctx: &mut Ctx, target: Target, ro: bool, numkeys: usize
     let argv: Vec<&[u8]> = (3 + numkeys..args.len()).map(|i| args.get(i)).collect();
 
     let is_function = matches!(target, Target::Function(_));
+    // FUNCTION STATS names the running function and its command (copied for FCALL only).
+    ctx.srv.scripts.running = match &target {
+        Target::Function(f) => Some(Running {
+            name: f.name.clone(),
+            argv: (0..args.len()).map(|i| args.get(i).to_vec()).collect(),
+            start: std::time::Instant::now(),
+        }),
+        Target::Eval(..) => None,
+    };
     // The Lua state is lent to the run (its `redis.call` reaches `ctx`).
     let lent = if is_function {
         let Some(st) = ctx.srv.scripts.functions.state.take() else {
@@ -358,26 +380,23 @@ pub(crate) fn run_script(ctx: &mut Ctx, target: Target, ro: bool, numkeys: usize
         ctx: &mut *ctx,
         rules,
     });
-    let outcome = lua.scope(|scope| {
-        let call = scope.create_function(|lua, a: MultiValue| redis_call(lua, &state, a, true))?;
-        let pcall =
-            scope.create_function(|lua, a: MultiValue| redis_call(lua, &state, a, false))?;
-        Ok(match &target {
-            Target::Eval(sha, _) => {
-                engine.run(sha, &keys, &argv, call, pcall, threshold, busy.clone())
-            }
-            Target::Function(f) => engine.run_function(
-                &f.name,
-                &f.func,
-                &keys,
-                &argv,
-                call,
-                pcall,
-                threshold,
-                busy.clone(),
-            ),
-        })
-    });
+    let host = engine::RunHost {
+        ctx: (&state as *const RefCell<CallCtx>).cast(),
+        call: host_call,
+        serve: host_serve,
+    };
+    let outcome = match &target {
+        Target::Eval(sha, _) => engine.run(sha, &keys, &argv, host, threshold, busy.clone()),
+        Target::Function(f) => engine.run_function(
+            &f.name,
+            &f.func,
+            &keys,
+            &argv,
+            host,
+            threshold,
+            busy.clone(),
+        ),
+    };
     let script_resp = lua.app_data_ref::<engine::RunFlags>().map_or(2, |f| f.resp);
     if let Some(f) = lua.app_data_ref::<engine::RunFlags>() {
         ctx.srv.scripts.rand = f.rand;
@@ -394,28 +413,47 @@ pub(crate) fn run_script(ctx: &mut Ctx, target: Target, ro: bool, numkeys: usize
     }
     busy.busy.store(false, Ordering::SeqCst);
     busy.kill.store(false, Ordering::SeqCst);
-    // SHUTDOWN NOSAVE sent while the script was busy: the server stops now.
-    if busy.shutdown.swap(false, Ordering::SeqCst) {
-        ctx.srv.shutdown_nosave();
-    }
+    ctx.srv.scripts.running = None;
     ctx.srv.scripts.refresh_stats();
     let captured = ctx.srv.aof.script_capture.take();
+    // SHUTDOWN NOSAVE sent while the script was busy: the server stops now, as Redis
+    // exits from inside the script: no reply, and the script's effects (logged only
+    // when a script ends) never reach the log.
+    if busy.shutdown.swap(false, Ordering::SeqCst) {
+        ctx.srv.shutdown_nosave();
+        // Empty effects, so the log gets neither the script's writes nor the EVAL.
+        if !ctx.srv.loading {
+            ctx.srv.aof.script_effects = Some(Default::default());
+        }
+        return Ok(());
+    }
     if !ctx.srv.loading {
         ctx.srv.aof.script_effects = captured;
     }
     match outcome {
-        Ok(Outcome::Ok(v)) => {
+        Outcome::Ok(v) => {
             convert::lua_to_reply(&v, &mut ctx.out, script_resp);
             Ok(())
         }
-        Ok(Outcome::Err(text)) => Err(CmdError::raw(text)),
-        Err(e) => {
-            let name = match &target {
-                Target::Eval(sha, _) => sha.as_str(),
-                Target::Function(f) => f.name.as_str(),
-            };
-            Err(CmdError::err(format!("Error running script {name}, {e}")))
-        }
+        Outcome::Err(text) => Err(CmdError::raw(text)),
+    }
+}
+
+/// `RunHost::call` of a run: `ctx` is `run_script`'s `&RefCell<CallCtx>`.
+fn host_call(lua: &Lua, ctx: *const c_void, args: MultiValue, raise: bool) -> mlua::Result<Value> {
+    // SAFETY: the engine calls this only during the run `run_script` started with this
+    // `ctx`, which points at its `state`, alive on its stack until the run returns.
+    let state = unsafe { &*ctx.cast::<RefCell<CallCtx>>() };
+    redis_call(lua, state, args, raise)
+}
+
+/// `RunHost::serve` of a run, called by the VM hook while the script is busy (never
+/// inside `redis.call`, whose borrow makes it a no-op): the server answers other clients.
+fn host_serve(ctx: *const c_void) {
+    // SAFETY: as in `host_call`.
+    let state = unsafe { &*ctx.cast::<RefCell<CallCtx>>() };
+    if let Ok(mut st) = state.try_borrow_mut() {
+        st.ctx.srv.serve_while_busy();
     }
 }
 
@@ -438,15 +476,6 @@ fn redis_call(
     if args.is_empty() {
         return fail("ERR Please specify at least one argument for this redis lib call".into());
     }
-    let mut data = Vec::new();
-    let mut ranges = Vec::with_capacity(args.len());
-    for v in args.iter() {
-        let Some(b) = convert::call_arg(v) else {
-            return fail("ERR Lua redis lib command arguments must be strings or integers".into());
-        };
-        ranges.push((data.len(), b.len()));
-        data.extend_from_slice(&b);
-    }
     let (resp, repl) = lua
         .app_data_ref::<engine::RunFlags>()
         .map_or((2, engine::REPL_ALL), |f| (f.resp, f.repl));
@@ -456,8 +485,57 @@ fn redis_call(
     let st = &mut *st;
     let rules = st.rules;
     let ctx = &mut *st.ctx;
+    // The argument and reply buffers live with the script cache: a call allocates
+    // nothing of its own once they have grown.
+    let mut bufs = std::mem::take(&mut ctx.srv.scripts.call_bufs);
+    bufs.data.clear();
+    bufs.ranges.clear();
+    bufs.out.clear();
+    let ran = run_call(lua, ctx, rules, &args, &mut bufs, resp, repl);
+    if bufs.data.capacity() > CALL_BUF_KEEP_BYTES {
+        bufs.data = Vec::new();
+    }
+    if bufs.out.capacity() > CALL_BUF_KEEP_BYTES {
+        bufs.out = Vec::new();
+    }
+    ctx.srv.scripts.call_bufs = bufs;
+    match ran {
+        Ok(v) => Ok(v),
+        Err(text) => fail(text),
+    }
+}
+
+/// Buffers of `redis.call` bigger than this are not kept for the next call.
+const CALL_BUF_KEEP_BYTES: usize = 64 << 10;
+
+/// `redis.call`'s argument bytes, their ranges and the command's reply (reused).
+#[derive(Default)]
+pub struct CallBufs {
+    data: Vec<u8>,
+    ranges: Vec<(usize, usize)>,
+    out: Vec<u8>,
+}
+
+/// One `redis.call`: the arguments into `bufs`, the command, its reply as a Lua value.
+/// Err: the error text the script raises or gets back.
+fn run_call(
+    lua: &Lua,
+    ctx: &mut Ctx,
+    rules: ScriptRules,
+    args: &MultiValue,
+    bufs: &mut CallBufs,
+    resp: u8,
+    repl: u32,
+) -> Result<Value, String> {
+    for v in args.iter() {
+        let start = bufs.data.len();
+        if !convert::push_call_arg(v, &mut bufs.data) {
+            return Err("ERR Lua redis lib command arguments must be strings or integers".into());
+        }
+        bufs.ranges.push((start, bufs.data.len() - start));
+    }
     ctx.client.resp = if resp == 3 { Resp::V3 } else { Resp::V2 };
-    let cmd = super::Args::new(&data, &ranges);
+    let cmd = super::Args::new(&bufs.data, &bufs.ranges);
     let mark = ctx
         .srv
         .aof
@@ -465,11 +543,9 @@ fn redis_call(
         .as_ref()
         .map_or(0, |c| c.entries.len());
     let dirty_before = ctx.srv.dirty;
-    let mut out = Vec::new();
     let now = ctx.now_ms;
-    let ran = ctx
-        .srv
-        .execute_in_script(ctx.client, cmd, &mut out, now, rules);
+    let out = &mut bufs.out;
+    let ran = ctx.srv.execute_in_script(ctx.client, cmd, out, now, rules);
     if ctx.srv.dirty > dirty_before {
         ctx.srv.scripts.busy.wrote.store(true, Ordering::SeqCst);
     }
@@ -479,19 +555,17 @@ fn redis_call(
             c.entries.truncate(mark);
         }
     }
-    if let Err(text) = ran {
-        return fail(text);
-    }
+    ran?;
     if out.first() == Some(&b'-') {
         let end = out
             .windows(2)
             .position(|w| w == b"\r\n")
             .unwrap_or(out.len());
-        return fail(String::from_utf8_lossy(&out[1..end]).into_owned());
+        return Err(String::from_utf8_lossy(&out[1..end]).into_owned());
     }
-    match convert::reply_to_lua(lua, &out, 0) {
+    match convert::reply_to_lua(lua, out, 0) {
         Ok((v, _)) => Ok(v),
-        Err(_) => fail("ERR unreadable reply from the command".into()),
+        Err(_) => Err("ERR unreadable reply from the command".into()),
     }
 }
 
@@ -544,10 +618,22 @@ fn script_flush(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
-/// SCRIPT KILL as the executor sees it: between scripts, so nothing runs. While a script
-/// is busy, I/O threads answer SCRIPT KILL themselves (`ScriptBusy::answer`).
-fn script_kill(_ctx: &mut Ctx) -> CmdResult {
-    Err(CmdError::raw("NOTBUSY No scripts in execution right now."))
+/// SCRIPT KILL: while a script is busy the server serves it from the script's hook
+/// (`io-threads 1`; I/O threads answer it themselves, `ScriptBusy::answer`); otherwise
+/// nothing runs.
+fn script_kill(ctx: &mut Ctx) -> CmdResult {
+    kill_running(ctx, false)
+}
+
+/// SCRIPT KILL (`function_kill` false) or FUNCTION KILL.
+pub(crate) fn kill_running(ctx: &mut Ctx, function_kill: bool) -> CmdResult {
+    let busy = &ctx.srv.scripts.busy;
+    if !busy.in_busy() {
+        return Err(CmdError::raw("NOTBUSY No scripts in execution right now."));
+    }
+    busy.kill(function_kill).map_err(CmdError::raw)?;
+    ctx.out.ok();
+    Ok(())
 }
 
 fn script_debug(ctx: &mut Ctx) -> CmdResult {

@@ -20,8 +20,8 @@ use introspection::*;
 pub use introspection::{acl_categories, key_memory_usage};
 
 use super::{
-    acl, CmdError, CmdResult, CommandSpec, Ctx, ADMIN, FAST, FLAG_NAMES, LOADING, NOSCRIPT,
-    PROTECTED, READONLY, STALE, WRITE,
+    acl, CmdError, CmdResult, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, FAST, FLAG_NAMES, LOADING,
+    NOSCRIPT, PROTECTED, READONLY, STALE, WRITE,
 };
 use crate::commands::executor::{Server, ShutdownRequest};
 use crate::keyspace::{Keyspace, Kind};
@@ -45,7 +45,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "shutdown",
         -1,
-        ADMIN | NOSCRIPT | LOADING | STALE,
+        ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY,
         "server",
         shutdown,
     )
@@ -267,6 +267,18 @@ fn shutdown(ctx: &mut Ctx) -> CmdResult {
         } else {
             return Err(CmdError::Syntax);
         }
+    }
+    // While a script is busy only SHUTDOWN NOSAVE is served: it stops the script, and the
+    // server when the script has ended, with no reply (Redis exits from the script).
+    let busy = &ctx.srv.scripts.busy;
+    if busy.in_busy() {
+        if req != ShutdownRequest::NoSave {
+            return Err(CmdError::raw(busy.busy_error()));
+        }
+        busy.shutdown
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        busy.kill.store(true, std::sync::atomic::Ordering::SeqCst);
+        return Ok(());
     }
     // Save (or not) here, so a failure is this command's reply and the server stays up.
     if ctx.srv.shutdown_save(req).is_err() {
