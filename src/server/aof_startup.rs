@@ -10,6 +10,7 @@ use crate::persistence::aof::load::{
 };
 use crate::persistence::aof::manifest::Layout;
 use crate::persistence::aof::storage::{FsDir, LogDir};
+use crate::persistence::repl_backlog::Rebuild;
 use crate::persistence::aof::writer::{FsyncMode, Writer};
 use crate::protocol::request::Args;
 use crate::{notice, warning};
@@ -28,18 +29,29 @@ struct OpenMulti {
 /// Replays one file. Returns the scan outcome (the caller decides about a bad tail) and,
 /// when the file ends inside a transaction, where its `MULTI` starts: the queued
 /// commands were not applied (a transaction replays all or nothing).
+/// `rebuild`: the backlog being rebuilt from the entries (incremental files only).
 fn replay(
     srv: &mut Server,
     client: &mut Client,
     bytes: &[u8],
     first: Option<u64>,
+    mut rebuild: Option<&mut Rebuild>,
 ) -> (ScanOutcome, Option<OpenMulti>) {
     let base = bytes.as_ptr() as usize;
     let mut ranges: Vec<(usize, usize)> = Vec::new();
     let mut out = Vec::new();
     let mut open: Option<OpenMulti> = None;
     let mut prev_reploff: Option<u64> = None;
+    // The log position before this file's first entry (the base's, or the previous
+    // file's last entry's).
+    let start_reploff = srv.aof.reploff;
+    let mut command = Vec::new();
     let o = format::scan(bytes, first, |e| {
+        if let (Some(r), Some(_)) = (rebuild.as_deref_mut(), e.lsn) {
+            command.clear();
+            format::encode_command(&mut command, &e.args);
+            r.entry(e.replid, e.reploff, &command);
+        }
         ranges.clear();
         ranges.extend(e.args.iter().map(|a| (a.as_ptr() as usize - base, a.len())));
         let name = e.args[0];
@@ -65,11 +77,17 @@ fn replay(
         if client.multi.is_none() {
             open = None;
         } else if !was_open {
+            // The position before the block: the previous entry's. For a file's first
+            // entry, where the file started; in a file without headers (Redis's),
             // `*1\r\n$5\r\nMULTI\r\n` is 15 bytes of replication offset.
+            let before = match e.lsn {
+                Some(_) => start_reploff,
+                None => e.reploff.saturating_sub(15),
+            };
             open = Some(OpenMulti {
                 offset: e.offset,
                 prev_lsn: e.lsn.map(|l| l.saturating_sub(1)),
-                prev_reploff: prev_reploff.unwrap_or(e.reploff.saturating_sub(15)),
+                prev_reploff: prev_reploff.unwrap_or(before),
             });
         }
         prev_reploff = Some(e.reploff);
@@ -110,6 +128,9 @@ pub fn startup(srv: &mut Server) -> Result<(), String> {
         create_fresh(&dir, &prefix, &srv.master_replid)?
     };
     let log_end = load_layout(srv, &dir, &layout, s.aof_load_truncated)?;
+    // The log's position is the replication position of the data it loaded.
+    let (replid, reploff) = (srv.aof.replid.clone(), srv.aof.reploff);
+    srv.repl_restore(&replid, reploff);
     let mut fsdir = FsDir::new(&dir);
     let Some(last) = layout.incrs.last().cloned() else {
         return Err("The AOF manifest lists no incremental file".into());
@@ -191,6 +212,8 @@ pub fn load_layout(
                 srv.aof.last_lsn = lsn;
             }
         }
+        let backlog_bytes = srv.config.settings().repl_backlog_size as usize;
+        let mut rebuild = Rebuild::new(backlog_bytes, srv.aof.replid.as_bytes(), srv.aof.reploff);
         for (i, f) in layout.incrs.iter().enumerate() {
             let last = i + 1 == layout.incrs.len();
             let path = dir.join(&f.name);
@@ -202,7 +225,12 @@ pub fn load_layout(
                 }
                 Err(e) => return Err(format!("Can't open {}: {e}", f.name)),
             };
-            let (o, open) = replay(srv, &mut client, m.bytes(), next_lsn);
+            let (o, open) = replay(srv, &mut client, m.bytes(), next_lsn, Some(&mut rebuild));
+            if o.entries > 0 {
+                // Every file starts with a SELECT: the db the last entry ran in is where
+                // the replication stream goes on.
+                srv.repl.loaded_stream_db = Some(client.db);
+            }
             if let Some(l) = o.last_lsn {
                 srv.aof.last_lsn = l;
                 next_lsn = Some(l + 1);
@@ -298,6 +326,7 @@ pub fn load_layout(
         for (path, len) in cuts {
             truncate(&path, len)?;
         }
+        srv.repl.loaded_backlog = Some(rebuild.finish());
         Ok(log_end)
     })();
     srv.loading = false;
@@ -324,7 +353,7 @@ fn load_base(
             let m = Mapped::open(path).map_err(|e| format!("Can't open {name}: {e}"))?;
             // The base's entries are numbered 1.. by themselves; its trailer gives the log
             // position it stands for.
-            let (o, _) = replay(srv, client, m.bytes(), Some(1));
+            let (o, _) = replay(srv, client, m.bytes(), Some(1), None);
             if let Some(bad) = &o.bad {
                 return Err(format!("Bad base file: {}", describe(path, bad)));
             }
@@ -389,6 +418,7 @@ fn load_base(
                 srv.aof.replid = id;
             }
             srv.aof.reploff = header.repl_offset;
+            srv.repl.loaded_stream_db = (header.repl_stream_db as usize).checked_sub(1);
             Ok(Some(header.aof_lsn))
         }
     }
