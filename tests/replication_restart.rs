@@ -25,12 +25,24 @@ fn wait_synced(p: &mut Raw, r: &mut Raw) {
     assert_eq!(digest(p), digest(r), "the replica holds the primary's data");
 }
 
+/// Waits until the replica's log rewrite after its full sync committed: before that its
+/// log does not hold the synced data, and a restart syncs fully (by design).
+fn wait_rewrite_done(r: &mut Raw) {
+    wait_until(DEADLINE, "the replica's log rewrite commits", || {
+        r.info_u64("persistence", "aof_rewrite_in_progress") == 0
+            && r.info_u64("persistence", "aof_rewrite_scheduled") == 0
+    });
+}
+
 /// Stops a server with SIGTERM (a clean shutdown) and waits for it to exit.
 fn sigterm(s: &mut Srv) {
     unsafe { libc::kill(s.child.id() as i32, libc::SIGTERM) };
     let deadline = Instant::now() + DEADLINE;
     while s.child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the server did not exit on SIGTERM");
+        assert!(
+            Instant::now() < deadline,
+            "the server did not exit on SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -95,7 +107,11 @@ impl Writer {
                 let cmds: Vec<Vec<&[u8]>> = vec![
                     vec![b"SELECT", db.as_bytes()],
                     vec![b"INCR", b"ctr"],
-                    vec![b"SET", format!("k{}", i % 500).leak().as_bytes(), n.as_bytes()],
+                    vec![
+                        b"SET",
+                        format!("k{}", i % 500).leak().as_bytes(),
+                        n.as_bytes(),
+                    ],
                     vec![b"RPUSH", b"list", n.as_bytes()],
                     vec![b"MULTI"],
                     vec![b"INCRBY", b"in-multi", b"3"],
@@ -113,6 +129,9 @@ impl Writer {
                 }
                 i += 1;
                 ba.fetch_add(1, SeqCst);
+                // A steady load rather than a flood: the restarts being tested must not
+                // outrun the primary's backlog.
+                std::thread::sleep(Duration::from_millis(2));
             }
         });
         Writer {
@@ -167,7 +186,11 @@ const REPLICA_AOF: &[&str] = &[
 fn a_replica_restarted_from_its_log_continues_partially() {
     let pdir = temp_dir("psync-prim");
     let rdir = temp_dir("psync-rep");
-    let prim = start_on(&pdir, DEBUG_ON, &[]);
+    let prim = start_on(
+        &pdir,
+        &with(DEBUG_ON, &["--repl-backlog-size", "64mb"]),
+        &[],
+    );
     let mut p = Raw::connect(prim.port);
     let port = prim.port.to_string();
     let rargs = with(REPLICA_AOF, &["--replicaof", "127.0.0.1", &port]);
@@ -177,6 +200,7 @@ fn a_replica_restarted_from_its_log_continues_partially() {
     let mut r = Raw::connect(rep.port);
     w.pause();
     wait_synced(&mut p, &mut r);
+    wait_rewrite_done(&mut r);
     w.resume();
     assert_eq!(p.info_u64("stats", "sync_full"), 1);
     for round in 0..10 {
@@ -198,8 +222,9 @@ fn a_replica_restarted_from_its_log_continues_partially() {
         assert_eq!(
             p.info_u64("stats", "sync_full"),
             full,
-            "round {round}: a full sync: {}",
-            server_log(&rdir)
+            "round {round}: a full sync: {}\n{}",
+            server_log(&rdir),
+            server_log(&pdir)
         );
         assert_eq!(p.info_u64("stats", "sync_partial_ok"), partial + 1);
         let mut r = Raw::connect(rep.port);
@@ -273,6 +298,7 @@ fn a_primary_restarted_from_its_log_keeps_its_replicas_partial() {
     drop(w);
     let mut r = Raw::connect(rep.port);
     wait_synced(&mut p, &mut r);
+    wait_rewrite_done(&mut r);
     // The replica goes down; the primary takes more writes, then restarts.
     sigterm(&mut rep);
     let w = Writer::start(pport);
@@ -287,10 +313,7 @@ fn a_primary_restarted_from_its_log_keeps_its_replicas_partial() {
     assert_eq!(digest(&mut p), before);
     assert_ne!(p.info_field("replication", "master_replid"), old_id);
     assert_eq!(p.info_field("replication", "master_replid2"), old_id);
-    assert_eq!(
-        p.info_u64("replication", "second_repl_offset"),
-        old_off + 1
-    );
+    assert_eq!(p.info_u64("replication", "second_repl_offset"), old_off + 1);
     assert_eq!(p.info_u64("replication", "master_repl_offset"), old_off);
     assert!(p.info_u64("replication", "repl_backlog_histlen") > 0);
     assert!(server_log(&pdir).contains("Replication backlog rebuilt from the AOF"));
@@ -316,7 +339,13 @@ fn a_primary_restarted_from_its_log_keeps_its_replicas_partial() {
     wait_until(DEADLINE, "the replica reconnects", || {
         p.info_u64("stats", "sync_partial_ok") + p.info_u64("stats", "sync_full") > 0
     });
-    assert_eq!(p.info_u64("stats", "sync_full"), 0);
+    assert_eq!(
+        p.info_u64("stats", "sync_full"),
+        0,
+        "{}\n{}",
+        server_log(&pdir),
+        server_log(&rdir)
+    );
     let w = Writer::start(pport);
     w.wait_batches(20);
     drop(w);
@@ -336,7 +365,13 @@ fn a_redis_replica_continues_after_the_cairn_primary_restarts() {
     let pport = prim.port;
     let mut p = Raw::connect(pport);
     let port = pport.to_string();
-    let rep = start_redis(&["--replicaof", "127.0.0.1", &port, "--enable-debug-command", "yes"]);
+    let rep = start_redis(&[
+        "--replicaof",
+        "127.0.0.1",
+        &port,
+        "--enable-debug-command",
+        "yes",
+    ]);
     let mut r = Raw::connect(rep.port);
     let w = Writer::start(pport);
     w.wait_batches(20);
@@ -381,6 +416,7 @@ fn a_position_the_primary_does_not_hold_gets_a_full_sync() {
     drop(w);
     let mut r = Raw::connect(rep.port);
     wait_synced(&mut pa, &mut r);
+    wait_rewrite_done(&mut r);
     // The backlog moves past the replica's offset while it is down.
     sigterm(&mut rep);
     pa.call(&["CONFIG", "SET", "repl-backlog-size", "100"]);
@@ -393,9 +429,15 @@ fn a_position_the_primary_does_not_hold_gets_a_full_sync() {
     rep = start_on(&rdir, &rargs, &[]);
     let mut r = Raw::connect(rep.port);
     wait_synced(&mut pa, &mut r);
+    wait_rewrite_done(&mut r);
     assert_eq!(pa.info_u64("stats", "sync_full"), 2);
     assert_eq!(pa.info_u64("stats", "sync_partial_ok"), 0);
-    assert_eq!(pa.info_u64("stats", "sync_partial_err"), 1);
+    assert_eq!(
+        pa.info_u64("stats", "sync_partial_err"),
+        1,
+        "{}",
+        server_log(&rdir)
+    );
     // Another primary does not know the replica's id.
     sigterm(&mut rep);
     let b = start_on(&bdir, DEBUG_ON, &[]);

@@ -74,17 +74,12 @@ impl Backlog {
     }
 }
 
-/// The commands only replicas get, which the stream counts but the log does not hold
-/// (`docs/formats/aof.md`): `PING` and `REPLCONF GETACK *`, as the primary encodes them.
-const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
-const GETACK: &[u8] = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";
-
 /// Rebuilds the backlog from the log at startup, as the entries are replayed: each
-/// entry's command is the stream's bytes ending at the entry's `reploff`, and the bytes
-/// between two entries can only be replica-only commands. The backlog keeps the newest
-/// stretch that is provably the stream: it starts over (empty, at the entry's offset)
-/// wherever that chain breaks — another replication id, offsets that go back, a gap that
-/// is no sum of PINGs and GETACKs, or one larger than the backlog itself.
+/// entry's command is the stream's bytes ending at the entry's `reploff` (the log holds
+/// every byte of a primary's stream, `docs/formats/aof.md`). The backlog keeps the newest
+/// stretch of entries that follow each other exactly: it starts over (empty, at the
+/// entry's offset) wherever that chain breaks — another replication id, or offsets that
+/// do not join (a replica's log, whose entries carry its primary's offsets).
 pub struct Rebuild {
     replid: Vec<u8>,
     backlog: Backlog,
@@ -103,37 +98,13 @@ impl Rebuild {
     pub fn entry(&mut self, replid: &[u8], reploff: u64, command: &[u8]) {
         let end = self.backlog.end_offset();
         let start = reploff.checked_sub(command.len() as u64);
-        let chained = replid == self.replid.as_slice()
-            && start.is_some_and(|s| s >= end && self.fill_gap(s - end));
+        let chained = replid == self.replid.as_slice() && start == Some(end);
         if chained {
             self.backlog.append(command);
         } else {
             self.replid = replid.to_vec();
             self.backlog = Backlog::new(self.backlog.size_limit_bytes(), reploff);
         }
-    }
-
-    /// Appends replica-only commands of exactly `gap` bytes; false if none add up to it
-    /// (or the gap is larger than the backlog: nothing before it would be kept anyway).
-    fn fill_gap(&mut self, gap: u64) -> bool {
-        if gap == 0 {
-            return true;
-        }
-        if gap > self.backlog.size_limit_bytes() as u64 {
-            return false;
-        }
-        let (p, g) = (PING.len() as u64, GETACK.len() as u64);
-        // gap = p·a + g·b: b runs over one cycle of residues modulo p.
-        let Some(b) = (0..p).find(|b| b * g <= gap && (gap - b * g) % p == 0) else {
-            return false;
-        };
-        for _ in 0..b {
-            self.backlog.append(GETACK);
-        }
-        for _ in 0..(gap - b * g) / p {
-            self.backlog.append(PING);
-        }
-        true
     }
 
     /// The replication id the kept stretch was written under, and the backlog.
@@ -146,25 +117,18 @@ impl Rebuild {
 mod tests {
     use super::*;
 
-    /// The rebuilt backlog holds exactly the stream: commands at their offsets, the gaps
-    /// between them as PINGs/GETACKs of the same length, and it starts over where the
-    /// chain breaks (another id, an offset going back, an impossible gap).
+    /// The rebuilt backlog holds exactly the stream: commands at their offsets; it starts
+    /// over where the chain breaks (another id, an offset going back, a gap).
     #[test]
     fn a_rebuilt_backlog_is_the_stream_or_starts_over() {
-        assert_eq!((PING.len(), GETACK.len()), (14, 37));
         let mut r = Rebuild::new(1024, b"A", 100);
         r.entry(b"A", 105, b"hello");
-        r.entry(b"A", 105 + 14 + 37 + 14 + 3, b"abc");
+        r.entry(b"A", 108, b"abc");
         let (id, b) = r.finish();
         assert_eq!(id, b"A");
-        assert_eq!(b.end_offset(), 173);
-        let got = b.copy_from(101).unwrap();
-        assert_eq!(&got[..5], b"hello");
-        assert_eq!(got.len(), 73);
-        assert_eq!(&got[70..], b"abc");
-        let mid = &got[5..70];
-        assert_eq!(mid.len(), 65);
-        assert!(mid.starts_with(GETACK) && mid.ends_with(PING));
+        assert_eq!(b.end_offset(), 108);
+        assert_eq!(b.copy_from(101).unwrap(), b"helloabc");
+        assert_eq!(b.copy_from(106).unwrap(), b"abc");
         // Another id: only what follows it is kept.
         let mut r = Rebuild::new(1024, b"A", 0);
         r.entry(b"A", 3, b"abc");
@@ -173,7 +137,7 @@ mod tests {
         let (id, b) = r.finish();
         assert_eq!((id.as_slice(), b.first_offset()), (&b"B"[..], 7));
         assert_eq!(b.copy_from(7).unwrap(), b"ghi");
-        // A gap of 5 bytes is no replica-only command: start over after it.
+        // Bytes the log does not hold: start over after them.
         let mut r = Rebuild::new(1024, b"A", 0);
         r.entry(b"A", 3, b"abc");
         r.entry(b"A", 11, b"def");

@@ -10,8 +10,8 @@ use crate::persistence::aof::load::{
 };
 use crate::persistence::aof::manifest::Layout;
 use crate::persistence::aof::storage::{FsDir, LogDir};
-use crate::persistence::repl_backlog::Rebuild;
 use crate::persistence::aof::writer::{FsyncMode, Writer};
+use crate::persistence::repl_backlog::Rebuild;
 use crate::protocol::request::Args;
 use crate::{notice, warning};
 use std::path::{Path, PathBuf};
@@ -36,6 +36,7 @@ fn replay(
     bytes: &[u8],
     first: Option<u64>,
     mut rebuild: Option<&mut Rebuild>,
+    selects: &mut u64,
 ) -> (ScanOutcome, Option<OpenMulti>) {
     let base = bytes.as_ptr() as usize;
     let mut ranges: Vec<(usize, usize)> = Vec::new();
@@ -55,6 +56,9 @@ fn replay(
         ranges.clear();
         ranges.extend(e.args.iter().map(|a| (a.as_ptr() as usize - base, a.len())));
         let name = e.args[0];
+        if name.eq_ignore_ascii_case(b"SELECT") {
+            *selects += 1;
+        }
         if srv.commands.lookup(name).is_none() {
             return Err(format!(
                 "Unknown command '{}' reading the append only file",
@@ -212,6 +216,10 @@ pub fn load_layout(
                 srv.aof.last_lsn = lsn;
             }
         }
+        // The stream's db at the base (an image's header says it), for the entries after.
+        if let Some(db) = srv.repl.loaded_stream_db {
+            client.db = db;
+        }
         let backlog_bytes = srv.config.settings().repl_backlog_size as usize;
         let mut rebuild = Rebuild::new(backlog_bytes, srv.aof.replid.as_bytes(), srv.aof.reploff);
         for (i, f) in layout.incrs.iter().enumerate() {
@@ -225,10 +233,18 @@ pub fn load_layout(
                 }
                 Err(e) => return Err(format!("Can't open {}: {e}", f.name)),
             };
-            let (o, open) = replay(srv, &mut client, m.bytes(), next_lsn, Some(&mut rebuild));
-            if o.entries > 0 {
-                // Every file starts with a SELECT: the db the last entry ran in is where
-                // the replication stream goes on.
+            let mut selects = 0;
+            let (o, open) = replay(
+                srv,
+                &mut client,
+                m.bytes(),
+                next_lsn,
+                Some(&mut rebuild),
+                &mut selects,
+            );
+            if selects > 0 || srv.repl.loaded_stream_db.is_some() {
+                // The db of the log's last SELECT (or the base's, when none followed it)
+                // is where the replication stream goes on.
                 srv.repl.loaded_stream_db = Some(client.db);
             }
             if let Some(l) = o.last_lsn {
@@ -353,7 +369,7 @@ fn load_base(
             let m = Mapped::open(path).map_err(|e| format!("Can't open {name}: {e}"))?;
             // The base's entries are numbered 1.. by themselves; its trailer gives the log
             // position it stands for.
-            let (o, _) = replay(srv, client, m.bytes(), Some(1), None);
+            let (o, _) = replay(srv, client, m.bytes(), Some(1), None, &mut 0);
             if let Some(bad) = &o.bad {
                 return Err(format!("Bad base file: {}", describe(path, bad)));
             }
@@ -418,7 +434,9 @@ fn load_base(
                 srv.aof.replid = id;
             }
             srv.aof.reploff = header.repl_offset;
-            srv.repl.loaded_stream_db = (header.repl_stream_db as usize).checked_sub(1);
+            srv.repl.loaded_stream_db = (header.repl_stream_db as usize)
+                .checked_sub(1)
+                .filter(|&db| db < srv.ks.num_dbs());
             Ok(Some(header.aof_lsn))
         }
     }

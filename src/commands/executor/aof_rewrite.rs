@@ -394,6 +394,10 @@ fn succeeded(srv: &mut Server, rw: &Rewrite) {
     // entries from here on may carry the primary's id again (see repl_install_full_sync).
     if srv.aof.replid == super::replication::NO_REPLID {
         srv.aof.replid = srv.master_replid.clone();
+        if srv.is_replica_of_someone() {
+            let db = srv.repl.applied_db;
+            srv.aof.log_position(db);
+        }
     }
     srv.aof.rewrites += 1;
     srv.aof.rewrites_consecutive_failures = 0;

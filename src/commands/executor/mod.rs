@@ -1103,7 +1103,8 @@ impl Server {
         let effort = s.active_expire_effort;
         // A pause keeps the dataset still: no active expiry (nor eviction).
         // A replica's keys expire when its primary's DELs arrive (as Redis's replicas).
-        if self.active_expire_enabled && self.blocking.pause.is_none()
+        if self.active_expire_enabled
+            && self.blocking.pause.is_none()
             && self.repl.link.is_none()
             && self.repl.restored.is_none()
         {

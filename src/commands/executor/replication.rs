@@ -1390,8 +1390,7 @@ impl Server {
                 .is_some_and(|n| n.eq_ignore_ascii_case(b"SELECT"));
             // The log's entries carry the primary's offsets (see docs/formats/aof.md).
             self.repl.applied_db = client.db;
-            self.aof
-                .stream_command_begin(offset, offset + c.wire_bytes);
+            self.aof.stream_command_begin(offset, offset + c.wire_bytes);
             self.execute(&mut client, args, &mut out);
             if is_select {
                 self.aof.stream_select(client.db);

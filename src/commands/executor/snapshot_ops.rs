@@ -189,7 +189,9 @@ impl Server {
                 self.lastsave_s = header.created_ms / 1000;
                 self.dirty = 0;
                 // The image's replication position is the loaded data's.
-                self.repl.loaded_stream_db = (header.repl_stream_db as usize).checked_sub(1);
+                self.repl.loaded_stream_db = (header.repl_stream_db as usize)
+                    .checked_sub(1)
+                    .filter(|&db| db < self.ks.num_dbs());
                 let replid = String::from_utf8_lossy(&header.repl_id).into_owned();
                 self.repl_restore(&replid, header.repl_offset);
                 notice!(
@@ -234,10 +236,8 @@ impl Server {
         use std::sync::atomic::Ordering::SeqCst;
         let gate = &self.snapshot.gate;
         gate.repl_offset.store(self.aof.reploff, SeqCst);
-        gate.repl_stream_db.store(
-            self.repl_stream_db().map_or(0, |db| db as u64 + 1),
-            SeqCst,
-        );
+        gate.repl_stream_db
+            .store(self.repl_stream_db().map_or(0, |db| db as u64 + 1), SeqCst);
         gate.aof_lsn.store(self.aof.last_lsn, SeqCst);
         self.ks.total_keys()
     }

@@ -569,7 +569,9 @@ pub(super) fn info_replication(srv: &Server, s: &mut Section) {
     let replid2 = srv.repl.replid2.as_ref();
     s.line(
         "master_replid2",
-        replid2.map_or("0000000000000000000000000000000000000000", |(id, _)| id.as_str()),
+        replid2.map_or("0000000000000000000000000000000000000000", |(id, _)| {
+            id.as_str()
+        }),
     );
     s.line("master_repl_offset", srv.aof.reploff);
     s.line(

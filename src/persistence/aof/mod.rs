@@ -274,6 +274,20 @@ impl Aof {
         }
     }
 
+    /// Logs `SELECT <db>` under the current offset, counted neither in the offset nor in
+    /// a stream (a replica has none): the log's last entry then says the current replid
+    /// and offset, and the stream's db, without waiting for the next write.
+    pub fn log_position(&mut self, db: usize) {
+        if !self.enabled || self.repl_stream.is_some() || self.script_capture.is_some() {
+            return;
+        }
+        let d = db.to_string();
+        let saved = self.stream_pin.replace((self.reploff, self.reploff));
+        self.frame(&[&b"SELECT"[..], d.as_bytes()]);
+        self.stream_pin = saved;
+        self.selected_db = Some(db);
+    }
+
     /// A replica ran its primary's SELECT: the log records the db (under the offset after
     /// it) when it differs from the log's, so a restart knows which db the stream's next
     /// command runs in even when no logged command followed the SELECT.
@@ -294,15 +308,14 @@ impl Aof {
     }
 
     /// A command only replicas get (PING, REPLCONF GETACK): counted in the replication
-    /// offset, not written to the log. A replica runs it in whatever db it is in, so it
-    /// needs no SELECT.
+    /// offset, and logged too, so the log holds every byte of the stream (a restarted
+    /// primary's position and rebuilt backlog are exact; replayed, both do nothing). A
+    /// replica runs it in whatever db it is in, so it needs no SELECT.
     pub fn feed_replicas_only<A: AsRef<[u8]>>(&mut self, argv: &[A]) {
-        let Some(s) = self.repl_stream.as_mut() else {
+        if self.repl_stream.is_none() || self.script_capture.is_some() {
             return;
-        };
-        let start = s.len();
-        format::encode_command(s, argv);
-        self.reploff += (s.len() - start) as u64;
+        }
+        self.frame(argv);
     }
 
     /// EXEC starts running its queued commands.

@@ -151,7 +151,9 @@ impl PauseGate {
     }
     /// The stream db at the last stop, plus 1 (0: unknown).
     pub fn repl_stream_db_at_park(&self) -> u32 {
-        self.repl_stream_db_at_park.load(SeqCst).min(u32::MAX as u64) as u32
+        self.repl_stream_db_at_park
+            .load(SeqCst)
+            .min(u32::MAX as u64) as u32
     }
     pub fn aof_lsn_at_park(&self) -> u64 {
         self.aof_lsn_at_park.load(SeqCst)
