@@ -218,7 +218,13 @@ impl Server {
     pub fn repl_restore(&mut self, replid: &str, offset: u64) {
         let stream_db = self.repl.loaded_stream_db.take();
         let rebuilt = self.repl.loaded_backlog.take();
-        if !usable_replid(replid) || replid == self.master_replid {
+        if replid == self.master_replid {
+            return;
+        }
+        if !usable_replid(replid) {
+            // No history to continue (e.g. a log cut before its post-sync rewrite
+            // committed): new entries go on under our own id.
+            self.aof.replid = self.master_replid.clone();
             return;
         }
         self.aof.reploff = offset;
@@ -239,12 +245,15 @@ impl Server {
         }
         self.aof.replid = self.master_replid.clone();
         self.repl.replid2 = Some((replid.to_string(), offset + 1));
-        let Some((id, backlog)) = rebuilt else {
+        // The backlog exists from now on (as Redis creates it when a primary loads its
+        // data): writes before a replica comes back advance the offset it asks past.
+        let rebuilt = rebuilt.filter(|(id, backlog)| {
+            id == replid.as_bytes() && backlog.end_offset() == offset && backlog.histlen() > 0
+        });
+        let Some((_, backlog)) = rebuilt else {
+            self.ensure_backlog();
             return;
         };
-        if id != replid.as_bytes() || backlog.end_offset() != offset || backlog.histlen() == 0 {
-            return;
-        }
         notice!(
             "Replication backlog rebuilt from the AOF: {} bytes, offsets {} to {}",
             backlog.histlen(),
