@@ -506,6 +506,56 @@ mod tests {
         assert!(!srv.aof.loaded_truncated);
     }
 
+    /// The loaded position restores as Redis does with an RDB's `rsi`: a primary keeps
+    /// the old id as replid2 (up to the offset + 1) with the backlog rebuilt from the log;
+    /// a server configured as a replica keeps it as its cached primary, with the db of the
+    /// log's last SELECT; an offset no stream reaches is refused, never continued.
+    #[test]
+    fn the_loaded_position_is_restored_for_both_roles() {
+        let dir = temp_dir("restore");
+        let log = Log::from(1).cmd(&["SELECT", "2"]).sets(3);
+        std::fs::write(dir.join("t.1.incr.aof"), &log.bytes).unwrap();
+        let l = layout(&["t.1.incr.aof"]);
+        let mut srv = server();
+        load_layout(&mut srv, &dir, &l, false).unwrap();
+        srv.repl_restore(RID, log.reploff);
+        assert_eq!(srv.repl.replid2, Some((RID.to_string(), log.reploff + 1)));
+        assert_ne!(srv.master_replid, RID);
+        assert_eq!(srv.aof.replid, srv.master_replid);
+        let b = srv.repl.backlog.as_ref().unwrap();
+        // (Without a base naming the log's id, the chain starts after the first entry.)
+        assert_eq!(
+            (b.end_offset(), b.first_offset()),
+            (log.reploff, log.entries[0].1 + 1)
+        );
+        assert!(b.histlen() > 0);
+        assert!(srv.repl.restored.is_none());
+
+        let conf = Config::from_text("replicaof 127.0.0.1 1").unwrap();
+        let mut srv = Server::new(conf).unwrap();
+        load_layout(&mut srv, &dir, &l, false).unwrap();
+        srv.repl_restore(RID, log.reploff);
+        let r = srv.repl.restored.clone().unwrap();
+        assert_eq!(
+            (r.replid.as_str(), r.offset, r.stream_db),
+            (RID, log.reploff, Some(2))
+        );
+        assert_eq!(srv.master_replid, RID);
+        assert!(srv.repl.replid2.is_none() && srv.repl.backlog.is_none());
+
+        let mut bad = Vec::new();
+        let mut cmd = Vec::new();
+        encode_command(&mut cmd, &["SET", "a", "1"]);
+        encode_entry(&mut bad, 1, RID, u64::MAX - 1, &cmd);
+        std::fs::write(dir.join("t.1.incr.aof"), &bad).unwrap();
+        let mut srv = server();
+        load_layout(&mut srv, &dir, &l, false).unwrap();
+        let off = srv.aof.reploff;
+        srv.repl_restore(RID, off);
+        assert_eq!(srv.aof.reploff, 0);
+        assert!(srv.repl.replid2.is_none() && srv.repl.backlog.is_none());
+    }
+
     #[test]
     fn a_gap_in_lsns_between_files_refuses_the_load() {
         let dir = temp_dir("gap");

@@ -157,6 +157,10 @@ pub struct Restored {
 /// continued from.
 pub const NO_REPLID: &str = "0000000000000000000000000000000000000000";
 
+/// The largest replication offset taken from a data file (Redis's offsets are signed 64
+/// bits; far below that, so offset arithmetic never overflows).
+const MAX_RESTORED_OFFSET: u64 = 1 << 62;
+
 /// A replication id the files may be trusted with: 40 hex digits, not all zeros.
 fn usable_replid(id: &str) -> bool {
     id.len() == 40 && id.bytes().all(|c| c.is_ascii_hexdigit()) && id != NO_REPLID
@@ -221,9 +225,16 @@ impl Server {
         if replid == self.master_replid {
             return;
         }
-        if !usable_replid(replid) {
+        if !usable_replid(replid) || offset > MAX_RESTORED_OFFSET {
             // No history to continue (e.g. a log cut before its post-sync rewrite
-            // committed): new entries go on under our own id.
+            // committed): new entries go on under our own id. An offset no stream
+            // reaches is a damaged file's: counting restarts at 0.
+            if offset > MAX_RESTORED_OFFSET {
+                warning!(
+                    "Ignoring the replication offset {offset} of the loaded files: out of range"
+                );
+                self.aof.reploff = 0;
+            }
             self.aof.replid = self.master_replid.clone();
             return;
         }
