@@ -52,9 +52,9 @@ pub struct Aof {
     /// The db the log's last SELECT chose (None: the next entry needs a SELECT).
     pub(crate) selected_db: Option<usize>,
     /// While the server has a replication backlog: the replication stream's bytes framed
-    /// since the server last took them (every logged command's RESP form, the same bytes
-    /// `reploff` counts, plus what only replicas get: PING, REPLCONF GETACK). Entries are
-    /// then produced whether or not `appendonly` is on.
+    /// since the server last took them (every logged command's RESP form, including what
+    /// only replicas get — PING, REPLCONF GETACK —: the bytes `reploff` counts). Entries
+    /// are then produced whether or not `appendonly` is on.
     pub repl_stream: Option<Vec<u8>>,
     last_ts_s: i64,
     pub writer: Option<Writer>,
