@@ -158,6 +158,7 @@ fn snapshot_seeds(ks: &Keyspace, small: &Keyspace, dir: &Path) {
         mode: SnapMode::StopTheWorld,
         repl_id: [b'0'; 40],
         repl_offset: 0,
+        repl_stream_db: 0,
         databases: ks.num_dbs() as u32,
         on_cut: None,
         executor_cpu: None,

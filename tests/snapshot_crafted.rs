@@ -145,6 +145,7 @@ fn image_of(ks: &Keyspace, tag: &str) -> Vec<u8> {
         mode: SnapMode::StopTheWorld,
         repl_id: [b'0'; 40],
         repl_offset: 0,
+        repl_stream_db: 0,
         databases: ks.num_dbs() as u32,
         on_cut: None,
         executor_cpu: None,

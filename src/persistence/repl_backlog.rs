@@ -74,9 +74,83 @@ impl Backlog {
     }
 }
 
+/// Rebuilds the backlog from the log at startup, as the entries are replayed: each
+/// entry's command is the stream's bytes ending at the entry's `reploff` (the log holds
+/// every byte of a primary's stream, `docs/formats/aof.md`). The backlog keeps the newest
+/// stretch of entries that follow each other exactly: it starts over (empty, at the
+/// entry's offset) wherever that chain breaks — another replication id, or offsets that
+/// do not join (a replica's log, whose entries carry its primary's offsets).
+pub struct Rebuild {
+    replid: Vec<u8>,
+    backlog: Backlog,
+}
+
+impl Rebuild {
+    /// An empty stream ending at `end_offset` (the base's position) under `replid`.
+    pub fn new(size_limit_bytes: usize, replid: &[u8], end_offset: u64) -> Rebuild {
+        Rebuild {
+            replid: replid.to_vec(),
+            backlog: Backlog::new(size_limit_bytes, end_offset),
+        }
+    }
+
+    /// One replayed entry: its replication id, the offset after it, its command bytes.
+    pub fn entry(&mut self, replid: &[u8], reploff: u64, command: &[u8]) {
+        let end = self.backlog.end_offset();
+        let start = reploff.checked_sub(command.len() as u64);
+        let chained = replid == self.replid.as_slice() && start == Some(end);
+        if chained {
+            self.backlog.append(command);
+        } else {
+            self.replid = replid.to_vec();
+            self.backlog = Backlog::new(self.backlog.size_limit_bytes(), reploff);
+        }
+    }
+
+    /// The replication id the kept stretch was written under, and the backlog.
+    pub fn finish(self) -> (Vec<u8>, Backlog) {
+        (self.replid, self.backlog)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rebuilt backlog holds exactly the stream: commands at their offsets; it starts
+    /// over where the chain breaks (another id, an offset going back, a gap).
+    #[test]
+    fn a_rebuilt_backlog_is_the_stream_or_starts_over() {
+        let mut r = Rebuild::new(1024, b"A", 100);
+        r.entry(b"A", 105, b"hello");
+        r.entry(b"A", 108, b"abc");
+        let (id, b) = r.finish();
+        assert_eq!(id, b"A");
+        assert_eq!(b.end_offset(), 108);
+        assert_eq!(b.copy_from(101).unwrap(), b"helloabc");
+        assert_eq!(b.copy_from(106).unwrap(), b"abc");
+        // Another id: only what follows it is kept.
+        let mut r = Rebuild::new(1024, b"A", 0);
+        r.entry(b"A", 3, b"abc");
+        r.entry(b"B", 6, b"def");
+        r.entry(b"B", 9, b"ghi");
+        let (id, b) = r.finish();
+        assert_eq!((id.as_slice(), b.first_offset()), (&b"B"[..], 7));
+        assert_eq!(b.copy_from(7).unwrap(), b"ghi");
+        // Bytes the log does not hold: start over after them.
+        let mut r = Rebuild::new(1024, b"A", 0);
+        r.entry(b"A", 3, b"abc");
+        r.entry(b"A", 11, b"def");
+        let (_, b) = r.finish();
+        assert_eq!((b.first_offset(), b.histlen()), (12, 0));
+        // Offsets that go back (a replica's SELECT logged before its command).
+        let mut r = Rebuild::new(1024, b"A", 10);
+        r.entry(b"A", 12, b"abc");
+        r.entry(b"A", 15, b"def");
+        let (_, b) = r.finish();
+        assert_eq!(b.copy_from(13).unwrap(), b"def");
+        assert_eq!(b.copy_from(12), None);
+    }
 
     /// Offsets follow Redis's (first byte 1); a continuation is served exactly from the
     /// wanted byte while it is held, and refused once it was trimmed or is in the future.

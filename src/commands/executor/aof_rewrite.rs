@@ -390,6 +390,15 @@ fn succeeded(srv: &mut Server, rw: &Rewrite) {
         incrs: vec![rw.new_incr.clone()],
     });
     srv.aof.layout_committed = true;
+    // A replica's log after a full sync: the new base holds the synced dataset, so the
+    // entries from here on may carry the primary's id again (see repl_install_full_sync).
+    if srv.aof.replid == super::replication::NO_REPLID {
+        srv.aof.replid = srv.master_replid.clone();
+        if srv.is_replica_of_someone() {
+            let db = srv.repl.applied_db;
+            srv.aof.log_position(db);
+        }
+    }
     srv.aof.rewrites += 1;
     srv.aof.rewrites_consecutive_failures = 0;
     srv.aof.last_rewrite_ok = true;

@@ -11,6 +11,7 @@ use crate::persistence::aof::load::{
 use crate::persistence::aof::manifest::Layout;
 use crate::persistence::aof::storage::{FsDir, LogDir};
 use crate::persistence::aof::writer::{FsyncMode, Writer};
+use crate::persistence::repl_backlog::Rebuild;
 use crate::protocol::request::Args;
 use crate::{notice, warning};
 use std::path::{Path, PathBuf};
@@ -28,21 +29,36 @@ struct OpenMulti {
 /// Replays one file. Returns the scan outcome (the caller decides about a bad tail) and,
 /// when the file ends inside a transaction, where its `MULTI` starts: the queued
 /// commands were not applied (a transaction replays all or nothing).
+/// `rebuild`: the backlog being rebuilt from the entries (incremental files only).
 fn replay(
     srv: &mut Server,
     client: &mut Client,
     bytes: &[u8],
     first: Option<u64>,
+    mut rebuild: Option<&mut Rebuild>,
+    selects: &mut u64,
 ) -> (ScanOutcome, Option<OpenMulti>) {
     let base = bytes.as_ptr() as usize;
     let mut ranges: Vec<(usize, usize)> = Vec::new();
     let mut out = Vec::new();
     let mut open: Option<OpenMulti> = None;
     let mut prev_reploff: Option<u64> = None;
+    // The log position before this file's first entry (the base's, or the previous
+    // file's last entry's).
+    let start_reploff = srv.aof.reploff;
+    let mut command = Vec::new();
     let o = format::scan(bytes, first, |e| {
+        if let (Some(r), Some(_)) = (rebuild.as_deref_mut(), e.lsn) {
+            command.clear();
+            format::encode_command(&mut command, &e.args);
+            r.entry(e.replid, e.reploff, &command);
+        }
         ranges.clear();
         ranges.extend(e.args.iter().map(|a| (a.as_ptr() as usize - base, a.len())));
         let name = e.args[0];
+        if name.eq_ignore_ascii_case(b"SELECT") {
+            *selects += 1;
+        }
         if srv.commands.lookup(name).is_none() {
             return Err(format!(
                 "Unknown command '{}' reading the append only file",
@@ -65,11 +81,17 @@ fn replay(
         if client.multi.is_none() {
             open = None;
         } else if !was_open {
+            // The position before the block: the previous entry's. For a file's first
+            // entry, where the file started; in a file without headers (Redis's),
             // `*1\r\n$5\r\nMULTI\r\n` is 15 bytes of replication offset.
+            let before = match e.lsn {
+                Some(_) => start_reploff,
+                None => e.reploff.saturating_sub(15),
+            };
             open = Some(OpenMulti {
                 offset: e.offset,
                 prev_lsn: e.lsn.map(|l| l.saturating_sub(1)),
-                prev_reploff: prev_reploff.unwrap_or(e.reploff.saturating_sub(15)),
+                prev_reploff: prev_reploff.unwrap_or(before),
             });
         }
         prev_reploff = Some(e.reploff);
@@ -110,6 +132,9 @@ pub fn startup(srv: &mut Server) -> Result<(), String> {
         create_fresh(&dir, &prefix, &srv.master_replid)?
     };
     let log_end = load_layout(srv, &dir, &layout, s.aof_load_truncated)?;
+    // The log's position is the replication position of the data it loaded.
+    let (replid, reploff) = (srv.aof.replid.clone(), srv.aof.reploff);
+    srv.repl_restore(&replid, reploff);
     let mut fsdir = FsDir::new(&dir);
     let Some(last) = layout.incrs.last().cloned() else {
         return Err("The AOF manifest lists no incremental file".into());
@@ -200,6 +225,12 @@ pub fn load_layout(
                 srv.aof.last_lsn = lsn;
             }
         }
+        // The stream's db at the base (an image's header says it), for the entries after.
+        if let Some(db) = srv.repl.loaded_stream_db {
+            client.db = db;
+        }
+        let backlog_bytes = srv.config.settings().repl_backlog_size as usize;
+        let mut rebuild = Rebuild::new(backlog_bytes, srv.aof.replid.as_bytes(), srv.aof.reploff);
         for (i, f) in layout.incrs.iter().enumerate() {
             let last = i + 1 == layout.incrs.len();
             let path = dir.join(&f.name);
@@ -211,7 +242,20 @@ pub fn load_layout(
                 }
                 Err(e) => return Err(format!("Can't open {}: {e}", f.name)),
             };
-            let (o, open) = replay(srv, &mut client, m.bytes(), next_lsn);
+            let mut selects = 0;
+            let (o, open) = replay(
+                srv,
+                &mut client,
+                m.bytes(),
+                next_lsn,
+                Some(&mut rebuild),
+                &mut selects,
+            );
+            if selects > 0 || srv.repl.loaded_stream_db.is_some() {
+                // The db of the log's last SELECT (or the base's, when none followed it)
+                // is where the replication stream goes on.
+                srv.repl.loaded_stream_db = Some(client.db);
+            }
             if let Some(l) = o.last_lsn {
                 srv.aof.last_lsn = l;
                 next_lsn = Some(l + 1);
@@ -307,6 +351,7 @@ pub fn load_layout(
         for (path, len) in cuts {
             truncate(&path, len)?;
         }
+        srv.repl.loaded_backlog = Some(rebuild.finish());
         Ok(log_end)
     })();
     srv.loading = false;
@@ -333,7 +378,7 @@ fn load_base(
             let m = Mapped::open(path).map_err(|e| format!("Can't open {name}: {e}"))?;
             // The base's entries are numbered 1.. by themselves; its trailer gives the log
             // position it stands for.
-            let (o, _) = replay(srv, client, m.bytes(), Some(1));
+            let (o, _) = replay(srv, client, m.bytes(), Some(1), None, &mut 0);
             if let Some(bad) = &o.bad {
                 return Err(format!("Bad base file: {}", describe(path, bad)));
             }
@@ -398,6 +443,9 @@ fn load_base(
                 srv.aof.replid = id;
             }
             srv.aof.reploff = header.repl_offset;
+            srv.repl.loaded_stream_db = (header.repl_stream_db as usize)
+                .checked_sub(1)
+                .filter(|&db| db < srv.ks.num_dbs());
             Ok(Some(header.aof_lsn))
         }
     }
@@ -465,6 +513,56 @@ mod tests {
         assert_eq!(srv.aof.reploff, b.reploff);
         assert_eq!(srv.aof.replid, RID);
         assert!(!srv.aof.loaded_truncated);
+    }
+
+    /// The loaded position restores as Redis does with an RDB's `rsi`: a primary keeps
+    /// the old id as replid2 (up to the offset + 1) with the backlog rebuilt from the log;
+    /// a server configured as a replica keeps it as its cached primary, with the db of the
+    /// log's last SELECT; an offset no stream reaches is refused, never continued.
+    #[test]
+    fn the_loaded_position_is_restored_for_both_roles() {
+        let dir = temp_dir("restore");
+        let log = Log::from(1).cmd(&["SELECT", "2"]).sets(3);
+        std::fs::write(dir.join("t.1.incr.aof"), &log.bytes).unwrap();
+        let l = layout(&["t.1.incr.aof"]);
+        let mut srv = server();
+        load_layout(&mut srv, &dir, &l, false).unwrap();
+        srv.repl_restore(RID, log.reploff);
+        assert_eq!(srv.repl.replid2, Some((RID.to_string(), log.reploff + 1)));
+        assert_ne!(srv.master_replid, RID);
+        assert_eq!(srv.aof.replid, srv.master_replid);
+        let b = srv.repl.backlog.as_ref().unwrap();
+        // (Without a base naming the log's id, the chain starts after the first entry.)
+        assert_eq!(
+            (b.end_offset(), b.first_offset()),
+            (log.reploff, log.entries[0].1 + 1)
+        );
+        assert!(b.histlen() > 0);
+        assert!(srv.repl.restored.is_none());
+
+        let conf = Config::from_text("replicaof 127.0.0.1 1").unwrap();
+        let mut srv = Server::new(conf).unwrap();
+        load_layout(&mut srv, &dir, &l, false).unwrap();
+        srv.repl_restore(RID, log.reploff);
+        let r = srv.repl.restored.clone().unwrap();
+        assert_eq!(
+            (r.replid.as_str(), r.offset, r.stream_db),
+            (RID, log.reploff, Some(2))
+        );
+        assert_eq!(srv.master_replid, RID);
+        assert!(srv.repl.replid2.is_none() && srv.repl.backlog.is_none());
+
+        let mut bad = Vec::new();
+        let mut cmd = Vec::new();
+        encode_command(&mut cmd, &["SET", "a", "1"]);
+        encode_entry(&mut bad, 1, RID, u64::MAX - 1, &cmd);
+        std::fs::write(dir.join("t.1.incr.aof"), &bad).unwrap();
+        let mut srv = server();
+        load_layout(&mut srv, &dir, &l, false).unwrap();
+        let off = srv.aof.reploff;
+        srv.repl_restore(RID, off);
+        assert_eq!(srv.aof.reploff, 0);
+        assert!(srv.repl.replid2.is_none() && srv.repl.backlog.is_none());
     }
 
     #[test]

@@ -1160,7 +1160,11 @@ impl Server {
         let effort = s.active_expire_effort;
         // A pause keeps the dataset still: no active expiry (nor eviction).
         // A replica's keys expire when its primary's DELs arrive (as Redis's replicas).
-        if self.active_expire_enabled && self.blocking.pause.is_none() && self.repl.link.is_none() {
+        if self.active_expire_enabled
+            && self.blocking.pause.is_none()
+            && self.repl.link.is_none()
+            && self.repl.restored.is_none()
+        {
             // Redis's slow cycle: at most 25 % of the time between two cron runs.
             let budget = std::time::Duration::from_micros(250_000 / hz as u64);
             let cycle_start = Instant::now();

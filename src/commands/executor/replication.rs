@@ -126,6 +126,44 @@ pub struct Replication {
     /// The `replicaof` of the config was acted on (at the first cron, once the listening
     /// port is known).
     pub config_followed: bool,
+    /// The primary's client's db (the stream's db as applied), kept here while the client
+    /// is out of the link for a batch: a snapshot's cut records it with the offset.
+    pub applied_db: usize,
+    /// What startup loaded, for [`Server::repl_restore`]: the stream's db at the loaded
+    /// offset when the files say it, and the backlog rebuilt from the log's tail.
+    pub loaded_stream_db: Option<usize>,
+    pub loaded_backlog: Option<(Vec<u8>, Backlog)>,
+    /// The replication position the data was loaded with, kept for the config's
+    /// `replicaof` (a replica restarted from its files continues with PSYNC).
+    pub restored: Option<Restored>,
+    /// PSYNC2's previous id and the first offset it does not cover (Redis's replid2 and
+    /// second_replid_offset): a primary restarted from its files answers continuations of
+    /// the history its files hold under its new id.
+    pub replid2: Option<(String, u64)>,
+}
+
+/// A replication position restored from the data files at startup.
+#[derive(Debug, Clone)]
+pub struct Restored {
+    pub replid: String,
+    pub offset: u64,
+    /// The db the stream's next command runs in (None: the files do not say).
+    pub stream_db: Option<usize>,
+    /// `dirty` when it was restored: a write since makes it stale.
+    pub dirty: u64,
+}
+
+/// The id of no history (Redis's "0000..."): log entries written under it are never
+/// continued from.
+pub const NO_REPLID: &str = "0000000000000000000000000000000000000000";
+
+/// The largest replication offset taken from a data file (Redis's offsets are signed 64
+/// bits; far below that, so offset arithmetic never overflows).
+const MAX_RESTORED_OFFSET: u64 = 1 << 62;
+
+/// A replication id the files may be trusted with: 40 hex digits, not all zeros.
+fn usable_replid(id: &str) -> bool {
+    id.len() == 40 && id.bytes().all(|c| c.is_ascii_hexdigit()) && id != NO_REPLID
 }
 
 impl Replication {
@@ -165,6 +203,81 @@ impl Replication {
 }
 
 impl Server {
+    /// The db the replication stream's next command runs in: a replica's, the primary's
+    /// client's; a primary's, the db of its stream's last SELECT (any db when its next
+    /// command states one).
+    pub fn repl_stream_db(&self) -> Option<usize> {
+        if self.repl.link.is_some() {
+            Some(self.repl.applied_db)
+        } else {
+            Some(self.aof.selected_db.unwrap_or(0))
+        }
+    }
+
+    /// Startup loaded the data at replication position (`replid`, `offset`) (from the
+    /// log, or an image's header). A server configured as a replica keeps it and asks its
+    /// primary to continue from there (Redis's cached master from the RDB's `rsi`); a
+    /// primary takes a new id and answers continuations of the old one up to `offset`
+    /// (PSYNC2's replid2), from the backlog the log's tail rebuilt.
+    pub fn repl_restore(&mut self, replid: &str, offset: u64) {
+        let stream_db = self.repl.loaded_stream_db.take();
+        let rebuilt = self.repl.loaded_backlog.take();
+        if replid == self.master_replid {
+            return;
+        }
+        if !usable_replid(replid) || offset > MAX_RESTORED_OFFSET {
+            // No history to continue (e.g. a log cut before its post-sync rewrite
+            // committed): new entries go on under our own id. An offset no stream
+            // reaches is a damaged file's: counting restarts at 0.
+            if offset > MAX_RESTORED_OFFSET {
+                warning!(
+                    "Ignoring the replication offset {offset} of the loaded files: out of range"
+                );
+                self.aof.reploff = 0;
+            }
+            self.aof.replid = self.master_replid.clone();
+            return;
+        }
+        self.aof.reploff = offset;
+        let as_replica = self
+            .config
+            .get_value("replicaof")
+            .is_some_and(|v| !v.trim().is_empty());
+        if as_replica {
+            self.master_replid = replid.to_string();
+            self.aof.replid = replid.to_string();
+            self.repl.restored = Some(Restored {
+                replid: replid.to_string(),
+                offset,
+                stream_db,
+                dirty: self.dirty,
+            });
+            return;
+        }
+        self.aof.replid = self.master_replid.clone();
+        self.repl.replid2 = Some((replid.to_string(), offset + 1));
+        // The backlog exists from now on (as Redis creates it when a primary loads its
+        // data): writes before a replica comes back advance the offset it asks past.
+        let rebuilt = rebuilt.filter(|(id, backlog)| {
+            id == replid.as_bytes() && backlog.end_offset() == offset && backlog.histlen() > 0
+        });
+        let Some((_, backlog)) = rebuilt else {
+            self.ensure_backlog();
+            return;
+        };
+        notice!(
+            "Replication backlog rebuilt from the AOF: {} bytes, offsets {} to {}",
+            backlog.histlen(),
+            backlog.first_offset(),
+            offset
+        );
+        self.repl.backlog = Some(backlog);
+        self.aof.repl_stream = Some(Vec::new());
+        if self.ks.deletions.is_none() {
+            self.ks.deletions = Some(Vec::new());
+        }
+    }
+
     /// The replication stream needs a backlog from now on: propagation produces the
     /// stream (and expiry DELs) even without `appendonly`.
     fn ensure_backlog(&mut self) {
@@ -193,10 +306,33 @@ impl Server {
         self.repl_drain();
         let replid = self.master_replid.clone();
         let partial = want.and_then(|(id, off)| {
-            if id != replid.as_bytes() || off < 0 {
+            if id == b"?" || off < 0 {
                 return None;
             }
-            self.repl.backlog.as_ref()?.copy_from(off as u64)
+            // Our history, or the one we continued from up to where we took a new id.
+            let previous = self
+                .repl
+                .replid2
+                .as_ref()
+                .is_some_and(|(id2, upto)| id == id2.as_bytes() && off as u64 <= *upto);
+            if id != replid.as_bytes() && !previous {
+                notice!(
+                    "Partial resynchronization not accepted: Replication ID mismatch (Replica asked for '{}', my replication IDs are '{}' and '{}')",
+                    String::from_utf8_lossy(id),
+                    replid,
+                    self.repl.replid2.as_ref().map_or(NO_REPLID, |(r, _)| r.as_str())
+                );
+                return None;
+            }
+            let bytes = self.repl.backlog.as_ref()?.copy_from(off as u64);
+            if bytes.is_none() {
+                notice!(
+                    "Unable to partial resync with replica {}:{} for lack of backlog (Replica request was: {off}).",
+                    client.addr.rsplit_once(':').map_or("", |(ip, _)| ip),
+                    client.repl_listening_port
+                );
+            }
+            bytes
         });
         client.replica = true;
         let ip = client.addr.rsplit_once(':').map_or("", |(ip, _)| ip);
@@ -522,7 +658,8 @@ impl Server {
     /// Cron: PINGs in the stream, newlines to replicas waiting for their capture (Redis's
     /// keepalive before `+FULLRESYNC`), WAIT deadlines are the blocking layer's.
     pub fn repl_cron(&mut self) {
-        if !self.repl.config_followed {
+        // After an image finished loading: a replica continues from the loaded data.
+        if !self.repl.config_followed && !self.is_loading() {
             self.repl.config_followed = true;
             let target = self.config.get_value("replicaof").unwrap_or("").to_string();
             if let Some((host, port)) = target.split_once(' ') {
@@ -1049,6 +1186,7 @@ impl Server {
         }
         self.repl_cancel_sync();
         let had_backlog = self.repl.backlog.take().is_some();
+        self.repl.replid2 = None;
         self.aof.repl_stream = None;
         if !self.aof.enabled {
             self.ks.deletions = None;
@@ -1084,6 +1222,23 @@ impl Server {
                 *g = Some((self.master_replid.clone(), self.aof.reploff));
             }
         }
+        // Restarted from our files as a replica: the loaded data is the stream up to the
+        // restored offset (nothing written since), in a db the files name.
+        let mut stream_db = 0;
+        if let Some(r) = self.repl.restored.take() {
+            match r.stream_db {
+                Some(db) if r.dirty == self.dirty && r.offset == self.aof.reploff => {
+                    notice!("Before turning into a replica, using my own master parameters to synthesize a cached master: I may be able to synchronize with the new master with just a partial transfer.");
+                    stream_db = db;
+                    if let Ok(mut g) = shared.cached.lock() {
+                        *g = Some((r.replid, r.offset));
+                    }
+                }
+                Some(_) => notice!("The data changed since it was loaded: no partial resynchronization from the loaded replication offset"),
+                None => notice!("The loaded files do not say which db the replication stream was in: no partial resynchronization from them"),
+            }
+        }
+        self.repl.applied_db = stream_db;
         shared.applied.store(self.aof.reploff, SeqCst);
         let (tx, rx) = std::sync::mpsc::sync_channel(super::replica_link::LINK_EVENTS_QUEUED);
         let wake = self.aof.waker();
@@ -1100,6 +1255,7 @@ impl Server {
         ));
         client.authenticated = true;
         client.master = true;
+        client.db = stream_db;
         notice!("Connecting to MASTER {host}:{port}");
         self.repl.link = Some(MasterLink {
             host: host.to_string(),
@@ -1129,7 +1285,9 @@ impl Server {
         self.master_replid = (0..40)
             .map(|_| char::from_digit(rng.below(16) as u32, 16).unwrap_or('0'))
             .collect();
-        self.aof.replid = self.master_replid.clone();
+        if self.aof.replid != NO_REPLID {
+            self.aof.replid = self.master_replid.clone();
+        }
         notice!("MASTER MODE enabled");
     }
 
@@ -1167,8 +1325,17 @@ impl Server {
                 }
                 LinkEvent::Continue { replid } => {
                     if let Some(id) = replid {
+                        // PSYNC2: the primary goes on under a new id; a later
+                        // reconnection asks with it.
+                        if let Ok(mut g) = link.shared.cached.lock() {
+                            if let Some((cached, _)) = g.as_mut() {
+                                *cached = id.clone();
+                            }
+                        }
                         self.master_replid = id.clone();
-                        self.aof.replid = id;
+                        if self.aof.replid != NO_REPLID {
+                            self.aof.replid = id;
+                        }
                     }
                 }
                 LinkEvent::FullSync {
@@ -1218,9 +1385,17 @@ impl Server {
             warning!("{e}");
         }
         self.master_replid = replid.clone();
-        self.aof.replid = replid.clone();
+        // Until the rewrite below commits a base of the new dataset, the log still starts
+        // from the old one: entries written meanwhile carry no id, so a restart before
+        // then never continues from them (aof_rewrite puts the id back at its commit).
+        self.aof.replid = if self.aof.enabled {
+            NO_REPLID.to_string()
+        } else {
+            replid.clone()
+        };
         self.aof.reploff = offset;
         self.aof.selected_db = None;
+        self.repl.applied_db = 0;
         if let Some(link) = self.repl.link.as_mut() {
             link.shared.applied.store(offset, SeqCst);
             if let Ok(mut g) = link.shared.cached.lock() {
@@ -1248,12 +1423,23 @@ impl Server {
         self.begin_batch();
         for c in &cmds {
             let args = crate::commands::Args::new(&c.data, &c.ranges);
+            let is_select = c
+                .ranges
+                .first()
+                .and_then(|&(at, len)| c.data.get(at..at + len))
+                .is_some_and(|n| n.eq_ignore_ascii_case(b"SELECT"));
+            // The log's entries carry the primary's offsets (see docs/formats/aof.md).
+            self.repl.applied_db = client.db;
+            self.aof.stream_command_begin(offset, offset + c.wire_bytes);
             self.execute(&mut client, args, &mut out);
+            if is_select {
+                self.aof.stream_select(client.db);
+            }
+            self.aof.stream_command_end();
             out.clear();
             offset += c.wire_bytes;
-            // The log's entries carry the primary's offsets (see docs/formats/aof.md).
-            self.aof.reploff = offset;
         }
+        self.repl.applied_db = client.db;
         self.serve_ready();
         if let Some(link) = self.repl.link.as_mut() {
             link.client = client;

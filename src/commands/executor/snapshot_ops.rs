@@ -51,6 +51,7 @@ pub(crate) fn params(srv: &Server) -> SnapParams {
         mode: s.snapshot_mode,
         repl_id,
         repl_offset: srv.aof.reploff,
+        repl_stream_db: srv.repl_stream_db().map_or(0, |db| db as u32 + 1),
         databases: srv.ks.num_dbs() as u32,
         on_cut: None,
         executor_cpu: None,
@@ -192,6 +193,12 @@ impl Server {
                 let _ = self.install_keyspace(ks);
                 self.lastsave_s = header.created_ms / 1000;
                 self.dirty = 0;
+                // The image's replication position is the loaded data's.
+                self.repl.loaded_stream_db = (header.repl_stream_db as usize)
+                    .checked_sub(1)
+                    .filter(|&db| db < self.ks.num_dbs());
+                let replid = String::from_utf8_lossy(&header.repl_id).into_owned();
+                self.repl_restore(&replid, header.repl_offset);
                 notice!(
                     "DB loaded from disk: {:.3} seconds ({} keys, {} bytes of arena, image taken {})",
                     started.elapsed().as_secs_f64(),
@@ -234,6 +241,8 @@ impl Server {
         use std::sync::atomic::Ordering::SeqCst;
         let gate = &self.snapshot.gate;
         gate.repl_offset.store(self.aof.reploff, SeqCst);
+        gate.repl_stream_db
+            .store(self.repl_stream_db().map_or(0, |db| db as u64 + 1), SeqCst);
         gate.aof_lsn.store(self.aof.last_lsn, SeqCst);
         self.ks.total_keys()
     }

@@ -598,9 +598,18 @@ pub(super) fn info_replication(srv: &Server, s: &mut Section) {
     }
     s.line("master_failover_state", "no-failover");
     s.line("master_replid", &srv.master_replid);
-    s.line("master_replid2", "0000000000000000000000000000000000000000");
+    let replid2 = srv.repl.replid2.as_ref();
+    s.line(
+        "master_replid2",
+        replid2.map_or("0000000000000000000000000000000000000000", |(id, _)| {
+            id.as_str()
+        }),
+    );
     s.line("master_repl_offset", srv.aof.reploff);
-    s.line("second_repl_offset", -1);
+    s.line(
+        "second_repl_offset",
+        replid2.map_or(-1, |&(_, upto)| upto as i64),
+    );
     let backlog = srv.repl.backlog.as_ref();
     s.line("repl_backlog_active", backlog.is_some() as u8);
     s.line("repl_backlog_size", srv.config.settings().repl_backlog_size);

@@ -52,9 +52,9 @@ pub struct Aof {
     /// The db the log's last SELECT chose (None: the next entry needs a SELECT).
     pub(crate) selected_db: Option<usize>,
     /// While the server has a replication backlog: the replication stream's bytes framed
-    /// since the server last took them (every logged command's RESP form, the same bytes
-    /// `reploff` counts, plus what only replicas get: PING, REPLCONF GETACK). Entries are
-    /// then produced whether or not `appendonly` is on.
+    /// since the server last took them (every logged command's RESP form, including what
+    /// only replicas get — PING, REPLCONF GETACK —: the bytes `reploff` counts). Entries
+    /// are then produced whether or not `appendonly` is on.
     pub repl_stream: Option<Vec<u8>>,
     last_ts_s: i64,
     pub writer: Option<Writer>,
@@ -117,6 +117,10 @@ pub struct Aof {
     /// Entries framed while the last group's sync was in flight.
     arrived_in_flight: u64,
     group_wait: std::time::Duration,
+    /// A replica applying one command of its primary's stream: (offset before it, offset
+    /// after it). Its entries carry those offsets instead of counting their own bytes
+    /// (see [`Aof::stream_command_begin`]).
+    stream_pin: Option<(u64, u64)>,
 }
 
 impl Default for Aof {
@@ -161,6 +165,7 @@ impl Default for Aof {
             last_group_entries: 0,
             arrived_in_flight: 0,
             group_wait: std::time::Duration::ZERO,
+            stream_pin: None,
         }
     }
 }
@@ -213,7 +218,23 @@ impl Aof {
     fn frame<A: AsRef<[u8]>>(&mut self, argv: &[A]) -> u64 {
         self.scratch.clear();
         format::encode_command(&mut self.scratch, argv);
-        self.reploff += self.scratch.len() as u64;
+        let entry_reploff = match self.stream_pin {
+            // A SELECT or MULTI is logged before the command's own entry: it says the
+            // offset before the command, so a log cut right after it never claims the
+            // command (both are harmless to receive again).
+            Some((before, after)) => {
+                let name = argv.first().map_or(&b""[..], |a| a.as_ref());
+                if name.eq_ignore_ascii_case(b"SELECT") || name.eq_ignore_ascii_case(b"MULTI") {
+                    before
+                } else {
+                    after
+                }
+            }
+            None => {
+                self.reploff += self.scratch.len() as u64;
+                self.reploff
+            }
+        };
         if let Some(s) = self.repl_stream.as_mut() {
             s.extend_from_slice(&self.scratch);
         }
@@ -229,10 +250,56 @@ impl Aof {
             &mut self.buf,
             self.last_lsn,
             &self.replid,
-            self.reploff,
+            entry_reploff,
             &self.scratch,
         );
         self.last_lsn
+    }
+
+    /// A replica is about to apply one command of its primary's stream, which takes the
+    /// offset from `before` to `after`. Until [`Aof::stream_command_end`] the entries it
+    /// logs carry the primary's offsets rather than their own sizes (the replica's forms
+    /// and SELECTs need not match the primary's bytes): the command's entry says `after`,
+    /// a SELECT or MULTI logged ahead of it says `before`. So the log's last entry always
+    /// gives the stream offset of exactly the data it holds (`docs/formats/aof.md`).
+    pub fn stream_command_begin(&mut self, before: u64, after: u64) {
+        self.reploff = before;
+        self.stream_pin = Some((before, after));
+    }
+
+    /// The stream command is applied: the offset is the one after it.
+    pub fn stream_command_end(&mut self) {
+        if let Some((_, after)) = self.stream_pin.take() {
+            self.reploff = after;
+        }
+    }
+
+    /// Logs `SELECT <db>` under the current offset, counted neither in the offset nor in
+    /// a stream (a replica has none): the log's last entry then says the current replid
+    /// and offset, and the stream's db, without waiting for the next write.
+    pub fn log_position(&mut self, db: usize) {
+        if !self.enabled || self.repl_stream.is_some() || self.script_capture.is_some() {
+            return;
+        }
+        let d = db.to_string();
+        let saved = self.stream_pin.replace((self.reploff, self.reploff));
+        self.frame(&[&b"SELECT"[..], d.as_bytes()]);
+        self.stream_pin = saved;
+        self.selected_db = Some(db);
+    }
+
+    /// A replica ran its primary's SELECT: the log records the db (under the offset after
+    /// it) when it differs from the log's, so a restart knows which db the stream's next
+    /// command runs in even when no logged command followed the SELECT.
+    pub fn stream_select(&mut self, db: usize) {
+        if self.enabled && self.selected_db != Some(db) && self.script_capture.is_none() {
+            let d = db.to_string();
+            let pin = self.stream_pin.map(|(_, after)| (after, after));
+            let saved = std::mem::replace(&mut self.stream_pin, pin);
+            self.frame(&[&b"SELECT"[..], d.as_bytes()]);
+            self.stream_pin = saved;
+            self.selected_db = Some(db);
+        }
     }
 
     /// Commands are propagated: to the log, to the replication stream, or both.
@@ -241,15 +308,14 @@ impl Aof {
     }
 
     /// A command only replicas get (PING, REPLCONF GETACK): counted in the replication
-    /// offset, not written to the log. A replica runs it in whatever db it is in, so it
-    /// needs no SELECT.
+    /// offset, and logged too, so the log holds every byte of the stream (a restarted
+    /// primary's position and rebuilt backlog are exact; replayed, both do nothing). A
+    /// replica runs it in whatever db it is in, so it needs no SELECT.
     pub fn feed_replicas_only<A: AsRef<[u8]>>(&mut self, argv: &[A]) {
-        let Some(s) = self.repl_stream.as_mut() else {
+        if self.repl_stream.is_none() || self.script_capture.is_some() {
             return;
-        };
-        let start = s.len();
-        format::encode_command(s, argv);
-        self.reploff += (s.len() - start) as u64;
+        }
+        self.frame(argv);
     }
 
     /// EXEC starts running its queued commands.

@@ -213,6 +213,7 @@ mod tests {
             mode: s.snapshot_mode,
             repl_id: [b'0'; 40],
             repl_offset: 7,
+            repl_stream_db: 0,
             databases: 16,
             on_cut: None,
             executor_cpu: None,

@@ -122,6 +122,9 @@ pub struct ImageHeader {
     pub keys: u64,
     pub repl_id: [u8; 40],
     pub repl_offset: u64,
+    /// The db the replication stream's next command runs in at `repl_offset`, plus 1
+    /// (0: unknown): a replica restarted from the image continues in it.
+    pub repl_stream_db: u32,
     /// The AOF's last LSN at the cut (0: none). An AOF base image stands for the log up
     /// to this entry.
     pub aof_lsn: u64,
@@ -173,6 +176,7 @@ impl ImageHeader {
         put64(&mut b, 152, self.aof_lsn);
         put64(&mut b, 160, self.functions.len() as u64);
         put32(&mut b, 168, crc32c::crc32c(&self.functions));
+        put32(&mut b, 172, self.repl_stream_db);
         let crc = crc32c::crc32c(&b[..HEADER_BYTES - 4]);
         put32(&mut b, HEADER_BYTES - 4, crc);
         b
@@ -223,6 +227,7 @@ impl ImageHeader {
             keys: get64(b, 88),
             repl_id,
             repl_offset: get64(b, 136),
+            repl_stream_db: get32(b, 172),
             aof_lsn: get64(b, 152),
             mode,
             passes: get32(b, 148),
@@ -1076,6 +1081,7 @@ mod tests {
             keys: 0,
             repl_id: [b'a'; 40],
             repl_offset: 7,
+            repl_stream_db: 4,
             aof_lsn: 0x0102_0304_0506,
             mode: CutMode::StopTheWorld,
             passes: 1,

@@ -117,6 +117,9 @@ pub struct SnapParams {
     pub mode: SnapMode,
     pub repl_id: [u8; 40],
     pub repl_offset: u64,
+    /// The replication stream's db at `repl_offset`, plus 1 (0: unknown); SAVE and
+    /// SHUTDOWN record it, a background snapshot takes the value published at its cut.
+    pub repl_stream_db: u32,
     pub databases: u32,
     /// Called on the snapshot thread at the cut, while the executor is stopped, with the
     /// AOF's last LSN there (BGREWRITEAOF switches the log to a new file at that point).
@@ -407,7 +410,7 @@ fn header(
     p: &SnapParams,
     arena_bytes: u64,
     keys: u64,
-    repl_offset: u64,
+    (repl_offset, repl_stream_db): (u64, u32),
     aof_lsn: u64,
     mode: CutMode,
     passes: u32,
@@ -421,6 +424,7 @@ fn header(
         keys,
         repl_id: p.repl_id,
         repl_offset,
+        repl_stream_db,
         aof_lsn,
         mode,
         passes,
@@ -460,7 +464,7 @@ pub fn save_blocking(arena: &Arena, keys: u64, p: &SnapParams) -> Result<Outcome
         p,
         end,
         keys,
-        p.repl_offset,
+        (p.repl_offset, p.repl_stream_db),
         0,
         CutMode::StopTheWorld,
         1,
@@ -531,7 +535,7 @@ fn run_background(
         &p,
         end,
         keys,
-        repl_offset,
+        (repl_offset, gate.repl_stream_db_at_park()),
         aof_lsn,
         CutMode::StopTheWorld,
         1,
@@ -562,7 +566,7 @@ fn run_sync_image(
 ) -> Result<Outcome, SnapError> {
     let mut w = ImageWriter::create(&p.path, p.write_behind)?;
     match sync::run_sync(view, p, t, gate, cancel, progress, &mut w) {
-        Ok((o, end)) => commit(w, p, o, end),
+        Ok((o, end)) => commit(w, p, o, end, gate.repl_stream_db_at_park()),
         Err(e) => {
             w.abort();
             Err(e)
@@ -572,8 +576,22 @@ fn run_sync_image(
 
 /// Commits the image of a finished background snapshot (`end` arena bytes); the outcome
 /// gains the bytes written.
-fn commit(w: ImageWriter, p: &SnapParams, o: Outcome, end: u64) -> Result<Outcome, SnapError> {
-    let h = header(p, end, o.keys, o.repl_offset, o.aof_lsn, o.mode, o.passes);
+fn commit(
+    w: ImageWriter,
+    p: &SnapParams,
+    o: Outcome,
+    end: u64,
+    repl_stream_db: u32,
+) -> Result<Outcome, SnapError> {
+    let h = header(
+        p,
+        end,
+        o.keys,
+        (o.repl_offset, repl_stream_db),
+        o.aof_lsn,
+        o.mode,
+        o.passes,
+    );
     let bytes = w.commit(&h)?;
     Ok(Outcome {
         bytes_written: bytes,
@@ -627,7 +645,7 @@ fn run_live(
         ended.elapsed().as_micros()
     );
     match result {
-        Ok(Live::Done(o, end)) => commit(w, p, o, end),
+        Ok(Live::Done(o, end)) => commit(w, p, o, end, gate.repl_stream_db_at_park()),
         Ok(Live::Switch { passes, reason }) => {
             // The records written so far are useless without the tracking that was just
             // dropped: the freeze-free stream is a complete image on its own.

@@ -27,6 +27,10 @@ pub struct PauseGate {
     repl_offset_at_park: AtomicU64,
     /// The executor's replication offset, published as it changes (read at park).
     pub repl_offset: AtomicU64,
+    /// The db the replication stream's next command runs in, plus 1 (0: unknown),
+    /// published with `repl_offset`, and its value at the last stop.
+    pub repl_stream_db: AtomicU64,
+    repl_stream_db_at_park: AtomicU64,
     /// The AOF's last LSN, published by the executor when it stops (every entry up to it
     /// was handed to the AOF writer before stopping), and its value at the last stop.
     pub aof_lsn: AtomicU64,
@@ -71,6 +75,8 @@ impl PauseGate {
         self.keys_at_park.store(keys, SeqCst);
         self.repl_offset_at_park
             .store(self.repl_offset.load(SeqCst), SeqCst);
+        self.repl_stream_db_at_park
+            .store(self.repl_stream_db.load(SeqCst), SeqCst);
         self.aof_lsn_at_park
             .store(self.aof_lsn.load(SeqCst), SeqCst);
         let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -88,6 +94,8 @@ impl PauseGate {
         self.keys_at_park.store(keys(), SeqCst);
         self.repl_offset_at_park
             .store(self.repl_offset.load(SeqCst), SeqCst);
+        self.repl_stream_db_at_park
+            .store(self.repl_stream_db.load(SeqCst), SeqCst);
         self.aof_lsn_at_park
             .store(self.aof_lsn.load(SeqCst), SeqCst);
         self.active.store(false, SeqCst);
@@ -140,6 +148,12 @@ impl PauseGate {
     }
     pub fn repl_offset_at_park(&self) -> u64 {
         self.repl_offset_at_park.load(SeqCst)
+    }
+    /// The stream db at the last stop, plus 1 (0: unknown).
+    pub fn repl_stream_db_at_park(&self) -> u32 {
+        self.repl_stream_db_at_park
+            .load(SeqCst)
+            .min(u32::MAX as u64) as u32
     }
     pub fn aof_lsn_at_park(&self) -> u64 {
         self.aof_lsn_at_park.load(SeqCst)
