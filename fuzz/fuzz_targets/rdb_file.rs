@@ -5,7 +5,6 @@
 
 use cairn::arena::Arena;
 use cairn::config::Config;
-use cairn::keyspace::Keyspace;
 use cairn::persistence::rdb_file::load_rdb;
 use libfuzzer_sys::fuzz_target;
 

@@ -10,7 +10,7 @@
 use cairn::arena::Arena;
 use cairn::collections::{hash, list, set, stream, zset};
 use cairn::config::Config;
-use cairn::keyspace::{Keyspace, StrEnc, Ttl};
+use cairn::keyspace::{StrEnc, Ttl};
 use cairn::persistence::rdb_value::{
     dump_payload, read_function_payload, read_object, verify_dump_payload, Reader, Value,
 };
