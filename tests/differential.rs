@@ -514,9 +514,9 @@ static ZSETS: &[Spec] = &[
 // leaves unspecified are compared sorted (`Cmp::Set`); SPOP/SRANDMEMBER by shape
 // (`Cmp::Count`), and SPOP's step deletes its key right after, since each server popped
 // different members; OBJECT ENCODING reads cairn's "listpack" as 7.0's "hashtable"
-// (`Cmp::SetEncoding`). DUMP is not generated: Redis 7.0 cannot read the listpack set
-// payloads (RDB type 20) cairn writes, as it cannot read Redis 7.2's (tests/sets.rs checks
-// DUMP/RESTORE per encoding).
+// (`Cmp::SetEncoding`). DUMP is not generated: a set's payload lists its members in the
+// encoding's order, which differs from Redis's hashtable order (tests/sets.rs checks
+// DUMP/RESTORE across both servers per encoding).
 
 fn set_members(g: &mut G, min: i64, max: i64) -> Vec<Arg> {
     (0..g.rng.range(min, max)).map(|_| g.val()).collect()

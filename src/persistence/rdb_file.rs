@@ -27,7 +27,7 @@ pub fn write_object(ks: &Keyspace, e: Ref, out: &mut Vec<u8>) -> Result<(), Kind
         }
         Kind::Hash => write_hash(ks, e, out),
         Kind::ZSet => write_zset(ks, e, out),
-        Kind::Set => write_set(ks, e, out, false),
+        Kind::Set => write_set(ks, e, out),
         Kind::Stream => {
             use crate::collections::stream;
             let v = ks.value(e);
@@ -69,14 +69,14 @@ fn write_zset(ks: &Keyspace, e: Ref, out: &mut Vec<u8>) {
     super::rdb_value::write_zset2_object(out, &items);
 }
 
-/// A set as DUMP writes it. `intset_or_plain`: RDB type 2 instead of type 20 for a
-/// listpack set (Redis 7.0 cannot read type 20).
-fn write_set(ks: &Keyspace, e: Ref, out: &mut Vec<u8>, intset_or_plain: bool) {
+/// A set as DUMP writes it: an intset as RDB_TYPE_SET_INTSET, anything else as
+/// RDB_TYPE_SET. A listpack set is not written as type 20 (Redis 7.2's): RDB version 10,
+/// which the payloads declare, has no such type, and Redis 7.0 refuses it.
+fn write_set(ks: &Keyspace, e: Ref, out: &mut Vec<u8>) {
     use super::rdb_value as rv;
     use crate::collections::set::{self, Encoded};
     match set::encoded(ks, e) {
         Encoded::Intset(bytes) => rv::write_set_intset_object(out, bytes),
-        Encoded::Listpack(bytes) if !intset_or_plain => rv::write_set_listpack_object(out, bytes),
         _ => {
             let ms = set::members(ks, e);
             let refs: Vec<&[u8]> = ms.iter().map(|m| m.as_slice()).collect();
@@ -85,13 +85,9 @@ fn write_set(ks: &Keyspace, e: Ref, out: &mut Vec<u8>, intset_or_plain: bool) {
     }
 }
 
-/// `write_object` for an RDB file Redis 7.0 must load (`--export-rdb`): a listpack set is
-/// written as RDB_TYPE_SET (7.0 has no type 20); everything else as DUMP writes it.
+/// `write_object` for an RDB file Redis 7.0 must load (`--export-rdb`): what DUMP writes
+/// (only RDB version 10's types).
 pub fn write_export_object(ks: &Keyspace, e: Ref, out: &mut Vec<u8>) -> Result<(), Kind> {
-    if ks.kind(e) == Kind::Set {
-        write_set(ks, e, out, true);
-        return Ok(());
-    }
     write_object(ks, e, out)
 }
 

@@ -459,13 +459,6 @@ pub fn write_set_intset_object(out: &mut Vec<u8>, is: &[u8]) {
     out.extend_from_slice(is);
 }
 
-/// Appends a listpack-encoded set as RDB_TYPE_SET_LISTPACK (the listpack as is).
-pub fn write_set_listpack_object(out: &mut Vec<u8>, lp: &[u8]) {
-    out.push(TYPE_SET_LISTPACK);
-    write_len(out, lp.len() as u64);
-    out.extend_from_slice(lp);
-}
-
 /// Appends a list as RDB_TYPE_LIST_QUICKLIST_2: one packed node per listpack.
 pub fn write_list_object(out: &mut Vec<u8>, listpacks: &[&[u8]]) {
     out.push(TYPE_LIST_QUICKLIST_2);
