@@ -460,19 +460,31 @@ fn client_list_fields_match_redis() {
     let partial = b"*2\r\n$3\r\nGET\r\n$5\r\nab";
     pc.send(partial);
     pr.send(partial);
+    // The other connection may not be accepted, or its bytes not read, yet: wait for both
+    // servers to show them.
     let other = |r: &mut Raw| {
         let t = show(&bulk_payload(&r.call(&["CLIENT", "LIST"])));
         t.lines()
             .map(client_fields)
             .find(|f| field(f, "cmd") == "NULL")
-            .unwrap()
     };
-    let mut a = Vec::new();
-    wait_until(std::time::Duration::from_secs(5), "partial read", || {
-        a = other(&mut rc);
-        field(&a, "qbuf") != "0"
-    });
-    let b = other(&mut rr);
+    let partial_read = |r: &mut Raw| {
+        let mut seen = Vec::new();
+        wait_until(
+            std::time::Duration::from_secs(10),
+            "partial read",
+            || match other(r) {
+                Some(f) if field(&f, "qbuf") != "0" => {
+                    seen = f;
+                    true
+                }
+                _ => false,
+            },
+        );
+        seen
+    };
+    let a = partial_read(&mut rc);
+    let b = partial_read(&mut rr);
     for k in ["qbuf", "argv-mem", "multi-mem", "obl", "oll", "omem"] {
         assert_eq!(field(&a, k), field(&b, k), "partial: {k}");
     }
