@@ -167,7 +167,9 @@ impl Drop for Writer {
     }
 }
 
-const REPLICA_AOF: &[&str] = &[
+/// Both roles log every write with `appendfsync always` (nothing acknowledged is lost
+/// to a kill -9).
+const AOF_ALWAYS: &[&str] = &[
     "--appendonly",
     "yes",
     "--appendfsync",
@@ -190,7 +192,7 @@ fn a_replica_restarted_from_its_log_continues_partially() {
     );
     let mut p = Raw::connect(prim.port);
     let port = prim.port.to_string();
-    let rargs = with(REPLICA_AOF, &["--replicaof", "127.0.0.1", &port]);
+    let rargs = with(AOF_ALWAYS, &["--replicaof", "127.0.0.1", &port]);
     let mut rep = start_on(&rdir, &rargs, &[]);
     let w = Writer::start(prim.port);
     w.wait_batches(20);
@@ -277,15 +279,6 @@ fn a_replica_restarted_from_its_image_continues_partially() {
     let _ = std::fs::remove_dir_all(&rdir);
 }
 
-const PRIMARY_AOF: &[&str] = &[
-    "--appendonly",
-    "yes",
-    "--appendfsync",
-    "always",
-    "--enable-debug-command",
-    "yes",
-];
-
 /// A cairn primary restarted from its log: the old id becomes replid2 up to the loaded
 /// offset, the backlog is rebuilt from the log's tail, and its replicas continue — one
 /// that was connected at the restart, and one that was down and behind (served from the
@@ -294,11 +287,11 @@ const PRIMARY_AOF: &[&str] = &[
 fn a_primary_restarted_from_its_log_keeps_its_replicas_partial() {
     let pdir = temp_dir("psync-rprim");
     let rdir = temp_dir("psync-rrep");
-    let mut prim = start_on(&pdir, PRIMARY_AOF, &[]);
+    let mut prim = start_on(&pdir, AOF_ALWAYS, &[]);
     let pport = prim.port;
     let mut p = Raw::connect(pport);
     let port = pport.to_string();
-    let rargs = with(REPLICA_AOF, &["--replicaof", "127.0.0.1", &port]);
+    let rargs = with(AOF_ALWAYS, &["--replicaof", "127.0.0.1", &port]);
     let mut rep = start_on(&rdir, &rargs, &[]);
     let w = Writer::start(pport);
     w.wait_batches(20);
@@ -315,7 +308,7 @@ fn a_primary_restarted_from_its_log_keeps_its_replicas_partial() {
     let old_off = p.info_u64("replication", "master_repl_offset");
     let before = digest(&mut p);
     sigterm(&mut prim);
-    prim = start_on_port(&pdir, pport, PRIMARY_AOF);
+    prim = start_on_port(&pdir, pport, AOF_ALWAYS);
     let mut p = Raw::connect(pport);
     assert_eq!(digest(&mut p), before);
     assert_ne!(p.info_field("replication", "master_replid"), old_id);
@@ -341,7 +334,7 @@ fn a_primary_restarted_from_its_log_keeps_its_replicas_partial() {
     drop(w);
     wait_synced(&mut p, &mut r);
     sigterm(&mut prim);
-    prim = start_on_port(&pdir, pport, PRIMARY_AOF);
+    prim = start_on_port(&pdir, pport, AOF_ALWAYS);
     let mut p = Raw::connect(pport);
     wait_until(DEADLINE, "the replica reconnects", || {
         p.info_u64("stats", "sync_partial_ok") + p.info_u64("stats", "sync_full") > 0
@@ -364,7 +357,7 @@ fn a_primary_restarted_from_its_log_keeps_its_replicas_partial() {
     w.wait_batches(20);
     sigkill(&mut prim);
     drop(w);
-    prim = start_on_port(&pdir, pport, PRIMARY_AOF);
+    prim = start_on_port(&pdir, pport, AOF_ALWAYS);
     let mut p = Raw::connect(pport);
     let w = Writer::start(pport);
     w.wait_batches(20);
@@ -381,7 +374,7 @@ fn a_primary_restarted_from_its_log_keeps_its_replicas_partial() {
 #[test]
 fn a_redis_replica_continues_after_the_cairn_primary_restarts() {
     let pdir = temp_dir("psync-redis-prim");
-    let mut prim = start_on(&pdir, PRIMARY_AOF, &[]);
+    let mut prim = start_on(&pdir, AOF_ALWAYS, &[]);
     let pport = prim.port;
     let mut p = Raw::connect(pport);
     let port = pport.to_string();
@@ -399,7 +392,7 @@ fn a_redis_replica_continues_after_the_cairn_primary_restarts() {
     wait_synced(&mut p, &mut r);
     for _ in 0..2 {
         sigterm(&mut prim);
-        prim = start_on_port(&pdir, pport, PRIMARY_AOF);
+        prim = start_on_port(&pdir, pport, AOF_ALWAYS);
         p = Raw::connect(pport);
         wait_until(DEADLINE, "the Redis replica reconnects", || {
             p.info_u64("stats", "sync_partial_ok") + p.info_u64("stats", "sync_full") > 0
@@ -429,7 +422,7 @@ fn a_position_the_primary_does_not_hold_gets_a_full_sync() {
     let a = start_on(&adir, DEBUG_ON, &[]);
     let mut pa = Raw::connect(a.port);
     let aport = a.port.to_string();
-    let rargs = with(REPLICA_AOF, &["--replicaof", "127.0.0.1", &aport]);
+    let rargs = with(AOF_ALWAYS, &["--replicaof", "127.0.0.1", &aport]);
     let mut rep = start_on(&rdir, &rargs, &[]);
     let w = Writer::start(a.port);
     w.wait_batches(20);
@@ -464,7 +457,7 @@ fn a_position_the_primary_does_not_hold_gets_a_full_sync() {
     let mut pb = Raw::connect(b.port);
     pb.call(&["SET", "only-on-b", "1"]);
     let bport = b.port.to_string();
-    let rargs = with(REPLICA_AOF, &["--replicaof", "127.0.0.1", &bport]);
+    let rargs = with(AOF_ALWAYS, &["--replicaof", "127.0.0.1", &bport]);
     rep = start_on(&rdir, &rargs, &[]);
     let mut r = Raw::connect(rep.port);
     wait_synced(&mut pb, &mut r);
