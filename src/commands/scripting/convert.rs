@@ -1,7 +1,7 @@
 //! Conversions between Redis replies and Lua values, as Redis 7.0's script_lua.c does
 //! them.
 //!
-//! Reply → Lua (what `redis.call` returns): integer → number, bulk → string, null bulk
+//! Reply → Lua (what `redis.call` returns, built by `raw_call.rs`): integer → number, bulk → string, null bulk
 //! and null array → false, status → `{ok=...}`, error → `{err=...}`, array → table;
 //! RESP3 (after `redis.setresp(3)`): map → `{map={...}}`, set → `{set={k=true}}`, null →
 //! nil, boolean → boolean, double → `{double=n}`, big number → `{big_number=s}`, verbatim
@@ -13,134 +13,12 @@
 //! `verbatim_string`, `map`, `set`, else an array up to the first nil.
 
 use crate::protocol::reply::{Reply, Resp};
-use mlua::{Lua, Table, Value};
+use mlua::{Table, Value};
 
 /// Nesting at which a returned table becomes an error element: where Redis 7.0 runs
 /// out of Lua stack (`lua_checkstack` at LUAI_MAXCSTACK) for nested arrays, with the
 /// same text.
 pub const MAX_REPLY_DEPTH: usize = 7995;
-
-/// A parsed reply could not be read (never expected from the server's own encoder).
-#[derive(Debug)]
-pub struct BadReply;
-
-fn line(buf: &[u8], pos: usize) -> Result<(&[u8], usize), BadReply> {
-    let rest = buf.get(pos..).ok_or(BadReply)?;
-    let end = rest.windows(2).position(|w| w == b"\r\n").ok_or(BadReply)?;
-    Ok((&rest[..end], pos + end + 2))
-}
-
-fn int_of(b: &[u8]) -> Result<i64, BadReply> {
-    crate::util::parse_i64(b).ok_or(BadReply)
-}
-
-fn tagged(lua: &Lua, field: &str, v: Value) -> mlua::Result<Value> {
-    let t = lua.create_table()?;
-    t.raw_set(field, v)?;
-    Ok(Value::Table(t))
-}
-
-/// Parses the reply at `buf[pos..]` into a Lua value; returns it and where it ends.
-/// Errors become `{err = text}` tables (the caller decides whether to raise them).
-pub fn reply_to_lua(lua: &Lua, buf: &[u8], pos: usize) -> Result<(Value, usize), BadReply> {
-    let kind = *buf.get(pos).ok_or(BadReply)?;
-    let (head, mut next) = line(buf, pos + 1)?;
-    let lv = |r: mlua::Result<Value>| r.map_err(|_| BadReply);
-    let v = match kind {
-        b':' => Value::Integer(int_of(head)?),
-        b'+' => lv(lua
-            .create_string(head)
-            .and_then(|s| tagged(lua, "ok", Value::String(s))))?,
-        b'-' => lv(lua
-            .create_string(head)
-            .and_then(|s| tagged(lua, "err", Value::String(s))))?,
-        b'$' | b'=' => {
-            let n = int_of(head)?;
-            if n < 0 {
-                return Ok((Value::Boolean(false), next));
-            }
-            let n = n as usize;
-            let data = buf.get(next..next + n).ok_or(BadReply)?;
-            next += n + 2;
-            if kind == b'=' {
-                let (format, text) = if data.len() >= 4 && data[3] == b':' {
-                    (&data[..3], &data[4..])
-                } else {
-                    (&b"txt"[..], data)
-                };
-                let inner = lv(lua.create_table().map(Value::Table))?;
-                if let Value::Table(t) = &inner {
-                    lv(lua
-                        .create_string(format)
-                        .and_then(|f| t.raw_set("format", f))
-                        .map(|_| Value::Nil))?;
-                    lv(lua
-                        .create_string(text)
-                        .and_then(|s| t.raw_set("string", s))
-                        .map(|_| Value::Nil))?;
-                }
-                lv(tagged(lua, "verbatim_string", inner))?
-            } else {
-                Value::String(lua.create_string(data).map_err(|_| BadReply)?)
-            }
-        }
-        b'(' => lv(lua
-            .create_string(head)
-            .and_then(|s| tagged(lua, "big_number", Value::String(s))))?,
-        b'_' => Value::Nil,
-        b'#' => Value::Boolean(head == b"t"),
-        b',' => {
-            let s = std::str::from_utf8(head).map_err(|_| BadReply)?;
-            let d = match s {
-                "inf" => f64::INFINITY,
-                "-inf" => f64::NEG_INFINITY,
-                "nan" | "-nan" => f64::NAN,
-                _ => s.parse::<f64>().map_err(|_| BadReply)?,
-            };
-            lv(tagged(lua, "double", Value::Number(d)))?
-        }
-        b'*' | b'~' | b'>' => {
-            let n = int_of(head)?;
-            if n < 0 {
-                return Ok((Value::Boolean(false), next));
-            }
-            let t = lua.create_table().map_err(|_| BadReply)?;
-            for i in 0..n as usize {
-                let (e, after) = reply_to_lua(lua, buf, next)?;
-                next = after;
-                if kind == b'~' {
-                    t.raw_set(e, true).map_err(|_| BadReply)?;
-                } else {
-                    t.raw_set(i + 1, e).map_err(|_| BadReply)?;
-                }
-            }
-            if kind == b'~' {
-                lv(tagged(lua, "set", Value::Table(t)))?
-            } else {
-                Value::Table(t)
-            }
-        }
-        b'%' | b'|' => {
-            let n = int_of(head)?;
-            let t = lua.create_table().map_err(|_| BadReply)?;
-            for _ in 0..n.max(0) {
-                let (k, after) = reply_to_lua(lua, buf, next)?;
-                let (v, after) = reply_to_lua(lua, buf, after)?;
-                next = after;
-                if !matches!(k, Value::Nil) {
-                    t.raw_set(k, v).map_err(|_| BadReply)?;
-                }
-            }
-            if kind == b'|' {
-                // An attribute only annotates the reply that follows it.
-                return reply_to_lua(lua, buf, next);
-            }
-            lv(tagged(lua, "map", Value::Table(t)))?
-        }
-        _ => return Err(BadReply),
-    };
-    Ok((v, next))
-}
 
 /// C's `(long long)` of a double on x86-64: out of range (and NaN) is INT64_MIN.
 pub fn c_cast_i64(v: f64) -> i64 {
@@ -278,30 +156,10 @@ fn table_to_reply(t: &Table, out: &mut Reply) -> Vec<Value> {
     items
 }
 
-/// Appends a `redis.call` argument to `out`: strings as they are, numbers as Redis
-/// formats them (`%.17g`); false for any other type.
-pub fn push_call_arg(v: &Value, out: &mut Vec<u8>) -> bool {
-    match v {
-        Value::String(s) => out.extend_from_slice(&s.as_bytes()),
-        Value::Integer(i) => {
-            use std::io::Write;
-            let _ = write!(out, "{i}");
-        }
-        Value::Number(n) => out.extend_from_slice(super::lualib::fmt_g(*n, 17).as_bytes()),
-        _ => return false,
-    }
-    true
-}
-
-/// [`push_call_arg`] into a vector of its own; None for a type that is not an argument.
-pub fn call_arg(v: &Value) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    push_call_arg(v, &mut out).then_some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mlua::Lua;
 
     fn to_reply(lua: &Lua, code: &str, client: Resp, script_resp: u8) -> String {
         let v: Value = lua.load(code).eval().unwrap();
@@ -373,67 +231,5 @@ mod tests {
             ),
             "=6\r\ntxt:hi\r\n"
         );
-    }
-
-    #[test]
-    fn replies_to_lua() {
-        let lua = Lua::new();
-        let conv = |bytes: &[u8]| reply_to_lua(&lua, bytes, 0).unwrap();
-        let (v, end) = conv(b":5\r\n");
-        assert_eq!(end, 4);
-        assert!(matches!(v, Value::Integer(5)));
-        assert!(matches!(conv(b"$-1\r\n").0, Value::Boolean(false)));
-        assert!(matches!(conv(b"*-1\r\n").0, Value::Boolean(false)));
-        assert!(matches!(conv(b"_\r\n").0, Value::Nil));
-        assert!(matches!(conv(b"#t\r\n").0, Value::Boolean(true)));
-        let Value::Table(t) = conv(b"+OK\r\n").0 else {
-            panic!()
-        };
-        assert_eq!(t.raw_get::<String>("ok").unwrap(), "OK");
-        let Value::Table(t) = conv(b"-ERR x\r\n").0 else {
-            panic!()
-        };
-        assert_eq!(t.raw_get::<String>("err").unwrap(), "ERR x");
-        let Value::Table(t) = conv(b"*3\r\n$1\r\na\r\n$-1\r\n:2\r\n").0 else {
-            panic!()
-        };
-        assert_eq!(t.raw_len(), 3);
-        assert!(matches!(
-            t.raw_get::<Value>(2).unwrap(),
-            Value::Boolean(false)
-        ));
-        let Value::Table(t) = conv(b"%1\r\n$1\r\nk\r\n:1\r\n").0 else {
-            panic!()
-        };
-        let m: Table = t.raw_get("map").unwrap();
-        assert_eq!(m.raw_get::<i64>("k").unwrap(), 1);
-        let Value::Table(t) = conv(b"~1\r\n$1\r\nk\r\n").0 else {
-            panic!()
-        };
-        let s: Table = t.raw_get("set").unwrap();
-        assert!(s.raw_get::<bool>("k").unwrap());
-        let Value::Table(t) = conv(b",1.5\r\n").0 else {
-            panic!()
-        };
-        assert_eq!(t.raw_get::<f64>("double").unwrap(), 1.5);
-        let Value::Table(t) = conv(b"=6\r\ntxt:hi\r\n").0 else {
-            panic!()
-        };
-        let vt: Table = t.raw_get("verbatim_string").unwrap();
-        assert_eq!(vt.raw_get::<String>("string").unwrap(), "hi");
-        assert!(reply_to_lua(&lua, b"$5\r\nab", 0).is_err());
-        assert!(reply_to_lua(&lua, b"", 0).is_err());
-    }
-
-    #[test]
-    fn call_arguments() {
-        assert_eq!(call_arg(&Value::Integer(3)).unwrap(), b"3");
-        assert_eq!(call_arg(&Value::Number(1.5)).unwrap(), b"1.5");
-        assert_eq!(
-            call_arg(&Value::Number(0.1)).unwrap(),
-            b"0.10000000000000001"
-        );
-        assert!(call_arg(&Value::Boolean(true)).is_none());
-        assert!(call_arg(&Value::Nil).is_none());
     }
 }

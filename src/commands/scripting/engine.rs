@@ -9,6 +9,7 @@
 //! function that runs a command (see `mod.rs`), so this file knows nothing of the server.
 
 use super::lualib::{self, raise_at, raise_reply, ReplyError};
+use super::raw_call;
 use mlua::{
     ffi, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState,
 };
@@ -239,7 +240,9 @@ const SERVE_EVERY: Duration = Duration::from_millis(2);
 #[derive(Clone, Copy)]
 pub struct RunHost {
     pub ctx: *const c_void,
-    pub call: fn(&Lua, *const c_void, MultiValue, bool) -> mlua::Result<Value>,
+    /// Runs one command for the script, its reply (an error reply included) into the
+    /// buffer. Err: the refusal's text (code included), raised or returned by the script.
+    pub call: fn(*const c_void, crate::commands::Args<'_>, &mut Vec<u8>) -> Result<(), String>,
     pub serve: fn(*const c_void),
 }
 
@@ -278,8 +281,8 @@ pub struct Engine {
     pub scripts: HashMap<String, Script>,
     /// The running script, as the VM hook sees it (None between runs).
     hook: Rc<std::cell::RefCell<Option<HookRun>>>,
-    /// The running script's host (None between runs).
-    host: Rc<Cell<Option<RunHost>>>,
+    /// `redis.call`'s state: the running script's host (None between runs), its buffers.
+    site: Rc<raw_call::CallSite>,
     /// The buffer of the last run's `HookRun::name`.
     spare_name: Cell<String>,
     memory_limit: usize,
@@ -438,18 +441,14 @@ impl Engine {
         let seen = hook.clone();
         // `redis.call` and `redis.pcall` for the state's life: they reach the running
         // script's context through `host` (set for each run).
-        let host: Rc<Cell<Option<RunHost>>> = Rc::default();
+        let site: Rc<raw_call::CallSite> = Rc::default();
         for (name, raise) in [("call", true), ("pcall", false)] {
-            let h = host.clone();
-            let f = lua.create_function(move |lua, args: MultiValue| match h.get() {
-                Some(host) => (host.call)(lua, host.ctx, args, raise),
-                None => Err(raise_reply(
-                    "ERR redis.call is available only while a script runs",
-                )),
-            })?;
+            // SAFETY: the engine owns `site` for the state's life (the state is dropped
+            // with the engine; a run never outlives it).
+            let f = unsafe { raw_call::create(&lua, Rc::as_ptr(&site), raise)? };
             redis.raw_set(name, f)?;
         }
-        let host_seen = host.clone();
+        let host_seen = site.clone();
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             move |_, _| {
@@ -479,7 +478,7 @@ impl Engine {
                 // Busy: the server reads other clients and answers them (their SCRIPT
                 // KILL sets the flag checked below).
                 if run.serve && run.busy.in_busy() {
-                    if let Some(h) = host_seen.get() {
+                    if let Some(h) = host_seen.host.get() {
                         let now = Instant::now();
                         if now.duration_since(run.served) >= SERVE_EVERY {
                             (h.serve)(h.ctx);
@@ -502,7 +501,7 @@ impl Engine {
             runner,
             scripts: HashMap::new(),
             hook,
-            host,
+            site,
             spare_name: Cell::default(),
             memory_limit: limit,
             scripts_bytes: 0,
@@ -632,9 +631,12 @@ impl Engine {
                 load_deadline: None,
             });
         }
-        self.host.set(Some(host));
+        self.site.start_run(host);
         let result = self.call_raw(&run);
-        self.host.set(None);
+        self.site.end_run();
+        if let Some(panic) = self.site.take_panic() {
+            std::panic::resume_unwind(panic);
+        }
         if let Ok(mut h) = self.hook.try_borrow_mut() {
             if let Some(r) = h.take() {
                 self.spare_name.set(r.name);
@@ -1180,7 +1182,7 @@ mod tests {
     fn test_host() -> RunHost {
         RunHost {
             ctx: std::ptr::null(),
-            call: |_, _, _, _| Ok(Value::Nil),
+            call: |_, _, _| Ok(()),
             serve: |_| {},
         }
     }

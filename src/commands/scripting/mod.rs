@@ -20,14 +20,14 @@ pub mod convert;
 pub mod engine;
 pub mod functions;
 pub mod lualib;
+mod raw_call;
 
 use super::{CmdError, CmdResult, CommandSpec, Ctx};
 use super::{ALLOW_BUSY, MAY_REPLICATE, MONITOR_FIRST, NOSCRIPT, READONLY, SKIP_MONITOR, STALE};
 use crate::protocol::reply::Resp;
 pub use engine::ScriptBusy;
 use engine::{Engine, Outcome};
-use lualib::raise_reply;
-use mlua::{Lua, MultiValue, Value};
+use mlua::Lua;
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
@@ -169,8 +169,6 @@ pub struct Scripts {
     rand: engine::Lrand48,
     /// The running function (FCALL) as FUNCTION STATS shows it.
     pub running: Option<Running>,
-    /// `redis.call`'s buffers, kept between calls.
-    call_bufs: CallBufs,
     /// FUNCTION libraries (a Lua state of their own).
     pub functions: functions::Functions,
     /// Figures for INFO while the engine is lent to a running script.
@@ -242,6 +240,8 @@ fn evalsha_ro(ctx: &mut Ctx) -> CmdResult {
 struct CallCtx<'a, 'b> {
     ctx: &'a mut Ctx<'b>,
     rules: ScriptRules,
+    /// The running state (`redis.setresp` / `redis.set_repl` live in its app data).
+    lua: Lua,
 }
 
 fn eval_generic(ctx: &mut Ctx, by_sha: bool, ro: bool) -> CmdResult {
@@ -379,6 +379,7 @@ pub(crate) fn run_script(ctx: &mut Ctx, target: Target, ro: bool, numkeys: usize
     let state = RefCell::new(CallCtx {
         ctx: &mut *ctx,
         rules,
+        lua: lua.clone(),
     });
     let host = engine::RunHost {
         ctx: (&state as *const RefCell<CallCtx>).cast(),
@@ -440,11 +441,11 @@ pub(crate) fn run_script(ctx: &mut Ctx, target: Target, ro: bool, numkeys: usize
 }
 
 /// `RunHost::call` of a run: `ctx` is `run_script`'s `&RefCell<CallCtx>`.
-fn host_call(lua: &Lua, ctx: *const c_void, args: MultiValue, raise: bool) -> mlua::Result<Value> {
+fn host_call(ctx: *const c_void, args: super::Args, out: &mut Vec<u8>) -> Result<(), String> {
     // SAFETY: the engine calls this only during the run `run_script` started with this
     // `ctx`, which points at its `state`, alive on its stack until the run returns.
     let state = unsafe { &*ctx.cast::<RefCell<CallCtx>>() };
-    redis_call(lua, state, args, raise)
+    redis_call(state, args, out)
 }
 
 /// `RunHost::serve` of a run, called by the VM hook while the script is busy (never
@@ -457,85 +458,20 @@ fn host_serve(ctx: *const c_void) {
     }
 }
 
-/// `redis.call` (`raise`) and `redis.pcall`: runs one command for the script.
-fn redis_call(
-    lua: &Lua,
-    state: &RefCell<CallCtx>,
-    args: MultiValue,
-    raise: bool,
-) -> mlua::Result<Value> {
-    let fail = |text: String| -> mlua::Result<Value> {
-        if raise {
-            Err(raise_reply(text))
-        } else {
-            let t = lua.create_table()?;
-            t.raw_set("err", lua.create_string(text)?)?;
-            Ok(Value::Table(t))
-        }
-    };
-    if args.is_empty() {
-        return fail("ERR Please specify at least one argument for this redis lib call".into());
-    }
-    let (resp, repl) = lua
-        .app_data_ref::<engine::RunFlags>()
-        .map_or((2, engine::REPL_ALL), |f| (f.resp, f.repl));
+/// `redis.call` and `redis.pcall`: runs one command for the script, its reply into
+/// `out`. Err: the refusal's text.
+fn redis_call(state: &RefCell<CallCtx>, cmd: super::Args, out: &mut Vec<u8>) -> Result<(), String> {
     let Ok(mut st) = state.try_borrow_mut() else {
-        return fail("ERR This Redis command is not allowed from script".into());
+        return Err("ERR This Redis command is not allowed from script".into());
     };
     let st = &mut *st;
+    let (resp, repl) = st
+        .lua
+        .app_data_ref::<engine::RunFlags>()
+        .map_or((2, engine::REPL_ALL), |f| (f.resp, f.repl));
     let rules = st.rules;
     let ctx = &mut *st.ctx;
-    // The argument and reply buffers live with the script cache: a call allocates
-    // nothing of its own once they have grown.
-    let mut bufs = std::mem::take(&mut ctx.srv.scripts.call_bufs);
-    bufs.data.clear();
-    bufs.ranges.clear();
-    bufs.out.clear();
-    let ran = run_call(lua, ctx, rules, &args, &mut bufs, resp, repl);
-    if bufs.data.capacity() > CALL_BUF_KEEP_BYTES {
-        bufs.data = Vec::new();
-    }
-    if bufs.out.capacity() > CALL_BUF_KEEP_BYTES {
-        bufs.out = Vec::new();
-    }
-    ctx.srv.scripts.call_bufs = bufs;
-    match ran {
-        Ok(v) => Ok(v),
-        Err(text) => fail(text),
-    }
-}
-
-/// Buffers of `redis.call` bigger than this are not kept for the next call.
-const CALL_BUF_KEEP_BYTES: usize = 64 << 10;
-
-/// `redis.call`'s argument bytes, their ranges and the command's reply (reused).
-#[derive(Default)]
-pub struct CallBufs {
-    data: Vec<u8>,
-    ranges: Vec<(usize, usize)>,
-    out: Vec<u8>,
-}
-
-/// One `redis.call`: the arguments into `bufs`, the command, its reply as a Lua value.
-/// Err: the error text the script raises or gets back.
-fn run_call(
-    lua: &Lua,
-    ctx: &mut Ctx,
-    rules: ScriptRules,
-    args: &MultiValue,
-    bufs: &mut CallBufs,
-    resp: u8,
-    repl: u32,
-) -> Result<Value, String> {
-    for v in args.iter() {
-        let start = bufs.data.len();
-        if !convert::push_call_arg(v, &mut bufs.data) {
-            return Err("ERR Lua redis lib command arguments must be strings or integers".into());
-        }
-        bufs.ranges.push((start, bufs.data.len() - start));
-    }
     ctx.client.resp = if resp == 3 { Resp::V3 } else { Resp::V2 };
-    let cmd = super::Args::new(&bufs.data, &bufs.ranges);
     let mark = ctx
         .srv
         .aof
@@ -544,7 +480,6 @@ fn run_call(
         .map_or(0, |c| c.entries.len());
     let dirty_before = ctx.srv.dirty;
     let now = ctx.now_ms;
-    let out = &mut bufs.out;
     let ran = ctx.srv.execute_in_script(ctx.client, cmd, out, now, rules);
     if ctx.srv.dirty > dirty_before {
         ctx.srv.scripts.busy.wrote.store(true, Ordering::SeqCst);
@@ -555,18 +490,7 @@ fn run_call(
             c.entries.truncate(mark);
         }
     }
-    ran?;
-    if out.first() == Some(&b'-') {
-        let end = out
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .unwrap_or(out.len());
-        return Err(String::from_utf8_lossy(&out[1..end]).into_owned());
-    }
-    match convert::reply_to_lua(lua, out, 0) {
-        Ok((v, _)) => Ok(v),
-        Err(_) => Err("ERR unreadable reply from the command".into()),
-    }
+    ran
 }
 
 fn script_load(ctx: &mut Ctx) -> CmdResult {
