@@ -1072,6 +1072,46 @@ fn busy_unkillable_transcript(srv: &mut ServerProc) -> (Vec<String>, bool, bool)
     (t, a.closed(), b.closed())
 }
 
+/// A script postponed by CLIENT PAUSE runs when the pause ends, outside any client's
+/// turn: once busy, it still answers the others (`-BUSY`, SCRIPT KILL).
+fn busy_after_pause_transcript(port: u16) -> Vec<String> {
+    let mut pauser = Raw::connect(port);
+    assert_eq!(
+        show(&pauser.call(&["CLIENT", "PAUSE", "100000", "WRITE"])),
+        "+OK\r\n"
+    );
+    let mut a = Raw::connect(port);
+    a.cmd(&eval("local i = 0 while true do i = i + 1 end", &["0"]));
+    // The EVAL is parked by the pause (its client shows it).
+    wait_until(DEADLINE, "the EVAL to be postponed", || {
+        let list = show(&pauser.call(&["CLIENT", "LIST"]));
+        list.contains("cmd=eval") || list.contains("flags=b")
+    });
+    let unpaused = show(&pauser.call(&["CLIENT", "UNPAUSE"]));
+    let mut b = Raw::connect(port);
+    wait_until(DEADLINE, "the resumed script to be busy", || {
+        show(&b.call(&["PING"])).starts_with("-BUSY")
+    });
+    let mut t = vec![unpaused, show(&b.call(&["GET", "x"]))];
+    t.push(show(&b.call(&["SCRIPT", "KILL"])));
+    let killed = show(&a.reply());
+    t.push(killed.split(" script: ").next().unwrap_or("").to_string());
+    t.push(show(&b.call(&["PING"])));
+    t
+}
+
+#[test]
+fn a_script_resumed_after_client_pause_answers_others_while_busy() {
+    let args = ["--busy-reply-threshold", "100"];
+    let c = start_cairn(&args);
+    let r = start_redis(&args);
+    let ours = busy_after_pause_transcript(c.port);
+    let theirs = busy_after_pause_transcript(r.port);
+    assert_eq!(ours, theirs);
+    assert_eq!(ours[1], BUSY_EVAL);
+    assert_eq!(ours[2], "+OK\r\n");
+}
+
 #[test]
 fn busy_script_that_wrote_is_unkillable_and_shutdown_nosave_ends_the_server() {
     let args = ["--busy-reply-threshold", "100"];

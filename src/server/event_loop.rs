@@ -182,10 +182,11 @@ fn serve_while_busy(srv: &mut Server, state: std::ptr::NonNull<()>) {
     let saved_deny = std::mem::replace(&mut srv.blocking.deny, false);
     // Keys the script made ready are served after it, not in the middle of it.
     let saved_serving = std::mem::replace(&mut srv.blocking.serving, true);
-    // SAFETY: `state` was made by `EventLoop::process` from its `&mut self` after it
-    // took the running connection and the batch out, and that function does not touch
-    // the loop until the commands have run and it has put `busy_loop` back: nothing
-    // else borrows the loop now, on this thread (the only one that runs it).
+    // SAFETY: `state` was made from the loop's `&mut self` by `EventLoop::process` (after
+    // it took the running connection and the batch out) or by the turn around
+    // `expire_blocked`; neither touches the loop until the commands have run and it has
+    // put `busy_loop` back: nothing else borrows the loop now, on this thread (the only
+    // one that runs it).
     let el = unsafe { &mut *state.cast::<EventLoop>().as_ptr() };
     el.serve_busy(srv);
     srv.aof.hold_lsn = saved_hold;
@@ -525,7 +526,16 @@ impl EventLoop {
             for slot in again {
                 self.read_and_process(srv, slot, true);
             }
+            // Commands postponed by a pause run again here, outside any connection's
+            // turn: a script among them that turns busy serves the others as in
+            // `process` (its own client is out of its slot while it runs, so its
+            // connection is read but not run).
+            let saved_loop = srv.busy_loop.replace(BusyLoop {
+                serve: serve_while_busy,
+                state: std::ptr::NonNull::from(&mut *self).cast(),
+            });
             srv.expire_blocked(now_ms());
+            srv.busy_loop = saved_loop;
             self.deliver_unblocked(srv);
             srv.tracking_end_of_turn();
             srv.repl_end_of_turn();
