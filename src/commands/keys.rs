@@ -767,12 +767,15 @@ fn object_lookup(ctx: &mut Ctx) -> Option<Ref> {
     e
 }
 
-/// Redis's encoding name for an entry. Strings carry their own [`StrEnc`]; other kinds
-/// keep Redis's OBJ_ENCODING_* number in the entry's encoding byte.
-fn encoding_name(ctx: &Ctx, e: Ref) -> &'static str {
-    let ks = &ctx.srv.ks;
+/// Redis 7.0's encoding name for an entry. Strings carry their own [`StrEnc`]; other
+/// kinds keep Redis's OBJ_ENCODING_* number in the entry's encoding byte.
+pub(crate) fn encoding_name(ks: &crate::keyspace::Keyspace, e: Ref) -> &'static str {
     match ks.kind(e) {
         Kind::String => ks.str_enc(e).name(),
+        // A small set of strings is kept as a listpack (as Redis 7.2 does), where Redis
+        // 7.0, the version cairn reports, has a hashtable: the name is 7.0's, so what a
+        // client reads matches the version it was told (README, "Version").
+        Kind::Set if ks.enc(e) == crate::collections::set::ENC_LISTPACK => "hashtable",
         _ => {
             const NAMES: [&str; 12] = [
                 "raw",
@@ -796,7 +799,7 @@ fn encoding_name(ctx: &Ctx, e: Ref) -> &'static str {
 
 fn object_encoding(ctx: &mut Ctx) -> CmdResult {
     if let Some(e) = object_lookup(ctx) {
-        let name = encoding_name(ctx, e);
+        let name = encoding_name(&ctx.srv.ks, e);
         ctx.out.bulk_str(name);
     }
     Ok(())

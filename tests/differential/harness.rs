@@ -217,9 +217,6 @@ pub enum Cmp {
     /// SSCAN that covers the whole set in one call: the cursor exactly, the members as
     /// a sorted list (hashtable order is unspecified).
     ScanSet,
-    /// OBJECT ENCODING of a set: cairn keeps small non-integer sets as listpacks (Redis 7.2
-    /// / Valkey 8) where Redis 7.0 has a hashtable, so "listpack" reads as "hashtable".
-    SetEncoding,
 }
 
 /// What a step expects back.
@@ -460,9 +457,6 @@ pub fn normalise(v: Val, cmp: Cmp) -> Val {
         (Cmp::ScanSet, Val::Agg(t, Some(mut items))) if items.len() == 2 => {
             items[1] = normalise(items[1].clone(), Cmp::Set);
             Val::Agg(t, Some(items))
-        }
-        (Cmp::SetEncoding, Val::Bulk(t, Some(s))) if s == b"listpack" => {
-            Val::Bulk(t, Some(b"hashtable".to_vec()))
         }
         (Cmp::Exact, v) => v,
         (Cmp::ClientId, Val::Line(b':', _)) => Val::Line(b':', b"0".to_vec()),

@@ -233,7 +233,8 @@ fn listpack_of(ks: &Keyspace, e: crate::arena::Ref) -> Option<&[u8]> {
     match ks.kind(e) {
         Kind::Hash => crate::collections::hash::listpack(ks, e),
         Kind::ZSet => crate::collections::zset::listpack(ks, e),
-        Kind::Set if ks.enc(e) == crate::collections::set::ENC_LISTPACK => Some(ks.value(e)),
+        // A listpack set reports 7.0's `hashtable` (see `keys::encoding_name`), and 7.0
+        // refuses DEBUG LISTPACK of one.
         _ => None,
     }
 }
@@ -421,20 +422,7 @@ pub(super) fn serialized_length(ks: &Keyspace, e: crate::arena::Ref) -> u64 {
 
 pub(super) fn debug_object_line(ks: &Keyspace, e: crate::arena::Ref, list_fill: i64) -> String {
     let addr = ks.arena.base_addr() as u64 + e as u64 * 8;
-    let encoding = match ks.kind(e) {
-        Kind::String => ks.str_enc(e).name(),
-        Kind::List => "quicklist",
-        Kind::Hash if crate::collections::hash::is_ht(ks.value(e)) => "hashtable",
-        Kind::Hash => "listpack",
-        Kind::ZSet if crate::collections::zset::is_sl(ks.value(e)) => "skiplist",
-        Kind::ZSet => "listpack",
-        Kind::Set => match ks.enc(e) {
-            crate::collections::set::ENC_INTSET => "intset",
-            crate::collections::set::ENC_LISTPACK => "listpack",
-            _ => "hashtable",
-        },
-        Kind::Stream => "stream",
-    };
+    let encoding = crate::commands::keys::encoding_name(ks, e);
     let lru = ks.lru(e) & crate::keyspace::LRU_CLOCK_MAX;
     let now = crate::keyspace::lru_clock();
     let idle = if now >= lru {
@@ -443,10 +431,22 @@ pub(super) fn debug_object_line(ks: &Keyspace, e: crate::arena::Ref, list_fill: 
         crate::keyspace::LRU_CLOCK_MAX - lru + now
     };
     format!(
-        "Value at:0x{addr:x} refcount:1 encoding:{encoding} serializedlength:{} lru:{lru} lru_seconds_idle:{idle}{}",
+        "Value at:0x{addr:x} refcount:1 encoding:{encoding} serializedlength:{} lru:{lru} lru_seconds_idle:{idle}{}{}",
         serialized_length(ks, e),
-        quicklist_fields(ks, e, list_fill)
+        quicklist_fields(ks, e, list_fill),
+        internal_encoding_field(ks, e)
     )
+}
+
+/// Where cairn's representation differs from the 7.0 encoding it reports, DEBUG OBJECT
+/// says what it really is (as Redis appends its own fields for lists): a small set of
+/// strings kept as a listpack.
+fn internal_encoding_field(ks: &Keyspace, e: crate::arena::Ref) -> &'static str {
+    if ks.kind(e) == Kind::Set && ks.enc(e) == crate::collections::set::ENC_LISTPACK {
+        " cairn_encoding:listpack"
+    } else {
+        ""
+    }
 }
 
 /// The quicklist fields Redis appends to DEBUG OBJECT for lists (an inline list counts
