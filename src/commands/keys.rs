@@ -880,8 +880,13 @@ fn object_help(ctx: &mut Ctx) -> CmdResult {
 
 /// The DUMP payload of an entry, or None for a kind the codec cannot encode yet.
 fn dump_entry(ctx: &Ctx, e: Ref) -> Option<Vec<u8>> {
+    dump_payload(&ctx.srv.ks, e)
+}
+
+/// The DUMP payload of entry `e` (what MIGRATE sends too).
+pub(crate) fn dump_payload(ks: &crate::keyspace::Keyspace, e: Ref) -> Option<Vec<u8>> {
     let mut body = Vec::new();
-    crate::persistence::rdb_file::write_object(&ctx.srv.ks, e, &mut body).ok()?;
+    crate::persistence::rdb_file::write_object(ks, e, &mut body).ok()?;
     Some(rdb_value::dump_payload(body))
 }
 

@@ -16,6 +16,7 @@ pub mod hll;
 pub mod keys;
 pub mod lists;
 pub mod lolwut;
+pub mod migrate;
 pub mod notify;
 pub mod persistence;
 pub mod propagate;
@@ -316,6 +317,7 @@ pub fn all_families() -> Vec<&'static [CommandSpec]> {
         keys::COMMANDS,
         lists::COMMANDS,
         lolwut::COMMANDS,
+        migrate::COMMANDS,
         persistence::COMMANDS,
         replication::COMMANDS,
         pubsub::COMMANDS,

@@ -94,6 +94,12 @@ pub fn keys_of(spec: &CommandSpec, args: Args) -> Option<Vec<usize>> {
             Some(std::iter::once(1).chain(dest).collect())
         }
         "georadius" | "georadiusbymember" => Some(keyword_dest(&["STORE", "STOREDIST"])),
+        // MIGRATE's key, or (with an empty key) everything after KEYS.
+        "migrate" if argc > 6 => match (6..argc).find(|&i| args.is(i, "KEYS")) {
+            Some(_) if !args.get(3).is_empty() => None,
+            Some(at) => Some((at + 1..argc).collect()),
+            None => Some(vec![3]),
+        },
         _ => Some(key_indices(spec, argc).collect()),
     }
 }
@@ -126,6 +132,7 @@ pub fn has_key_proc(name: &str) -> bool {
             | "sort"
             | "georadius"
             | "georadiusbymember"
+            | "migrate"
     )
 }
 

@@ -125,6 +125,8 @@ pub struct Server {
     /// The socket loop (`io-threads 1`) while it runs a connection's commands: a busy
     /// script serves the other clients through it (`serve_while_busy`).
     pub(crate) busy_loop: Option<BusyLoop>,
+    /// MIGRATE's connections to its targets.
+    pub migrate_sockets: crate::commands::migrate::SocketCache,
     /// A read-only command ran inside the running script: a tracking caller remembers
     /// the script's declared keys when it returns (Redis 7.0's script_caller rule).
     pub script_read_seen: bool,
@@ -316,6 +318,7 @@ impl Server {
             propagate_as: None,
             in_script_call: false,
             busy_loop: None,
+            migrate_sockets: Default::default(),
             script_read_seen: false,
             scripts: Default::default(),
             notify_flags: 0,
@@ -1153,6 +1156,7 @@ impl Server {
     /// Every step is bounded in time.
     pub fn cron(&mut self) {
         self.snapshot_cron();
+        self.migrate_sockets.close_idle();
         self.stats.sample_instantaneous(now_ms());
         self.stats.peak_memory = self.stats.peak_memory.max(self.used_memory());
         let s = self.config.settings();
