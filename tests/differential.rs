@@ -260,7 +260,7 @@ fn hashes() {
 // ---------------------------------------------------------------------------------------
 // Sorted sets. Their order is specified, so everything is compared exactly except
 // ZRANDMEMBER (`Cmp::Shape`: counts and types only). ZSCAN (dict order on skiplists) is
-// in tests/zsets.rs; ZRANK/ZREVRANK WITHSCORE is Redis 7.2 syntax, not generated. A second
+// in tests/zsets.rs; ZRANK/ZREVRANK WITHSCORE is Redis 7.2 syntax (refused, as 7.0 does). A second
 // run with tiny listpack limits drives every command through the skiplist encoding.
 // Lex ranges are only defined when all scores are equal (on a skiplist with mixed scores
 // Redis's answer depends on its random node levels), so lex commands use their own keys

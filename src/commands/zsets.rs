@@ -29,8 +29,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("zlexcount", 4, READONLY | FAST, "sorted-set", zlexcount).keys(1, 1, 1).doc("Returns the number of members in a sorted set within a lexicographical range.", "2.8.9"),
     CommandSpec::new("zscore", 3, READONLY | FAST, "sorted-set", zscore).keys(1, 1, 1).doc("Returns the score of a member in a sorted set.", "1.2.0"),
     CommandSpec::new("zmscore", -3, READONLY | FAST, "sorted-set", zmscore).keys(1, 1, 1).doc("Returns the score of one or more members in a sorted set.", "6.2.0"),
-    CommandSpec::new("zrank", -3, READONLY | FAST, "sorted-set", zrank).keys(1, 1, 1).doc("Returns the index of a member in a sorted set ordered by ascending scores.", "2.0.0"),
-    CommandSpec::new("zrevrank", -3, READONLY | FAST, "sorted-set", zrevrank).keys(1, 1, 1).doc("Returns the index of a member in a sorted set ordered by descending scores.", "2.0.0"),
+    CommandSpec::new("zrank", 3, READONLY | FAST, "sorted-set", zrank).keys(1, 1, 1).doc("Returns the index of a member in a sorted set ordered by ascending scores.", "2.0.0"),
+    CommandSpec::new("zrevrank", 3, READONLY | FAST, "sorted-set", zrevrank).keys(1, 1, 1).doc("Returns the index of a member in a sorted set ordered by descending scores.", "2.0.0"),
     CommandSpec::new("zrange", -4, READONLY, "sorted-set", zrange).keys(1, 1, 1).doc("Returns members in a sorted set within a range of indexes.", "1.2.0"),
     CommandSpec::new("zrangestore", -5, WRITE | DENYOOM, "sorted-set", zrangestore).keys(1, 2, 1).doc("Stores a range of members from sorted set in a key.", "6.2.0"),
     CommandSpec::new("zrevrange", -4, READONLY, "sorted-set", zrevrange).keys(1, 1, 1).doc("Returns members in a sorted set within a range of indexes in reverse order.", "1.2.0"),
@@ -607,44 +607,22 @@ fn zmscore(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
-/// ZRANK / ZREVRANK key member [WITHSCORE] (WITHSCORE is Redis 7.2 / Valkey syntax).
+/// ZRANK / ZREVRANK key member (7.0's form: 7.2's WITHSCORE is an arity error here, as
+/// in the version cairn reports).
 fn zrank_generic(ctx: &mut Ctx, rev: bool) -> CmdResult {
-    if ctx.args.len() > 4 {
-        return Err(CmdError::Other(format!(
-            "ERR wrong number of arguments for '{}' command",
-            ctx.spec.name
-        )));
-    }
-    let withscore = if ctx.args.len() == 4 {
-        if !ctx.args.is(3, "WITHSCORE") {
-            return Err(CmdError::Syntax);
-        }
-        true
-    } else {
-        false
-    };
     let key = ctx.args.get(1);
     let found = match read_zset(ctx, key)? {
-        Some(e) => zset::rank(&ctx.srv.ks, e, ctx.args.get(2)).map(|(r, s)| {
-            (
-                if rev {
-                    zset::len(&ctx.srv.ks, e) - 1 - r
-                } else {
-                    r
-                },
-                s,
-            )
+        Some(e) => zset::rank(&ctx.srv.ks, e, ctx.args.get(2)).map(|(r, _)| {
+            if rev {
+                zset::len(&ctx.srv.ks, e) - 1 - r
+            } else {
+                r
+            }
         }),
         None => None,
     };
     match found {
-        Some((r, s)) if withscore => {
-            ctx.out.array(2);
-            ctx.out.int(r as i64);
-            ctx.out.double(s);
-        }
-        Some((r, _)) => ctx.out.int(r as i64),
-        None if withscore => ctx.out.null_array(),
+        Some(r) => ctx.out.int(r as i64),
         None => ctx.out.null(),
     }
     Ok(())
