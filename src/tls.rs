@@ -69,7 +69,9 @@ fn load_key(path: &str, option: &str) -> Result<PrivateKeyDer<'static>, String> 
     if data
         .windows(b"ENCRYPTED PRIVATE KEY".len())
         .any(|w| w == b"ENCRYPTED PRIVATE KEY")
-        || data.windows(b"Proc-Type: 4,ENCRYPTED".len()).any(|w| w == b"Proc-Type: 4,ENCRYPTED")
+        || data
+            .windows(b"Proc-Type: 4,ENCRYPTED".len())
+            .any(|w| w == b"Proc-Type: 4,ENCRYPTED")
     {
         return Err(format!(
             "Failed to load private key '{path}' ({option}): encrypted keys are not supported by cairn; decrypt it first"
@@ -308,9 +310,9 @@ pub fn server_config(cfg: &Config) -> Result<Arc<ServerConfig>, String> {
             builder.with_client_cert_verifier(v)
         }
     };
-    let mut sc = builder
-        .with_single_cert(certs, key)
-        .map_err(|e| format!("Failed to use certificate '{cert_file}' with key '{key_file}': {e}"))?;
+    let mut sc = builder.with_single_cert(certs, key).map_err(|e| {
+        format!("Failed to use certificate '{cert_file}' with key '{key_file}': {e}")
+    })?;
     sc.ignore_client_order = cfg.get_value("tls-prefer-server-ciphers") == Some("yes");
     if cfg.get_value("tls-session-caching") == Some("yes") {
         let size = match cfg
@@ -390,10 +392,9 @@ pub fn client_config(cfg: &Config) -> Result<Arc<ClientConfig>, String> {
     check_refused(cfg)?;
     let roots = load_roots(cfg)?;
     let ring = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier =
-        rustls::client::WebPkiServerVerifier::builder_with_provider(roots, ring.clone())
-            .build()
-            .map_err(|e| format!("Invalid CA certificates: {e}"))?;
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, ring.clone())
+        .build()
+        .map_err(|e| format!("Invalid CA certificates: {e}"))?;
     let builder = ClientConfig::builder_with_provider(provider(cfg)?)
         .with_protocol_versions(&protocols(cfg)?)
         .map_err(|e| format!("Invalid TLS protocols or ciphers: {e}"))?
@@ -502,7 +503,10 @@ mod tests {
         c.set_many(&[("tls-protocols", "SSLv3")], true).unwrap();
         assert!(protocols(&c).is_err());
         c.set_many(
-            &[("tls-protocols", ""), ("tls-ciphers", "ECDHE-RSA-AES128-GCM-SHA256")],
+            &[
+                ("tls-protocols", ""),
+                ("tls-ciphers", "ECDHE-RSA-AES128-GCM-SHA256"),
+            ],
             true,
         )
         .unwrap();
@@ -511,7 +515,10 @@ mod tests {
         c.set_many(&[("tls-ciphers", "RC4-MD5")], true).unwrap();
         assert!(provider(&c).unwrap_err().contains("RC4-MD5"));
         c.set_many(
-            &[("tls-ciphers", ""), ("tls-ciphersuites", "TLS_AES_256_GCM_SHA384")],
+            &[
+                ("tls-ciphers", ""),
+                ("tls-ciphersuites", "TLS_AES_256_GCM_SHA384"),
+            ],
             true,
         )
         .unwrap();
@@ -524,7 +531,9 @@ mod tests {
         c.set_many(&[("tls-client-cert-file", "")], true).unwrap();
         assert!(check_refused(&c).is_ok());
         // The option table refuses a non-empty pass outright.
-        assert!(c.set_many(&[("tls-key-file-pass", "secret")], true).is_err());
+        assert!(c
+            .set_many(&[("tls-key-file-pass", "secret")], true)
+            .is_err());
         let dir = std::env::temp_dir().join(format!("cairn-tls-unit-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let key = dir.join("enc.key");

@@ -50,15 +50,17 @@ impl Ca {
     fn sign(&self, name: &str, expired: bool) -> (String, String) {
         let key = KeyPair::generate().unwrap();
         let mut p =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-                .unwrap();
+            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
         p.distinguished_name.push(DnType::CommonName, name);
         if expired {
             p.not_before = rcgen::date_time_ymd(2000, 1, 1);
             p.not_after = rcgen::date_time_ymd(2000, 12, 31);
         }
         let cert = p.signed_by(&key, &self.cert, &self.key).unwrap();
-        let (crt, k) = (self.path(&format!("{name}.crt")), self.path(&format!("{name}.key")));
+        let (crt, k) = (
+            self.path(&format!("{name}.crt")),
+            self.path(&format!("{name}.key")),
+        );
         std::fs::write(&crt, cert.pem()).unwrap();
         std::fs::write(&k, key.serialize_pem()).unwrap();
         (crt, k)
@@ -187,13 +189,19 @@ impl Setup {
 
 fn redis_cli(tls_port: u16, s: &Setup, cert: bool, args: &[&str]) -> (bool, String) {
     let mut c = Command::new("redis-cli");
-    c.args(["-p", &tls_port.to_string(), "--tls", "--cacert", &s.ca.crt()]);
+    c.args([
+        "-p",
+        &tls_port.to_string(),
+        "--tls",
+        "--cacert",
+        &s.ca.crt(),
+    ]);
     if cert {
         c.args(["--cert", &s.client.0, "--key", &s.client.1]);
     }
     let out = c.args(args).stderr(Stdio::piped()).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned()
-        + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), text)
 }
 
@@ -204,7 +212,10 @@ fn client_certificates_by_tls_auth_clients_yes_no_optional() {
     let without = client_config(&s.ca.crt(), None);
     for (auth, anonymous_ok) in [("yes", false), ("optional", true), ("no", true)] {
         let (srv, tls_port) = s.start(auth, auth, &[]);
-        assert!(tls_ping(tls_port, with.clone()), "{auth}: with a certificate");
+        assert!(
+            tls_ping(tls_port, with.clone()),
+            "{auth}: with a certificate"
+        );
         assert_eq!(
             tls_ping(tls_port, without.clone()),
             anonymous_ok,
@@ -220,7 +231,10 @@ fn client_certificates_by_tls_auth_clients_yes_no_optional() {
             assert!(!out.contains(auth), "{auth}: {out}");
         }
         // The plain port serves beside it.
-        assert_eq!(Raw::connect(srv.port).call(&["GET", "k"]), bulk(auth.as_bytes()));
+        assert_eq!(
+            Raw::connect(srv.port).call(&["GET", "k"]),
+            bulk(auth.as_bytes())
+        );
     }
 }
 
@@ -243,7 +257,10 @@ fn wrong_ca_expired_certificates_plaintext_garbage_and_stalls_are_closed_and_log
     // A plaintext command and random bytes to the TLS port.
     let mut rng = Lcg(7);
     let garbage: Vec<u8> = (0..4096).map(|_| rng.next() as u8).collect();
-    for bytes in [&b"*3\r\n$3\r\nSET\r\n$3\r\nbad\r\n$1\r\n1\r\n"[..], &garbage] {
+    for bytes in [
+        &b"*3\r\n$3\r\nSET\r\n$3\r\nbad\r\n$1\r\n1\r\n"[..],
+        &garbage,
+    ] {
         let mut raw = TcpStream::connect(("127.0.0.1", tls_port)).unwrap();
         raw.set_read_timeout(Some(DEADLINE)).unwrap();
         raw.write_all(bytes).unwrap();
@@ -267,7 +284,10 @@ fn wrong_ca_expired_certificates_plaintext_garbage_and_stalls_are_closed_and_log
     // Nothing ran, and the server serves both ports.
     let mut plain = Raw::connect(srv.port);
     assert_eq!(plain.call(&["EXISTS", "bad"]), b":0\r\n");
-    assert!(tls_ping(tls_port, client_config(&s.ca.crt(), Some(&s.client))));
+    assert!(tls_ping(
+        tls_port,
+        client_config(&s.ca.crt(), Some(&s.client))
+    ));
 }
 
 #[test]
@@ -293,7 +313,10 @@ fn a_4_mib_value_round_trips_over_tls_with_io_threads_1_and_2() {
         while replies < 4 {
             if let Some(n) = reply_len(&buf) {
                 let r: Vec<u8> = buf.drain(..n).collect();
-                assert!(r == bulk(&value), "threads {threads}: reply {replies} differs");
+                assert!(
+                    r == bulk(&value),
+                    "threads {threads}: reply {replies} differs"
+                );
                 replies += 1;
                 continue;
             }
@@ -346,7 +369,11 @@ fn config_set_tls_cert_file_rotates_without_dropping_connections() {
         ("tls-ciphers", "RC4-MD5"),
     ] {
         let r = plain.call(&["CONFIG", "SET", name, value]);
-        assert!(r.starts_with(b"-ERR CONFIG SET failed"), "{name}: {}", show(&r));
+        assert!(
+            r.starts_with(b"-ERR CONFIG SET failed"),
+            "{name}: {}",
+            show(&r)
+        );
     }
     // tls-protocols and cipher names rustls has: applied to new connections.
     assert_eq!(
@@ -361,7 +388,10 @@ fn config_set_tls_cert_file_rotates_without_dropping_connections() {
         b"+OK\r\n"
     );
     let c = tls_connect(tls_port, cfg.clone()).unwrap();
-    assert_eq!(c.conn.protocol_version(), Some(rustls::ProtocolVersion::TLSv1_2));
+    assert_eq!(
+        c.conn.protocol_version(),
+        Some(rustls::ProtocolVersion::TLSv1_2)
+    );
     assert_eq!(
         c.conn.negotiated_cipher_suite().unwrap().suite(),
         rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
@@ -390,7 +420,9 @@ fn unbuilt_tls_options_and_bad_files_stop_startup() {
     ] {
         let mut args: Vec<&str> = base.iter().map(|s| s.as_str()).collect();
         args.extend_from_slice(extra);
-        let d = s.dir.join(format!("bad{}", extra[0].len() + extra[1].len()));
+        let d = s
+            .dir
+            .join(format!("bad{}", extra[0].len() + extra[1].len()));
         std::fs::create_dir_all(&d).unwrap();
         let (mut cmd, _) = cairn_command(&d, &args, &[]);
         let st = cmd.status().unwrap();
@@ -420,7 +452,13 @@ fn tls_only_with_port_0() {
     assert!(server_log(&s.dir).contains("Ready to accept connections tls"));
     // redis-benchmark over TLS, bounded.
     let out = Command::new("redis-benchmark")
-        .args(["-p", &tls_port.to_string(), "--tls", "--cacert", &s.ca.crt()])
+        .args([
+            "-p",
+            &tls_port.to_string(),
+            "--tls",
+            "--cacert",
+            &s.ca.crt(),
+        ])
         .args(["-t", "set,get", "-n", "2000", "-c", "4", "-q"])
         .output()
         .unwrap();
@@ -474,11 +512,29 @@ fn replication_over_tls_to_cairn_and_redis_replicas() {
     std::fs::create_dir_all(&redis_dir).unwrap();
     let redis_port = free_port();
     let child = Command::new(redis_server_path())
-        .args(["--port", &redis_port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+        .args([
+            "--port",
+            &redis_port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
         .args(["--dir", redis_dir.to_str().unwrap()])
-        .args(["--replicaof", "127.0.0.1", &tls_port_s, "--tls-replication", "yes"])
+        .args([
+            "--replicaof",
+            "127.0.0.1",
+            &tls_port_s,
+            "--tls-replication",
+            "yes",
+        ])
         .args(["--tls-ca-cert-file", &s.ca.crt()])
-        .args(["--tls-cert-file", &s.client.0, "--tls-key-file", &s.client.1])
+        .args([
+            "--tls-cert-file",
+            &s.client.0,
+            "--tls-key-file",
+            &s.client.1,
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -44,7 +44,12 @@ impl Inbound<'_> {
     /// One `read(2)` from `stream` (over TLS: what the records read decrypt to): up to
     /// `block_max` bytes into the block being filled, else up to `qbuf_want` bytes into
     /// the query buffer (grown for them). Retries on EINTR.
-    pub fn read_once(&mut self, stream: &mut Stream, qbuf_want: usize, block_max: usize) -> ReadStep {
+    pub fn read_once(
+        &mut self,
+        stream: &mut Stream,
+        qbuf_want: usize,
+        block_max: usize,
+    ) -> ReadStep {
         let fd = stream.as_raw_fd();
         loop {
             let filling = self.filling();

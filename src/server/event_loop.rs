@@ -727,18 +727,19 @@ impl EventLoop {
                 parser: &mut conn.parser,
                 big_args: &mut conn.big_args,
             };
-            let (n, len, block_pending) = match inbound.read_once(&mut conn.stream, want, READ_BUDGET_BYTES) {
-                ReadStep::Bytes {
-                    n,
-                    asked,
-                    block_pending,
-                } => (n, asked, block_pending),
-                ReadStep::Closed => {
-                    eof = true;
-                    break;
-                }
-                ReadStep::WouldBlock => break,
-            };
+            let (n, len, block_pending) =
+                match inbound.read_once(&mut conn.stream, want, READ_BUDGET_BYTES) {
+                    ReadStep::Bytes {
+                        n,
+                        asked,
+                        block_pending,
+                    } => (n, asked, block_pending),
+                    ReadStep::Closed => {
+                        eof = true;
+                        break;
+                    }
+                    ReadStep::WouldBlock => break,
+                };
             read_total += n;
             srv.stats.net_input_bytes += n as u64;
             conn.measure_memory(srv);

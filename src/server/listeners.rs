@@ -174,14 +174,21 @@ pub fn bind_tls(config: &crate::config::Config) -> io::Result<Option<TlsListen>>
     // The replica link builds its own when it connects; a bad setting stops startup here.
     if s.tls_replication {
         crate::tls::client_config(config).map_err(|e| {
-            io::Error::new(io::ErrorKind::InvalidInput, format!("Failed to configure TLS: {e}"))
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("Failed to configure TLS: {e}"),
+            )
         })?;
     }
     if s.tls_port == 0 {
         return Ok(None);
     }
-    let tls = crate::tls::server_config(config)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("Failed to configure TLS: {e}")))?;
+    let tls = crate::tls::server_config(config).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("Failed to configure TLS: {e}"),
+        )
+    })?;
     Ok(Some(TlsListen {
         sockets: bind_listeners(&s.bind, s.tls_port)?,
         binds: s.bind.clone(),

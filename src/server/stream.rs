@@ -46,7 +46,11 @@ impl Stream {
     pub fn local_name(&self, unix_path: &str) -> String {
         match self {
             Stream::Tcp(s) => s.local_addr().map(|a| a.to_string()).unwrap_or_default(),
-            Stream::Tls(t) => t.tcp.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            Stream::Tls(t) => t
+                .tcp
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
             Stream::Unix(_) => format!("{unix_path}:0"),
         }
     }
