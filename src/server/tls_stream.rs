@@ -145,22 +145,69 @@ impl TlsStream {
         }
     }
 
-    /// Encrypts from `bufs` what rustls's buffer takes after the backlog went out, and
-    /// sends it; Ok(n) counts the plaintext bytes taken (sent or in the backlog).
+    /// Encrypts from `bufs` and sends, until all is taken or the socket is full; Ok(n)
+    /// counts the plaintext bytes taken (sent, or in the backlog). As with a plain
+    /// socket, taking fewer than offered means the socket is full (a writable event will
+    /// come): rustls's buffer limit alone never stops it.
     pub fn write_plain(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         if self.failed {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
         self.flush_tls()?;
-        let n = self.conn.writer().write_vectored(bufs)?;
-        if n == 0 && bufs.iter().any(|b| !b.is_empty()) {
-            // Still handshaking with a full plaintext buffer: wait for the peer.
-            return Err(io::ErrorKind::WouldBlock.into());
+        let mut taken = 0;
+        loop {
+            let rest = slices_after(bufs, taken);
+            if rest.is_empty() {
+                return Ok(taken);
+            }
+            let n = self.conn.writer().write_vectored(&rest)?;
+            taken += n;
+            match self.flush_tls() {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(taken),
+                // Reported by the next write.
+                Err(_) if taken > 0 => return Ok(taken),
+                Err(e) => return Err(e),
+            }
+            if n == 0 {
+                // Still handshaking with a full plaintext buffer: wait for the peer.
+                return if taken > 0 {
+                    Ok(taken)
+                } else {
+                    Err(io::ErrorKind::WouldBlock.into())
+                };
+            }
         }
-        match self.flush_tls() {
-            Ok(()) => Ok(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(n),
-            Err(e) => Err(e),
+    }
+}
+
+/// The slices of `bufs` after their first `skip` bytes.
+fn slices_after<'a>(bufs: &'a [IoSlice<'a>], mut skip: usize) -> Vec<IoSlice<'a>> {
+    let mut out = Vec::with_capacity(bufs.len());
+    for b in bufs {
+        if skip >= b.len() {
+            skip -= b.len();
+            continue;
         }
+        let bytes: &'a [u8] = b;
+        out.push(IoSlice::new(&bytes[skip..]));
+        skip = 0;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_after_skips_whole_and_partial_slices() {
+        let (a, b, c) = (b"abc".as_slice(), b"de".as_slice(), b"fgh".as_slice());
+        let bufs = [IoSlice::new(a), IoSlice::new(b), IoSlice::new(c)];
+        let joined = |v: Vec<IoSlice<'_>>| v.iter().flat_map(|s| s.to_vec()).collect::<Vec<u8>>();
+        assert_eq!(joined(slices_after(&bufs, 0)), b"abcdefgh");
+        assert_eq!(joined(slices_after(&bufs, 4)), b"efgh");
+        assert_eq!(joined(slices_after(&bufs, 5)), b"fgh");
+        assert!(slices_after(&bufs, 8).is_empty());
     }
 }
