@@ -560,3 +560,51 @@ fn replication_over_tls_to_cairn_and_redis_replicas() {
         rr.call(&["DBSIZE"]) == b":102\r\n"
     });
 }
+
+#[test]
+fn ca_cert_dir_and_session_caching() {
+    let s = setup("tls-cadir");
+    // The CA from a directory (no tls-ca-cert-file): client certificates are checked.
+    let cadir = s.dir.join("cas");
+    std::fs::create_dir_all(&cadir).unwrap();
+    std::fs::copy(s.ca.crt(), cadir.join("ca.pem")).unwrap();
+    std::fs::write(cadir.join("README"), "not a certificate").unwrap();
+    let tls_port = free_port();
+    let port_s = tls_port.to_string();
+    let d = s.dir.join("srv");
+    std::fs::create_dir_all(&d).unwrap();
+    let srv = start_on(
+        &d,
+        &[
+            "--tls-port",
+            &port_s,
+            "--tls-cert-file",
+            &s.server.0,
+            "--tls-key-file",
+            &s.server.1,
+            "--tls-ca-cert-dir",
+            cadir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(tls_ping(tls_port, client_config(&s.ca.crt(), Some(&s.client))));
+    assert!(!tls_ping(tls_port, client_config(&s.ca.crt(), None)));
+    // A client that keeps its session resumes it; with caching off it cannot.
+    let kind = |cfg: &Arc<rustls::ClientConfig>| {
+        let mut c = tls_connect(tls_port, cfg.clone()).unwrap();
+        // TLS 1.3 tickets arrive after the handshake: a reply brings them in.
+        assert_eq!(call(&mut c, &[b"PING"]).unwrap(), b"+PONG\r\n");
+        c.conn.handshake_kind()
+    };
+    let cfg = client_config(&s.ca.crt(), Some(&s.client));
+    assert_eq!(kind(&cfg), Some(rustls::HandshakeKind::Full));
+    assert_eq!(kind(&cfg), Some(rustls::HandshakeKind::Resumed));
+    let mut plain = Raw::connect(srv.port);
+    assert_eq!(
+        plain.call(&["CONFIG", "SET", "tls-session-caching", "no"]),
+        b"+OK\r\n"
+    );
+    let cfg = client_config(&s.ca.crt(), Some(&s.client));
+    assert_eq!(kind(&cfg), Some(rustls::HandshakeKind::Full));
+    assert_eq!(kind(&cfg), Some(rustls::HandshakeKind::Full));
+}
