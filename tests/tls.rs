@@ -587,7 +587,10 @@ fn ca_cert_dir_and_session_caching() {
         ],
         &[],
     );
-    assert!(tls_ping(tls_port, client_config(&s.ca.crt(), Some(&s.client))));
+    assert!(tls_ping(
+        tls_port,
+        client_config(&s.ca.crt(), Some(&s.client))
+    ));
     assert!(!tls_ping(tls_port, client_config(&s.ca.crt(), None)));
     // A client that keeps its session resumes it; with caching off it cannot.
     let kind = |cfg: &Arc<rustls::ClientConfig>| {

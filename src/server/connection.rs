@@ -11,6 +11,9 @@ use crate::protocol::parser::{BigArg, RequestParser};
 use std::io;
 use std::os::fd::AsRawFd;
 
+/// The most plaintext one read of a TLS connection asks for.
+const TLS_READ_CHUNK_BYTES: usize = 64 * 1024;
+
 /// What one read brought.
 pub enum ReadStep {
     /// `n` bytes arrived of the `asked` the read was for (`n == asked`: the socket may
@@ -67,6 +70,13 @@ impl Inbound<'_> {
             // `dst` has room for `len` bytes (the block's unread tail — nothing else
             // writes a block a connection is filling — or the Vec's spare capacity); only
             // bytes the read wrote are marked as read below.
+            // Over TLS the buffer is zeroed before each read: a bounded chunk keeps that
+            // proportional to the bytes read (a full chunk reads as "maybe more").
+            let len = if matches!(stream, Stream::Tls(_)) {
+                len.min(TLS_READ_CHUNK_BYTES)
+            } else {
+                len
+            };
             let n = match stream {
                 Stream::Tls(t) => {
                     // SAFETY: `dst` has room for `len` bytes (above), zeroed first so the
