@@ -38,6 +38,9 @@ pub const F_PROTECTED: u32 = 16;
 pub const F_UNLISTED: u32 = 32;
 /// Not listed by CONFIG GET patterns, only by its exact name (Redis's HIDDEN_CONFIG).
 pub const F_HIDDEN: u32 = 64;
+/// A feature cairn does not build: the default value is accepted (a Redis config file
+/// naming it starts), any other is refused at startup and by CONFIG SET.
+pub const F_UNBUILT: u32 = 128;
 
 #[derive(Clone, Copy, Debug)]
 pub struct OptSpec {
@@ -79,6 +82,7 @@ const LONGMAX: i64 = i64::MAX;
 const NA: u32 = F_NOT_ACTED;
 const IMM: u32 = F_IMMUTABLE;
 const HID: u32 = F_UNLISTED;
+const UNB: u32 = F_UNBUILT;
 const UINTMAX: i64 = u32::MAX as i64;
 const LOGLEVELS: &[&str] = &["debug", "verbose", "notice", "warning"];
 const YES_NO_ENABLE: &[&str] = &["no", "yes", "local"];
@@ -576,46 +580,49 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("rename-command", OptKind::Special, "", IMM | F_MULTI | HID),
     opt("ignore-warnings", OptKind::Str, "", NA),
     opt("include", OptKind::Str, "", IMM | F_MULTI | HID),
-    opt("tls-port", OptKind::Int(0, 65535), "0", NA),
-    opt("tls-cluster", OptKind::Bool, "no", NA),
-    opt("tls-replication", OptKind::Bool, "no", NA),
+    // TLS (src/tls.rs): all acted on, and changeable at runtime as in Redis; options
+    // for what is not built are refused when given a value other than their default.
+    opt("tls-port", OptKind::Int(0, 65535), "0", 0),
+    opt("tls-cluster", OptKind::Bool, "no", UNB),
+    opt("tls-replication", OptKind::Bool, "no", 0),
     opt(
         "tls-auth-clients",
         OptKind::Enum(&["no", "yes", "optional"]),
         "yes",
-        NA,
+        0,
     ),
-    opt("tls-prefer-server-ciphers", OptKind::Bool, "no", NA),
-    opt("tls-session-caching", OptKind::Bool, "yes", NA),
+    opt("tls-prefer-server-ciphers", OptKind::Bool, "no", 0),
+    opt("tls-session-caching", OptKind::Bool, "yes", 0),
     opt(
         "tls-session-cache-size",
         OptKind::Int(0, INTMAX),
         "20480",
-        NA,
+        0,
     ),
     opt(
         "tls-session-cache-timeout",
         OptKind::Int(0, INTMAX),
         "300",
-        NA,
+        0,
     ),
-    opt("tls-cert-file", OptKind::Str, "", NA),
-    opt("tls-key-file", OptKind::Str, "", NA),
-    opt("tls-key-file-pass", OptKind::Str, "", F_SENSITIVE | NA),
-    opt("tls-client-cert-file", OptKind::Str, "", NA),
-    opt("tls-client-key-file", OptKind::Str, "", NA),
+    opt("tls-cert-file", OptKind::Str, "", 0),
+    opt("tls-key-file", OptKind::Str, "", 0),
+    // Encrypted PEM keys need a decryptor cairn does not have (see src/tls.rs).
+    opt("tls-key-file-pass", OptKind::Str, "", F_SENSITIVE | UNB),
+    opt("tls-client-cert-file", OptKind::Str, "", 0),
+    opt("tls-client-key-file", OptKind::Str, "", 0),
     opt(
         "tls-client-key-file-pass",
         OptKind::Str,
         "",
-        F_SENSITIVE | NA,
+        F_SENSITIVE | UNB,
     ),
-    opt("tls-dh-params-file", OptKind::Str, "", NA),
-    opt("tls-ca-cert-file", OptKind::Str, "", NA),
-    opt("tls-ca-cert-dir", OptKind::Str, "", NA),
-    opt("tls-protocols", OptKind::Str, "", NA),
-    opt("tls-ciphers", OptKind::Str, "", NA),
-    opt("tls-ciphersuites", OptKind::Str, "", NA),
+    opt("tls-dh-params-file", OptKind::Str, "", UNB),
+    opt("tls-ca-cert-file", OptKind::Str, "", 0),
+    opt("tls-ca-cert-dir", OptKind::Str, "", 0),
+    opt("tls-protocols", OptKind::Str, "", 0),
+    opt("tls-ciphers", OptKind::Str, "", 0),
+    opt("tls-ciphersuites", OptKind::Str, "", 0),
     // --- misc
     opt("shutdown-timeout", OptKind::Int(0, INTMAX), "10", NA),
     opt(
@@ -747,6 +754,10 @@ pub struct OutputLimit {
 pub struct Settings {
     pub bind: Vec<String>,
     pub port: u16,
+    /// `tls-port`: 0 when no TLS listener (the TLS settings are read by `crate::tls`).
+    pub tls_port: u16,
+    /// `tls-replication`: the link to a primary is TLS.
+    pub tls_replication: bool,
     pub protected_mode: bool,
     /// Sorted sets convert to a skiplist past these (read on every ZADD, so typed here).
     pub zset_max_listpack_entries: u64,
@@ -1103,6 +1114,8 @@ fn placeholder_settings() -> Settings {
     Settings {
         bind: vec![],
         port: 0,
+        tls_port: 0,
+        tls_replication: false,
         protected_mode: true,
         zset_max_listpack_entries: 128,
         zset_max_listpack_value: 64,
@@ -1474,6 +1487,12 @@ impl Config {
                 value, spec.name
             ))
         })?;
+        if spec.flags & F_UNBUILT != 0 && canon != spec.default {
+            return Err(err(format!(
+                "'{}' is not supported by cairn (only its default value is accepted)",
+                spec.name
+            )));
+        }
         self.values[idx] = canon;
         if spec.flags & F_NOT_ACTED != 0 && !self.set_explicitly[idx] {
             self.warnings.push(format!(
@@ -1650,6 +1669,12 @@ impl Config {
                     "cairn accepts this option in a config file but does not act on it",
                 ));
             }
+            if OPTIONS[idx].flags & F_UNBUILT != 0 && canon != OPTIONS[idx].default {
+                return Err(fail(
+                    name,
+                    "cairn does not support this option (only its default value is accepted)",
+                ));
+            }
             staged.values[idx] = canon;
             staged.set_explicitly[idx] = true;
         }
@@ -1799,6 +1824,8 @@ impl Config {
                 .map(String::from)
                 .collect(),
             port: self.int("port") as u16,
+            tls_port: self.int("tls-port") as u16,
+            tls_replication: self.boolean("tls-replication"),
             zset_max_listpack_entries: self.int("zset-max-listpack-entries").max(0) as u64,
             zset_max_listpack_value: self.int("zset-max-listpack-value").max(0) as u64,
             list_max_listpack_size: self.int("list-max-listpack-size"),

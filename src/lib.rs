@@ -11,4 +11,5 @@ pub mod log;
 pub mod persistence;
 pub mod protocol;
 pub mod server;
+pub mod tls;
 pub mod util;

@@ -6,9 +6,13 @@
 //!
 //! Must not touch: the keyspace, replies, the executor's state.
 
+use super::stream::Stream;
 use crate::protocol::parser::{BigArg, RequestParser};
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::AsRawFd;
+
+/// The most plaintext one read of a TLS connection asks for.
+const TLS_READ_CHUNK_BYTES: usize = 64 * 1024;
 
 /// What one read brought.
 pub enum ReadStep {
@@ -40,9 +44,16 @@ impl Inbound<'_> {
         self.big_args.last().filter(|a| a.filled < a.len).copied()
     }
 
-    /// One `read(2)` from `fd`: up to `block_max` bytes into the block being filled, else
-    /// up to `qbuf_want` bytes into the query buffer (grown for them). Retries on EINTR.
-    pub fn read_once(&mut self, fd: RawFd, qbuf_want: usize, block_max: usize) -> ReadStep {
+    /// One `read(2)` from `stream` (over TLS: what the records read decrypt to): up to
+    /// `block_max` bytes into the block being filled, else up to `qbuf_want` bytes into
+    /// the query buffer (grown for them). Retries on EINTR.
+    pub fn read_once(
+        &mut self,
+        stream: &mut Stream,
+        qbuf_want: usize,
+        block_max: usize,
+    ) -> ReadStep {
+        let fd = stream.as_raw_fd();
         loop {
             let filling = self.filling();
             let (dst, len) = match filling {
@@ -56,10 +67,35 @@ impl Inbound<'_> {
                     (spare.as_mut_ptr() as *mut u8, spare.len().min(qbuf_want))
                 }
             };
-            // SAFETY: `dst` has room for `len` bytes (the block's unread tail — nothing
-            // else writes a block a connection is filling — or the Vec's spare capacity);
-            // only bytes the kernel wrote are marked as read below.
-            let n = unsafe { libc::read(fd, dst as *mut libc::c_void, len) };
+            // `dst` has room for `len` bytes (the block's unread tail — nothing else
+            // writes a block a connection is filling — or the Vec's spare capacity); only
+            // bytes the read wrote are marked as read below.
+            // Over TLS the buffer is zeroed before each read: a bounded chunk keeps that
+            // proportional to the bytes read (a full chunk reads as "maybe more").
+            let len = if matches!(stream, Stream::Tls(_)) {
+                len.min(TLS_READ_CHUNK_BYTES)
+            } else {
+                len
+            };
+            let n = match stream {
+                Stream::Tls(t) => {
+                    // SAFETY: `dst` has room for `len` bytes (above), zeroed first so the
+                    // slice rustls decrypts into is initialised memory.
+                    let buf = unsafe {
+                        std::ptr::write_bytes(dst, 0, len);
+                        std::slice::from_raw_parts_mut(dst, len)
+                    };
+                    match t.read_plain(buf) {
+                        Ok(n) => n as isize,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            return ReadStep::WouldBlock
+                        }
+                        Err(_) => return ReadStep::Closed,
+                    }
+                }
+                // SAFETY: `dst` has room for `len` bytes (above).
+                _ => unsafe { libc::read(fd, dst as *mut libc::c_void, len) },
+            };
             if n > 0 {
                 let n = n as usize;
                 let mut block_pending = false;

@@ -8,7 +8,8 @@
 
 use super::connection::{Inbound, ReadStep};
 use super::listeners::{
-    admission_refusal, bind_listeners, bind_unix, AdmissionRules, SharedListeners, LISTENER_SLOTS,
+    admission_refusal, bind_listeners, bind_tls, bind_unix, AdmissionRules, SharedListeners,
+    TlsListen, LISTENER_SLOTS,
 };
 use super::outq::OutRefs;
 use super::stream::Stream;
@@ -361,10 +362,11 @@ fn exec_holding(
 impl EventLoop {
     pub fn new(
         listeners: Vec<TcpListener>,
+        tls: Option<TlsListen>,
         unix: Option<(UnixListener, String)>,
     ) -> io::Result<EventLoop> {
         let poll = Poll::new()?;
-        let listeners = SharedListeners::new(poll.registry(), 0, listeners, unix)?;
+        let listeners = SharedListeners::new(poll.registry(), 0, listeners, tls, unix)?;
         let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER_TOKEN)?);
         let aof_sync_efd = crate::persistence::aof::uring::eventfd()?;
         {
@@ -720,7 +722,6 @@ impl EventLoop {
             if conn.closing {
                 return;
             }
-            let fd = conn.stream.as_raw_fd();
             let filling = conn.big_args.last().is_some_and(|a| a.filled < a.len);
             let pending = conn.parser.pending_bulk_bytes(conn.qbuf.len());
             let in_bulk = !filling && pending > 0;
@@ -736,18 +737,19 @@ impl EventLoop {
                 parser: &mut conn.parser,
                 big_args: &mut conn.big_args,
             };
-            let (n, len, block_pending) = match inbound.read_once(fd, want, READ_BUDGET_BYTES) {
-                ReadStep::Bytes {
-                    n,
-                    asked,
-                    block_pending,
-                } => (n, asked, block_pending),
-                ReadStep::Closed => {
-                    eof = true;
-                    break;
-                }
-                ReadStep::WouldBlock => break,
-            };
+            let (n, len, block_pending) =
+                match inbound.read_once(&mut conn.stream, want, READ_BUDGET_BYTES) {
+                    ReadStep::Bytes {
+                        n,
+                        asked,
+                        block_pending,
+                    } => (n, asked, block_pending),
+                    ReadStep::Closed => {
+                        eof = true;
+                        break;
+                    }
+                    ReadStep::WouldBlock => break,
+                };
             read_total += n;
             srv.stats.net_input_bytes += n as u64;
             conn.measure_memory(srv);
@@ -794,6 +796,9 @@ impl EventLoop {
             // Send what was produced for the last commands, then close.
             self.write(srv, slot);
             self.close(srv, slot);
+        } else if conn.stream.tls_backlog() && !conn.want_writable {
+            // TLS handshake records the socket did not take: wait until it can.
+            self.write(srv, slot);
         }
     }
 
@@ -1007,6 +1012,17 @@ impl EventLoop {
         };
         // One write handler run, as Redis's writeToClient counts them.
         srv.stats.total_writes_processed += 1;
+        // TLS records an earlier write left go before anything new.
+        if conn.stream.tls_backlog() {
+            match conn.stream.flush() {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => {
+                    self.close(srv, slot);
+                    return;
+                }
+            }
+        }
         let mut written = 0usize;
         let end = if conn.holds.is_empty() {
             conn.out.len()
@@ -1065,7 +1081,7 @@ impl EventLoop {
         } else {
             end.min(conn.out.len())
         };
-        let stuck = conn.out_pos < sendable;
+        let stuck = conn.out_pos < sendable || conn.stream.tls_backlog();
         if stuck != conn.want_writable {
             let interest = if stuck {
                 Interest::READABLE | Interest::WRITABLE
@@ -1289,9 +1305,13 @@ impl EventLoop {
         let timeout_ms = srv.config.settings().timeout_s as i64 * 1000;
         let mut buffers = 0u64;
         for slot in 0..self.conns.len() {
-            let Some(conn) = self.conns[slot].as_ref() else {
+            let Some(conn) = self.conns[slot].as_mut() else {
                 continue;
             };
+            if conn.stream.handshake_overdue() {
+                self.close(srv, slot);
+                continue;
+            }
             buffers += (conn.qbuf.capacity() + conn.out.capacity()) as u64;
             let Some(client) = srv.clients[slot].as_mut() else {
                 continue;
@@ -1406,8 +1426,9 @@ fn drain_eventfd(fd: &std::os::fd::OwnedFd) {
 pub fn serve(mut srv: Server) -> io::Result<()> {
     let s = srv.config.settings().clone();
     let listeners = bind_listeners(&s.bind, s.port)?;
+    let tls = bind_tls(&srv.config)?;
     let unix = bind_unix(&s.unixsocket, s.unixsocketperm)?.map(|l| (l, s.unixsocket.clone()));
-    let mut el = EventLoop::new(listeners, unix)?;
+    let mut el = EventLoop::new(listeners, tls, unix)?;
     srv.listeners = Some(std::sync::Arc::new(el.listeners.clone()));
     let waker = el.waker.clone();
     srv.aof.set_waker(Arc::new(move || {
@@ -1423,6 +1444,9 @@ pub fn serve(mut srv: Server) -> io::Result<()> {
     }
     notice!("Server initialized");
     notice!("Ready to accept connections tcp");
+    if s.tls_port != 0 {
+        notice!("Ready to accept connections tls");
+    }
     if !s.unixsocket.is_empty() {
         notice!("Ready to accept connections unix");
     }

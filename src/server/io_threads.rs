@@ -31,8 +31,8 @@ use super::event_loop::{
     BIG_ARG_BYTES, READ_BUDGET_BYTES, READ_CHUNK_BYTES, SHUTDOWN_SIGNAL, WRITE_BUDGET_BYTES,
 };
 use super::listeners::{
-    admission_refusal, bind_listeners, bind_unix, AdmissionRules, SharedListeners, LISTENER_SLOTS,
-    UNIX_LISTENER,
+    admission_refusal, bind_listeners, bind_tls, bind_unix, AdmissionRules, SharedListeners,
+    LISTENER_SLOTS,
 };
 
 /// Messages queued from all I/O threads to the executor. The queue is bounded; a thread
@@ -469,8 +469,8 @@ impl IoThread {
         // Below the bound again: what waited for it goes on.
         if self.accept_paused {
             self.accept_paused = false;
-            let count = self.listeners.as_ref().map_or(0, |l| l.lock().len());
-            for li in (0..count).chain([UNIX_LISTENER]) {
+            // Every slot: an index with no socket accepts nothing.
+            for li in 0..LISTENER_SLOTS {
                 self.accept(li);
             }
         }
@@ -489,7 +489,6 @@ impl IoThread {
             .load(Ordering::Relaxed) as usize;
         let mut eof = false;
         let mut total = 0;
-        let fd = conn.stream.as_raw_fd();
         loop {
             let want = READ_CHUNK_BYTES.max(
                 conn.parser
@@ -501,7 +500,7 @@ impl IoThread {
                 parser: &mut conn.parser,
                 big_args: &mut conn.big_args,
             };
-            match inbound.read_once(fd, want, READ_BUDGET_BYTES) {
+            match inbound.read_once(&mut conn.stream, want, READ_BUDGET_BYTES) {
                 ReadStep::Bytes { n, .. } => {
                     total += n;
                     if query_bytes(conn) > limit || total >= READ_BUDGET_BYTES {
@@ -528,10 +527,19 @@ impl IoThread {
         }
         self.dispatch(slot);
         self.measure_memory(slot);
+        let backlog = self
+            .conns
+            .get(slot)
+            .and_then(|c| c.as_ref())
+            .is_some_and(|c| c.stream.tls_backlog() && !c.want_writable);
         if eof {
             self.write(slot);
             self.close(slot);
-        } else if total >= READ_BUDGET_BYTES {
+        } else if backlog {
+            // TLS handshake records the socket did not take: wait until it can.
+            self.write(slot);
+        }
+        if !eof && total >= READ_BUDGET_BYTES {
             // Edge-triggered: come back for the rest after others had their turn.
             if !self.more_to_read.contains(&slot) {
                 self.more_to_read.push(slot);
@@ -690,6 +698,17 @@ impl IoThread {
         let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_mut()) else {
             return;
         };
+        // TLS records an earlier write left go before anything new.
+        if conn.stream.tls_backlog() {
+            match conn.stream.flush() {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => {
+                    self.close(slot);
+                    return;
+                }
+            }
+        }
         let mut written = 0;
         let mut done_refs = Vec::new();
         while conn.out_pos < conn.out.len() && written < WRITE_BUDGET_BYTES {
@@ -736,7 +755,7 @@ impl IoThread {
         self.client_memory
             .update(&conn.memory, buffered_bytes(conn));
         // Writable events only while output is stuck on a full socket buffer.
-        let stuck = conn.out_pos < conn.out.len();
+        let stuck = conn.out_pos < conn.out.len() || conn.stream.tls_backlog();
         if stuck != conn.want_writable {
             let interest = if stuck {
                 Interest::READABLE | Interest::WRITABLE
@@ -936,6 +955,13 @@ impl IoThread {
         let timeout_ms = self.limits.timeout_s.load(Ordering::Relaxed) as i64 * 1000;
         let now = now_ms();
         for slot in 0..self.conns.len() {
+            if self.conns[slot]
+                .as_mut()
+                .is_some_and(|c| c.stream.handshake_overdue())
+            {
+                self.close(slot);
+                continue;
+            }
             let idle = match self.conns[slot].as_ref() {
                 // Subscribers are never closed for idleness, as in Redis.
                 Some(c) => {
@@ -958,6 +984,7 @@ impl IoThread {
 pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
     let s = srv.config.settings().clone();
     let mut listeners = Some(bind_listeners(&s.bind, s.port)?);
+    let mut tls = bind_tls(&srv.config)?;
     let mut unix = bind_unix(&s.unixsocket, s.unixsocketperm)?.map(|l| (l, s.unixsocket.clone()));
     if let Some(a) = listeners
         .iter()
@@ -991,6 +1018,7 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
                     poll.registry(),
                     LISTENER_TOKEN_BASE,
                     sockets,
+                    tls.take(),
                     unix.take(),
                 )?;
                 srv.listeners = Some(std::sync::Arc::new(set.clone()));
@@ -1047,6 +1075,9 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
     drop(tx);
     notice!("Server initialized with {n} I/O threads");
     notice!("Ready to accept connections tcp");
+    if s.tls_port != 0 {
+        notice!("Ready to accept connections tls");
+    }
     if !s.unixsocket.is_empty() {
         notice!("Ready to accept connections unix");
     }

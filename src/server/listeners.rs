@@ -6,6 +6,7 @@
 //! `CONFIG SET port` changes the addresses (as Redis 7 rebinds at runtime).
 
 use super::stream::{Peer, Stream};
+use super::tls_stream::TlsStream;
 use crate::{notice, verbose, warning};
 use mio::net::{TcpListener, UnixListener};
 use mio::{Interest, Registry, Token};
@@ -15,11 +16,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Most TCP listening sockets (Redis's CONFIG_BINDADDR_MAX).
 pub const MAX_LISTENERS: usize = 16;
-/// Poll tokens each loop reserves for listening sockets: the TCP ones, then the Unix
-/// socket's (`unixsocket`) at index `MAX_LISTENERS`.
-pub const LISTENER_SLOTS: usize = MAX_LISTENERS + 1;
+/// Poll tokens each loop reserves for listening sockets: the TCP ones (`port`), the TLS
+/// ones (`tls-port`) from index `MAX_LISTENERS`, then the Unix socket's (`unixsocket`) at
+/// index `2 * MAX_LISTENERS`.
+pub const LISTENER_SLOTS: usize = 2 * MAX_LISTENERS + 1;
+/// The accept index of the first TLS socket.
+pub const TLS_LISTENERS: usize = MAX_LISTENERS;
 /// The accept index of the Unix socket.
-pub const UNIX_LISTENER: usize = MAX_LISTENERS;
+pub const UNIX_LISTENER: usize = 2 * MAX_LISTENERS;
 
 pub const MAX_CLIENTS_REACHED: &str = "-ERR max number of clients reached\r\n";
 
@@ -155,12 +159,57 @@ pub fn bind_listeners(binds: &[String], port: u16) -> io::Result<Vec<TcpListener
     Ok(out)
 }
 
+/// The TLS listening sockets a loop starts with.
+pub struct TlsListen {
+    pub sockets: Vec<TcpListener>,
+    pub binds: Vec<String>,
+    pub port: u16,
+    pub config: Arc<rustls::ServerConfig>,
+}
+
+/// Binds `tls-port` on the `bind` addresses with the configuration the options give;
+/// None when `tls-port` is 0.
+pub fn bind_tls(config: &crate::config::Config) -> io::Result<Option<TlsListen>> {
+    let s = config.settings();
+    // The replica link builds its own when it connects; a bad setting stops startup here.
+    if s.tls_replication {
+        crate::tls::client_config(config).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("Failed to configure TLS: {e}"),
+            )
+        })?;
+    }
+    if s.tls_port == 0 {
+        return Ok(None);
+    }
+    let tls = crate::tls::server_config(config).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("Failed to configure TLS: {e}"),
+        )
+    })?;
+    Ok(Some(TlsListen {
+        sockets: bind_listeners(&s.bind, s.tls_port)?,
+        binds: s.bind.clone(),
+        port: s.tls_port,
+        config: tls,
+    }))
+}
+
 /// The listening sockets of one poll: socket `i` is registered with token
 /// `first_token + i`.
 pub struct Listeners {
     registry: Registry,
     first_token: usize,
     sockets: Vec<TcpListener>,
+    /// `tls-port` sockets, registered from token `first_token + TLS_LISTENERS`.
+    tls_sockets: Vec<TcpListener>,
+    /// What TLS connections accepted now are made with (replaced by CONFIG SET of a
+    /// `tls-*` option; connections already open keep the one they started with).
+    tls: Option<Arc<rustls::ServerConfig>>,
+    /// The `bind` list and `tls-port` the TLS sockets listen on (None: none).
+    tls_at: Option<(Vec<String>, u16)>,
     /// The Unix socket and its path (it stays when CONFIG SET rebinds the TCP ones).
     unix: Option<(UnixListener, String)>,
 }
@@ -175,15 +224,24 @@ impl SharedListeners {
         registry: &Registry,
         first_token: usize,
         sockets: Vec<TcpListener>,
+        tls: Option<TlsListen>,
         unix: Option<(UnixListener, String)>,
     ) -> io::Result<SharedListeners> {
         let mut set = Listeners {
             registry: registry.try_clone()?,
             first_token,
             sockets: Vec::new(),
+            tls_sockets: Vec::new(),
+            tls: None,
+            tls_at: None,
             unix: None,
         };
         set.adopt(sockets)?;
+        if let Some(t) = tls {
+            set.adopt_tls(t.sockets)?;
+            set.tls = Some(t.config);
+            set.tls_at = Some((t.binds, t.port));
+        }
         if let Some((mut l, path)) = unix {
             set.registry.register(
                 &mut l,
@@ -210,6 +268,15 @@ impl crate::commands::executor::ListenerControl for SharedListeners {
     ) -> io::Result<()> {
         self.lock().rebind(binds, port, old_binds, old_port)
     }
+
+    fn retls(
+        &self,
+        binds: &[String],
+        tls_port: u16,
+        config: Option<Arc<rustls::ServerConfig>>,
+    ) -> io::Result<()> {
+        self.lock().retls(binds, tls_port, config)
+    }
 }
 
 impl Listeners {
@@ -219,6 +286,42 @@ impl Listeners {
                 .register(l, Token(self.first_token + i), Interest::READABLE)?;
         }
         self.sockets = sockets;
+        Ok(())
+    }
+
+    fn adopt_tls(&mut self, mut sockets: Vec<TcpListener>) -> io::Result<()> {
+        for (i, l) in sockets.iter_mut().enumerate() {
+            self.registry.register(
+                l,
+                Token(self.first_token + TLS_LISTENERS + i),
+                Interest::READABLE,
+            )?;
+        }
+        self.tls_sockets = sockets;
+        Ok(())
+    }
+
+    /// The TLS sockets now listen on `binds`:`tls_port` (none for port 0) and new TLS
+    /// connections use `config`. The sockets are replaced only when the address changed,
+    /// so a certificate reload never closes them; on a bind failure the old ones stay
+    /// closed and the error is returned (the executor restores the old settings).
+    pub fn retls(
+        &mut self,
+        binds: &[String],
+        tls_port: u16,
+        config: Option<Arc<rustls::ServerConfig>>,
+    ) -> io::Result<()> {
+        let wanted = (tls_port != 0).then(|| (binds.to_vec(), tls_port));
+        if wanted != self.tls_at {
+            for mut l in self.tls_sockets.drain(..) {
+                let _ = self.registry.deregister(&mut l);
+            }
+            self.tls_at = None;
+            let sockets = bind_listeners(binds, tls_port)?;
+            self.adopt_tls(sockets)?;
+            self.tls_at = wanted;
+        }
+        self.tls = config;
         Ok(())
     }
 
@@ -247,6 +350,18 @@ impl Listeners {
                 None => Err(io::ErrorKind::WouldBlock.into()),
             };
         }
+        if (TLS_LISTENERS..UNIX_LISTENER).contains(&index) {
+            let Some(l) = self.tls_sockets.get(index - TLS_LISTENERS) else {
+                return Err(io::ErrorKind::WouldBlock.into());
+            };
+            let (s, a) = l.accept()?;
+            let Some(config) = self.tls.clone() else {
+                // No configuration (cannot happen while TLS sockets exist): refused.
+                return Err(io::Error::other("TLS is not configured"));
+            };
+            let tls = TlsStream::accept(s, config)?;
+            return Ok((Stream::Tls(Box::new(tls)), Peer::Tcp(a)));
+        }
         match self.sockets.get(index) {
             Some(l) => l.accept().map(|(s, a)| (Stream::Tcp(s), Peer::Tcp(a))),
             None => Err(io::ErrorKind::WouldBlock.into()),
@@ -256,6 +371,14 @@ impl Listeners {
     /// The Unix socket's path, if one is listened on.
     pub fn unix_path(&self) -> Option<&str> {
         self.unix.as_ref().map(|(_, p)| p.as_str())
+    }
+
+    /// The TLS sockets' addresses.
+    pub fn tls_addrs(&self) -> Vec<SocketAddr> {
+        self.tls_sockets
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect()
     }
 
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
@@ -376,7 +499,7 @@ mod tests {
         let loopback = vec!["127.0.0.1".to_string()];
         let first = bind_listeners(&loopback, free_port()).unwrap();
         let old_port = first[0].local_addr().unwrap().port();
-        let set = SharedListeners::new(poll.registry(), 0, first, None).unwrap();
+        let set = SharedListeners::new(poll.registry(), 0, first, None, None).unwrap();
         let new_port = free_port();
         set.lock()
             .rebind(&loopback, new_port, &loopback, old_port)

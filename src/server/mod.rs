@@ -8,3 +8,4 @@ pub mod io_threads;
 pub mod listeners;
 pub mod outq;
 pub mod stream;
+pub mod tls_stream;

@@ -1,6 +1,8 @@
-//! A client connection's socket: TCP, or a Unix domain socket (`unixsocket`). Both loops
-//! read, write and poll it the same way; only naming and TCP options differ.
+//! A client connection's socket: TCP, TLS over TCP (`tls-port`, see `tls_stream.rs`), or
+//! a Unix domain socket (`unixsocket`). Both loops read, write and poll it the same way;
+//! only naming, TCP options and TLS's own backlog and handshake deadline differ.
 
+use super::tls_stream::TlsStream;
 use mio::event::Source;
 use mio::net::{TcpStream, UnixStream};
 use mio::{Interest, Registry, Token};
@@ -11,6 +13,7 @@ use std::os::fd::{AsRawFd, RawFd};
 #[derive(Debug)]
 pub enum Stream {
     Tcp(TcpStream),
+    Tls(Box<TlsStream>),
     Unix(UnixStream),
 }
 
@@ -43,12 +46,17 @@ impl Stream {
     pub fn local_name(&self, unix_path: &str) -> String {
         match self {
             Stream::Tcp(s) => s.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            Stream::Tls(t) => t
+                .tcp
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
             Stream::Unix(_) => format!("{unix_path}:0"),
         }
     }
     /// TCP_NODELAY (TCP only: a Unix socket has no Nagle).
     pub fn set_nodelay(&self) {
-        if let Stream::Tcp(s) = self {
+        if let Some(s) = self.tcp() {
             let _ = s.set_nodelay(true);
         }
     }
@@ -56,7 +64,20 @@ impl Stream {
     pub fn tcp(&self) -> Option<&TcpStream> {
         match self {
             Stream::Tcp(s) => Some(s),
+            Stream::Tls(t) => Some(&t.tcp),
             Stream::Unix(_) => None,
+        }
+    }
+    /// TLS records the socket has not taken yet: the loops keep waiting for writable
+    /// events while there are, even with no reply bytes left.
+    pub fn tls_backlog(&self) -> bool {
+        matches!(self, Stream::Tls(t) if t.backlog())
+    }
+    /// A TLS connection whose handshake did not finish in time (to be closed).
+    pub fn handshake_overdue(&mut self) -> bool {
+        match self {
+            Stream::Tls(t) => t.handshake_overdue(),
+            _ => false,
         }
     }
     pub fn is_unix(&self) -> bool {
@@ -68,6 +89,7 @@ impl Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.read(buf),
+            Stream::Tls(t) => t.read_plain(buf),
             Stream::Unix(s) => s.read(buf),
         }
     }
@@ -77,6 +99,7 @@ impl Write for Stream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.write(buf),
+            Stream::Tls(t) => t.write_plain(&[IoSlice::new(buf)]),
             Stream::Unix(s) => s.write(buf),
         }
     }
@@ -84,12 +107,15 @@ impl Write for Stream {
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.write_vectored(bufs),
+            Stream::Tls(t) => t.write_plain(bufs),
             Stream::Unix(s) => s.write_vectored(bufs),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.flush(),
+            // The TLS backlog (WouldBlock while some is left).
+            Stream::Tls(t) => t.flush_tls(),
             Stream::Unix(s) => s.flush(),
         }
     }
@@ -99,6 +125,7 @@ impl AsRawFd for Stream {
     fn as_raw_fd(&self) -> RawFd {
         match self {
             Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Tls(t) => t.tcp.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
         }
     }
@@ -108,18 +135,21 @@ impl Source for Stream {
     fn register(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.register(r, t, i),
+            Stream::Tls(s) => s.tcp.register(r, t, i),
             Stream::Unix(s) => s.register(r, t, i),
         }
     }
     fn reregister(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.reregister(r, t, i),
+            Stream::Tls(s) => s.tcp.reregister(r, t, i),
             Stream::Unix(s) => s.reregister(r, t, i),
         }
     }
     fn deregister(&mut self, r: &Registry) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.deregister(r),
+            Stream::Tls(t) => t.tcp.deregister(r),
             Stream::Unix(s) => s.deregister(r),
         }
     }

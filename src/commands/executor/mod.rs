@@ -192,6 +192,15 @@ pub trait ListenerControl: Send + Sync {
         old_binds: &[String],
         old_port: u16,
     ) -> std::io::Result<()>;
+    /// TLS listens on `binds`:`tls_port` (0: nowhere) and new TLS connections use
+    /// `config`; connections already open keep theirs. The sockets move only when the
+    /// address changed.
+    fn retls(
+        &self,
+        binds: &[String],
+        tls_port: u16,
+        config: Option<std::sync::Arc<rustls::ServerConfig>>,
+    ) -> std::io::Result<()>;
 }
 
 /// A reply segment sent from a stored value instead of the reply buffer: the value's

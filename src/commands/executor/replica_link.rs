@@ -120,9 +120,13 @@ pub fn run(
     }
 }
 
+/// The socket to the primary: TCP, or TLS over it (`tls-replication`).
+trait LinkSocket: Read + Write + Send {}
+impl<T: Read + Write + Send> LinkSocket for T {}
+
 /// Reads from the primary with a deadline, a line or bytes at a time.
 struct Conn {
-    s: TcpStream,
+    s: Box<dyn LinkSocket>,
     buf: Vec<u8>,
     pos: usize,
     timeout: Duration,
@@ -210,6 +214,12 @@ fn session(
     let _ = s.set_nodelay(true);
     s.set_read_timeout(Some(Duration::from_millis(100)))
         .map_err(|e| e.to_string())?;
+    let s: Box<dyn LinkSocket> = if p.config.settings().tls_replication {
+        let cfg = crate::tls::client_config(&p.config)?;
+        Box::new(crate::tls::ClientStream::new(s, cfg, &p.host)?)
+    } else {
+        Box::new(s)
+    };
     let mut c = Conn {
         s,
         buf: Vec::new(),

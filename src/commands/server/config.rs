@@ -32,9 +32,31 @@ pub(super) fn config_set(ctx: &mut Ctx) -> CmdResult {
         .config
         .set_many(&pairs, allow_protected)
         .map_err(CmdError::raw)?;
+    // The TLS configuration is built (files read, names checked) before any socket
+    // moves, so a bad value changes nothing.
+    let tls = match tls_config_if_changed(ctx.srv, &before, &pairs) {
+        Ok(t) => t,
+        Err(e) => {
+            ctx.srv.config = before;
+            return Err(e);
+        }
+    };
     if let Err(e) = rebind_if_changed(ctx.srv, before.settings(), &pairs) {
         ctx.srv.config = before;
         return Err(e);
+    }
+    if let Some(tls) = tls {
+        if let Err(e) = retls(ctx.srv, &before, tls) {
+            let new = ctx.srv.config.settings().clone();
+            if let Some(l) = ctx.srv.listeners.clone() {
+                if new.bind != before.settings().bind || new.port != before.settings().port {
+                    let old = before.settings();
+                    let _ = l.rebind(&old.bind, old.port, &new.bind, new.port);
+                }
+            }
+            ctx.srv.config = before;
+            return Err(e);
+        }
     }
     let s = ctx.srv.config.settings();
     crate::log::set_level(&s.loglevel);
@@ -57,6 +79,70 @@ pub(super) fn config_set(ctx: &mut Ctx) -> CmdResult {
         ctx.srv.config.get_value("acl-pubsub-default") == Some("allchannels");
     ctx.out.ok();
     Ok(())
+}
+
+/// The TLS server configuration a CONFIG SET asks for, built from the new values when a
+/// `tls-*` option or `bind` changed (Some(None): TLS listens nowhere now). A value
+/// rustls cannot use fails the command with Redis's text; the reason is logged.
+#[allow(clippy::type_complexity)]
+fn tls_config_if_changed(
+    srv: &crate::commands::executor::Server,
+    old: &crate::config::Config,
+    pairs: &[(&str, &str)],
+) -> Result<Option<Option<std::sync::Arc<rustls::ServerConfig>>>, CmdError> {
+    let first_tls = pairs.iter().find(|(n, _)| crate::tls::is_tls_option(n));
+    let new = srv.config.settings();
+    if first_tls.is_none() && new.bind == old.settings().bind {
+        return Ok(None);
+    }
+    let fail = |name: &str, e: String| {
+        crate::warning!("Failed to configure TLS: {e}");
+        CmdError::raw(format!(
+            "ERR CONFIG SET failed (possibly related to argument '{name}') - Unable to update TLS configuration. Check server logs."
+        ))
+    };
+    let name = first_tls.map_or("bind", |(n, _)| n);
+    if new.tls_replication {
+        crate::tls::client_config(&srv.config).map_err(|e| fail(name, e))?;
+    }
+    if new.tls_port == 0 {
+        return Ok(Some(None));
+    }
+    crate::tls::server_config(&srv.config)
+        .map(|c| Some(Some(c)))
+        .map_err(|e| fail(name, e))
+}
+
+/// Moves the TLS sockets (when `bind` or `tls-port` changed) and hands new TLS
+/// connections the new configuration; open connections keep theirs.
+fn retls(
+    srv: &mut crate::commands::executor::Server,
+    old: &crate::config::Config,
+    tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+) -> CmdResult {
+    let Some(listeners) = srv.listeners.clone() else {
+        return Ok(());
+    };
+    let new = srv.config.settings();
+    match listeners.retls(&new.bind, new.tls_port, tls) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            crate::warning!("Failed to listen on tls-port {}: {e}", new.tls_port);
+            // The old sockets and configuration come back.
+            let o = old.settings();
+            let old_tls = if o.tls_port == 0 {
+                None
+            } else {
+                crate::tls::server_config(old).ok()
+            };
+            if let Err(e) = listeners.retls(&o.bind, o.tls_port, old_tls) {
+                crate::warning!("Could not restore the old TLS listening sockets: {e}");
+            }
+            Err(CmdError::raw(
+                "ERR CONFIG SET failed (possibly related to argument 'tls-port') - Unable to listen on this port. Check server logs.",
+            ))
+        }
+    }
 }
 
 /// CONFIG SET bind / port listen on the new addresses at once, as Redis 7 does: the old
