@@ -45,12 +45,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     ),
 ];
 
-/// Refuses what cairn cannot do as a primary yet (replicas behind I/O threads, replicas of
-/// a replica).
+/// Refuses syncs a replica cannot serve (its own link down, as Redis) and what cairn
+/// cannot do yet (replicas behind I/O threads).
 fn may_serve_replica(ctx: &Ctx) -> CmdResult {
-    if ctx.srv.is_replica_of_someone() {
-        return Err(CmdError::err(
-            "cairn does not serve replicas while it is a replica itself yet",
+    if ctx.srv.repl.link.as_ref().is_some_and(|l| !l.link_up()) {
+        return Err(CmdError::raw(
+            "NOMASTERLINK Can't SYNC while not connected with my master",
         ));
     }
     if ctx.srv.config.settings().io_threads > 1 {
@@ -216,7 +216,8 @@ fn wait(ctx: &mut Ctx) -> CmdResult {
 /// keeping the data.
 fn replicaof(ctx: &mut Ctx) -> CmdResult {
     if ctx.args.is(1, "no") && ctx.args.is(2, "one") {
-        ctx.srv.repl_unfollow();
+        let who = ctx.client.info_line(ctx.now_ms);
+        ctx.srv.repl_unfollow(&format!("user request from '{who}'"));
         ctx.out.ok();
         return Ok(());
     }

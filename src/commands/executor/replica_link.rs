@@ -49,6 +49,8 @@ pub enum LinkEvent {
         functions: Vec<Vec<u8>>,
         replid: String,
         offset: u64,
+        /// The db the stream after `offset` runs in (the RDB's `repl-stream-db`).
+        stream_db: usize,
     },
     /// `+CONTINUE [newid]`: the stream goes on from the offset asked for.
     Continue {
@@ -272,13 +274,14 @@ fn session(
         crate::notice!("Full resync from master: {replid}:{offset}");
         send(LinkEvent::State("sync"));
         let data = receive_rdb(&mut c, stop)?;
-        let (ks, functions) = load_dataset(&data, p)?;
+        let (ks, functions, stream_db) = load_dataset(&data, p)?;
         drop(data);
         if !send(LinkEvent::FullSync {
             ks: Box::new(ks),
             functions,
             replid: replid.to_string(),
             offset,
+            stream_db,
         }) {
             return Err("stopped".into());
         }
@@ -351,8 +354,10 @@ fn receive_rdb(c: &mut Conn, stop: &AtomicBool) -> Result<Vec<u8>, String> {
     Ok(data)
 }
 
-/// Loads the RDB into a fresh arena (this thread; the executor only swaps it in).
-fn load_dataset(data: &[u8], p: &LinkParams) -> Result<(Keyspace, Vec<Vec<u8>>), String> {
+/// Loads the RDB into a fresh arena (this thread; the executor only swaps it in), with
+/// its functions and the db its `repl-stream-db` names (0 when absent or out of range: a
+/// primary sends a SELECT before its first command anyway).
+fn load_dataset(data: &[u8], p: &LinkParams) -> Result<(Keyspace, Vec<Vec<u8>>, usize), String> {
     crate::notice!("MASTER <-> REPLICA sync: Loading DB in memory");
     let s = p.config.settings();
     let seed = {
@@ -371,7 +376,11 @@ fn load_dataset(data: &[u8], p: &LinkParams) -> Result<(Keyspace, Vec<Vec<u8>>),
         st.keys_loaded,
         st.keys_expired_skipped
     );
-    Ok((ks, st.functions))
+    let stream_db = st
+        .repl_stream_db
+        .filter(|&db| db < s.databases as u64)
+        .unwrap_or(0) as usize;
+    Ok((ks, st.functions, stream_db))
 }
 
 /// The stream: whole commands to the executor, ACKs every second and on GETACK.

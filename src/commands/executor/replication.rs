@@ -140,6 +140,10 @@ pub struct Replication {
     /// second_replid_offset): a primary restarted from its files answers continuations of
     /// the history its files hold under its new id.
     pub replid2: Option<(String, u64)>,
+    /// A replica's relayed stream: its primary's commands, byte for byte as received,
+    /// since the last drain (they go to its backlog and its own replicas, under its
+    /// primary's id and offsets, as Redis's proxied stream).
+    pub relay: Vec<u8>,
 }
 
 /// A replication position restored from the data files at startup.
@@ -302,7 +306,14 @@ impl Server {
         client: &mut super::Client,
         want: Option<(&[u8], i64)>,
     ) -> Option<Vec<u8>> {
-        self.ensure_backlog();
+        if self.repl.link.is_none() {
+            self.ensure_backlog();
+        } else if self.repl.backlog.is_none() {
+            // A replica keeps the backlog from its first sync on; a missing one starts at
+            // the applied offset (the stream it relays, never its own propagation).
+            let size = self.config.settings().repl_backlog_size as usize;
+            self.repl.backlog = Some(Backlog::new(size, self.aof.reploff));
+        }
         self.repl_drain();
         let replid = self.master_replid.clone();
         let partial = want.and_then(|(id, off)| {
@@ -512,13 +523,16 @@ impl Server {
     /// replica (online: its output; syncing: its pending buffer). Called at every PSYNC
     /// and at the end of each event-loop turn.
     pub fn repl_drain(&mut self) {
-        let Some(stream) = self.aof.repl_stream.as_mut() else {
-            return;
-        };
-        if stream.is_empty() {
+        // A primary's own stream, or a replica's relay of its primary's (never both: a
+        // replica propagates nothing of its own to replicas).
+        let mut bytes = std::mem::take(&mut self.repl.relay);
+        if let Some(stream) = self.aof.repl_stream.as_mut() {
+            bytes.extend_from_slice(stream);
+            stream.clear();
+        }
+        if bytes.is_empty() {
             return;
         }
-        let bytes = std::mem::take(stream);
         if let Some(b) = self.repl.backlog.as_mut() {
             b.append(&bytes);
         }
@@ -889,7 +903,6 @@ impl Server {
         let image = sync.image.clone();
         let eof_form = sync.eof_form;
         let aux = vec![
-            ("repl-stream-db", "0".to_string()),
             ("repl-id", replid),
             ("repl-offset", sync.cut_offset.to_string()),
         ];
@@ -1022,6 +1035,14 @@ impl Server {
     }
 }
 
+/// A fresh random replication id (40 hex digits).
+fn new_replid() -> String {
+    let mut rng = crate::util::Rng::from_time();
+    (0..40)
+        .map(|_| char::from_digit(rng.below(16) as u32, 16).unwrap_or('0'))
+        .collect()
+}
+
 /// `ip:port` as Redis names a replica in its log lines.
 fn replica_name(r: &Replica) -> String {
     format!("{}:{}", r.ip, r.listening_port)
@@ -1047,6 +1068,14 @@ fn produce_rdb(
         crate::persistence::snapshot::load_image(image, reserve_bytes, &progress)?
             .ok_or_else(|| format!("the capture {} vanished", image.display()))?;
     let _ = std::fs::remove_file(image);
+    // The db the stream after the cut runs in: a primary states it again with a SELECT
+    // before its next command, a replica relays its primary's stream as it is, so its
+    // replicas must start their primary's client there (Redis's rsi.repl_stream_db).
+    let stream_db = header.repl_stream_db.saturating_sub(1).to_string();
+    let aux: Vec<(&str, String)> = std::iter::once(("repl-stream-db", stream_db))
+        .chain(aux.iter().cloned())
+        .collect();
+    let aux = aux.as_slice();
     let mut ks = crate::collections::keyspace_from_arena(arena, databases)?;
     let mut sink = ChunkSink {
         tx,
@@ -1175,18 +1204,37 @@ impl MasterLink {
 const LINK_EVENTS_PER_TURN: usize = 16;
 
 impl Server {
-    /// REPLICAOF host port: follow that primary (Redis's replicationSetMaster). Our own
-    /// replicas are disconnected (they resync from us once we are a primary again) and the
-    /// backlog goes: cairn does not relay a primary's stream.
-    pub fn repl_follow(&mut self, host: &str, port: u16) -> Result<(), String> {
-        self.repl_unfollow();
+    /// Disconnects our own replicas (they PSYNC again and learn the new id or history)
+    /// and abandons a full sync in progress for them.
+    fn disconnect_replicas(&mut self) {
         let slots: Vec<usize> = self.repl.replicas.iter().map(|r| r.slot).collect();
         for slot in slots {
             self.close_soon(slot);
         }
         self.repl_cancel_sync();
-        let had_backlog = self.repl.backlog.take().is_some();
-        self.repl.replid2 = None;
+    }
+
+    /// Stops the link thread, keeping the replication position (Redis caches its
+    /// primary: a new primary may continue it).
+    fn repl_stop_link(&mut self) {
+        self.repl_drain();
+        let Some(mut link) = self.repl.link.take() else {
+            return;
+        };
+        link.stop();
+        // A full sync still waiting for pins to drain is dropped with the link.
+        self.dataset_swap_pending = false;
+    }
+
+    /// REPLICAOF host port: follow that primary (Redis's replicationSetMaster). Our own
+    /// replicas are disconnected (they resync from us, partially when they can); the
+    /// backlog stays, so the position we offer the new primary is one we can serve from
+    /// too (the replicas of a replica get its primary's stream as it is).
+    pub fn repl_follow(&mut self, host: &str, port: u16) -> Result<(), String> {
+        self.repl_stop_link();
+        self.disconnect_replicas();
+        self.repl_drain();
+        let had_backlog = self.repl.backlog.is_some();
         self.aof.repl_stream = None;
         if !self.aof.enabled {
             self.ks.deletions = None;
@@ -1273,22 +1321,36 @@ impl Server {
     }
 
     /// REPLICAOF NO ONE: stop following; the data stays and this server is a primary
-    /// under a new replication id.
-    pub fn repl_unfollow(&mut self) {
-        let Some(mut link) = self.repl.link.take() else {
+    /// under a new replication id, answering continuations of its primary's history up
+    /// to where it stopped (Redis's shiftReplicationId: PSYNC2 lets the other replicas
+    /// and the old primary continue from the promoted one).
+    pub fn repl_unfollow(&mut self, why: &str) {
+        if self.repl.link.is_none() {
             return;
-        };
-        link.stop();
-        // A full sync still waiting for pins to drain is dropped with the link.
-        self.dataset_swap_pending = false;
-        let mut rng = crate::util::Rng::from_time();
-        self.master_replid = (0..40)
-            .map(|_| char::from_digit(rng.below(16) as u32, 16).unwrap_or('0'))
-            .collect();
+        }
+        self.repl_stop_link();
+        let old = std::mem::replace(&mut self.master_replid, new_replid());
+        self.repl.replid2 = Some((old, self.aof.reploff + 1));
         if self.aof.replid != NO_REPLID {
             self.aof.replid = self.master_replid.clone();
         }
-        notice!("MASTER MODE enabled");
+        notice!(
+            "Setting secondary replication ID to {}, valid up to offset: {}. New replication ID is {}",
+            self.repl.replid2.as_ref().map_or("", |(id, _)| id.as_str()),
+            self.aof.reploff + 1,
+            self.master_replid
+        );
+        // Our replicas learn the new id by reconnecting (they continue partially).
+        self.disconnect_replicas();
+        // From now on the stream is our own: the next command says its db.
+        self.aof.selected_db = None;
+        if self.repl.backlog.is_some() {
+            self.aof.repl_stream = Some(Vec::new());
+            if self.ks.deletions.is_none() {
+                self.ks.deletions = Some(Vec::new());
+            }
+        }
+        notice!("MASTER MODE enabled ({why})");
     }
 
     /// Applies what the link thread delivered (end of each turn and cron).
@@ -1324,7 +1386,8 @@ impl Server {
                     warning!("Connection with master lost: {why}");
                 }
                 LinkEvent::Continue { replid } => {
-                    if let Some(id) = replid {
+                    let changed = replid.filter(|id| *id != self.master_replid);
+                    if let Some(id) = changed {
                         // PSYNC2: the primary goes on under a new id; a later
                         // reconnection asks with it.
                         if let Ok(mut g) = link.shared.cached.lock() {
@@ -1332,10 +1395,19 @@ impl Server {
                                 *cached = id.clone();
                             }
                         }
-                        self.master_replid = id.clone();
+                        let old = std::mem::replace(&mut self.master_replid, id.clone());
+                        self.repl.replid2 = Some((old, self.aof.reploff + 1));
                         if self.aof.replid != NO_REPLID {
                             self.aof.replid = id;
                         }
+                        notice!("Master replication ID changed to {}", self.master_replid);
+                        // Our replicas learn the new id by reconnecting.
+                        self.disconnect_replicas();
+                    }
+                    let end = self.repl.backlog.as_ref().map(|b| b.end_offset());
+                    if end != Some(self.aof.reploff) {
+                        let size = self.config.settings().repl_backlog_size as usize;
+                        self.repl.backlog = Some(Backlog::new(size, self.aof.reploff));
                     }
                 }
                 LinkEvent::FullSync {
@@ -1343,9 +1415,10 @@ impl Server {
                     functions,
                     replid,
                     offset,
+                    stream_db,
                 } => {
                     self.dataset_swap_pending = false;
-                    self.repl_install_full_sync(*ks, functions, replid, offset)
+                    self.repl_install_full_sync(*ks, functions, replid, offset, stream_db)
                 }
                 LinkEvent::Commands(cmds) => self.repl_apply(cmds),
             }
@@ -1358,7 +1431,10 @@ impl Server {
         functions: Vec<Vec<u8>>,
         replid: String,
         offset: u64,
+        stream_db: usize,
     ) {
+        // Our replicas had another history: they sync again, from the new one.
+        self.disconnect_replicas();
         // Background work reading the old arena stops first (Redis kills its RDB child
         // before loading): a capture of a region about to be unmapped is worth nothing.
         if let Some(job) = self.snapshot.job.take() {
@@ -1395,13 +1471,19 @@ impl Server {
         };
         self.aof.reploff = offset;
         self.aof.selected_db = None;
-        self.repl.applied_db = 0;
+        self.repl.applied_db = stream_db;
+        self.repl.replid2 = None;
+        // The backlog holds the primary's stream from here on (a replica keeps one, as
+        // Redis, for its own replicas and for when it is promoted).
+        self.repl.relay.clear();
+        let size = self.config.settings().repl_backlog_size as usize;
+        self.repl.backlog = Some(Backlog::new(size, offset));
         if let Some(link) = self.repl.link.as_mut() {
             link.shared.applied.store(offset, SeqCst);
             if let Ok(mut g) = link.shared.cached.lock() {
                 *g = Some((replid, offset));
             }
-            link.client.db = 0;
+            link.client.db = stream_db;
         }
         // The log must restart from the new dataset (Redis restarts its AOF).
         if self.aof.enabled {
@@ -1436,6 +1518,9 @@ impl Server {
                 self.aof.stream_select(client.db);
             }
             self.aof.stream_command_end();
+            if self.repl.backlog.is_some() {
+                self.repl.relay.extend_from_slice(&c.data);
+            }
             out.clear();
             offset += c.wire_bytes;
         }

@@ -1,0 +1,195 @@
+//! Failover and chained replication: a promoted replica keeps its primary's id as
+//! `master_replid2` (PSYNC2), so its siblings and the demoted primary continue partially
+//! (cairn and Debian's redis-server 7 as the followers); replicas of a replica get the top
+//! primary's stream with its id and offsets, stay consistent and continue after a drop.
+
+mod common;
+use common::*;
+use std::time::Duration;
+
+const DEBUG: &[&str] = &["--enable-debug-command", "yes"];
+
+fn digest(c: &mut Raw) -> String {
+    show(&c.call(&["DEBUG", "DIGEST"]))
+}
+
+/// Waits until `r` (a replica, maybe of a replica) has applied everything `top` has
+/// produced, then checks both hold the same data.
+fn wait_synced(top: &mut Raw, r: &mut Raw) {
+    wait_until(Duration::from_secs(30), "the replica catches up", || {
+        r.info("replication", "master_link_status").as_deref() == Some("up")
+            && r.info("replication", "slave_repl_offset")
+                == top.info("replication", "master_repl_offset")
+    });
+    assert_eq!(
+        digest(top),
+        digest(r),
+        "the replica holds the primary's data"
+    );
+}
+
+fn replicaof(c: &mut Raw, port: u16) {
+    assert_eq!(
+        c.call(&["REPLICAOF", "127.0.0.1", &port.to_string()]),
+        b"+OK\r\n"
+    );
+}
+
+/// Writes of several kinds in two dbs, leaving the stream in db 5.
+fn writes(p: &mut Raw, tag: &str) {
+    for i in 0..50 {
+        p.call(&["SET", &format!("{tag}{i}"), &format!("v{i}")]);
+    }
+    p.call(&["MULTI"]);
+    p.call(&["INCR", &format!("{tag}ctr")]);
+    p.call(&["RPUSH", &format!("{tag}l"), "a", "b"]);
+    p.call(&["EXEC"]);
+    p.call(&["SELECT", "5"]);
+    p.call(&["HSET", &format!("{tag}h"), "f", "v"]);
+}
+
+/// `REPLICAOF NO ONE` on a cairn replica: the old id becomes replid2 up to offset + 1
+/// under a new id; the sibling replica and the demoted old primary pointed at it get
+/// `+CONTINUE <newid>` (partial syncs, no full one) and the same data.
+#[test]
+fn a_promoted_replica_continues_its_sibling_and_the_old_primary() {
+    let a = start_cairn(DEBUG);
+    let b = start_cairn(DEBUG);
+    let c = start_cairn(DEBUG);
+    let (mut pa, mut pb, mut pc) = (
+        Raw::connect(a.port),
+        Raw::connect(b.port),
+        Raw::connect(c.port),
+    );
+    writes(&mut pa, "pre");
+    replicaof(&mut pb, a.port);
+    replicaof(&mut pc, a.port);
+    writes(&mut pa, "x");
+    wait_synced(&mut pa, &mut pb);
+    wait_synced(&mut pa, &mut pc);
+    let old_id = pa.info_field("replication", "master_replid");
+    let off: u64 = pa.info_u64("replication", "master_repl_offset");
+    assert_eq!(pb.info_field("replication", "master_replid"), old_id);
+    assert_eq!(pb.info_field("replication", "repl_backlog_active"), "1");
+
+    assert_eq!(pb.call(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+    let new_id = pb.info_field("replication", "master_replid");
+    assert_ne!(new_id, old_id);
+    assert_eq!(pb.info_field("replication", "master_replid2"), old_id);
+    assert_eq!(
+        pb.info_u64("replication", "second_repl_offset"),
+        off + 1,
+        "replid2 is valid up to the offset + 1"
+    );
+    assert_eq!(pb.info_u64("replication", "master_repl_offset"), off);
+    // Writes on the new primary before anyone follows it: they come from its backlog.
+    pb.call(&["SET", "after-promotion", "1"]);
+
+    replicaof(&mut pc, b.port);
+    wait_synced(&mut pb, &mut pc);
+    assert_eq!(pc.info_field("replication", "master_replid"), new_id);
+    assert_eq!(pc.info_field("replication", "master_replid2"), old_id);
+    replicaof(&mut pa, b.port);
+    wait_synced(&mut pb, &mut pa);
+    assert_eq!(pa.info_field("replication", "master_replid"), new_id);
+    assert_eq!(pb.info_u64("stats", "sync_partial_ok"), 2);
+    assert_eq!(pb.info_u64("stats", "sync_full"), 0, "nobody synced fully");
+    // The stream goes on to both.
+    writes(&mut pb, "later");
+    wait_synced(&mut pb, &mut pa);
+    wait_synced(&mut pb, &mut pc);
+    assert_eq!(pb.info_u64("replication", "connected_slaves"), 2);
+}
+
+/// A Redis 7 replica of a cairn primary, pointed at a promoted cairn replica of the same
+/// primary, continues partially; so does a Redis 7 replica of the promoted one's
+/// sibling history after a second promotion back (the ids chain).
+#[test]
+fn a_redis_replica_continues_from_a_promoted_cairn_replica() {
+    let a = start_cairn(DEBUG);
+    let b = start_cairn(DEBUG);
+    let r = start_redis(DEBUG);
+    let (mut pa, mut pb, mut pr) = (
+        Raw::connect(a.port),
+        Raw::connect(b.port),
+        Raw::connect(r.port),
+    );
+    writes(&mut pa, "pre");
+    replicaof(&mut pb, a.port);
+    replicaof(&mut pr, a.port);
+    writes(&mut pa, "x");
+    wait_synced(&mut pa, &mut pb);
+    wait_synced(&mut pa, &mut pr);
+    assert_eq!(pb.call(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+    pb.call(&["SET", "after-promotion", "1"]);
+    replicaof(&mut pr, b.port);
+    wait_synced(&mut pb, &mut pr);
+    assert_eq!(pb.info_u64("stats", "sync_partial_ok"), 1);
+    assert_eq!(pb.info_u64("stats", "sync_full"), 0);
+    assert_eq!(
+        pr.info_field("replication", "master_replid"),
+        pb.info_field("replication", "master_replid")
+    );
+    writes(&mut pb, "later");
+    wait_synced(&mut pb, &mut pr);
+}
+
+/// Replicas of a cairn replica (a cairn one and a Redis 7 one) under a cairn or a Redis
+/// top primary: they see the top primary's id and offsets, hold its data through
+/// transactions and db changes (one joins while the stream is in db 5, so it must start
+/// there), and continue partially from the middle replica when their links drop.
+#[test]
+fn replicas_of_a_replica_follow_the_top_primary() {
+    for top_is_redis in [false, true] {
+        let a = if top_is_redis {
+            start_redis(DEBUG)
+        } else {
+            start_cairn(DEBUG)
+        };
+        let b = start_cairn(DEBUG);
+        let (mut pa, mut pb) = (Raw::connect(a.port), Raw::connect(b.port));
+        writes(&mut pa, "pre");
+        replicaof(&mut pb, a.port);
+        wait_synced(&mut pa, &mut pb);
+        // The stream is in db 5 now: the sub-replicas' full syncs start there.
+        let c = start_cairn(DEBUG);
+        let r = start_redis(DEBUG);
+        let (mut pc, mut pr) = (Raw::connect(c.port), Raw::connect(r.port));
+        replicaof(&mut pc, b.port);
+        replicaof(&mut pr, b.port);
+        wait_synced(&mut pa, &mut pc);
+        wait_synced(&mut pa, &mut pr);
+        pa.call(&["SET", "in-db-5", "v"]);
+        writes(&mut pa, "x");
+        wait_synced(&mut pa, &mut pc);
+        wait_synced(&mut pa, &mut pr);
+        let top_id = pa.info_field("replication", "master_replid");
+        assert_eq!(pc.info_field("replication", "master_replid"), top_id);
+        assert_eq!(pr.info_field("replication", "master_replid"), top_id);
+        assert_eq!(pb.info_u64("stats", "sync_full"), 2);
+        assert_eq!(pb.info_u64("replication", "connected_slaves"), 2);
+        // Their links drop; writes go on at the top; they continue from the middle.
+        assert_eq!(pb.call(&["CLIENT", "KILL", "TYPE", "replica"]), b":2\r\n");
+        writes(&mut pa, "while-down");
+        wait_synced(&mut pa, &mut pc);
+        wait_synced(&mut pa, &mut pr);
+        assert_eq!(pb.info_u64("stats", "sync_partial_ok"), 2);
+        assert_eq!(pb.info_u64("stats", "sync_full"), 2, "no new full sync");
+        // The middle one refuses writes and WAIT as any replica.
+        assert!(show(&pb.call(&["SET", "k", "v"])).starts_with("-READONLY"));
+    }
+}
+
+/// A replica whose own link is down refuses syncs with Redis's error.
+#[test]
+fn a_replica_without_its_link_refuses_syncs() {
+    let b = start_cairn(DEBUG);
+    let mut pb = Raw::connect(b.port);
+    // Nobody listens there.
+    replicaof(&mut pb, free_port());
+    let mut s = Raw::connect(b.port);
+    assert_eq!(
+        show(&s.call(&["PSYNC", "?", "-1"])),
+        "-NOMASTERLINK Can't SYNC while not connected with my master\r\n"
+    );
+}
