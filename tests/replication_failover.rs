@@ -193,3 +193,57 @@ fn a_replica_without_its_link_refuses_syncs() {
         "-NOMASTERLINK Can't SYNC while not connected with my master\r\n"
     );
 }
+
+/// `repl-backlog-ttl`: a primary whose last replica left that long ago frees its backlog
+/// (INFO `repl_backlog_active:0`) under a new id with no replid2, so the old position gets
+/// a full sync; a replica keeps its backlog however long it has no replicas.
+#[test]
+fn a_primary_without_replicas_frees_its_backlog_after_the_ttl() {
+    let ttl: &[&str] = &["--enable-debug-command", "yes", "--repl-backlog-ttl", "1"];
+    let p = start_cairn(ttl);
+    let q = start_cairn(ttl);
+    let r = start_cairn(ttl);
+    let (mut pp, mut pq, mut pr) = (
+        Raw::connect(p.port),
+        Raw::connect(q.port),
+        Raw::connect(r.port),
+    );
+    writes(&mut pq, "q");
+    replicaof(&mut pr, q.port);
+    wait_synced(&mut pq, &mut pr);
+    let old_id = pq.info_field("replication", "master_replid");
+    let off = pq.info_u64("replication", "master_repl_offset");
+    assert_eq!(pq.info_field("replication", "repl_backlog_active"), "1");
+    // r leaves q for p: q has no replica from here on, r none of its own.
+    replicaof(&mut pr, p.port);
+    wait_synced(&mut pp, &mut pr);
+    wait_until(Duration::from_secs(30), "q frees its backlog", || {
+        pq.info_field("replication", "repl_backlog_active") == "0"
+    });
+    assert_ne!(pq.info_field("replication", "master_replid"), old_id);
+    assert_eq!(
+        pq.info_field("replication", "master_replid2"),
+        "0000000000000000000000000000000000000000"
+    );
+    assert_eq!(pq.info_field("replication", "second_repl_offset"), "-1");
+    // r had no replica for longer than q: still a backlog (replicas never free it).
+    assert_eq!(pr.info_field("replication", "repl_backlog_active"), "1");
+    // The old position is gone: a full sync.
+    let mut s = Raw::connect(q.port);
+    s.send(&encode(&[
+        b"PSYNC",
+        old_id.as_bytes(),
+        (off + 1).to_string().as_bytes(),
+    ]));
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    use std::io::Read;
+    while !line.ends_with(b"\r\n") {
+        s.s.read_exact(&mut byte).unwrap();
+        if !(line.is_empty() && byte[0] == b'\n') {
+            line.push(byte[0]);
+        }
+    }
+    assert!(show(&line).starts_with("+FULLRESYNC "), "{}", show(&line));
+    assert_eq!(pq.info_u64("stats", "sync_partial_err"), 1);
+}

@@ -144,6 +144,10 @@ pub struct Replication {
     /// since the last drain (they go to its backlog and its own replicas, under its
     /// primary's id and offsets, as Redis's proxied stream).
     pub relay: Vec<u8>,
+    /// Since when a primary has had no replica (ms; 0: not yet noted): with
+    /// `repl-backlog-ttl` it frees its backlog after that long (Redis's
+    /// repl_no_slaves_since).
+    pub no_replicas_since_ms: i64,
 }
 
 /// A replication position restored from the data files at startup.
@@ -515,6 +519,9 @@ impl Server {
         {
             let r = self.repl.replicas.remove(i);
             notice!("Connection with replica {} lost.", replica_name(&r));
+            if self.repl.replicas.is_empty() {
+                self.repl.no_replicas_since_ms = now_ms();
+            }
         }
         self.repl.waits.retain(|w| w.client_id != client_id);
     }
@@ -693,6 +700,10 @@ impl Server {
         if self.repl.backlog.is_none() {
             return;
         }
+        self.free_idle_backlog();
+        if self.repl.backlog.is_none() {
+            return;
+        }
         self.disconnect_timed_out_replicas();
         self.refresh_good_replicas();
         if let Some(b) = self.repl.backlog.as_mut() {
@@ -721,6 +732,37 @@ impl Server {
             }
         }
         self.repl_end_of_turn();
+    }
+
+    /// `repl-backlog-ttl`: a primary with no replica for that long frees its backlog and
+    /// starts a new history (a new id, no replid2: nothing can continue the old one from
+    /// here). A replica keeps its backlog whatever: it may be promoted.
+    fn free_idle_backlog(&mut self) {
+        let now = now_ms();
+        if !self.repl.replicas.is_empty() || self.repl.link.is_some() {
+            self.repl.no_replicas_since_ms = now;
+            return;
+        }
+        if self.repl.no_replicas_since_ms == 0 {
+            self.repl.no_replicas_since_ms = now;
+        }
+        let ttl_s = self.config.settings().repl_backlog_ttl_s;
+        let idle_ms = now - self.repl.no_replicas_since_ms;
+        if ttl_s == 0 || idle_ms <= ttl_s as i64 * 1000 {
+            return;
+        }
+        self.repl_drain();
+        self.master_replid = new_replid();
+        if self.aof.replid != NO_REPLID {
+            self.aof.replid = self.master_replid.clone();
+        }
+        self.repl.replid2 = None;
+        self.repl.backlog = None;
+        self.aof.repl_stream = None;
+        if !self.aof.enabled {
+            self.ks.deletions = None;
+        }
+        notice!("Replication backlog freed after {ttl_s} seconds without connected replicas.");
     }
 
     /// Online replicas that sent no ACK for `repl-timeout` are dropped (not SYNC links,
