@@ -247,3 +247,105 @@ fn a_primary_without_replicas_frees_its_backlog_after_the_ttl() {
     assert!(show(&line).starts_with("+FULLRESYNC "), "{}", show(&line));
     assert_eq!(pq.info_u64("stats", "sync_partial_err"), 1);
 }
+
+/// WAITAOF (Redis 7.2's semantics and error texts): argument errors, refusals on a
+/// replica and without `appendonly`, the local count following the log's fsyncs (paused:
+/// 0 at the timeout; resumed: 1), replicas counted once their log fsynced the write
+/// (`REPLCONF ACK <off> FACK <aofoff>`), a replica without a log never, and no blocking
+/// inside MULTI.
+#[test]
+fn waitaof_counts_the_logs_that_fsynced_the_write() {
+    let aof: &[&str] = &[
+        "--enable-debug-command",
+        "yes",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+    ];
+    let p = start_cairn(aof);
+    let mut pp = Raw::connect(p.port);
+    for (args, err) in [
+        (
+            &["WAITAOF", "x", "0", "0"][..],
+            "value is not an integer or out of range",
+        ),
+        (
+            &["WAITAOF", "2", "0", "0"],
+            "value is out of range, value must between 0 and 1",
+        ),
+        (
+            &["WAITAOF", "-1", "0", "0"],
+            "value is out of range, value must between 0 and 1",
+        ),
+        (
+            &["WAITAOF", "0", "-1", "0"],
+            "value is out of range, must be positive",
+        ),
+        (
+            &["WAITAOF", "0", "x", "0"],
+            "value is out of range, must be positive",
+        ),
+        (&["WAITAOF", "0", "0", "-1"], "timeout is negative"),
+        (
+            &["WAITAOF", "0", "0", "x"],
+            "timeout is not an integer or out of range",
+        ),
+        (
+            &["WAITAOF", "0", "0"],
+            "wrong number of arguments for 'waitaof' command",
+        ),
+    ] {
+        assert_eq!(show(&pp.call(args)), format!("-ERR {err}\r\n"), "{args:?}");
+    }
+    assert_eq!(pp.call(&["SET", "k", "v"]), b"+OK\r\n");
+    assert_eq!(pp.call(&["WAITAOF", "1", "0", "0"]), b"*2\r\n:1\r\n:0\r\n");
+    // Syncs paused: the write is written, not fsynced.
+    assert_eq!(pp.call(&["DEBUG", "AOF-PAUSE-SYNCS", "1"]), b"+OK\r\n");
+    assert_eq!(pp.call(&["SET", "k", "v2"]), b"+OK\r\n");
+    assert_eq!(
+        pp.call(&["WAITAOF", "1", "0", "200"]),
+        b"*2\r\n:0\r\n:0\r\n"
+    );
+    assert_eq!(pp.call(&["MULTI"]), b"+OK\r\n");
+    pp.call(&["WAITAOF", "1", "0", "0"]);
+    assert_eq!(
+        pp.call(&["EXEC"]),
+        b"*1\r\n*2\r\n:0\r\n:0\r\n",
+        "no blocking in MULTI"
+    );
+    // Blocked until the syncs resume.
+    pp.cmd(&[b"WAITAOF", b"1", b"0", b"0"]);
+    let mut ctl = Raw::connect(p.port);
+    wait_until(Duration::from_secs(10), "WAITAOF blocks", || {
+        ctl.info_u64("clients", "blocked_clients") == 1
+    });
+    assert_eq!(ctl.call(&["DEBUG", "AOF-PAUSE-SYNCS", "0"]), b"+OK\r\n");
+    assert_eq!(pp.reply(), b"*2\r\n:1\r\n:0\r\n");
+
+    // A replica with a log counts once it fsynced; one without never does.
+    let r1 = start_cairn(aof);
+    let r2 = start_cairn(DEBUG);
+    let (mut p1, mut p2) = (Raw::connect(r1.port), Raw::connect(r2.port));
+    replicaof(&mut p1, p.port);
+    replicaof(&mut p2, p.port);
+    wait_synced(&mut pp, &mut p1);
+    wait_synced(&mut pp, &mut p2);
+    assert_eq!(pp.call(&["SET", "k", "v3"]), b"+OK\r\n");
+    assert_eq!(pp.call(&["WAITAOF", "1", "1", "0"]), b"*2\r\n:1\r\n:1\r\n");
+    assert_eq!(
+        pp.call(&["WAITAOF", "0", "2", "300"]),
+        b"*2\r\n:1\r\n:1\r\n"
+    );
+    assert_eq!(pp.call(&["WAIT", "2", "0"]), b":2\r\n");
+    assert_eq!(
+        show(&p1.call(&["WAITAOF", "0", "0", "0"])),
+        "-ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated.\r\n"
+    );
+    assert_eq!(show(&p2.call(&["REPLICAOF", "NO", "ONE"])), "+OK\r\n");
+    assert_eq!(
+        show(&p2.call(&["WAITAOF", "1", "0", "0"])),
+        "-ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.\r\n"
+    );
+    assert_eq!(p2.call(&["WAITAOF", "0", "0", "0"]), b"*2\r\n:0\r\n:0\r\n");
+}

@@ -3,8 +3,8 @@
 //! link to a primary `src/commands/executor/replica_link.rs`.
 
 use super::{
-    CmdError, CmdResult, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, FAST, LOADING, NOSCRIPT, NO_MULTI,
-    STALE,
+    CmdError, CmdResult, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, BLOCKING, FAST, LOADING, NOSCRIPT,
+    NO_MULTI, STALE,
 };
 
 pub static COMMANDS: &[CommandSpec] = &[
@@ -35,6 +35,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Wait for the synchronous replication of all the write commands sent in the context of the current connection",
         "3.0.0",
     ),
+    CommandSpec::new("waitaof", 4, BLOCKING, "generic", waitaof)
+        .acl(super::acl::CONNECTION)
+        .doc(
+            "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the primary and/or replicas.",
+            "7.2.0",
+        ),
     CommandSpec::new("replicaof", 3, ADMIN | NOSCRIPT | STALE, "server", replicaof).doc(
         "Make the server a replica of another instance, or promote it as master.",
         "5.0.0",
@@ -119,10 +125,16 @@ fn replconf(ctx: &mut Ctx) -> CmdResult {
                 ctx.client.repl_capa_eof = true;
             }
         } else if opt.eq_ignore_ascii_case(b"ack") {
-            // No reply, ever (the replica does not read any).
+            // No reply, ever (the replica does not read any). `ACK <off> FACK <aofoff>`:
+            // the replica's log fsynced `aofoff` (Redis 7.2, for WAITAOF).
             if ctx.client.replica {
                 if let Some(off) = crate::util::parse_i64(value).filter(|&o| o >= 0) {
-                    ctx.srv.repl_ack(ctx.client.id, off as u64);
+                    let fack = (ctx.args.len() > j + 3 && ctx.args.is(j + 2, "fack"))
+                        .then(|| crate::util::parse_i64(ctx.args.get(j + 3)))
+                        .flatten()
+                        .filter(|&o| o >= 0)
+                        .map(|o| o as u64);
+                    ctx.srv.repl_ack(ctx.client.id, off as u64, fack);
                 }
             }
             return Ok(());
@@ -208,7 +220,63 @@ fn wait(ctx: &mut Ctx) -> CmdResult {
         ctx.now_ms.saturating_add(timeout)
     };
     ctx.srv
-        .repl_block_wait(ctx.client.id, offset, numreplicas as u64, deadline);
+        .repl_block_wait(ctx.client.id, offset, numreplicas as u64, None, deadline);
+    Ok(())
+}
+
+/// WAITAOF numlocal numreplicas timeout (Redis 7.2): `[local, replicas]` whose logs
+/// fsynced this client's last write, waiting up to `timeout` ms (0: forever) for
+/// `numlocal` (0 or 1) and `numreplicas` of them.
+fn waitaof(ctx: &mut Ctx) -> CmdResult {
+    let numlocal = crate::util::parse_i64(ctx.args.get(1))
+        .ok_or_else(|| CmdError::err("value is not an integer or out of range"))?;
+    if !(0..=1).contains(&numlocal) {
+        return Err(CmdError::err(
+            "value is out of range, value must between 0 and 1",
+        ));
+    }
+    let numreplicas = crate::util::parse_i64(ctx.args.get(2))
+        .filter(|&n| n >= 0)
+        .ok_or_else(|| CmdError::err("value is out of range, must be positive"))?;
+    let timeout = crate::util::parse_i64(ctx.args.get(3))
+        .ok_or_else(|| CmdError::err("timeout is not an integer or out of range"))?;
+    if timeout < 0 {
+        return Err(CmdError::err("timeout is negative"));
+    }
+    let deadline = if timeout == 0 {
+        0
+    } else {
+        ctx.now_ms
+            .checked_add(timeout)
+            .ok_or_else(|| CmdError::err("timeout is out of range"))?
+    };
+    if ctx.srv.is_replica_of_someone() {
+        return Err(CmdError::err("WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated."));
+    }
+    if numlocal > 0 && !ctx.srv.aof.enabled {
+        return Err(CmdError::err(
+            "WAITAOF cannot be used when numlocal is set but appendonly is disabled.",
+        ));
+    }
+    let offset = ctx.client.woff;
+    let acked = ctx.srv.repl.aof_acked(offset);
+    let local = (ctx.srv.aof.fsynced_reploff() >= Some(offset)) as i64;
+    if (acked as i64 >= numreplicas && local >= numlocal)
+        || ctx.client.in_exec.is_some()
+        || !ctx.srv.may_block_now()
+    {
+        ctx.out.array(2);
+        ctx.out.int(local);
+        ctx.out.int(acked as i64);
+        return Ok(());
+    }
+    ctx.srv.repl_block_wait(
+        ctx.client.id,
+        offset,
+        numreplicas as u64,
+        Some(numlocal as u64),
+        deadline,
+    );
     Ok(())
 }
 

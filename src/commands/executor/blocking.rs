@@ -34,6 +34,8 @@ pub enum TimeoutReply {
     NullBulk,
     /// WAIT: the number of replicas that acknowledged `offset` by then.
     ReplicaAcks { offset: u64 },
+    /// WAITAOF: `[local, replicas]` that fsynced `offset` by then.
+    AofAcks { offset: u64 },
 }
 
 /// A handler's request to block (see [`block`]).
@@ -331,7 +333,7 @@ fn timeout_reply(out: &mut Vec<u8>, resp: crate::protocol::reply::Resp, on: Time
         TimeoutReply::NullArray => r.null_array(),
         TimeoutReply::NullBulk => r.null(),
         // Counted by the caller (it needs the replicas' state).
-        TimeoutReply::ReplicaAcks { .. } => {}
+        TimeoutReply::ReplicaAcks { .. } | TimeoutReply::AofAcks { .. } => {}
     }
 }
 
@@ -608,6 +610,15 @@ impl Server {
             } else if let TimeoutReply::ReplicaAcks { offset } = p.req.on_timeout {
                 let n = self.repl.acked(offset);
                 Reply::new(&mut out, c.resp).int(n as i64);
+            } else if let TimeoutReply::AofAcks { offset } = p.req.on_timeout {
+                let (local, n) = (
+                    (self.aof.fsynced_reploff() >= Some(offset)) as i64,
+                    self.repl.aof_acked(offset),
+                );
+                let mut r = Reply::new(&mut out, c.resp);
+                r.array(2);
+                r.int(local);
+                r.int(n as i64);
             } else {
                 timeout_reply(&mut out, c.resp, p.req.on_timeout);
             }
@@ -623,15 +634,21 @@ impl Server {
         true
     }
 
-    /// Answers parked WAIT `client_id` with `acked` replicas (enough acknowledged).
-    pub(crate) fn blocking_answer(&mut self, client_id: u64, acked: u64) {
+    /// Answers parked WAIT `client_id` with `acked` replicas (enough acknowledged), or a
+    /// WAITAOF with `[local, acked]` when `local` is given.
+    pub(crate) fn blocking_answer(&mut self, client_id: u64, acked: u64, local: Option<u64>) {
         let Some(p) = self.blocking.unpark(client_id) else {
             return;
         };
         let mut out = Vec::new();
         if let Some(c) = self.clients.get_mut(p.slot).and_then(|c| c.as_mut()) {
             c.blocked = false;
-            Reply::new(&mut out, c.resp).int(acked as i64);
+            let mut r = Reply::new(&mut out, c.resp);
+            if let Some(local) = local {
+                r.array(2);
+                r.int(local as i64);
+            }
+            r.int(acked as i64);
         }
         self.blocking.unblocked.push(Unblocked {
             slot: p.slot,

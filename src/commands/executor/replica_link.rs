@@ -17,7 +17,7 @@ use crate::config::Config;
 use crate::keyspace::Keyspace;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::SeqCst};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -67,6 +67,8 @@ pub struct LinkShared {
     pub stop: AtomicBool,
     /// The offset the executor applied (what `REPLCONF ACK` reports).
     pub applied: AtomicU64,
+    /// The offset the executor's log fsynced (-1: no log), reported as `FACK`.
+    pub fsynced: AtomicI64,
     /// The primary sent `REPLCONF GETACK`: acknowledge now.
     pub ack_now: AtomicBool,
     /// (replid, offset) a reconnection asks PSYNC with (None: `PSYNC ? -1`).
@@ -390,6 +392,7 @@ fn stream(
     send: &dyn Fn(LinkEvent) -> bool,
 ) -> Result<(), String> {
     let mut last_ack = Instant::now() - Duration::from_secs(2);
+    let mut last_fack = -1;
     loop {
         let mut batch = Vec::new();
         while batch.len() < COMMANDS_PER_EVENT {
@@ -404,14 +407,23 @@ fn stream(
         if !batch.is_empty() && !send(LinkEvent::Commands(batch)) {
             return Err("stopped".into());
         }
-        if shared.ack_now.swap(false, SeqCst) || last_ack.elapsed() >= Duration::from_secs(1) {
+        // Acknowledged every second, on GETACK, and when the log fsynced more (a
+        // WAITAOF on the primary waits for it).
+        let fsynced = shared.fsynced.load(SeqCst);
+        if shared.ack_now.swap(false, SeqCst)
+            || last_ack.elapsed() >= Duration::from_secs(1)
+            || fsynced > last_fack
+        {
             last_ack = Instant::now();
+            last_fack = fsynced;
             let off = shared.applied.load(SeqCst).to_string();
+            let fack = fsynced.to_string();
+            let mut args = vec!["REPLCONF", "ACK", off.as_str()];
+            if fsynced >= 0 {
+                args.extend_from_slice(&["FACK", fack.as_str()]);
+            }
             let mut b = Vec::new();
-            crate::persistence::aof::format::encode_command(
-                &mut b,
-                &["REPLCONF", "ACK", off.as_str()],
-            );
+            crate::persistence::aof::format::encode_command(&mut b, &args);
             c.send(&b)?;
         }
         if c.pos < c.buf.len() && parse_command(&c.buf[c.pos..])?.is_some() {

@@ -67,6 +67,8 @@ pub struct Replica {
     /// The offset the replica last acknowledged (REPLCONF ACK), and when (ms).
     pub ack_offset: u64,
     pub ack_ms: i64,
+    /// The offset the replica's log fsynced (REPLCONF ACK .. FACK), for WAITAOF.
+    pub aof_ack_offset: u64,
     /// Part of the running full sync's capture.
     pub in_sync: bool,
     /// Asked with PSYNC (SYNC gets the payload without a `+FULLRESYNC` line first).
@@ -93,12 +95,14 @@ struct FullSync {
     eof_form: bool,
 }
 
-/// A client in WAIT: answered once `numreplicas` acknowledged `offset`.
+/// A client in WAIT: answered once `numreplicas` acknowledged `offset`; in WAITAOF
+/// (`numlocal` given), once that many replicas fsynced it and the local log too if asked.
 #[derive(Debug, Clone, Copy)]
 pub struct WaitRequest {
     pub client_id: u64,
     pub offset: u64,
     pub numreplicas: u64,
+    pub numlocal: Option<u64>,
 }
 
 #[derive(Default)]
@@ -184,6 +188,14 @@ impl Replication {
 
     pub fn is_replica(&self, client_id: u64) -> bool {
         self.replicas.iter().any(|r| r.client_id == client_id)
+    }
+
+    /// Online replicas whose log fsynced `offset` (WAITAOF).
+    pub fn aof_acked(&self, offset: u64) -> u64 {
+        self.replicas
+            .iter()
+            .filter(|r| matches!(r.state, ReplicaState::Online) && r.aof_ack_offset >= offset)
+            .count() as u64
     }
 
     /// Replicas whose acknowledged offset reached `offset`.
@@ -360,6 +372,7 @@ impl Server {
             capa_eof: client.repl_capa_eof,
             ack_offset: 0,
             ack_ms: now_ms(),
+            aof_ack_offset: 0,
             in_sync: false,
             psync: want.is_some(),
             rdb_only: client.repl_rdb_only,
@@ -433,26 +446,33 @@ impl Server {
         client_id: u64,
         offset: u64,
         numreplicas: u64,
+        numlocal: Option<u64>,
         deadline_ms: i64,
     ) {
         self.repl.waits.push(WaitRequest {
             client_id,
             offset,
             numreplicas,
+            numlocal,
         });
         self.repl.getack_due = true;
+        let on_timeout = match numlocal {
+            Some(_) => super::blocking::TimeoutReply::AofAcks { offset },
+            None => super::blocking::TimeoutReply::ReplicaAcks { offset },
+        };
         self.blocking.request = Some(super::blocking::BlockRequest {
             keys: Vec::new(),
             deadline_ms,
             kind: crate::keyspace::Kind::String,
-            on_timeout: super::blocking::TimeoutReply::ReplicaAcks { offset },
+            on_timeout,
             argv: None,
             gone_error: None,
         });
     }
 
-    /// REPLCONF ACK from a replica: its offset; WAITs it satisfies are answered.
-    pub fn repl_ack(&mut self, client_id: u64, offset: u64) {
+    /// REPLCONF ACK from a replica: its offset (and its log's fsynced one, FACK); WAITs
+    /// it satisfies are answered.
+    pub fn repl_ack(&mut self, client_id: u64, offset: u64, fsynced: Option<u64>) {
         let Some(r) = self
             .repl
             .replicas
@@ -462,6 +482,9 @@ impl Server {
             return;
         };
         r.ack_offset = r.ack_offset.max(offset);
+        if let Some(f) = fsynced {
+            r.aof_ack_offset = r.aof_ack_offset.max(f);
+        }
         r.ack_ms = now_ms();
         if let ReplicaState::AwaitFirstAck { acked, .. } = &mut r.state {
             // Its stream goes out at the end of the turn, when its client is back in
@@ -494,15 +517,25 @@ impl Server {
             || self.repl.good_replicas >= s.min_replicas_to_write
     }
 
-    /// Answers the WAITs that enough replicas acknowledged.
-    fn answer_waits(&mut self) {
+    /// Answers the WAITs (and WAITAOFs) whose counts are reached.
+    pub fn answer_waits(&mut self) {
+        if self.repl.waits.is_empty() {
+            return;
+        }
+        let fsynced = self.aof.fsynced_reploff();
         let mut i = 0;
         while i < self.repl.waits.len() {
             let w = self.repl.waits[i];
-            let n = self.repl.acked(w.offset);
-            if n >= w.numreplicas {
+            let (n, local) = match w.numlocal {
+                None => (self.repl.acked(w.offset), None),
+                Some(_) => (
+                    self.repl.aof_acked(w.offset),
+                    Some((fsynced >= Some(w.offset)) as u64),
+                ),
+            };
+            if n >= w.numreplicas && local >= w.numlocal {
                 self.repl.waits.swap_remove(i);
-                self.blocking_answer(w.client_id, n);
+                self.blocking_answer(w.client_id, n, local);
             } else {
                 i += 1;
             }
@@ -622,7 +655,14 @@ impl Server {
     pub fn repl_end_of_turn(&mut self) {
         if self.repl.link.is_some() {
             self.repl_poll_link();
+            // What the link's next ACK reports as fsynced (FACK), -1: no log.
+            let fsynced = self.aof.fsynced_reploff().map_or(-1, |o| o as i64);
+            if let Some(link) = self.repl.link.as_ref() {
+                link.shared.fsynced.store(fsynced, SeqCst);
+            }
         }
+        // WAITAOF's local count moves with the log's fsyncs.
+        self.answer_waits();
         if self.repl.backlog.is_none() {
             return;
         }
@@ -1330,6 +1370,8 @@ impl Server {
         }
         self.repl.applied_db = stream_db;
         shared.applied.store(self.aof.reploff, SeqCst);
+        let fsynced = self.aof.fsynced_reploff().map_or(-1, |o| o as i64);
+        shared.fsynced.store(fsynced, SeqCst);
         let (tx, rx) = std::sync::mpsc::sync_channel(super::replica_link::LINK_EVENTS_QUEUED);
         let wake = self.aof.waker();
         let sh = shared.clone();
@@ -1513,6 +1555,7 @@ impl Server {
         };
         self.aof.reploff = offset;
         self.aof.selected_db = None;
+        self.aof.fsync_awaits_base = self.aof.enabled;
         self.repl.applied_db = stream_db;
         self.repl.replid2 = None;
         // The backlog holds the primary's stream from here on (a replica keeps one, as
