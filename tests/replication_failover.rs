@@ -349,3 +349,219 @@ fn waitaof_counts_the_logs_that_fsynced_the_write() {
     );
     assert_eq!(p2.call(&["WAITAOF", "0", "0", "0"]), b"*2\r\n:0\r\n:0\r\n");
 }
+
+/// FAILOVER's argument and state errors, byte-compared with redis-server 7.0 on a
+/// primary without replicas and on a replica.
+#[test]
+fn failover_errors_match_redis() {
+    let (c, r) = (start_cairn(DEBUG), start_redis(DEBUG));
+    let (mut pc, mut pr) = (Raw::connect(c.port), Raw::connect(r.port));
+    let cases: &[&[&str]] = &[
+        &["FAILOVER", "ABORT"],
+        &["FAILOVER"],
+        &["FAILOVER", "TIMEOUT", "0"],
+        &["FAILOVER", "TIMEOUT", "-5"],
+        &["FAILOVER", "TIMEOUT", "x"],
+        &["FAILOVER", "TIMEOUT", "10", "TIMEOUT", "20"],
+        &["FAILOVER", "TO", "127.0.0.1", "x"],
+        &["FAILOVER", "TO", "127.0.0.1"],
+        &["FAILOVER", "FORCE", "FORCE"],
+        &["FAILOVER", "FORCE"],
+        &["FAILOVER", "bogus"],
+        &["FAILOVER", "TO", "127.0.0.1", "1", "TIMEOUT", "100"],
+    ];
+    for args in cases {
+        assert_eq!(show(&pc.call(args)), show(&pr.call(args)), "{args:?}");
+    }
+    // As replicas.
+    let (c2, r2) = (start_cairn(DEBUG), start_redis(DEBUG));
+    replicaof(&mut pc, c2.port);
+    replicaof(&mut pr, r2.port);
+    for args in [&["FAILOVER"][..], &["FAILOVER", "ABORT"]] {
+        assert_eq!(show(&pc.call(args)), show(&pr.call(args)), "{args:?}");
+    }
+}
+
+/// A replica that never acknowledges: connects as a replica (full sync, no ACK ever),
+/// listening port `port`.
+fn silent_replica(primary: u16, port: u16) -> Raw {
+    let mut s = Raw::connect(primary);
+    assert_eq!(
+        s.call(&["REPLCONF", "listening-port", &port.to_string()]),
+        b"+OK\r\n"
+    );
+    s.cmd(&[b"PSYNC", b"?", b"-1"]);
+    s
+}
+
+/// FAILOVER's waiting-for-sync state: writes wait (reads do not), INFO says
+/// `waiting-for-sync`; a target that never catches up ends it at the timeout (writes go
+/// on), FAILOVER ABORT ends it at once, and FORCE follows the target anyway at the
+/// timeout (`failover-in-progress` while the target does not answer; ABORT: a primary
+/// again).
+#[test]
+fn failover_waits_for_the_target_and_times_out_or_aborts() {
+    let a = start_cairn(DEBUG);
+    let mut pa = Raw::connect(a.port);
+    let _silent = silent_replica(a.port, 7);
+    wait_until(
+        Duration::from_secs(30),
+        "the silent replica is online",
+        || {
+            pa.info("replication", "slave0")
+                .is_some_and(|l| l.contains("state=online"))
+        },
+    );
+    // Past the offset it acknowledged (none).
+    pa.call(&["SET", "k", "1"]);
+    assert_eq!(
+        show(&pa.call(&["FAILOVER", "TO", "127.0.0.1", "8", "TIMEOUT", "100"])),
+        "-ERR FAILOVER target HOST and PORT is not a replica.\r\n"
+    );
+    assert_eq!(
+        pa.call(&["FAILOVER", "TO", "127.0.0.1", "7", "TIMEOUT", "1500"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        pa.info_field("replication", "master_failover_state"),
+        "waiting-for-sync"
+    );
+    assert_eq!(
+        show(&pa.call(&["FAILOVER"])),
+        "-ERR FAILOVER already in progress.\r\n"
+    );
+    assert_eq!(
+        show(&pa.call(&["REPLICAOF", "NO", "ONE"])),
+        "-ERR REPLICAOF not allowed while failing over.\r\n"
+    );
+    let mut w = Raw::connect(a.port);
+    w.cmd(&[b"SET", b"k", b"2"]);
+    assert_eq!(pa.call(&["GET", "k"]), b"$1\r\n1\r\n", "reads go on");
+    // The timeout: the write goes through.
+    assert_eq!(w.reply(), b"+OK\r\n");
+    assert_eq!(
+        pa.info_field("replication", "master_failover_state"),
+        "no-failover"
+    );
+    assert_eq!(pa.call(&["GET", "k"]), b"$1\r\n2\r\n");
+
+    // ABORT while waiting.
+    assert_eq!(pa.call(&["FAILOVER", "TO", "127.0.0.1", "7"]), b"+OK\r\n");
+    w.cmd(&[b"SET", b"k", b"3"]);
+    let mut ctl = Raw::connect(a.port);
+    wait_until(Duration::from_secs(10), "the write waits", || {
+        ctl.info_u64("clients", "blocked_clients") == 1
+    });
+    assert_eq!(pa.call(&["FAILOVER", "ABORT"]), b"+OK\r\n");
+    assert_eq!(w.reply(), b"+OK\r\n");
+
+    // FORCE: at the timeout it follows the target, which does not answer.
+    assert_eq!(
+        pa.call(&[
+            "FAILOVER",
+            "TO",
+            "127.0.0.1",
+            "7",
+            "TIMEOUT",
+            "100",
+            "FORCE"
+        ]),
+        b"+OK\r\n"
+    );
+    wait_until(
+        Duration::from_secs(10),
+        "the forced failover starts",
+        || pa.info_field("replication", "master_failover_state") == "failover-in-progress",
+    );
+    assert_eq!(pa.info_field("replication", "role"), "slave");
+    assert_eq!(pa.info_field("replication", "master_port"), "7");
+    assert_eq!(pa.call(&["FAILOVER", "ABORT"]), b"+OK\r\n");
+    assert_eq!(pa.info_field("replication", "role"), "master");
+    assert_eq!(pa.call(&["SET", "k", "4"]), b"+OK\r\n");
+}
+
+/// FAILOVER TO a cairn replica (and FAILOVER to any replica back): the target turns
+/// into the primary on `PSYNC .. FAILOVER` and answers `+CONTINUE <newid>`; the old
+/// primary follows it and its other replica continues through it; no full sync
+/// anywhere, and the data is the same everywhere.
+#[test]
+fn failover_hands_over_to_a_replica_without_a_full_sync() {
+    let a = start_cairn(DEBUG);
+    let b = start_cairn(DEBUG);
+    let c = start_cairn(DEBUG);
+    let (mut pa, mut pb, mut pc) = (
+        Raw::connect(a.port),
+        Raw::connect(b.port),
+        Raw::connect(c.port),
+    );
+    writes(&mut pa, "pre");
+    replicaof(&mut pb, a.port);
+    replicaof(&mut pc, a.port);
+    wait_synced(&mut pa, &mut pb);
+    wait_synced(&mut pa, &mut pc);
+    wait_until(Duration::from_secs(30), "both replicas are online", || {
+        let online = |l: Option<String>| l.is_some_and(|l| l.contains("state=online"));
+        online(pa.info("replication", "slave0")) && online(pa.info("replication", "slave1"))
+    });
+    let a_full = pa.info_u64("stats", "sync_full");
+    assert_eq!(
+        pa.call(&["FAILOVER", "TO", "127.0.0.1", &b.port.to_string()]),
+        b"+OK\r\n"
+    );
+    wait_until(Duration::from_secs(30), "a follows b", || {
+        pa.info("replication", "master_port") == Some(b.port.to_string())
+            && pa.info("replication", "master_link_status").as_deref() == Some("up")
+            && pa.info_field("replication", "master_failover_state") == "no-failover"
+    });
+    assert_eq!(pb.info_field("replication", "role"), "master");
+    assert_eq!(pb.info_u64("stats", "sync_full"), 0);
+    assert_eq!(pb.info_u64("stats", "sync_partial_ok"), 1);
+    writes(&mut pb, "after");
+    wait_synced(&mut pb, &mut pa);
+    wait_synced(&mut pb, &mut pc);
+    assert_eq!(
+        pa.info_u64("stats", "sync_full"),
+        a_full,
+        "c continued through a"
+    );
+
+    // Back to any replica: a is b's only replica.
+    assert_eq!(pb.call(&["FAILOVER"]), b"+OK\r\n");
+    wait_until(Duration::from_secs(30), "b follows a", || {
+        pb.info("replication", "master_port") == Some(a.port.to_string())
+            && pb.info("replication", "master_link_status").as_deref() == Some("up")
+    });
+    assert_eq!(pa.info_field("replication", "role"), "master");
+    writes(&mut pa, "back");
+    wait_synced(&mut pa, &mut pb);
+    wait_synced(&mut pa, &mut pc);
+    assert_eq!(pa.info_u64("stats", "sync_full"), a_full);
+    assert_eq!(pb.info_u64("stats", "sync_full"), 0);
+}
+
+/// FAILOVER TO a Redis 7 replica of a cairn primary: Redis takes `PSYNC .. FAILOVER`
+/// from cairn, turns into the primary and continues cairn partially.
+#[test]
+fn failover_hands_over_to_a_redis_replica() {
+    let a = start_cairn(DEBUG);
+    let r = start_redis(DEBUG);
+    let (mut pa, mut pr) = (Raw::connect(a.port), Raw::connect(r.port));
+    writes(&mut pa, "pre");
+    replicaof(&mut pr, a.port);
+    wait_synced(&mut pa, &mut pr);
+    wait_until(Duration::from_secs(30), "the replica is online", || {
+        pa.info("replication", "slave0")
+            .is_some_and(|l| l.contains("state=online"))
+    });
+    let to = ["FAILOVER", "TO", "127.0.0.1", &r.port.to_string()];
+    assert_eq!(pa.call(&to), b"+OK\r\n");
+    wait_until(Duration::from_secs(30), "cairn follows redis", || {
+        pa.info("replication", "master_link_status").as_deref() == Some("up")
+            && pa.info_field("replication", "master_failover_state") == "no-failover"
+    });
+    assert_eq!(pr.info_field("replication", "role"), "master");
+    assert_eq!(pr.info_u64("stats", "sync_full"), 0);
+    assert_eq!(pr.info_u64("stats", "sync_partial_ok"), 1);
+    writes(&mut pr, "after");
+    wait_synced(&mut pr, &mut pa);
+}

@@ -41,6 +41,10 @@ pub static COMMANDS: &[CommandSpec] = &[
             "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the primary and/or replicas.",
             "7.2.0",
         ),
+    CommandSpec::new("failover", -1, ADMIN | NOSCRIPT | STALE, "server", failover).doc(
+        "Start a coordinated failover between this server and one of its replicas.",
+        "6.2.0",
+    ),
     CommandSpec::new("replicaof", 3, ADMIN | NOSCRIPT | STALE, "server", replicaof).doc(
         "Make the server a replica of another instance, or promote it as master.",
         "5.0.0",
@@ -54,6 +58,9 @@ pub static COMMANDS: &[CommandSpec] = &[
 /// Refuses syncs a replica cannot serve (its own link down, as Redis) and what cairn
 /// cannot do yet (replicas behind I/O threads).
 fn may_serve_replica(ctx: &Ctx) -> CmdResult {
+    if ctx.srv.repl.failover.is_some() {
+        return Err(CmdError::raw("NOMASTERLINK Can't SYNC while failing over"));
+    }
     if ctx.srv.repl.link.as_ref().is_some_and(|l| !l.link_up()) {
         return Err(CmdError::raw(
             "NOMASTERLINK Can't SYNC while not connected with my master",
@@ -73,6 +80,16 @@ fn may_serve_replica(ctx: &Ctx) -> CmdResult {
 fn psync(ctx: &mut Ctx) -> CmdResult {
     if ctx.client.replica {
         return Ok(()); // Redis ignores SYNC/PSYNC from a client that is already a replica.
+    }
+    // `PSYNC <replid> <offset> FAILOVER`: our primary hands over to us (its FAILOVER):
+    // we turn into a primary first, then answer its PSYNC like any other.
+    if ctx.args.len() > 3 && ctx.args.is(3, "failover") {
+        if ctx.args.get(1) != ctx.srv.master_replid.as_bytes() {
+            return Err(CmdError::err("PSYNC FAILOVER replid must match my replid."));
+        }
+        let who = ctx.client.info_line(ctx.now_ms);
+        ctx.srv
+            .repl_unfollow(&format!("failover request from '{who}'"));
     }
     may_serve_replica(ctx)?;
     let id = ctx.args.get(1).to_vec();
@@ -283,6 +300,9 @@ fn waitaof(ctx: &mut Ctx) -> CmdResult {
 /// REPLICAOF host port: follow that primary; NO ONE: stop following and be a primary,
 /// keeping the data.
 fn replicaof(ctx: &mut Ctx) -> CmdResult {
+    if ctx.srv.repl.failover.is_some() {
+        return Err(CmdError::err("REPLICAOF not allowed while failing over."));
+    }
     if ctx.args.is(1, "no") && ctx.args.is(2, "one") {
         let who = ctx.client.info_line(ctx.now_ms);
         ctx.srv.repl_unfollow(&format!("user request from '{who}'"));
@@ -300,6 +320,83 @@ fn replicaof(ctx: &mut Ctx) -> CmdResult {
         }
     }
     ctx.srv.repl_follow(&host, port).map_err(CmdError::err)?;
+    ctx.out.ok();
+    Ok(())
+}
+
+/// FAILOVER [TO host port] [TIMEOUT ms] [FORCE] | FAILOVER ABORT (Redis 7.0): writes
+/// pause until a replica (that one, or the first) acknowledged our whole stream, then
+/// this server follows it with `PSYNC .. FAILOVER`, which turns it into the primary.
+fn failover(ctx: &mut Ctx) -> CmdResult {
+    if ctx.args.len() == 2 && ctx.args.is(1, "abort") {
+        if ctx.srv.repl.failover.is_none() {
+            return Err(CmdError::err("No failover in progress."));
+        }
+        ctx.srv.repl_failover_abort("Failover manually aborted");
+        ctx.out.ok();
+        return Ok(());
+    }
+    let not_int = || CmdError::err("value is not an integer or out of range");
+    let (mut timeout_ms, mut force, mut target) = (0i64, false, None);
+    let mut j = 1;
+    while j < ctx.args.len() {
+        if ctx.args.is(j, "timeout") && j + 1 < ctx.args.len() && timeout_ms == 0 {
+            timeout_ms = crate::util::parse_i64(ctx.args.get(j + 1)).ok_or_else(not_int)?;
+            if timeout_ms <= 0 {
+                return Err(CmdError::err("FAILOVER timeout must be greater than 0"));
+            }
+            j += 2;
+        } else if ctx.args.is(j, "to") && j + 2 < ctx.args.len() && target.is_none() {
+            let port = crate::util::parse_i64(ctx.args.get(j + 2)).ok_or_else(not_int)?;
+            target = Some((ctx.args.str(j + 1).to_string(), port));
+            j += 3;
+        } else if ctx.args.is(j, "force") && !force {
+            force = true;
+            j += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    if ctx.srv.repl.failover.is_some() {
+        return Err(CmdError::err("FAILOVER already in progress."));
+    }
+    if ctx.srv.is_replica_of_someone() {
+        return Err(CmdError::err(
+            "FAILOVER is not valid when server is a replica.",
+        ));
+    }
+    if ctx.srv.repl.replicas.is_empty() {
+        return Err(CmdError::err("FAILOVER requires connected replicas."));
+    }
+    if force && (timeout_ms == 0 || target.is_none()) {
+        return Err(CmdError::err(
+            "FAILOVER with force option requires both a timeout and target HOST and IP.",
+        ));
+    }
+    let target = match target {
+        Some((host, port)) => {
+            // A port no replica can listen on names no replica.
+            let online = u16::try_from(port)
+                .ok()
+                .and_then(|p| ctx.srv.repl_find_replica(&host, p));
+            match online {
+                None => {
+                    return Err(CmdError::err(
+                        "FAILOVER target HOST and PORT is not a replica.",
+                    ))
+                }
+                Some(false) => return Err(CmdError::err("FAILOVER target replica is not online.")),
+                Some(true) => Some((host, port as u16)),
+            }
+        }
+        None => None,
+    };
+    let end_ms = if timeout_ms > 0 {
+        ctx.now_ms.saturating_add(timeout_ms)
+    } else {
+        0
+    };
+    ctx.srv.repl_failover_start(target, end_ms, force);
     ctx.out.ok();
     Ok(())
 }

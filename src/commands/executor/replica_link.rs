@@ -52,6 +52,9 @@ pub enum LinkEvent {
         /// The db the stream after `offset` runs in (the RDB's `repl-stream-db`).
         stream_db: usize,
     },
+    /// PSYNC got neither `+FULLRESYNC` nor `+CONTINUE` (an error, no reply): a FAILOVER
+    /// handing over to this primary is aborted. `Lost` follows.
+    PsyncFailed(String),
     /// `+CONTINUE [newid]`: the stream goes on from the offset asked for.
     Continue {
         replid: Option<String>,
@@ -71,6 +74,9 @@ pub struct LinkShared {
     pub fsynced: AtomicI64,
     /// The primary sent `REPLCONF GETACK`: acknowledge now.
     pub ack_now: AtomicBool,
+    /// A FAILOVER hands over to this primary: PSYNC says `FAILOVER` (the target turns
+    /// into a primary first).
+    pub failover: AtomicBool,
     /// (replid, offset) a reconnection asks PSYNC with (None: `PSYNC ? -1`).
     pub cached: Mutex<Option<(String, u64)>>,
 }
@@ -258,11 +264,19 @@ fn session(
     } else {
         crate::notice!("Partial resynchronization not possible (no cached master)");
     }
+    let mut args = vec!["PSYNC", id.as_str(), off.as_str()];
+    if shared.failover.load(SeqCst) {
+        args.push("FAILOVER");
+    }
     let mut b = Vec::new();
-    crate::persistence::aof::format::encode_command(&mut b, &["PSYNC", id.as_str(), off.as_str()]);
-    c.send(&b)?;
+    crate::persistence::aof::format::encode_command(&mut b, &args);
+    let psync_failed = |e: String| {
+        send(LinkEvent::PsyncFailed(e.clone()));
+        e
+    };
+    c.send(&b).map_err(psync_failed)?;
     let reply = loop {
-        let l = c.line(stop)?;
+        let l = c.line(stop).map_err(psync_failed)?;
         if !l.is_empty() {
             break l;
         }
@@ -296,7 +310,9 @@ fn session(
             return Err("stopped".into());
         }
     } else {
-        return Err(format!("Unexpected reply to PSYNC from master: {reply}"));
+        return Err(psync_failed(format!(
+            "Unexpected reply to PSYNC from master: {reply}"
+        )));
     }
     send(LinkEvent::State("connected"));
     crate::notice!("MASTER <-> REPLICA sync: Finished with success");

@@ -152,6 +152,22 @@ pub struct Replication {
     /// `repl-backlog-ttl` it frees its backlog after that long (Redis's
     /// repl_no_slaves_since).
     pub no_replicas_since_ms: i64,
+    /// A FAILOVER in progress (None: Redis's no-failover).
+    pub failover: Option<Failover>,
+}
+
+/// FAILOVER's state (Redis's failover_state and its parameters).
+#[derive(Debug, Clone)]
+pub struct Failover {
+    /// false: waiting for a replica to acknowledge our whole stream (`waiting-for-sync`);
+    /// true: following it, our PSYNC saying FAILOVER (`failover-in-progress`).
+    pub in_progress: bool,
+    /// The replica handed over to (ip, listening port); None: the first one in sync.
+    pub target: Option<(String, u16)>,
+    /// When waiting for sync gives up (ms; 0: never).
+    pub end_ms: i64,
+    /// At `end_ms`, fail over to the target even if it is behind.
+    pub force: bool,
 }
 
 /// A replication position restored from the data files at startup.
@@ -663,6 +679,7 @@ impl Server {
         }
         // WAITAOF's local count moves with the log's fsyncs.
         self.answer_waits();
+        self.repl_failover_step();
         if self.repl.backlog.is_none() {
             return;
         }
@@ -737,6 +754,7 @@ impl Server {
         if self.repl.link.is_some() {
             self.repl_poll_link();
         }
+        self.repl_failover_step();
         if self.repl.backlog.is_none() {
             return;
         }
@@ -1372,6 +1390,8 @@ impl Server {
         shared.applied.store(self.aof.reploff, SeqCst);
         let fsynced = self.aof.fsynced_reploff().map_or(-1, |o| o as i64);
         shared.fsynced.store(fsynced, SeqCst);
+        let handing_over = self.repl.failover.as_ref().is_some_and(|f| f.in_progress);
+        shared.failover.store(handing_over, SeqCst);
         let (tx, rx) = std::sync::mpsc::sync_channel(super::replica_link::LINK_EVENTS_QUEUED);
         let wake = self.aof.waker();
         let sh = shared.clone();
@@ -1469,6 +1489,12 @@ impl Server {
                     link.state = "connect";
                     warning!("Connection with master lost: {why}");
                 }
+                LinkEvent::PsyncFailed(why) => {
+                    if self.repl.failover.as_ref().is_some_and(|f| f.in_progress) {
+                        warning!("PSYNC to the failover target failed: {why}");
+                        self.repl_failover_abort("Failover target rejected psync request");
+                    }
+                }
                 LinkEvent::Continue { replid } => {
                     let changed = replid.filter(|id| *id != self.master_replid);
                     if let Some(id) = changed {
@@ -1493,6 +1519,7 @@ impl Server {
                         let size = self.config.settings().repl_backlog_size as usize;
                         self.repl.backlog = Some(Backlog::new(size, self.aof.reploff));
                     }
+                    self.repl_failover_done();
                 }
                 LinkEvent::FullSync {
                     ks,
@@ -1502,6 +1529,7 @@ impl Server {
                     stream_db,
                 } => {
                     self.dataset_swap_pending = false;
+                    self.repl_failover_done();
                     self.repl_install_full_sync(*ks, functions, replid, offset, stream_db)
                 }
                 LinkEvent::Commands(cmds) => self.repl_apply(cmds),
@@ -1685,5 +1713,127 @@ impl Server {
             -1
         };
         Some((link.host.clone(), link.port, link.state, offset))
+    }
+}
+
+impl Server {
+    /// INFO's `master_failover_state`.
+    pub fn repl_failover_state(&self) -> &'static str {
+        match &self.repl.failover {
+            None => "no-failover",
+            Some(f) if f.in_progress => "failover-in-progress",
+            Some(_) => "waiting-for-sync",
+        }
+    }
+
+    /// The replica at `host`:`port` (its address and REPLCONF listening-port), and
+    /// whether it is online (Redis's findReplica).
+    pub fn repl_find_replica(&self, host: &str, port: u16) -> Option<bool> {
+        self.repl
+            .replicas
+            .iter()
+            .find(|r| r.ip.eq_ignore_ascii_case(host) && r.listening_port == port)
+            .map(|r| matches!(r.state, ReplicaState::Online))
+    }
+
+    /// FAILOVER accepted: writes wait while a replica catches up.
+    pub fn repl_failover_start(&mut self, target: Option<(String, u16)>, end_ms: i64, force: bool) {
+        match &target {
+            Some((h, p)) => notice!("FAILOVER requested to {h}:{p}."),
+            None => notice!("FAILOVER requested to any replica."),
+        }
+        self.repl.failover = Some(Failover {
+            in_progress: false,
+            target,
+            end_ms,
+            force,
+        });
+        self.blocking.set_failover_pause(true);
+    }
+
+    /// The handover is done (our PSYNC to the target was answered): writes go on, as
+    /// the target's replica's (Redis's clearFailoverState).
+    fn repl_failover_done(&mut self) {
+        if self.repl.failover.as_ref().is_some_and(|f| f.in_progress) {
+            self.repl.failover = None;
+            self.blocking.set_failover_pause(false);
+            if let Some(l) = self.repl.link.as_ref() {
+                l.shared.failover.store(false, SeqCst);
+            }
+        }
+    }
+
+    /// Ends a FAILOVER without handing over (Redis's abortFailover): a primary again if
+    /// it was already following the target.
+    pub fn repl_failover_abort(&mut self, why: &str) {
+        let Some(f) = self.repl.failover.take() else {
+            return;
+        };
+        match &f.target {
+            Some((h, p)) => notice!("FAILOVER to {h}:{p} aborted: {why}"),
+            None => notice!("FAILOVER to any replica aborted: {why}"),
+        }
+        if f.in_progress {
+            self.repl_unfollow(&format!("failover aborted: {why}"));
+        }
+        self.blocking.set_failover_pause(false);
+    }
+
+    /// Waiting for sync: gives up (or forces) at the deadline; hands over to the target
+    /// (or the first replica) once it acknowledged our whole stream (Redis's
+    /// updateFailoverStatus, each turn and in cron).
+    fn repl_failover_step(&mut self) {
+        let Some(f) = self.repl.failover.clone() else {
+            return;
+        };
+        if f.in_progress {
+            return;
+        }
+        let now = now_ms();
+        if f.end_ms != 0 && f.end_ms <= now {
+            match (f.force, f.target) {
+                (true, Some((h, p))) => {
+                    notice!("FAILOVER to {h}:{p} time out exceeded, failing over.");
+                    self.repl_failover_hand_over(&h, p);
+                }
+                _ => self.repl_failover_abort("Replica never caught up before timeout"),
+            }
+            return;
+        }
+        self.repl_drain();
+        let offset = self.aof.reploff;
+        let synced =
+            |r: &Replica| matches!(r.state, ReplicaState::Online) && r.ack_offset == offset;
+        let target = match &f.target {
+            Some((h, p)) => self
+                .repl
+                .replicas
+                .iter()
+                .find(|r| r.ip.eq_ignore_ascii_case(h) && r.listening_port == *p)
+                .filter(|r| synced(r))
+                .map(|_| (h.clone(), *p)),
+            None => self
+                .repl
+                .replicas
+                .iter()
+                .find(|r| synced(r))
+                .map(|r| (r.ip.clone(), r.listening_port)),
+        };
+        if let Some((h, p)) = target {
+            notice!("Failover target {h}:{p} is synced, failing over.");
+            self.repl_failover_hand_over(&h, p);
+        }
+    }
+
+    /// Follows the target with `PSYNC .. FAILOVER` (it turns into the primary first).
+    fn repl_failover_hand_over(&mut self, host: &str, port: u16) {
+        if let Some(f) = self.repl.failover.as_mut() {
+            f.in_progress = true;
+            f.target = Some((host.to_string(), port));
+        }
+        if let Err(e) = self.repl_follow(host, port) {
+            warning!("{e}");
+            self.repl_failover_abort("Failover target rejected psync request");
+        }
     }
 }
