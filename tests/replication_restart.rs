@@ -1,8 +1,10 @@
 //! PSYNC after a restart, both roles: a cairn replica restarted from its own files (log
 //! or image; SIGTERM and kill -9) continues with `+CONTINUE` while writes go on; a cairn
 //! primary restarted from its log keeps answering its old history (PSYNC2's replid2,
-//! the backlog rebuilt from the log's tail), for cairn and Redis 7 replicas; and a
-//! position the primary does not know gets a full sync, never a wrong continuation.
+//! the backlog rebuilt from the log's tail), for cairn and Redis 7 replicas; a replica
+//! whose log base is an RDB continues in the stream's db; and a position nobody can vouch
+//! for (unknown to the primary, a Redis dump.rdb, a runtime REPLICAOF after a restart, a
+//! replica's log restarted as a primary) gets a full sync, never a wrong continuation.
 
 mod common;
 use common::*;
@@ -654,4 +656,40 @@ fn a_replica_restarted_from_an_rdb_base_continues_in_the_stream_db() {
     assert_eq!(p.info_u64("stats", "sync_partial_ok"), partial + 1);
     r.call(&["SELECT", "2"]);
     assert_eq!(r.call(&["GET", "after-restart"]), b"$1\r\n1\r\n");
+}
+
+/// A replica restarted from its log without `replicaof` is a primary under a new id; a
+/// runtime `REPLICAOF` to its old primary then asks with that new id (as Redis does) and
+/// syncs fully, ending with the primary's data.
+#[test]
+fn a_runtime_replicaof_after_a_restart_syncs_fully() {
+    let pdir = temp_dir("rt-prim");
+    let rdir = temp_dir("rt-rep");
+    let prim = start_on(&pdir, DEBUG_ON, &[]);
+    let mut p = Raw::connect(prim.port);
+    let port = prim.port.to_string();
+    let mut rep = start_on(
+        &rdir,
+        &with(AOF_ALWAYS, &["--replicaof", "127.0.0.1", &port]),
+        &[],
+    );
+    for i in 0..100 {
+        p.call(&["SET", &format!("k{i}"), "v"]);
+    }
+    let mut r = Raw::connect(rep.port);
+    wait_synced(&mut p, &mut r);
+    wait_rewrite_done(&mut r);
+    sigterm(&mut rep);
+    let rep = start_on(&rdir, AOF_ALWAYS, &[]);
+    let mut r = Raw::connect(rep.port);
+    assert_eq!(r.info_field("replication", "role"), "master");
+    p.call(&["SET", "while-apart", "1"]);
+    let (full, partial) = (
+        p.info_u64("stats", "sync_full"),
+        p.info_u64("stats", "sync_partial_ok"),
+    );
+    assert_eq!(r.call(&["REPLICAOF", "127.0.0.1", &port]), b"+OK\r\n");
+    wait_synced(&mut p, &mut r);
+    assert_eq!(p.info_u64("stats", "sync_full"), full + 1);
+    assert_eq!(p.info_u64("stats", "sync_partial_ok"), partial);
 }
