@@ -1,6 +1,8 @@
 //! The primary's side of replication (Redis's replication.c, primary half): the backlog,
 //! the stream fanned out to replicas, full syncs from the snapshot engine, partial
-//! resyncs, acknowledgements and WAIT.
+//! resyncs, acknowledgements, WAIT / WAITAOF, `repl-backlog-ttl` and FAILOVER; and what a
+//! replica does with them: it relays its primary's stream to replicas of its own and
+//! keeps it in its backlog, so a promotion (PSYNC2's replid2) is continued partially.
 //!
 //! The stream is the propagation hook's output: every logged command's RESP form (the
 //! bytes `Aof::reploff` counts, so log positions and replication offsets are one
@@ -107,7 +109,9 @@ pub struct WaitRequest {
 
 #[derive(Default)]
 pub struct Replication {
-    /// Created when the first replica asks to sync (as Redis), kept afterwards.
+    /// A primary's: created when the first replica asks to sync (as Redis), freed after
+    /// `repl-backlog-ttl` without replicas. A replica's: its primary's stream, from its
+    /// first sync on, never freed.
     pub backlog: Option<Backlog>,
     pub replicas: Vec<Replica>,
     sync: Option<FullSync>,
