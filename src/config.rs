@@ -489,7 +489,7 @@ pub static OPTIONS: &[OptSpec] = &[
         "1048576",
         0,
     ),
-    opt("repl-backlog-ttl", OptKind::Int(0, INTMAX), "3600", NA),
+    opt("repl-backlog-ttl", OptKind::Int(0, INTMAX), "3600", 0),
     aliased(
         "min-replicas-to-write",
         "min-slaves-to-write",
@@ -780,6 +780,8 @@ pub struct Settings {
     pub client_query_buffer_limit: u64,
     /// `repl-backlog-size`: bytes of the replication stream kept for partial resyncs.
     pub repl_backlog_size: u64,
+    /// A primary without replicas for this long frees its backlog (0: never).
+    pub repl_backlog_ttl_s: u64,
     /// `repl-diskless-sync`: a full sync streams the RDB (`$EOF:` form) to replicas that
     /// accept it instead of writing it to a file first.
     pub repl_diskless_sync: bool,
@@ -1133,6 +1135,7 @@ fn placeholder_settings() -> Settings {
         proto_max_bulk_len: 0,
         client_query_buffer_limit: 0,
         repl_backlog_size: 1 << 20,
+        repl_backlog_ttl_s: 3600,
         repl_diskless_sync: true,
         repl_ping_replica_period_s: 10,
         repl_timeout_s: 60,
@@ -1847,6 +1850,7 @@ impl Config {
             proto_max_bulk_len: self.int("proto-max-bulk-len"),
             client_query_buffer_limit: self.int("client-query-buffer-limit") as u64,
             repl_backlog_size: self.int("repl-backlog-size").max(1) as u64,
+            repl_backlog_ttl_s: self.int("repl-backlog-ttl").max(0) as u64,
             repl_diskless_sync: self.boolean("repl-diskless-sync"),
             repl_ping_replica_period_s: self.int("repl-ping-replica-period").max(1) as u64,
             repl_timeout_s: self.int("repl-timeout").max(1) as u64,
@@ -2086,15 +2090,15 @@ mod tests {
         assert!(e.to_string().contains("maxmemory-policy"));
         std::fs::write(
             &path,
-            "port 7001\nsave 900 1\nsave 300 10\nappendonly no\nrepl-backlog-size 1mb\nrepl-backlog-ttl 10\n",
+            "port 7001\nsave 900 1\nsave 300 10\nappendonly no\nrepl-backlog-size 1mb\nsyslog-ident cairn\n",
         )
         .unwrap();
         let c = Config::from_args(&args(&[path.to_str().unwrap()])).unwrap();
         assert_eq!(c.get_value("save"), Some("900 1 300 10"));
-        // `save`, `appendonly` and the backlog's size are acted on; `repl-backlog-ttl` is
-        // not yet: one warning.
+        // `save`, `appendonly` and the backlog's size are acted on; `syslog-ident` is
+        // not: one warning.
         assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
-        assert!(c.warnings[0].contains("repl-backlog-ttl"));
+        assert!(c.warnings[0].contains("syslog-ident"));
     }
 
     #[test]

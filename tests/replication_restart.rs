@@ -1,8 +1,10 @@
 //! PSYNC after a restart, both roles: a cairn replica restarted from its own files (log
 //! or image; SIGTERM and kill -9) continues with `+CONTINUE` while writes go on; a cairn
 //! primary restarted from its log keeps answering its old history (PSYNC2's replid2,
-//! the backlog rebuilt from the log's tail), for cairn and Redis 7 replicas; and a
-//! position the primary does not know gets a full sync, never a wrong continuation.
+//! the backlog rebuilt from the log's tail), for cairn and Redis 7 replicas; a replica
+//! whose log base is an RDB continues in the stream's db; and a position nobody can vouch
+//! for (unknown to the primary, a Redis dump.rdb, a runtime REPLICAOF after a restart, a
+//! replica's log restarted as a primary) gets a full sync, never a wrong continuation.
 
 mod common;
 use common::*;
@@ -508,4 +510,186 @@ fn a_primary_restarted_from_its_image_keeps_its_replica_partial() {
     drop(rep);
     let _ = std::fs::remove_dir_all(&pdir);
     let _ = std::fs::remove_dir_all(&rdir);
+}
+
+/// A Redis `dump.rdb` (written by a Redis replica of a cairn primary: it names the
+/// primary's replid and offset) loaded by a cairn replica at startup gives no position to
+/// continue from: a full sync, and the primary's data.
+#[test]
+fn a_redis_dump_loaded_at_startup_syncs_fully() {
+    let pdir = temp_dir("dump-prim");
+    let prim = start_on(&pdir, DEBUG_ON, &[]);
+    let mut p = Raw::connect(prim.port);
+    for i in 0..200 {
+        p.call(&["SET", &format!("k{i}"), &i.to_string()]);
+    }
+    let port = prim.port.to_string();
+    let redis = start_redis(&["--replicaof", "127.0.0.1", &port]);
+    let mut r = Raw::connect(redis.port);
+    wait_until(DEADLINE, "redis catches up", || {
+        r.info("replication", "master_link_status").as_deref() == Some("up")
+            && r.info("replication", "slave_repl_offset")
+                == p.info("replication", "master_repl_offset")
+    });
+    assert_eq!(r.call(&["SAVE"]), b"+OK\r\n");
+    let rdir = temp_dir("dump-rep");
+    std::fs::copy(redis.dir.join("dump.rdb"), rdir.join("dump.rdb")).unwrap();
+    p.call(&["SET", "after-dump", "1"]);
+    let (full, partial) = (
+        p.info_u64("stats", "sync_full"),
+        p.info_u64("stats", "sync_partial_ok"),
+    );
+    let rep = start_on(
+        &rdir,
+        &with(DEBUG_ON, &["--replicaof", "127.0.0.1", &port]),
+        &[],
+    );
+    let mut c = Raw::connect(rep.port);
+    wait_synced(&mut p, &mut c);
+    assert_eq!(p.info_u64("stats", "sync_full"), full + 1);
+    assert_eq!(p.info_u64("stats", "sync_partial_ok"), partial);
+}
+
+/// A replica's log restarted as a primary (no `replicaof`): its sibling, pointed at it,
+/// continues only where the restarted files really hold the primary's history, and in
+/// every case ends with the same data (the replica's log holds its own forms of the
+/// commands, never a wrong continuation).
+#[test]
+fn a_replica_log_restarted_as_a_primary_serves_its_sibling_right() {
+    let pdir = temp_dir("relog-prim");
+    let r1dir = temp_dir("relog-r1");
+    let r2dir = temp_dir("relog-r2");
+    let prim = start_on(&pdir, DEBUG_ON, &[]);
+    let mut p = Raw::connect(prim.port);
+    let port = prim.port.to_string();
+    let mut r1 = start_on(
+        &r1dir,
+        &with(AOF_ALWAYS, &["--replicaof", "127.0.0.1", &port]),
+        &[],
+    );
+    let r2 = start_on(
+        &r2dir,
+        &with(DEBUG_ON, &["--replicaof", "127.0.0.1", &port]),
+        &[],
+    );
+    let w = Writer::start(prim.port);
+    w.wait_batches(20);
+    // Commands whose logged forms differ from the primary's bytes.
+    p.call(&["SET", "ttl", "v", "EX", "1000"]);
+    p.call(&["EXPIRE", "ctr", "5000"]);
+    p.call(&["INCRBYFLOAT", "f", "1.5"]);
+    w.pause();
+    let (mut c1, mut c2) = (Raw::connect(r1.port), Raw::connect(r2.port));
+    wait_synced(&mut p, &mut c1);
+    wait_synced(&mut p, &mut c2);
+    wait_rewrite_done(&mut c1);
+    w.resume();
+    w.wait_batches(10);
+    w.pause();
+    wait_synced(&mut p, &mut c1);
+    wait_synced(&mut p, &mut c2);
+    sigterm(&mut r1);
+    let r1 = start_on_port(&r1dir, r1.port, AOF_ALWAYS);
+    let mut c1 = Raw::connect(r1.port);
+    assert_eq!(c1.info_field("replication", "role"), "master");
+    assert_eq!(
+        c2.call(&["REPLICAOF", "127.0.0.1", &r1.port.to_string()]),
+        b"+OK\r\n"
+    );
+    wait_synced(&mut c1, &mut c2);
+    assert_eq!(
+        c1.info_u64("stats", "sync_full") + c1.info_u64("stats", "sync_partial_ok"),
+        1
+    );
+    c1.call(&["SET", "on-the-new-primary", "1"]);
+    wait_synced(&mut c1, &mut c2);
+    drop(w);
+}
+
+/// A replica whose log base is an RDB (`aof-use-rdb-preamble yes`) written while the
+/// stream was in db 2, killed with nothing logged after the base: the base's
+/// `repl-stream-db` says where the stream goes on, so it continues partially and the
+/// primary's next write (no SELECT: its stream is still in db 2) lands in db 2.
+#[test]
+fn a_replica_restarted_from_an_rdb_base_continues_in_the_stream_db() {
+    let pdir = temp_dir("rdbbase-prim");
+    let rdir = temp_dir("rdbbase-rep");
+    let prim = start_on(&pdir, DEBUG_ON, &[]);
+    let mut p = Raw::connect(prim.port);
+    let port = prim.port.to_string();
+    let rargs = with(
+        AOF_ALWAYS,
+        &[
+            "--aof-use-rdb-preamble",
+            "yes",
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+        ],
+    );
+    let mut rep = start_on(&rdir, &rargs, &[]);
+    for i in 0..100 {
+        p.call(&["SET", &format!("k{i}"), "v"]);
+    }
+    p.call(&["SELECT", "2"]);
+    p.call(&["SET", "in2", "1"]);
+    let mut r = Raw::connect(rep.port);
+    wait_synced(&mut p, &mut r);
+    wait_rewrite_done(&mut r);
+    assert!(show(&r.call(&["BGREWRITEAOF"])).starts_with('+'));
+    wait_rewrite_done(&mut r);
+    let (full, partial) = (
+        p.info_u64("stats", "sync_full"),
+        p.info_u64("stats", "sync_partial_ok"),
+    );
+    sigkill(&mut rep);
+    let rep = start_on(&rdir, &rargs, &[]);
+    let mut r = Raw::connect(rep.port);
+    p.call(&["SET", "after-restart", "1"]);
+    wait_synced(&mut p, &mut r);
+    assert_eq!(
+        p.info_u64("stats", "sync_full"),
+        full,
+        "{}",
+        server_log(&rdir)
+    );
+    assert_eq!(p.info_u64("stats", "sync_partial_ok"), partial + 1);
+    r.call(&["SELECT", "2"]);
+    assert_eq!(r.call(&["GET", "after-restart"]), b"$1\r\n1\r\n");
+}
+
+/// A replica restarted from its log without `replicaof` is a primary under a new id; a
+/// runtime `REPLICAOF` to its old primary then asks with that new id (as Redis does) and
+/// syncs fully, ending with the primary's data.
+#[test]
+fn a_runtime_replicaof_after_a_restart_syncs_fully() {
+    let pdir = temp_dir("rt-prim");
+    let rdir = temp_dir("rt-rep");
+    let prim = start_on(&pdir, DEBUG_ON, &[]);
+    let mut p = Raw::connect(prim.port);
+    let port = prim.port.to_string();
+    let mut rep = start_on(
+        &rdir,
+        &with(AOF_ALWAYS, &["--replicaof", "127.0.0.1", &port]),
+        &[],
+    );
+    for i in 0..100 {
+        p.call(&["SET", &format!("k{i}"), "v"]);
+    }
+    let mut r = Raw::connect(rep.port);
+    wait_synced(&mut p, &mut r);
+    wait_rewrite_done(&mut r);
+    sigterm(&mut rep);
+    let rep = start_on(&rdir, AOF_ALWAYS, &[]);
+    let mut r = Raw::connect(rep.port);
+    assert_eq!(r.info_field("replication", "role"), "master");
+    p.call(&["SET", "while-apart", "1"]);
+    let (full, partial) = (
+        p.info_u64("stats", "sync_full"),
+        p.info_u64("stats", "sync_partial_ok"),
+    );
+    assert_eq!(r.call(&["REPLICAOF", "127.0.0.1", &port]), b"+OK\r\n");
+    wait_synced(&mut p, &mut r);
+    assert_eq!(p.info_u64("stats", "sync_full"), full + 1);
+    assert_eq!(p.info_u64("stats", "sync_partial_ok"), partial);
 }

@@ -2,7 +2,7 @@
 //! on loopback ports) monitors a cairn primary with two cairn replicas. The primary is
 //! killed with SIGKILL; a replica is promoted, the other follows it, a client that asks
 //! Sentinel for the primary writes to the new one, and a write acknowledged by `WAIT 2`
-//! before the kill is there.
+//! before the kill is there; the other replica continues partially from the promoted one.
 
 mod common;
 use common::*;
@@ -153,6 +153,11 @@ fn sentinel_fails_over_a_killed_cairn_primary() {
                 && info(op, "master_link_status").as_deref() == Some("up")
         },
     );
+    // PSYNC2: the other replica continued from the promoted one (Sentinel promotes the
+    // replica with the highest offset, so the other one's position is covered).
+    let stats = show(&ask(np, &["INFO", "stats"]).expect("INFO"));
+    assert_eq!(info_field(&stats, "sync_full").as_deref(), Some("0"));
+    assert_eq!(info_field(&stats, "sync_partial_ok").as_deref(), Some("1"));
     // A client that asked Sentinel writes to the new primary; the acknowledged write
     // survived, and the other replica gets the new one.
     wait_until(

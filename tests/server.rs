@@ -1118,7 +1118,7 @@ fn config_set_refuses_options_cairn_does_not_act_on() {
     for (name, value) in [
         ("rdbcompression", "no"),
         ("jemalloc-bg-thread", "no"),
-        ("repl-backlog-ttl", "30"),
+        ("repl-diskless-load", "swapdb"),
     ] {
         let got = String::from_utf8(raw.call(&["CONFIG", "SET", name, value])).unwrap();
         assert_eq!(

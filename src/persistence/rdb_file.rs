@@ -121,6 +121,9 @@ pub struct RdbLoadStats {
     pub aof_lsn: Option<u64>,
     pub repl_id: Option<String>,
     pub repl_offset: Option<u64>,
+    /// Redis's `repl-stream-db`: the db the replication stream after the file's
+    /// `repl-offset` runs in (a replica's sub-replica starts its primary's client there).
+    pub repl_stream_db: Option<u64>,
     /// The function libraries' codes, in file order (the server loads them).
     pub functions: Vec<Vec<u8>>,
 }
@@ -223,6 +226,7 @@ pub fn load_rdb(
                     b"cairn-aof-lsn" => stats.aof_lsn = text().parse().ok(),
                     b"repl-id" => stats.repl_id = Some(text()),
                     b"repl-offset" => stats.repl_offset = text().parse().ok(),
+                    b"repl-stream-db" => stats.repl_stream_db = text().parse().ok(),
                     _ => {}
                 }
                 stats.aux_fields += 1;

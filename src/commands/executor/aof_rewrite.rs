@@ -392,6 +392,7 @@ fn succeeded(srv: &mut Server, rw: &Rewrite) {
     srv.aof.layout_committed = true;
     // A replica's log after a full sync: the new base holds the synced dataset, so the
     // entries from here on may carry the primary's id again (see repl_install_full_sync).
+    srv.aof.fsync_awaits_base = false;
     if srv.aof.replid == super::replication::NO_REPLID {
         srv.aof.replid = srv.master_replid.clone();
         if srv.is_replica_of_someone() {

@@ -416,6 +416,10 @@ fn load_base(
             if let Some(o) = st.repl_offset {
                 srv.aof.reploff = o;
             }
+            srv.repl.loaded_stream_db = st
+                .repl_stream_db
+                .and_then(|db| usize::try_from(db).ok())
+                .filter(|&db| db < srv.ks.num_dbs());
             Ok(st.aof_lsn)
         }
         BaseKind::Image => {

@@ -34,6 +34,8 @@ pub enum TimeoutReply {
     NullBulk,
     /// WAIT: the number of replicas that acknowledged `offset` by then.
     ReplicaAcks { offset: u64 },
+    /// WAITAOF: `[local, replicas]` that fsynced `offset` by then.
+    AofAcks { offset: u64 },
 }
 
 /// A handler's request to block (see [`block`]).
@@ -107,6 +109,10 @@ pub struct Blocking {
     pub total_served: u64,
     /// CLIENT PAUSE in force (Redis's client_pause_type / end time).
     pub pause: Option<Pause>,
+    /// The pauses `pause` combines: CLIENT PAUSE's, and FAILOVER's writes pause (Redis's
+    /// PAUSE_DURING_FAILOVER: CLIENT UNPAUSE does not lift it, nor it CLIENT PAUSE).
+    client_pause: Option<Pause>,
+    failover_pause: bool,
     /// Clients whose command waits for the pause to end (Redis's BLOCKED_POSTPONE), in
     /// arrival order; each is also in `parked`, with no key and no deadline.
     postponed: Vec<u64>,
@@ -149,7 +155,7 @@ impl Blocking {
     /// most until then).
     pub fn next_deadline_ms(&self) -> Option<i64> {
         let parked = self.deadlines.first().map(|d| d.0);
-        match (parked, self.pause.map(|p| p.end_ms)) {
+        match (parked, self.client_pause.map(|p| p.end_ms)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -157,20 +163,47 @@ impl Blocking {
 
     /// CLIENT PAUSE: the most restrictive type and the furthest end win, as Redis.
     pub fn pause(&mut self, all: bool, end_ms: i64) {
-        self.pause = Some(match self.pause {
+        self.client_pause = Some(match self.client_pause {
             Some(p) => Pause {
                 all: p.all || all,
                 end_ms: p.end_ms.max(end_ms),
             },
             None => Pause { all, end_ms },
         });
+        self.combine_pauses();
     }
 
     /// CLIENT UNPAUSE (or the end passed): postponed commands run again this turn.
     pub fn unpause(&mut self) {
-        if self.pause.take().is_some() {
+        self.client_pause = None;
+        self.combine_pauses();
+    }
+
+    /// FAILOVER holds writes back until it ends (or lets them go).
+    pub fn set_failover_pause(&mut self, on: bool) {
+        self.failover_pause = on;
+        self.combine_pauses();
+    }
+
+    /// The pause in force: either one's commands wait. When it loosens, the postponed
+    /// commands run again this turn (those still held wait again).
+    fn combine_pauses(&mut self) {
+        let combined = match (self.client_pause, self.failover_pause) {
+            (p, false) => p,
+            (p, true) => Some(Pause {
+                all: p.is_some_and(|p| p.all),
+                end_ms: i64::MAX,
+            }),
+        };
+        let loosened = match (self.pause, combined) {
+            (Some(_), None) => true,
+            (Some(old), Some(new)) => old.all && !new.all,
+            _ => false,
+        };
+        if loosened {
             self.resume_due = true;
         }
+        self.pause = combined;
     }
 
     /// Does the pause hold back a command with these flags (`may_write`: it has the
@@ -331,7 +364,7 @@ fn timeout_reply(out: &mut Vec<u8>, resp: crate::protocol::reply::Resp, on: Time
         TimeoutReply::NullArray => r.null_array(),
         TimeoutReply::NullBulk => r.null(),
         // Counted by the caller (it needs the replicas' state).
-        TimeoutReply::ReplicaAcks { .. } => {}
+        TimeoutReply::ReplicaAcks { .. } | TimeoutReply::AofAcks { .. } => {}
     }
 }
 
@@ -477,7 +510,11 @@ impl Server {
     /// once it is over: in arrival order, each as if it had just arrived (a new pause
     /// postpones it again). Their replies go out like those of served blocked commands.
     fn resume_postponed(&mut self, now_ms: i64) {
-        if self.blocking.pause.is_some_and(|p| p.end_ms < now_ms) {
+        if self
+            .blocking
+            .client_pause
+            .is_some_and(|p| p.end_ms < now_ms)
+        {
             self.blocking.unpause();
         }
         if !std::mem::take(&mut self.blocking.resume_due) {
@@ -608,6 +645,15 @@ impl Server {
             } else if let TimeoutReply::ReplicaAcks { offset } = p.req.on_timeout {
                 let n = self.repl.acked(offset);
                 Reply::new(&mut out, c.resp).int(n as i64);
+            } else if let TimeoutReply::AofAcks { offset } = p.req.on_timeout {
+                let (local, n) = (
+                    (self.aof.fsynced_reploff() >= Some(offset)) as i64,
+                    self.repl.aof_acked(offset),
+                );
+                let mut r = Reply::new(&mut out, c.resp);
+                r.array(2);
+                r.int(local);
+                r.int(n as i64);
             } else {
                 timeout_reply(&mut out, c.resp, p.req.on_timeout);
             }
@@ -623,15 +669,21 @@ impl Server {
         true
     }
 
-    /// Answers parked WAIT `client_id` with `acked` replicas (enough acknowledged).
-    pub(crate) fn blocking_answer(&mut self, client_id: u64, acked: u64) {
+    /// Answers parked WAIT `client_id` with `acked` replicas (enough acknowledged), or a
+    /// WAITAOF with `[local, acked]` when `local` is given.
+    pub(crate) fn blocking_answer(&mut self, client_id: u64, acked: u64, local: Option<u64>) {
         let Some(p) = self.blocking.unpark(client_id) else {
             return;
         };
         let mut out = Vec::new();
         if let Some(c) = self.clients.get_mut(p.slot).and_then(|c| c.as_mut()) {
             c.blocked = false;
-            Reply::new(&mut out, c.resp).int(acked as i64);
+            let mut r = Reply::new(&mut out, c.resp);
+            if let Some(local) = local {
+                r.array(2);
+                r.int(local as i64);
+            }
+            r.int(acked as i64);
         }
         self.blocking.unblocked.push(Unblocked {
             slot: p.slot,

@@ -17,7 +17,7 @@ use crate::config::Config;
 use crate::keyspace::Keyspace;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::SeqCst};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -49,7 +49,12 @@ pub enum LinkEvent {
         functions: Vec<Vec<u8>>,
         replid: String,
         offset: u64,
+        /// The db the stream after `offset` runs in (the RDB's `repl-stream-db`).
+        stream_db: usize,
     },
+    /// PSYNC got neither `+FULLRESYNC` nor `+CONTINUE` (an error, no reply): a FAILOVER
+    /// handing over to this primary is aborted. `Lost` follows.
+    PsyncFailed(String),
     /// `+CONTINUE [newid]`: the stream goes on from the offset asked for.
     Continue {
         replid: Option<String>,
@@ -65,8 +70,13 @@ pub struct LinkShared {
     pub stop: AtomicBool,
     /// The offset the executor applied (what `REPLCONF ACK` reports).
     pub applied: AtomicU64,
+    /// The offset the executor's log fsynced (-1: no log), reported as `FACK`.
+    pub fsynced: AtomicI64,
     /// The primary sent `REPLCONF GETACK`: acknowledge now.
     pub ack_now: AtomicBool,
+    /// A FAILOVER hands over to this primary: PSYNC says `FAILOVER` (the target turns
+    /// into a primary first).
+    pub failover: AtomicBool,
     /// (replid, offset) a reconnection asks PSYNC with (None: `PSYNC ? -1`).
     pub cached: Mutex<Option<(String, u64)>>,
 }
@@ -264,11 +274,19 @@ fn session(
     } else {
         crate::notice!("Partial resynchronization not possible (no cached master)");
     }
+    let mut args = vec!["PSYNC", id.as_str(), off.as_str()];
+    if shared.failover.load(SeqCst) {
+        args.push("FAILOVER");
+    }
     let mut b = Vec::new();
-    crate::persistence::aof::format::encode_command(&mut b, &["PSYNC", id.as_str(), off.as_str()]);
-    c.send(&b)?;
+    crate::persistence::aof::format::encode_command(&mut b, &args);
+    let psync_failed = |e: String| {
+        send(LinkEvent::PsyncFailed(e.clone()));
+        e
+    };
+    c.send(&b).map_err(psync_failed)?;
     let reply = loop {
-        let l = c.line(stop)?;
+        let l = c.line(stop).map_err(psync_failed)?;
         if !l.is_empty() {
             break l;
         }
@@ -282,13 +300,14 @@ fn session(
         crate::notice!("Full resync from master: {replid}:{offset}");
         send(LinkEvent::State("sync"));
         let data = receive_rdb(&mut c, stop)?;
-        let (ks, functions) = load_dataset(&data, p)?;
+        let (ks, functions, stream_db) = load_dataset(&data, p)?;
         drop(data);
         if !send(LinkEvent::FullSync {
             ks: Box::new(ks),
             functions,
             replid: replid.to_string(),
             offset,
+            stream_db,
         }) {
             return Err("stopped".into());
         }
@@ -301,7 +320,9 @@ fn session(
             return Err("stopped".into());
         }
     } else {
-        return Err(format!("Unexpected reply to PSYNC from master: {reply}"));
+        return Err(psync_failed(format!(
+            "Unexpected reply to PSYNC from master: {reply}"
+        )));
     }
     send(LinkEvent::State("connected"));
     crate::notice!("MASTER <-> REPLICA sync: Finished with success");
@@ -361,8 +382,10 @@ fn receive_rdb(c: &mut Conn, stop: &AtomicBool) -> Result<Vec<u8>, String> {
     Ok(data)
 }
 
-/// Loads the RDB into a fresh arena (this thread; the executor only swaps it in).
-fn load_dataset(data: &[u8], p: &LinkParams) -> Result<(Keyspace, Vec<Vec<u8>>), String> {
+/// Loads the RDB into a fresh arena (this thread; the executor only swaps it in), with
+/// its functions and the db its `repl-stream-db` names (0 when absent or out of range: a
+/// primary sends a SELECT before its first command anyway).
+fn load_dataset(data: &[u8], p: &LinkParams) -> Result<(Keyspace, Vec<Vec<u8>>, usize), String> {
     crate::notice!("MASTER <-> REPLICA sync: Loading DB in memory");
     let s = p.config.settings();
     let seed = {
@@ -381,7 +404,11 @@ fn load_dataset(data: &[u8], p: &LinkParams) -> Result<(Keyspace, Vec<Vec<u8>>),
         st.keys_loaded,
         st.keys_expired_skipped
     );
-    Ok((ks, st.functions))
+    let stream_db = st
+        .repl_stream_db
+        .filter(|&db| db < s.databases as u64)
+        .unwrap_or(0) as usize;
+    Ok((ks, st.functions, stream_db))
 }
 
 /// The stream: whole commands to the executor, ACKs every second and on GETACK.
@@ -391,6 +418,7 @@ fn stream(
     send: &dyn Fn(LinkEvent) -> bool,
 ) -> Result<(), String> {
     let mut last_ack = Instant::now() - Duration::from_secs(2);
+    let mut last_fack = -1;
     loop {
         let mut batch = Vec::new();
         while batch.len() < COMMANDS_PER_EVENT {
@@ -405,14 +433,23 @@ fn stream(
         if !batch.is_empty() && !send(LinkEvent::Commands(batch)) {
             return Err("stopped".into());
         }
-        if shared.ack_now.swap(false, SeqCst) || last_ack.elapsed() >= Duration::from_secs(1) {
+        // Acknowledged every second, on GETACK, and when the log fsynced more (a
+        // WAITAOF on the primary waits for it).
+        let fsynced = shared.fsynced.load(SeqCst);
+        if shared.ack_now.swap(false, SeqCst)
+            || last_ack.elapsed() >= Duration::from_secs(1)
+            || fsynced > last_fack
+        {
             last_ack = Instant::now();
+            last_fack = fsynced;
             let off = shared.applied.load(SeqCst).to_string();
+            let fack = fsynced.to_string();
+            let mut args = vec!["REPLCONF", "ACK", off.as_str()];
+            if fsynced >= 0 {
+                args.extend_from_slice(&["FACK", fack.as_str()]);
+            }
             let mut b = Vec::new();
-            crate::persistence::aof::format::encode_command(
-                &mut b,
-                &["REPLCONF", "ACK", off.as_str()],
-            );
+            crate::persistence::aof::format::encode_command(&mut b, &args);
             c.send(&b)?;
         }
         if c.pos < c.buf.len() && parse_command(&c.buf[c.pos..])?.is_some() {

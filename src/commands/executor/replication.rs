@@ -1,6 +1,8 @@
 //! The primary's side of replication (Redis's replication.c, primary half): the backlog,
 //! the stream fanned out to replicas, full syncs from the snapshot engine, partial
-//! resyncs, acknowledgements and WAIT.
+//! resyncs, acknowledgements, WAIT / WAITAOF, `repl-backlog-ttl` and FAILOVER; and what a
+//! replica does with them: it relays its primary's stream to replicas of its own and
+//! keeps it in its backlog, so a promotion (PSYNC2's replid2) is continued partially.
 //!
 //! The stream is the propagation hook's output: every logged command's RESP form (the
 //! bytes `Aof::reploff` counts, so log positions and replication offsets are one
@@ -67,6 +69,8 @@ pub struct Replica {
     /// The offset the replica last acknowledged (REPLCONF ACK), and when (ms).
     pub ack_offset: u64,
     pub ack_ms: i64,
+    /// The offset the replica's log fsynced (REPLCONF ACK .. FACK), for WAITAOF.
+    pub aof_ack_offset: u64,
     /// Part of the running full sync's capture.
     pub in_sync: bool,
     /// Asked with PSYNC (SYNC gets the payload without a `+FULLRESYNC` line first).
@@ -93,17 +97,21 @@ struct FullSync {
     eof_form: bool,
 }
 
-/// A client in WAIT: answered once `numreplicas` acknowledged `offset`.
+/// A client in WAIT: answered once `numreplicas` acknowledged `offset`; in WAITAOF
+/// (`numlocal` given), once that many replicas fsynced it and the local log too if asked.
 #[derive(Debug, Clone, Copy)]
 pub struct WaitRequest {
     pub client_id: u64,
     pub offset: u64,
     pub numreplicas: u64,
+    pub numlocal: Option<u64>,
 }
 
 #[derive(Default)]
 pub struct Replication {
-    /// Created when the first replica asks to sync (as Redis), kept afterwards.
+    /// A primary's: created when the first replica asks to sync (as Redis), freed after
+    /// `repl-backlog-ttl` without replicas. A replica's: its primary's stream, from its
+    /// first sync on, never freed.
     pub backlog: Option<Backlog>,
     pub replicas: Vec<Replica>,
     sync: Option<FullSync>,
@@ -140,6 +148,30 @@ pub struct Replication {
     /// second_replid_offset): a primary restarted from its files answers continuations of
     /// the history its files hold under its new id.
     pub replid2: Option<(String, u64)>,
+    /// A replica's relayed stream: its primary's commands, byte for byte as received,
+    /// since the last drain (they go to its backlog and its own replicas, under its
+    /// primary's id and offsets, as Redis's proxied stream).
+    pub relay: Vec<u8>,
+    /// Since when a primary has had no replica (ms; 0: not yet noted): with
+    /// `repl-backlog-ttl` it frees its backlog after that long (Redis's
+    /// repl_no_slaves_since).
+    pub no_replicas_since_ms: i64,
+    /// A FAILOVER in progress (None: Redis's no-failover).
+    pub failover: Option<Failover>,
+}
+
+/// FAILOVER's state (Redis's failover_state and its parameters).
+#[derive(Debug, Clone)]
+pub struct Failover {
+    /// false: waiting for a replica to acknowledge our whole stream (`waiting-for-sync`);
+    /// true: following it, our PSYNC saying FAILOVER (`failover-in-progress`).
+    pub in_progress: bool,
+    /// The replica handed over to (ip, listening port); None: the first one in sync.
+    pub target: Option<(String, u16)>,
+    /// When waiting for sync gives up (ms; 0: never).
+    pub end_ms: i64,
+    /// At `end_ms`, fail over to the target even if it is behind.
+    pub force: bool,
 }
 
 /// A replication position restored from the data files at startup.
@@ -176,6 +208,14 @@ impl Replication {
 
     pub fn is_replica(&self, client_id: u64) -> bool {
         self.replicas.iter().any(|r| r.client_id == client_id)
+    }
+
+    /// Online replicas whose log fsynced `offset` (WAITAOF).
+    pub fn aof_acked(&self, offset: u64) -> u64 {
+        self.replicas
+            .iter()
+            .filter(|r| matches!(r.state, ReplicaState::Online) && r.aof_ack_offset >= offset)
+            .count() as u64
     }
 
     /// Replicas whose acknowledged offset reached `offset`.
@@ -302,7 +342,14 @@ impl Server {
         client: &mut super::Client,
         want: Option<(&[u8], i64)>,
     ) -> Option<Vec<u8>> {
-        self.ensure_backlog();
+        if self.repl.link.is_none() {
+            self.ensure_backlog();
+        } else if self.repl.backlog.is_none() {
+            // A replica keeps the backlog from its first sync on; a missing one starts at
+            // the applied offset (the stream it relays, never its own propagation).
+            let size = self.config.settings().repl_backlog_size as usize;
+            self.repl.backlog = Some(Backlog::new(size, self.aof.reploff));
+        }
         self.repl_drain();
         let replid = self.master_replid.clone();
         let partial = want.and_then(|(id, off)| {
@@ -345,6 +392,7 @@ impl Server {
             capa_eof: client.repl_capa_eof,
             ack_offset: 0,
             ack_ms: now_ms(),
+            aof_ack_offset: 0,
             in_sync: false,
             psync: want.is_some(),
             rdb_only: client.repl_rdb_only,
@@ -418,26 +466,33 @@ impl Server {
         client_id: u64,
         offset: u64,
         numreplicas: u64,
+        numlocal: Option<u64>,
         deadline_ms: i64,
     ) {
         self.repl.waits.push(WaitRequest {
             client_id,
             offset,
             numreplicas,
+            numlocal,
         });
         self.repl.getack_due = true;
+        let on_timeout = match numlocal {
+            Some(_) => super::blocking::TimeoutReply::AofAcks { offset },
+            None => super::blocking::TimeoutReply::ReplicaAcks { offset },
+        };
         self.blocking.request = Some(super::blocking::BlockRequest {
             keys: Vec::new(),
             deadline_ms,
             kind: crate::keyspace::Kind::String,
-            on_timeout: super::blocking::TimeoutReply::ReplicaAcks { offset },
+            on_timeout,
             argv: None,
             gone_error: None,
         });
     }
 
-    /// REPLCONF ACK from a replica: its offset; WAITs it satisfies are answered.
-    pub fn repl_ack(&mut self, client_id: u64, offset: u64) {
+    /// REPLCONF ACK from a replica: its offset (and its log's fsynced one, FACK); WAITs
+    /// it satisfies are answered.
+    pub fn repl_ack(&mut self, client_id: u64, offset: u64, fsynced: Option<u64>) {
         let Some(r) = self
             .repl
             .replicas
@@ -447,6 +502,9 @@ impl Server {
             return;
         };
         r.ack_offset = r.ack_offset.max(offset);
+        if let Some(f) = fsynced {
+            r.aof_ack_offset = r.aof_ack_offset.max(f);
+        }
         r.ack_ms = now_ms();
         if let ReplicaState::AwaitFirstAck { acked, .. } = &mut r.state {
             // Its stream goes out at the end of the turn, when its client is back in
@@ -479,15 +537,25 @@ impl Server {
             || self.repl.good_replicas >= s.min_replicas_to_write
     }
 
-    /// Answers the WAITs that enough replicas acknowledged.
-    fn answer_waits(&mut self) {
+    /// Answers the WAITs (and WAITAOFs) whose counts are reached.
+    pub fn answer_waits(&mut self) {
+        if self.repl.waits.is_empty() {
+            return;
+        }
+        let fsynced = self.aof.fsynced_reploff();
         let mut i = 0;
         while i < self.repl.waits.len() {
             let w = self.repl.waits[i];
-            let n = self.repl.acked(w.offset);
-            if n >= w.numreplicas {
+            let (n, local) = match w.numlocal {
+                None => (self.repl.acked(w.offset), None),
+                Some(_) => (
+                    self.repl.aof_acked(w.offset),
+                    Some((fsynced >= Some(w.offset)) as u64),
+                ),
+            };
+            if n >= w.numreplicas && local >= w.numlocal {
                 self.repl.waits.swap_remove(i);
-                self.blocking_answer(w.client_id, n);
+                self.blocking_answer(w.client_id, n, local);
             } else {
                 i += 1;
             }
@@ -504,6 +572,9 @@ impl Server {
         {
             let r = self.repl.replicas.remove(i);
             notice!("Connection with replica {} lost.", replica_name(&r));
+            if self.repl.replicas.is_empty() {
+                self.repl.no_replicas_since_ms = now_ms();
+            }
         }
         self.repl.waits.retain(|w| w.client_id != client_id);
     }
@@ -512,13 +583,16 @@ impl Server {
     /// replica (online: its output; syncing: its pending buffer). Called at every PSYNC
     /// and at the end of each event-loop turn.
     pub fn repl_drain(&mut self) {
-        let Some(stream) = self.aof.repl_stream.as_mut() else {
-            return;
-        };
-        if stream.is_empty() {
+        // A primary's own stream, or a replica's relay of its primary's (never both: a
+        // replica propagates nothing of its own to replicas).
+        let mut bytes = std::mem::take(&mut self.repl.relay);
+        if let Some(stream) = self.aof.repl_stream.as_mut() {
+            bytes.extend_from_slice(stream);
+            stream.clear();
+        }
+        if bytes.is_empty() {
             return;
         }
-        let bytes = std::mem::take(stream);
         if let Some(b) = self.repl.backlog.as_mut() {
             b.append(&bytes);
         }
@@ -601,7 +675,15 @@ impl Server {
     pub fn repl_end_of_turn(&mut self) {
         if self.repl.link.is_some() {
             self.repl_poll_link();
+            // What the link's next ACK reports as fsynced (FACK), -1: no log.
+            let fsynced = self.aof.fsynced_reploff().map_or(-1, |o| o as i64);
+            if let Some(link) = self.repl.link.as_ref() {
+                link.shared.fsynced.store(fsynced, SeqCst);
+            }
         }
+        // WAITAOF's local count moves with the log's fsyncs.
+        self.answer_waits();
+        self.repl_failover_step();
         if self.repl.backlog.is_none() {
             return;
         }
@@ -676,6 +758,11 @@ impl Server {
         if self.repl.link.is_some() {
             self.repl_poll_link();
         }
+        self.repl_failover_step();
+        if self.repl.backlog.is_none() {
+            return;
+        }
+        self.free_idle_backlog();
         if self.repl.backlog.is_none() {
             return;
         }
@@ -707,6 +794,37 @@ impl Server {
             }
         }
         self.repl_end_of_turn();
+    }
+
+    /// `repl-backlog-ttl`: a primary with no replica for that long frees its backlog and
+    /// starts a new history (a new id, no replid2: nothing can continue the old one from
+    /// here). A replica keeps its backlog whatever: it may be promoted.
+    fn free_idle_backlog(&mut self) {
+        let now = now_ms();
+        if !self.repl.replicas.is_empty() || self.repl.link.is_some() {
+            self.repl.no_replicas_since_ms = now;
+            return;
+        }
+        if self.repl.no_replicas_since_ms == 0 {
+            self.repl.no_replicas_since_ms = now;
+        }
+        let ttl_s = self.config.settings().repl_backlog_ttl_s;
+        let idle_ms = now - self.repl.no_replicas_since_ms;
+        if ttl_s == 0 || idle_ms <= ttl_s as i64 * 1000 {
+            return;
+        }
+        self.repl_drain();
+        self.master_replid = new_replid();
+        if self.aof.replid != NO_REPLID {
+            self.aof.replid = self.master_replid.clone();
+        }
+        self.repl.replid2 = None;
+        self.repl.backlog = None;
+        self.aof.repl_stream = None;
+        if !self.aof.enabled {
+            self.ks.deletions = None;
+        }
+        notice!("Replication backlog freed after {ttl_s} seconds without connected replicas.");
     }
 
     /// Online replicas that sent no ACK for `repl-timeout` are dropped (not SYNC links,
@@ -889,7 +1007,6 @@ impl Server {
         let image = sync.image.clone();
         let eof_form = sync.eof_form;
         let aux = vec![
-            ("repl-stream-db", "0".to_string()),
             ("repl-id", replid),
             ("repl-offset", sync.cut_offset.to_string()),
         ];
@@ -1022,6 +1139,14 @@ impl Server {
     }
 }
 
+/// A fresh random replication id (40 hex digits).
+fn new_replid() -> String {
+    let mut rng = crate::util::Rng::from_time();
+    (0..40)
+        .map(|_| char::from_digit(rng.below(16) as u32, 16).unwrap_or('0'))
+        .collect()
+}
+
 /// `ip:port` as Redis names a replica in its log lines.
 fn replica_name(r: &Replica) -> String {
     format!("{}:{}", r.ip, r.listening_port)
@@ -1047,6 +1172,14 @@ fn produce_rdb(
         crate::persistence::snapshot::load_image(image, reserve_bytes, &progress)?
             .ok_or_else(|| format!("the capture {} vanished", image.display()))?;
     let _ = std::fs::remove_file(image);
+    // The db the stream after the cut runs in: a primary states it again with a SELECT
+    // before its next command, a replica relays its primary's stream as it is, so its
+    // replicas must start their primary's client there (Redis's rsi.repl_stream_db).
+    let stream_db = header.repl_stream_db.saturating_sub(1).to_string();
+    let aux: Vec<(&str, String)> = std::iter::once(("repl-stream-db", stream_db))
+        .chain(aux.iter().cloned())
+        .collect();
+    let aux = aux.as_slice();
     let mut ks = crate::collections::keyspace_from_arena(arena, databases)?;
     let mut sink = ChunkSink {
         tx,
@@ -1175,18 +1308,37 @@ impl MasterLink {
 const LINK_EVENTS_PER_TURN: usize = 16;
 
 impl Server {
-    /// REPLICAOF host port: follow that primary (Redis's replicationSetMaster). Our own
-    /// replicas are disconnected (they resync from us once we are a primary again) and the
-    /// backlog goes: cairn does not relay a primary's stream.
-    pub fn repl_follow(&mut self, host: &str, port: u16) -> Result<(), String> {
-        self.repl_unfollow();
+    /// Disconnects our own replicas (they PSYNC again and learn the new id or history)
+    /// and abandons a full sync in progress for them.
+    fn disconnect_replicas(&mut self) {
         let slots: Vec<usize> = self.repl.replicas.iter().map(|r| r.slot).collect();
         for slot in slots {
             self.close_soon(slot);
         }
         self.repl_cancel_sync();
-        let had_backlog = self.repl.backlog.take().is_some();
-        self.repl.replid2 = None;
+    }
+
+    /// Stops the link thread, keeping the replication position (Redis caches its
+    /// primary: a new primary may continue it).
+    fn repl_stop_link(&mut self) {
+        self.repl_drain();
+        let Some(mut link) = self.repl.link.take() else {
+            return;
+        };
+        link.stop();
+        // A full sync still waiting for pins to drain is dropped with the link.
+        self.dataset_swap_pending = false;
+    }
+
+    /// REPLICAOF host port: follow that primary (Redis's replicationSetMaster). Our own
+    /// replicas are disconnected (they resync from us, partially when they can); the
+    /// backlog stays, so the position we offer the new primary is one we can serve from
+    /// too (the replicas of a replica get its primary's stream as it is).
+    pub fn repl_follow(&mut self, host: &str, port: u16) -> Result<(), String> {
+        self.repl_stop_link();
+        self.disconnect_replicas();
+        self.repl_drain();
+        let had_backlog = self.repl.backlog.is_some();
         self.aof.repl_stream = None;
         if !self.aof.enabled {
             self.ks.deletions = None;
@@ -1240,6 +1392,10 @@ impl Server {
         }
         self.repl.applied_db = stream_db;
         shared.applied.store(self.aof.reploff, SeqCst);
+        let fsynced = self.aof.fsynced_reploff().map_or(-1, |o| o as i64);
+        shared.fsynced.store(fsynced, SeqCst);
+        let handing_over = self.repl.failover.as_ref().is_some_and(|f| f.in_progress);
+        shared.failover.store(handing_over, SeqCst);
         let (tx, rx) = std::sync::mpsc::sync_channel(super::replica_link::LINK_EVENTS_QUEUED);
         let wake = self.aof.waker();
         let sh = shared.clone();
@@ -1273,22 +1429,36 @@ impl Server {
     }
 
     /// REPLICAOF NO ONE: stop following; the data stays and this server is a primary
-    /// under a new replication id.
-    pub fn repl_unfollow(&mut self) {
-        let Some(mut link) = self.repl.link.take() else {
+    /// under a new replication id, answering continuations of its primary's history up
+    /// to where it stopped (Redis's shiftReplicationId: PSYNC2 lets the other replicas
+    /// and the old primary continue from the promoted one).
+    pub fn repl_unfollow(&mut self, why: &str) {
+        if self.repl.link.is_none() {
             return;
-        };
-        link.stop();
-        // A full sync still waiting for pins to drain is dropped with the link.
-        self.dataset_swap_pending = false;
-        let mut rng = crate::util::Rng::from_time();
-        self.master_replid = (0..40)
-            .map(|_| char::from_digit(rng.below(16) as u32, 16).unwrap_or('0'))
-            .collect();
+        }
+        self.repl_stop_link();
+        let old = std::mem::replace(&mut self.master_replid, new_replid());
+        self.repl.replid2 = Some((old, self.aof.reploff + 1));
         if self.aof.replid != NO_REPLID {
             self.aof.replid = self.master_replid.clone();
         }
-        notice!("MASTER MODE enabled");
+        notice!(
+            "Setting secondary replication ID to {}, valid up to offset: {}. New replication ID is {}",
+            self.repl.replid2.as_ref().map_or("", |(id, _)| id.as_str()),
+            self.aof.reploff + 1,
+            self.master_replid
+        );
+        // Our replicas learn the new id by reconnecting (they continue partially).
+        self.disconnect_replicas();
+        // From now on the stream is our own: the next command says its db.
+        self.aof.selected_db = None;
+        if self.repl.backlog.is_some() {
+            self.aof.repl_stream = Some(Vec::new());
+            if self.ks.deletions.is_none() {
+                self.ks.deletions = Some(Vec::new());
+            }
+        }
+        notice!("MASTER MODE enabled ({why})");
     }
 
     /// Applies what the link thread delivered (end of each turn and cron).
@@ -1323,8 +1493,15 @@ impl Server {
                     link.state = "connect";
                     warning!("Connection with master lost: {why}");
                 }
+                LinkEvent::PsyncFailed(why) => {
+                    if self.repl.failover.as_ref().is_some_and(|f| f.in_progress) {
+                        warning!("PSYNC to the failover target failed: {why}");
+                        self.repl_failover_abort("Failover target rejected psync request");
+                    }
+                }
                 LinkEvent::Continue { replid } => {
-                    if let Some(id) = replid {
+                    let changed = replid.filter(|id| *id != self.master_replid);
+                    if let Some(id) = changed {
                         // PSYNC2: the primary goes on under a new id; a later
                         // reconnection asks with it.
                         if let Ok(mut g) = link.shared.cached.lock() {
@@ -1332,20 +1509,32 @@ impl Server {
                                 *cached = id.clone();
                             }
                         }
-                        self.master_replid = id.clone();
+                        let old = std::mem::replace(&mut self.master_replid, id.clone());
+                        self.repl.replid2 = Some((old, self.aof.reploff + 1));
                         if self.aof.replid != NO_REPLID {
                             self.aof.replid = id;
                         }
+                        notice!("Master replication ID changed to {}", self.master_replid);
+                        // Our replicas learn the new id by reconnecting.
+                        self.disconnect_replicas();
                     }
+                    let end = self.repl.backlog.as_ref().map(|b| b.end_offset());
+                    if end != Some(self.aof.reploff) {
+                        let size = self.config.settings().repl_backlog_size as usize;
+                        self.repl.backlog = Some(Backlog::new(size, self.aof.reploff));
+                    }
+                    self.repl_failover_done();
                 }
                 LinkEvent::FullSync {
                     ks,
                     functions,
                     replid,
                     offset,
+                    stream_db,
                 } => {
                     self.dataset_swap_pending = false;
-                    self.repl_install_full_sync(*ks, functions, replid, offset)
+                    self.repl_failover_done();
+                    self.repl_install_full_sync(*ks, functions, replid, offset, stream_db)
                 }
                 LinkEvent::Commands(cmds) => self.repl_apply(cmds),
             }
@@ -1358,7 +1547,10 @@ impl Server {
         functions: Vec<Vec<u8>>,
         replid: String,
         offset: u64,
+        stream_db: usize,
     ) {
+        // Our replicas had another history: they sync again, from the new one.
+        self.disconnect_replicas();
         // Background work reading the old arena stops first (Redis kills its RDB child
         // before loading): a capture of a region about to be unmapped is worth nothing.
         if let Some(job) = self.snapshot.job.take() {
@@ -1395,13 +1587,20 @@ impl Server {
         };
         self.aof.reploff = offset;
         self.aof.selected_db = None;
-        self.repl.applied_db = 0;
+        self.aof.fsync_awaits_base = self.aof.enabled;
+        self.repl.applied_db = stream_db;
+        self.repl.replid2 = None;
+        // The backlog holds the primary's stream from here on (a replica keeps one, as
+        // Redis, for its own replicas and for when it is promoted).
+        self.repl.relay.clear();
+        let size = self.config.settings().repl_backlog_size as usize;
+        self.repl.backlog = Some(Backlog::new(size, offset));
         if let Some(link) = self.repl.link.as_mut() {
             link.shared.applied.store(offset, SeqCst);
             if let Ok(mut g) = link.shared.cached.lock() {
                 *g = Some((replid, offset));
             }
-            link.client.db = 0;
+            link.client.db = stream_db;
         }
         // The log must restart from the new dataset (Redis restarts its AOF).
         if self.aof.enabled {
@@ -1436,6 +1635,9 @@ impl Server {
                 self.aof.stream_select(client.db);
             }
             self.aof.stream_command_end();
+            if self.repl.backlog.is_some() {
+                self.repl.relay.extend_from_slice(&c.data);
+            }
             out.clear();
             offset += c.wire_bytes;
         }
@@ -1515,5 +1717,127 @@ impl Server {
             -1
         };
         Some((link.host.clone(), link.port, link.state, offset))
+    }
+}
+
+impl Server {
+    /// INFO's `master_failover_state`.
+    pub fn repl_failover_state(&self) -> &'static str {
+        match &self.repl.failover {
+            None => "no-failover",
+            Some(f) if f.in_progress => "failover-in-progress",
+            Some(_) => "waiting-for-sync",
+        }
+    }
+
+    /// The replica at `host`:`port` (its address and REPLCONF listening-port), and
+    /// whether it is online (Redis's findReplica).
+    pub fn repl_find_replica(&self, host: &str, port: u16) -> Option<bool> {
+        self.repl
+            .replicas
+            .iter()
+            .find(|r| r.ip.eq_ignore_ascii_case(host) && r.listening_port == port)
+            .map(|r| matches!(r.state, ReplicaState::Online))
+    }
+
+    /// FAILOVER accepted: writes wait while a replica catches up.
+    pub fn repl_failover_start(&mut self, target: Option<(String, u16)>, end_ms: i64, force: bool) {
+        match &target {
+            Some((h, p)) => notice!("FAILOVER requested to {h}:{p}."),
+            None => notice!("FAILOVER requested to any replica."),
+        }
+        self.repl.failover = Some(Failover {
+            in_progress: false,
+            target,
+            end_ms,
+            force,
+        });
+        self.blocking.set_failover_pause(true);
+    }
+
+    /// The handover is done (our PSYNC to the target was answered): writes go on, as
+    /// the target's replica's (Redis's clearFailoverState).
+    fn repl_failover_done(&mut self) {
+        if self.repl.failover.as_ref().is_some_and(|f| f.in_progress) {
+            self.repl.failover = None;
+            self.blocking.set_failover_pause(false);
+            if let Some(l) = self.repl.link.as_ref() {
+                l.shared.failover.store(false, SeqCst);
+            }
+        }
+    }
+
+    /// Ends a FAILOVER without handing over (Redis's abortFailover): a primary again if
+    /// it was already following the target.
+    pub fn repl_failover_abort(&mut self, why: &str) {
+        let Some(f) = self.repl.failover.take() else {
+            return;
+        };
+        match &f.target {
+            Some((h, p)) => notice!("FAILOVER to {h}:{p} aborted: {why}"),
+            None => notice!("FAILOVER to any replica aborted: {why}"),
+        }
+        if f.in_progress {
+            self.repl_unfollow(&format!("failover aborted: {why}"));
+        }
+        self.blocking.set_failover_pause(false);
+    }
+
+    /// Waiting for sync: gives up (or forces) at the deadline; hands over to the target
+    /// (or the first replica) once it acknowledged our whole stream (Redis's
+    /// updateFailoverStatus, each turn and in cron).
+    fn repl_failover_step(&mut self) {
+        let Some(f) = self.repl.failover.clone() else {
+            return;
+        };
+        if f.in_progress {
+            return;
+        }
+        let now = now_ms();
+        if f.end_ms != 0 && f.end_ms <= now {
+            match (f.force, f.target) {
+                (true, Some((h, p))) => {
+                    notice!("FAILOVER to {h}:{p} time out exceeded, failing over.");
+                    self.repl_failover_hand_over(&h, p);
+                }
+                _ => self.repl_failover_abort("Replica never caught up before timeout"),
+            }
+            return;
+        }
+        self.repl_drain();
+        let offset = self.aof.reploff;
+        let synced =
+            |r: &Replica| matches!(r.state, ReplicaState::Online) && r.ack_offset == offset;
+        let target = match &f.target {
+            Some((h, p)) => self
+                .repl
+                .replicas
+                .iter()
+                .find(|r| r.ip.eq_ignore_ascii_case(h) && r.listening_port == *p)
+                .filter(|r| synced(r))
+                .map(|_| (h.clone(), *p)),
+            None => self
+                .repl
+                .replicas
+                .iter()
+                .find(|r| synced(r))
+                .map(|r| (r.ip.clone(), r.listening_port)),
+        };
+        if let Some((h, p)) = target {
+            notice!("Failover target {h}:{p} is synced, failing over.");
+            self.repl_failover_hand_over(&h, p);
+        }
+    }
+
+    /// Follows the target with `PSYNC .. FAILOVER` (it turns into the primary first).
+    fn repl_failover_hand_over(&mut self, host: &str, port: u16) {
+        if let Some(f) = self.repl.failover.as_mut() {
+            f.in_progress = true;
+            f.target = Some((host.to_string(), port));
+        }
+        if let Err(e) = self.repl_follow(host, port) {
+            warning!("{e}");
+            self.repl_failover_abort("Failover target rejected psync request");
+        }
     }
 }

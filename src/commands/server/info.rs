@@ -596,7 +596,7 @@ pub(super) fn info_replication(srv: &Server, s: &mut Section) {
     for (i, line) in replicas.iter().enumerate() {
         s.line(&format!("slave{i}"), line);
     }
-    s.line("master_failover_state", "no-failover");
+    s.line("master_failover_state", srv.repl_failover_state());
     s.line("master_replid", &srv.master_replid);
     let replid2 = srv.repl.replid2.as_ref();
     s.line(

@@ -37,6 +37,9 @@ use writer::{FsyncMode, Writer};
 pub use load::check_aof_cli;
 
 /// The executor's side of the log. Disabled (all calls cheap no-ops) when `appendonly no`.
+/// Hand-overs to the writer remembered for [`Aof::fsynced_reploff`].
+const MAX_FSYNC_MARKS: usize = 4096;
+
 pub struct Aof {
     pub enabled: bool,
     pub mode: FsyncMode,
@@ -56,6 +59,13 @@ pub struct Aof {
     /// only replicas get — PING, REPLCONF GETACK —: the bytes `reploff` counts). Entries
     /// are then produced whether or not `appendonly` is on.
     pub repl_stream: Option<Vec<u8>>,
+    /// (LSN, replication offset) at each hand-over to the writer not yet known durable,
+    /// and the offset the durable LSN covers (WAITAOF's local count, a replica's FACK).
+    fsync_marks: VecDeque<(u64, u64)>,
+    fsynced_reploff: u64,
+    /// The dataset was replaced (a replica's full sync): the log holds none of it until
+    /// the rewrite after it commits, so nothing counts as fsynced meanwhile.
+    pub fsync_awaits_base: bool,
     last_ts_s: i64,
     pub writer: Option<Writer>,
     pub layout: Option<manifest::Layout>,
@@ -136,6 +146,9 @@ impl Default for Aof {
             reploff: 0,
             selected_db: None,
             repl_stream: None,
+            fsync_marks: VecDeque::new(),
+            fsynced_reploff: 0,
+            fsync_awaits_base: false,
             last_ts_s: 0,
             writer: None,
             layout: None,
@@ -377,6 +390,16 @@ impl Aof {
             self.buf.clear();
             return;
         };
+        // Bounded: past the limit the newest mark moves forward, so the durable offset
+        // is only ever reported late, never early.
+        let mark = (self.last_lsn, self.reploff);
+        if self.fsync_marks.len() >= MAX_FSYNC_MARKS {
+            if let Some(last) = self.fsync_marks.back_mut() {
+                *last = mark;
+            }
+        } else {
+            self.fsync_marks.push_back(mark);
+        }
         w.append(&mut self.buf, self.last_lsn, sync);
         self.prune_dirty();
     }
@@ -489,6 +512,33 @@ impl Aof {
         if let (Some(w), Some(fd)) = (&mut self.writer, self.completion_fd) {
             w.enable_executor_appends(fd);
         }
+    }
+
+    /// The replication offset up to which the log is fsynced (Redis's fsynced_reploff);
+    /// None without `appendonly`.
+    pub fn fsynced_reploff(&mut self) -> Option<u64> {
+        if !self.enabled || self.writer.is_none() {
+            return None;
+        }
+        if self.fsync_awaits_base {
+            self.fsync_marks.clear();
+            self.fsynced_reploff = 0;
+            return Some(0);
+        }
+        let durable = self.durable_lsn();
+        while let Some(&(lsn, off)) = self.fsync_marks.front() {
+            if lsn > durable {
+                break;
+            }
+            self.fsynced_reploff = self.fsynced_reploff.max(off);
+            self.fsync_marks.pop_front();
+        }
+        // Everything framed is handed over and durable: the offset as it stands (a
+        // server that loaded its log and wrote nothing since).
+        if self.fsync_marks.is_empty() && self.buf.is_empty() && durable >= self.last_lsn {
+            self.fsynced_reploff = self.fsynced_reploff.max(self.reploff);
+        }
+        Some(self.fsynced_reploff)
     }
 
     pub fn durable_lsn(&self) -> u64 {

@@ -128,6 +128,13 @@ pub(crate) fn convert(
         crate::persistence::snapshot::load_image(image, reserve_bytes, &progress)?
             .ok_or_else(|| format!("the image {} vanished", image.display()))?;
     let mut ks = crate::collections::keyspace_from_arena(arena, databases)?;
+    // The replication stream's db at the cut, when the capture knew it: a replica
+    // restarted from this base alone continues its primary's stream there.
+    let mut aux = aux.to_vec();
+    if let Some(db) = header.repl_stream_db.checked_sub(1) {
+        aux.push(("repl-stream-db", db.to_string()));
+    }
+    let aux = aux.as_slice();
     let name = out
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
