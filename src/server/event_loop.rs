@@ -526,6 +526,7 @@ impl EventLoop {
                 self.read_and_process(srv, slot, true);
             }
             srv.expire_blocked(now_ms());
+            srv.tiering_end_of_turn();
             self.deliver_unblocked(srv);
             srv.tracking_end_of_turn();
             srv.repl_end_of_turn();
@@ -1401,6 +1402,10 @@ pub fn serve(mut srv: Server) -> io::Result<()> {
     srv.listeners = Some(std::sync::Arc::new(el.listeners.clone()));
     let waker = el.waker.clone();
     srv.aof.set_waker(Arc::new(move || {
+        let _ = waker.wake();
+    }));
+    let waker = el.waker.clone();
+    srv.tiering_set_waker(Arc::new(move || {
         let _ = waker.wake();
     }));
     {

@@ -124,8 +124,27 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
                 .get_value("list-max-listpack-size")
                 .and_then(|v| v.parse::<i64>().ok())
                 .unwrap_or(-2);
-            let line = debug_object_line(&ctx.srv.ks, e, fill);
+            let mut line = debug_object_line(&ctx.srv.ks, e, fill);
+            // With tiering on: where the value lives (the gate brought a cold one back).
+            if let Some(state) = ctx.srv.tiering_state_of(db, ctx.args.get(2)) {
+                if ctx.srv.tiering.is_some() {
+                    line.push_str(" tier:");
+                    line.push_str(state);
+                }
+            }
             ctx.out.simple(&line);
+            Ok(())
+        }
+        ("tiered-state", 3) => {
+            // cairn's own: `hot`, `stashing`, `cooled` or `cold`, without reading the value.
+            if ctx.srv.tiering.is_none() {
+                return Err(CmdError::err("tiering is off (tiered-prefix is empty)"));
+            }
+            let db = ctx.db();
+            match ctx.srv.tiering_state_of(db, ctx.args.get(2)) {
+                Some(state) => ctx.out.simple(state),
+                None => return Err(CmdError::NoSuchKey),
+            }
             Ok(())
         }
         ("aof-pause-syncs", 3) => {
