@@ -1993,7 +1993,9 @@ impl Config {
         } else {
             return None;
         };
-        Some(format!("tiered-prefix is set: cairn does not support {why}"))
+        Some(format!(
+            "tiered-prefix is set: cairn does not support {why}"
+        ))
     }
 }
 

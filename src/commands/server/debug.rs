@@ -135,6 +135,17 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
             ctx.out.simple(&line);
             Ok(())
         }
+        ("tiered-hold-reads", 3) => {
+            // cairn's own (tests): 1 holds tier reads in the I/O thread, 0 lets them go,
+            // so a test can see clients wait without depending on timing.
+            let hold = crate::util::parse_i64(ctx.args.get(2)).unwrap_or(0) != 0;
+            let Some(t) = ctx.srv.tiering.as_mut() else {
+                return Err(CmdError::err("tiering is off (tiered-prefix is empty)"));
+            };
+            t.store.hold_reads(hold);
+            ctx.out.ok();
+            Ok(())
+        }
         ("tiered-state", 3) => {
             // cairn's own: `hot`, `stashing`, `cooled` or `cold`, without reading the value.
             if ctx.srv.tiering.is_none() {

@@ -216,7 +216,11 @@ mod tests {
         let x = b.alloc_pages(2).unwrap();
         let _y = b.alloc_pages(1).unwrap();
         b.free_pages(x, 2); // holes: [0,2) and [3,20)
-        assert_eq!(b.alloc_pages(1), Some(0), "the small hole serves a small request");
+        assert_eq!(
+            b.alloc_pages(1),
+            Some(0),
+            "the small hole serves a small request"
+        );
         assert_eq!(b.largest_free_extent(), 17);
         assert_eq!(b.alloc_pages(17), Some(3));
     }

@@ -37,7 +37,10 @@ pub enum Req {
 }
 
 pub enum Done {
-    Written { id: u64, result: Result<(), String> },
+    Written {
+        id: u64,
+        result: Result<(), String>,
+    },
     Read {
         id: u64,
         result: Result<Vec<u8>, String>,
@@ -49,6 +52,8 @@ pub struct Shared {
     pub done: Mutex<Vec<Done>>,
     /// Wakes the executor's loop (its mio waker), set before the first request.
     pub wake: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
+    /// Tests (`DEBUG TIERED-HOLD-READS`): reads wait in the thread until this is cleared.
+    pub hold_reads: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -67,8 +72,14 @@ impl Shared {
 }
 
 enum What {
-    Write { id: u64 },
-    Read { id: u64, stub: ColdStub, key: Vec<u8> },
+    Write {
+        id: u64,
+    },
+    Read {
+        id: u64,
+        stub: ColdStub,
+        key: Vec<u8>,
+    },
 }
 
 struct Op {
@@ -135,15 +146,35 @@ pub fn run(file: std::fs::File, efd: OwnedFd, rx: Receiver<Req>, shared: Arc<Sha
     match IoUring::new(INFLIGHT_MAX as u32 * 2) {
         Ok(ring) => run_ring(ring, fd, efd.as_raw_fd(), rx, &shared),
         Err(e) => {
-            crate::warning!("Tiering: io_uring unavailable ({e}); the tier thread uses pread/pwrite");
+            crate::warning!(
+                "Tiering: io_uring unavailable ({e}); the tier thread uses pread/pwrite"
+            );
             run_blocking(fd, rx, &shared)
         }
     }
     drop(file);
 }
 
+fn holding(shared: &Shared) -> bool {
+    shared.hold_reads.load(std::sync::atomic::Ordering::Acquire)
+}
+
 fn run_blocking(fd: RawFd, rx: Receiver<Req>, shared: &Shared) {
-    while let Ok(req) = rx.recv() {
+    let mut held: VecDeque<Req> = VecDeque::new();
+    loop {
+        let req = if !holding(shared) && !held.is_empty() {
+            held.pop_front().expect("held")
+        } else {
+            match rx.recv_timeout(std::time::Duration::from_millis(10)) {
+                Ok(r) => r,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+        };
+        if matches!(req, Req::Read { .. }) && holding(shared) {
+            held.push_back(req);
+            continue;
+        }
         let mut op = prepare(req);
         let off = byte_offset(op.first_page) as libc::off_t;
         let len = op.buf.as_slice().len();
@@ -159,7 +190,9 @@ fn run_blocking(fd: RawFd, rx: Receiver<Req>, shared: &Shared) {
             }
         };
         let res = if res < 0 {
-            -(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO) as i64)
+            -(std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO) as i64)
         } else {
             res
         };
@@ -176,7 +209,13 @@ fn run_ring(mut ring: IoUring, fd: RawFd, efd: RawFd, rx: Receiver<Req>, shared:
     let mut inflight: HashMap<u64, Op> = HashMap::new();
     let mut next_tag = 0u64;
     let mut closed = false;
+    let mut held: VecDeque<Req> = VecDeque::new();
     loop {
+        if !holding(shared) {
+            while let Some(r) = held.pop_back() {
+                queue.push_front(r);
+            }
+        }
         loop {
             match rx.try_recv() {
                 Ok(r) => queue.push_back(r),
@@ -190,8 +229,15 @@ fn run_ring(mut ring: IoUring, fd: RawFd, efd: RawFd, rx: Receiver<Req>, shared:
         if closed && queue.is_empty() && inflight.is_empty() {
             return;
         }
+        if inflight.is_empty() && queue.is_empty() && !held.is_empty() && !holding(shared) {
+            continue;
+        }
         while inflight.len() < INFLIGHT_MAX {
             let Some(req) = queue.pop_front() else { break };
+            if matches!(req, Req::Read { .. }) && holding(shared) {
+                held.push_back(req);
+                continue;
+            }
             let mut op = prepare(req);
             let off = byte_offset(op.first_page);
             let len = op.buf.as_slice().len() as u32;

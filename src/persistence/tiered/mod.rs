@@ -117,7 +117,9 @@ fn open_tier_file(path: &std::path::Path, direct: bool) -> std::io::Result<std::
 fn open_direct(path: &std::path::Path) -> std::io::Result<(std::fs::File, bool)> {
     match open_tier_file(path, true) {
         Ok(f) => Ok((f, true)),
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok((open_tier_file(path, false)?, false)),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            Ok((open_tier_file(path, false)?, false))
+        }
         Err(e) => Err(e),
     }
 }
@@ -152,7 +154,10 @@ impl TierStore {
                 file.set_len(len)
                     .map_err(|e| format!("can't size {}: {e}", path.display()))?;
             } else {
-                return Err(format!("can't preallocate {} ({len} bytes): {e}", path.display()));
+                return Err(format!(
+                    "can't preallocate {} ({len} bytes): {e}",
+                    path.display()
+                ));
             }
         }
         // SAFETY: eventfd(2) returns a new descriptor we own, or -1.
@@ -162,13 +167,12 @@ impl TierStore {
         }
         // SAFETY: a fresh descriptor, owned once.
         let efd = unsafe { OwnedFd::from_raw_fd(efd) };
-        let thread_efd = efd
-            .try_clone()
-            .map_err(|e| format!("eventfd dup: {e}"))?;
+        let thread_efd = efd.try_clone().map_err(|e| format!("eventfd dup: {e}"))?;
         let (tx, rx) = mpsc::channel();
         let shared = Arc::new(io::Shared {
             done: Mutex::new(Vec::new()),
             wake: Mutex::new(None),
+            hold_reads: std::sync::atomic::AtomicBool::new(false),
         });
         let s2 = shared.clone();
         let thread = std::thread::Builder::new()
@@ -200,6 +204,26 @@ impl TierStore {
         *self.shared.wake.lock().unwrap_or_else(|e| e.into_inner()) = Some(wake);
     }
 
+    /// Tests: holds reads in the I/O thread (true) or lets them go (false).
+    pub fn hold_reads(&mut self, hold: bool) {
+        self.shared
+            .hold_reads
+            .store(hold, std::sync::atomic::Ordering::Release);
+        self.wake_thread();
+    }
+
+    fn wake_thread(&self) {
+        let one = 1u64;
+        // SAFETY: an 8-byte write to our eventfd.
+        unsafe {
+            libc::write(
+                self.efd.as_raw_fd(),
+                &one as *const u64 as *const libc::c_void,
+                8,
+            );
+        }
+    }
+
     /// A reader for the keyspace's synchronous fallback (its own descriptor).
     pub fn sync_reader(&self) -> Result<Box<dyn ColdReader>, String> {
         let (file, _) = open_direct(&self.path).map_err(|e| e.to_string())?;
@@ -209,15 +233,7 @@ impl TierStore {
     fn send(&mut self, req: io::Req) {
         if let Some(tx) = &self.tx {
             let _ = tx.send(req);
-            let one = 1u64;
-            // SAFETY: an 8-byte write to our eventfd.
-            unsafe {
-                libc::write(
-                    self.efd.as_raw_fd(),
-                    &one as *const u64 as *const libc::c_void,
-                    8,
-                );
-            }
+            self.wake_thread();
         }
     }
 
@@ -390,7 +406,9 @@ impl TierStore {
         for d in done {
             match d {
                 io::Done::Written { id, result } => {
-                    let Some(items) = self.writes.remove(&id) else { continue };
+                    let Some(items) = self.writes.remove(&id) else {
+                        continue;
+                    };
                     let pages = items
                         .first()
                         .map_or(1, |p| bookkeeper::pages_for(p.stub.record_bytes).max(1));
@@ -414,7 +432,9 @@ impl TierStore {
                     out.push(Event::Stashed { items, result });
                 }
                 io::Done::Read { id, result } => {
-                    let Some(r) = self.reads.remove(&id) else { continue };
+                    let Some(r) = self.reads.remove(&id) else {
+                        continue;
+                    };
                     self.read_of.remove(&(r.stub.page, r.stub.offset));
                     if let Some(n) = self.pages_reading.get_mut(&r.stub.page) {
                         *n -= 1;
@@ -448,15 +468,11 @@ impl TierStore {
 impl Drop for TierStore {
     fn drop(&mut self) {
         self.tx = None;
-        let one = 1u64;
-        // SAFETY: an 8-byte write to our eventfd (wakes the thread to see the close).
-        unsafe {
-            libc::write(
-                self.efd.as_raw_fd(),
-                &one as *const u64 as *const libc::c_void,
-                8,
-            );
-        }
+        // Wakes the thread to see the close.
+        self.shared
+            .hold_reads
+            .store(false, std::sync::atomic::Ordering::Release);
+        self.wake_thread();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -520,7 +536,9 @@ mod tests {
         let ev = wait_events(&mut t, 2);
         let mut stubs = HashMap::new();
         for e in ev {
-            let Event::Stashed { items, result } = e else { panic!("a write") };
+            let Event::Stashed { items, result } = e else {
+                panic!("a write")
+            };
             result.unwrap();
             for p in items {
                 stubs.insert(p.key.clone(), p.stub);
@@ -532,7 +550,9 @@ mod tests {
         let c = t.read(0, b"s", stubs[&b"s".to_vec()]);
         let mut ok = 0;
         for e in wait_events(&mut t, 2) {
-            let Event::Read { id, result, .. } = e else { panic!("a read") };
+            let Event::Read { id, result, .. } = e else {
+                panic!("a read")
+            };
             let v = result.unwrap();
             if id == a {
                 assert_eq!(v, big);

@@ -101,7 +101,11 @@ mod tests {
         let pages = pages_of(stub) as usize;
         let mut payload = vec![0u8; pages * PAYLOAD_BYTES];
         let at = stub.offset as usize;
-        encode_record(&mut payload[at..at + stub.record_bytes as usize], key, value);
+        encode_record(
+            &mut payload[at..at + stub.record_bytes as usize],
+            key,
+            value,
+        );
         let mut buf = vec![0u8; pages * PAGE_BYTES];
         for (i, chunk) in payload.chunks(PAYLOAD_BYTES).enumerate() {
             buf[i * PAGE_BYTES + PAGE_HEADER_BYTES..(i + 1) * PAGE_BYTES].copy_from_slice(chunk);
@@ -122,7 +126,10 @@ mod tests {
             };
             let buf = build(stub, b"key", &value);
             assert_eq!(decode_value(&buf, stub, b"key").unwrap(), value);
-            assert!(decode_value(&buf, stub, b"kez").is_err(), "another key's record");
+            assert!(
+                decode_value(&buf, stub, b"kez").is_err(),
+                "another key's record"
+            );
         }
     }
 

@@ -1,0 +1,410 @@
+//! SSD tiering (`tiered-prefix`): datasets larger than `maxmemory` served byte-exact
+//! from RAM and the tier file, clients parked while their values are read, cold values
+//! deleted and overwritten without I/O, damaged pages reported by key, a full tier file,
+//! and what tiering refuses because it does not cover tiered values yet.
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::time::Duration;
+
+const MAXMEMORY: u64 = 4 << 20;
+/// What `used_memory` may exceed `maxmemory` by: the values brought back in one loop
+/// turn before the offload step drops them again (the tests read at most a few hundred
+/// KiB per turn).
+const OVERHEAD_BYTES: u64 = 1 << 20;
+
+fn start_tiered(dir: &Path, extra: &[&str]) -> Srv {
+    let prefix = dir.join("tier").display().to_string();
+    let mut args = vec![
+        "--save",
+        "",
+        "--maxmemory",
+        "4mb",
+        "--enable-debug-command",
+        "yes",
+        "--tiered-prefix",
+    ];
+    let prefix: &'static str = Box::leak(prefix.into_boxed_str());
+    args.push(prefix);
+    args.extend_from_slice(extra);
+    start_on(dir, &args, &[])
+}
+
+/// Deterministic distinct values of varied lengths (small ones share pages, 6000+ byte
+/// ones take pages of their own).
+fn value_of(i: usize, rng: &mut Lcg) -> Vec<u8> {
+    let len = match i % 10 {
+        0 => 100 + rng.below(200) as usize,
+        1 => 6000 + rng.below(3000) as usize,
+        _ => 700 + rng.below(600) as usize,
+    };
+    let mut v: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
+    v[..8].copy_from_slice(&(i as u64).to_le_bytes());
+    v
+}
+
+/// Loads `values` under `k<i>`, pipelined in batches; a write refused with -OOM (the
+/// disk has not caught up) is sent again once memory went down.
+fn load(raw: &mut Raw, values: &[Vec<u8>]) {
+    let mut pending: Vec<usize> = (0..values.len()).collect();
+    let mut rounds = 0;
+    while !pending.is_empty() {
+        rounds += 1;
+        assert!(rounds < 2000, "the tier never made room");
+        let mut refused = Vec::new();
+        for chunk in pending.chunks(100) {
+            let mut buf = Vec::new();
+            for &i in chunk {
+                let k = format!("k{i}");
+                buf.extend_from_slice(&encode(&[b"SET", k.as_bytes(), &values[i]]));
+            }
+            raw.send(&buf);
+            for &i in chunk {
+                let r = raw.reply();
+                if r.starts_with(b"-OOM") {
+                    refused.push(i);
+                } else {
+                    assert_eq!(r, b"+OK\r\n", "SET k{i}: {}", show(&r));
+                }
+            }
+            if !refused.is_empty() {
+                break;
+            }
+        }
+        let done = pending.len();
+        if refused.is_empty() {
+            break;
+        }
+        // Everything after the first refused batch goes again.
+        let first = refused[0];
+        let at = pending.iter().position(|&i| i == first).unwrap();
+        pending = pending[at..].to_vec();
+        assert!(pending.len() <= done);
+        wait_until(DEADLINE, "memory goes below maxmemory again", || {
+            used_memory(raw) + 64 * 1024 < MAXMEMORY
+        });
+    }
+}
+
+fn check_all(raw: &mut Raw, values: &[Vec<u8>]) {
+    for (c, chunk) in values.chunks(200).enumerate() {
+        let mut buf = Vec::new();
+        for i in 0..chunk.len() {
+            let k = format!("k{}", c * 200 + i);
+            buf.extend_from_slice(&encode(&[b"GET", k.as_bytes()]));
+        }
+        raw.send(&buf);
+        for (i, v) in chunk.iter().enumerate() {
+            let r = raw.reply();
+            assert_eq!(r, bulk(v), "k{} differs", c * 200 + i);
+        }
+        let used = used_memory(raw);
+        assert!(
+            used <= MAXMEMORY + OVERHEAD_BYTES,
+            "used_memory {used} above maxmemory + {OVERHEAD_BYTES}"
+        );
+    }
+}
+
+fn call_b(raw: &mut Raw, args: &[&[u8]]) -> Vec<u8> {
+    raw.cmd(args);
+    raw.reply()
+}
+
+fn state(raw: &mut Raw, key: &str) -> String {
+    String::from_utf8_lossy(&raw.call(&["DEBUG", "TIERED-STATE", key]))
+        .trim()
+        .trim_start_matches('+')
+        .to_string()
+}
+
+/// Keys among `k0..k<n>` that are cold now.
+fn cold_keys(raw: &mut Raw, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| format!("k{i}"))
+        .filter(|k| state(raw, k) == "cold")
+        .collect()
+}
+
+fn dataset(n: usize, seed: u64) -> Vec<Vec<u8>> {
+    let mut rng = Lcg(seed);
+    (0..n).map(|i| value_of(i, &mut rng)).collect()
+}
+
+#[test]
+fn a_dataset_three_times_memory_reads_back_byte_exact() {
+    let dir = temp_dir("tiering-big");
+    let srv = start_tiered(&dir, &[]);
+    let mut raw = Raw::connect(srv.port);
+    // ~13 MiB of values for 4 MiB of maxmemory.
+    let values = dataset(8000, 7);
+    load(&mut raw, &values);
+    assert_eq!(raw.call(&["DBSIZE"]), b":8000\r\n");
+    assert!(raw.info_u64("tiered", "tiered_entries") > 4000);
+    assert!(used_memory(&mut raw) <= MAXMEMORY + OVERHEAD_BYTES);
+    check_all(&mut raw, &values);
+    assert!(
+        raw.info_u64("tiered", "tiered_misses") > 1000,
+        "reads came from disk"
+    );
+    assert!(raw.info_u64("tiered", "tiered_uploads") > 1000);
+    // And again, now that the first reading moved values around.
+    check_all(&mut raw, &values);
+    assert_eq!(raw.info_u64("tiered", "tiered_read_errors"), 0);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_waiting_client_keeps_its_reply_order_while_others_are_served() {
+    let dir = temp_dir("tiering-wait");
+    let srv = start_tiered(&dir, &[]);
+    let mut raw = Raw::connect(srv.port);
+    let values = dataset(5000, 11);
+    load(&mut raw, &values);
+    let cold = cold_keys(&mut raw, 400);
+    assert!(cold.len() >= 20, "only {} cold keys", cold.len());
+    let idx = |k: &str| k[1..].parse::<usize>().unwrap();
+    // Reads held in the I/O thread: the pipelined client must wait, with its replies
+    // (and the commands after its cold GET) in order.
+    assert_eq!(raw.call(&["DEBUG", "TIERED-HOLD-READS", "1"]), b"+OK\r\n");
+    let mut a = Raw::connect(srv.port);
+    let mut pipe = Vec::new();
+    let mut expected = Vec::new();
+    for (n, k) in cold.iter().take(10).enumerate() {
+        pipe.extend_from_slice(&encode(&[b"GET", k.as_bytes()]));
+        expected.push(bulk(&values[idx(k)]));
+        let mark = format!("m{n}");
+        pipe.extend_from_slice(&encode(&[b"SET", b"marker", mark.as_bytes()]));
+        expected.push(b"+OK\r\n".to_vec());
+        pipe.extend_from_slice(&encode(&[b"GET", b"marker"]));
+        expected.push(bulk(mark.as_bytes()));
+    }
+    a.send(&pipe);
+    // The first GET waits: its SET marker has not run, while another client is served.
+    let mut b = Raw::connect(srv.port);
+    wait_until(DEADLINE, "the read is pending", || {
+        b.info_u64("tiered", "tiered_pending_read_cnt") >= 1
+    });
+    assert_eq!(b.call(&["GET", "marker"]), b"$-1\r\n");
+    assert_eq!(b.call(&["SET", "other", "x"]), b"+OK\r\n");
+    assert_eq!(b.call(&["GET", "other"]), b"$1\r\nx\r\n");
+    assert_eq!(b.call(&["PING"]), b"+PONG\r\n");
+    // A second reader of the same cold value shares the read.
+    let shared_before = b.info_u64("tiered", "tiered_reads_shared");
+    let mut c = Raw::connect(srv.port);
+    c.cmd(&[b"GET", cold[0].as_bytes()]);
+    wait_until(DEADLINE, "the second reader joins the read", || {
+        b.info_u64("tiered", "tiered_reads_shared") > shared_before
+    });
+    assert_eq!(b.call(&["DEBUG", "TIERED-HOLD-READS", "0"]), b"+OK\r\n");
+    for (n, e) in expected.iter().enumerate() {
+        assert_eq!(&a.reply(), e, "reply {n}");
+    }
+    assert_eq!(c.reply(), bulk(&values[idx(&cold[0])]));
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn cold_values_are_deleted_and_overwritten_without_reading_them() {
+    let dir = temp_dir("tiering-del");
+    let srv = start_tiered(&dir, &[]);
+    let mut raw = Raw::connect(srv.port);
+    let values = dataset(5000, 13);
+    load(&mut raw, &values);
+    let cold = cold_keys(&mut raw, 600);
+    assert!(cold.len() >= 30, "only {} cold keys", cold.len());
+    let reads = raw.info_u64("tiered", "tiered_reads");
+    for k in &cold[..10] {
+        assert_eq!(raw.call(&["EXISTS", k]), b":1\r\n");
+        assert_eq!(raw.call(&["TYPE", k]), b"+string\r\n");
+        assert_eq!(raw.call(&["TTL", k]), b":-1\r\n");
+        assert_eq!(raw.call(&["DEL", k]), b":1\r\n");
+    }
+    for k in &cold[10..20] {
+        assert_eq!(raw.call(&["SET", k, "new"]), b"+OK\r\n");
+    }
+    assert_eq!(raw.call(&["UNLINK", &cold[20], &cold[21]]), b":2\r\n");
+    assert_eq!(
+        raw.info_u64("tiered", "tiered_reads"),
+        reads,
+        "no read for DEL / UNLINK / EXISTS / TYPE / TTL / SET"
+    );
+    for k in &cold[..10] {
+        assert_eq!(raw.call(&["GET", k]), b"$-1\r\n");
+    }
+    for k in &cold[10..20] {
+        assert_eq!(raw.call(&["GET", k]), b"$3\r\nnew\r\n");
+    }
+    // A cold key deleted while a client waits for its value: the command runs on what
+    // is there then.
+    let k = &cold[25];
+    assert_eq!(raw.call(&["DEBUG", "TIERED-HOLD-READS", "1"]), b"+OK\r\n");
+    let mut a = Raw::connect(srv.port);
+    a.cmd(&[b"GET", k.as_bytes()]);
+    wait_until(DEADLINE, "the read is pending", || {
+        raw.info_u64("tiered", "tiered_pending_read_cnt") >= 1
+    });
+    assert_eq!(raw.call(&["DEL", k]), b":1\r\n");
+    assert_eq!(raw.call(&["DEBUG", "TIERED-HOLD-READS", "0"]), b"+OK\r\n");
+    assert_eq!(a.reply(), b"$-1\r\n");
+    // Expiry of a cold value: gone without a read.
+    let k = &cold[26];
+    let reads = raw.info_u64("tiered", "tiered_reads");
+    assert_eq!(raw.call(&["DEL", "nothing"]), b":0\r\n");
+    assert_eq!(raw.call(&["PEXPIRE", k, "1"]), b":1\r\n"); // reads it back first (not built: EXPIRE on a cold value without I/O)
+    wait_until(DEADLINE, "the key expired", || {
+        raw.call(&["EXISTS", k]) == b":0\r\n"
+    });
+    assert!(raw.info_u64("tiered", "tiered_reads") <= reads + 1);
+    // Every other value is intact.
+    let gone: std::collections::HashSet<usize> =
+        cold[..27].iter().map(|k| k[1..].parse().unwrap()).collect();
+    for (i, v) in values.iter().enumerate().take(600) {
+        if !gone.contains(&i) {
+            assert_eq!(raw.call(&["GET", &format!("k{i}")]), bulk(v), "k{i}");
+        }
+    }
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_damaged_page_fails_the_read_naming_the_key_and_the_server_goes_on() {
+    let dir = temp_dir("tiering-crc");
+    let srv = start_tiered(&dir, &["--tiered-max-file-size", "32mb"]);
+    let mut raw = Raw::connect(srv.port);
+    let values = dataset(5000, 17);
+    load(&mut raw, &values);
+    let cold = cold_keys(&mut raw, 200);
+    assert!(!cold.is_empty());
+    // Flip a byte in every page written so far (a zero page was never written).
+    let path = dir.join("tier-0000.ssd");
+    let mut file = std::fs::read(&path).unwrap();
+    for page in file.chunks_mut(4096) {
+        if page.iter().any(|&b| b != 0) {
+            page[4095] ^= 0x5a;
+        }
+    }
+    std::fs::write(&path, &file).unwrap();
+    let k = &cold[0];
+    let r = String::from_utf8_lossy(&raw.call(&["GET", k])).into_owned();
+    assert!(
+        r.starts_with("-ERR tiered read of key '")
+            && r.contains(k.as_str())
+            && r.contains("checksum mismatch"),
+        "{r}"
+    );
+    assert!(raw.info_u64("tiered", "tiered_read_errors") >= 1);
+    assert!(server_log(&dir).contains(&format!("Tiered read of key '{k}' failed")));
+    // Every other client and key is served; the key stays (its bytes are not lost from
+    // the keyspace's view: a later read fails the same way).
+    let mut b = Raw::connect(srv.port);
+    assert_eq!(b.call(&["SET", "fresh", "v"]), b"+OK\r\n");
+    assert_eq!(b.call(&["GET", "fresh"]), b"$1\r\nv\r\n");
+    assert_eq!(b.call(&["EXISTS", k]), b":1\r\n");
+    assert!(b.call(&["GET", k]).starts_with(b"-ERR tiered read"));
+    // A MULTI whose EXEC needs the damaged value fails as a whole and ends.
+    assert_eq!(b.call(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(b.call(&["GET", k]), b"+QUEUED\r\n");
+    assert!(b.call(&["EXEC"]).starts_with(b"-ERR tiered read"));
+    assert_eq!(b.call(&["PING"]), b"+PONG\r\n");
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_full_tier_file_keeps_values_in_memory() {
+    let dir = temp_dir("tiering-full");
+    let srv = start_tiered(&dir, &["--tiered-max-file-size", "1mb"]);
+    let mut raw = Raw::connect(srv.port);
+    let values = dataset(6000, 19);
+    let mut stored = 0usize;
+    // Writes stop with -OOM once memory and the file are both full; everything
+    // acknowledged before reads back.
+    for (i, v) in values.iter().enumerate() {
+        let k = format!("k{i}");
+        let r = call_b(&mut raw, &[b"SET", k.as_bytes(), v]);
+        if r.starts_with(b"-OOM") {
+            // The disk may catch up; if it does not within seconds, both are full.
+            let took = poll_until(Duration::from_secs(5), || {
+                call_b(&mut raw, &[b"SET", k.as_bytes(), v]) == b"+OK\r\n"
+            });
+            if !took {
+                break;
+            }
+        } else {
+            assert_eq!(r, b"+OK\r\n", "k{i}: {}", show(&r));
+        }
+        stored = i + 1;
+    }
+    assert!(stored < values.len(), "the file and memory never filled");
+    assert!(raw.info_u64("tiered", "tiered_stash_no_space") > 0);
+    let cap = raw.info_u64("tiered", "tiered_capacity_bytes");
+    assert!(raw.info_u64("tiered", "tiered_allocated_bytes") <= cap);
+    for (i, v) in values.iter().enumerate().take(stored) {
+        assert_eq!(raw.call(&["GET", &format!("k{i}")]), bulk(v), "k{i}");
+    }
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn what_tiering_does_not_cover_is_refused() {
+    let dir = temp_dir("tiering-refuse");
+    let prefix = dir.join("tier").display().to_string();
+    // Startup: save points, the AOF, maxmemory 0.
+    for (args, what) in [
+        (vec!["--maxmemory", "4mb"], "save points"),
+        (
+            vec!["--save", "", "--maxmemory", "4mb", "--appendonly", "yes"],
+            "appendonly yes",
+        ),
+        (vec!["--save", ""], "maxmemory 0"),
+    ] {
+        let mut a = args.clone();
+        a.extend_from_slice(&["--port", "0", "--tiered-prefix", &prefix]);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_cairn-server"))
+            .args(&a)
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{what}: started");
+        assert!(
+            e.contains(what) && e.contains("tiered-prefix"),
+            "{what}: {e}"
+        );
+    }
+    let srv = start_tiered(&dir, &[]);
+    let mut raw = Raw::connect(srv.port);
+    for cmd in [
+        vec!["BGSAVE"],
+        vec!["SAVE"],
+        vec!["BGREWRITEAOF"],
+        vec!["DEBUG", "RELOAD"],
+        vec!["DEBUG", "DIGEST"],
+        vec!["REPLICAOF", "127.0.0.1", "1"],
+        vec!["SHUTDOWN", "SAVE"],
+    ] {
+        let r = String::from_utf8_lossy(&raw.call(&cmd)).into_owned();
+        assert!(
+            r.contains("not supported while tiering is on"),
+            "{cmd:?}: {r}"
+        );
+    }
+    for (name, value) in [("appendonly", "yes"), ("save", "60 1"), ("maxmemory", "0")] {
+        let r = String::from_utf8_lossy(&raw.call(&["CONFIG", "SET", name, value])).into_owned();
+        assert!(r.contains("tiered-prefix is set"), "{name}: {r}");
+    }
+    let r = raw.call(&["CONFIG", "SET", "tiered-offload-threshold", "1.5"]);
+    assert!(r.starts_with(b"-ERR"), "{}", show(&r));
+    assert_eq!(
+        raw.call(&["CONFIG", "SET", "tiered-offload-threshold", "0.25"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(raw.call(&["PING"]), b"+PONG\r\n");
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
