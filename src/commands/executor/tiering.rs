@@ -484,13 +484,21 @@ impl Server {
         self.tiering = Some(t);
     }
 
-    /// From cron: a bigger pass step, then the turn's work.
+    /// From cron: a bigger pass step (its completions are taken at the end of the
+    /// loop's turn, where the replies of resumed clients are delivered).
     pub fn tiering_cron(&mut self) {
         if self.tiering.is_none() {
             return;
         }
         self.tiering_step(CRON_SCAN_BUCKETS);
-        self.tiering_turn();
+    }
+
+    /// Whether `client_id` waits for a tier read (CLIENT UNBLOCK leaves it alone: it is
+    /// not blocked by a command of its own choosing).
+    pub fn tiering_parks(&self, client_id: u64) -> bool {
+        self.tiering
+            .as_ref()
+            .is_some_and(|t| t.waiting.contains_key(&client_id))
     }
 
     /// From each loop turn: completions, and a small pass step while memory is high.
