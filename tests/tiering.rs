@@ -408,3 +408,191 @@ fn what_tiering_does_not_cover_is_refused() {
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn string_commands_on_cold_values_answer_as_redis_does() {
+    let dir = temp_dir("tiering-cmds");
+    // Every string is tiered, small numbers included.
+    let srv = start_tiered(&dir, &["--tiered-min-value-size", "1"]);
+    let redis = start_redis(&[]);
+    let mut rc = Raw::connect(srv.port);
+    let mut rr = Raw::connect(redis.port);
+    let mut nums = Vec::new();
+    for i in 0..40 {
+        let n = format!("{}", 1000 + i * 37);
+        rr.cmd(&[b"SET", format!("n{i}").as_bytes(), n.as_bytes()]);
+        assert_eq!(rr.reply(), b"+OK\r\n");
+        nums.push(n.into_bytes());
+    }
+    let values = dataset(5000, 23);
+    for (i, v) in values.iter().enumerate() {
+        rr.cmd(&[b"SET", format!("k{i}").as_bytes(), v]);
+        assert_eq!(rr.reply(), b"+OK\r\n");
+    }
+    // The numbers first (the oldest go cold first), under their own names.
+    {
+        let mut buf = Vec::new();
+        for (i, n) in nums.iter().enumerate() {
+            buf.extend_from_slice(&encode(&[b"SET", format!("n{i}").as_bytes(), n]));
+        }
+        rc.send(&buf);
+        for _ in &nums {
+            assert_eq!(rc.reply(), b"+OK\r\n");
+        }
+    }
+    load(&mut rc, &values);
+    let mut cold = cold_keys(&mut rc, 1500).into_iter();
+    let cold_nums: Vec<String> = (0..40)
+        .map(|i| format!("n{i}"))
+        .filter(|k| state(&mut rc, k) == "cold")
+        .collect();
+    assert!(
+        cold_nums.len() >= 5,
+        "only {} cold numbers",
+        cold_nums.len()
+    );
+    let mut cold_nums = cold_nums.into_iter();
+    let mut next = |rc: &mut Raw| -> String {
+        let k = cold.next().expect("enough cold keys");
+        assert_eq!(state(rc, &k), "cold");
+        k
+    };
+    // One fresh cold key per command (many of them change it), checked to be cold.
+    let cmds: Vec<Vec<String>> = {
+        let mut v: Vec<Vec<String>> = Vec::new();
+        let mut add = |parts: &[&str]| v.push(parts.iter().map(|s| s.to_string()).collect());
+        let templates: &[&[&str]] = &[
+            &["GET", "@"],
+            &["STRLEN", "@"],
+            &["GETRANGE", "@", "5", "40"],
+            &["APPEND", "@", "tail"],
+            &["SETRANGE", "@", "3", "xyz"],
+            &["GETSET", "@", "new"],
+            &["SET", "@", "v", "GET"],
+            &["GETDEL", "@"],
+            &["GETEX", "@", "PERSIST"],
+            &["MGET", "@", "@", "missing"],
+            &["COPY", "@", "copied"],
+            &["RENAME", "@", "renamed"],
+            &["LCS", "@", "@", "LEN"],
+            &["BITCOUNT", "@"],
+            &["BITPOS", "@", "1"],
+            &["GETBIT", "@", "100"],
+            &["SETBIT", "@", "7", "1"],
+            &["BITOP", "AND", "anded", "@", "@"],
+            &["SETNX", "@", "x"],
+            &["SET", "@", "x", "NX"],
+            &["SET", "@", "x", "XX"],
+            &["EXPIRE", "@", "1000"],
+            &["OBJECT", "ENCODING", "@"],
+            &["DUMP", "@"],
+            &["PFCOUNT", "@"],
+            &["EVAL", "return redis.call('GET', KEYS[1])", "1", "@"],
+            &["EVAL", "return redis.call('GET', ARGV[1])", "0", "@"],
+            &[
+                "EVAL",
+                "return redis.call('APPEND', ARGV[1], 'z')",
+                "0",
+                "@",
+            ],
+        ];
+        for t in templates {
+            let parts: Vec<String> = t
+                .iter()
+                .map(|p| {
+                    if *p == "@" {
+                        next(&mut rc)
+                    } else {
+                        p.to_string()
+                    }
+                })
+                .collect();
+            let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
+            add(&refs);
+            // Then what the command left behind.
+            for p in &parts {
+                if p.starts_with('k') {
+                    add(&["GET", p]);
+                }
+            }
+        }
+        for t in [
+            &["INCR", "@"][..],
+            &["INCRBY", "@", "5"],
+            &["DECR", "@"],
+            &["INCRBYFLOAT", "@", "1.5"],
+        ] {
+            let k = cold_nums.next().expect("cold number");
+            let parts: Vec<String> = t
+                .iter()
+                .map(|p| if *p == "@" { k.clone() } else { p.to_string() })
+                .collect();
+            let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
+            add(&refs);
+            add(&["GET", &k]);
+        }
+        for k in ["copied", "renamed", "anded"] {
+            add(&["GET", k]);
+        }
+        v
+    };
+    for c in &cmds {
+        let refs: Vec<&str> = c.iter().map(String::as_str).collect();
+        same_str(&mut rc, &mut rr, &refs);
+    }
+    // A transaction and SORT's GET patterns over cold values.
+    let (a, b) = (next(&mut rc), next(&mut rc));
+    same_str(&mut rc, &mut rr, &["MULTI"]);
+    same_str(&mut rc, &mut rr, &["GET", &a]);
+    same_str(&mut rc, &mut rr, &["APPEND", &b, "x"]);
+    same_str(&mut rc, &mut rr, &["EXEC"]);
+    let (x, y) = (next(&mut rc), next(&mut rc));
+    same_str(&mut rc, &mut rr, &["RPUSH", "l", &x[1..], &y[1..]]);
+    same_str(
+        &mut rc,
+        &mut rr,
+        &["SORT", "l", "BY", "nosort", "GET", "k*"],
+    );
+    // Everything else still reads the same.
+    for i in 0..1500 {
+        same_str(&mut rc, &mut rr, &["GET", &format!("k{i}")]);
+    }
+    assert!(
+        rc.info_u64("tiered", "tiered_sync_reads") > 0,
+        "the fallback ran"
+    );
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn device_errors_keep_values_and_name_the_key() {
+    let dir = temp_dir("tiering-eio");
+    let srv = start_tiered(&dir, &[]);
+    let mut raw = Raw::connect(srv.port);
+    // The first writes fail as a full device answers: those values stay in memory and
+    // are written again later.
+    assert_eq!(raw.call(&["DEBUG", "TIERED-FAIL", "0", "20"]), b"+OK\r\n");
+    let values = dataset(5000, 29);
+    load(&mut raw, &values);
+    assert!(raw.info_u64("tiered", "tiered_stash_errors") >= 1);
+    assert!(server_log(&dir).contains("No space left on device"));
+    // A read the device fails (EIO): that command gets an error naming the key, the
+    // value stays on disk and the next read returns it.
+    let cold = cold_keys(&mut raw, 300);
+    let k = &cold[0];
+    assert_eq!(raw.call(&["DEBUG", "TIERED-FAIL", "1", "0"]), b"+OK\r\n");
+    let r = show(&raw.call(&["GET", k]));
+    assert!(
+        r.starts_with(&format!("-ERR tiered read of key '{k}' failed: "))
+            && r.contains("os error 5"),
+        "{r}"
+    );
+    assert_eq!(state(&mut raw, k), "cold");
+    let i: usize = k[1..].parse().unwrap();
+    assert_eq!(raw.call(&["GET", k]), bulk(&values[i]));
+    assert!(raw.info_u64("tiered", "tiered_read_errors") >= 1);
+    check_all(&mut raw, &values);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}

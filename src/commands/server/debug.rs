@@ -146,6 +146,18 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
             ctx.out.ok();
             Ok(())
         }
+        ("tiered-fail", 4) => {
+            // cairn's own (tests): the next N tier reads fail with EIO and the next M
+            // writes with ENOSPC (`DEBUG TIERED-FAIL N M`).
+            let reads = ctx.args.i64(2)?.clamp(0, u32::MAX as i64) as u32;
+            let writes = ctx.args.i64(3)?.clamp(0, u32::MAX as i64) as u32;
+            let Some(t) = ctx.srv.tiering.as_mut() else {
+                return Err(CmdError::err("tiering is off (tiered-prefix is empty)"));
+            };
+            t.store.inject_failures(reads, writes);
+            ctx.out.ok();
+            Ok(())
+        }
         ("tiered-state", 3) => {
             // cairn's own: `hot`, `stashing`, `cooled` or `cold`, without reading the value.
             if ctx.srv.tiering.is_none() {

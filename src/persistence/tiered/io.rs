@@ -54,6 +54,17 @@ pub struct Shared {
     pub wake: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
     /// Tests (`DEBUG TIERED-HOLD-READS`): reads wait in the thread until this is cleared.
     pub hold_reads: std::sync::atomic::AtomicBool,
+    /// Tests (`DEBUG TIERED-FAIL`): the next this many reads fail with EIO, writes with
+    /// ENOSPC, as a failing device would answer.
+    pub fail_reads: std::sync::atomic::AtomicU32,
+    pub fail_writes: std::sync::atomic::AtomicU32,
+}
+
+/// Takes one injected failure from `n`, if any is left.
+fn take_fault(n: &std::sync::atomic::AtomicU32) -> bool {
+    use std::sync::atomic::Ordering;
+    n.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| v.checked_sub(1))
+        .is_ok()
 }
 
 impl Shared {
@@ -93,7 +104,13 @@ fn byte_offset(page: u32) -> u64 {
 }
 
 /// The result of an operation whose kernel call answered `res` (bytes, or -errno).
-fn finish(op: Op, res: i64) -> Done {
+fn finish(op: Op, res: i64, shared: &Shared) -> Done {
+    let injected = match op.what {
+        What::Write { .. } if take_fault(&shared.fail_writes) => Some(-(libc::ENOSPC as i64)),
+        What::Read { .. } if take_fault(&shared.fail_reads) => Some(-(libc::EIO as i64)),
+        _ => None,
+    };
+    let res = injected.unwrap_or(res);
     let want = op.buf.as_slice().len() as i64;
     let err = if res < 0 {
         Some(std::io::Error::from_raw_os_error((-res) as i32).to_string())
@@ -196,7 +213,7 @@ fn run_blocking(fd: RawFd, rx: Receiver<Req>, shared: &Shared) {
         } else {
             res
         };
-        shared.complete(vec![finish(op, res)]);
+        shared.complete(vec![finish(op, res, shared)]);
     }
 }
 
@@ -261,7 +278,7 @@ fn run_ring(mut ring: IoUring, fd: RawFd, efd: RawFd, rx: Receiver<Req>, shared:
                 let _ = ring.submit();
                 // SAFETY: as above.
                 if unsafe { ring.submission().push(&sqe) }.is_err() {
-                    shared.complete(vec![finish(op, -(libc::EAGAIN as i64))]);
+                    shared.complete(vec![finish(op, -(libc::EAGAIN as i64), shared)]);
                     continue;
                 }
             }
@@ -292,7 +309,7 @@ fn run_ring(mut ring: IoUring, fd: RawFd, efd: RawFd, rx: Receiver<Req>, shared:
                 continue;
             }
             if let Some(op) = inflight.remove(&tag) {
-                done.push(finish(op, res as i64));
+                done.push(finish(op, res as i64, shared));
             }
         }
         shared.complete(done);

@@ -173,6 +173,8 @@ impl TierStore {
             done: Mutex::new(Vec::new()),
             wake: Mutex::new(None),
             hold_reads: std::sync::atomic::AtomicBool::new(false),
+            fail_reads: std::sync::atomic::AtomicU32::new(0),
+            fail_writes: std::sync::atomic::AtomicU32::new(0),
         });
         let s2 = shared.clone();
         let thread = std::thread::Builder::new()
@@ -210,6 +212,13 @@ impl TierStore {
             .hold_reads
             .store(hold, std::sync::atomic::Ordering::Release);
         self.wake_thread();
+    }
+
+    /// Tests: the next `reads` reads fail with EIO and `writes` writes with ENOSPC.
+    pub fn inject_failures(&mut self, reads: u32, writes: u32) {
+        use std::sync::atomic::Ordering;
+        self.shared.fail_reads.store(reads, Ordering::Release);
+        self.shared.fail_writes.store(writes, Ordering::Release);
     }
 
     fn wake_thread(&self) {
