@@ -250,18 +250,29 @@ fn cold_values_are_deleted_and_overwritten_without_reading_them() {
     assert_eq!(raw.call(&["DEL", k]), b":1\r\n");
     assert_eq!(raw.call(&["DEBUG", "TIERED-HOLD-READS", "0"]), b"+OK\r\n");
     assert_eq!(a.reply(), b"$-1\r\n");
-    // Expiry of a cold value: gone without a read.
-    let k = &cold[26];
+    // Expiry of cold values, lazy and active: gone without a read.
     let reads = raw.info_u64("tiered", "tiered_reads");
-    assert_eq!(raw.call(&["DEL", "nothing"]), b":0\r\n");
-    assert_eq!(raw.call(&["PEXPIRE", k, "1"]), b":1\r\n"); // reads it back first (not built: EXPIRE on a cold value without I/O)
-    wait_until(DEADLINE, "the key expired", || {
-        raw.call(&["EXISTS", k]) == b":0\r\n"
+    let dbsize = |raw: &mut Raw| -> u64 {
+        let r = show(&raw.call(&["DBSIZE"]));
+        r.trim().trim_start_matches(':').parse().unwrap()
+    };
+    let before = dbsize(&mut raw);
+    assert_eq!(raw.call(&["PEXPIRE", &cold[26], "1"]), b":1\r\n");
+    assert_eq!(raw.call(&["PEXPIRE", &cold[27], "1"]), b":1\r\n");
+    assert_eq!(raw.call(&["PEXPIRE", &cold[28], "100000"]), b":1\r\n");
+    assert_eq!(raw.call(&["PERSIST", &cold[28]]), b":1\r\n");
+    assert_eq!(state(&mut raw, &cold[28]), "cold");
+    wait_until(DEADLINE, "active expiry removed both", || {
+        dbsize(&mut raw) == before - 2
     });
-    assert!(raw.info_u64("tiered", "tiered_reads") <= reads + 1);
+    assert_eq!(
+        raw.info_u64("tiered", "tiered_reads"),
+        reads,
+        "expiry read nothing"
+    );
     // Every other value is intact.
     let gone: std::collections::HashSet<usize> =
-        cold[..27].iter().map(|k| k[1..].parse().unwrap()).collect();
+        cold[..28].iter().map(|k| k[1..].parse().unwrap()).collect();
     for (i, v) in values.iter().enumerate().take(600) {
         if !gone.contains(&i) {
             assert_eq!(raw.call(&["GET", &format!("k{i}")]), bulk(v), "k{i}");

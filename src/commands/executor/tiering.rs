@@ -7,7 +7,7 @@
 //!   blocked client is: its reply and its later commands wait, every other client is
 //!   served. When its last read ends the command runs again from the start, on values
 //!   back in RAM. EXEC waits for the keys of every queued command. Commands that never
-//!   read a value (DEL, UNLINK, EXISTS, TYPE, TTL..., a SET without GET) run at once and
+//!   read a value (DEL, UNLINK, EXISTS, TYPE, TTL, EXPIRE..., a SET without GET) run at once and
 //!   leave cold values cold: a deleted or overwritten cold value only frees its place
 //!   in the bookkeeper.
 //! - **Pass** (`tiering_step`, bounded: a fixed number of hash buckets per call, from
@@ -75,7 +75,7 @@ pub struct TierState {
 fn needs_no_value(spec: &CommandSpec, args: Args) -> bool {
     match spec.name {
         "del" | "unlink" | "exists" | "type" | "ttl" | "pttl" | "expiretime" | "pexpiretime"
-        | "dbsize" => true,
+        | "expire" | "pexpire" | "expireat" | "pexpireat" | "persist" | "touch" | "dbsize" => true,
         // A SET without GET replaces the value without looking at it.
         "set" => !(3..args.len()).any(|i| args.get(i).eq_ignore_ascii_case(b"get")),
         _ => false,
