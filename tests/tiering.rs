@@ -607,3 +607,28 @@ fn device_errors_keep_values_and_name_the_key() {
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_flush_gives_the_whole_file_back() {
+    let dir = temp_dir("tiering-flush");
+    let srv = start_tiered(&dir, &[]);
+    let mut raw = Raw::connect(srv.port);
+    let values = dataset(5000, 31);
+    load(&mut raw, &values);
+    assert!(raw.info_u64("tiered", "tiered_entries") > 1000);
+    assert!(raw.info_u64("tiered", "tiered_allocated_bytes") > 0);
+    assert_eq!(raw.call(&["FLUSHALL"]), b"+OK\r\n");
+    // Cold values, cooled copies and writes in flight all give their pages back.
+    wait_until(DEADLINE, "the tier file is empty again", || {
+        raw.info_u64("tiered", "tiered_allocated_bytes") == 0
+    });
+    assert_eq!(raw.info_u64("tiered", "tiered_entries"), 0);
+    assert_eq!(raw.info_u64("tiered", "tiered_entries_bytes"), 0);
+    assert_eq!(raw.info_u64("tiered", "tiered_cooled_entries"), 0);
+    // And it serves a new dataset.
+    let values = dataset(3000, 37);
+    load(&mut raw, &values);
+    check_all(&mut raw, &values);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}

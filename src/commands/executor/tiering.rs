@@ -39,6 +39,8 @@ const TURN_SCAN_BUCKETS: usize = 64;
 const MAX_PENDING_STASH_PAGES: u64 = 2048;
 /// RAM copies dropped per call at most.
 const DROP_BUDGET: usize = 512;
+/// Cooled-queue items checked for staleness per pass step.
+const SWEEP_ITEMS: usize = 64;
 /// A partly filled shared page is written after this many pass steps.
 const OPEN_PAGE_MAX_STEPS: u32 = 8;
 
@@ -68,6 +70,8 @@ pub struct TierState {
     scan_db: usize,
     scan_cursor: u64,
     open_page_steps: u32,
+    /// Where the sweep of the cooled queue goes on.
+    sweep_pos: usize,
     pub counters: TierCounters,
 }
 
@@ -118,6 +122,7 @@ pub fn start(srv: &mut Server) -> Result<(), String> {
         scan_db: 0,
         scan_cursor: 0,
         open_page_steps: 0,
+        sweep_pos: 0,
         counters: TierCounters::default(),
     }));
     Ok(())
@@ -379,6 +384,40 @@ impl Server {
         }
     }
 
+    /// Whether cooled-queue item `p` still describes its entry's value (a stale one's
+    /// place can be freed).
+    fn cooled_current(&self, p: &Placed) -> Option<crate::arena::Ref> {
+        self.ks.find_raw(p.db, &p.key).filter(|&e| {
+            self.ks.kind(e) == Kind::String
+                && !self.ks.is_cold(e)
+                && self.ks.tier_bits(e) & FLAG_COOLED != 0
+                && self.ks.value(e).len() == p.stub.value_bytes as usize
+                && self.ks.value_hash(e) == p.value_hash
+        })
+    }
+
+    /// A bounded sweep of the cooled queue: items whose entry was deleted, flushed or
+    /// changed give their place in the file back without waiting for memory pressure
+    /// to reach them (the newest item moves into a freed slot, so the queue's order is
+    /// approximate).
+    fn tiering_sweep(&mut self, t: &mut TierState) {
+        for _ in 0..SWEEP_ITEMS {
+            if t.sweep_pos >= t.store.cooled.len() {
+                t.sweep_pos = 0;
+                return;
+            }
+            let p = &t.store.cooled[t.sweep_pos];
+            if t.held.contains_key(&(p.db, p.key.clone())) || self.cooled_current(p).is_some() {
+                t.sweep_pos += 1;
+                continue;
+            }
+            // O(1): the newest item takes the stale one's slot.
+            if let Some(p) = t.store.cooled.swap_remove_back(t.sweep_pos) {
+                t.store.free(p.stub);
+            }
+        }
+    }
+
     /// Drops cooled RAM copies, oldest first, while memory is above the offload line
     /// (bounded per call). A copy whose entry changed since is stale: its place is freed.
     pub(crate) fn tiering_offload(&mut self) {
@@ -402,14 +441,7 @@ impl Server {
                 }
                 continue;
             }
-            let e = self.ks.find_raw(p.db, &p.key).filter(|&e| {
-                self.ks.kind(e) == Kind::String
-                    && !self.ks.is_cold(e)
-                    && self.ks.tier_bits(e) & FLAG_COOLED != 0
-                    && self.ks.value(e).len() == p.stub.value_bytes as usize
-                    && self.ks.value_hash(e) == p.value_hash
-            });
-            match e {
+            match self.cooled_current(&p) {
                 Some(e) => {
                     self.ks.make_cold(p.db, e, p.stub);
                     t.counters.offloads += 1;
@@ -475,6 +507,7 @@ impl Server {
                 }
             }
         }
+        self.tiering_sweep(&mut t);
         // A partly filled shared page is written when memory is needed or it has waited.
         t.open_page_steps += 1;
         if used > line || t.open_page_steps >= OPEN_PAGE_MAX_STEPS {
