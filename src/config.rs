@@ -676,6 +676,20 @@ pub static OPTIONS: &[OptSpec] = &[
     // its first entry for the rest of its members (the clients the last sync answered)
     // before its sync starts. 0 starts a sync as soon as the disk is free.
     opt("aof-group-commit-wait-us", OptKind::Int(0, 100_000), "0", 0),
+    // SSD tiering (see ARCHITECTURE.md, "Tiered store"): the tier file's path prefix (off
+    // when empty; fixed at startup), its size, the fraction of `maxmemory` kept free by
+    // dropping the RAM copies of values on disk, the fraction that must be free for a
+    // read to bring a value back into RAM, and the smallest string value tiered.
+    opt("tiered-prefix", OptKind::Str, "", IMM),
+    opt(
+        "tiered-max-file-size",
+        OptKind::Memory(1 << 20, 1 << 44),
+        "268435456",
+        IMM,
+    ),
+    opt("tiered-offload-threshold", OptKind::Special, "0.5", 0),
+    opt("tiered-upload-threshold", OptKind::Special, "0.1", 0),
+    opt("tiered-min-value-size", OptKind::Int(1, 1 << 30), "64", 0),
     opt(
         "arena-reserve-bytes",
         OptKind::Memory(1 << 20, 32 << 30),
@@ -872,6 +886,12 @@ pub struct Settings {
     pub aof_direct_io: bool,
     pub aof_inflight_syncs: usize,
     pub aof_group_commit_wait_us: u64,
+    /// `tiered-prefix`: the tier file is `<prefix>-0000.ssd`; empty: tiering off.
+    pub tiered_prefix: String,
+    pub tiered_max_file_bytes: u64,
+    pub tiered_offload_threshold: f64,
+    pub tiered_upload_threshold: f64,
+    pub tiered_min_value_bytes: u64,
 }
 
 #[derive(Debug)]
@@ -1202,6 +1222,11 @@ fn placeholder_settings() -> Settings {
         aof_direct_io: false,
         aof_inflight_syncs: 1,
         aof_group_commit_wait_us: 0,
+        tiered_prefix: String::new(),
+        tiered_max_file_bytes: 256 << 20,
+        tiered_offload_threshold: 0.5,
+        tiered_upload_threshold: 0.1,
+        tiered_min_value_bytes: 64,
     }
 }
 
@@ -1402,6 +1427,12 @@ impl Config {
                         .map(|p| p.display().to_string())
                         .map_err(|e| e.to_string())
                 }
+                "tiered-offload-threshold" | "tiered-upload-threshold" => value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|v| (0.0..=1.0).contains(v))
+                    .map(|v| v.to_string())
+                    .ok_or_else(|| "argument must be a fraction between 0 and 1".to_string()),
                 "replicaof" => {
                     let w: Vec<&str> = value.split_whitespace().collect();
                     if w.len() != 2 {
@@ -1586,6 +1617,13 @@ impl Config {
             let text = args.join(" ");
             c.apply_directive(&args, None, &text)?;
         }
+        if let Some(msg) = c.tiering_conflict() {
+            return Err(ConfigError {
+                line: None,
+                text: String::new(),
+                msg,
+            });
+        }
         c.settings = c.build_settings();
         Ok(c)
     }
@@ -1680,6 +1718,9 @@ impl Config {
             }
             staged.values[idx] = canon;
             staged.set_explicitly[idx] = true;
+        }
+        if let Some(m) = staged.tiering_conflict() {
+            return Err(fail(pairs[0].0, &m));
         }
         staged.settings = staged.build_settings();
         *self = staged;
@@ -1948,7 +1989,44 @@ impl Config {
             aof_direct_io: self.boolean("aof-direct-io"),
             aof_inflight_syncs: self.int("aof-inflight-syncs") as usize,
             aof_group_commit_wait_us: self.int("aof-group-commit-wait-us") as u64,
+            tiered_prefix: self.get_value("tiered-prefix").unwrap_or("").to_string(),
+            tiered_max_file_bytes: self.int("tiered-max-file-size") as u64,
+            tiered_offload_threshold: self.fraction("tiered-offload-threshold"),
+            tiered_upload_threshold: self.fraction("tiered-upload-threshold"),
+            tiered_min_value_bytes: self.int("tiered-min-value-size") as u64,
         }
+    }
+
+    fn fraction(&self, name: &str) -> f64 {
+        self.get_value(name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// What tiering cannot be combined with yet: each of these would write an image, a
+    /// log or a replication stream without the values that live only in the tier file,
+    /// or would run the keyspace from a thread the tier does not serve. None when the
+    /// combination is allowed (always, with tiering off).
+    pub fn tiering_conflict(&self) -> Option<String> {
+        if self.get_value("tiered-prefix").unwrap_or("").is_empty() {
+            return None;
+        }
+        let why = if self.boolean("appendonly") {
+            "appendonly yes (the AOF does not cover tiered values yet)"
+        } else if !self.get_value("save").unwrap_or("").is_empty() {
+            "save points (snapshots do not cover tiered values yet; use save \"\")"
+        } else if !self.get_value("replicaof").unwrap_or("").is_empty() {
+            "replicaof (replication does not cover tiered values yet)"
+        } else if self.int("io-threads") > 1 {
+            "io-threads > 1 (cold reads are served by the single-threaded loop only)"
+        } else if self.int("maxmemory") == 0 {
+            "maxmemory 0 (tiering offloads against maxmemory; set it)"
+        } else {
+            return None;
+        };
+        Some(format!(
+            "tiered-prefix is set: cairn does not support {why}"
+        ))
     }
 }
 

@@ -89,6 +89,10 @@ fn main() {
         warning!("Fatal error loading the DB: {e}. Exiting.");
         std::process::exit(1);
     }
+    if let Err(e) = cairn::commands::executor::tiering::start(&mut srv) {
+        warning!("Fatal error starting tiering: {e}. Exiting.");
+        std::process::exit(1);
+    }
     // As Valkey: `io-threads N` counts the main thread, so N - 1 threads do socket I/O.
     let result = if s.io_threads > 1 {
         cairn::server::io_threads::serve_threaded(srv, s.io_threads - 1)

@@ -64,7 +64,13 @@ fn config_get_star_has_redis_names_and_defaults() {
             &"min-string-size-avoid-copy-reply-threaded",
             &"snapshot-mode",
             &"snapshot-pause-budget-us",
-            &"snapshot-threads"
+            &"snapshot-threads",
+            // Dragonfly's names for SSD tiering (issue #19).
+            &"tiered-max-file-size",
+            &"tiered-min-value-size",
+            &"tiered-offload-threshold",
+            &"tiered-prefix",
+            &"tiered-upload-threshold"
         ],
         "unexpected options"
     );

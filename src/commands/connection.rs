@@ -388,7 +388,8 @@ fn client_unblock(ctx: &mut Ctx) -> CmdResult {
     } else {
         false
     };
-    let done = id > 0 && ctx.srv.unblock_with(id as u64, error);
+    let done =
+        id > 0 && !ctx.srv.tiering_parks(id as u64) && ctx.srv.unblock_with(id as u64, error);
     ctx.out.int(done as i64);
     Ok(())
 }

@@ -27,6 +27,7 @@ pub mod blocks;
 pub mod events;
 pub mod evict;
 pub mod expire;
+pub mod tiered;
 pub mod tracking;
 pub mod validate;
 pub mod watch;
@@ -272,6 +273,8 @@ pub struct Keyspace {
     pub watch: watch::Watches,
     /// Client-side caching: who may cache which key (CLIENT TRACKING).
     pub tracking: tracking::Tracking,
+    /// SSD tiering: cold entries' accounting and freed locations (`tiered.rs`).
+    pub tier: tiered::TierMeta,
 }
 
 #[inline]
@@ -323,8 +326,10 @@ fn free_entry(
     a: &mut Arena,
     values: &ValueOps,
     pins: &std::collections::HashMap<Ref, u32>,
+    tier: &mut tiered::TierMeta,
     e: Ref,
 ) -> bool {
+    tier.on_free(a, e);
     if entry_flags(a, e) & FLAG_BIG != 0 {
         let b = a.read_u32(e, ENTRY_HEADER_BYTES + entry_key_len(a, e));
         drop_block(a, pins, b);
@@ -372,6 +377,7 @@ impl Keyspace {
             arg_block_bytes: 0,
             watch: watch::Watches::default(),
             tracking: tracking::Tracking::default(),
+            tier: Default::default(),
         };
         for i in 0..num_dbs {
             ks.write_db(i, &Self::empty_db());
@@ -428,6 +434,7 @@ impl Keyspace {
             arg_block_bytes: 0,
             watch: watch::Watches::default(),
             tracking: tracking::Tracking::default(),
+            tier: Default::default(),
         };
         if image_dbs < num_dbs {
             let grown = ks.arena.alloc(DB_HEADER_BYTES * num_dbs);
@@ -566,6 +573,7 @@ impl Keyspace {
     /// The value bytes for writing in place. An out-of-line value that a pending reply
     /// references is copied first (copy-on-write): the reply keeps the old bytes.
     pub fn value_mut(&mut self, e: Ref) -> &mut [u8] {
+        self.tier_value_changed(e);
         let kl = entry_key_len(&self.arena, e);
         if let Some(b) = self.big_block(e) {
             let len = self.arena.read_u32(b, 0) as usize;
@@ -618,6 +626,9 @@ impl Keyspace {
 
     /// Records an access (LRU clock or LFU counter), as Redis's lookupKey does.
     pub fn touch(&mut self, e: Ref) {
+        if entry_flags(&self.arena, e) & tiered::FLAG_TMARK != 0 {
+            self.arena.bytes_mut(e, OFF_FLAGS, 1)[0] &= !tiered::FLAG_TMARK;
+        }
         let v = if self.lfu {
             let counter = self.lfu_decr_and_return(e);
             let counter = self.lfu_log_incr(counter);
@@ -712,6 +723,9 @@ impl Keyspace {
             self.delete_and_propagate(db, e, events::KeyEventKind::Expired);
             self.stats.expired_keys += 1;
             return None;
+        }
+        if entry_flags(&self.arena, e) & tiered::FLAG_COLD != 0 && !self.tier.cold_ok {
+            return self.warm_now(db, e);
         }
         Some(e)
     }
@@ -837,7 +851,7 @@ impl Keyspace {
                     old_expire.is_some(),
                     expire.is_some(),
                 );
-                if free_entry(&mut self.arena, self.values, &self.pins, o) {
+                if free_entry(&mut self.arena, self.values, &self.pins, &mut self.tier, o) {
                     self.lazyfree_pending += 1;
                 }
             }
@@ -877,7 +891,7 @@ impl Keyspace {
         if kind != Kind::String
             || value.len() >= BIG_VALUE_BYTES
             || a.bytes(e, OFF_KIND, 1)[0] != Kind::String as u8
-            || flags & FLAG_BIG != 0
+            || flags & (FLAG_BIG | tiered::FLAG_COLD) != 0
             || (flags & FLAG_EXPIRE != 0) != expire.is_some()
         {
             return false;
@@ -889,6 +903,8 @@ impl Keyspace {
         }
         let same = a.realloc(e, old_size, new_size);
         debug_assert_eq!(same, e, "a same-class realloc stays in place");
+        // A new value: no copy on disk matches it any more.
+        a.bytes_mut(e, OFF_FLAGS, 1)[0] &= !tiered::TIER_FLAGS;
         a.write_u32(e, OFF_VAL_LEN, value.len() as u32);
         a.write_u32(e, OFF_LRU, lru);
         a.bytes_mut(e, OFF_ENC, 1)[0] = enc;
@@ -937,6 +953,7 @@ impl Keyspace {
     /// Replaces an existing entry's value bytes in place when the size allows, else moves
     /// it. TTL and access time are kept. Returns the (possibly new) entry.
     pub fn resize_value(&mut self, db: usize, e: Ref, new_len: usize) -> Ref {
+        self.tier_value_changed(e);
         let kl = entry_key_len(&self.arena, e);
         if let Some(b) = self.big_block(e) {
             // Out of line: the entry stays put, only its block changes. A referenced block
@@ -1083,7 +1100,7 @@ impl Keyspace {
             self.volatile_remove(&mut dbh, idx);
         }
         self.write_db(db, &dbh);
-        if free_entry(&mut self.arena, self.values, &self.pins, e) {
+        if free_entry(&mut self.arena, self.values, &self.pins, &mut self.tier, e) {
             self.lazyfree_pending += 1;
         }
     }
@@ -1250,9 +1267,9 @@ impl Keyspace {
         let mut g: GraveNode = self.arena.read(node);
         let before = g.db.dict.len();
         let mut graved = 0u64;
-        let (pins, ops) = (&self.pins, self.values);
+        let (pins, ops, tier) = (&self.pins, self.values, &mut self.tier);
         let done = g.db.dict.destroy_some(&mut self.arena, budget, |a, e| {
-            if free_entry(a, ops, pins, e) {
+            if free_entry(a, ops, pins, tier, e) {
                 graved += 1;
             }
         });

@@ -7,4 +7,5 @@ pub mod rdb_file;
 pub mod rdb_value;
 pub mod repl_backlog;
 pub mod snapshot;
+pub mod tiered;
 pub mod write_behind;

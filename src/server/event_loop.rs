@@ -537,6 +537,8 @@ impl EventLoop {
                 state: std::ptr::NonNull::from(&mut *self).cast(),
             });
             srv.expire_blocked(now_ms());
+            // Commands that waited for a tier read run again here too.
+            srv.tiering_end_of_turn();
             srv.busy_loop = saved_loop;
             self.deliver_unblocked(srv);
             srv.tracking_end_of_turn();
@@ -1432,6 +1434,10 @@ pub fn serve(mut srv: Server) -> io::Result<()> {
     srv.listeners = Some(std::sync::Arc::new(el.listeners.clone()));
     let waker = el.waker.clone();
     srv.aof.set_waker(Arc::new(move || {
+        let _ = waker.wake();
+    }));
+    let waker = el.waker.clone();
+    srv.tiering_set_waker(Arc::new(move || {
         let _ = waker.wake();
     }));
     {

@@ -505,6 +505,71 @@ impl Server {
         self.blocking.postponed.push(client.id);
     }
 
+    /// Parks `client`'s command while the tier reads the values it needs (no key, no
+    /// deadline; see `tiering.rs`): its reply and its later commands wait.
+    pub(crate) fn park_for_io(&mut self, client: &mut Client, args: Args) {
+        let req = BlockRequest {
+            keys: Vec::new(),
+            deadline_ms: 0,
+            kind: Kind::String,
+            on_timeout: TimeoutReply::NullArray,
+            argv: None,
+            gone_error: None,
+        };
+        self.park_client(client, args, req);
+    }
+
+    /// Runs a command parked by [`Server::park_for_io`] again (its values are in RAM
+    /// now); its reply goes out like a served blocked command's. A re-run that parks
+    /// again (another value went cold meanwhile) stays parked.
+    pub(crate) fn rerun_after_io(&mut self, client_id: u64) {
+        let Some(p) = self.blocking.unpark(client_id) else {
+            return;
+        };
+        let Some(r) = self.rerun_parked(&p) else {
+            return;
+        };
+        if r.client.blocked {
+            self.release_refs(r.refs);
+            let slot = r.client.slot;
+            self.clients[slot] = Some(r.client);
+        } else {
+            self.finish_rerun(r);
+        }
+    }
+
+    /// Answers a command parked by [`Server::park_for_io`] with `reply` instead of
+    /// running it (its value could not be read).
+    pub(crate) fn answer_parked(&mut self, client_id: u64, reply: Vec<u8>) {
+        let Some(p) = self.blocking.unpark(client_id) else {
+            return;
+        };
+        let is_exec = p
+            .ranges
+            .first()
+            .is_some_and(|&(at, len)| p.data[at..at + len].eq_ignore_ascii_case(b"exec"));
+        if let Some(mut c) = self.clients.get_mut(p.slot).and_then(|c| c.take()) {
+            c.blocked = false;
+            // A transaction that cannot run is discarded, as EXEC always ends one.
+            if is_exec {
+                c.multi = None;
+                crate::commands::transactions::unwatch_all(self, &mut c);
+            }
+            self.clients[p.slot] = Some(c);
+        }
+        if reply.first() == Some(&b'-') {
+            let end = reply.len().saturating_sub(2).max(1);
+            self.stats.record_error(&reply[1..end]);
+        }
+        self.blocking.unblocked.push(Unblocked {
+            slot: p.slot,
+            client_id,
+            out: reply,
+            refs: Vec::new(),
+            hold_lsn: 0,
+        });
+    }
+
     /// The pause's end passed (checked every turn and in cron, as Redis's
     /// checkClientPauseTimeoutAndReturnIfPaused), and the postponed commands run again
     /// once it is over: in arrival order, each as if it had just arrived (a new pause

@@ -20,6 +20,7 @@ pub mod snapshot_ops;
 pub mod stats;
 #[cfg(test)]
 pub mod testing;
+pub mod tiering;
 pub mod tracking;
 
 pub use client::Client;
@@ -80,6 +81,8 @@ pub struct Server {
     pub next_client_id: u64,
     /// Clients by slot; the one executing is taken out for the duration of its command.
     pub clients: Vec<Option<Box<Client>>>,
+    /// SSD tiering, when `tiered-prefix` is set (`tiering.rs`).
+    pub tiering: Option<Box<tiering::TierState>>,
     /// Client ids to disconnect (CLIENT KILL), applied by the event loop.
     pub kill_queue: Vec<u64>,
     /// Bytes held by client query/output buffers (maintained by the event loop).
@@ -326,6 +329,7 @@ impl Server {
             in_exec: false,
             propagate_as: None,
             in_script_call: false,
+            tiering: None,
             busy_loop: None,
             migrate_sockets: Default::default(),
             script_read_seen: false,
@@ -434,6 +438,10 @@ impl Server {
             return Ok(());
         }
         let (policy, samples) = (s.maxmemory_policy, s.maxmemory_samples);
+        // Values with a copy on disk give their memory back first, without I/O.
+        if self.tiering.is_some() {
+            self.tiering_offload();
+        }
         let start = Instant::now();
         while self.memory_for_maxmemory() > max {
             // Memory already on its way back (deleted big collections, flushed dbs): free
@@ -493,6 +501,7 @@ impl Server {
         // answer is the start of that stream).
         let was_replica = client.replica || client.master;
         self.execute_inner(client, args, out, now);
+        self.ks.tier.cold_ok = false;
         if was_replica {
             self.truncate_reply(out, mark);
         }
@@ -638,8 +647,23 @@ impl Server {
                 return Outcome::Ran;
             }
         }
+        if let Some(msg) = self.tiering_refusal(spec, parent, args) {
+            reply.error(&msg);
+            return Outcome::Rejected;
+        }
         if admission.queueing {
             return self.queue_in_multi(client, spec, args, &mut reply);
+        }
+        // A cold value the command needs: the client waits for its read (`tiering.rs`).
+        if self.tiering.is_some()
+            && !self.in_exec
+            && !self.loading
+            && !self.blocking.is_serving()
+            && !self.in_script_call
+            && !self.scripts.busy.in_busy()
+            && self.tiering_gate(client, spec, args, admission.is_exec, now)
+        {
+            return Outcome::Ran;
         }
         self.run_command(client, spec, parent, args, reply, now, admission.is_exec)
     }
@@ -1201,6 +1225,7 @@ impl Server {
         commands::pubsub::publish_recorded_events(self);
         aof_rewrite::cron(self);
         self.repl_cron();
+        self.tiering_cron();
     }
 
     /// Frees flushed databases for at most `budget`. Returns true if work remains.

@@ -124,8 +124,50 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
                 .get_value("list-max-listpack-size")
                 .and_then(|v| v.parse::<i64>().ok())
                 .unwrap_or(-2);
-            let line = debug_object_line(&ctx.srv.ks, e, fill);
+            let mut line = debug_object_line(&ctx.srv.ks, e, fill);
+            // With tiering on: where the value lives (the gate brought a cold one back).
+            if let Some(state) = ctx.srv.tiering_state_of(db, ctx.args.get(2)) {
+                if ctx.srv.tiering.is_some() {
+                    line.push_str(" tier:");
+                    line.push_str(state);
+                }
+            }
             ctx.out.simple(&line);
+            Ok(())
+        }
+        ("tiered-hold-reads", 3) => {
+            // cairn's own (tests): 1 holds tier reads in the I/O thread, 0 lets them go,
+            // so a test can see clients wait without depending on timing.
+            let hold = crate::util::parse_i64(ctx.args.get(2)).unwrap_or(0) != 0;
+            let Some(t) = ctx.srv.tiering.as_mut() else {
+                return Err(CmdError::err("tiering is off (tiered-prefix is empty)"));
+            };
+            t.store.hold_reads(hold);
+            ctx.out.ok();
+            Ok(())
+        }
+        ("tiered-fail", 4) => {
+            // cairn's own (tests): the next N tier reads fail with EIO and the next M
+            // writes with ENOSPC (`DEBUG TIERED-FAIL N M`).
+            let reads = ctx.args.i64(2)?.clamp(0, u32::MAX as i64) as u32;
+            let writes = ctx.args.i64(3)?.clamp(0, u32::MAX as i64) as u32;
+            let Some(t) = ctx.srv.tiering.as_mut() else {
+                return Err(CmdError::err("tiering is off (tiered-prefix is empty)"));
+            };
+            t.store.inject_failures(reads, writes);
+            ctx.out.ok();
+            Ok(())
+        }
+        ("tiered-state", 3) => {
+            // cairn's own: `hot`, `stashing`, `cooled` or `cold`, without reading the value.
+            if ctx.srv.tiering.is_none() {
+                return Err(CmdError::err("tiering is off (tiered-prefix is empty)"));
+            }
+            let db = ctx.db();
+            match ctx.srv.tiering_state_of(db, ctx.args.get(2)) {
+                Some(state) => ctx.out.simple(state),
+                None => return Err(CmdError::NoSuchKey),
+            }
             Ok(())
         }
         ("aof-pause-syncs", 3) => {

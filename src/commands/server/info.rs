@@ -17,6 +17,8 @@ pub(super) const INFO_SECTIONS: &[(&str, bool)] = &[
     ("latencystats", false),
     ("cluster", true),
     ("keyspace", true),
+    // cairn's own, only when asked for by name (Redis has no such section).
+    ("tiered", false),
 ];
 
 pub(super) fn info(ctx: &mut Ctx) -> CmdResult {
@@ -31,7 +33,11 @@ pub(super) fn info(ctx: &mut Ctx) -> CmdResult {
         let all = a.eq_ignore_ascii_case(b"all") || a.eq_ignore_ascii_case(b"everything");
         let default = a.eq_ignore_ascii_case(b"default");
         for (w, (name, in_default)) in wanted.iter_mut().zip(INFO_SECTIONS) {
-            if all || (default && *in_default) || a.eq_ignore_ascii_case(name.as_bytes()) {
+            let by_name_only = *name == "tiered";
+            if (all && !by_name_only)
+                || (default && *in_default)
+                || a.eq_ignore_ascii_case(name.as_bytes())
+            {
                 *w = true;
             }
         }
@@ -89,6 +95,7 @@ pub fn info_text(srv: &mut Server, wanted: &[bool], now_ms: i64) -> String {
             }
             "latencystats" => super::latency::info_latencystats(srv, &mut sec.0),
             "cluster" => sec.line("cluster_enabled", 0),
+            "tiered" => srv.info_tiered(&mut sec.0),
             "keyspace" => {
                 for db in 0..srv.ks.num_dbs() {
                     let keys = srv.ks.dbsize(db);

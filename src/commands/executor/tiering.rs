@@ -1,0 +1,601 @@
+//! SSD tiering on the executor: which values go to the tier file and when, which
+//! clients wait for which read, and what the tier cannot cover yet (refused).
+//!
+//! - **Gate** (`tiering_gate`, in the pipeline before a top-level command runs): when a
+//!   key the command names holds a cold string, the reads of all its cold keys start
+//!   (one I/O per value, shared by concurrent readers) and the client is parked as a
+//!   blocked client is: its reply and its later commands wait, every other client is
+//!   served. When its last read ends the command runs again from the start, on values
+//!   back in RAM. EXEC waits for the keys of every queued command. Commands that never
+//!   read a value (DEL, UNLINK, EXISTS, TYPE, TTL, EXPIRE..., a SET without GET) run at once and
+//!   leave cold values cold: a deleted or overwritten cold value only frees its place
+//!   in the bookkeeper.
+//! - **Pass** (`tiering_step`, bounded: a fixed number of hash buckets per call, from
+//!   cron and from each busy turn): walks the databases marking string entries of at
+//!   least `tiered-min-value-size`; any access clears the mark; an entry still marked
+//!   when the pass comes round is written to disk ("stashed") while memory is above
+//!   [`STASH_START`] of the offload line, and keeps its RAM copy ("cooled").
+//! - **Offload**: above the offload line (`maxmemory` × (1 − `tiered-offload-threshold`))
+//!   the RAM copies of cooled values are dropped, oldest first, without I/O.
+
+use super::{Client, Server};
+use crate::commands::{self, Args, CommandSpec};
+use crate::keyspace::tiered::{FLAG_COOLED, FLAG_STASHING, FLAG_TMARK};
+use crate::keyspace::Kind;
+use crate::persistence::tiered::{Event, Placed, StashRefused, TierStore};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// Stashing starts at this fraction of the offload line, so cooled copies are ready to
+/// be dropped when the line is crossed.
+pub const STASH_START: f64 = 0.75;
+/// Values above this stay in RAM (one stash copies the value once on the executor).
+pub const MAX_TIERED_VALUE_BYTES: usize = 16 << 20;
+/// Buckets the pass visits per call from cron, and per busy turn.
+const CRON_SCAN_BUCKETS: usize = 4096;
+const TURN_SCAN_BUCKETS: usize = 64;
+/// Writes in flight beyond which the pass stops stashing (pages).
+const MAX_PENDING_STASH_PAGES: u64 = 2048;
+/// RAM copies dropped per call at most.
+const DROP_BUDGET: usize = 512;
+/// Cooled-queue items checked for staleness per pass step.
+const SWEEP_ITEMS: usize = 64;
+/// A partly filled shared page is written after this many pass steps.
+const OPEN_PAGE_MAX_STEPS: u32 = 8;
+
+/// A parked client's reads.
+struct Waiting {
+    reads_left: usize,
+    error: Option<Vec<u8>>,
+    /// Its keys: their values are not dropped again before it runs.
+    keys: Vec<(usize, Vec<u8>)>,
+}
+
+#[derive(Default, Debug, Clone)]
+pub struct TierCounters {
+    /// String values a command found in RAM / had to read from disk.
+    pub hits: u64,
+    pub misses: u64,
+    /// Values read back into RAM, and RAM copies dropped.
+    pub uploads: u64,
+    pub offloads: u64,
+}
+
+pub struct TierState {
+    pub store: TierStore,
+    waiters: HashMap<u64, Vec<u64>>,
+    waiting: HashMap<u64, Waiting>,
+    held: HashMap<(usize, Vec<u8>), u32>,
+    scan_db: usize,
+    scan_cursor: u64,
+    open_page_steps: u32,
+    /// Where the sweep of the cooled queue goes on.
+    sweep_pos: usize,
+    pub counters: TierCounters,
+}
+
+/// Commands that never read a value: they run on cold entries as they are.
+fn needs_no_value(spec: &CommandSpec, args: Args) -> bool {
+    match spec.name {
+        "del" | "unlink" | "exists" | "type" | "ttl" | "pttl" | "expiretime" | "pexpiretime"
+        | "expire" | "pexpire" | "expireat" | "pexpireat" | "persist" | "touch" | "dbsize" => true,
+        // A SET without GET replaces the value without looking at it.
+        "set" => !(3..args.len()).any(|i| args.get(i).eq_ignore_ascii_case(b"get")),
+        _ => false,
+    }
+}
+
+/// Commands refused while tiering is on: each would write an image, a log or a stream
+/// without the values that are only in the tier file, or replace the keyspace under it.
+fn refused(spec: &CommandSpec, parent: Option<&CommandSpec>, args: Args) -> bool {
+    match parent.map_or(spec.name, |p| p.name) {
+        "save" | "bgsave" | "bgrewriteaof" | "sync" | "psync" | "replicaof" | "slaveof" => true,
+        "debug" => ["reload", "loadaof", "digest", "digest-value"]
+            .iter()
+            .any(|s| args.len() > 1 && args.get(1).eq_ignore_ascii_case(s.as_bytes())),
+        "shutdown" => (1..args.len()).any(|i| args.get(i).eq_ignore_ascii_case(b"save")),
+        _ => false,
+    }
+}
+
+/// Starts tiering when `tiered-prefix` is set: the tier file, its thread, the fallback
+/// reader. Called once at startup, after loading.
+pub fn start(srv: &mut Server) -> Result<(), String> {
+    let s = srv.config.settings().clone();
+    if s.tiered_prefix.is_empty() {
+        return Ok(());
+    }
+    let store = TierStore::open(&s.tiered_prefix, s.tiered_max_file_bytes)?;
+    srv.ks.tier.reader = Some(store.sync_reader()?);
+    crate::notice!(
+        "Tiering on: {} ({} bytes), values of {} bytes or more",
+        store.path.display(),
+        s.tiered_max_file_bytes,
+        s.tiered_min_value_bytes
+    );
+    srv.tiering = Some(Box::new(TierState {
+        store,
+        waiters: HashMap::new(),
+        waiting: HashMap::new(),
+        held: HashMap::new(),
+        scan_db: 0,
+        scan_cursor: 0,
+        open_page_steps: 0,
+        sweep_pos: 0,
+        counters: TierCounters::default(),
+    }));
+    Ok(())
+}
+
+impl Server {
+    /// How the tier thread wakes the loop (the event loop's waker).
+    pub fn tiering_set_waker(&self, wake: Arc<dyn Fn() + Send + Sync>) {
+        if let Some(t) = &self.tiering {
+            t.store.set_waker(wake);
+        }
+    }
+
+    /// The offload line: memory above it is reclaimed by dropping cooled copies.
+    fn offload_line(&self) -> u64 {
+        let s = self.config.settings();
+        (s.maxmemory as f64 * (1.0 - s.tiered_offload_threshold)) as u64
+    }
+
+    /// Refusal text for commands tiering does not cover yet (None: allowed).
+    pub(crate) fn tiering_refusal(
+        &self,
+        spec: &'static CommandSpec,
+        parent: Option<&'static CommandSpec>,
+        args: Args,
+    ) -> Option<String> {
+        if self.tiering.is_none() || !refused(spec, parent, args) {
+            return None;
+        }
+        Some(format!(
+            "ERR {} is not supported while tiering is on (tiered-prefix is set): it would miss the values stored in the tier file",
+            super::full_name(spec, parent).to_uppercase()
+        ))
+    }
+
+    /// The pipeline's gate (see the module comment). True when the client was parked.
+    pub(crate) fn tiering_gate(
+        &mut self,
+        client: &mut Client,
+        spec: &'static CommandSpec,
+        args: Args,
+        is_exec: bool,
+        now_ms: i64,
+    ) -> bool {
+        if self.tiering.is_none() {
+            return false;
+        }
+        if needs_no_value(spec, args) {
+            self.ks.tier.cold_ok = true;
+            return false;
+        }
+        let mut keys: Vec<(usize, Vec<u8>)> = Vec::new();
+        let mut add = |spec: &CommandSpec, a: Args| {
+            for i in commands::propagate::keys_of(spec, a).unwrap_or_default() {
+                keys.push((client.db, a.get(i).to_vec()));
+            }
+        };
+        if is_exec {
+            if let Some(m) = client.multi.as_ref() {
+                for c in &m.cmds {
+                    let a = Args::new(&c.data, &c.ranges);
+                    let Some(mut s) = self.commands.lookup(a.get(0)) else {
+                        continue;
+                    };
+                    if !s.subcommands.is_empty() && a.len() >= 2 {
+                        if let Some(sub) = s
+                            .subcommands
+                            .iter()
+                            .find(|x| x.name.as_bytes().eq_ignore_ascii_case(a.get(1)))
+                        {
+                            s = sub;
+                        }
+                    }
+                    add(s, a);
+                }
+            }
+        } else if spec.name == "debug" && args.len() == 3 && args.is(1, "object") {
+            // DEBUG OBJECT reads the value (its serialized length) of a key it does not
+            // declare.
+            keys.push((client.db, args.get(2).to_vec()));
+        } else {
+            add(spec, args);
+        }
+        let Some(t) = self.tiering.as_mut() else {
+            return false;
+        };
+        let min = self.config.settings().tiered_min_value_bytes as usize;
+        let mut reads = Vec::new();
+        let mut cold_keys = Vec::new();
+        for (db, key) in keys {
+            let Some(e) = self.ks.find_raw(db, &key) else {
+                continue;
+            };
+            if self.ks.kind(e) != Kind::String || self.ks.is_expired(e, now_ms) {
+                continue;
+            }
+            match self.ks.cold_stub(e) {
+                Some(stub) => {
+                    t.counters.misses += 1;
+                    let id = t.store.read(db, &key, stub);
+                    if !reads.contains(&id) {
+                        reads.push(id);
+                    }
+                    cold_keys.push((db, key));
+                }
+                None if self.ks.value(e).len() >= min => t.counters.hits += 1,
+                None => {}
+            }
+        }
+        if reads.is_empty() {
+            return false;
+        }
+        for &id in &reads {
+            t.waiters.entry(id).or_default().push(client.id);
+        }
+        for k in &cold_keys {
+            *t.held.entry(k.clone()).or_default() += 1;
+        }
+        t.waiting.insert(
+            client.id,
+            Waiting {
+                reads_left: reads.len(),
+                error: None,
+                keys: cold_keys,
+            },
+        );
+        self.park_for_io(client, args);
+        true
+    }
+
+    /// Each turn of the loop (and from cron): frees the places of deleted cold values,
+    /// takes the I/O thread's completions (stashed values become cooled, read values
+    /// come back into RAM and their clients run), then keeps memory under the offload
+    /// line.
+    pub fn tiering_turn(&mut self) {
+        let Some(mut t) = self.tiering.take() else {
+            return;
+        };
+        for stub in std::mem::take(&mut self.ks.tier.freed) {
+            t.store.free(stub);
+        }
+        for r in std::mem::take(&mut self.ks.tier.rewarmed) {
+            t.counters.uploads += 1;
+            t.store.cooled.push_front(Placed {
+                db: r.db,
+                key: r.key,
+                stub: r.stub,
+                value_hash: r.value_hash,
+            });
+        }
+        let upload_line = {
+            let s = self.config.settings();
+            (s.maxmemory as f64 * (1.0 - s.tiered_upload_threshold)) as u64
+        };
+        let mut resume: Vec<(u64, Option<Vec<u8>>)> = Vec::new();
+        for ev in t.store.poll() {
+            match ev {
+                Event::Stashed { items, result } => {
+                    for p in items {
+                        self.stash_done(&mut t, p, result.is_ok());
+                    }
+                }
+                Event::Read {
+                    id,
+                    db,
+                    key,
+                    stub,
+                    result,
+                } => {
+                    let e = self
+                        .ks
+                        .find_raw(db, &key)
+                        .filter(|&e| self.ks.cold_stub(e) == Some(stub));
+                    let mut error = None;
+                    match (e, result) {
+                        (Some(e), Ok(v)) => {
+                            let value_hash = self.ks.arena.hash(&v);
+                            let fits = self.used_memory() + v.len() as u64 <= upload_line;
+                            self.ks.make_warm(db, e, &v);
+                            t.counters.uploads += 1;
+                            let p = Placed {
+                                db,
+                                key,
+                                stub,
+                                value_hash,
+                            };
+                            // Memory short: this copy is the first to go again.
+                            if fits {
+                                t.store.cooled.push_back(p);
+                            } else {
+                                t.store.cooled.push_front(p);
+                            }
+                        }
+                        (Some(_), Err(msg)) => {
+                            let k = String::from_utf8_lossy(&key).into_owned();
+                            crate::warning!("Tiered read of key '{k}' failed: {msg}");
+                            error = Some(
+                                format!("-ERR tiered read of key '{k}' failed: {msg}\r\n")
+                                    .into_bytes(),
+                            );
+                        }
+                        // Deleted or replaced meanwhile: the command runs on what is there.
+                        (None, _) => {}
+                    }
+                    for cid in t.waiters.remove(&id).unwrap_or_default() {
+                        let Some(w) = t.waiting.get_mut(&cid) else {
+                            continue;
+                        };
+                        w.reads_left -= 1;
+                        if w.error.is_none() {
+                            w.error = error.clone();
+                        }
+                        if w.reads_left == 0 {
+                            let w = t.waiting.remove(&cid).expect("waiting");
+                            for k in w.keys {
+                                if let Some(n) = t.held.get_mut(&k) {
+                                    *n -= 1;
+                                    if *n == 0 {
+                                        t.held.remove(&k);
+                                    }
+                                }
+                            }
+                            resume.push((cid, w.error));
+                        }
+                    }
+                }
+            }
+        }
+        self.tiering = Some(t);
+        for (cid, error) in resume {
+            match error {
+                Some(reply) => self.answer_parked(cid, reply),
+                None => self.rerun_after_io(cid),
+            }
+        }
+        self.tiering_offload();
+    }
+
+    /// A value's write ended: it becomes cooled if the entry still holds exactly the
+    /// bytes written; otherwise its place is freed.
+    fn stash_done(&mut self, t: &mut TierState, p: Placed, ok: bool) {
+        let e = self.ks.find_raw(p.db, &p.key);
+        if let Some(e) = e {
+            self.ks.set_tier_bits(e, FLAG_STASHING, false);
+        }
+        let current = e.filter(|&e| {
+            self.ks.kind(e) == Kind::String
+                && !self.ks.is_cold(e)
+                && self.ks.tier_bits(e) & FLAG_COOLED == 0
+                && self.ks.value(e).len() == p.stub.value_bytes as usize
+                && self.ks.value_hash(e) == p.value_hash
+        });
+        match current {
+            Some(e) if ok => {
+                self.ks.set_tier_bits(e, FLAG_COOLED, true);
+                t.store.cooled.push_back(p);
+            }
+            _ => t.store.free(p.stub),
+        }
+    }
+
+    /// Whether cooled-queue item `p` still describes its entry's value (a stale one's
+    /// place can be freed).
+    fn cooled_current(&self, p: &Placed) -> Option<crate::arena::Ref> {
+        self.ks.find_raw(p.db, &p.key).filter(|&e| {
+            self.ks.kind(e) == Kind::String
+                && !self.ks.is_cold(e)
+                && self.ks.tier_bits(e) & FLAG_COOLED != 0
+                && self.ks.value(e).len() == p.stub.value_bytes as usize
+                && self.ks.value_hash(e) == p.value_hash
+        })
+    }
+
+    /// A bounded sweep of the cooled queue: items whose entry was deleted, flushed or
+    /// changed give their place in the file back without waiting for memory pressure
+    /// to reach them (the newest item moves into a freed slot, so the queue's order is
+    /// approximate).
+    fn tiering_sweep(&mut self, t: &mut TierState) {
+        for _ in 0..SWEEP_ITEMS {
+            if t.sweep_pos >= t.store.cooled.len() {
+                t.sweep_pos = 0;
+                return;
+            }
+            let p = &t.store.cooled[t.sweep_pos];
+            if t.held.contains_key(&(p.db, p.key.clone())) || self.cooled_current(p).is_some() {
+                t.sweep_pos += 1;
+                continue;
+            }
+            // O(1): the newest item takes the stale one's slot.
+            if let Some(p) = t.store.cooled.swap_remove_back(t.sweep_pos) {
+                t.store.free(p.stub);
+            }
+        }
+    }
+
+    /// Drops cooled RAM copies, oldest first, while memory is above the offload line
+    /// (bounded per call). A copy whose entry changed since is stale: its place is freed.
+    pub(crate) fn tiering_offload(&mut self) {
+        let line = self.offload_line();
+        let Some(mut t) = self.tiering.take() else {
+            return;
+        };
+        let mut budget = DROP_BUDGET;
+        let mut skipped = 0;
+        while budget > 0 && self.used_memory() > line {
+            let Some(p) = t.store.cooled.pop_front() else {
+                break;
+            };
+            budget -= 1;
+            // A parked client waits to run on this value: not now.
+            if t.held.contains_key(&(p.db, p.key.clone())) {
+                t.store.cooled.push_back(p);
+                skipped += 1;
+                if skipped > t.store.cooled.len() {
+                    break;
+                }
+                continue;
+            }
+            match self.cooled_current(&p) {
+                Some(e) => {
+                    self.ks.make_cold(p.db, e, p.stub);
+                    t.counters.offloads += 1;
+                }
+                None => t.store.free(p.stub),
+            }
+        }
+        self.tiering = Some(t);
+    }
+
+    /// One bounded step of the marking pass (see the module comment): `buckets` hash
+    /// buckets at most. Stashes only while memory is above [`STASH_START`] of the
+    /// offload line and the disk keeps up.
+    pub fn tiering_step(&mut self, buckets: usize) {
+        let Some(mut t) = self.tiering.take() else {
+            return;
+        };
+        let s = self.config.settings();
+        let min = (s.tiered_min_value_bytes as usize).max(1);
+        let line = self.offload_line();
+        let used = self.used_memory();
+        let stash_on = used as f64 > line as f64 * STASH_START;
+        let mut entries = Vec::new();
+        let num_dbs = self.ks.num_dbs();
+        let mut room = true;
+        for _ in 0..buckets {
+            if t.scan_db >= num_dbs {
+                t.scan_db = 0;
+            }
+            let db = t.scan_db;
+            entries.clear();
+            t.scan_cursor = self.ks.scan(db, t.scan_cursor, |e| entries.push(e));
+            if t.scan_cursor == 0 {
+                t.scan_db += 1;
+            }
+            for &e in &entries {
+                if self.ks.kind(e) != Kind::String {
+                    continue;
+                }
+                let bits = self.ks.tier_bits(e);
+                if bits & !FLAG_TMARK != 0 {
+                    continue; // cold, cooled or being written
+                }
+                let len = self.ks.value(e).len();
+                if len < min || len > MAX_TIERED_VALUE_BYTES {
+                    continue;
+                }
+                if bits & FLAG_TMARK == 0 {
+                    self.ks.set_tier_bits(e, FLAG_TMARK, true);
+                    continue;
+                }
+                if !stash_on || !room || t.store.pending_stash_pages() > MAX_PENDING_STASH_PAGES {
+                    continue;
+                }
+                let value = self.ks.value(e);
+                let hash = self.ks.arena.hash(value);
+                match t.store.stash(db, self.ks.key(e), value, hash) {
+                    Ok(()) => {
+                        self.ks.set_tier_bits(e, FLAG_STASHING, true);
+                        self.ks.set_tier_bits(e, FLAG_TMARK, false);
+                    }
+                    Err(StashRefused::NoSpace) => room = false,
+                }
+            }
+        }
+        self.tiering_sweep(&mut t);
+        // A partly filled shared page is written when memory is needed or it has waited.
+        t.open_page_steps += 1;
+        if used > line || t.open_page_steps >= OPEN_PAGE_MAX_STEPS {
+            t.store.flush();
+            t.open_page_steps = 0;
+        }
+        self.tiering = Some(t);
+    }
+
+    /// From cron: a bigger pass step (its completions are taken at the end of the
+    /// loop's turn, where the replies of resumed clients are delivered).
+    pub fn tiering_cron(&mut self) {
+        if self.tiering.is_none() {
+            return;
+        }
+        self.tiering_step(CRON_SCAN_BUCKETS);
+    }
+
+    /// Whether `client_id` waits for a tier read (CLIENT UNBLOCK leaves it alone: it is
+    /// not blocked by a command of its own choosing).
+    pub fn tiering_parks(&self, client_id: u64) -> bool {
+        self.tiering
+            .as_ref()
+            .is_some_and(|t| t.waiting.contains_key(&client_id))
+    }
+
+    /// From each loop turn: completions, and a small pass step while memory is high.
+    pub fn tiering_end_of_turn(&mut self) {
+        if self.tiering.is_none() {
+            return;
+        }
+        if self.used_memory() as f64 > self.offload_line() as f64 * STASH_START {
+            self.tiering_step(TURN_SCAN_BUCKETS);
+        }
+        self.tiering_turn();
+    }
+
+    /// `DEBUG TIERED-STATE key`: where a key's value is (`hot`, `stashing`, `cooled`,
+    /// `cold`), without reading it.
+    pub fn tiering_state_of(&self, db: usize, key: &[u8]) -> Option<&'static str> {
+        let e = self.ks.find_raw(db, key)?;
+        let bits = self.ks.tier_bits(e);
+        Some(if self.ks.is_cold(e) {
+            "cold"
+        } else if bits & FLAG_COOLED != 0 {
+            "cooled"
+        } else if bits & FLAG_STASHING != 0 {
+            "stashing"
+        } else {
+            "hot"
+        })
+    }
+
+    /// `INFO tiered`.
+    pub fn info_tiered(&self, out: &mut String) {
+        let mut line = |k: &str, v: &dyn std::fmt::Display| {
+            let _ = write!(out, "{k}:{v}\r\n");
+        };
+        let Some(t) = &self.tiering else {
+            line("tiered_enabled", &0);
+            return;
+        };
+        let b = &t.store.book;
+        let st = &t.store.stats;
+        let c = &t.counters;
+        line("tiered_enabled", &1);
+        line("tiered_entries", &self.ks.tier.cold_entries);
+        line("tiered_entries_bytes", &self.ks.tier.cold_bytes);
+        line("tiered_pending_read_cnt", &t.store.pending_read_count());
+        line("tiered_pending_stash_cnt", &t.store.pending_stash_count());
+        line("tiered_allocated_bytes", &(b.allocated_pages() * 4096));
+        line("tiered_capacity_bytes", &(b.capacity_pages() as u64 * 4096));
+        line("tiered_live_record_bytes", &b.live_record_bytes());
+        line("tiered_cooled_entries", &t.store.cooled.len());
+        line("tiered_hits", &c.hits);
+        line("tiered_misses", &c.misses);
+        line("tiered_uploads", &c.uploads);
+        line("tiered_offloads", &c.offloads);
+        line("tiered_stashes", &st.stashes);
+        line("tiered_stash_bytes", &st.stash_bytes);
+        line("tiered_stash_errors", &st.stash_errors);
+        line("tiered_stash_no_space", &st.stash_no_space);
+        line("tiered_reads", &st.reads);
+        line("tiered_reads_shared", &st.reads_shared);
+        line("tiered_read_errors", &st.read_errors);
+        line("tiered_sync_reads", &self.ks.tier.sync_reads);
+        line("tiered_sync_read_errors", &self.ks.tier.sync_read_errors);
+        line("tiered_small_pages", &b.small_pages());
+        line("tiered_free_extents", &b.free_extents());
+    }
+}

@@ -1,0 +1,258 @@
+//! The keyspace's side of SSD tiering: an entry whose string value lives only in the
+//! tier file ("cold") keeps its key, TTL, access time, kind and encoding byte in the
+//! arena; its value field holds a 16-byte [`ColdStub`] (where the record is in the file)
+//! instead of the bytes. The keyspace never does I/O itself: deleting or overwriting a
+//! cold entry records its location in [`TierMeta::freed`] for the executor to give back
+//! to the bookkeeper, and a lookup that needs the value of a cold entry the executor did
+//! not bring back first reads it through [`ColdReader`] (the fallback for keys a command
+//! does not declare: scripts' undeclared keys, SORT's BY / GET patterns).
+//!
+//! Entry flag bits used here (bits 0 and 1 are the keyspace's own):
+//! - [`FLAG_COLD`]: the value field is a stub, the bytes are only on disk.
+//! - [`FLAG_TMARK`]: the offload pass marked the entry; any access clears it, so an
+//!   entry still marked when the pass comes round again has not been used since.
+//! - [`FLAG_COOLED`]: the bytes in RAM equal a copy on disk (the executor's cooled
+//!   queue holds its location), so the RAM copy can be dropped without a write. Any
+//!   change of the value clears it.
+//! - [`FLAG_STASHING`]: a write of this value to the tier file is in flight.
+
+use super::{
+    entry_flags, entry_key_len, entry_size, entry_val_len, Keyspace, Kind, Ref, ENTRY_HEADER_BYTES,
+    FLAG_BIG, FLAG_EXPIRE, OFF_FLAGS, OFF_VIDX,
+};
+
+pub const FLAG_COLD: u8 = 4;
+pub const FLAG_TMARK: u8 = 8;
+pub const FLAG_COOLED: u8 = 16;
+pub const FLAG_STASHING: u8 = 32;
+/// Every tier bit (images never carry them: tiering refuses to write images).
+pub const TIER_FLAGS: u8 = FLAG_COLD | FLAG_TMARK | FLAG_COOLED | FLAG_STASHING;
+
+/// Bytes of a cold entry's value field.
+pub const COLD_STUB_BYTES: usize = 16;
+
+/// Where a cold value's record is in the tier file: the record (key and value) starts
+/// `offset` bytes into the payload of page `page` and is `record_bytes` long (it may run
+/// on into the following pages' payloads); the value is `value_bytes` of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ColdStub {
+    pub page: u32,
+    pub offset: u32,
+    pub record_bytes: u32,
+    pub value_bytes: u32,
+}
+
+impl ColdStub {
+    pub fn encode(&self) -> [u8; COLD_STUB_BYTES] {
+        let mut b = [0u8; COLD_STUB_BYTES];
+        b[0..4].copy_from_slice(&self.page.to_le_bytes());
+        b[4..8].copy_from_slice(&self.offset.to_le_bytes());
+        b[8..12].copy_from_slice(&self.record_bytes.to_le_bytes());
+        b[12..16].copy_from_slice(&self.value_bytes.to_le_bytes());
+        b
+    }
+    pub fn decode(b: &[u8]) -> ColdStub {
+        let w = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        ColdStub {
+            page: w(0),
+            offset: w(4),
+            record_bytes: w(8),
+            value_bytes: w(12),
+        }
+    }
+}
+
+/// Reads a cold value synchronously (the fallback, see the module comment): the value
+/// bytes, checked against the page checksums and the record's key, or why not.
+pub trait ColdReader: Send {
+    fn read_now(&mut self, key: &[u8], stub: ColdStub) -> Result<Vec<u8>, String>;
+}
+
+/// A value the fallback brought back into RAM: it is still on disk at `stub`, so the
+/// executor keeps it as cooled (`value_hash` identifies the bytes it read).
+pub struct Rewarmed {
+    pub db: usize,
+    pub key: Vec<u8>,
+    pub stub: ColdStub,
+    pub value_hash: u64,
+}
+
+/// The keyspace's tier bookkeeping (Rust heap, never in an image).
+#[derive(Default)]
+pub struct TierMeta {
+    /// Locations of cold values deleted, overwritten, expired, evicted or flushed: the
+    /// executor frees them in the bookkeeper (no I/O).
+    pub freed: Vec<ColdStub>,
+    /// Values the fallback read back (see [`Rewarmed`]).
+    pub rewarmed: Vec<Rewarmed>,
+    /// Cold entries and their values' bytes.
+    pub cold_entries: u64,
+    pub cold_bytes: u64,
+    /// The running command does not need the values of cold entries (DEL, EXISTS, TYPE,
+    /// TTL, a plain SET...): lookups leave them cold.
+    pub cold_ok: bool,
+    /// The fallback reader (None: tiering off).
+    pub reader: Option<Box<dyn ColdReader>>,
+    /// Fallback reads, and those that failed (the lookup then answers "no such key" and
+    /// the value stays cold, see ARCHITECTURE.md "Tiered store").
+    pub sync_reads: u64,
+    pub sync_read_errors: u64,
+}
+
+impl TierMeta {
+    /// A freed entry's share: called for every entry freed (see `free_entry`).
+    pub(super) fn on_free(&mut self, a: &crate::arena::Arena, e: Ref) {
+        if entry_flags(a, e) & FLAG_COLD == 0 {
+            return;
+        }
+        let kl = entry_key_len(a, e);
+        let stub = ColdStub::decode(a.bytes(e, ENTRY_HEADER_BYTES + kl, COLD_STUB_BYTES));
+        self.cold_entries = self.cold_entries.saturating_sub(1);
+        self.cold_bytes = self.cold_bytes.saturating_sub(stub.value_bytes as u64);
+        self.freed.push(stub);
+    }
+}
+
+impl Keyspace {
+    /// The entry's tier bits.
+    #[inline]
+    pub fn tier_bits(&self, e: Ref) -> u8 {
+        entry_flags(&self.arena, e) & TIER_FLAGS
+    }
+    #[inline]
+    pub fn is_cold(&self, e: Ref) -> bool {
+        entry_flags(&self.arena, e) & FLAG_COLD != 0
+    }
+    /// Sets (or clears) tier bits other than [`FLAG_COLD`] (which only
+    /// [`Keyspace::make_cold`] / [`Keyspace::make_warm`] change).
+    pub fn set_tier_bits(&mut self, e: Ref, bits: u8, on: bool) {
+        let bits = bits & !FLAG_COLD & TIER_FLAGS;
+        let f = &mut self.arena.bytes_mut(e, OFF_FLAGS, 1)[0];
+        if on {
+            *f |= bits;
+        } else {
+            *f &= !bits;
+        }
+    }
+    /// The value changed: it no longer equals any copy on disk, and it was used.
+    #[inline]
+    pub(super) fn tier_value_changed(&mut self, e: Ref) {
+        if entry_flags(&self.arena, e) & (FLAG_COOLED | FLAG_TMARK) != 0 {
+            self.arena.bytes_mut(e, OFF_FLAGS, 1)[0] &= !(FLAG_COOLED | FLAG_TMARK);
+        }
+    }
+    /// Where a cold entry's value is.
+    pub fn cold_stub(&self, e: Ref) -> Option<ColdStub> {
+        if !self.is_cold(e) {
+            return None;
+        }
+        let kl = entry_key_len(&self.arena, e);
+        Some(ColdStub::decode(self.arena.bytes(
+            e,
+            ENTRY_HEADER_BYTES + kl,
+            COLD_STUB_BYTES,
+        )))
+    }
+
+    /// Replaces entry `e` of `db` by `n` (same key, TTL moved along) and frees `e`'s
+    /// block without releasing anything its value owned (the caller took care of it).
+    fn swap_entry_block(&mut self, db: usize, e: Ref, n: Ref) {
+        let h = self.arena.hash(self.key(e));
+        let mut dbh = self.read_db(db);
+        dbh.dict.replace(&mut self.arena, e, n, h);
+        if self.has_expire(e) {
+            let idx = self.arena.read_u32(e, OFF_VIDX);
+            dbh.volatile.set(&mut self.arena, idx as usize, n);
+            self.arena.write_u32(n, OFF_VIDX, idx);
+        }
+        self.write_db(db, &dbh);
+        let size = entry_size(&self.arena, e);
+        self.arena.free(e, size);
+    }
+
+    /// Drops a string entry's RAM copy: the value field becomes `stub` (the bytes are on
+    /// disk there). Key, TTL, access time and encoding byte stay. Not a change of the
+    /// value (no WATCH, no notification). Returns the new entry.
+    pub fn make_cold(&mut self, db: usize, e: Ref, stub: ColdStub) -> Ref {
+        debug_assert!(self.kind(e) == Kind::String && !self.is_cold(e));
+        let key = self.key(e).to_vec();
+        let (enc, lru, expire) = (self.enc(e), self.lru(e), self.expire_at(e));
+        let n = self.write_new_entry(&key, Kind::String, enc, &stub.encode(), expire, lru);
+        self.arena.bytes_mut(n, OFF_FLAGS, 1)[0] |= FLAG_COLD;
+        // The old block's value (inline, or its out-of-line block) goes now.
+        if entry_flags(&self.arena, e) & FLAG_BIG != 0 {
+            let b = self
+                .arena
+                .read_u32(e, ENTRY_HEADER_BYTES + entry_key_len(&self.arena, e));
+            super::blocks::drop_block(&mut self.arena, &self.pins, b);
+        }
+        self.swap_entry_block(db, e, n);
+        self.tier.cold_entries += 1;
+        self.tier.cold_bytes += stub.value_bytes as u64;
+        n
+    }
+
+    /// Brings a cold entry's value back into RAM (`value`, read from its stub's place).
+    /// The disk copy is kept: the entry is cooled. Returns the new entry.
+    pub fn make_warm(&mut self, db: usize, e: Ref, value: &[u8]) -> Ref {
+        debug_assert!(self.is_cold(e));
+        let stub = self.cold_stub(e).expect("cold");
+        let key = self.key(e).to_vec();
+        let (enc, lru, expire) = (self.enc(e), self.lru(e), self.expire_at(e));
+        let n = self.write_new_entry(&key, Kind::String, enc, value, expire, lru);
+        self.arena.bytes_mut(n, OFF_FLAGS, 1)[0] |= FLAG_COOLED;
+        self.swap_entry_block(db, e, n);
+        self.tier.cold_entries = self.tier.cold_entries.saturating_sub(1);
+        self.tier.cold_bytes = self.tier.cold_bytes.saturating_sub(stub.value_bytes as u64);
+        n
+    }
+
+    /// The lookup fallback: `e` is cold and the running command needs its value, which
+    /// the executor did not bring back first. Reads it now; None when the read failed
+    /// (counted and logged; the value stays cold on disk).
+    pub(super) fn warm_now(&mut self, db: usize, e: Ref) -> Option<Ref> {
+        let stub = self.cold_stub(e)?;
+        let key = self.key(e).to_vec();
+        let mut reader = self.tier.reader.take()?;
+        let got = reader.read_now(&key, stub);
+        self.tier.reader = Some(reader);
+        self.tier.sync_reads += 1;
+        match got {
+            Ok(v) => {
+                let value_hash = self.arena.hash(&v);
+                let n = self.make_warm(db, e, &v);
+                self.tier.rewarmed.push(Rewarmed {
+                    db,
+                    key,
+                    stub,
+                    value_hash,
+                });
+                Some(n)
+            }
+            Err(msg) => {
+                self.tier.sync_read_errors += 1;
+                crate::warning!(
+                    "Tiered read of key '{}' failed: {msg}",
+                    String::from_utf8_lossy(&key)
+                );
+                None
+            }
+        }
+    }
+
+    /// The hash that identifies a value's bytes for the cooled queue (64-bit keyed
+    /// SipHash: a changed value that hashes the same is a 2^-64 event).
+    pub fn value_hash(&self, e: Ref) -> u64 {
+        self.arena.hash(self.value(e))
+    }
+
+    /// The length of entry `e`'s value field (a stub's for a cold entry).
+    pub fn value_field_len(&self, e: Ref) -> usize {
+        entry_val_len(&self.arena, e)
+    }
+
+    /// Whether `e` has a TTL flag (for tests of the stub layout).
+    pub fn has_expire_flag(&self, e: Ref) -> bool {
+        entry_flags(&self.arena, e) & FLAG_EXPIRE != 0
+    }
+}

@@ -1,0 +1,294 @@
+//! The tier file's space allocator ("bookkeeper"): which 4 KiB pages are free, and for
+//! pages shared by small records, how many live records each still holds.
+//!
+//! Free space is a set of extents kept twice: by start (to coalesce neighbours when a
+//! range is given back) and by (length, start) (best fit: the smallest extent that holds
+//! a request, lowest start first, which keeps big holes for big values). Both are
+//! `BTreeMap`/`BTreeSet`, so every operation is O(log extents).
+//!
+//! A record of at most [`PAYLOAD_BYTES`] lives in a shared page ("small page") together
+//! with others; the page is given back when its last record is freed. A bigger record
+//! takes whole pages of its own (an extent), given back when it is freed. Which of the
+//! two a record is follows from its length alone, so freeing needs no lookup table for
+//! big records.
+
+use super::page::PAYLOAD_BYTES;
+use crate::keyspace::tiered::ColdStub;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Live records of a shared page.
+#[derive(Clone, Copy, Debug, Default)]
+struct SmallPage {
+    live_records: u32,
+    live_bytes: u32,
+}
+
+pub struct Bookkeeper {
+    capacity_pages: u32,
+    free_by_start: BTreeMap<u32, u32>,
+    free_by_len: BTreeSet<(u32, u32)>,
+    allocated_pages: u64,
+    small: HashMap<u32, SmallPage>,
+    /// Bytes of live records (what the allocated pages are for).
+    live_record_bytes: u64,
+}
+
+/// Pages a record of `record_bytes` takes when it is not packed.
+pub fn pages_for(record_bytes: u32) -> u32 {
+    (record_bytes as usize).div_ceil(PAYLOAD_BYTES).max(1) as u32
+}
+
+/// Whether a record of this size shares a page with others.
+pub fn is_small(record_bytes: u32) -> bool {
+    record_bytes as usize <= PAYLOAD_BYTES
+}
+
+impl Bookkeeper {
+    pub fn new(capacity_pages: u32) -> Bookkeeper {
+        let mut b = Bookkeeper {
+            capacity_pages,
+            free_by_start: BTreeMap::new(),
+            free_by_len: BTreeSet::new(),
+            allocated_pages: 0,
+            small: HashMap::new(),
+            live_record_bytes: 0,
+        };
+        if capacity_pages > 0 {
+            b.insert_free(0, capacity_pages);
+        }
+        b
+    }
+
+    fn insert_free(&mut self, start: u32, len: u32) {
+        self.free_by_start.insert(start, len);
+        self.free_by_len.insert((len, start));
+    }
+    fn remove_free(&mut self, start: u32, len: u32) {
+        self.free_by_start.remove(&start);
+        self.free_by_len.remove(&(len, start));
+    }
+
+    /// `n` contiguous pages (best fit), or None when no free extent is that long.
+    pub fn alloc_pages(&mut self, n: u32) -> Option<u32> {
+        if n == 0 {
+            return None;
+        }
+        let &(len, start) = self.free_by_len.range((n, 0)..).next()?;
+        self.remove_free(start, len);
+        if len > n {
+            self.insert_free(start + n, len - n);
+        }
+        self.allocated_pages += n as u64;
+        Some(start)
+    }
+
+    /// Gives pages `start .. start + n` back, merging with free neighbours.
+    pub fn free_pages(&mut self, start: u32, n: u32) {
+        debug_assert!(n > 0 && start as u64 + n as u64 <= self.capacity_pages as u64);
+        let (mut s, mut l) = (start, n);
+        if let Some((&ps, &pl)) = self.free_by_start.range(..start).next_back() {
+            debug_assert!(ps + pl <= start, "double free of page {start}");
+            if ps + pl == start {
+                self.remove_free(ps, pl);
+                s = ps;
+                l += pl;
+            }
+        }
+        if let Some(&nl) = self.free_by_start.get(&(start + n)) {
+            self.remove_free(start + n, nl);
+            l += nl;
+        }
+        self.insert_free(s, l);
+        self.allocated_pages -= n as u64;
+    }
+
+    /// A new shared page for small records.
+    pub fn alloc_small_page(&mut self) -> Option<u32> {
+        let p = self.alloc_pages(1)?;
+        self.small.insert(p, SmallPage::default());
+        Some(p)
+    }
+
+    /// A small record of `bytes` placed in shared page `page`.
+    pub fn add_small(&mut self, page: u32, bytes: u32) {
+        let s = self.small.entry(page).or_default();
+        s.live_records += 1;
+        s.live_bytes += bytes;
+        self.live_record_bytes += bytes as u64;
+    }
+
+    /// A shared page that got no record after all (its write was never needed).
+    pub fn drop_empty_small_page(&mut self, page: u32) {
+        if self.small.get(&page).is_some_and(|s| s.live_records == 0) {
+            self.small.remove(&page);
+            self.free_pages(page, 1);
+        }
+    }
+
+    /// Allocates an extent for a big record: its first page.
+    pub fn alloc_big(&mut self, record_bytes: u32) -> Option<u32> {
+        let p = self.alloc_pages(pages_for(record_bytes))?;
+        self.live_record_bytes += record_bytes as u64;
+        Some(p)
+    }
+
+    /// Frees a record (small or big, by its length). Returns the pages given back to
+    /// the free space, if any (a shared page only when its last record goes).
+    pub fn free_record(&mut self, stub: ColdStub) -> Option<(u32, u32)> {
+        self.live_record_bytes = self
+            .live_record_bytes
+            .saturating_sub(stub.record_bytes as u64);
+        if is_small(stub.record_bytes) {
+            let s = self.small.get_mut(&stub.page)?;
+            s.live_records = s.live_records.saturating_sub(1);
+            s.live_bytes = s.live_bytes.saturating_sub(stub.record_bytes);
+            if s.live_records == 0 {
+                self.small.remove(&stub.page);
+                self.free_pages(stub.page, 1);
+                return Some((stub.page, 1));
+            }
+            None
+        } else {
+            let n = pages_for(stub.record_bytes);
+            self.free_pages(stub.page, n);
+            Some((stub.page, n))
+        }
+    }
+
+    pub fn capacity_pages(&self) -> u32 {
+        self.capacity_pages
+    }
+    pub fn allocated_pages(&self) -> u64 {
+        self.allocated_pages
+    }
+    pub fn live_record_bytes(&self) -> u64 {
+        self.live_record_bytes
+    }
+    /// Shared pages in use.
+    pub fn small_pages(&self) -> usize {
+        self.small.len()
+    }
+    /// Free extents (how fragmented the free space is).
+    pub fn free_extents(&self) -> usize {
+        self.free_by_start.len()
+    }
+    /// The longest run of free pages.
+    pub fn largest_free_extent(&self) -> u32 {
+        self.free_by_len.iter().next_back().map_or(0, |&(l, _)| l)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn stub(page: u32, record_bytes: u32) -> ColdStub {
+        ColdStub {
+            page,
+            offset: 0,
+            record_bytes,
+            value_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn pages_are_handed_out_once_and_come_back_merged() {
+        let mut b = Bookkeeper::new(10);
+        let a = b.alloc_pages(3).unwrap();
+        let c = b.alloc_pages(3).unwrap();
+        let d = b.alloc_pages(4).unwrap();
+        assert_eq!((a, c, d), (0, 3, 6));
+        assert_eq!(b.alloc_pages(1), None, "full");
+        assert_eq!(b.allocated_pages(), 10);
+        b.free_pages(a, 3);
+        b.free_pages(d, 4);
+        assert_eq!(b.free_extents(), 2);
+        b.free_pages(c, 3);
+        assert_eq!(b.free_extents(), 1, "neighbours merge");
+        assert_eq!(b.largest_free_extent(), 10);
+        assert_eq!(b.allocated_pages(), 0);
+    }
+
+    #[test]
+    fn best_fit_keeps_the_big_hole() {
+        let mut b = Bookkeeper::new(20);
+        let x = b.alloc_pages(2).unwrap();
+        let _y = b.alloc_pages(1).unwrap();
+        b.free_pages(x, 2); // holes: [0,2) and [3,20)
+        assert_eq!(
+            b.alloc_pages(1),
+            Some(0),
+            "the small hole serves a small request"
+        );
+        assert_eq!(b.largest_free_extent(), 17);
+        assert_eq!(b.alloc_pages(17), Some(3));
+    }
+
+    #[test]
+    fn a_shared_page_returns_with_its_last_record() {
+        let mut b = Bookkeeper::new(4);
+        let p = b.alloc_small_page().unwrap();
+        b.add_small(p, 100);
+        b.add_small(p, 200);
+        assert_eq!(b.live_record_bytes(), 300);
+        assert_eq!(b.free_record(stub(p, 100)), None);
+        assert_eq!(b.allocated_pages(), 1);
+        assert_eq!(b.free_record(stub(p, 200)), Some((p, 1)));
+        assert_eq!(b.allocated_pages(), 0);
+        assert_eq!(b.live_record_bytes(), 0);
+        assert_eq!(b.small_pages(), 0);
+    }
+
+    #[test]
+    fn a_big_record_takes_and_returns_whole_pages() {
+        let mut b = Bookkeeper::new(8);
+        let rec = (PAYLOAD_BYTES * 2 + 1) as u32;
+        let p = b.alloc_big(rec).unwrap();
+        assert_eq!(b.allocated_pages(), 3);
+        assert_eq!(b.free_record(stub(p, rec)), Some((p, 3)));
+        assert_eq!(b.allocated_pages(), 0);
+    }
+
+    #[test]
+    fn an_unused_shared_page_is_dropped() {
+        let mut b = Bookkeeper::new(2);
+        let p = b.alloc_small_page().unwrap();
+        b.drop_empty_small_page(p);
+        assert_eq!(b.allocated_pages(), 0);
+        assert_eq!(b.small_pages(), 0);
+    }
+
+    proptest! {
+        /// Random allocations and frees: no two live extents overlap, the counters match
+        /// the live set, and after freeing everything the file is one free extent again.
+        #[test]
+        fn no_overlap_and_exact_accounting(ops in proptest::collection::vec((1u32..9, any::<bool>(), any::<u8>()), 1..200)) {
+            let cap = 64u32;
+            let mut b = Bookkeeper::new(cap);
+            let mut live: Vec<(u32, u32)> = Vec::new();
+            for (n, free, pick) in ops {
+                if free && !live.is_empty() {
+                    let (s, l) = live.swap_remove(pick as usize % live.len());
+                    b.free_pages(s, l);
+                } else if let Some(s) = b.alloc_pages(n) {
+                    prop_assert!(s + n <= cap);
+                    for &(ls, ll) in &live {
+                        prop_assert!(s + n <= ls || ls + ll <= s, "overlap");
+                    }
+                    live.push((s, n));
+                } else {
+                    // Refused only when no free extent is long enough.
+                    prop_assert!(b.largest_free_extent() < n);
+                }
+                let used: u64 = live.iter().map(|&(_, l)| l as u64).sum();
+                prop_assert_eq!(b.allocated_pages(), used);
+            }
+            for (s, l) in live.drain(..) {
+                b.free_pages(s, l);
+            }
+            prop_assert_eq!(b.free_extents(), 1);
+            prop_assert_eq!(b.largest_free_extent(), cap);
+        }
+    }
+}

@@ -1,0 +1,583 @@
+//! The tier file and its bookkeeping, executor side: placing values in pages, handing
+//! writes and reads to the I/O thread (`io.rs`), turning its completions into events,
+//! the cooled queue (values in RAM that also have a current copy on disk), and what a
+//! read in flight keeps from being reused.
+//!
+//! The executor (`commands/executor/tiering.rs`) decides what to stash, when to drop
+//! RAM copies and which clients wait for which read; this module never touches the
+//! keyspace.
+
+pub mod bookkeeper;
+pub mod io;
+pub mod page;
+
+use crate::keyspace::tiered::{ColdReader, ColdStub};
+use crate::persistence::aof::uring::AlignedBuf;
+use bookkeeper::Bookkeeper;
+use page::{PAGE_BYTES, PAGE_HEADER_BYTES, PAYLOAD_BYTES};
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::sync::{mpsc, Arc, Mutex};
+
+/// A value written (or being written) to the tier file: whose, where, and a hash of the
+/// bytes written, which proves later that the entry still holds exactly those bytes.
+#[derive(Clone, Debug)]
+pub struct Placed {
+    pub db: usize,
+    pub key: Vec<u8>,
+    pub stub: ColdStub,
+    pub value_hash: u64,
+}
+
+/// What the I/O thread finished, for the executor.
+pub enum Event {
+    /// A write of these values ended (each is in RAM still; on success their disk copy
+    /// is current unless the entry changed meanwhile).
+    Stashed {
+        items: Vec<Placed>,
+        result: Result<(), String>,
+    },
+    /// A read ended: the value of `key` at `stub`, checked, or why not.
+    Read {
+        id: u64,
+        db: usize,
+        key: Vec<u8>,
+        stub: ColdStub,
+        result: Result<Vec<u8>, String>,
+    },
+}
+
+/// Why a value was not stashed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StashRefused {
+    /// The tier file has no room (the value stays in RAM).
+    NoSpace,
+}
+
+#[derive(Default, Debug, Clone)]
+pub struct TierStats {
+    pub stashes: u64,
+    pub stash_bytes: u64,
+    pub stash_errors: u64,
+    pub stash_no_space: u64,
+    pub reads: u64,
+    pub reads_shared: u64,
+    pub read_errors: u64,
+}
+
+/// The small-record page being filled.
+struct OpenPage {
+    page: u32,
+    buf: AlignedBuf,
+    fill: usize,
+    items: Vec<Placed>,
+}
+
+struct PendingRead {
+    db: usize,
+    key: Vec<u8>,
+    stub: ColdStub,
+}
+
+pub struct TierStore {
+    pub book: Bookkeeper,
+    pub path: std::path::PathBuf,
+    tx: Option<mpsc::Sender<io::Req>>,
+    efd: OwnedFd,
+    shared: Arc<io::Shared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    next_id: u64,
+    open: Option<OpenPage>,
+    writes: HashMap<u64, Vec<Placed>>,
+    reads: HashMap<u64, PendingRead>,
+    /// The read in flight for a record, so concurrent readers share it.
+    read_of: HashMap<(u32, u32), u64>,
+    /// First pages of reads in flight: freeing a record there waits (its pages must not
+    /// be rewritten under the read).
+    pages_reading: HashMap<u32, u32>,
+    deferred_frees: Vec<ColdStub>,
+    /// Values in RAM with a current disk copy, oldest first: memory is reclaimed from
+    /// the front without a write.
+    pub cooled: VecDeque<Placed>,
+    pub stats: TierStats,
+    pending_stash_pages: u64,
+}
+
+fn open_tier_file(path: &std::path::Path, direct: bool) -> std::io::Result<std::fs::File> {
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true).write(true).create(true);
+    if direct {
+        o.custom_flags(libc::O_DIRECT);
+    }
+    o.open(path)
+}
+
+/// Opens `path` for the tier, `O_DIRECT` where the filesystem allows it.
+fn open_direct(path: &std::path::Path) -> std::io::Result<(std::fs::File, bool)> {
+    match open_tier_file(path, true) {
+        Ok(f) => Ok((f, true)),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            Ok((open_tier_file(path, false)?, false))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+impl TierStore {
+    /// Creates (or empties) the tier file `<prefix>-0000.ssd`, preallocates
+    /// `capacity_bytes` (rounded down to pages) and starts the I/O thread. Nothing
+    /// refers to an older file's content (no image or log is written with tiering on),
+    /// so it starts empty.
+    pub fn open(prefix: &str, capacity_bytes: u64) -> Result<TierStore, String> {
+        let path = std::path::PathBuf::from(format!("{prefix}-0000.ssd"));
+        let pages = (capacity_bytes / PAGE_BYTES as u64).min(u32::MAX as u64 - 1) as u32;
+        if pages == 0 {
+            return Err("tiered-max-file-size is smaller than a page".into());
+        }
+        let (file, direct) =
+            open_direct(&path).map_err(|e| format!("can't open {}: {e}", path.display()))?;
+        if !direct {
+            crate::warning!(
+                "Tiering: {} does not allow O_DIRECT; the tier file goes through the page cache",
+                path.display()
+            );
+        }
+        let len = pages as u64 * PAGE_BYTES as u64;
+        file.set_len(0)
+            .map_err(|e| format!("can't truncate {}: {e}", path.display()))?;
+        // SAFETY: plain syscall on an owned descriptor.
+        let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+                file.set_len(len)
+                    .map_err(|e| format!("can't size {}: {e}", path.display()))?;
+            } else {
+                return Err(format!(
+                    "can't preallocate {} ({len} bytes): {e}",
+                    path.display()
+                ));
+            }
+        }
+        // SAFETY: eventfd(2) returns a new descriptor we own, or -1.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        if efd < 0 {
+            return Err(format!("eventfd: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: a fresh descriptor, owned once.
+        let efd = unsafe { OwnedFd::from_raw_fd(efd) };
+        let thread_efd = efd.try_clone().map_err(|e| format!("eventfd dup: {e}"))?;
+        let (tx, rx) = mpsc::channel();
+        let shared = Arc::new(io::Shared {
+            done: Mutex::new(Vec::new()),
+            wake: Mutex::new(None),
+            hold_reads: std::sync::atomic::AtomicBool::new(false),
+            fail_reads: std::sync::atomic::AtomicU32::new(0),
+            fail_writes: std::sync::atomic::AtomicU32::new(0),
+        });
+        let s2 = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("cairn-tier".into())
+            .spawn(move || io::run(file, thread_efd, rx, s2))
+            .map_err(|e| format!("can't start the tier thread: {e}"))?;
+        Ok(TierStore {
+            book: Bookkeeper::new(pages),
+            path,
+            tx: Some(tx),
+            efd,
+            shared,
+            thread: Some(thread),
+            next_id: 1,
+            open: None,
+            writes: HashMap::new(),
+            reads: HashMap::new(),
+            read_of: HashMap::new(),
+            pages_reading: HashMap::new(),
+            deferred_frees: Vec::new(),
+            cooled: VecDeque::new(),
+            stats: TierStats::default(),
+            pending_stash_pages: 0,
+        })
+    }
+
+    /// How the I/O thread wakes the executor's loop.
+    pub fn set_waker(&self, wake: Arc<dyn Fn() + Send + Sync>) {
+        *self.shared.wake.lock().unwrap_or_else(|e| e.into_inner()) = Some(wake);
+    }
+
+    /// Tests: holds reads in the I/O thread (true) or lets them go (false).
+    pub fn hold_reads(&mut self, hold: bool) {
+        self.shared
+            .hold_reads
+            .store(hold, std::sync::atomic::Ordering::Release);
+        self.wake_thread();
+    }
+
+    /// Tests: the next `reads` reads fail with EIO and `writes` writes with ENOSPC.
+    pub fn inject_failures(&mut self, reads: u32, writes: u32) {
+        use std::sync::atomic::Ordering;
+        self.shared.fail_reads.store(reads, Ordering::Release);
+        self.shared.fail_writes.store(writes, Ordering::Release);
+    }
+
+    fn wake_thread(&self) {
+        let one = 1u64;
+        // SAFETY: an 8-byte write to our eventfd.
+        unsafe {
+            libc::write(
+                self.efd.as_raw_fd(),
+                &one as *const u64 as *const libc::c_void,
+                8,
+            );
+        }
+    }
+
+    /// A reader for the keyspace's synchronous fallback (its own descriptor).
+    pub fn sync_reader(&self) -> Result<Box<dyn ColdReader>, String> {
+        let (file, _) = open_direct(&self.path).map_err(|e| e.to_string())?;
+        Ok(Box::new(SyncReader { file }))
+    }
+
+    fn send(&mut self, req: io::Req) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(req);
+            self.wake_thread();
+        }
+    }
+
+    fn next_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// Places `value` of `key` in the file and queues its write. Small values go into
+    /// the open shared page (written when full, or by [`TierStore::flush`]).
+    pub fn stash(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        value: &[u8],
+        value_hash: u64,
+    ) -> Result<(), StashRefused> {
+        let rec = page::record_bytes(key.len(), value.len());
+        if rec > u32::MAX as usize / 2 {
+            return Err(StashRefused::NoSpace);
+        }
+        let rec32 = rec as u32;
+        if bookkeeper::is_small(rec32) {
+            if self
+                .open
+                .as_ref()
+                .is_some_and(|o| o.fill + rec > PAYLOAD_BYTES)
+            {
+                self.flush();
+            }
+            if self.open.is_none() {
+                let Some(p) = self.book.alloc_small_page() else {
+                    self.stats.stash_no_space += 1;
+                    return Err(StashRefused::NoSpace);
+                };
+                self.open = Some(OpenPage {
+                    page: p,
+                    buf: AlignedBuf::zeroed(PAGE_BYTES),
+                    fill: 0,
+                    items: Vec::new(),
+                });
+            }
+            let o = self.open.as_mut().expect("open page");
+            let at = PAGE_HEADER_BYTES + o.fill;
+            page::encode_record(&mut o.buf.as_mut_slice()[at..at + rec], key, value);
+            let stub = ColdStub {
+                page: o.page,
+                offset: o.fill as u32,
+                record_bytes: rec32,
+                value_bytes: value.len() as u32,
+            };
+            o.fill += rec;
+            self.book.add_small(o.page, rec32);
+            o.items.push(Placed {
+                db,
+                key: key.to_vec(),
+                stub,
+                value_hash,
+            });
+            return Ok(());
+        }
+        let Some(first) = self.book.alloc_big(rec32) else {
+            self.stats.stash_no_space += 1;
+            return Err(StashRefused::NoSpace);
+        };
+        let pages = bookkeeper::pages_for(rec32) as usize;
+        let mut buf = AlignedBuf::zeroed(pages * PAGE_BYTES);
+        // The record through the pages' payloads.
+        let mut recbuf = vec![0u8; rec];
+        page::encode_record(&mut recbuf, key, value);
+        for (i, chunk) in recbuf.chunks(PAYLOAD_BYTES).enumerate() {
+            let at = i * PAGE_BYTES + PAGE_HEADER_BYTES;
+            buf.as_mut_slice()[at..at + chunk.len()].copy_from_slice(chunk);
+        }
+        let stub = ColdStub {
+            page: first,
+            offset: 0,
+            record_bytes: rec32,
+            value_bytes: value.len() as u32,
+        };
+        let id = self.next_id();
+        self.writes.insert(
+            id,
+            vec![Placed {
+                db,
+                key: key.to_vec(),
+                stub,
+                value_hash,
+            }],
+        );
+        self.pending_stash_pages += pages as u64;
+        self.send(io::Req::Write {
+            id,
+            first_page: first,
+            buf,
+        });
+        Ok(())
+    }
+
+    /// Writes the open shared page, if it holds any record.
+    pub fn flush(&mut self) {
+        let Some(o) = self.open.take() else { return };
+        if o.items.is_empty() {
+            self.book.drop_empty_small_page(o.page);
+            return;
+        }
+        let id = self.next_id();
+        self.writes.insert(id, o.items);
+        self.pending_stash_pages += 1;
+        self.send(io::Req::Write {
+            id,
+            first_page: o.page,
+            buf: o.buf,
+        });
+    }
+
+    /// Values whose write is queued or in flight.
+    pub fn pending_stash_count(&self) -> usize {
+        self.writes.values().map(Vec::len).sum::<usize>()
+            + self.open.as_ref().map_or(0, |o| o.items.len())
+    }
+    /// Pages whose write is in flight.
+    pub fn pending_stash_pages(&self) -> u64 {
+        self.pending_stash_pages
+    }
+    pub fn pending_read_count(&self) -> usize {
+        self.reads.len()
+    }
+
+    /// Starts (or joins) the read of `key`'s value at `stub`; the id its event carries.
+    pub fn read(&mut self, db: usize, key: &[u8], stub: ColdStub) -> u64 {
+        if let Some(&id) = self.read_of.get(&(stub.page, stub.offset)) {
+            self.stats.reads_shared += 1;
+            return id;
+        }
+        let id = self.next_id();
+        self.stats.reads += 1;
+        self.reads.insert(
+            id,
+            PendingRead {
+                db,
+                key: key.to_vec(),
+                stub,
+            },
+        );
+        self.read_of.insert((stub.page, stub.offset), id);
+        *self.pages_reading.entry(stub.page).or_default() += 1;
+        self.send(io::Req::Read {
+            id,
+            stub,
+            key: key.to_vec(),
+        });
+        id
+    }
+
+    /// Gives a record's space back (later if a read of its pages is in flight).
+    pub fn free(&mut self, stub: ColdStub) {
+        if self.pages_reading.contains_key(&stub.page) {
+            self.deferred_frees.push(stub);
+        } else {
+            self.book.free_record(stub);
+        }
+    }
+
+    /// Completions since the last call.
+    pub fn poll(&mut self) -> Vec<Event> {
+        let done = std::mem::take(&mut *self.shared.done.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut out = Vec::with_capacity(done.len());
+        let mut read_ended = false;
+        for d in done {
+            match d {
+                io::Done::Written { id, result } => {
+                    let Some(items) = self.writes.remove(&id) else {
+                        continue;
+                    };
+                    let pages = items
+                        .first()
+                        .map_or(1, |p| bookkeeper::pages_for(p.stub.record_bytes).max(1));
+                    self.pending_stash_pages =
+                        self.pending_stash_pages.saturating_sub(pages as u64);
+                    match &result {
+                        Ok(()) => {
+                            self.stats.stashes += items.len() as u64;
+                            self.stats.stash_bytes +=
+                                items.iter().map(|p| p.stub.value_bytes as u64).sum::<u64>();
+                        }
+                        Err(e) => {
+                            self.stats.stash_errors += 1;
+                            crate::warning!(
+                                "Tiering: writing {} value(s) to {} failed: {e}; they stay in memory",
+                                items.len(),
+                                self.path.display()
+                            );
+                        }
+                    }
+                    out.push(Event::Stashed { items, result });
+                }
+                io::Done::Read { id, result } => {
+                    let Some(r) = self.reads.remove(&id) else {
+                        continue;
+                    };
+                    self.read_of.remove(&(r.stub.page, r.stub.offset));
+                    if let Some(n) = self.pages_reading.get_mut(&r.stub.page) {
+                        *n -= 1;
+                        if *n == 0 {
+                            self.pages_reading.remove(&r.stub.page);
+                        }
+                    }
+                    read_ended = true;
+                    if result.is_err() {
+                        self.stats.read_errors += 1;
+                    }
+                    out.push(Event::Read {
+                        id,
+                        db: r.db,
+                        key: r.key,
+                        stub: r.stub,
+                        result,
+                    });
+                }
+            }
+        }
+        if read_ended && !self.deferred_frees.is_empty() {
+            for stub in std::mem::take(&mut self.deferred_frees) {
+                self.free(stub);
+            }
+        }
+        out
+    }
+}
+
+impl Drop for TierStore {
+    fn drop(&mut self) {
+        self.tx = None;
+        // Wakes the thread to see the close.
+        self.shared
+            .hold_reads
+            .store(false, std::sync::atomic::Ordering::Release);
+        self.wake_thread();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The keyspace's synchronous fallback: one `pread` of the record's pages.
+struct SyncReader {
+    file: std::fs::File,
+}
+
+impl ColdReader for SyncReader {
+    fn read_now(&mut self, key: &[u8], stub: ColdStub) -> Result<Vec<u8>, String> {
+        let len = page::pages_of(stub) as usize * PAGE_BYTES;
+        let mut buf = AlignedBuf::zeroed(len);
+        let off = stub.page as u64 * PAGE_BYTES as u64;
+        // SAFETY: the buffer is valid for `len` bytes.
+        let n = unsafe {
+            libc::pread(
+                self.file.as_raw_fd(),
+                buf.as_mut_slice().as_mut_ptr() as *mut libc::c_void,
+                len,
+                off as libc::off_t,
+            )
+        };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error().to_string());
+        }
+        if (n as usize) < len {
+            return Err("short read".into());
+        }
+        page::decode_value(buf.as_slice(), stub, key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wait_events(t: &mut TierStore, n: usize) -> Vec<Event> {
+        let mut got = Vec::new();
+        let start = std::time::Instant::now();
+        while got.len() < n && start.elapsed() < std::time::Duration::from_secs(10) {
+            got.extend(t.poll());
+            std::thread::yield_now();
+        }
+        got
+    }
+
+    #[test]
+    fn values_written_read_back_exactly_and_shared_reads_are_one() {
+        let dir = std::env::temp_dir().join(format!("cairn-tier-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let prefix = dir.join("t").display().to_string();
+        let mut t = TierStore::open(&prefix, 1 << 20).unwrap();
+        let small = vec![7u8; 100];
+        let big: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        t.stash(0, b"s", &small, 1).unwrap();
+        t.stash(0, b"b", &big, 2).unwrap();
+        t.flush();
+        let ev = wait_events(&mut t, 2);
+        let mut stubs = HashMap::new();
+        for e in ev {
+            let Event::Stashed { items, result } = e else {
+                panic!("a write")
+            };
+            result.unwrap();
+            for p in items {
+                stubs.insert(p.key.clone(), p.stub);
+            }
+        }
+        let a = t.read(0, b"b", stubs[&b"b".to_vec()]);
+        let b = t.read(0, b"b", stubs[&b"b".to_vec()]);
+        assert_eq!(a, b, "one I/O for concurrent readers");
+        let c = t.read(0, b"s", stubs[&b"s".to_vec()]);
+        let mut ok = 0;
+        for e in wait_events(&mut t, 2) {
+            let Event::Read { id, result, .. } = e else {
+                panic!("a read")
+            };
+            let v = result.unwrap();
+            if id == a {
+                assert_eq!(v, big);
+            } else {
+                assert_eq!(id, c);
+                assert_eq!(v, small);
+            }
+            ok += 1;
+        }
+        assert_eq!(ok, 2);
+        let mut r = t.sync_reader().unwrap();
+        assert_eq!(r.read_now(b"s", stubs[&b"s".to_vec()]).unwrap(), small);
+        t.free(stubs[&b"s".to_vec()]);
+        t.free(stubs[&b"b".to_vec()]);
+        assert_eq!(t.book.allocated_pages(), 0);
+        drop(t);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
