@@ -244,6 +244,10 @@ pub struct Keyspace {
     pub lfu: bool,
     pub lfu_log_factor: u32,
     pub lfu_decay_time_min: u32,
+    /// The clock key accesses are stamped with (ms), set by the executor before each
+    /// command and by its cron (Redis caches its LRU clock the same way): one clock read
+    /// per command instead of one per key touched. 0: not set yet, read the clock.
+    pub access_clock_ms: i64,
     /// Entries waiting in the graveyard (for INFO lazyfree_pending_objects).
     pub lazyfree_pending: u64,
     /// Loading the AOF: no key counts as expired (replay must reach the state the log
@@ -367,6 +371,7 @@ impl Keyspace {
             lfu: false,
             lfu_log_factor: 10,
             lfu_decay_time_min: 1,
+            access_clock_ms: 0,
             lazyfree_pending: 0,
             loading: false,
             expiry_held: false,
@@ -424,6 +429,7 @@ impl Keyspace {
             lfu: false,
             lfu_log_factor: 10,
             lfu_decay_time_min: 1,
+            access_clock_ms: 0,
             lazyfree_pending: 0,
             loading: false,
             expiry_held: false,
@@ -618,10 +624,28 @@ impl Keyspace {
     /// The access field a newly created value gets (LRU clock now, or LFU_INIT_VAL).
     pub fn initial_lru(&self) -> u32 {
         if self.lfu {
-            (lfu_minutes() << 8) | LFU_INIT_VAL
+            (self.access_lfu_minutes() << 8) | LFU_INIT_VAL
         } else {
-            lru_clock()
+            self.access_lru_clock()
         }
+    }
+
+    fn access_now_ms(&self) -> i64 {
+        if self.access_clock_ms > 0 {
+            self.access_clock_ms
+        } else {
+            crate::util::now_ms()
+        }
+    }
+
+    /// [`lru_clock`] at the access clock.
+    fn access_lru_clock(&self) -> u32 {
+        ((self.access_now_ms() / 1000) as u32) & LRU_CLOCK_MAX
+    }
+
+    /// [`lfu_minutes`] at the access clock.
+    fn access_lfu_minutes(&self) -> u32 {
+        ((self.access_now_ms() / 60_000) as u32) & 0xFFFF
     }
 
     /// Records an access (LRU clock or LFU counter), as Redis's lookupKey does.
@@ -632,9 +656,9 @@ impl Keyspace {
         let v = if self.lfu {
             let counter = self.lfu_decr_and_return(e);
             let counter = self.lfu_log_incr(counter);
-            (lfu_minutes() << 8) | counter
+            (self.access_lfu_minutes() << 8) | counter
         } else {
-            lru_clock()
+            self.access_lru_clock()
         };
         self.set_lru(e, v);
     }
@@ -644,7 +668,7 @@ impl Keyspace {
         let v = self.lru(e);
         let ldt = v >> 8;
         let counter = v & 0xFF;
-        let now = lfu_minutes();
+        let now = self.access_lfu_minutes();
         let elapsed = if now >= ldt {
             now - ldt
         } else {

@@ -959,6 +959,7 @@ impl Server {
         let dirty_before = self.dirty;
         let db_before = client.db;
         let start = self.clock_us;
+        self.ks.access_clock_ms = now;
         let mut ctx = Ctx {
             srv: self,
             client,
@@ -1188,6 +1189,7 @@ impl Server {
     /// Periodic work (Redis's serverCron), run `hz` times a second by the event loop.
     /// Every step is bounded in time.
     pub fn cron(&mut self) {
+        self.ks.access_clock_ms = now_ms();
         self.snapshot_cron();
         self.migrate_sockets.close_idle();
         self.stats.sample_instantaneous(now_ms());
