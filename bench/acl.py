@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""What an ACL user with key patterns costs: redis-benchmark SET/GET at -P 1 and -P 16 as the
+`default` user (no password) and as a user holding key patterns (`on >pw ~key:* ~counter:*
+~mylist:* +@all`), on cairn-server and on Debian's redis-server 7, same run.
+
+A fresh server per measurement; the four (server, user) cases interleaved, their order
+reversed every other round; ROUNDS rounds. Prints the median requests/s and the median
+server CPU time per request (user + system, /proc/PID/stat: steadier than requests/s on a
+shared machine) per case, and the ACL user's cost against `default` on each server.
+
+Usage: python3 bench/acl.py [--rounds 5] [--requests 200000] [--cairn target/release/cairn-server]
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from core import start, stop  # noqa: E402
+
+ACL_RULES = ["on", ">benchpass", "~key:*", "~counter:*", "~mylist:*", "+@all"]
+
+
+def cpu_s(pid):
+    """The process's user + system CPU time so far, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench(port, pipeline, requests, acl_user):
+    auth = ["--user", "bench", "-a", "benchpass"] if acl_user else []
+    out = subprocess.run(
+        ["redis-benchmark", "-p", str(port), *auth, "-t", "set,get", "-n", str(requests),
+         "-r", "1000000", "-d", "100", "-c", "50", "-P", str(pipeline), "-q"],
+        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+    ).stdout.replace("\r", "\n")
+    res = {}
+    for name in ("SET", "GET"):
+        m = re.findall(rf"^{name}: ([0-9.]+) requests per second", out, re.M)
+        res[name] = float(m[-1]) if m else 0.0
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--requests", type=int, default=200000)
+    ap.add_argument("--cairn", default="target/release/cairn-server")
+    ap.add_argument("--redis", default="/usr/bin/redis-server")
+    a = ap.parse_args()
+    cases = [(srv, user) for srv in ("cairn", "redis") for user in ("default", "acl")]
+    rps = {(c, p, t): [] for c in cases for p in (1, 16) for t in ("SET", "GET")}
+    cpu = {(c, p): [] for c in cases for p in (1, 16)}
+    for rnd in range(a.rounds):
+        order = cases if rnd % 2 == 0 else list(reversed(cases))
+        for p in (1, 16):
+            for case in order:
+                srv, user = case
+                proc, port = start(srv, a.cairn if srv == "cairn" else a.redis)
+                try:
+                    subprocess.run(["redis-cli", "-p", str(port), "ACL", "SETUSER", "bench",
+                                    *ACL_RULES], check=True, capture_output=True)
+                    before = cpu_s(proc.pid)
+                    r = bench(port, p, a.requests, user == "acl")
+                    used = cpu_s(proc.pid) - before
+                finally:
+                    stop(proc)
+                if min(r.values()) <= 0:
+                    raise SystemExit(f"{srv} as {user}: no result (refused?)")
+                for t in ("SET", "GET"):
+                    rps[(case, p, t)].append(r[t])
+                per_req = used * 1e6 / (2 * a.requests)
+                cpu[(case, p)].append(per_req)
+                print(f"round {rnd + 1} P{p} {srv} {user}: SET {r['SET']:.0f} GET {r['GET']:.0f} "
+                      f"req/s, {per_req:.2f} us CPU/request", file=sys.stderr)
+
+    med = statistics.median
+    print("| server | -P | SET req/s default; ACL user | GET req/s default; ACL user "
+          "| server CPU µs/request default; ACL user | ACL user's CPU cost |")
+    print("|---|---:|---|---|---|---:|")
+    for srv in ("cairn", "redis"):
+        for p in (1, 16):
+            d, u = (srv, "default"), (srv, "acl")
+            cd, cu = med(cpu[(d, p)]), med(cpu[(u, p)])
+            print(f"| {srv} | {p} | {med(rps[(d, p, 'SET')]):,.0f}; {med(rps[(u, p, 'SET')]):,.0f} "
+                  f"| {med(rps[(d, p, 'GET')]):,.0f}; {med(rps[(u, p, 'GET')]):,.0f} "
+                  f"| {cd:.2f}; {cu:.2f} | {100 * (cu / cd - 1):+.1f} % |")
+
+
+if __name__ == "__main__":
+    main()
