@@ -1326,3 +1326,45 @@ fn daemonize_detaches_and_writes_its_pid_file() {
     assert!(raw.closed());
     wait_until(DEADLINE, "the pid file removed", || !pidfile.exists());
 }
+
+/// Every command both servers have: COMMAND INFO's name, arity, flags, first / last key,
+/// step and ACL categories are Redis 7.0.15's. (Key specs, tips and subcommand lists are
+/// not compared yet: #21's command metadata.) Commands Redis has and cairn does not are
+/// the cluster, module and `restore-asking` / `asking` / `readonly` / `readwrite` ones.
+#[test]
+fn command_info_heads_match_redis_for_every_command() {
+    let redis = start_redis(&[]);
+    let srv = start_cairn(&[]);
+    let mut r = client(redis.port);
+    let mut c = client(srv.port);
+    let theirs: BTreeSet<String> = redis::cmd("COMMAND").arg("LIST").query(&mut r).unwrap();
+    let ours: BTreeSet<String> = redis::cmd("COMMAND").arg("LIST").query(&mut c).unwrap();
+    let missing: Vec<&String> = theirs.difference(&ours).collect();
+    for m in &missing {
+        let top = m.split('|').next().unwrap_or("");
+        assert!(
+            matches!(
+                top,
+                "cluster" | "module" | "asking" | "readonly" | "readwrite" | "restore-asking"
+            ),
+            "cairn lacks {m}"
+        );
+    }
+    let mut compared = 0;
+    for name in theirs.intersection(&ours) {
+        let head = |conn: &mut redis::Connection| -> Vec<Value> {
+            let v: Vec<Value> = redis::cmd("COMMAND")
+                .arg("INFO")
+                .arg(name)
+                .query(conn)
+                .unwrap();
+            let Some(Value::Array(fields)) = v.into_iter().next() else {
+                panic!("no COMMAND INFO for {name}")
+            };
+            fields.into_iter().take(7).collect()
+        };
+        assert_eq!(head(&mut c), head(&mut r), "COMMAND INFO {name}");
+        compared += 1;
+    }
+    assert!(compared > 300, "{compared} commands compared");
+}

@@ -25,7 +25,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         ping,
     )
     .doc("Returns the server's liveliness response.", "1.0.0"),
-    CommandSpec::new("echo", 2, FAST, "connection", echo).doc("Returns the given string.", "1.0.0"),
+    CommandSpec::new("echo", 2, FAST | LOADING | STALE, "connection", echo)
+        .doc("Returns the given string.", "1.0.0"),
     CommandSpec::new(
         "hello",
         -1,
@@ -104,7 +105,7 @@ static CLIENT_SUBS: &[CommandSpec] = &[
         "Instructs the server whether to reply to commands.",
         "3.2.0",
     ),
-    CommandSpec::new("help", 2, CLIENT_SUB, "connection", client_help).doc(
+    CommandSpec::new("help", 2, LOADING | STALE, "connection", client_help).doc(
         "Returns helpful text about the different subcommands.",
         "5.0.0",
     ),

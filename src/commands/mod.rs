@@ -73,6 +73,12 @@ pub const QUEUES_WITHOUT_OOM_CHECK: u32 = 1 << 21;
 /// MONITOR sees it before it runs, though it is `skip_monitor` (EVAL and friends: their
 /// line comes before those of the commands the script runs, as Redis 7's).
 pub const MONITOR_FIRST: u32 = 1 << 22;
+// Shown by COMMAND only: cairn has no cluster slots and never loads asynchronously, but
+// clients read these as Redis 7.0 declares them.
+/// A command whose keys may all be absent (EVAL and FCALL with numkeys 0).
+pub const NO_MANDATORY_KEYS: u32 = 1 << 23;
+/// Refused during an asynchronous load in Redis (SAVE, BGSAVE, SYNC, REPLICAOF...).
+pub const NO_ASYNC_LOADING: u32 = 1 << 24;
 
 pub const FLAG_NAMES: &[(u32, &str)] = &[
     (WRITE, "write"),
@@ -89,7 +95,10 @@ pub const FLAG_NAMES: &[(u32, &str)] = &[
     (FAST, "fast"),
     (NO_AUTH, "no_auth"),
     // MAY_REPLICATE is not shown: Redis 7.0 hides it from COMMAND on purpose.
+    (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+    (NO_ASYNC_LOADING, "no_async_loading"),
     (NO_MULTI, "no_multi"),
+    // `movablekeys` comes here, from the key procs (`introspection::write_command_info`).
     (ALLOW_BUSY, "allow_busy"),
 ];
 

@@ -1,13 +1,25 @@
 //! Persistence commands: SAVE and BGSAVE (the snapshot engine is in
 //! `src/persistence/snapshot`; LASTSAVE and SHUTDOWN live with the server family).
 
-use super::{CmdError, CmdResult, CommandSpec, Ctx, ADMIN, NOSCRIPT, NO_MULTI};
+use super::{CmdError, CmdResult, CommandSpec, Ctx, ADMIN, NOSCRIPT, NO_ASYNC_LOADING, NO_MULTI};
 
 pub static COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new("save", 1, ADMIN | NOSCRIPT | NO_MULTI, "server", save)
-        .doc("Synchronously saves the database(s) to disk.", "1.0.0"),
-    CommandSpec::new("bgsave", -1, ADMIN | NOSCRIPT, "server", bgsave)
-        .doc("Asynchronously saves the database(s) to disk.", "1.0.0"),
+    CommandSpec::new(
+        "save",
+        1,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI,
+        "server",
+        save,
+    )
+    .doc("Synchronously saves the database(s) to disk.", "1.0.0"),
+    CommandSpec::new(
+        "bgsave",
+        -1,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
+        "server",
+        bgsave,
+    )
+    .doc("Asynchronously saves the database(s) to disk.", "1.0.0"),
 ];
 
 /// SAVE blocks the server while the arena is written (Redis's semantics); use BGSAVE to

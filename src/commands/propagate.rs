@@ -133,6 +133,7 @@ pub fn has_key_proc(name: &str) -> bool {
             | "georadius"
             | "georadiusbymember"
             | "migrate"
+            | "sort_ro"
     )
 }
 

@@ -4,13 +4,13 @@
 
 use super::{
     CmdError, CmdResult, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, BLOCKING, FAST, LOADING, NOSCRIPT,
-    NO_MULTI, STALE,
+    NO_ASYNC_LOADING, NO_MULTI, STALE,
 };
 
 pub static COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new("psync", -3, ADMIN | NOSCRIPT | NO_MULTI, "server", psync)
+    CommandSpec::new("psync", -3, ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI, "server", psync)
         .doc("Internal command used for replication", "2.8.0"),
-    CommandSpec::new("sync", 1, ADMIN | NOSCRIPT | NO_MULTI, "server", sync)
+    CommandSpec::new("sync", 1, ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI, "server", sync)
         .doc("Internal command used for replication", "1.0.0"),
     CommandSpec::new(
         "replconf",
@@ -45,11 +45,11 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Start a coordinated failover between this server and one of its replicas.",
         "6.2.0",
     ),
-    CommandSpec::new("replicaof", 3, ADMIN | NOSCRIPT | STALE, "server", replicaof).doc(
+    CommandSpec::new("replicaof", 3, ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING, "server", replicaof).doc(
         "Make the server a replica of another instance, or promote it as master.",
         "5.0.0",
     ),
-    CommandSpec::new("slaveof", 3, ADMIN | NOSCRIPT | STALE, "server", replicaof).doc(
+    CommandSpec::new("slaveof", 3, ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING, "server", replicaof).doc(
         "Make the server a replica of another instance, or promote it as master.",
         "1.0.0",
     ),

@@ -15,7 +15,7 @@
 use super::engine::{self, Engine};
 use super::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::commands::{ALLOW_BUSY, DENYOOM, LOADING, MAY_REPLICATE, MONITOR_FIRST, NOSCRIPT};
-use crate::commands::{READONLY, SKIP_MONITOR, STALE, WRITE};
+use crate::commands::{NO_MANDATORY_KEYS, READONLY, SKIP_MONITOR, STALE, WRITE};
 use crate::persistence::rdb_value;
 use mlua::{Function, MultiValue, Table, Value};
 use std::cell::RefCell;
@@ -37,7 +37,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "fcall",
         -3,
-        NOSCRIPT | STALE | SKIP_MONITOR | MONITOR_FIRST | MAY_REPLICATE,
+        NOSCRIPT | STALE | SKIP_MONITOR | MONITOR_FIRST | NO_MANDATORY_KEYS | MAY_REPLICATE,
         "scripting",
         fcall,
     )
@@ -45,7 +45,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "fcall_ro",
         -3,
-        NOSCRIPT | STALE | SKIP_MONITOR | MONITOR_FIRST | READONLY,
+        NOSCRIPT | STALE | SKIP_MONITOR | MONITOR_FIRST | NO_MANDATORY_KEYS | READONLY,
         "scripting",
         fcall_ro,
     )

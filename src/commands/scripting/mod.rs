@@ -24,6 +24,7 @@ mod raw_call;
 
 use super::{CmdError, CmdResult, CommandSpec, Ctx};
 use super::{ALLOW_BUSY, MAY_REPLICATE, MONITOR_FIRST, NOSCRIPT, READONLY, SKIP_MONITOR, STALE};
+use super::{LOADING, NO_MANDATORY_KEYS};
 use crate::protocol::reply::Resp;
 pub use engine::ScriptBusy;
 use engine::{Engine, Outcome};
@@ -43,7 +44,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "eval",
         -3,
-        NOSCRIPT | STALE | SKIP_MONITOR | MONITOR_FIRST | MAY_REPLICATE,
+        NOSCRIPT | STALE | SKIP_MONITOR | MONITOR_FIRST | NO_MANDATORY_KEYS | MAY_REPLICATE,
         "scripting",
         eval,
     )
@@ -51,7 +52,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "evalsha",
         -3,
-        NOSCRIPT | STALE | SKIP_MONITOR | MONITOR_FIRST | MAY_REPLICATE,
+        NOSCRIPT | STALE | SKIP_MONITOR | MONITOR_FIRST | NO_MANDATORY_KEYS | MAY_REPLICATE,
         "scripting",
         evalsha,
     )
@@ -59,7 +60,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "eval_ro",
         -3,
-        NOSCRIPT | STALE | SKIP_MONITOR | MONITOR_FIRST | READONLY,
+        NOSCRIPT | STALE | SKIP_MONITOR | MONITOR_FIRST | NO_MANDATORY_KEYS | READONLY,
         "scripting",
         eval_ro,
     )
@@ -67,7 +68,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "evalsha_ro",
         -3,
-        NOSCRIPT | STALE | SKIP_MONITOR | MONITOR_FIRST | READONLY,
+        NOSCRIPT | STALE | SKIP_MONITOR | MONITOR_FIRST | NO_MANDATORY_KEYS | READONLY,
         "scripting",
         evalsha_ro,
     )
@@ -86,7 +87,7 @@ static SCRIPT_SUBS: &[CommandSpec] = &[
         "Loads a server-side Lua script to the script cache.",
         "2.6.0",
     ),
-    CommandSpec::new("exists", -3, NOSCRIPT | STALE, "scripting", script_exists).doc(
+    CommandSpec::new("exists", -3, NOSCRIPT, "scripting", script_exists).doc(
         "Determines whether server-side Lua scripts exist in the script cache.",
         "2.6.0",
     ),
@@ -107,7 +108,7 @@ static SCRIPT_SUBS: &[CommandSpec] = &[
     ),
     CommandSpec::new("debug", 3, NOSCRIPT, "scripting", script_debug)
         .doc("Sets the debug mode of server-side Lua scripts.", "3.2.0"),
-    CommandSpec::new("help", 2, STALE, "scripting", script_help).doc(
+    CommandSpec::new("help", 2, LOADING | STALE, "scripting", script_help).doc(
         "Returns helpful text about the different subcommands.",
         "5.0.0",
     ),

@@ -53,11 +53,20 @@ pub(super) fn write_command_info(
     out.array(10);
     out.bulk_str(&display_name(spec, parent));
     out.int(spec.arity as i64);
-    let flags: Vec<&str> = FLAG_NAMES
+    let mut flags: Vec<&str> = FLAG_NAMES
         .iter()
         .filter(|(bit, _)| spec.flags & bit != 0)
         .map(|(_, n)| *n)
         .collect();
+    // Redis's movablekeys: the command's keys are found by a key proc (numkeys, keywords),
+    // listed after no_multi and before allow_busy.
+    if parent.is_none() && crate::commands::propagate::has_key_proc(spec.name) {
+        let at = flags
+            .iter()
+            .position(|f| *f == "allow_busy")
+            .unwrap_or(flags.len());
+        flags.insert(at, "movablekeys");
+    }
     out.set(flags.len());
     for f in flags {
         out.simple(f);

@@ -21,7 +21,7 @@ pub use introspection::{acl_categories, key_memory_usage};
 
 use super::{
     acl, CmdError, CmdResult, CommandSpec, Ctx, ADMIN, ALLOW_BUSY, FAST, FLAG_NAMES, LOADING,
-    NOSCRIPT, PROTECTED, READONLY, STALE, WRITE,
+    NOSCRIPT, NO_MULTI, PROTECTED, READONLY, STALE, WRITE,
 };
 use crate::commands::executor::{Server, ShutdownRequest};
 use crate::keyspace::{Keyspace, Kind};
@@ -45,7 +45,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "shutdown",
         -1,
-        ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY,
+        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY,
         "server",
         shutdown,
     )
