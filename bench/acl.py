@@ -11,37 +11,14 @@ shared machine) per case, and the ACL user's cost against `default` on each serv
 Usage: python3 bench/acl.py [--rounds 5] [--requests 200000] [--cairn target/release/cairn-server]
 """
 import argparse
-import os
-import re
 import statistics
 import subprocess
 import sys
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from core import start, stop  # noqa: E402
+from core import bench, cpu_s, start, stop  # noqa: E402
 
 ACL_RULES = ["on", ">benchpass", "~key:*", "~counter:*", "~mylist:*", "+@all"]
-
-
-def cpu_s(pid):
-    """The process's user + system CPU time so far, in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def bench(port, pipeline, requests, acl_user):
-    auth = ["--user", "bench", "-a", "benchpass"] if acl_user else []
-    out = subprocess.run(
-        ["redis-benchmark", "-p", str(port), *auth, "-t", "set,get", "-n", str(requests),
-         "-r", "1000000", "-d", "100", "-c", "50", "-P", str(pipeline), "-q"],
-        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
-    ).stdout.replace("\r", "\n")
-    res = {}
-    for name in ("SET", "GET"):
-        m = re.findall(rf"^{name}: ([0-9.]+) requests per second", out, re.M)
-        res[name] = float(m[-1]) if m else 0.0
-    return res
 
 
 def main():
@@ -64,7 +41,8 @@ def main():
                     subprocess.run(["redis-cli", "-p", str(port), "ACL", "SETUSER", "bench",
                                     *ACL_RULES], check=True, capture_output=True)
                     before = cpu_s(proc.pid)
-                    r = bench(port, p, a.requests, user == "acl")
+                    auth = ["--user", "bench", "-a", "benchpass"] if user == "acl" else []
+                    r = bench(port, p, a.requests, auth)
                     used = cpu_s(proc.pid) - before
                 finally:
                     stop(proc)

@@ -53,11 +53,19 @@ def stop(proc):
         proc.wait()
 
 
-def bench(port, pipeline, requests):
+def cpu_s(pid):
+    """The process's user + system CPU time so far, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench(port, pipeline, requests, extra=()):
+    """SET and GET requests/s from redis-benchmark; `extra`: more client arguments (auth)."""
     out = subprocess.run(
-        ["redis-benchmark", "-p", str(port), "-t", "set,get", "-n", str(requests), "-r", "1000000",
-         "-d", "100", "-c", "50", "-P", str(pipeline), "-q"],
-        capture_output=True, text=True, timeout=600,
+        ["redis-benchmark", "-p", str(port), *extra, "-t", "set,get", "-n", str(requests),
+         "-r", "1000000", "-d", "100", "-c", "50", "-P", str(pipeline), "-q"],
+        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
     ).stdout.replace("\r", "\n")
     res = {}
     for name in ("SET", "GET"):

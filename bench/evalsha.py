@@ -14,14 +14,13 @@ than requests/s to what else the shared machine runs).
 Usage: python3 bench/evalsha.py [--rounds 5] [--requests 300000] [--cairn target/release/cairn-server]
 """
 import argparse
-import os
 import re
 import statistics
 import subprocess
 import sys
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from core import start, stop  # noqa: E402
+from core import cpu_s, start, stop  # noqa: E402
 
 SCRIPTS = {
     "small": "redis.call('INCR', KEYS[1]) return redis.call('EXPIRE', KEYS[1], 100)",
@@ -47,13 +46,6 @@ def load(port, body):
     if not re.fullmatch(r"[0-9a-f]{40}", out):
         raise SystemExit(f"SCRIPT LOAD answered {out!r}")
     return out
-
-
-def cpu_s(pid):
-    """The process's user + system CPU time so far, in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def bench(port, sha, pipeline, requests):

@@ -621,6 +621,22 @@ impl Keyspace {
         crate::arena::size_class(entry_size(&self.arena, e)).1 + block
     }
 
+    /// Replaces entry `e` of `db` by `n` (same key, TTL moved along) and frees `e`'s
+    /// block without releasing anything its value owned (the caller took care of it).
+    fn swap_entry_block(&mut self, db: usize, e: Ref, n: Ref) {
+        let h = self.arena.hash(self.key(e));
+        let mut dbh = self.read_db(db);
+        dbh.dict.replace(&mut self.arena, e, n, h);
+        if self.has_expire(e) {
+            let idx = self.arena.read_u32(e, OFF_VIDX);
+            dbh.volatile.set(&mut self.arena, idx as usize, n);
+            self.arena.write_u32(n, OFF_VIDX, idx);
+        }
+        self.write_db(db, &dbh);
+        let size = entry_size(&self.arena, e);
+        self.arena.free(e, size);
+    }
+
     /// The access field a newly created value gets (LRU clock now, or LFU_INIT_VAL).
     pub fn initial_lru(&self) -> u32 {
         if self.lfu {
@@ -1013,17 +1029,7 @@ impl Keyspace {
             let (kind, enc, lru) = (self.kind(e), self.enc(e), self.lru(e));
             let expire = self.expire_at(e);
             let n = self.write_new_entry(&key, kind, enc, &v, expire, lru);
-            let h = self.arena.hash(&key);
-            let mut dbh = self.read_db(db);
-            dbh.dict.replace(&mut self.arena, e, n, h);
-            if expire.is_some() {
-                let idx = self.arena.read_u32(e, OFF_VIDX);
-                dbh.volatile.set(&mut self.arena, idx as usize, n);
-                self.arena.write_u32(n, OFF_VIDX, idx);
-            }
-            self.write_db(db, &dbh);
-            let size = entry_size(&self.arena, e);
-            self.arena.free(e, size);
+            self.swap_entry_block(db, e, n);
             return n;
         }
         let expire = self.expire_at(e);

@@ -17,8 +17,8 @@
 //! - [`FLAG_STASHING`]: a write of this value to the tier file is in flight.
 
 use super::{
-    entry_flags, entry_key_len, entry_size, entry_val_len, Keyspace, Kind, Ref, ENTRY_HEADER_BYTES,
-    FLAG_BIG, FLAG_EXPIRE, OFF_FLAGS, OFF_VIDX,
+    entry_flags, entry_key_len, entry_val_len, Keyspace, Kind, Ref, ENTRY_HEADER_BYTES, FLAG_BIG,
+    FLAG_EXPIRE, OFF_FLAGS,
 };
 
 pub const FLAG_COLD: u8 = 4;
@@ -152,22 +152,6 @@ impl Keyspace {
             ENTRY_HEADER_BYTES + kl,
             COLD_STUB_BYTES,
         )))
-    }
-
-    /// Replaces entry `e` of `db` by `n` (same key, TTL moved along) and frees `e`'s
-    /// block without releasing anything its value owned (the caller took care of it).
-    fn swap_entry_block(&mut self, db: usize, e: Ref, n: Ref) {
-        let h = self.arena.hash(self.key(e));
-        let mut dbh = self.read_db(db);
-        dbh.dict.replace(&mut self.arena, e, n, h);
-        if self.has_expire(e) {
-            let idx = self.arena.read_u32(e, OFF_VIDX);
-            dbh.volatile.set(&mut self.arena, idx as usize, n);
-            self.arena.write_u32(n, OFF_VIDX, idx);
-        }
-        self.write_db(db, &dbh);
-        let size = entry_size(&self.arena, e);
-        self.arena.free(e, size);
     }
 
     /// Drops a string entry's RAM copy: the value field becomes `stub` (the bytes are on

@@ -523,6 +523,13 @@ impl Server {
     /// now); its reply goes out like a served blocked command's. A re-run that parks
     /// again (another value went cold meanwhile) stays parked.
     pub(crate) fn rerun_after_io(&mut self, client_id: u64) {
+        self.unpark_and_rerun(client_id);
+    }
+
+    /// Unparks `client_id` and runs its command again: a re-run that answered sends its
+    /// reply ([`Server::finish_rerun`]); one that blocked again is parked already and
+    /// answers when that ends.
+    fn unpark_and_rerun(&mut self, client_id: u64) {
         let Some(p) = self.blocking.unpark(client_id) else {
             return;
         };
@@ -585,22 +592,10 @@ impl Server {
         if !std::mem::take(&mut self.blocking.resume_due) {
             return;
         }
+        // One blocked again (postponed by a new pause, or a BLPOP on empty keys) answers
+        // when that ends.
         for id in std::mem::take(&mut self.blocking.postponed) {
-            let Some(p) = self.blocking.unpark(id) else {
-                continue;
-            };
-            let Some(r) = self.rerun_parked(&p) else {
-                continue;
-            };
-            // Blocked again (postponed by a new pause, or a BLPOP on empty keys): it is
-            // parked already, and answers when that ends.
-            if r.client.blocked {
-                self.release_refs(r.refs);
-                let slot = r.client.slot;
-                self.clients[slot] = Some(r.client);
-            } else {
-                self.finish_rerun(r);
-            }
+            self.unpark_and_rerun(id);
         }
     }
 
