@@ -21,6 +21,44 @@ impl Drop for ServerProc {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
+        // A failing test shows what each of its servers logged (the test harness prints
+        // a failed test's captured output): races seen only on a loaded CI machine can
+        // then be read from its output.
+        let log = server_log_path(&self.dir);
+        if std::thread::panicking() {
+            if let Ok(text) = std::fs::read_to_string(&log) {
+                let lines: Vec<&str> = text.lines().collect();
+                let from = lines.len().saturating_sub(SERVER_LOG_LINES_SHOWN);
+                println!(
+                    "---- log of the server on port {} (last {} lines)",
+                    self.port,
+                    lines.len() - from
+                );
+                for line in &lines[from..] {
+                    println!("{line}");
+                }
+            }
+        }
+        let _ = std::fs::remove_file(&log);
+    }
+}
+
+/// Lines of each server's log printed when a test fails.
+const SERVER_LOG_LINES_SHOWN: usize = 80;
+
+/// Where a test server started on `dir` writes its output: beside the directory, so
+/// tests that list the directory see only the server's files.
+fn server_log_path(dir: &Path) -> PathBuf {
+    dir.with_extension("log")
+}
+
+fn server_output(dir: &Path) -> (Stdio, Stdio) {
+    match std::fs::File::create(server_log_path(dir)) {
+        Ok(f) => match f.try_clone() {
+            Ok(g) => (Stdio::from(f), Stdio::from(g)),
+            Err(_) => (Stdio::null(), Stdio::null()),
+        },
+        Err(_) => (Stdio::null(), Stdio::null()),
     }
 }
 
@@ -305,12 +343,14 @@ pub fn start_cairn(args: &[&str]) -> ServerProc {
             .arg("--dir")
             .arg(&dir);
         cmd.args(args);
-        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        let (out, err) = server_output(&dir);
+        cmd.stdout(out).stderr(err);
         let mut child = cmd.spawn().expect("spawn cairn-server");
         match try_wait_ready(port, &mut child) {
             Ok(()) => return ServerProc { child, port, dir },
             Err(e) if attempt < 2 && e.contains("exited") => {
                 let _ = std::fs::remove_dir_all(&dir);
+                let _ = std::fs::remove_file(server_log_path(&dir));
                 continue;
             }
             Err(e) => panic!("{e}"),
@@ -340,7 +380,8 @@ pub fn start_redis(args: &[&str]) -> ServerProc {
         .arg(&dir);
     cmd.args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"]);
     cmd.args(args);
-    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let (out, err) = server_output(&dir);
+    cmd.stdout(out).stderr(err);
     let mut child = cmd.spawn().expect("spawn redis-server");
     wait_ready(port, &mut child);
     ServerProc { child, port, dir }
