@@ -540,20 +540,23 @@ pub fn append(a: &mut Arena, m: &mut Meta, id: Id, pairs: &[&[u8]], limits: Limi
             (id, NULL, v)
         }
         Some((master, node, mut v)) => {
-            let view = parse_node(&v, master);
-            if let Some(view) = view {
-                replace_int(&mut v, view.count_off, view.count + 1);
-                // Offsets after the count moved; compare the fields by walking again.
-                let mut it = lp::iter(&v).skip(2);
-                let mnf = it.next().and_then(int_of).unwrap_or(-1);
-                if mnf == numfields as i64
-                    && pairs
-                        .iter()
-                        .step_by(2)
-                        .zip(it)
-                        .all(|(f, mf)| mf.eq_bytes(f))
-                {
-                    flags |= FLAG_SAMEFIELDS;
+            // Only the node's head is read (count, deleted, master fields): the node was
+            // checked whole when it was stored or loaded, and walking every entry on each
+            // append made XADD cost the node's size.
+            if let Some(count_off) = lp::first(&v) {
+                if let Some(count) = int_of(lp::get(&v, count_off)) {
+                    replace_int(&mut v, count_off, count + 1);
+                    let mut it = lp::iter(&v).skip(2);
+                    let mnf = it.next().and_then(int_of).unwrap_or(-1);
+                    if mnf == numfields as i64
+                        && pairs
+                            .iter()
+                            .step_by(2)
+                            .zip(it)
+                            .all(|(f, mf)| mf.eq_bytes(f))
+                    {
+                        flags |= FLAG_SAMEFIELDS;
+                    }
                 }
             }
             (master, node, v)
