@@ -354,7 +354,6 @@ impl EntryPos {
 pub struct NodeView {
     pub count: i64,
     pub deleted: i64,
-    count_off: usize,
     master_fields: Vec<usize>,
     pub entries: Vec<EntryPos>,
 }
@@ -450,10 +449,87 @@ pub fn parse_node(l: &[u8], master: Id) -> Option<NodeView> {
     Some(NodeView {
         count,
         deleted,
-        count_off,
         master_fields,
         entries,
     })
+}
+
+/// Walks a stored node's entries in order, deleted ones too, until `f` returns false
+/// (then returns false). Unlike [`parse_node`] it neither checks the node (it was checked
+/// when stored or loaded; a malformed element just ends the walk) nor collects the
+/// entries: a read that wants a few entries stops stepping where they end. The view
+/// passed to `f` has the node's counters and master fields, no entries.
+pub fn walk_node(l: &[u8], master: Id, mut f: impl FnMut(&NodeView, &EntryPos) -> bool) -> bool {
+    /// Steps through the listpack's elements.
+    struct Cursor<'a> {
+        l: &'a [u8],
+        p: Option<usize>,
+    }
+    impl Cursor<'_> {
+        fn take(&mut self) -> Option<usize> {
+            let o = self.p?;
+            self.p = lp::next(self.l, o);
+            Some(o)
+        }
+        fn int(&mut self) -> Option<i64> {
+            let o = self.take()?;
+            int_of(lp::get(self.l, o))
+        }
+    }
+    let mut c = Cursor { l, p: lp::first(l) };
+    let head = |c: &mut Cursor| -> Option<NodeView> {
+        let count = c.int()?;
+        let deleted = c.int()?;
+        let nf = usize::try_from(c.int()?).ok()?;
+        let mut master_fields = Vec::with_capacity(nf.min(l.len()));
+        for _ in 0..nf {
+            master_fields.push(c.take()?);
+        }
+        c.take()?; // the master entry's terminating 0
+        Some(NodeView {
+            count,
+            deleted,
+            master_fields,
+            entries: Vec::new(),
+        })
+    };
+    let Some(view) = head(&mut c) else {
+        return true;
+    };
+    let entry = |c: &mut Cursor| -> Option<EntryPos> {
+        let flags_off = c.take()?;
+        let flags = int_of(lp::get(l, flags_off))?;
+        let msd = c.int()?;
+        let seqd = c.int()?;
+        let same = flags & FLAG_SAMEFIELDS != 0;
+        let (n, elems) = if same {
+            (view.master_fields.len(), view.master_fields.len())
+        } else {
+            let n = usize::try_from(c.int()?).ok()?;
+            (n, n.checked_mul(2)?)
+        };
+        let body_off = c.p.unwrap_or(0);
+        for _ in 0..elems {
+            c.take()?;
+        }
+        c.take()?; // lp-count
+        Some(EntryPos {
+            id: Id::new(
+                master.ms.wrapping_add(msd as u64),
+                master.seq.wrapping_add(seqd as u64),
+            ),
+            flags,
+            flags_off,
+            body_off,
+            num_fields: n,
+        })
+    };
+    while let Some(e) = entry(&mut c) {
+        if !f(&view, &e) {
+            return false;
+        }
+    }
+    true
 }
 
 /// An entry's field/value pairs.
@@ -482,7 +558,6 @@ fn view_of(a: &Arena, m: &Meta, i: u32) -> (Id, Ref, NodeView) {
     let view = parse_node(node_lp(a, node), master).unwrap_or(NodeView {
         count: 0,
         deleted: 0,
-        count_off: 0,
         master_fields: vec![],
         entries: vec![],
     });
@@ -626,18 +701,19 @@ pub fn range(
     if !rev {
         let mut i = find_le(a, m, start).unwrap_or(0);
         while i < m.nodes {
-            let (master, node, view) = view_of(a, m, i);
+            let (master, node) = node_at(a, m, i);
             if master > end {
                 return;
             }
             let l = node_lp(a, node);
-            for e in &view.entries {
+            let walked_all = walk_node(l, master, |view, e| {
                 if e.deleted() || e.id < start {
-                    continue;
+                    return true;
                 }
-                if e.id > end || !f(e.id, entry_pairs(l, &view, e)) {
-                    return;
-                }
+                e.id <= end && f(e.id, entry_pairs(l, view, e))
+            });
+            if !walked_all {
+                return;
             }
             i += 1;
         }
@@ -673,14 +749,17 @@ pub fn edge_id(a: &Arena, m: &Meta, first: bool, skip_tombstones: bool) -> Id {
         Box::new((0..m.nodes).rev())
     };
     for i in order {
-        let (_, _, view) = view_of(a, m, i);
-        let mut es: Box<dyn Iterator<Item = &EntryPos>> = if first {
-            Box::new(view.entries.iter())
-        } else {
-            Box::new(view.entries.iter().rev())
-        };
-        if let Some(e) = es.find(|e| !skip_tombstones || !e.deleted()) {
-            return e.id;
+        let (master, node) = node_at(a, m, i);
+        let mut found = None;
+        walk_node(node_lp(a, node), master, |_, e| {
+            if !skip_tombstones || !e.deleted() {
+                found = Some(e.id);
+            }
+            // The first wanted entry ends the walk; the last needs the whole node.
+            !(first && found.is_some())
+        });
+        if let Some(id) = found {
+            return id;
         }
     }
     if first {
@@ -1148,6 +1227,52 @@ mod tests {
         assert_eq!(edge_id(&a, &m, true, false), Id::new(1, 0));
         assert!(delete(&mut a, &mut m, Id::new(3, 0)));
         assert_eq!(m.nodes, 0);
+        free_all(&mut a, &m.encode());
+    }
+
+    /// The unchecked walk that forward reads use sees what the checked parse sees, and
+    /// stops where its visitor says.
+    #[test]
+    fn walk_node_matches_parse_node() {
+        let mut a = arena();
+        let mut m = Meta::default();
+        let l = Limits {
+            max_bytes: 4096,
+            max_entries: 100,
+        };
+        add(&mut a, &mut m, 1, &[b"a", b"1", b"b", b"2"], l);
+        add(&mut a, &mut m, 2, &[b"a", b"3", b"b", b"4"], l);
+        add(&mut a, &mut m, 3, &[b"c", b"5"], l);
+        add(&mut a, &mut m, 4, &[b"a", b"6", b"b", b"7"], l);
+        add(&mut a, &mut m, 5, &[b"x", b"8", b"y", b"9", b"z", b"10"], l);
+        assert!(delete(&mut a, &mut m, Id::new(2, 0)));
+        let (master, node) = node_at(&a, &m, 0);
+        let lp = node_lp(&a, node);
+        let view = parse_node(lp, master).unwrap();
+        let mut walked = vec![];
+        assert!(walk_node(lp, master, |v, e| {
+            walked.push((e.id, e.flags, e.body_off, entry_pairs(lp, v, e)));
+            true
+        }));
+        let parsed: Vec<_> = view
+            .entries
+            .iter()
+            .map(|e| (e.id, e.flags, e.body_off, entry_pairs(lp, &view, e)))
+            .collect();
+        assert_eq!(walked, parsed);
+        assert_eq!(walked.len(), 5);
+        let mut seen = 0;
+        assert!(!walk_node(lp, master, |_, _| {
+            seen += 1;
+            seen < 2
+        }));
+        assert_eq!(seen, 2);
+        let mut forward = vec![];
+        range(&a, &m, Id::new(2, 0), Id::new(4, 0), false, |id, _| {
+            forward.push(id.ms);
+            true
+        });
+        assert_eq!(forward, [3, 4]);
         free_all(&mut a, &m.encode());
     }
 }
