@@ -13,6 +13,7 @@ pub mod executor;
 pub mod geo;
 pub mod hashes;
 pub mod hll;
+pub mod key_specs;
 pub mod keys;
 pub mod lists;
 pub mod lolwut;
