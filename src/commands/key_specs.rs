@@ -392,28 +392,6 @@ fn numkeys_proc(
     keys
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rows_are_sorted_and_unique() {
-        for w in META.windows(2) {
-            assert!(w[0].name < w[1].name, "{} before {}", w[0].name, w[1].name);
-        }
-        assert!(lookup("zunionstore").is_some());
-        assert!(lookup("ping").is_none());
-    }
-
-    #[test]
-    fn atoi_reads_as_c() {
-        assert_eq!(c_atoi(b" 2abc"), 2);
-        assert_eq!(c_atoi(b"-3"), -3);
-        assert_eq!(c_atoi(b"x"), 0);
-        assert_eq!(c_atoi(b"99999999999999999999999"), -1);
-    }
-}
-
 #[rustfmt::skip]
 static META: &[Meta] = &[
     Meta::new("append", &[], &[one(1, RW | INSERT)]),
@@ -663,3 +641,25 @@ static META: &[Meta] = &[
     Meta::new("zunion", &[], &[ks(RO | ACCESS, Begin::Index(1), Find::Keynum(0, 1, 1))]),
     Meta::new("zunionstore", &[], &[one(1, OW | UPDATE), ks(RO | ACCESS, Begin::Index(2), Find::Keynum(0, 1, 1))]),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_sorted_and_unique() {
+        for w in META.windows(2) {
+            assert!(w[0].name < w[1].name, "{} before {}", w[0].name, w[1].name);
+        }
+        assert!(lookup("zunionstore").is_some());
+        assert!(lookup("echo").is_none() && lookup("ping").is_some());
+    }
+
+    #[test]
+    fn atoi_reads_as_c() {
+        assert_eq!(c_atoi(b" 2abc"), 2);
+        assert_eq!(c_atoi(b"-3"), -3);
+        assert_eq!(c_atoi(b"x"), 0);
+        assert_eq!(c_atoi(b"99999999999999999999999"), -1);
+    }
+}

@@ -151,16 +151,16 @@ pub(super) fn write_command_info(
     }
     let meta = crate::commands::key_specs::lookup(&display_name(spec, parent));
     let tips = meta.map_or(&[][..], |m| m.tips);
-    out.array(tips.len());
+    out.set(tips.len());
     for t in tips {
         out.bulk_str(t);
     }
     let specs = meta.map_or(&[][..], |m| m.key_specs);
-    out.array(specs.len());
+    out.set(specs.len());
     for ks in specs {
         write_key_spec(out, ks);
     }
-    out.array(spec.subcommands.len());
+    out.set(spec.subcommands.len());
     for sub in spec.subcommands {
         write_command_info(out, sub, Some(spec));
     }
