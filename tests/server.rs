@@ -566,7 +566,7 @@ fn command_introspection() {
     rc.call(&["HELLO", "3"]);
     let docs = show(&rc.call(&["COMMAND", "DOCS", "get", "nosuch", "config"]));
     assert!(
-        docs.starts_with("%2\r\n$3\r\nget\r\n%3\r\n$7\r\nsummary\r\n"),
+        docs.starts_with("%2\r\n$3\r\nget\r\n%5\r\n$7\r\nsummary\r\n"),
         "{docs}"
     );
     assert!(docs.contains("$11\r\nsubcommands\r\n%5\r\n"), "{docs}");
@@ -1481,7 +1481,7 @@ fn command_getkeys_matches_redis_for_every_key_spec_form() {
 }
 
 /// Commands Redis 7.0.15 has and cairn does not, each with the reason; every other entry of
-/// Redis's COMMAND reply must be cairn's, field for field.
+/// Redis's COMMAND reply and COMMAND DOCS must be cairn's, field for field.
 const COMMANDS_CAIRN_LACKS: &[(&str, &str)] = &[
     (
         "cluster",
@@ -1534,8 +1534,37 @@ fn command_entry(conn: &mut redis::Connection, name: &str) -> Value {
     sort_subcommands(entry)
 }
 
+/// One COMMAND DOCS value (RESP2: a flat list of field, value) with its subcommands'
+/// docs in name order (Redis's order is a randomly seeded hash table's).
+fn command_doc(conn: &mut redis::Connection, name: &str) -> Value {
+    fn sort_subcommands(v: Value) -> Value {
+        let Value::Array(mut fields) = v else {
+            return v;
+        };
+        let at = fields
+            .iter()
+            .position(|f| *f == Value::BulkString(b"subcommands".to_vec()));
+        if let Some(Value::Array(subs)) = at.and_then(|i| fields.get_mut(i + 1)) {
+            let mut pairs: Vec<(String, Value)> = std::mem::take(subs)
+                .chunks(2)
+                .map(|p| (format!("{:?}", p[0]), sort_subcommands(p[1].clone())))
+                .collect();
+            pairs.sort_by(|a, b| a.0.cmp(&b.0));
+            *subs = pairs.into_iter().map(|(_, v)| v).collect();
+        }
+        Value::Array(fields)
+    }
+    let v: Vec<Value> = redis::cmd("COMMAND")
+        .arg("DOCS")
+        .arg(name)
+        .query(conn)
+        .unwrap();
+    assert_eq!(v.len(), 2, "COMMAND DOCS {name}: {v:?}");
+    sort_subcommands(v.into_iter().nth(1).unwrap_or(Value::Nil))
+}
+
 #[test]
-fn command_info_matches_redis_for_every_command() {
+fn command_info_and_docs_match_redis_for_every_command() {
     let redis = start_redis(&[]);
     let srv = start_cairn(&[]);
     let mut r = client(redis.port);
@@ -1562,6 +1591,13 @@ fn command_info_matches_redis_for_every_command() {
             command_entry(&mut c, name),
             command_entry(&mut r, name),
             "COMMAND INFO {name}"
+        );
+        // COMMAND DOCS: summary, since, group, complexity, doc flags, deprecation,
+        // history, the argument tree, subcommands' docs.
+        assert_eq!(
+            command_doc(&mut c, name),
+            command_doc(&mut r, name),
+            "COMMAND DOCS {name}"
         );
         compared += 1;
     }
@@ -1637,6 +1673,17 @@ fn command_info_matches_redis_for_every_command() {
         "georadius",
         "set",
         "get",
+    ];
+    assert_eq!(show(&cr.call(&probe)), show(&rr.call(&probe)));
+    let probe = [
+        "COMMAND",
+        "DOCS",
+        "georadius",
+        "migrate",
+        "set",
+        "client|kill",
+        "xadd",
+        "bitfield",
     ];
     assert_eq!(show(&cr.call(&probe)), show(&rr.call(&probe)));
 }

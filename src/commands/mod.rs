@@ -9,6 +9,7 @@ pub mod acl;
 pub mod aof;
 pub mod bits;
 pub mod connection;
+pub mod docs;
 pub mod executor;
 pub mod geo;
 pub mod hashes;

@@ -166,21 +166,65 @@ pub(super) fn write_command_info(
     }
 }
 
-/// One COMMAND DOCS value (a map: summary, since, group, subcommands).
+/// One COMMAND DOCS value, a map in Redis's order: summary, since, group, complexity,
+/// doc_flags, deprecated_since, replaced_by, history, arguments, subcommands (each only
+/// when there is something to say).
 pub(super) fn write_command_docs(
     out: &mut Reply,
     spec: &'static CommandSpec,
     parent: Option<&CommandSpec>,
 ) {
-    let has_subs = !spec.subcommands.is_empty();
-    out.map(3 + has_subs as usize);
+    let doc = crate::commands::docs::lookup(&display_name(spec, parent));
+    let (summary, since) = doc.map_or((spec.summary, spec.since), |d| (d.summary, d.since));
+    let has = |s: &str| !s.is_empty() as usize;
+    let len =
+        3 + doc.map_or(0, |d| {
+            has(d.complexity)
+                + (d.doc_flags != 0) as usize
+                + has(d.deprecated_since)
+                + has(d.replaced_by)
+                + !d.history.is_empty() as usize
+                + !d.args.is_empty() as usize
+        }) + !spec.subcommands.is_empty() as usize;
+    out.map(len);
     out.bulk_str("summary");
-    out.bulk_str(spec.summary);
+    out.bulk_str(summary);
     out.bulk_str("since");
-    out.bulk_str(spec.since);
+    out.bulk_str(since);
     out.bulk_str("group");
     out.bulk_str(spec.group);
-    if has_subs {
+    if let Some(d) = doc {
+        if !d.complexity.is_empty() {
+            out.bulk_str("complexity");
+            out.bulk_str(d.complexity);
+        }
+        if d.doc_flags != 0 {
+            out.bulk_str("doc_flags");
+            write_flag_set(out, d.doc_flags, crate::commands::docs::DOC_FLAG_NAMES);
+        }
+        if !d.deprecated_since.is_empty() {
+            out.bulk_str("deprecated_since");
+            out.bulk_str(d.deprecated_since);
+        }
+        if !d.replaced_by.is_empty() {
+            out.bulk_str("replaced_by");
+            out.bulk_str(d.replaced_by);
+        }
+        if !d.history.is_empty() {
+            out.bulk_str("history");
+            out.set(d.history.len());
+            for (version, change) in d.history {
+                out.array(2);
+                out.bulk_str(version);
+                out.bulk_str(change);
+            }
+        }
+        if !d.args.is_empty() {
+            out.bulk_str("arguments");
+            write_doc_args(out, d.args);
+        }
+    }
+    if !spec.subcommands.is_empty() {
         out.bulk_str("subcommands");
         out.map(spec.subcommands.len());
         for sub in spec.subcommands {
@@ -188,7 +232,60 @@ pub(super) fn write_command_docs(
             write_command_docs(out, sub, Some(spec));
         }
     }
-    let _ = parent;
+}
+
+fn write_flag_set(out: &mut Reply, flags: u8, names: &[(u8, &str)]) {
+    out.set(names.iter().filter(|(bit, _)| flags & bit != 0).count());
+    for (_, name) in names.iter().filter(|(bit, _)| flags & bit != 0) {
+        out.simple(name);
+    }
+}
+
+/// An argument list of COMMAND DOCS: one map per argument (name, type, key_spec_index,
+/// token, since, deprecated_since, flags, arguments).
+fn write_doc_args(out: &mut Reply, args: &[crate::commands::docs::Arg]) {
+    out.array(args.len());
+    for arg in args {
+        let has = |s: &str| !s.is_empty() as usize;
+        let nested = matches!(arg.kind, "oneof" | "block");
+        out.map(
+            2 + (arg.key_spec_index >= 0) as usize
+                + arg.token.is_some() as usize
+                + has(arg.since)
+                + has(arg.deprecated_since)
+                + (arg.flags != 0) as usize
+                + nested as usize,
+        );
+        out.bulk_str("name");
+        out.bulk_str(arg.name);
+        out.bulk_str("type");
+        out.bulk_str(arg.kind);
+        if arg.key_spec_index >= 0 {
+            out.bulk_str("key_spec_index");
+            out.int(arg.key_spec_index as i64);
+        }
+        if let Some(token) = arg.token {
+            out.bulk_str("token");
+            out.bulk_str(token);
+        }
+        for (field, value) in [
+            ("since", arg.since),
+            ("deprecated_since", arg.deprecated_since),
+        ] {
+            if !value.is_empty() {
+                out.bulk_str(field);
+                out.bulk_str(value);
+            }
+        }
+        if arg.flags != 0 {
+            out.bulk_str("flags");
+            write_flag_set(out, arg.flags, crate::commands::docs::ARG_FLAG_NAMES);
+        }
+        if nested {
+            out.bulk_str("arguments");
+            write_doc_args(out, arg.args);
+        }
+    }
 }
 
 pub(super) fn command_all(ctx: &mut Ctx) -> CmdResult {
