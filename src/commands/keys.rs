@@ -47,7 +47,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec::new("move", 3, WRITE | FAST, "generic", move_cmd)
         .keys(1, 1, 1)
         .doc("Moves a key to another database.", "1.0.0"),
-    CommandSpec::new("swapdb", 3, WRITE | FAST, "generic", swapdb)
+    CommandSpec::new("swapdb", 3, WRITE | FAST, "server", swapdb)
         .acl(super::acl::KEYSPACE | super::acl::DANGEROUS)
         .doc("Swaps two Redis databases.", "4.0.0"),
     CommandSpec::new("touch", -2, READONLY | FAST, "generic", touch)

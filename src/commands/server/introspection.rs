@@ -35,12 +35,82 @@ pub fn acl_categories(spec: &CommandSpec) -> Vec<String> {
     crate::commands::acl::command::category_list(spec)
 }
 
-/// Key-spec flags derived from the command's flags (CommandSpec has no per-key flags).
-pub(super) fn key_flags(spec: &CommandSpec) -> &'static [&'static str] {
-    if spec.flags & WRITE != 0 {
-        &["RW", "update"]
-    } else {
-        &["RO", "access"]
+/// Key-spec flags as COMMAND shows them (a set of status strings, Redis's order).
+fn write_key_flags(out: &mut Reply, flags: u16) {
+    let names = crate::commands::key_specs::KEY_FLAG_NAMES;
+    out.set(names.iter().filter(|(bit, _)| flags & bit != 0).count());
+    for (_, name) in names.iter().filter(|(bit, _)| flags & bit != 0) {
+        out.simple(name);
+    }
+}
+
+/// One key spec of COMMAND INFO's field 9: notes (when any), flags, begin_search, find_keys.
+fn write_key_spec(out: &mut Reply, ks: &crate::commands::key_specs::KeySpec) {
+    use crate::commands::key_specs::{Begin, Find};
+    out.map(3 + !ks.notes.is_empty() as usize);
+    if !ks.notes.is_empty() {
+        out.bulk_str("notes");
+        out.bulk_str(ks.notes);
+    }
+    out.bulk_str("flags");
+    write_key_flags(out, ks.flags);
+    out.bulk_str("begin_search");
+    out.map(2);
+    out.bulk_str("type");
+    match ks.begin {
+        Begin::Index(at) => {
+            out.bulk_str("index");
+            out.bulk_str("spec");
+            out.map(1);
+            out.bulk_str("index");
+            out.int(at as i64);
+        }
+        Begin::Keyword(word, startfrom) => {
+            out.bulk_str("keyword");
+            out.bulk_str("spec");
+            out.map(2);
+            out.bulk_str("keyword");
+            out.bulk_str(word);
+            out.bulk_str("startfrom");
+            out.int(startfrom as i64);
+        }
+        Begin::Unknown => {
+            out.bulk_str("unknown");
+            out.bulk_str("spec");
+            out.map(0);
+        }
+    }
+    out.bulk_str("find_keys");
+    out.map(2);
+    out.bulk_str("type");
+    match ks.find {
+        Find::Range(lastkey, keystep, limit) => {
+            out.bulk_str("range");
+            out.bulk_str("spec");
+            out.map(3);
+            for (name, v) in [("lastkey", lastkey), ("keystep", keystep), ("limit", limit)] {
+                out.bulk_str(name);
+                out.int(v as i64);
+            }
+        }
+        Find::Keynum(keynumidx, firstkey, keystep) => {
+            out.bulk_str("keynum");
+            out.bulk_str("spec");
+            out.map(3);
+            for (name, v) in [
+                ("keynumidx", keynumidx),
+                ("firstkey", firstkey),
+                ("keystep", keystep),
+            ] {
+                out.bulk_str(name);
+                out.int(v as i64);
+            }
+        }
+        Find::Unknown => {
+            out.bulk_str("unknown");
+            out.bulk_str("spec");
+            out.map(0);
+        }
     }
 }
 
@@ -79,64 +149,82 @@ pub(super) fn write_command_info(
     for c in cats {
         out.simple(&c);
     }
-    out.array(0); // tips
-    if spec.first_key > 0 {
-        out.array(1);
-        out.map(3);
-        out.bulk_str("flags");
-        let kf = key_flags(spec);
-        out.set(kf.len());
-        for f in kf {
-            out.simple(f);
-        }
-        out.bulk_str("begin_search");
-        out.map(2);
-        out.bulk_str("type");
-        out.bulk_str("index");
-        out.bulk_str("spec");
-        out.map(1);
-        out.bulk_str("index");
-        out.int(spec.first_key as i64);
-        out.bulk_str("find_keys");
-        out.map(2);
-        out.bulk_str("type");
-        out.bulk_str("range");
-        out.bulk_str("spec");
-        out.map(3);
-        out.bulk_str("lastkey");
-        out.int(if spec.last_key < 0 {
-            spec.last_key as i64
-        } else {
-            (spec.last_key - spec.first_key) as i64
-        });
-        out.bulk_str("keystep");
-        out.int(spec.key_step as i64);
-        out.bulk_str("limit");
-        out.int(0);
-    } else {
-        out.array(0);
+    let meta = crate::commands::key_specs::lookup(&display_name(spec, parent));
+    let tips = meta.map_or(&[][..], |m| m.tips);
+    out.set(tips.len());
+    for t in tips {
+        out.bulk_str(t);
     }
-    out.array(spec.subcommands.len());
+    let specs = meta.map_or(&[][..], |m| m.key_specs);
+    out.set(specs.len());
+    for ks in specs {
+        write_key_spec(out, ks);
+    }
+    out.set(spec.subcommands.len());
     for sub in spec.subcommands {
         write_command_info(out, sub, Some(spec));
     }
 }
 
-/// One COMMAND DOCS value (a map: summary, since, group, subcommands).
+/// One COMMAND DOCS value, a map in Redis's order: summary, since, group, complexity,
+/// doc_flags, deprecated_since, replaced_by, history, arguments, subcommands (each only
+/// when there is something to say).
 pub(super) fn write_command_docs(
     out: &mut Reply,
     spec: &'static CommandSpec,
     parent: Option<&CommandSpec>,
 ) {
-    let has_subs = !spec.subcommands.is_empty();
-    out.map(3 + has_subs as usize);
+    let doc = crate::commands::docs::lookup(&display_name(spec, parent));
+    let (summary, since) = doc.map_or((spec.summary, spec.since), |d| (d.summary, d.since));
+    let has = |s: &str| !s.is_empty() as usize;
+    let len =
+        3 + doc.map_or(0, |d| {
+            has(d.complexity)
+                + (d.doc_flags != 0) as usize
+                + has(d.deprecated_since)
+                + has(d.replaced_by)
+                + !d.history.is_empty() as usize
+                + !d.args.is_empty() as usize
+        }) + !spec.subcommands.is_empty() as usize;
+    out.map(len);
     out.bulk_str("summary");
-    out.bulk_str(spec.summary);
+    out.bulk_str(summary);
     out.bulk_str("since");
-    out.bulk_str(spec.since);
+    out.bulk_str(since);
     out.bulk_str("group");
     out.bulk_str(spec.group);
-    if has_subs {
+    if let Some(d) = doc {
+        if !d.complexity.is_empty() {
+            out.bulk_str("complexity");
+            out.bulk_str(d.complexity);
+        }
+        if d.doc_flags != 0 {
+            out.bulk_str("doc_flags");
+            write_flag_set(out, d.doc_flags, crate::commands::docs::DOC_FLAG_NAMES);
+        }
+        if !d.deprecated_since.is_empty() {
+            out.bulk_str("deprecated_since");
+            out.bulk_str(d.deprecated_since);
+        }
+        if !d.replaced_by.is_empty() {
+            out.bulk_str("replaced_by");
+            out.bulk_str(d.replaced_by);
+        }
+        if !d.history.is_empty() {
+            out.bulk_str("history");
+            out.set(d.history.len());
+            for (version, change) in d.history {
+                out.array(2);
+                out.bulk_str(version);
+                out.bulk_str(change);
+            }
+        }
+        if !d.args.is_empty() {
+            out.bulk_str("arguments");
+            write_doc_args(out, d.args);
+        }
+    }
+    if !spec.subcommands.is_empty() {
         out.bulk_str("subcommands");
         out.map(spec.subcommands.len());
         for sub in spec.subcommands {
@@ -144,7 +232,60 @@ pub(super) fn write_command_docs(
             write_command_docs(out, sub, Some(spec));
         }
     }
-    let _ = parent;
+}
+
+fn write_flag_set(out: &mut Reply, flags: u8, names: &[(u8, &str)]) {
+    out.set(names.iter().filter(|(bit, _)| flags & bit != 0).count());
+    for (_, name) in names.iter().filter(|(bit, _)| flags & bit != 0) {
+        out.simple(name);
+    }
+}
+
+/// An argument list of COMMAND DOCS: one map per argument (name, type, key_spec_index,
+/// token, since, deprecated_since, flags, arguments).
+fn write_doc_args(out: &mut Reply, args: &[crate::commands::docs::Arg]) {
+    out.array(args.len());
+    for arg in args {
+        let has = |s: &str| !s.is_empty() as usize;
+        let nested = matches!(arg.kind, "oneof" | "block");
+        out.map(
+            2 + (arg.key_spec_index >= 0) as usize
+                + arg.token.is_some() as usize
+                + has(arg.since)
+                + has(arg.deprecated_since)
+                + (arg.flags != 0) as usize
+                + nested as usize,
+        );
+        out.bulk_str("name");
+        out.bulk_str(arg.name);
+        out.bulk_str("type");
+        out.bulk_str(arg.kind);
+        if arg.key_spec_index >= 0 {
+            out.bulk_str("key_spec_index");
+            out.int(arg.key_spec_index as i64);
+        }
+        if let Some(token) = arg.token {
+            out.bulk_str("token");
+            out.bulk_str(token);
+        }
+        for (field, value) in [
+            ("since", arg.since),
+            ("deprecated_since", arg.deprecated_since),
+        ] {
+            if !value.is_empty() {
+                out.bulk_str(field);
+                out.bulk_str(value);
+            }
+        }
+        if arg.flags != 0 {
+            out.bulk_str("flags");
+            write_flag_set(out, arg.flags, crate::commands::docs::ARG_FLAG_NAMES);
+        }
+        if nested {
+            out.bulk_str("arguments");
+            write_doc_args(out, arg.args);
+        }
+    }
 }
 
 pub(super) fn command_all(ctx: &mut Ctx) -> CmdResult {
@@ -240,53 +381,48 @@ pub(super) fn command_list(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
-/// COMMAND GETKEYS / GETKEYSANDFLAGS <full command>: key positions from the spec.
+/// COMMAND GETKEYS / GETKEYSANDFLAGS <full command>: the keys the command's key specs
+/// (or, where they cannot tell, its own key finder) find, in Redis's order of checks.
 pub(super) fn command_getkeys(ctx: &mut Ctx) -> CmdResult {
     let with_flags = ctx.args.is(1, "GETKEYSANDFLAGS");
     let argc = ctx.args.len() - 2;
-    let Some(mut spec) = ctx.srv.commands.lookup(ctx.args.get(2)) else {
+    let Some(parent) = ctx.srv.commands.lookup(ctx.args.get(2)) else {
         return Err(CmdError::err("Invalid command specified"));
     };
-    if !spec.subcommands.is_empty() && argc >= 2 {
+    // A container with a subcommand argument names that subcommand (an unknown one is no
+    // command at all).
+    let (spec, name) = if !parent.subcommands.is_empty() && argc >= 2 {
         let sub = ctx.args.get(3);
-        if let Some(s) = spec
+        match parent
             .subcommands
             .iter()
             .find(|s| s.name.as_bytes().eq_ignore_ascii_case(sub))
         {
-            spec = s;
+            Some(s) => (s, display_name(s, Some(parent))),
+            None => return Err(CmdError::err("Invalid command specified")),
         }
+    } else {
+        (parent, parent.name.to_string())
+    };
+    if !crate::commands::key_specs::has_keys(&name) {
+        return Err(CmdError::err("The command has no key arguments"));
     }
     if !spec.arity_ok(argc) {
         return Err(CmdError::err(
             "Invalid number of arguments specified for command",
         ));
     }
-    let named = ctx.args.skip(2);
-    let positions = match super::super::propagate::keys_of(spec, named) {
-        _ if spec.first_key <= 0 && !super::super::propagate::has_key_proc(spec.name) => {
-            return Err(CmdError::err("The command has no key arguments"))
-        }
-        Some(p) if !p.is_empty() => p,
-        // Scripts may declare no keys (Redis's `no_mandatory_keys`).
-        Some(p)
-            if super::super::propagate::is_script(spec.name) || spec.name.starts_with("fcall") =>
-        {
-            p
-        }
-        _ => return Err(CmdError::err("Invalid arguments specified for command")),
-    };
-    ctx.out.array(positions.len());
-    for p in positions {
-        let key = ctx.args.get(2 + p);
+    let keys = crate::commands::key_specs::keys_with_flags(&name, ctx.args.skip(2));
+    if keys.is_empty() && spec.flags & crate::commands::NO_MANDATORY_KEYS == 0 {
+        return Err(CmdError::err("Invalid arguments specified for command"));
+    }
+    ctx.out.array(keys.len());
+    for (at, flags) in keys {
+        let key = ctx.args.get(2 + at);
         if with_flags {
             ctx.out.array(2);
             ctx.out.bulk(key);
-            let kf = key_flags(spec);
-            ctx.out.set(kf.len());
-            for f in kf {
-                ctx.out.simple(f);
-            }
+            write_key_flags(&mut ctx.out, flags);
         } else {
             ctx.out.bulk(key);
         }
