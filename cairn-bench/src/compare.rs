@@ -261,6 +261,7 @@ fn run_side(a: &SnapshotVsArgs, name: &str, bin: &Path, extra: &[String]) -> Res
         quiet: true,
         info: Vec::new(),
         max_time: 7200.0,
+        value_entropy: a.value_entropy,
         distinct_values: a.distinct_values,
     };
     let load = LoadArgs {
