@@ -5,8 +5,9 @@
 use super::*;
 use crate::persistence::snapshot::LoadJob;
 
-/// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: SAVE (the image, or an RDB with `snapshot-format rdb`), then the file
-/// loaded back through the startup loader (`LoadJob`, `Keyspace::from_arena`). Without
+/// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: SAVE (the image, or an RDB with
+/// `snapshot-format rdb`), then that file loaded back (an image through the startup
+/// loader, `LoadJob` and `Keyspace::from_arena`; an RDB into a fresh arena). Without
 /// NOFLUSH the loaded keyspace replaces the current one whole; with NOFLUSH its keys are
 /// added to the current one through the RDB codec (MERGE: loaded keys replace existing
 /// ones; without MERGE a key present in both refuses the load before anything changed,
