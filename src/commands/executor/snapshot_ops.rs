@@ -51,7 +51,13 @@ pub fn rdb_path(srv: &Server) -> PathBuf {
 /// its name: a `dump.rdb` holding an image (the layout before `image-filename`) loads as
 /// an image.
 fn startup_file(srv: &Server) -> Option<PathBuf> {
-    let mtime = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    // Regular files only: an empty `dbfilename` names `dir` itself.
+    let mtime = |p: &PathBuf| {
+        std::fs::metadata(p)
+            .ok()
+            .filter(|m| m.is_file())
+            .and_then(|m| m.modified().ok())
+    };
     let (image, rdb) = (image_path(srv), rdb_path(srv));
     let with_time = |p: PathBuf| mtime(&p).map(|t| (p, t));
     match (with_time(image), with_time(rdb)) {
@@ -352,6 +358,10 @@ impl Server {
     /// SAVE with `snapshot-format rdb`: the live keyspace written as an RDB to
     /// `dir/dbfilename` on the executor (SAVE blocks by definition, as Redis's does).
     fn save_rdb_now(&mut self) -> Result<(), String> {
+        if self.config.settings().dbfilename.is_empty() {
+            warning!("Failed saving the DB: snapshot-format rdb with an empty dbfilename");
+            return Err("dbfilename is empty".into());
+        }
         let out = rdb_path(self);
         let mut aux = rdb_aux(self);
         if let Some(db) = self.repl_stream_db() {
@@ -402,6 +412,10 @@ impl Server {
         }
         if self.repl.capture_running() {
             return Err("a replica's full sync is taking its snapshot".into());
+        }
+        let s = self.config.settings();
+        if s.snapshot_rdb && s.dbfilename.is_empty() {
+            return Err("snapshot-format rdb needs a dbfilename".into());
         }
         self.bgsave_scheduled = false;
         self.snapshot.stats.last_bgsave_try_ms = now_ms();
