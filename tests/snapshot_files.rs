@@ -312,3 +312,29 @@ fn an_image_in_dump_rdb_from_the_older_layout_still_loads() {
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn shutdown_stops_a_background_rdb_write_and_leaves_no_file() {
+    let dir = temp_dir("files-rdb-cancel");
+    // 50 ms per key: the RDB write outlasts the test unless SHUTDOWN stops it.
+    let mut s = start(
+        &dir,
+        &["--snapshot-format", "rdb", "--rdb-key-save-delay", "50000"],
+    );
+    let mut r = Raw::connect(s.port);
+    fill(&mut r);
+    assert_eq!(cmd(&mut r, &["BGSAVE"]), "+Background saving started\r\n");
+    assert_eq!(r.info_field("persistence", "rdb_bgsave_in_progress"), "1");
+    assert_eq!(
+        cmd(&mut r, &["SAVE"]),
+        "-ERR Background save already in progress\r\n"
+    );
+    r.cmd(&[b"SHUTDOWN", b"NOSAVE"]);
+    assert!(r.closed(), "SHUTDOWN did not close the connection");
+    wait_until(DEADLINE, "the server exited", || {
+        s.child.try_wait().unwrap().is_some()
+    });
+    // Neither the capture nor a partial RDB is left; dump.rdb never appeared.
+    assert_eq!(files(&dir), Vec::<String>::new());
+    let _ = std::fs::remove_dir_all(&dir);
+}
