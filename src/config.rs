@@ -358,6 +358,17 @@ pub static OPTIONS: &[OptSpec] = &[
     // --- persistence: RDB
     opt("save", OptKind::Special, "3600 1 300 100 60 10000", F_MULTI),
     opt("dbfilename", OptKind::Str, "dump.rdb", F_PROTECTED),
+    // cairn's snapshot image (not an RDB): its own name, so `dbfilename` only ever holds
+    // a real RDB file. Protected as `dbfilename` is (it names a file SAVE writes).
+    opt("image-filename", OptKind::Str, "dump.cimg", F_PROTECTED),
+    // What SAVE, BGSAVE, `save` points and SHUTDOWN write: the image, or an RDB to
+    // `dbfilename` (made from a capture, as a replica's full sync is).
+    opt(
+        "snapshot-format",
+        OptKind::Enum(&["image", "rdb"]),
+        "image",
+        0,
+    ),
     opt("rdbcompression", OptKind::Bool, "yes", NA),
     opt("rdbchecksum", OptKind::Bool, "yes", IMM | NA),
     opt("rdb-del-sync-files", OptKind::Bool, "no", NA),
@@ -858,6 +869,10 @@ pub struct Settings {
     /// `save` points: (seconds, changes).
     pub save_points: Vec<(u64, u64)>,
     pub dbfilename: String,
+    /// `image-filename`: where the snapshot image goes (`dir/image_filename`).
+    pub image_filename: String,
+    /// `snapshot-format rdb`: snapshots write `dbfilename` as an RDB instead of the image.
+    pub snapshot_rdb: bool,
     pub stop_writes_on_bgsave_error: bool,
     pub snapshot_threads: usize,
     pub snapshot_pause_budget_us: u64,
@@ -1199,6 +1214,8 @@ fn placeholder_settings() -> Settings {
         arena_reserve_bytes: 0,
         save_points: Vec::new(),
         dbfilename: String::new(),
+        image_filename: String::new(),
+        snapshot_rdb: false,
         stop_writes_on_bgsave_error: true,
         snapshot_threads: 2,
         snapshot_pause_budget_us: 2000,
@@ -1373,7 +1390,10 @@ impl Config {
                 Ok(w.join(" "))
             }
             OptKind::Str
-                if matches!(spec.name, "dbfilename" | "appendfilename" | "appenddirname") =>
+                if matches!(
+                    spec.name,
+                    "dbfilename" | "image-filename" | "appendfilename" | "appenddirname"
+                ) =>
             {
                 file_name_in_dir(spec.name, value).map(str::to_string)
             }
@@ -1956,6 +1976,11 @@ impl Config {
                 w.chunks_exact(2).map(|c| (c[0], c[1])).collect()
             },
             dbfilename: self.get_value("dbfilename").unwrap_or("dump.rdb").into(),
+            image_filename: self
+                .get_value("image-filename")
+                .unwrap_or("dump.cimg")
+                .into(),
+            snapshot_rdb: self.get_value("snapshot-format") == Some("rdb"),
             stop_writes_on_bgsave_error: self.boolean("stop-writes-on-bgsave-error"),
             snapshot_threads: self.int("snapshot-threads") as usize,
             snapshot_pause_budget_us: self.int("snapshot-pause-budget-us") as u64,
@@ -2243,6 +2268,17 @@ mod tests {
                 "appenddirname can't be a path, just a dirname",
             ),
             ("appenddirname", "", "appenddirname can't be empty"),
+            (
+                "image-filename",
+                "../x.cimg",
+                "image-filename can't be a path, just a filename",
+            ),
+            ("image-filename", "", "image-filename can't be empty"),
+            (
+                "snapshot-format",
+                "lzf",
+                "argument(s) must be one of the following: image, rdb",
+            ),
         ] {
             let e = Config::from_args(&args(&[&format!("--{option}"), bad])).unwrap_err();
             assert!(e.to_string().ends_with(msg), "{option} {bad:?}: {e}");
@@ -2266,6 +2302,15 @@ mod tests {
         assert_eq!(c.settings().dbfilename, "dump.rdb");
         c.set_many(&[("dbfilename", "other.rdb")], true).unwrap();
         assert_eq!(c.settings().dbfilename, "other.rdb");
+        assert_eq!(c.settings().image_filename, "dump.cimg");
+        assert!(!c.settings().snapshot_rdb);
+        c.set_many(
+            &[("image-filename", "x.cimg"), ("snapshot-format", "rdb")],
+            true,
+        )
+        .unwrap();
+        assert_eq!(c.settings().image_filename, "x.cimg");
+        assert!(c.settings().snapshot_rdb);
     }
 
     #[test]

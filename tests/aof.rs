@@ -1259,7 +1259,7 @@ fn bgsave_and_bgrewriteaof_take_turns() {
     let info = show(&r.reply());
     assert!(info.contains("aof_rewrite_scheduled:1"), "{info}");
     wait_rewrite(&mut r, 1);
-    assert!(dir.join("dump.rdb").exists());
+    assert!(dir.join("dump.cimg").exists());
     assert_eq!(r.info_field("persistence", "aof_rewrite_scheduled"), "0");
     // The RDB base is written slowly (rdb-key-save-delay): the rewrite is still running.
     r.send(b"BGREWRITEAOF\r\nBGSAVE\r\nBGSAVE SCHEDULE\r\nBGREWRITEAOF\r\n");

@@ -387,7 +387,7 @@ fn libraries_survive_save_and_restart_and_export_to_redis() {
     let out = rdir.join("dump.rdb");
     let st = std::process::Command::new(env!("CARGO_BIN_EXE_cairn-server"))
         .arg("--export-rdb")
-        .arg(dir.join("dump.rdb"))
+        .arg(dir.join("dump.cimg"))
         .arg(&out)
         .output()
         .unwrap();

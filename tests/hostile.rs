@@ -636,7 +636,7 @@ fn fill_every_type(c: &mut Raw) {
 
 #[test]
 fn damaged_images_and_rdb_files_at_startup_never_panic() {
-    let image = made_by(start_cairn(&[]), "dump.rdb", fill_every_type);
+    let image = made_by(start_cairn(&[]), "dump.cimg", fill_every_type);
     let rdb = made_by(start_redis(&[]), "dump.rdb", fill_every_type);
     let mut seed = 0x2545_F491_4F6C_DD1Du64;
     let mut rand = move |n: usize| {

@@ -167,7 +167,7 @@ fn exported_rdb_loads_into_redis_with_the_same_digest() {
     c.call(&["SET", "nine", "9"]);
     let digest = c.call(&["DEBUG", "DIGEST"]);
     assert_eq!(c.call(&["SAVE"]), b"+OK\r\n");
-    let image = cairn.dir.join("dump.rdb");
+    let image = cairn.dir.join("dump.cimg");
     let redis_dir = temp_dir("export");
     let out = Command::new(env!("CARGO_BIN_EXE_cairn-server"))
         .args([

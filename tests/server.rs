@@ -59,9 +59,12 @@ fn config_get_star_has_redis_names_and_defaults() {
             &"aof-recycle",
             &"arena-reserve-bytes",
             &"event-loop-spin-us",
+            // The snapshot image's own file (issue #24).
+            &"image-filename",
             // Valkey's names for the copy-avoiding reply thresholds (issue #5).
             &"min-string-size-avoid-copy-reply",
             &"min-string-size-avoid-copy-reply-threaded",
+            &"snapshot-format",
             &"snapshot-mode",
             &"snapshot-pause-budget-us",
             &"snapshot-threads",

@@ -643,7 +643,7 @@ fn kill_during_snapshot(tag: &str, args: &[&str]) {
         for e in std::fs::read_dir(&dir).unwrap() {
             let name = e.unwrap().file_name().into_string().unwrap();
             assert!(
-                name == "dump.rdb" || name == LOG_FILE || name.starts_with("temp-"),
+                name == "dump.cimg" || name == LOG_FILE || name.starts_with("temp-"),
                 "{name}"
             );
         }
@@ -660,7 +660,7 @@ fn saved_image(tag: &str) -> (PathBuf, Vec<u8>) {
     shutdown(&mut r, &["NOSAVE"]);
     drop(r);
     drop(s);
-    let img = std::fs::read(dir.join("dump.rdb")).unwrap();
+    let img = std::fs::read(dir.join("dump.cimg")).unwrap();
     (dir, img)
 }
 
@@ -670,7 +670,7 @@ fn flipped_byte_in_a_chunk_is_detected() {
     let mut bad = img.clone();
     let at = HEADER_BYTES + 32 + 16 + 100; // inside the first record's payload
     bad[at] ^= 0x01;
-    std::fs::write(dir.join("dump.rdb"), &bad).unwrap();
+    std::fs::write(dir.join("dump.cimg"), &bad).unwrap();
     let log = start_fails(&dir);
     assert!(
         log.contains("record 0 at file offset 256") && log.contains("checksum mismatch"),
@@ -678,11 +678,11 @@ fn flipped_byte_in_a_chunk_is_detected() {
     );
     // Truncation is told apart from corruption.
     std::fs::write(dir.join(LOG_FILE), "").unwrap();
-    std::fs::write(dir.join("dump.rdb"), &img[..img.len() - 10]).unwrap();
+    std::fs::write(dir.join("dump.cimg"), &img[..img.len() - 10]).unwrap();
     let log = start_fails(&dir);
     assert!(log.contains("truncated"), "{log}");
     // The untouched image loads.
-    std::fs::write(dir.join("dump.rdb"), &img).unwrap();
+    std::fs::write(dir.join("dump.cimg"), &img).unwrap();
     let s = start(&dir, &[]);
     let mut r = Raw::connect(s.port);
     assert_eq!(cmd(&mut r, &["DBSIZE"]), ":5021\r\n");
@@ -699,7 +699,7 @@ fn foreign_fingerprint_is_refused() {
     h = header.encode(); // a valid header checksum: only the fingerprint differs
     let mut bad = img.clone();
     bad[..HEADER_BYTES].copy_from_slice(&h);
-    std::fs::write(dir.join("dump.rdb"), &bad).unwrap();
+    std::fs::write(dir.join("dump.cimg"), &bad).unwrap();
     let log = start_fails(&dir);
     assert!(
         log.contains("layout fingerprint mismatch: entry header bytes is 32 in the image but 24"),
@@ -707,11 +707,11 @@ fn foreign_fingerprint_is_refused() {
     );
     // A truncated Redis RDB is loaded as RDB and refused with where it broke.
     std::fs::write(dir.join(LOG_FILE), "").unwrap();
-    std::fs::write(dir.join("dump.rdb"), b"REDIS0011\xfa\x09redis-ver").unwrap();
+    std::fs::write(dir.join("dump.cimg"), b"REDIS0011\xfa\x09redis-ver").unwrap();
     let log = start_fails(&dir);
     assert!(log.contains("RDB load failed at byte"), "{log}");
     // A file that is neither an image nor an RDB is refused, not parsed.
-    std::fs::write(dir.join("dump.rdb"), b"something else entirely").unwrap();
+    std::fs::write(dir.join("dump.cimg"), b"something else entirely").unwrap();
     let log = start_fails(&dir);
     assert!(log.contains("not a cairn snapshot image"), "{log}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -878,7 +878,7 @@ fn image_header_records_replication_position() {
         }
         assert_eq!(cmd(&mut r, &["BGSAVE"]), "+Background saving started\r\n");
         wait_bgsave(&mut r);
-        let h = format::read_header(&dir.join("dump.rdb")).unwrap();
+        let h = format::read_header(&dir.join("dump.cimg")).unwrap();
         assert_eq!(std::str::from_utf8(&h.repl_id).unwrap(), replid);
         offsets.push(h.repl_offset);
     }

@@ -589,7 +589,7 @@ fn rdb_both_ways_and_dump_restore_with_redis() {
     let rdir = temp_dir("groups-export-redis");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_cairn-server"))
         .arg("--export-rdb")
-        .arg(dir.join("dump.rdb"))
+        .arg(dir.join("dump.cimg"))
         .arg(rdir.join("dump.rdb"))
         .output()
         .unwrap();

@@ -365,7 +365,7 @@ fn export_rdb_is_loaded_by_redis() {
     let rdir = temp_dir("streams-export-redis");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_cairn-server"))
         .arg("--export-rdb")
-        .arg(dir.join("dump.rdb"))
+        .arg(dir.join("dump.cimg"))
         .arg(rdir.join("dump.rdb"))
         .output()
         .unwrap();

@@ -2,6 +2,7 @@
 //! defaults (aof: SET:GET 1:3 with 1000 B values; noise: 1 KB GETs...).
 
 use crate::keys::{KeyDist, ValueSize};
+use crate::values::ValueEntropy;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -72,9 +73,13 @@ pub struct ConnArgs {
     /// Hard bound on one run (seconds), whatever happens.
     #[arg(long, default_value_t = 3600.0)]
     pub max_time: f64,
-    /// Every value a different slice of 1 MiB of random bytes (incompressible, distinct
-    /// per key) instead of one fixed run of letters.
-    #[arg(long)]
+    /// Values' compressibility: random (incompressible), text (words) or repeat (one
+    /// shared buffer for every key). Values other than repeat are derived from the key and
+    /// --seed, so each key holds its own bytes.
+    #[arg(long, default_value = "random")]
+    pub value_entropy: ValueEntropy,
+    /// Same as --value-entropy random (kept so older recorded commands still run).
+    #[arg(long, hide = true)]
     pub distinct_values: bool,
 }
 
@@ -197,8 +202,11 @@ pub struct SnapshotVsArgs {
     /// Run only cairn (for iterating on the engine; the redis column reads n/a).
     #[arg(long)]
     pub cairn_only: bool,
-    /// Distinct, incompressible values (see the global option of the same name).
-    #[arg(long)]
+    /// Values' compressibility: random, text or repeat (see `run --help`).
+    #[arg(long, default_value = "random")]
+    pub value_entropy: ValueEntropy,
+    /// Same as --value-entropy random (kept so older recorded commands still run).
+    #[arg(long, hide = true)]
     pub distinct_values: bool,
 }
 

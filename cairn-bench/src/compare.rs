@@ -261,6 +261,7 @@ fn run_side(a: &SnapshotVsArgs, name: &str, bin: &Path, extra: &[String]) -> Res
         quiet: true,
         info: Vec::new(),
         max_time: 7200.0,
+        value_entropy: a.value_entropy,
         distinct_values: a.distinct_values,
     };
     let load = LoadArgs {
@@ -325,9 +326,11 @@ fn run_side(a: &SnapshotVsArgs, name: &str, bin: &Path, extra: &[String]) -> Res
         (r?, probed)
     };
     let info = info(srv.port);
-    let file_bytes = std::fs::metadata(dir.join("dump.rdb"))
-        .map(|m| m.len())
-        .unwrap_or(0);
+    // cairn's image is `dump.cimg` (its `image-filename`); Redis's is the RDB.
+    let file_bytes = ["dump.cimg", "dump.rdb"]
+        .iter()
+        .find_map(|f| std::fs::metadata(dir.join(f)).ok())
+        .map_or(0, |m| m.len());
     // Restart: kill -9 (the image from BGSAVE is on disk), then time until PONG.
     drop(srv);
     let log_lines: Vec<String> = std::fs::read_to_string(dir.join("server.log"))

@@ -15,6 +15,7 @@ use crate::keys::{key_name, KeyDist, KeyGen, Rng, ValueSize};
 use crate::procmem;
 use crate::resp::{self, Conn, Reply};
 use crate::stats::{self, Hist, Summary};
+use crate::values::{ValueEntropy, ValueGen};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -185,14 +186,9 @@ pub struct RunSpec {
     pub max_time: Duration,
     /// Keep the load going at least this long after the last event ended (to see recovery).
     pub after_events: Duration,
-    /// Each value a slice at a random offset of 1 MiB of random bytes: distinct per key and
-    /// incompressible (LZ4 finds no repeats), where the default is one fixed run of
-    /// letters that every value repeats.
-    pub distinct_values: bool,
+    /// What the values hold (see `values.rs`): derived from key and seed unless `Repeat`.
+    pub value_entropy: ValueEntropy,
 }
-
-/// Bytes of random data that distinct values are cut from.
-const DISTINCT_VALUE_POOL_BYTES: usize = 1 << 20;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct IntervalStat {
@@ -247,6 +243,9 @@ pub struct RunResult {
     /// Why the run stopped early, or warnings (unreachable rate...).
     pub problems: Vec<String>,
     pub complete: bool,
+    /// The values' `--value-entropy` (empty in results recorded before it existed).
+    #[serde(default)]
+    pub value_entropy: String,
 }
 
 struct Shared {
@@ -354,8 +353,7 @@ struct Worker {
     phase_ns: f64,
     requests: Option<u64>,
     rng: Rng,
-    value_buf: Arc<Vec<u8>>,
-    distinct_values: bool,
+    values: ValueGen,
     idx: usize,
 }
 
@@ -385,6 +383,7 @@ impl Worker {
         let mut scheduled = 0u64; // open loop: requests issued so far
         let mut issued = 0u64;
         let mut key = Vec::with_capacity(64);
+        let mut value = Vec::new();
         let period_ns = self.rate.map(|r| 1e9 / r);
         'outer: loop {
             if sh.stop.load(Ordering::Relaxed) {
@@ -430,23 +429,18 @@ impl Worker {
                     let cmd = &self.group.commands[ci];
                     let k = c.keygen.next(&mut self.rng);
                     key_name(&self.group.key_prefix, k, &mut key);
-                    let vlen = self
-                        .group
-                        .value
-                        .pick(&mut self.rng)
-                        .min(self.value_buf.len());
-                    let voff = if self.distinct_values {
-                        self.rng.below((self.value_buf.len() - vlen) as u64 + 1) as usize
-                    } else {
-                        0
-                    };
+                    let vlen = self.group.value.pick(&mut self.rng);
+                    if cmd.args.iter().any(|a| matches!(a, Arg::Value)) {
+                        value.clear();
+                        self.values.append(&key, vlen, &mut value);
+                    }
                     c.wbuf
                         .extend_from_slice(format!("*{}\r\n", cmd.args.len()).as_bytes());
                     for a in &cmd.args {
                         let b: &[u8] = match a {
                             Arg::Lit(l) => l,
                             Arg::Key => &key,
-                            Arg::Value => &self.value_buf[voff..voff + vlen],
+                            Arg::Value => &value,
                         };
                         c.wbuf
                             .extend_from_slice(format!("${}\r\n", b.len()).as_bytes());
@@ -618,16 +612,14 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         return Err("give a duration or a request count".into());
     }
     let max_value = spec.groups.iter().map(|g| g.value.max).max().unwrap_or(0);
-    let mut rng = Rng::new(spec.seed);
-    let value_buf: Arc<Vec<u8>> = Arc::new(if spec.distinct_values {
-        (0..max_value + DISTINCT_VALUE_POOL_BYTES)
-            .map(|_| rng.below(256) as u8)
-            .collect()
-    } else {
-        (0..max_value)
-            .map(|_| b'a' + (rng.below(26) as u8))
-            .collect()
-    });
+    let values = ValueGen::new(spec.value_entropy, spec.seed, max_value);
+    if spec.groups.iter().any(|g| {
+        g.commands
+            .iter()
+            .any(|c| c.args.iter().any(|a| matches!(a, Arg::Value)))
+    }) {
+        eprintln!("values: {}", spec.value_entropy.describe());
+    }
 
     // Connect everything first: an unreachable server fails here, before any thread starts.
     let mut labels = Vec::new();
@@ -676,8 +668,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
                 phase_ns: rate.map_or(0.0, |r| 1e9 / r * t as f64 / threads as f64),
                 requests: reqs,
                 rng: Rng::new(spec.seed ^ ((workers.len() as u64 + 1) << 32)),
-                value_buf: value_buf.clone(),
-                distinct_values: spec.distinct_values,
+                values: values.clone(),
                 idx: workers.len(),
             });
         }
@@ -906,6 +897,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         target_rate,
         first_errors: sh.first_errors.lock().unwrap().clone(),
         problems: sh.problems.lock().unwrap().clone(),
+        value_entropy: spec.value_entropy.name().into(),
         ..Default::default()
     };
     r.intervals.sort_by(|a, b| a.t.total_cmp(&b.t));

@@ -9,3 +9,4 @@ pub mod report;
 pub mod resp;
 pub mod scenario;
 pub mod stats;
+pub mod values;

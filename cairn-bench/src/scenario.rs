@@ -8,6 +8,7 @@ use crate::procmem;
 use crate::report::{NamedRun, Report, Table};
 use crate::resp::{self, Reply};
 use crate::stats::{self, fmt_us, Summary};
+use crate::values::ValueEntropy;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -119,7 +120,11 @@ impl Ctx {
             progress: !self.conn.quiet,
             max_time: secs(self.conn.max_time, "--max-time")?,
             after_events: Duration::ZERO,
-            distinct_values: self.conn.distinct_values,
+            value_entropy: if self.conn.distinct_values {
+                ValueEntropy::Random
+            } else {
+                self.conn.value_entropy
+            },
         })
     }
 

@@ -123,7 +123,7 @@ fn spec(port: u16, g: Group, secs: f64) -> RunSpec {
         progress: false,
         max_time: Duration::from_secs(30),
         after_events: Duration::ZERO,
-        distinct_values: false,
+        value_entropy: cairn_bench::values::ValueEntropy::Random,
     }
 }
 

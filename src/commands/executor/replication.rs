@@ -1553,11 +1553,7 @@ impl Server {
         self.disconnect_replicas();
         // Background work reading the old arena stops first (Redis kills its RDB child
         // before loading): a capture of a region about to be unmapped is worth nothing.
-        if let Some(job) = self.snapshot.job.take() {
-            warning!("Stopping the background save: the dataset is being replaced");
-            job.cancel();
-            self.ks.arena.set_keep_pages(false);
-        }
+        self.bgsave_cancel("Stopping the background save: the dataset is being replaced");
         super::aof_rewrite::cancel(self);
         notice!("MASTER <-> REPLICA sync: Flushing old data");
         // As a flush: watchers of every key see the change, tracking clients get their

@@ -16,7 +16,6 @@ pub const BGSAVE_RETRY_DELAY_MS: i64 = 5000;
 /// Redis's reply when writes are refused after a failed background save.
 pub const MISCONF_ERR: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
 
-/// Where the image lives: `dir/dbfilename`.
 /// True if the file at `path` starts with Redis's RDB signature.
 fn file_looks_like_rdb(path: &std::path::Path) -> bool {
     use std::io::Read;
@@ -27,14 +26,64 @@ fn file_looks_like_rdb(path: &std::path::Path) -> bool {
         && crate::persistence::rdb_file::looks_like_rdb(&head)
 }
 
-pub fn image_path(srv: &Server) -> PathBuf {
+fn in_dir(srv: &Server, name: &str) -> PathBuf {
     let s = srv.config.settings();
     let dir = if s.dir.is_empty() {
         "."
     } else {
         s.dir.as_str()
     };
-    PathBuf::from(dir).join(&s.dbfilename)
+    PathBuf::from(dir).join(name)
+}
+
+/// Where the image lives: `dir/image-filename`.
+pub fn image_path(srv: &Server) -> PathBuf {
+    in_dir(srv, &srv.config.settings().image_filename)
+}
+
+/// Where RDB files live: `dir/dbfilename`.
+pub fn rdb_path(srv: &Server) -> PathBuf {
+    in_dir(srv, &srv.config.settings().dbfilename)
+}
+
+/// What startup loads: the newer (by modification time) of `dir/image-filename` and
+/// `dir/dbfilename`, the image on a tie. Either file is loaded by what it holds, not by
+/// its name: a `dump.rdb` holding an image (the layout before `image-filename`) loads as
+/// an image.
+fn startup_file(srv: &Server) -> Option<PathBuf> {
+    // Regular files only: an empty `dbfilename` names `dir` itself.
+    let mtime = |p: &PathBuf| {
+        std::fs::metadata(p)
+            .ok()
+            .filter(|m| m.is_file())
+            .and_then(|m| m.modified().ok())
+    };
+    let (image, rdb) = (image_path(srv), rdb_path(srv));
+    let with_time = |p: PathBuf| mtime(&p).map(|t| (p, t));
+    match (with_time(image), with_time(rdb)) {
+        (None, None) => None,
+        (Some((p, _)), None) | (None, Some((p, _))) => Some(p),
+        (Some((i, ti)), Some((r, tr))) if i == r => Some(if ti >= tr { i } else { r }),
+        (Some((i, ti)), Some((r, tr))) => {
+            let (newer, older) = if tr > ti { (r, i) } else { (i, r) };
+            notice!(
+                "Both {} and {} exist: loading {}, the newer",
+                newer.display(),
+                older.display(),
+                newer.display()
+            );
+            Some(newer)
+        }
+    }
+}
+
+/// The AUX fields of an RDB that SAVE / BGSAVE write (Redis's, where cairn has them).
+fn rdb_aux(srv: &Server) -> Vec<(&'static str, String)> {
+    vec![
+        ("ctime", (now_ms() / 1000).to_string()),
+        ("repl-id", srv.master_replid.clone()),
+        ("aof-base", "0".to_string()),
+    ]
 }
 
 /// The snapshot parameters from the config (BGREWRITEAOF changes the path and the cut hook).
@@ -79,11 +128,13 @@ impl Server {
             srv.commands.rename(old, new)?;
         }
         srv.acl_startup(&user_lines)?;
-        let path = image_path(&srv);
         // As Redis: with `appendonly yes` the log alone is the source of truth at startup.
-        if !path.exists() || srv.config.settings().appendonly {
+        if srv.config.settings().appendonly {
             return Ok(srv);
         }
+        let Some(path) = startup_file(&srv) else {
+            return Ok(srv);
+        };
         // A `dump.rdb` written by Redis/Valkey: load it (strings today; other types stop
         // startup with a message naming the key), so swapping servers keeps the data.
         if file_looks_like_rdb(&path) {
@@ -103,7 +154,8 @@ impl Server {
                 .map_err(|e| format!("{e} ({})", path.display()))?;
             srv.ks.events.record = record;
             crate::notice!(
-                "DB loaded from disk (RDB version {}, {} keys, {} expired skipped): {:.3} seconds",
+                "DB loaded from disk ({}: RDB version {}, {} keys, {} expired skipped): {:.3} seconds",
+                path.display(),
                 stats.version,
                 stats.keys_loaded,
                 stats.keys_expired_skipped,
@@ -118,6 +170,7 @@ impl Server {
             .and_then(|v| v.parse::<i64>().ok())
             .unwrap_or(0)
             .max(0) as u64;
+        notice!("Loading the snapshot image {}", path.display());
         let job = crate::persistence::snapshot::LoadJob::start(path, s.arena_reserve_bytes, delay)
             .map_err(|e| format!("cannot start the image loader: {e}"))?;
         srv.snapshot.loading = Some(job);
@@ -170,7 +223,7 @@ impl Server {
             return;
         };
         let started = job.started;
-        let path = image_path(self);
+        let path = job.path.clone();
         let loaded = job.join().and_then(|l| {
             let (arena, header) =
                 l.ok_or_else(|| "the image vanished while loading".to_string())?;
@@ -200,7 +253,8 @@ impl Server {
                 let replid = String::from_utf8_lossy(&header.repl_id).into_owned();
                 self.repl_restore(&replid, header.repl_offset);
                 notice!(
-                    "DB loaded from disk: {:.3} seconds ({} keys, {} bytes of arena, image taken {})",
+                    "DB loaded from disk ({}): {:.3} seconds ({} keys, {} bytes of arena, image taken {})",
+                    path.display(),
                     started.elapsed().as_secs_f64(),
                     self.ks.total_keys(),
                     header.arena_bytes,
@@ -281,6 +335,9 @@ impl Server {
         if self.snapshot.in_progress() || self.repl.capture_running() {
             return Err("Background save already in progress".into());
         }
+        if self.config.settings().snapshot_rdb {
+            return self.save_rdb_now();
+        }
         let p = params(self);
         let keys = self.ks.total_keys();
         match crate::persistence::snapshot::save_blocking(&self.ks.arena, keys, &p) {
@@ -298,6 +355,53 @@ impl Server {
         }
     }
 
+    /// SAVE with `snapshot-format rdb`: the live keyspace written as an RDB to
+    /// `dir/dbfilename` on the executor (SAVE blocks by definition, as Redis's does).
+    fn save_rdb_now(&mut self) -> Result<(), String> {
+        if self.config.settings().dbfilename.is_empty() {
+            warning!("Failed saving the DB: snapshot-format rdb with an empty dbfilename");
+            return Err("dbfilename is empty".into());
+        }
+        let out = rdb_path(self);
+        let mut aux = rdb_aux(self);
+        if let Some(db) = self.repl_stream_db() {
+            aux.push(("repl-stream-db", db.to_string()));
+        }
+        aux.push(("repl-offset", self.aof.reploff.to_string()));
+        let functions = self
+            .scripts
+            .functions
+            .published
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let write_behind = self.config.settings().rdb_save_incremental_fsync;
+        let never = std::sync::atomic::AtomicBool::new(false);
+        match crate::persistence::snapshot::rdb_save::write_rdb_file(
+            &mut self.ks,
+            &out,
+            &aux,
+            &functions,
+            0,
+            write_behind,
+            &never,
+        ) {
+            Ok(bytes) => {
+                self.snapshot.stats.saves += 1;
+                self.snapshot.stats.bytes_written += bytes;
+                self.dirty = 0;
+                self.lastsave_s = now_ms() / 1000;
+                self.snapshot.stats.last_bgsave_ok = true;
+                notice!("DB saved on disk");
+                Ok(())
+            }
+            Err(e) => {
+                warning!("Failed saving the DB: {e}");
+                Err(e)
+            }
+        }
+    }
+
     /// BGSAVE: starts the snapshot thread (O(1) here).
     pub fn bgsave_start(&mut self) -> Result<(), String> {
         if self.snapshot.in_progress() {
@@ -309,15 +413,26 @@ impl Server {
         if self.repl.capture_running() {
             return Err("a replica's full sync is taking its snapshot".into());
         }
+        let s = self.config.settings();
+        if s.snapshot_rdb && s.dbfilename.is_empty() {
+            return Err("snapshot-format rdb needs a dbfilename".into());
+        }
         self.bgsave_scheduled = false;
         self.snapshot.stats.last_bgsave_try_ms = now_ms();
-        let p = params(self);
+        let mut p = params(self);
+        // `snapshot-format rdb`: the engine captures into a temporary image (the executor's
+        // cost is the capture's either way), which a thread then writes as the RDB.
+        let rdb_target = self.config.settings().snapshot_rdb.then(|| {
+            p.path = in_dir(self, &format!("temp-bgsave-{}.cimg", std::process::id()));
+            (p.path.clone(), rdb_path(self))
+        });
         // Freed large blocks must keep their pages while tracking is armed (see Arena).
         self.ks.arena.set_keep_pages(true);
         match BgJob::start(&self.ks.arena, p, self.snapshot.gate.clone()) {
             Ok(job) => {
                 notice!("Background saving started");
                 self.snapshot.job = Some(job);
+                self.snapshot.rdb_target = rdb_target;
                 Ok(())
             }
             Err(e) => {
@@ -331,6 +446,7 @@ impl Server {
 
     /// Collects a finished background snapshot (cron).
     pub fn bgsave_collect(&mut self) {
+        self.rdb_write_collect();
         let done = self.snapshot.job.as_ref().is_some_and(|j| j.is_finished());
         if !done {
             return;
@@ -341,9 +457,113 @@ impl Server {
         let started = job.started;
         let result = job.join();
         self.ks.arena.set_keep_pages(false);
+        if let Some((capture, out)) = self.snapshot.rdb_target.take() {
+            let Ok(o) = result else {
+                self.snapshot.stats.last_bgsave_time_sec = started.elapsed().as_secs() as i64;
+                if let Err(e) = result {
+                    warning!("Background saving error: {e}");
+                }
+                self.snapshot.stats.last_bgsave_ok = false;
+                let _ = std::fs::remove_file(&capture);
+                return;
+            };
+            self.rdb_write_start(capture, out, o, started);
+            return;
+        }
         self.snapshot.stats.last_bgsave_time_sec = started.elapsed().as_secs() as i64;
         match result {
             Ok(o) => {
+                self.snapshot.record(&o, true);
+                self.dirty = self.dirty.saturating_sub(o.dirty_at_cut);
+                self.lastsave_s = now_ms() / 1000;
+                self.snapshot.stats.last_bgsave_ok = true;
+            }
+            Err(e) => {
+                warning!("Background saving error: {e}");
+                self.snapshot.stats.last_bgsave_ok = false;
+            }
+        }
+    }
+
+    /// Stops a running BGSAVE (its capture, or the RDB being written from it), logging
+    /// `why`; the files it would have replaced stay as they were.
+    pub(crate) fn bgsave_cancel(&mut self, why: &str) {
+        if let Some(job) = self.snapshot.job.take() {
+            warning!("{why}");
+            job.cancel();
+            self.ks.arena.set_keep_pages(false);
+        }
+        if let Some((capture, _)) = self.snapshot.rdb_target.take() {
+            let _ = std::fs::remove_file(capture);
+        }
+        if let Some(w) = self.snapshot.rdb_write.take() {
+            warning!("{why}");
+            w.cancel();
+        }
+    }
+
+    /// `snapshot-format rdb`: starts writing the RDB from the finished capture.
+    fn rdb_write_start(
+        &mut self,
+        capture: PathBuf,
+        out: PathBuf,
+        o: crate::persistence::snapshot::Outcome,
+        started: std::time::Instant,
+    ) {
+        let s = self.config.settings();
+        let (reserve, dbs, write_behind) = (
+            s.arena_reserve_bytes,
+            s.databases,
+            s.rdb_save_incremental_fsync,
+        );
+        let key_delay_us = self
+            .config
+            .get_value("rdb-key-save-delay")
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(0)
+            .max(0) as u64;
+        let aux = rdb_aux(self);
+        match crate::persistence::snapshot::rdb_save::RdbWrite::start(
+            capture.clone(),
+            out,
+            aux,
+            reserve,
+            dbs,
+            key_delay_us,
+            write_behind,
+            o,
+            started,
+        ) {
+            Ok(w) => self.snapshot.rdb_write = Some(w),
+            Err(e) => {
+                warning!("Background saving error: can't start the RDB writer: {e}");
+                self.snapshot.stats.last_bgsave_ok = false;
+                self.snapshot.stats.last_bgsave_time_sec = started.elapsed().as_secs() as i64;
+                let _ = std::fs::remove_file(&capture);
+            }
+        }
+    }
+
+    /// `snapshot-format rdb`: collects the finished RDB write (cron).
+    fn rdb_write_collect(&mut self) {
+        if !self
+            .snapshot
+            .rdb_write
+            .as_ref()
+            .is_some_and(|w| w.is_finished())
+        {
+            return;
+        }
+        let Some(w) = self.snapshot.rdb_write.take() else {
+            return;
+        };
+        let started = w.started;
+        let mut o = w.outcome.clone();
+        let result = w.join();
+        self.snapshot.stats.last_bgsave_time_sec = started.elapsed().as_secs() as i64;
+        match result {
+            Ok(bytes) => {
+                o.bytes_written = bytes;
                 self.snapshot.record(&o, true);
                 self.dirty = self.dirty.saturating_sub(o.dirty_at_cut);
                 self.lastsave_s = now_ms() / 1000;
@@ -395,11 +615,7 @@ impl Server {
         req: crate::commands::executor::ShutdownRequest,
     ) -> Result<(), String> {
         use crate::commands::executor::ShutdownRequest::*;
-        if let Some(job) = self.snapshot.job.take() {
-            warning!("There is a background snapshot in progress: stopping it");
-            job.cancel();
-            self.ks.arena.set_keep_pages(false);
-        }
+        self.bgsave_cancel("There is a background snapshot in progress: stopping it");
         crate::commands::executor::aof_rewrite::cancel(self);
         self.repl_cancel_sync();
         // As Redis: never save while loading (it would replace the image with a partial,

@@ -5,8 +5,9 @@
 use super::*;
 use crate::persistence::snapshot::LoadJob;
 
-/// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: SAVE's stop-the-world image, then the image
-/// loaded back through the startup loader (`LoadJob`, `Keyspace::from_arena`). Without
+/// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: SAVE (the image, or an RDB with
+/// `snapshot-format rdb`), then that file loaded back (an image through the startup
+/// loader, `LoadJob` and `Keyspace::from_arena`; an RDB into a fresh arena). Without
 /// NOFLUSH the loaded keyspace replaces the current one whole; with NOFLUSH its keys are
 /// added to the current one through the RDB codec (MERGE: loaded keys replace existing
 /// ones; without MERGE a key present in both refuses the load before anything changed,
@@ -74,11 +75,14 @@ pub(super) fn reload(ctx: &mut Ctx) -> CmdResult {
     Ok(())
 }
 
-/// Loads `dir/dbfilename` as startup does and returns the keyspace and the function
-/// libraries it holds.
+/// Loads what SAVE writes (`dir/image-filename`, or `dir/dbfilename` with
+/// `snapshot-format rdb`) and returns the keyspace and the function libraries it holds.
 fn load_image(srv: &Server) -> Result<(Keyspace, Vec<Vec<u8>>), String> {
-    let path = srv.image_path();
     let s = srv.config.settings();
+    if s.snapshot_rdb {
+        return load_rdb(srv);
+    }
+    let path = srv.image_path();
     let job = LoadJob::start(path.clone(), s.arena_reserve_bytes, 0)
         .map_err(|e| format!("cannot start the image loader: {e}"))?;
     let (arena, header) = job
@@ -87,6 +91,23 @@ fn load_image(srv: &Server) -> Result<(Keyspace, Vec<Vec<u8>>), String> {
     let ks = crate::collections::keyspace_from_arena(arena, s.databases)?;
     let libs = crate::persistence::rdb_value::read_function_libraries(&header.functions)?;
     Ok((ks, libs))
+}
+
+/// `snapshot-format rdb`: `dir/dbfilename` loaded into a fresh arena.
+fn load_rdb(srv: &Server) -> Result<(Keyspace, Vec<Vec<u8>>), String> {
+    let path = crate::commands::executor::snapshot_ops::rdb_path(srv);
+    let s = srv.config.settings();
+    let data = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let seed = {
+        let mut r = crate::util::Rng::from_time();
+        [r.next_u64(), r.next_u64()]
+    };
+    let arena = crate::arena::Arena::new(s.arena_reserve_bytes, seed).map_err(|e| e.to_string())?;
+    let mut ks = crate::collections::new_keyspace(arena, s.databases);
+    let st =
+        crate::persistence::rdb_file::load_rdb(&data, &mut ks, &srv.config, crate::util::now_ms())
+            .map_err(|e| format!("{e} ({})", path.display()))?;
+    Ok((ks, st.functions))
 }
 
 /// Adds every key of `loaded` to the server's keyspace (NOFLUSH), through the RDB codec

@@ -437,7 +437,7 @@ pub(super) fn info_persistence(srv: &Server, s: &mut Section) {
     s.line("current_save_keys_processed", 0);
     s.line("current_save_keys_total", 0);
     s.line("rdb_changes_since_last_save", srv.dirty);
-    s.line("rdb_bgsave_in_progress", job.is_some() as u8);
+    s.line("rdb_bgsave_in_progress", srv.snapshot.in_progress() as u8);
     s.line("rdb_last_save_time", srv.lastsave_s);
     s.line(
         "rdb_last_bgsave_status",
@@ -446,7 +446,9 @@ pub(super) fn info_persistence(srv: &Server, s: &mut Section) {
     s.line("rdb_last_bgsave_time_sec", st.last_bgsave_time_sec);
     s.line(
         "rdb_current_bgsave_time_sec",
-        job.map_or(-1, |j| j.started.elapsed().as_secs() as i64),
+        srv.snapshot
+            .started()
+            .map_or(-1, |t| t.elapsed().as_secs() as i64),
     );
     s.line("rdb_saves", st.saves);
     s.line("rdb_last_cow_size", 0);

@@ -34,6 +34,7 @@ pub mod format;
 pub mod pause;
 mod racy_copy;
 mod raw_pool;
+pub mod rdb_save;
 pub mod sync;
 pub mod uffd;
 
@@ -1275,6 +1276,11 @@ pub fn mode_name(m: CutMode) -> &'static str {
 pub struct SnapshotEngine {
     pub gate: Arc<PauseGate>,
     pub job: Option<BgJob>,
+    /// `snapshot-format rdb`: set when `job` captures for an RDB: (the capture's image,
+    /// the RDB file it becomes).
+    pub rdb_target: Option<(PathBuf, PathBuf)>,
+    /// `snapshot-format rdb`: the RDB being written from the finished capture.
+    pub rdb_write: Option<rdb_save::RdbWrite>,
     /// The startup load, while it runs.
     pub loading: Option<LoadJob>,
     pub stats: SnapStats,
@@ -1287,6 +1293,8 @@ impl Default for SnapshotEngine {
         SnapshotEngine {
             gate: Arc::new(PauseGate::new()),
             job: None,
+            rdb_target: None,
+            rdb_write: None,
             loading: None,
             stats: SnapStats::default(),
             fallback_logged: false,
@@ -1295,8 +1303,17 @@ impl Default for SnapshotEngine {
 }
 
 impl SnapshotEngine {
+    /// A BGSAVE runs: its capture, or the RDB written from it.
     pub fn in_progress(&self) -> bool {
-        self.job.is_some()
+        self.job.is_some() || self.rdb_write.is_some()
+    }
+
+    /// When the running BGSAVE started.
+    pub fn started(&self) -> Option<Instant> {
+        self.job
+            .as_ref()
+            .map(|j| j.started)
+            .or(self.rdb_write.as_ref().map(|w| w.started))
     }
 
     /// Records a finished snapshot's outcome (counters, logs).
@@ -1388,6 +1405,8 @@ pub fn load_image_bytes(
 /// `-LOADING` (and INFO shows `loading:1`).
 pub struct LoadJob {
     handle: JoinHandle<Result<Option<(Arena, ImageHeader)>, String>>,
+    /// The file being loaded.
+    pub path: PathBuf,
     pub started: Instant,
     pub started_ms: i64,
     pub total_bytes: u64,
@@ -1402,11 +1421,13 @@ impl LoadJob {
             .record_delay_us
             .store(record_delay_us, Ordering::Relaxed);
         let p = progress.clone();
+        let loaded = path.clone();
         let handle = std::thread::Builder::new()
             .name("cairn-load".into())
-            .spawn(move || load_image(&path, reserve_bytes, &p))?;
+            .spawn(move || load_image(&loaded, reserve_bytes, &p))?;
         Ok(LoadJob {
             handle,
+            path,
             started: Instant::now(),
             started_ms: crate::util::now_ms(),
             total_bytes,
