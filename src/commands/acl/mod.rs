@@ -189,6 +189,56 @@ const PERM_ALL: u8 = 3;
 struct KeyPattern {
     perm: u8,
     pattern: Vec<u8>,
+    /// How the pattern is matched, decided once from its text (the check runs on every
+    /// key of every command of a restricted user).
+    matcher: Matcher,
+}
+
+/// The cheapest way to match a key pattern with the same outcome as the glob.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Matcher {
+    /// No glob character: the key equals the pattern.
+    Exact,
+    /// Literal characters then only `*`s (`key:*`): the key starts with the first
+    /// `usize` bytes (any non-empty key when there are none).
+    Prefix(usize),
+    /// Anything else: `util::glob_match`.
+    Glob,
+}
+
+impl Matcher {
+    fn of(pattern: &[u8]) -> Matcher {
+        let special = |c: &u8| matches!(c, b'*' | b'?' | b'[' | b'\\');
+        let Some(first) = pattern.iter().position(special) else {
+            return Matcher::Exact;
+        };
+        if pattern[first..].iter().all(|&c| c == b'*') {
+            Matcher::Prefix(first)
+        } else {
+            Matcher::Glob
+        }
+    }
+}
+
+impl KeyPattern {
+    fn new(perm: u8, pattern: &[u8]) -> KeyPattern {
+        KeyPattern {
+            perm,
+            pattern: pattern.to_vec(),
+            matcher: Matcher::of(pattern),
+        }
+    }
+
+    #[inline]
+    fn matches(&self, key: &[u8]) -> bool {
+        match self.matcher {
+            Matcher::Exact => self.pattern.as_slice() == key,
+            // The glob's `*` needs at least one byte when nothing comes before it.
+            Matcher::Prefix(0) => !key.is_empty(),
+            Matcher::Prefix(n) => key.starts_with(&self.pattern[..n]),
+            Matcher::Glob => crate::util::glob_match(&self.pattern, key, false),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -295,8 +345,9 @@ pub struct LogEntry {
 pub struct Acl {
     pub commands: Vec<AclCommand>,
     by_name: HashMap<String, u16>,
-    /// A spec's address → its id (FNV: looked up on every restricted user's command).
-    by_spec: HashMap<usize, u16, std::hash::BuildHasherDefault<super::NameHasher>>,
+    /// A spec's address → its id (one multiply to hash: looked up on every restricted
+    /// user's command).
+    by_spec: HashMap<usize, u16, std::hash::BuildHasherDefault<super::executor::stats::AddrHasher>>,
     /// User slots; a client holds its user's slot. A deleted user's slot is emptied (its
     /// clients are disconnected) and not reused.
     slots: Vec<Option<User>>,
@@ -539,10 +590,7 @@ impl Acl {
             }
             match sel.patterns.iter_mut().find(|p| p.pattern == pattern) {
                 Some(p) => p.perm |= perm,
-                None => sel.patterns.push(KeyPattern {
-                    perm,
-                    pattern: pattern.to_vec(),
-                }),
+                None => sel.patterns.push(KeyPattern::new(perm, pattern)),
             }
             sel.all_keys = false;
         } else if op[0] == b'&' {
@@ -1010,10 +1058,9 @@ impl Acl {
             .by_spec
             .get(&(spec as *const CommandSpec as usize))
             .copied();
-        let mut keys: Option<KeyNeeds> = None;
         let mut relevant = (Denied::Command, 0usize);
         for sel in &u.selectors {
-            match self.check_selector(sel, spec, id, args, &mut keys) {
+            match self.check_selector(sel, spec, id, args) {
                 Ok(()) => return Ok(()),
                 Err((d, pos)) => {
                     if d > relevant.0 || (d == relevant.0 && pos > relevant.1) {
@@ -1031,7 +1078,6 @@ impl Acl {
         spec: &'static CommandSpec,
         id: Option<u16>,
         args: crate::protocol::request::Args,
-        keys: &mut Option<KeyNeeds>,
     ) -> Result<(), (Denied, usize)> {
         if !sel.all_commands && spec.flags & super::NO_AUTH == 0 {
             let Some(id) = id else {
@@ -1055,19 +1101,17 @@ impl Acl {
             let Some(cmd) = cmd else {
                 return Err((Denied::Key, 0));
             };
-            let keys = keys.get_or_insert_with(|| key_permissions(cmd, spec, args));
-            for &(pos, need) in keys.iter() {
-                let key = args.get(pos);
-                let ok = sel.patterns.iter().any(|p| {
-                    p.perm & need == need && crate::util::glob_match(&p.pattern, key, false)
-                });
-                if !ok {
-                    return Err((Denied::Key, pos));
-                }
+            let refused = first_refused_key(cmd, spec, args, |key, need| {
+                sel.patterns
+                    .iter()
+                    .any(|p| p.perm & need == need && p.matches(key))
+            });
+            if let Some(pos) = refused {
+                return Err((Denied::Key, pos));
             }
         }
-        if !sel.all_channels {
-            let rule = cmd.map_or(ChannelRule::None, |c| c.channel_rule);
+        let rule = cmd.map_or(ChannelRule::None, |c| c.channel_rule);
+        if !sel.all_channels && rule != ChannelRule::None {
             for (pos, is_pattern) in rule.positions(args) {
                 let ch = args.get(pos);
                 let ok = sel.channels.iter().any(|p| {
@@ -1369,58 +1413,37 @@ impl KeyRule {
     }
 }
 
-/// The keys a command names and the permission each needs (read 1, write 2, both 3).
-/// Positions are `propagate::keys_of`'s; the needs follow Redis 7.0's key-spec flags per
-/// command (`KeyRule`) rather than a key-spec table. BITFIELD, whose flags vary with its
-/// subcommands in Redis, always needs both here.
-fn key_permissions(
+/// The position of the first key of the command that `allowed(key, need)` refuses
+/// (need: read 1, write 2, both 3), None when all pass. Positions are
+/// `propagate::keys_of`'s; the needs follow Redis 7.0's key-spec flags per command
+/// (`KeyRule`) rather than a key-spec table. BITFIELD, whose flags vary with its
+/// subcommands in Redis, always needs both here. Keys are checked as they are found:
+/// nothing is collected for the commands with fixed key positions (most of them), as
+/// the check runs on every command of a restricted user.
+fn first_refused_key(
     cmd: &AclCommand,
     spec: &CommandSpec,
     args: crate::protocol::request::Args,
-) -> KeyNeeds {
-    let mut needs = KeyNeeds::default();
+    allowed: impl Fn(&[u8], u8) -> bool,
+) -> Option<usize> {
     if cmd.key_rule == KeyRule::NoKeys {
-        return needs;
+        return None;
     }
-    let mut add = |ordinal: usize, p: usize| {
-        if p < args.len() {
-            needs.push((p, cmd.key_rule.need(args, ordinal)));
-        }
+    let refused = |ordinal: usize, p: usize| {
+        p < args.len() && !allowed(args.get(p), cmd.key_rule.need(args, ordinal))
     };
     if cmd.key_proc {
         let positions = super::propagate::keys_of(spec, args).unwrap_or_default();
         positions
             .into_iter()
             .enumerate()
-            .for_each(|(o, p)| add(o, p));
+            .find(|&(o, p)| refused(o, p))
+            .map(|(_, p)| p)
     } else {
         super::propagate::key_indices(spec, args.len())
             .enumerate()
-            .for_each(|(o, p)| add(o, p));
-    }
-    needs
-}
-
-/// The keys of one command and the permission each needs: the first eight without
-/// allocating (the check runs on every command of a restricted user).
-#[derive(Default)]
-struct KeyNeeds {
-    small: [(usize, u8); 8],
-    len: usize,
-    more: Vec<(usize, u8)>,
-}
-
-impl KeyNeeds {
-    fn push(&mut self, k: (usize, u8)) {
-        if self.len < self.small.len() {
-            self.small[self.len] = k;
-            self.len += 1;
-        } else {
-            self.more.push(k);
-        }
-    }
-    fn iter(&self) -> impl Iterator<Item = &(usize, u8)> {
-        self.small[..self.len].iter().chain(self.more.iter())
+            .find(|&(o, p)| refused(o, p))
+            .map(|(_, p)| p)
     }
 }
 
@@ -1611,5 +1634,31 @@ mod tests {
             .unwrap();
         assert!(!a.unrestricted(DEFAULT_USER));
         assert!(!a.unrestricted(12345));
+    }
+
+    #[test]
+    fn pattern_matchers_agree_with_the_glob() {
+        let patterns: [&[u8]; 14] = [
+            b"key:*", b"key:**", b"key", b"", b"*", b"k?y:*", b"key:*x", b"[k]ey:*", b"key\\*",
+            b"key:\\", b"*key", b"ke*y:*", b"key:[", b"key:*?",
+        ];
+        let keys: [&[u8]; 9] = [
+            b"key:1", b"key:", b"key", b"ke", b"", b"key:*", b"KEY:1", b"xkey:1", b"key\\x",
+        ];
+        for p in patterns {
+            let kp = KeyPattern::new(PERM_ALL, p);
+            for k in keys {
+                assert_eq!(
+                    kp.matches(k),
+                    crate::util::glob_match(p, k, false),
+                    "{:?} vs {:?}",
+                    String::from_utf8_lossy(p),
+                    String::from_utf8_lossy(k)
+                );
+            }
+        }
+        assert_eq!(Matcher::of(b"key:*"), Matcher::Prefix(4));
+        assert_eq!(Matcher::of(b"key:1"), Matcher::Exact);
+        assert_eq!(Matcher::of(b"key:?*"), Matcher::Glob);
     }
 }
