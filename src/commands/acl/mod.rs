@@ -348,6 +348,9 @@ pub struct Acl {
     /// A spec's address → its id (one multiply to hash: looked up on every restricted
     /// user's command).
     by_spec: HashMap<usize, u16, std::hash::BuildHasherDefault<super::executor::stats::AddrHasher>>,
+    /// The same, direct-mapped by the address's multiplicative hash: one load and one
+    /// compare for most commands; a command whose slot another took is in `by_spec` only.
+    spec_slots: Vec<(usize, u16)>,
     /// User slots; a client holds its user's slot. A deleted user's slot is emptied (its
     /// clients are disconnected) and not reused.
     slots: Vec<Option<User>>,
@@ -360,12 +363,23 @@ pub struct Acl {
 /// The default user's slot.
 pub const DEFAULT_USER: usize = 0;
 
+/// Slots of `Acl::spec_slots` (a power of two, several times the number of commands and
+/// subcommands, so few collide).
+const SPEC_SLOTS: usize = 4096;
+
+#[inline]
+fn spec_slot(addr: usize) -> usize {
+    ((addr as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SPEC_SLOTS.trailing_zeros()))
+        as usize
+}
+
 impl Acl {
     pub fn new(table: &CommandTable) -> Acl {
         let mut acl = Acl {
             commands: Vec::new(),
             by_name: HashMap::new(),
             by_spec: HashMap::default(),
+            spec_slots: vec![(0, 0); SPEC_SLOTS],
             slots: Vec::new(),
             names: BTreeMap::new(),
             log: Default::default(),
@@ -395,7 +409,12 @@ impl Acl {
             None => spec.name.to_string(),
         };
         self.by_name.insert(full_name.clone(), id);
-        self.by_spec.insert(spec as *const CommandSpec as usize, id);
+        let addr = spec as *const CommandSpec as usize;
+        self.by_spec.insert(addr, id);
+        let slot = &mut self.spec_slots[spec_slot(addr)];
+        if slot.0 == 0 {
+            *slot = (addr, id);
+        }
         self.commands.push(AclCommand {
             spec,
             full_name,
@@ -1054,10 +1073,12 @@ impl Acl {
         if u.unrestricted {
             return Ok(());
         }
-        let id = self
-            .by_spec
-            .get(&(spec as *const CommandSpec as usize))
-            .copied();
+        let id = self.command_id(spec);
+        if let (Some(id), [sel]) = (id, u.selectors.as_slice()) {
+            if let Some(verdict) = self.check_simple(sel, spec, id, args) {
+                return verdict;
+            }
+        }
         let mut relevant = (Denied::Command, 0usize);
         for sel in &u.selectors {
             match self.check_selector(sel, spec, id, args) {
@@ -1070,6 +1091,65 @@ impl Acl {
             }
         }
         Err(relevant)
+    }
+
+    /// The ACL id of a command or subcommand.
+    #[inline]
+    fn command_id(&self, spec: &'static CommandSpec) -> Option<u16> {
+        let addr = spec as *const CommandSpec as usize;
+        let (a, id) = self.spec_slots[spec_slot(addr)];
+        if a == addr {
+            return Some(id);
+        }
+        self.by_spec.get(&addr).copied()
+    }
+
+    /// The usual case answered in a few loads, the same answer `check_selector` gives:
+    /// one selector that allows the command by its bitmap, keys at fixed positions, no
+    /// channel to check. None: not that case.
+    #[inline]
+    fn check_simple(
+        &self,
+        sel: &Selector,
+        spec: &'static CommandSpec,
+        id: u16,
+        args: crate::protocol::request::Args,
+    ) -> Option<Result<(), (Denied, usize)>> {
+        let cmd = &self.commands[id as usize];
+        if !(sel.all_commands || Self::cmd_bit(sel, id as usize))
+            || cmd.key_proc
+            || (cmd.channel_rule != ChannelRule::None && !sel.all_channels)
+        {
+            return None;
+        }
+        if sel.all_keys || cmd.key_rule == KeyRule::NoKeys || spec.first_key <= 0 {
+            return Some(Ok(()));
+        }
+        let argc = args.len();
+        let first = spec.first_key as usize;
+        let last = if spec.last_key < 0 {
+            argc as i64 + spec.last_key as i64
+        } else {
+            spec.last_key as i64
+        };
+        let end = (last.max(0) as usize + 1).min(argc);
+        let step = spec.key_step.max(1) as usize;
+        let mut pos = first;
+        let mut ordinal = 0;
+        while pos < end {
+            let need = cmd.key_rule.need(args, ordinal);
+            let key = args.get(pos);
+            if !sel
+                .patterns
+                .iter()
+                .any(|p| p.perm & need == need && p.matches(key))
+            {
+                return Some(Err((Denied::Key, pos)));
+            }
+            pos += step;
+            ordinal += 1;
+        }
+        Some(Ok(()))
     }
 
     fn check_selector(
@@ -1660,5 +1740,61 @@ mod tests {
         assert_eq!(Matcher::of(b"key:*"), Matcher::Prefix(4));
         assert_eq!(Matcher::of(b"key:1"), Matcher::Exact);
         assert_eq!(Matcher::of(b"key:?*"), Matcher::Glob);
+    }
+
+    #[test]
+    fn the_simple_check_answers_as_the_general_one() {
+        let table = CommandTable::build();
+        let mut a = Acl::new(&table);
+        let rules: [&[&str]; 5] = [
+            &["on", "~key:*", "~counter:*", "+@all"],
+            &["on", "%R~key:*", "%W~w*", "+@all", "-set"],
+            &[
+                "on", "~k", "~*x", "+get", "+set", "+mset", "+copy", "+publish",
+            ],
+            &["on", "allkeys", "+@read"],
+            &["on", "~a*", "&ch", "+@all"],
+        ];
+        let commands: [&[&str]; 12] = [
+            &["get", "key:1"],
+            &["get", "other"],
+            &["set", "key:1", "v"],
+            &["set", "key:1", "v", "GET"],
+            &["set", "wx", "v", "get"],
+            &["mset", "key:1", "v", "k", "v"],
+            &["mset", "k", "v", "zz", "v"],
+            &["copy", "key:1", "counter:2"],
+            &["publish", "ch", "m"],
+            &["get", ""],
+            &["ping"],
+            &["lmove", "ax", "kx", "left", "right"],
+        ];
+        for (i, r) in rules.iter().enumerate() {
+            let name = format!("u{i}");
+            let ops: Vec<Vec<u8>> = r.iter().map(|o| o.as_bytes().to_vec()).collect();
+            a.set_user(name.as_bytes(), &ops).unwrap();
+            let slot = a.slot_of(name.as_bytes()).unwrap();
+            let sel = a.user(slot).unwrap().selectors[0].clone();
+            for c in commands {
+                let spec = table.lookup(c[0].as_bytes()).unwrap();
+                let mut buf = Vec::new();
+                let mut ranges = Vec::new();
+                for w in c {
+                    ranges.push((buf.len(), w.len()));
+                    buf.extend_from_slice(w.as_bytes());
+                }
+                let args = crate::protocol::request::Args::new(&buf, &ranges);
+                let id = a.command_id(spec).unwrap();
+                let general = a.check_selector(&sel, spec, Some(id), args);
+                if let Some(simple) = a.check_simple(&sel, spec, id, args) {
+                    assert_eq!(simple, general, "{r:?} {c:?}");
+                }
+                assert_eq!(a.check(slot, spec, args), general, "{r:?} {c:?}");
+            }
+        }
+        // Every command and subcommand has its id, whichever map holds it.
+        for (id, c) in a.commands.iter().enumerate() {
+            assert_eq!(a.command_id(c.spec), Some(id as u16));
+        }
     }
 }
