@@ -192,6 +192,8 @@ struct KeyPattern {
     /// How the pattern is matched, decided once from its text (the check runs on every
     /// key of every command of a restricted user).
     matcher: Matcher,
+    /// A prefix of at most 8 bytes as a little-endian word (zero-padded).
+    prefix_word: u64,
 }
 
 /// The cheapest way to match a key pattern with the same outcome as the glob.
@@ -222,10 +224,18 @@ impl Matcher {
 
 impl KeyPattern {
     fn new(perm: u8, pattern: &[u8]) -> KeyPattern {
+        let matcher = Matcher::of(pattern);
+        let mut word = [0u8; 8];
+        if let Matcher::Prefix(n) = matcher {
+            if n <= 8 {
+                word[..n].copy_from_slice(&pattern[..n]);
+            }
+        }
         KeyPattern {
             perm,
             pattern: pattern.to_vec(),
-            matcher: Matcher::of(pattern),
+            matcher,
+            prefix_word: u64::from_le_bytes(word),
         }
     }
 
@@ -235,6 +245,13 @@ impl KeyPattern {
             Matcher::Exact => self.pattern.as_slice() == key,
             // The glob's `*` needs at least one byte when nothing comes before it.
             Matcher::Prefix(0) => !key.is_empty(),
+            // Up to 8 bytes of prefix: one masked compare of the key's first 8 bytes.
+            Matcher::Prefix(n) if n <= 8 && key.len() >= 8 => {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(&key[..8]);
+                let mask = u64::MAX >> (64 - 8 * n as u32);
+                u64::from_le_bytes(word) & mask == self.prefix_word
+            }
             Matcher::Prefix(n) => key.starts_with(&self.pattern[..n]),
             Matcher::Glob => crate::util::glob_match(&self.pattern, key, false),
         }
@@ -1152,6 +1169,8 @@ impl Acl {
         Some(Ok(()))
     }
 
+    // Out of line: `check`'s usual case stays small without the general walk inlined.
+    #[inline(never)]
     fn check_selector(
         &self,
         sel: &Selector,
@@ -1718,12 +1737,43 @@ mod tests {
 
     #[test]
     fn pattern_matchers_agree_with_the_glob() {
-        let patterns: [&[u8]; 14] = [
-            b"key:*", b"key:**", b"key", b"", b"*", b"k?y:*", b"key:*x", b"[k]ey:*", b"key\\*",
-            b"key:\\", b"*key", b"ke*y:*", b"key:[", b"key:*?",
+        let patterns: [&[u8]; 18] = [
+            b"key:*",
+            b"key:**",
+            b"key",
+            b"",
+            b"*",
+            b"k?y:*",
+            b"key:*x",
+            b"[k]ey:*",
+            b"key\\*",
+            b"key:\\",
+            b"*key",
+            b"ke*y:*",
+            b"key:[",
+            b"key:*?",
+            b"counter:*",
+            b"mylongprefix:*",
+            b"k*",
+            b"key:0001*",
         ];
-        let keys: [&[u8]; 9] = [
-            b"key:1", b"key:", b"key", b"ke", b"", b"key:*", b"KEY:1", b"xkey:1", b"key\\x",
+        let keys: [&[u8]; 16] = [
+            b"key:1",
+            b"key:",
+            b"key",
+            b"ke",
+            b"",
+            b"key:*",
+            b"KEY:1",
+            b"xkey:1",
+            b"key\\x",
+            b"key:000123456",
+            b"kez:000123456",
+            b"counter:",
+            b"counter:12345",
+            b"counter;12345",
+            b"mylongprefix:a",
+            b"mylongprefiX:abc",
         ];
         for p in patterns {
             let kp = KeyPattern::new(PERM_ALL, p);
