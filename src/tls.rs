@@ -30,9 +30,9 @@ pub const HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
 /// what one write encrypts ahead of the socket.
 pub const SEND_BUFFER_BYTES: usize = 256 * 1024;
 
-/// Used when `tls-session-cache-size` is 0 (OpenSSL's "no limit"; rustls's cache needs
-/// a bound, so it gets Redis's default size).
-const DEFAULT_SESSION_CACHE_ENTRIES: usize = 20480;
+/// An unbounded session cache (`tls-session-cache-size 0`) drops its expired entries
+/// once per this many new sessions, as OpenSSL's automatic flush does.
+const SESSION_SWEEP_EVERY_PUTS: usize = 255;
 
 /// Whether `name` is one of the options this module reads (CONFIG SET of any of them
 /// rebuilds the configurations).
@@ -231,8 +231,59 @@ fn provider(cfg: &Config) -> Result<Arc<CryptoProvider>, String> {
 /// rustls's memory cache bounds the count only, so each value carries its birth time.
 #[derive(Debug)]
 struct ExpiringSessions {
-    inner: Arc<ServerSessionMemoryCache>,
+    inner: Arc<dyn StoresServerSessions>,
     timeout_s: u64,
+}
+
+/// The birth time an [`ExpiringSessions`] value starts with.
+fn born_s(v: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(v.get(..8)?.try_into().ok()?))
+}
+
+/// `tls-session-cache-size 0`: as OpenSSL's cache size 0 (what Redis passes it), no
+/// limit on the count; entries leave when taken or, swept every
+/// [`SESSION_SWEEP_EVERY_PUTS`] new sessions, once expired. What it holds is bounded by
+/// the handshake rate over `tls-session-cache-timeout`.
+#[derive(Debug)]
+struct UnboundedSessions {
+    map: std::sync::Mutex<std::collections::HashMap<Vec<u8>, Vec<u8>>>,
+    puts: std::sync::atomic::AtomicUsize,
+    timeout_s: u64,
+}
+
+impl UnboundedSessions {
+    fn new(timeout_s: u64) -> UnboundedSessions {
+        UnboundedSessions {
+            map: Default::default(),
+            puts: Default::default(),
+            timeout_s,
+        }
+    }
+    fn map(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<Vec<u8>, Vec<u8>>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl StoresServerSessions for UnboundedSessions {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        let n = self.puts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut map = self.map();
+        if n % SESSION_SWEEP_EVERY_PUTS == SESSION_SWEEP_EVERY_PUTS - 1 {
+            let now = now_s();
+            map.retain(|_, v| born_s(v).is_some_and(|b| now.saturating_sub(b) < self.timeout_s));
+        }
+        map.insert(key, value);
+        true
+    }
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.map().get(key).cloned()
+    }
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.map().remove(key)
+    }
+    fn can_cache(&self) -> bool {
+        true
+    }
 }
 
 fn now_s() -> u64 {
@@ -244,7 +295,7 @@ fn now_s() -> u64 {
 
 impl ExpiringSessions {
     fn fresh(&self, v: Vec<u8>) -> Option<Vec<u8>> {
-        let born = u64::from_le_bytes(v.get(..8)?.try_into().ok()?);
+        let born = born_s(&v)?;
         (now_s().saturating_sub(born) < self.timeout_s).then(|| v[8..].to_vec())
     }
 }
@@ -315,21 +366,20 @@ pub fn server_config(cfg: &Config) -> Result<Arc<ServerConfig>, String> {
     })?;
     sc.ignore_client_order = cfg.get_value("tls-prefer-server-ciphers") == Some("yes");
     if cfg.get_value("tls-session-caching") == Some("yes") {
-        let size = match cfg
+        let size = cfg
             .get_value("tls-session-cache-size")
             .and_then(|v| v.parse::<usize>().ok())
-        {
-            Some(0) | None => DEFAULT_SESSION_CACHE_ENTRIES,
-            Some(n) => n,
-        };
+            .unwrap_or(0);
         let timeout_s = cfg
             .get_value("tls-session-cache-timeout")
             .and_then(|v| v.parse::<u64>().ok())
             .unwrap_or(300);
-        sc.session_storage = Arc::new(ExpiringSessions {
-            inner: ServerSessionMemoryCache::new(size),
-            timeout_s,
-        });
+        let inner: Arc<dyn StoresServerSessions> = if size == 0 {
+            Arc::new(UnboundedSessions::new(timeout_s))
+        } else {
+            ServerSessionMemoryCache::new(size)
+        };
+        sc.session_storage = Arc::new(ExpiringSessions { inner, timeout_s });
     } else {
         sc.session_storage = Arc::new(NoServerSessionStorage {});
         sc.send_tls13_tickets = 0;
@@ -561,5 +611,29 @@ mod tests {
         assert_eq!(s.get(b"o"), None);
         assert_eq!(s.take(b"k"), Some(b"v".to_vec()));
         assert_eq!(s.get(b"k"), None);
+    }
+
+    #[test]
+    fn cache_size_zero_is_unbounded_and_sweeps_expired_entries() {
+        let s = ExpiringSessions {
+            inner: Arc::new(UnboundedSessions::new(300)),
+            timeout_s: 300,
+        };
+        // Far past Redis's default 20480 and any small bound: every session stays.
+        for i in 0..30_000u32 {
+            assert!(s.put(i.to_le_bytes().to_vec(), b"v".to_vec()));
+        }
+        assert_eq!(s.get(&0u32.to_le_bytes()), Some(b"v".to_vec()));
+        assert_eq!(s.get(&29_999u32.to_le_bytes()), Some(b"v".to_vec()));
+        let mut old = (now_s() - 301).to_le_bytes().to_vec();
+        old.extend_from_slice(b"w");
+        s.inner.put(b"old".to_vec(), old);
+        assert_eq!(s.get(b"old"), None);
+        // The next sweep drops it from memory.
+        for i in 0..SESSION_SWEEP_EVERY_PUTS as u32 {
+            s.put((100_000 + i).to_le_bytes().to_vec(), b"v".to_vec());
+        }
+        assert_eq!(s.inner.get(b"old"), None);
+        assert_eq!(s.inner.get(&0u32.to_le_bytes()).map(|v| v.len()), Some(9));
     }
 }

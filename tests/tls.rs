@@ -611,3 +611,218 @@ fn ca_cert_dir_and_session_caching() {
     assert_eq!(kind(&cfg), Some(rustls::HandshakeKind::Full));
     assert_eq!(kind(&cfg), Some(rustls::HandshakeKind::Full));
 }
+
+/// Reads what a refused TLS connection sends until the server closes it.
+fn read_until_closed(mut s: Tls) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            // Closed without close_notify: what came before it is the answer.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return got,
+            Err(e) => panic!("reading the refusal: {e} (after {})", show(&got)),
+        }
+    }
+}
+
+/// Past `maxclients` a TLS client reads Redis's error through the session, then the
+/// connection closes, with either socket loop; once a slot frees it is served.
+#[test]
+fn maxclients_error_reaches_a_tls_client() {
+    let s = setup("tls-maxclients");
+    for io_threads in ["1", "2"] {
+        let (srv, tls_port) = s.start(
+            &format!("io{io_threads}"),
+            "no",
+            &["--io-threads", io_threads],
+        );
+        let cfg = client_config(&s.ca.crt(), None);
+        let mut admin = Raw::connect(srv.port);
+        assert_eq!(
+            admin.call(&["CONFIG", "SET", "maxclients", "1"]),
+            b"+OK\r\n"
+        );
+        let refused = tls_connect(tls_port, cfg.clone()).expect("the handshake completes");
+        assert_eq!(
+            read_until_closed(refused),
+            b"-ERR max number of clients reached\r\n",
+            "io-threads {io_threads}"
+        );
+        wait_until(DEADLINE, "the refusal is counted", || {
+            admin.info("stats", "rejected_connections").as_deref() == Some("1")
+        });
+        assert_eq!(
+            admin.call(&["CONFIG", "SET", "maxclients", "10"]),
+            b"+OK\r\n"
+        );
+        drop(admin);
+        assert!(tls_ping(tls_port, cfg));
+    }
+}
+
+/// The protected-mode text reaches a TLS client the same way: the socket loops hand any
+/// refusal line to `TlsRefusals`, driven here as the loops drive it (tests have only
+/// loopback peers, which protected mode serves, so the text is handed over directly).
+#[test]
+fn protected_mode_text_reaches_a_tls_client_after_the_handshake() {
+    use cairn::server::listeners::PROTECTED_MODE_DENIED;
+    use cairn::server::stream::Stream;
+    use cairn::server::tls_refusal::TlsRefusals;
+    use cairn::server::tls_stream::TlsStream;
+    let s = setup("tls-protected");
+    let server = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(pem_certs(&s.server.0), {
+        use rustls::pki_types::pem::PemObject;
+        PrivateKeyDer::from_pem_file(&s.server.1).unwrap()
+    })
+    .unwrap();
+    let server = Arc::new(server);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let cfg = client_config(&s.ca.crt(), None);
+    let client = std::thread::spawn(move || {
+        let c = tls_connect(port, cfg).expect("the handshake completes");
+        read_until_closed(c)
+    });
+    let (tcp, _) = listener.accept().unwrap();
+    tcp.set_nonblocking(true).unwrap();
+    let tcp = mio::net::TcpStream::from_std(tcp);
+    let stream = Stream::Tls(Box::new(TlsStream::accept(tcp, server).unwrap()));
+    let mut poll = mio::Poll::new().unwrap();
+    let mut events = mio::Events::with_capacity(16);
+    let mut refusals = TlsRefusals::new(1000);
+    refusals.refuse(poll.registry(), stream, PROTECTED_MODE_DENIED);
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while refusals.pending() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the handshake stalled"
+        );
+        poll.poll(&mut events, Some(std::time::Duration::from_millis(100)))
+            .unwrap();
+        for ev in events.iter() {
+            assert!(refusals.owns(ev.token().0));
+            refusals.on_event(poll.registry(), ev.token().0);
+        }
+    }
+    assert_eq!(client.join().unwrap(), PROTECTED_MODE_DENIED.as_bytes());
+}
+
+/// `tls-session-cache-size 0` is OpenSSL's "no limit" (what Redis passes it): sessions
+/// are cached and resumed.
+#[test]
+fn tls_session_cache_size_0_caches_sessions() {
+    let s = setup("tls-cache0");
+    let (srv, tls_port) = s.start("srv", "no", &["--tls-session-cache-size", "0"]);
+    let mut plain = Raw::connect(srv.port);
+    assert_eq!(
+        plain.call(&["CONFIG", "GET", "tls-session-cache-size"]),
+        encode(&[b"tls-session-cache-size", b"0"])
+    );
+    let kind = |cfg: &Arc<rustls::ClientConfig>| {
+        let mut c = tls_connect(tls_port, cfg.clone()).unwrap();
+        assert_eq!(call(&mut c, &[b"PING"]).unwrap(), b"+PONG\r\n");
+        c.conn.handshake_kind()
+    };
+    // Many clients, each resuming its own session afterwards.
+    let clients: Vec<_> = (0..20).map(|_| client_config(&s.ca.crt(), None)).collect();
+    for c in &clients {
+        assert_eq!(kind(c), Some(rustls::HandshakeKind::Full));
+    }
+    for c in &clients {
+        assert_eq!(kind(c), Some(rustls::HandshakeKind::Resumed));
+    }
+}
+
+/// A CONFIG SET of the replica's `tls-*` options reaches its link to the primary at the
+/// next connection attempt, without a new REPLICAOF: a client certificate the primary
+/// requires, and `tls-replication` itself.
+#[test]
+fn config_set_tls_options_reach_the_replica_link() {
+    let s = setup("tls-repl-config");
+    let (primary, tls_port) = s.start("primary", "yes", &[]);
+    let mut p = Raw::connect(primary.port);
+    for i in 0..10 {
+        p.call(&["SET", &format!("k{i}"), "v"]);
+    }
+    let tls_port_s = tls_port.to_string();
+    // No client certificate: the primary refuses every attempt until one is set.
+    let d1 = s.dir.join("no-cert");
+    std::fs::create_dir_all(&d1).unwrap();
+    let r1 = start_on(
+        &d1,
+        &[
+            "--replicaof",
+            "127.0.0.1",
+            &tls_port_s,
+            "--tls-replication",
+            "yes",
+            "--tls-ca-cert-file",
+            &s.ca.crt(),
+        ],
+        &[],
+    );
+    let mut r1c = Raw::connect(r1.port);
+    wait_until(DEADLINE, "a refused attempt", || {
+        server_log(&primary_dir(&s)).contains("Error accepting a client connection")
+    });
+    assert_eq!(r1c.call(&["DBSIZE"]), b":0\r\n");
+    assert_eq!(
+        r1c.call(&[
+            "CONFIG",
+            "SET",
+            "tls-client-cert-file",
+            &s.client.0,
+            "tls-client-key-file",
+            &s.client.1
+        ]),
+        b"+OK\r\n"
+    );
+    wait_until(DEADLINE, "synced with the new certificate", || {
+        r1c.call(&["DBSIZE"]) == b":10\r\n"
+    });
+    // tls-replication off: plaintext to a TLS port fails until it is turned on.
+    let d2 = s.dir.join("plain-first");
+    std::fs::create_dir_all(&d2).unwrap();
+    let r2 = start_on(
+        &d2,
+        &[
+            "--replicaof",
+            "127.0.0.1",
+            &tls_port_s,
+            "--tls-ca-cert-file",
+            &s.ca.crt(),
+            "--tls-client-cert-file",
+            &s.client.0,
+            "--tls-client-key-file",
+            &s.client.1,
+        ],
+        &[],
+    );
+    let mut r2c = Raw::connect(r2.port);
+    wait_until(DEADLINE, "a failed plaintext attempt", || {
+        server_log(&d2).contains("Connection with master lost")
+    });
+    assert_eq!(
+        r2c.info("replication", "master_link_status").as_deref(),
+        Some("down")
+    );
+    assert_eq!(
+        r2c.call(&["CONFIG", "SET", "tls-replication", "yes"]),
+        b"+OK\r\n"
+    );
+    wait_until(DEADLINE, "synced over TLS", || {
+        r2c.call(&["DBSIZE"]) == b":10\r\n"
+    });
+}
+
+fn primary_dir(s: &Setup) -> PathBuf {
+    s.dir.join("primary")
+}

@@ -13,6 +13,7 @@ use super::listeners::{
 };
 use super::outq::OutRefs;
 use super::stream::Stream;
+use super::tls_refusal::{TlsRefusals, REFUSAL_SLOTS};
 use crate::commands::executor::client_memory::ConnMemory;
 use crate::commands::executor::{BusyLoop, Server};
 use crate::commands::Args;
@@ -51,6 +52,9 @@ const LISTENER_TOKENS: usize = LISTENER_SLOTS;
 const WAKER_TOKEN: Token = Token(usize::MAX - 1);
 /// The eventfd the executor's AOF ring rings when one of its fsyncs completes.
 const AOF_SYNC_TOKEN: Token = Token(usize::MAX - 2);
+/// Refused TLS connections waiting for their handshake (`tls_refusal.rs`): the tokens
+/// just below the AOF's.
+const REFUSAL_TOKEN_BASE: usize = AOF_SYNC_TOKEN.0 - REFUSAL_SLOTS;
 const EVENTS_CAPACITY: usize = 1024;
 
 pub static SHUTDOWN_SIGNAL: AtomicBool = AtomicBool::new(false);
@@ -199,6 +203,7 @@ fn serve_while_busy(srv: &mut Server, state: std::ptr::NonNull<()>) {
 
 pub struct EventLoop {
     poll: Poll,
+    refusals: TlsRefusals,
     listeners: SharedListeners,
     conns: Vec<Option<Conn>>,
     free_slots: Vec<usize>,
@@ -384,6 +389,7 @@ impl EventLoop {
             held_since_release: false,
             waker,
             poll,
+            refusals: TlsRefusals::new(REFUSAL_TOKEN_BASE),
             listeners,
             conns: Vec::new(),
             free_slots: Vec::new(),
@@ -511,6 +517,10 @@ impl EventLoop {
                     self.accept(srv, t);
                     continue;
                 }
+                if self.refusals.owns(t) {
+                    self.refusals.on_event(self.poll.registry(), t);
+                    continue;
+                }
                 let slot = t - LISTENER_TOKENS;
                 if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                     self.read_and_process(srv, slot, ev.is_read_closed() || ev.is_error());
@@ -575,6 +585,8 @@ impl EventLoop {
             for &t in &tokens {
                 if t < LISTENER_TOKENS {
                     self.accept(srv, t);
+                } else if self.refusals.owns(t) {
+                    self.refusals.on_event(self.poll.registry(), t);
                 } else if t < AOF_SYNC_TOKEN.0 {
                     let slot = t - LISTENER_TOKENS;
                     if self.conns.get(slot).is_some_and(|c| c.is_some()) {
@@ -597,6 +609,10 @@ impl EventLoop {
                 }
                 if t < LISTENER_TOKENS {
                     self.accept(srv, t);
+                    continue;
+                }
+                if self.refusals.owns(t) {
+                    self.refusals.on_event(self.poll.registry(), t);
                     continue;
                 }
                 let slot = t - LISTENER_TOKENS;
@@ -649,7 +665,7 @@ impl EventLoop {
                 AdmissionRules::from_settings(srv.config.settings(), srv.acl.default_nopass());
             if let Some(refusal) = admission_refusal(&rules, self.connected, peer.ip()) {
                 srv.stats.rejected_connections += 1;
-                let _ = stream.write(refusal.as_bytes());
+                self.refusals.refuse(self.poll.registry(), stream, refusal);
                 continue;
             }
             srv.stats.total_connections_received += 1;
@@ -1303,6 +1319,7 @@ impl EventLoop {
 
     fn cron(&mut self, srv: &mut Server) {
         srv.cron();
+        self.refusals.expire(self.poll.registry());
         let now = now_ms();
         let timeout_ms = srv.config.settings().timeout_s as i64 * 1000;
         let mut buffers = 0u64;

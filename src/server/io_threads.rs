@@ -34,6 +34,7 @@ use super::listeners::{
     admission_refusal, bind_listeners, bind_tls, bind_unix, AdmissionRules, SharedListeners,
     LISTENER_SLOTS,
 };
+use super::tls_refusal::{TlsRefusals, REFUSAL_SLOTS};
 
 /// Messages queued from all I/O threads to the executor. The queue is bounded; a thread
 /// that finds it full keeps its batches locally (at most one per connection) and retries.
@@ -41,6 +42,9 @@ pub const EXECUTOR_QUEUE_LEN: usize = 4096;
 const WAKER_TOKEN: Token = Token(usize::MAX - 1);
 const LISTENER_TOKEN_BASE: usize = usize::MAX - 64;
 const _: () = assert!(LISTENER_TOKEN_BASE + LISTENER_SLOTS < WAKER_TOKEN.0);
+/// Refused TLS connections waiting for their handshake (`tls_refusal.rs`), just below
+/// the listeners' tokens (connection slots stay far below).
+const REFUSAL_TOKEN_BASE: usize = LISTENER_TOKEN_BASE - REFUSAL_SLOTS;
 
 /// Connection id: thread index in the top 8 bits, a per-thread sequence below.
 type ConnId = u64;
@@ -225,6 +229,7 @@ struct IoConn {
 struct IoThread {
     index: usize,
     poll: Poll,
+    refusals: TlsRefusals,
     /// Thread 0 accepts every connection; the others have no listeners.
     listeners: Option<SharedListeners>,
     peers: Vec<ThreadHandle>,
@@ -286,6 +291,10 @@ impl IoThread {
                     self.accept(t - LISTENER_TOKEN_BASE);
                     continue;
                 }
+                if self.refusals.owns(t) {
+                    self.refusals.on_event(self.poll.registry(), t);
+                    continue;
+                }
                 if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                     self.read(t);
                 }
@@ -325,7 +334,7 @@ impl IoThread {
                 return;
             };
             let accepted = listeners.lock().accept(li);
-            let (mut stream, peer) = match accepted {
+            let (stream, peer) = match accepted {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {
@@ -343,7 +352,7 @@ impl IoThread {
                 self.counters
                     .rejected_connections
                     .fetch_add(1, Ordering::Relaxed);
-                let _ = stream.write(refusal.as_bytes());
+                self.refusals.refuse(self.poll.registry(), stream, refusal);
                 continue;
             }
             self.counters
@@ -952,6 +961,7 @@ impl IoThread {
     }
 
     fn cron(&mut self) {
+        self.refusals.expire(self.poll.registry());
         let timeout_ms = self.limits.timeout_s.load(Ordering::Relaxed) as i64 * 1000;
         let now = now_ms();
         for slot in 0..self.conns.len() {
@@ -1038,6 +1048,7 @@ pub fn serve_threaded(mut srv: Server, n: usize) -> io::Result<()> {
         let t = IoThread {
             index: i,
             poll,
+            refusals: TlsRefusals::new(REFUSAL_TOKEN_BASE),
             listeners: my_listeners,
             peers,
             me: ThreadHandle {

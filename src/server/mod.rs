@@ -8,4 +8,5 @@ pub mod io_threads;
 pub mod listeners;
 pub mod outq;
 pub mod stream;
+pub mod tls_refusal;
 pub mod tls_stream;

@@ -63,6 +63,11 @@ impl TlsStream {
         late
     }
 
+    /// The handshake is not finished yet (no plaintext either way).
+    pub fn is_handshaking(&self) -> bool {
+        self.conn.is_handshaking()
+    }
+
     /// TLS records waiting for room in the socket.
     pub fn backlog(&self) -> bool {
         self.conn.wants_write()

@@ -189,6 +189,73 @@ const PERM_ALL: u8 = 3;
 struct KeyPattern {
     perm: u8,
     pattern: Vec<u8>,
+    /// How the pattern is matched, decided once from its text (the check runs on every
+    /// key of every command of a restricted user).
+    matcher: Matcher,
+    /// A prefix of at most 8 bytes as a little-endian word (zero-padded).
+    prefix_word: u64,
+}
+
+/// The cheapest way to match a key pattern with the same outcome as the glob.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Matcher {
+    /// No glob character: the key equals the pattern.
+    Exact,
+    /// Literal characters then only `*`s (`key:*`): the key starts with the first
+    /// `usize` bytes (any non-empty key when there are none).
+    Prefix(usize),
+    /// Anything else: `util::glob_match`.
+    Glob,
+}
+
+impl Matcher {
+    fn of(pattern: &[u8]) -> Matcher {
+        let special = |c: &u8| matches!(c, b'*' | b'?' | b'[' | b'\\');
+        let Some(first) = pattern.iter().position(special) else {
+            return Matcher::Exact;
+        };
+        if pattern[first..].iter().all(|&c| c == b'*') {
+            Matcher::Prefix(first)
+        } else {
+            Matcher::Glob
+        }
+    }
+}
+
+impl KeyPattern {
+    fn new(perm: u8, pattern: &[u8]) -> KeyPattern {
+        let matcher = Matcher::of(pattern);
+        let mut word = [0u8; 8];
+        if let Matcher::Prefix(n) = matcher {
+            if n <= 8 {
+                word[..n].copy_from_slice(&pattern[..n]);
+            }
+        }
+        KeyPattern {
+            perm,
+            pattern: pattern.to_vec(),
+            matcher,
+            prefix_word: u64::from_le_bytes(word),
+        }
+    }
+
+    #[inline]
+    fn matches(&self, key: &[u8]) -> bool {
+        match self.matcher {
+            Matcher::Exact => self.pattern.as_slice() == key,
+            // The glob's `*` needs at least one byte when nothing comes before it.
+            Matcher::Prefix(0) => !key.is_empty(),
+            // Up to 8 bytes of prefix: one masked compare of the key's first 8 bytes.
+            Matcher::Prefix(n) if n <= 8 && key.len() >= 8 => {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(&key[..8]);
+                let mask = u64::MAX >> (64 - 8 * n as u32);
+                u64::from_le_bytes(word) & mask == self.prefix_word
+            }
+            Matcher::Prefix(n) => key.starts_with(&self.pattern[..n]),
+            Matcher::Glob => crate::util::glob_match(&self.pattern, key, false),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -295,8 +362,12 @@ pub struct LogEntry {
 pub struct Acl {
     pub commands: Vec<AclCommand>,
     by_name: HashMap<String, u16>,
-    /// A spec's address → its id (FNV: looked up on every restricted user's command).
-    by_spec: HashMap<usize, u16, std::hash::BuildHasherDefault<super::NameHasher>>,
+    /// A spec's address → its id (one multiply to hash: looked up on every restricted
+    /// user's command).
+    by_spec: HashMap<usize, u16, std::hash::BuildHasherDefault<super::executor::stats::AddrHasher>>,
+    /// The same, direct-mapped by the address's multiplicative hash: one load and one
+    /// compare for most commands; a command whose slot another took is in `by_spec` only.
+    spec_slots: Vec<(usize, u16)>,
     /// User slots; a client holds its user's slot. A deleted user's slot is emptied (its
     /// clients are disconnected) and not reused.
     slots: Vec<Option<User>>,
@@ -309,12 +380,23 @@ pub struct Acl {
 /// The default user's slot.
 pub const DEFAULT_USER: usize = 0;
 
+/// Slots of `Acl::spec_slots` (a power of two, several times the number of commands and
+/// subcommands, so few collide).
+const SPEC_SLOTS: usize = 4096;
+
+#[inline]
+fn spec_slot(addr: usize) -> usize {
+    ((addr as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SPEC_SLOTS.trailing_zeros()))
+        as usize
+}
+
 impl Acl {
     pub fn new(table: &CommandTable) -> Acl {
         let mut acl = Acl {
             commands: Vec::new(),
             by_name: HashMap::new(),
             by_spec: HashMap::default(),
+            spec_slots: vec![(0, 0); SPEC_SLOTS],
             slots: Vec::new(),
             names: BTreeMap::new(),
             log: Default::default(),
@@ -344,7 +426,12 @@ impl Acl {
             None => spec.name.to_string(),
         };
         self.by_name.insert(full_name.clone(), id);
-        self.by_spec.insert(spec as *const CommandSpec as usize, id);
+        let addr = spec as *const CommandSpec as usize;
+        self.by_spec.insert(addr, id);
+        let slot = &mut self.spec_slots[spec_slot(addr)];
+        if slot.0 == 0 {
+            *slot = (addr, id);
+        }
         self.commands.push(AclCommand {
             spec,
             full_name,
@@ -539,10 +626,7 @@ impl Acl {
             }
             match sel.patterns.iter_mut().find(|p| p.pattern == pattern) {
                 Some(p) => p.perm |= perm,
-                None => sel.patterns.push(KeyPattern {
-                    perm,
-                    pattern: pattern.to_vec(),
-                }),
+                None => sel.patterns.push(KeyPattern::new(perm, pattern)),
             }
             sel.all_keys = false;
         } else if op[0] == b'&' {
@@ -1006,14 +1090,15 @@ impl Acl {
         if u.unrestricted {
             return Ok(());
         }
-        let id = self
-            .by_spec
-            .get(&(spec as *const CommandSpec as usize))
-            .copied();
-        let mut keys: Option<KeyNeeds> = None;
+        let id = self.command_id(spec);
+        if let (Some(id), [sel]) = (id, u.selectors.as_slice()) {
+            if let Some(verdict) = self.check_simple(sel, spec, id, args) {
+                return verdict;
+            }
+        }
         let mut relevant = (Denied::Command, 0usize);
         for sel in &u.selectors {
-            match self.check_selector(sel, spec, id, args, &mut keys) {
+            match self.check_selector(sel, spec, id, args) {
                 Ok(()) => return Ok(()),
                 Err((d, pos)) => {
                     if d > relevant.0 || (d == relevant.0 && pos > relevant.1) {
@@ -1025,13 +1110,73 @@ impl Acl {
         Err(relevant)
     }
 
+    /// The ACL id of a command or subcommand.
+    #[inline]
+    fn command_id(&self, spec: &'static CommandSpec) -> Option<u16> {
+        let addr = spec as *const CommandSpec as usize;
+        let (a, id) = self.spec_slots[spec_slot(addr)];
+        if a == addr {
+            return Some(id);
+        }
+        self.by_spec.get(&addr).copied()
+    }
+
+    /// The usual case answered in a few loads, the same answer `check_selector` gives:
+    /// one selector that allows the command by its bitmap, keys at fixed positions, no
+    /// channel to check. None: not that case.
+    #[inline]
+    fn check_simple(
+        &self,
+        sel: &Selector,
+        spec: &'static CommandSpec,
+        id: u16,
+        args: crate::protocol::request::Args,
+    ) -> Option<Result<(), (Denied, usize)>> {
+        let cmd = &self.commands[id as usize];
+        if !(sel.all_commands || Self::cmd_bit(sel, id as usize))
+            || cmd.key_proc
+            || (cmd.channel_rule != ChannelRule::None && !sel.all_channels)
+        {
+            return None;
+        }
+        if sel.all_keys || cmd.key_rule == KeyRule::NoKeys || spec.first_key <= 0 {
+            return Some(Ok(()));
+        }
+        let argc = args.len();
+        let first = spec.first_key as usize;
+        let last = if spec.last_key < 0 {
+            argc as i64 + spec.last_key as i64
+        } else {
+            spec.last_key as i64
+        };
+        let end = (last.max(0) as usize + 1).min(argc);
+        let step = spec.key_step.max(1) as usize;
+        let mut pos = first;
+        let mut ordinal = 0;
+        while pos < end {
+            let need = cmd.key_rule.need(args, ordinal);
+            let key = args.get(pos);
+            if !sel
+                .patterns
+                .iter()
+                .any(|p| p.perm & need == need && p.matches(key))
+            {
+                return Some(Err((Denied::Key, pos)));
+            }
+            pos += step;
+            ordinal += 1;
+        }
+        Some(Ok(()))
+    }
+
+    // Out of line: `check`'s usual case stays small without the general walk inlined.
+    #[inline(never)]
     fn check_selector(
         &self,
         sel: &Selector,
         spec: &'static CommandSpec,
         id: Option<u16>,
         args: crate::protocol::request::Args,
-        keys: &mut Option<KeyNeeds>,
     ) -> Result<(), (Denied, usize)> {
         if !sel.all_commands && spec.flags & super::NO_AUTH == 0 {
             let Some(id) = id else {
@@ -1055,19 +1200,17 @@ impl Acl {
             let Some(cmd) = cmd else {
                 return Err((Denied::Key, 0));
             };
-            let keys = keys.get_or_insert_with(|| key_permissions(cmd, spec, args));
-            for &(pos, need) in keys.iter() {
-                let key = args.get(pos);
-                let ok = sel.patterns.iter().any(|p| {
-                    p.perm & need == need && crate::util::glob_match(&p.pattern, key, false)
-                });
-                if !ok {
-                    return Err((Denied::Key, pos));
-                }
+            let refused = first_refused_key(cmd, spec, args, |key, need| {
+                sel.patterns
+                    .iter()
+                    .any(|p| p.perm & need == need && p.matches(key))
+            });
+            if let Some(pos) = refused {
+                return Err((Denied::Key, pos));
             }
         }
-        if !sel.all_channels {
-            let rule = cmd.map_or(ChannelRule::None, |c| c.channel_rule);
+        let rule = cmd.map_or(ChannelRule::None, |c| c.channel_rule);
+        if !sel.all_channels && rule != ChannelRule::None {
             for (pos, is_pattern) in rule.positions(args) {
                 let ch = args.get(pos);
                 let ok = sel.channels.iter().any(|p| {
@@ -1369,58 +1512,37 @@ impl KeyRule {
     }
 }
 
-/// The keys a command names and the permission each needs (read 1, write 2, both 3).
-/// Positions are `propagate::keys_of`'s; the needs follow Redis 7.0's key-spec flags per
-/// command (`KeyRule`) rather than a key-spec table. BITFIELD, whose flags vary with its
-/// subcommands in Redis, always needs both here.
-fn key_permissions(
+/// The position of the first key of the command that `allowed(key, need)` refuses
+/// (need: read 1, write 2, both 3), None when all pass. Positions are
+/// `propagate::keys_of`'s; the needs follow Redis 7.0's key-spec flags per command
+/// (`KeyRule`) rather than a key-spec table. BITFIELD, whose flags vary with its
+/// subcommands in Redis, always needs both here. Keys are checked as they are found:
+/// nothing is collected for the commands with fixed key positions (most of them), as
+/// the check runs on every command of a restricted user.
+fn first_refused_key(
     cmd: &AclCommand,
     spec: &CommandSpec,
     args: crate::protocol::request::Args,
-) -> KeyNeeds {
-    let mut needs = KeyNeeds::default();
+    allowed: impl Fn(&[u8], u8) -> bool,
+) -> Option<usize> {
     if cmd.key_rule == KeyRule::NoKeys {
-        return needs;
+        return None;
     }
-    let mut add = |ordinal: usize, p: usize| {
-        if p < args.len() {
-            needs.push((p, cmd.key_rule.need(args, ordinal)));
-        }
+    let refused = |ordinal: usize, p: usize| {
+        p < args.len() && !allowed(args.get(p), cmd.key_rule.need(args, ordinal))
     };
     if cmd.key_proc {
         let positions = super::propagate::keys_of(spec, args).unwrap_or_default();
         positions
             .into_iter()
             .enumerate()
-            .for_each(|(o, p)| add(o, p));
+            .find(|&(o, p)| refused(o, p))
+            .map(|(_, p)| p)
     } else {
         super::propagate::key_indices(spec, args.len())
             .enumerate()
-            .for_each(|(o, p)| add(o, p));
-    }
-    needs
-}
-
-/// The keys of one command and the permission each needs: the first eight without
-/// allocating (the check runs on every command of a restricted user).
-#[derive(Default)]
-struct KeyNeeds {
-    small: [(usize, u8); 8],
-    len: usize,
-    more: Vec<(usize, u8)>,
-}
-
-impl KeyNeeds {
-    fn push(&mut self, k: (usize, u8)) {
-        if self.len < self.small.len() {
-            self.small[self.len] = k;
-            self.len += 1;
-        } else {
-            self.more.push(k);
-        }
-    }
-    fn iter(&self) -> impl Iterator<Item = &(usize, u8)> {
-        self.small[..self.len].iter().chain(self.more.iter())
+            .find(|&(o, p)| refused(o, p))
+            .map(|(_, p)| p)
     }
 }
 
@@ -1611,5 +1733,118 @@ mod tests {
             .unwrap();
         assert!(!a.unrestricted(DEFAULT_USER));
         assert!(!a.unrestricted(12345));
+    }
+
+    #[test]
+    fn pattern_matchers_agree_with_the_glob() {
+        let patterns: [&[u8]; 18] = [
+            b"key:*",
+            b"key:**",
+            b"key",
+            b"",
+            b"*",
+            b"k?y:*",
+            b"key:*x",
+            b"[k]ey:*",
+            b"key\\*",
+            b"key:\\",
+            b"*key",
+            b"ke*y:*",
+            b"key:[",
+            b"key:*?",
+            b"counter:*",
+            b"mylongprefix:*",
+            b"k*",
+            b"key:0001*",
+        ];
+        let keys: [&[u8]; 16] = [
+            b"key:1",
+            b"key:",
+            b"key",
+            b"ke",
+            b"",
+            b"key:*",
+            b"KEY:1",
+            b"xkey:1",
+            b"key\\x",
+            b"key:000123456",
+            b"kez:000123456",
+            b"counter:",
+            b"counter:12345",
+            b"counter;12345",
+            b"mylongprefix:a",
+            b"mylongprefiX:abc",
+        ];
+        for p in patterns {
+            let kp = KeyPattern::new(PERM_ALL, p);
+            for k in keys {
+                assert_eq!(
+                    kp.matches(k),
+                    crate::util::glob_match(p, k, false),
+                    "{:?} vs {:?}",
+                    String::from_utf8_lossy(p),
+                    String::from_utf8_lossy(k)
+                );
+            }
+        }
+        assert_eq!(Matcher::of(b"key:*"), Matcher::Prefix(4));
+        assert_eq!(Matcher::of(b"key:1"), Matcher::Exact);
+        assert_eq!(Matcher::of(b"key:?*"), Matcher::Glob);
+    }
+
+    #[test]
+    fn the_simple_check_answers_as_the_general_one() {
+        let table = CommandTable::build();
+        let mut a = Acl::new(&table);
+        let rules: [&[&str]; 5] = [
+            &["on", "~key:*", "~counter:*", "+@all"],
+            &["on", "%R~key:*", "%W~w*", "+@all", "-set"],
+            &[
+                "on", "~k", "~*x", "+get", "+set", "+mset", "+copy", "+publish",
+            ],
+            &["on", "allkeys", "+@read"],
+            &["on", "~a*", "&ch", "+@all"],
+        ];
+        let commands: [&[&str]; 12] = [
+            &["get", "key:1"],
+            &["get", "other"],
+            &["set", "key:1", "v"],
+            &["set", "key:1", "v", "GET"],
+            &["set", "wx", "v", "get"],
+            &["mset", "key:1", "v", "k", "v"],
+            &["mset", "k", "v", "zz", "v"],
+            &["copy", "key:1", "counter:2"],
+            &["publish", "ch", "m"],
+            &["get", ""],
+            &["ping"],
+            &["lmove", "ax", "kx", "left", "right"],
+        ];
+        for (i, r) in rules.iter().enumerate() {
+            let name = format!("u{i}");
+            let ops: Vec<Vec<u8>> = r.iter().map(|o| o.as_bytes().to_vec()).collect();
+            a.set_user(name.as_bytes(), &ops).unwrap();
+            let slot = a.slot_of(name.as_bytes()).unwrap();
+            let sel = a.user(slot).unwrap().selectors[0].clone();
+            for c in commands {
+                let spec = table.lookup(c[0].as_bytes()).unwrap();
+                let mut buf = Vec::new();
+                let mut ranges = Vec::new();
+                for w in c {
+                    ranges.push((buf.len(), w.len()));
+                    buf.extend_from_slice(w.as_bytes());
+                }
+                let args = crate::protocol::request::Args::new(&buf, &ranges);
+                let id = a.command_id(spec).unwrap();
+                let general = a.check_selector(&sel, spec, Some(id), args);
+                if let Some(simple) = a.check_simple(&sel, spec, id, args) {
+                    assert_eq!(simple, general, "{r:?} {c:?}");
+                }
+                assert_eq!(a.check(slot, spec, args), general, "{r:?} {c:?}");
+            }
+        }
+        // Every command and subcommand has its id, whichever map holds it.
+        for (id, c) in a.commands.iter().enumerate() {
+            assert_eq!(a.command_id(c.spec), Some(id as u16));
+        }
     }
 }

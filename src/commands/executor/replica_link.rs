@@ -79,6 +79,9 @@ pub struct LinkShared {
     pub failover: AtomicBool,
     /// (replid, offset) a reconnection asks PSYNC with (None: `PSYNC ? -1`).
     pub cached: Mutex<Option<(String, u64)>>,
+    /// The configuration after a CONFIG SET of `tls-*` options: the next connection
+    /// attempt uses it (certificates, `tls-replication`), as Redis's does.
+    pub new_config: Mutex<Option<Config>>,
 }
 
 /// What the link thread needs to know.
@@ -95,7 +98,7 @@ pub struct LinkParams {
 
 /// The link thread's body: sessions until `stop`.
 pub fn run(
-    p: LinkParams,
+    mut p: LinkParams,
     shared: Arc<LinkShared>,
     tx: SyncSender<LinkEvent>,
     wake: Option<Arc<dyn Fn() + Send + Sync>>,
@@ -110,6 +113,14 @@ pub fn run(
     while !shared.stop.load(SeqCst) {
         if !send(LinkEvent::State("connecting")) {
             return;
+        }
+        if let Some(c) = shared
+            .new_config
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            p.config = c;
         }
         let result = session(&p, &shared, &send);
         if shared.stop.load(SeqCst) {

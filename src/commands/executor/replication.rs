@@ -1268,6 +1268,20 @@ impl std::io::Write for ChunkSink {
     }
 }
 
+impl Server {
+    /// After a CONFIG SET of `tls-*` options: the link to the primary connects with
+    /// them from its next attempt on.
+    pub fn repl_link_config_changed(&self) {
+        if let Some(link) = &self.repl.link {
+            *link
+                .shared
+                .new_config
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(self.config.clone());
+        }
+    }
+}
+
 /// cairn as a replica: the link thread's handle and what the executor tracks of it.
 pub struct MasterLink {
     pub host: String,

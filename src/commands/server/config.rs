@@ -67,6 +67,9 @@ pub(super) fn config_set(ctx: &mut Ctx) -> CmdResult {
         }
     }
     ctx.srv.apply_config();
+    if pairs.iter().any(|(n, _)| crate::tls::is_tls_option(n)) {
+        ctx.srv.repl_link_config_changed();
+    }
     // `requirepass` is the default user's password (Redis's updateRequirePass).
     if pairs
         .iter()

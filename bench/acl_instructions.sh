@@ -1,0 +1,41 @@
+#!/bin/bash
+# What an ACL user with key patterns costs in server instructions per request, counted by
+# valgrind's callgrind (exact, unlike CPU time on a shared machine; user space only, so the
+# socket system calls that dominate -P 1 are not in it). For `default` and for a user
+# `on >benchpass ~key:* ~counter:* ~mylist:* +@all`: a fresh server under callgrind, a
+# redis-benchmark SET pass to fill the keys, then GET and SET passes, each counted alone
+# (callgrind_control zeroes the counters before and dumps them after).
+#
+# Usage: bash bench/acl_instructions.sh [BINARY] [PIPELINE] [REQUESTS]
+set -eu
+BIN=${1:-target/release/cairn-server}
+P=${2:-16}
+N=${3:-20000}
+OUT=$(mktemp -d)
+for user in default acl; do
+  PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  # No busy polling: its instructions would depend on timing, not on the requests.
+  valgrind --tool=callgrind --compress-strings=no --compress-pos=no \
+    --callgrind-out-file="$OUT/$user.%p" "$BIN" --port "$PORT" --bind 127.0.0.1 --save "" \
+    --event-loop-spin-us 0 >/dev/null 2>&1 &
+  SP=$!
+  for _ in $(seq 300); do redis-cli -p "$PORT" PING >/dev/null 2>&1 && break; sleep 0.2; done
+  redis-cli -p "$PORT" ACL SETUSER bench on '>benchpass' '~key:*' '~counter:*' '~mylist:*' '+@all' >/dev/null
+  AUTH=()
+  [ "$user" = acl ] && AUTH=(--user bench -a benchpass)
+  bench() { redis-benchmark -p "$PORT" "${AUTH[@]}" -t "$1" -n "$N" -r 1000000 -d 100 -c 50 -P "$P" -q >/dev/null 2>&1; }
+  bench set
+  for t in get set; do
+    callgrind_control -z "$SP" >/dev/null 2>&1
+    bench "$t"
+    callgrind_control -d "$t" "$SP" >/dev/null 2>&1
+  done
+  kill "$SP"
+  wait "$SP" 2>/dev/null || true
+  for t in get set; do
+    F=$(grep -l "^desc: Trigger: .*$t" "$OUT/$user".* | head -1)
+    IR=$(grep -a "^summary:\|^totals:" "$F" | head -1 | awk '{print $2}')
+    echo "P$P $user ${t^^}: $((IR / N)) instructions/request"
+  done
+done
+rm -rf "$OUT"
