@@ -351,6 +351,17 @@ pub fn insert_in_place(buf: &mut [u8], off: usize, s: &[u8]) {
     }
 }
 
+/// Overwrites the element at `off` with `s` when both encodings take the same bytes (a
+/// counter's usual update: nothing after it moves); false, and nothing written, otherwise.
+pub fn overwrite_same_size(buf: &mut [u8], off: usize, s: &[u8]) -> bool {
+    let n = entry_len(s);
+    if size_at(buf, off) != n || off + n > buf.len() {
+        return false;
+    }
+    write_entry(s, &mut buf[off..off + n]);
+    true
+}
+
 /// Removes the entry at `off` in place; returns the bytes the listpack shrank by.
 pub fn delete_in_place(buf: &mut [u8], off: usize) -> usize {
     let t = total(buf);

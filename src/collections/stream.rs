@@ -320,7 +320,8 @@ fn int_of(v: Val) -> Option<i64> {
 
 fn push_int(v: &mut Vec<u8>, i: i64) {
     let end = v.len() - 1;
-    lp::push_vec(v, end, i.to_string().as_bytes());
+    let mut digits = [0u8; 20];
+    lp::push_vec(v, end, crate::util::fmt_i64(i, &mut digits));
 }
 fn push_bytes(v: &mut Vec<u8>, s: &[u8]) {
     let end = v.len() - 1;
@@ -328,9 +329,14 @@ fn push_bytes(v: &mut Vec<u8>, s: &[u8]) {
 }
 /// Replaces the element at `off` by integer `i` (the listpack may change size).
 fn replace_int(v: &mut Vec<u8>, off: usize, i: i64) {
+    let mut digits = [0u8; 20];
+    let text = crate::util::fmt_i64(i, &mut digits);
+    if lp::overwrite_same_size(v, off, text) {
+        return;
+    }
     let n = lp::delete_in_place(v, off);
     v.truncate(v.len() - n);
-    lp::push_vec(v, off, i.to_string().as_bytes());
+    lp::push_vec(v, off, text);
 }
 
 /// One entry of a node, located.
@@ -597,7 +603,10 @@ pub fn append(a: &mut Arena, m: &mut Meta, id: Id, pairs: &[&[u8]], limits: Limi
             full = (c + d) as u64 >= limits.max_entries;
         }
         if !full {
-            tail = Some((master, node, l.to_vec()));
+            // Room for the entry's elements and their headers up front: one allocation.
+            let mut v = Vec::with_capacity(l.len() + totelelen as usize + 16 * (pairs.len() + 4));
+            v.extend_from_slice(l);
+            tail = Some((master, node, v));
         }
     }
     let mut flags = 0i64;
@@ -1227,6 +1236,26 @@ mod tests {
         assert_eq!(edge_id(&a, &m, true, false), Id::new(1, 0));
         assert!(delete(&mut a, &mut m, Id::new(3, 0)));
         assert_eq!(m.nodes, 0);
+        free_all(&mut a, &m.encode());
+    }
+
+    /// A node's count stays right across the appends that change its encoding's size
+    /// (127 → 128 takes a 13-bit int) and those that overwrite it in place.
+    #[test]
+    fn node_count_survives_encoding_growth() {
+        let mut a = arena();
+        let mut m = Meta::default();
+        let l = Limits {
+            max_bytes: 1 << 20,
+            max_entries: 1000,
+        };
+        for ms in 1..=300 {
+            add(&mut a, &mut m, ms, &[b"f", b"v"], l);
+        }
+        assert_eq!(m.nodes, 1);
+        let (master, node) = node_at(&a, &m, 0);
+        let view = parse_node(node_lp(&a, node), master).expect("a well-formed node");
+        assert_eq!((view.count, view.entries.len()), (300, 300));
         free_all(&mut a, &m.encode());
     }
 

@@ -407,7 +407,9 @@ fn xadd(ctx: &mut Ctx) -> CmdResult {
         notify(ctx, NOTIFY_STREAM, "xtrim", key);
     }
     let rewrite_id = t.id.is_none() || !t.seq_given;
-    if rewrite_id || (t.how.is_some() && t.approx) {
+    // The exact form matters only where commands are propagated (the key, all that
+    // watchers and blocked readers are told, is the same in both forms).
+    if ctx.srv.aof.propagating() && (rewrite_id || (t.how.is_some() && t.approx)) {
         let mut argv: Vec<Vec<u8>> = ctx.args.iter().map(|a| a.to_vec()).collect();
         if t.how.is_some() && t.approx {
             rewrite_trim(ctx, &m, &t, &mut argv);
