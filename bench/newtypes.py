@@ -4,7 +4,8 @@
 For each test a fresh server of each kind is started, preloaded the same way, and driven by
 the same `redis-benchmark` command line (50 connections, -P 1 and -P 16); servers are
 interleaved (cairn first in odd rounds, redis first in even ones) and the medians of the
-rounds are printed with the cairn/redis ratio. The preloads use distinct members and
+rounds are printed with the cairn/redis ratio, and each server's CPU time per request
+(from /proc, steadier than requests/s while the client shares the CPUs). The preloads use distinct members and
 values (random-looking, derived from the index), never one repeated value.
 
 Tests:
@@ -32,7 +33,7 @@ import sys
 import time
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
-from core import rss_kb, start, stop  # noqa: E402
+from core import cpu_s, rss_kb, start, stop  # noqa: E402
 
 
 def resp(*args):
@@ -163,6 +164,8 @@ def main():
     tests = [t for t in COMMANDS if not a.only or t in a.only.split(",")]
     binaries = {"cairn": a.cairn, "redis": a.redis}
     results = {}
+    # Server CPU per request: steadier than requests/s when the client shares the CPUs.
+    cpu = {}
     for rnd in range(a.rounds):
         order = ("cairn", "redis") if rnd % 2 == 0 else ("redis", "cairn")
         for test in tests:
@@ -171,20 +174,26 @@ def main():
                     proc, port = start(srv, binaries[srv])
                     try:
                         setup(test, port)
+                        cpu_before = cpu_s(proc.pid)
                         r = run_benchmark(port, test, p, a.requests)
+                        cpu_us = (cpu_s(proc.pid) - cpu_before) * 1e6 / a.requests
                     finally:
                         stop(proc)
                     results.setdefault((test, p, srv), []).append(r)
-                    print(f"round {rnd + 1} {test} P{p} {srv}: {r:.0f}", file=sys.stderr)
+                    cpu.setdefault((test, p, srv), []).append(cpu_us)
+                    print(f"round {rnd + 1} {test} P{p} {srv}: {r:.0f} req/s, "
+                          f"{cpu_us:.2f} us CPU/request", file=sys.stderr)
 
-    print("| test | -P | cairn req/s (median) | redis 7 req/s (median) | cairn / redis | rounds (cairn; redis) |")
-    print("|---|---:|---:|---:|---:|---|")
+    print("| test | -P | cairn req/s (median) | redis 7 req/s (median) | cairn / redis | "
+          "server CPU µs/request cairn; redis (median) | rounds (cairn; redis) |")
+    print("|---|---:|---:|---:|---:|---|---|")
     for test in tests:
         for p in (1, 16):
             c, r = results[(test, p, "cairn")], results[(test, p, "redis")]
             mc, mr = statistics.median(c), statistics.median(r)
             ratio = mc / mr if mr else math.nan
-            print(f"| {test} | {p} | {mc:,.0f} | {mr:,.0f} | {ratio:.2f}x | "
+            cc, cr = statistics.median(cpu[(test, p, "cairn")]), statistics.median(cpu[(test, p, "redis")])
+            print(f"| {test} | {p} | {mc:,.0f} | {mr:,.0f} | {ratio:.2f}x | {cc:.2f}; {cr:.2f} | "
                   f"{', '.join(f'{x / 1000:.0f}k' for x in c)}; {', '.join(f'{x / 1000:.0f}k' for x in r)} |")
     if not a.skip_memory:
         mem = {srv: memory(srv, binaries[srv]) for srv in ("cairn", "redis")}
