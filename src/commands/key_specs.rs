@@ -118,39 +118,12 @@ fn key_specs(full_name: &str) -> &'static [KeySpec] {
     lookup(full_name).map_or(&[], |m| m.key_specs)
 }
 
-/// Commands with a key finder of their own (Redis's getkeys procs): the numkeys forms,
-/// SORT's STORE, MIGRATE's KEYS, the streams' STREAMS, SET's and BITFIELD's flags.
+/// Commands with a key finder of their own (Redis's getkeys procs): those whose keys
+/// `propagate::keys_of` finds from their arguments (numkeys forms, SORT's STORE, MIGRATE's
+/// KEYS, the streams' STREAMS), plus SET's and BITFIELD's flags, which depend on their
+/// arguments though their keys do not.
 fn has_key_proc(full_name: &str) -> bool {
-    matches!(
-        full_name,
-        "zunionstore"
-            | "zinterstore"
-            | "zdiffstore"
-            | "zunion"
-            | "zinter"
-            | "zdiff"
-            | "zintercard"
-            | "sintercard"
-            | "lmpop"
-            | "zmpop"
-            | "blmpop"
-            | "bzmpop"
-            | "eval"
-            | "evalsha"
-            | "eval_ro"
-            | "evalsha_ro"
-            | "fcall"
-            | "fcall_ro"
-            | "sort"
-            | "sort_ro"
-            | "migrate"
-            | "georadius"
-            | "georadiusbymember"
-            | "xread"
-            | "xreadgroup"
-            | "set"
-            | "bitfield"
-    )
+    super::propagate::has_key_proc(full_name) || matches!(full_name, "set" | "bitfield")
 }
 
 /// Whether COMMAND GETKEYS can find keys for the command at all (else: "The command has

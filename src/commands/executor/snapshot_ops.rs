@@ -470,19 +470,7 @@ impl Server {
             self.rdb_write_start(capture, out, o, started);
             return;
         }
-        self.snapshot.stats.last_bgsave_time_sec = started.elapsed().as_secs() as i64;
-        match result {
-            Ok(o) => {
-                self.snapshot.record(&o, true);
-                self.dirty = self.dirty.saturating_sub(o.dirty_at_cut);
-                self.lastsave_s = now_ms() / 1000;
-                self.snapshot.stats.last_bgsave_ok = true;
-            }
-            Err(e) => {
-                warning!("Background saving error: {e}");
-                self.snapshot.stats.last_bgsave_ok = false;
-            }
-        }
+        self.bgsave_done(started, result);
     }
 
     /// Stops a running BGSAVE (its capture, or the RDB being written from it), logging
@@ -559,11 +547,23 @@ impl Server {
         };
         let started = w.started;
         let mut o = w.outcome.clone();
-        let result = w.join();
+        let result = w.join().map(|bytes| {
+            o.bytes_written = bytes;
+            o
+        });
+        self.bgsave_done(started, result);
+    }
+
+    /// A background save's end, image or RDB: its time, its outcome in INFO, and the
+    /// writes it did not cover left in `dirty`.
+    fn bgsave_done(
+        &mut self,
+        started: std::time::Instant,
+        result: Result<crate::persistence::snapshot::Outcome, impl std::fmt::Display>,
+    ) {
         self.snapshot.stats.last_bgsave_time_sec = started.elapsed().as_secs() as i64;
         match result {
-            Ok(bytes) => {
-                o.bytes_written = bytes;
+            Ok(o) => {
                 self.snapshot.record(&o, true);
                 self.dirty = self.dirty.saturating_sub(o.dirty_at_cut);
                 self.lastsave_s = now_ms() / 1000;
