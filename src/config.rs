@@ -472,6 +472,7 @@ pub static OPTIONS: &[OptSpec] = &[
     ),
     opt("replica-ignore-disk-write-errors", OptKind::Bool, "no", NA),
     opt("repl-diskless-sync", OptKind::Bool, "yes", 0),
+    opt("repl-image-sync", OptKind::Bool, "yes", 0),
     opt("repl-diskless-sync-delay", OptKind::Int(0, INTMAX), "5", NA),
     opt(
         "repl-diskless-sync-max-replicas",
@@ -810,6 +811,9 @@ pub struct Settings {
     /// `repl-diskless-sync`: a full sync streams the RDB (`$EOF:` form) to replicas that
     /// accept it instead of writing it to a file first.
     pub repl_diskless_sync: bool,
+    /// `repl-image-sync` (cairn's): a full sync sends the snapshot image itself, not an
+    /// RDB, when every replica in it is a cairn that loads this binary's images.
+    pub repl_image_sync: bool,
     /// `repl-ping-replica-period`, seconds between PINGs in the replication stream.
     pub repl_ping_replica_period_s: u64,
     /// `repl-timeout`: an online replica silent this long (no ACK) is disconnected.
@@ -1172,6 +1176,7 @@ fn placeholder_settings() -> Settings {
         repl_backlog_size: 1 << 20,
         repl_backlog_ttl_s: 3600,
         repl_diskless_sync: true,
+        repl_image_sync: true,
         repl_ping_replica_period_s: 10,
         repl_timeout_s: 60,
         min_replicas_to_write: 0,
@@ -1913,6 +1918,7 @@ impl Config {
             repl_backlog_size: self.int("repl-backlog-size").max(1) as u64,
             repl_backlog_ttl_s: self.int("repl-backlog-ttl").max(0) as u64,
             repl_diskless_sync: self.boolean("repl-diskless-sync"),
+            repl_image_sync: self.boolean("repl-image-sync"),
             repl_ping_replica_period_s: self.int("repl-ping-replica-period").max(1) as u64,
             repl_timeout_s: self.int("repl-timeout").max(1) as u64,
             min_replicas_to_write: self.int("min-replicas-to-write").max(0) as u64,

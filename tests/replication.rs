@@ -213,12 +213,22 @@ fn a_dropped_link_resyncs_partially_from_the_backlog() {
 }
 
 /// Writes that arrive while the capture runs land exactly once on the replica: the
-/// stream it gets starts at the capture's cut, in both RDB forms (`$EOF:` when the
-/// replica takes it and `repl-diskless-sync` is on, `$<len>` otherwise).
+/// stream it gets starts at the capture's cut, in every payload form: the snapshot image
+/// (to a cairn replica, which loads this binary's images, under `repl-image-sync yes`),
+/// and both RDB forms (`$EOF:` when the replica takes it and `repl-diskless-sync` is on,
+/// `$<len>` otherwise), to cairn and Redis replicas.
 #[test]
 fn writes_during_the_capture_reach_the_replica_once() {
-    for diskless in ["yes", "no"] {
-        let prim = start_cairn(&with(DEBUG, &["--repl-diskless-sync", diskless]));
+    for (replica, image, diskless) in [
+        ("cairn", "yes", "no"),
+        ("cairn", "no", "yes"),
+        ("redis", "yes", "yes"),
+        ("redis", "yes", "no"),
+    ] {
+        let prim = start_cairn(&with(
+            DEBUG,
+            &["--repl-image-sync", image, "--repl-diskless-sync", diskless],
+        ));
         let mut p = Raw::connect(prim.port);
         // Enough data that the capture takes a while next to the writer.
         populate(prim.port, 200_000, 100);
@@ -235,7 +245,14 @@ fn writes_during_the_capture_reach_the_replica_once() {
             }
             i
         });
-        let rep = start_replica_of(prim.port, &[]);
+        let rep = if replica == "cairn" {
+            start_cairn(&with(
+                DEBUG,
+                &["--replicaof", &format!("127.0.0.1 {}", prim.port)],
+            ))
+        } else {
+            start_replica_of(prim.port, &[])
+        };
         let mut r = Raw::connect(rep.port);
         wait_until(Duration::from_secs(60), "the replica is online", || {
             r.info("replication", "master_link_status").as_deref() == Some("up")
@@ -248,6 +265,14 @@ fn writes_during_the_capture_reach_the_replica_once() {
             show(&bulk(n.to_string().as_bytes()))
         );
         assert_eq!(r.call(&["LLEN", "log"]), format!(":{n}\r\n").into_bytes());
+        // The form the payload took, as each side logged it.
+        let (sent, received) = match (replica, image, diskless) {
+            ("cairn", "yes", _) => ("target: disk (snapshot image)", "bytes of snapshot image"),
+            (_, _, "yes") => ("target: replicas sockets", "streamed RDB"),
+            _ => ("target: disk\n", "bytes from master to"),
+        };
+        assert!(prim.log().contains(sent), "{}", prim.log());
+        assert!(rep.log().contains(received), "{}", rep.log());
         drop(rep);
         drop(prim);
     }

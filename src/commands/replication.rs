@@ -117,6 +117,14 @@ fn start_sync(ctx: &mut Ctx, want: Option<(&[u8], i64)>) -> CmdResult {
     Ok(())
 }
 
+/// The capability a cairn replica whose images this binary can load announces.
+fn image_capa() -> &'static str {
+    static CAPA: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CAPA.get_or_init(|| {
+        crate::persistence::snapshot::format::Fingerprint::current().replication_capa()
+    })
+}
+
 /// REPLCONF <option> <value> ...: the replica's handshake settings, and ACK / GETACK.
 fn replconf(ctx: &mut Ctx) -> CmdResult {
     if ctx.args.len().is_multiple_of(2) {
@@ -140,6 +148,8 @@ fn replconf(ctx: &mut Ctx) -> CmdResult {
             // Capabilities this primary does not know are ignored, as Redis.
             if value.eq_ignore_ascii_case(b"eof") {
                 ctx.client.repl_capa_eof = true;
+            } else if value == image_capa().as_bytes() {
+                ctx.client.repl_capa_image = true;
             }
         } else if opt.eq_ignore_ascii_case(b"ack") {
             // No reply, ever (the replica does not read any). `ACK <off> FACK <aofoff>`:

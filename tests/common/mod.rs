@@ -43,6 +43,13 @@ impl Drop for ServerProc {
     }
 }
 
+impl ServerProc {
+    /// What the server logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(server_log_path(&self.dir)).unwrap_or_default()
+    }
+}
+
 /// Lines of each server's log printed when a test fails.
 const SERVER_LOG_LINES_SHOWN: usize = 80;
 

@@ -95,6 +95,8 @@ pub struct Client {
     /// `$EOF:` RDB form.
     pub repl_listening_port: u16,
     pub repl_capa_eof: bool,
+    /// REPLCONF capa cairn-image-<fingerprint>: a cairn replica that loads our images.
+    pub repl_capa_image: bool,
     /// REPLCONF rdb-only 1: a full sync sends the RDB and closes.
     pub repl_rdb_only: bool,
     /// The replication offset after this client's last command (what WAIT waits for).
@@ -208,6 +210,7 @@ impl Client {
             replica: false,
             repl_listening_port: 0,
             repl_capa_eof: false,
+            repl_capa_image: false,
             repl_rdb_only: false,
             woff: 0,
             master: false,

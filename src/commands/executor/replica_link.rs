@@ -3,9 +3,11 @@
 //! is read or parsed on the executor.
 //!
 //! The thread connects, does Redis's handshake (PING, AUTH with `masterauth`, REPLCONF
-//! listening-port and `capa eof psync2`, PSYNC with the cached id and offset), then:
-//! - `+FULLRESYNC`: receives the RDB (`$<len>` or `$EOF:<mark>`), loads it into a fresh
-//!   arena and hands the whole keyspace to the executor ([`LinkEvent::FullSync`]);
+//! listening-port and `capa eof psync2 cairn-image-<fingerprint>`, PSYNC with the cached
+//! id and offset), then:
+//! - `+FULLRESYNC`: receives the RDB (`$<len>` or `$EOF:<mark>`) or a cairn primary's
+//!   snapshot image (`$<len>`, loaded as it arrives), loads it into a fresh arena and hands
+//!   the whole keyspace to the executor ([`LinkEvent::FullSync`]);
 //! - `+CONTINUE`: goes on from the offset it asked for.
 //!
 //! The stream is then cut into whole commands here ([`LinkEvent::Commands`], bounded
@@ -271,7 +273,20 @@ fn session(
     if r.starts_with('-') {
         crate::notice!("(Non critical) Master does not understand REPLCONF listening-port: {r}");
     }
-    let r = c.call(&["REPLCONF", "capa", "eof", "capa", "psync2"], stop)?;
+    let image_capa =
+        crate::persistence::snapshot::format::Fingerprint::current().replication_capa();
+    let r = c.call(
+        &[
+            "REPLCONF",
+            "capa",
+            "eof",
+            "capa",
+            "psync2",
+            "capa",
+            &image_capa,
+        ],
+        stop,
+    )?;
     if r.starts_with('-') {
         crate::notice!("(Non critical) Master does not understand REPLCONF capa: {r}");
     }
@@ -310,9 +325,7 @@ fn session(
         };
         crate::notice!("Full resync from master: {replid}:{offset}");
         send(LinkEvent::State("sync"));
-        let data = receive_rdb(&mut c, stop)?;
-        let (ks, functions, stream_db) = load_dataset(&data, p)?;
-        drop(data);
+        let (ks, functions, stream_db) = receive_dataset(&mut c, stop, p, offset)?;
         if !send(LinkEvent::FullSync {
             ks: Box::new(ks),
             functions,
@@ -340,9 +353,36 @@ fn session(
     stream(&mut c, shared, send)
 }
 
-/// The RDB payload after `+FULLRESYNC`: `$<len>\r\n` and that many bytes, or
-/// `$EOF:<40-byte mark>\r\n` and bytes up to the mark. Newlines before it are keepalives.
-fn receive_rdb(c: &mut Conn, stop: &AtomicBool) -> Result<Vec<u8>, String> {
+/// A loaded full sync: the keyspace, its function libraries, the db the stream runs in.
+type Dataset = (Keyspace, Vec<Vec<u8>>, usize);
+
+/// The payload after `+FULLRESYNC`, loaded: an RDB (`$<len>` or `$EOF:<mark>`, received
+/// into memory, then parsed key by key) or, from a cairn primary that matched our image
+/// capability, its snapshot image (`$<len>`), loaded straight from the socket as startup
+/// loads a file: no copy of the payload, no per-key parsing.
+fn receive_dataset(
+    c: &mut Conn,
+    stop: &AtomicBool,
+    p: &LinkParams,
+    offset: u64,
+) -> Result<Dataset, String> {
+    let head = payload_head(c, stop)?;
+    if let Some(len) = head.strip_prefix('$').and_then(|n| n.parse::<u64>().ok()) {
+        let magic = &crate::persistence::snapshot::format::FILE_MAGIC;
+        let want = magic.len().min(len as usize);
+        while c.buf.len() - c.pos < want {
+            c.fill(stop)?;
+        }
+        if len >= magic.len() as u64 && c.buf[c.pos..].starts_with(magic) {
+            return load_image_from(c, stop, p, len, offset);
+        }
+    }
+    let data = receive_rdb(c, stop, &head)?;
+    load_dataset(&data, p)
+}
+
+/// The payload's first line (`$<len>` or `$EOF:<mark>`); newlines before it are keepalives.
+fn payload_head(c: &mut Conn, stop: &AtomicBool) -> Result<String, String> {
     let head = loop {
         let l = c.line(stop)?;
         if !l.is_empty() {
@@ -352,6 +392,12 @@ fn receive_rdb(c: &mut Conn, stop: &AtomicBool) -> Result<Vec<u8>, String> {
     if let Some(err) = head.strip_prefix('-') {
         return Err(format!("MASTER aborted replication with an error: {err}"));
     }
+    Ok(head)
+}
+
+/// The RDB payload after its head: `$<len>` and that many bytes, or `$EOF:<40-byte mark>`
+/// and bytes up to the mark.
+fn receive_rdb(c: &mut Conn, stop: &AtomicBool, head: &str) -> Result<Vec<u8>, String> {
     let Some(spec) = head.strip_prefix('$') else {
         return Err(format!(
             "Bad protocol from MASTER, the first byte is not '$': {head}"
@@ -391,6 +437,72 @@ fn receive_rdb(c: &mut Conn, stop: &AtomicBool) -> Result<Vec<u8>, String> {
         c.pos += take;
     }
     Ok(data)
+}
+
+/// The next `left` bytes of the payload as a reader (the image loader reads exactly the
+/// image's length; the stream follows).
+struct Payload<'a> {
+    c: &'a mut Conn,
+    stop: &'a AtomicBool,
+    left: u64,
+}
+
+impl Read for Payload<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 || out.is_empty() {
+            return Ok(0);
+        }
+        while self.c.pos == self.c.buf.len() {
+            self.c.fill(self.stop).map_err(std::io::Error::other)?;
+        }
+        let n = out
+            .len()
+            .min(self.c.buf.len() - self.c.pos)
+            .min(self.left.min(usize::MAX as u64) as usize);
+        out[..n].copy_from_slice(&self.c.buf[self.c.pos..self.c.pos + n]);
+        self.c.pos += n;
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// Loads a snapshot image of `len` bytes from the socket into a fresh arena (this thread;
+/// the executor only swaps it in). The image's cut must be the offset `+FULLRESYNC` named:
+/// the stream that follows starts there.
+fn load_image_from(
+    c: &mut Conn,
+    stop: &AtomicBool,
+    p: &LinkParams,
+    len: u64,
+    offset: u64,
+) -> Result<Dataset, String> {
+    crate::notice!(
+        "MASTER <-> REPLICA sync: receiving {len} bytes of snapshot image from master, loading it as it arrives"
+    );
+    let s = p.config.settings();
+    let fail = |e: String| format!("Failed trying to load the MASTER synchronization image: {e}");
+    let mut payload = Payload { c, stop, left: len };
+    let (arena, header) =
+        crate::persistence::snapshot::load_image_stream(&mut payload, len, s.arena_reserve_bytes)
+            .map_err(fail)?;
+    if payload.left != 0 {
+        return Err(fail(format!("{} bytes of the image unread", payload.left)));
+    }
+    if header.repl_offset != offset {
+        return Err(fail(format!(
+            "the image was cut at offset {}, FULLRESYNC said {offset}",
+            header.repl_offset
+        )));
+    }
+    let ks = crate::collections::keyspace_from_arena(arena, s.databases).map_err(fail)?;
+    let functions =
+        crate::persistence::rdb_value::read_function_libraries(&header.functions).map_err(fail)?;
+    crate::notice!("Done loading the image, keys loaded: {}.", header.keys);
+    let stream_db = (header.repl_stream_db as usize)
+        .checked_sub(1)
+        .filter(|&db| db < s.databases)
+        .unwrap_or(0);
+    Ok((ks, functions, stream_db))
 }
 
 /// Loads the RDB into a fresh arena (this thread; the executor only swaps it in), with

@@ -66,6 +66,8 @@ pub struct Replica {
     pub listening_port: u16,
     pub ip: String,
     pub capa_eof: bool,
+    /// Loads our snapshot images: a full sync sends the capture itself, not an RDB.
+    pub capa_image: bool,
     /// The offset the replica last acknowledged (REPLCONF ACK), and when (ms).
     pub ack_offset: u64,
     pub ack_ms: i64,
@@ -95,6 +97,9 @@ struct FullSync {
     /// The stream position the capture cut at (known once the snapshot is done).
     cut_offset: u64,
     eof_form: bool,
+    /// Every member loads our images: the capture goes out as it is (`$<len>`), with no
+    /// RDB conversion (no private arena, no dataset-sized memory on this side).
+    image_form: bool,
 }
 
 /// A client in WAIT: answered once `numreplicas` acknowledged `offset`; in WAITAOF
@@ -390,6 +395,7 @@ impl Server {
             listening_port: client.repl_listening_port,
             ip: ip.to_string(),
             capa_eof: client.repl_capa_eof,
+            capa_image: client.repl_capa_image,
             ack_offset: 0,
             ack_ms: now_ms(),
             aof_ack_offset: 0,
@@ -890,13 +896,16 @@ impl Server {
             s.dir.as_str()
         };
         let image = PathBuf::from(dir).join(format!("temp-repl-{}.cimg", std::process::id()));
-        let eof_form = s.repl_diskless_sync
-            && self
-                .repl
+        let waiting = || {
+            self.repl
                 .replicas
                 .iter()
                 .filter(|r| matches!(r.state, ReplicaState::WaitCapture { .. }))
-                .all(|r| r.capa_eof);
+        };
+        // SYNC (no `+FULLRESYNC` line) and `redis-cli --rdb` expect an RDB.
+        let image_form =
+            s.repl_image_sync && waiting().all(|r| r.capa_image && r.psync && !r.rdb_only);
+        let eof_form = !image_form && s.repl_diskless_sync && waiting().all(|r| r.capa_eof);
         let mut p = super::snapshot_ops::params(self);
         p.path = image.clone();
         let cut = self.repl.cut_seen.clone();
@@ -906,7 +915,13 @@ impl Server {
             Ok(job) => {
                 notice!(
                     "Starting BGSAVE for SYNC with target: {}",
-                    if eof_form { "replicas sockets" } else { "disk" }
+                    if image_form {
+                        "disk (snapshot image)"
+                    } else if eof_form {
+                        "replicas sockets"
+                    } else {
+                        "disk"
+                    }
                 );
                 for r in &mut self.repl.replicas {
                     if matches!(r.state, ReplicaState::WaitCapture { .. }) {
@@ -918,6 +933,7 @@ impl Server {
                     image,
                     cut_offset: 0,
                     eof_form,
+                    image_form,
                 });
             }
             Err(e) => {
@@ -1012,10 +1028,15 @@ impl Server {
         ];
         let tmp_rdb = image.with_extension("rdb");
         let wake = self.aof.waker();
+        let image_form = sync.image_form;
         let spawned = std::thread::Builder::new()
             .name("cairn-repl-rdb".into())
             .spawn(move || {
-                let r = produce_rdb(&image, &tmp_rdb, &aux, reserve, dbs, eof_form, tx, wake);
+                let r = if image_form {
+                    send_image(&image, tx, wake)
+                } else {
+                    produce_rdb(&image, &tmp_rdb, &aux, reserve, dbs, eof_form, tx, wake)
+                };
                 let _ = std::fs::remove_file(&image);
                 let _ = std::fs::remove_file(&tmp_rdb);
                 r
@@ -1150,6 +1171,35 @@ fn new_replid() -> String {
 /// `ip:port` as Redis names a replica in its log lines.
 fn replica_name(r: &Replica) -> String {
     format!("{}:{}", r.ip, r.listening_port)
+}
+
+/// Sender thread for replicas that load our images: the capture as it is, `$<len>\r\n`
+/// and the file's bytes (the replica loads it as startup does, straight from the socket).
+fn send_image(
+    image: &std::path::Path,
+    tx: SyncSender<Vec<u8>>,
+    wake: Option<Arc<dyn Fn() + Send + Sync>>,
+) -> Result<(), String> {
+    crate::persistence::snapshot::lower_priority();
+    let io = |e: std::io::Error| format!("{}: {e}", image.display());
+    let mut f = std::fs::File::open(image).map_err(io)?;
+    let len = f.metadata().map_err(io)?.len();
+    let mut sink = ChunkSink {
+        tx,
+        buf: Vec::with_capacity(RDB_CHUNK_BYTES),
+        wake,
+    };
+    use std::io::Write;
+    sink.write_all(format!("${len}\r\n").as_bytes())
+        .map_err(|e| e.to_string())?;
+    let copied = std::io::copy(&mut f, &mut sink).map_err(io)?;
+    if copied != len {
+        return Err(format!(
+            "{} changed while it was sent ({copied} of {len} bytes)",
+            image.display()
+        ));
+    }
+    sink.flush().map_err(|e| e.to_string())
 }
 
 /// Converter thread: loads the capture into a private arena and sends the RDB in chunks.

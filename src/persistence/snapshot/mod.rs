@@ -1401,6 +1401,18 @@ pub fn load_image_bytes(
     Ok((arena, header))
 }
 
+/// [`load_image_bytes`] for an image read from a stream of `len` bytes.
+pub fn load_image_stream<R: std::io::Read>(
+    image: R,
+    len: u64,
+    reserve_bytes: usize,
+) -> Result<(Arena, ImageHeader), String> {
+    let (region, header) =
+        format::load_from_stream(image, len, reserve_bytes).map_err(|e| e.to_string())?;
+    let arena = arena_of_region(region, &header)?;
+    Ok((arena, header))
+}
+
 /// An image being loaded at startup on its own thread while the executor answers
 /// `-LOADING` (and INFO shows `loading:1`).
 pub struct LoadJob {
