@@ -1,5 +1,5 @@
-//! Replication with cairn as the primary: Debian's redis-server 7 as the replica (full
-//! sync in both RDB forms, the stream with expiries, transactions, scripts and blocking
+//! Replication with cairn as the primary: Debian's redis-server 7 and cairn as the replica (full
+//! sync by image and in both RDB forms, a damaged image refused, the stream with expiries, transactions, scripts and blocking
 //! pops, partial resync after a dropped link, writes during the capture), `redis-cli
 //! --rdb`, WAIT, ROLE, INFO replication, and bad input on the replication commands.
 
@@ -732,4 +732,133 @@ fn bulk(v: &[u8]) -> Vec<u8> {
     b.extend_from_slice(v);
     b.extend_from_slice(b"\r\n");
     b
+}
+
+/// A primary played by the test: answers the handshake, `+FULLRESYNC <id> <offset>`, then
+/// `payload` (head and bytes as given); the connection stays open until `hold` passes.
+/// Serves every connection the replica makes (it retries after a failed sync).
+fn fake_primary(
+    payload: Vec<u8>,
+    offset: u64,
+    hold: Duration,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        while !stop2.load(std::sync::atomic::Ordering::SeqCst) {
+            let Ok((s, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            };
+            s.set_nonblocking(false).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut w = s.try_clone().unwrap();
+            let mut r = BufReader::new(s);
+            // Commands arrive as RESP arrays of bulk strings.
+            let mut read_cmd = || -> Option<String> {
+                let mut line = String::new();
+                r.read_line(&mut line).ok()?;
+                let n: usize = line.trim().strip_prefix('*')?.parse().ok()?;
+                let mut first = String::new();
+                for i in 0..n {
+                    let mut len = String::new();
+                    r.read_line(&mut len).ok()?;
+                    let len: usize = len.trim().strip_prefix('$')?.parse().ok()?;
+                    let mut arg = vec![0u8; len + 2];
+                    r.read_exact(&mut arg).ok()?;
+                    if i == 0 {
+                        first = String::from_utf8_lossy(&arg[..len]).to_uppercase();
+                    }
+                }
+                Some(first)
+            };
+            loop {
+                match read_cmd().as_deref() {
+                    Some("PSYNC") => break,
+                    Some("PING") => w.write_all(b"+PONG\r\n").unwrap(),
+                    Some(_) => w.write_all(b"+OK\r\n").unwrap(),
+                    None => return,
+                }
+            }
+            let head = format!("+FULLRESYNC {} {offset}\r\n", "a".repeat(40));
+            let _ = w.write_all(head.as_bytes());
+            let _ = w.write_all(&payload);
+            std::thread::sleep(hold);
+        }
+    });
+    (port, stop)
+}
+
+/// A snapshot image from a cairn primary that the replica cannot trust — a changed byte, a
+/// truncated transfer, a declared length far beyond what arrives, a cut at another offset
+/// than `+FULLRESYNC` named — is refused with a log line: the replica keeps its own data
+/// (never a half-loaded dataset), keeps serving and keeps its link down. The intact image
+/// from the same fake primary loads (the control: the fake is good enough to sync).
+#[test]
+fn a_damaged_image_from_the_primary_is_refused_and_the_replica_serves_on() {
+    // The image: a cairn with distinct values saves one (its cut is at offset 0).
+    let src = start_cairn(DEBUG);
+    let mut s = Raw::connect(src.port);
+    fill(&mut s, 2000);
+    assert_eq!(s.call(&["SAVE"]), b"+OK\r\n");
+    let want = digest(&mut s);
+    let image = std::fs::read(src.dir.join("dump.cimg")).unwrap();
+    let framed = |body: &[u8], len: usize| {
+        let mut p = format!("${len}\r\n").into_bytes();
+        p.extend_from_slice(body);
+        p
+    };
+    let mut flipped = image.clone();
+    let mid = image.len() / 2;
+    flipped[mid] ^= 0x20;
+    let cases: Vec<(&str, Vec<u8>, u64)> = vec![
+        ("a changed byte", framed(&flipped, image.len()), 0),
+        (
+            "a truncated transfer",
+            framed(&image[..mid], image.len()),
+            0,
+        ),
+        ("a length beyond what arrives", framed(&image, 1 << 50), 0),
+        ("another cut offset", framed(&image, image.len()), 77),
+    ];
+    for (what, payload, offset) in cases {
+        let (port, stop) = fake_primary(payload, offset, Duration::from_millis(300));
+        let rep = start_cairn(DEBUG);
+        let mut r = Raw::connect(rep.port);
+        assert_eq!(r.call(&["SET", "mine", "kept"]), b"+OK\r\n");
+        assert_eq!(
+            r.call(&["REPLICAOF", "127.0.0.1", &port.to_string()]),
+            b"+OK\r\n"
+        );
+        wait_until(Duration::from_secs(30), "the refusal is logged", || {
+            rep.log()
+                .contains("Failed trying to load the MASTER synchronization image")
+        });
+        assert_eq!(show(&r.call(&["GET", "mine"])), "$4\r\nkept\r\n", "{what}");
+        assert_eq!(
+            r.info("replication", "master_link_status").as_deref(),
+            Some("down"),
+            "{what}"
+        );
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    let (port, stop) = fake_primary(framed(&image, image.len()), 0, Duration::from_secs(30));
+    let rep = start_cairn(DEBUG);
+    let mut r = Raw::connect(rep.port);
+    r.call(&["SET", "mine", "replaced"]);
+    r.call(&["REPLICAOF", "127.0.0.1", &port.to_string()]);
+    wait_until(Duration::from_secs(30), "the image is loaded", || {
+        r.info("replication", "master_link_status").as_deref() == Some("up")
+    });
+    assert_eq!(digest(&mut r), want);
+    assert!(
+        rep.log().contains("bytes of snapshot image"),
+        "{}",
+        rep.log()
+    );
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
 }
