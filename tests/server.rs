@@ -64,6 +64,8 @@ fn config_get_star_has_redis_names_and_defaults() {
             // Valkey's names for the copy-avoiding reply thresholds (issue #5).
             &"min-string-size-avoid-copy-reply",
             &"min-string-size-avoid-copy-reply-threaded",
+            // A full sync to a cairn replica sends the image (issue #18).
+            &"repl-image-sync",
             &"snapshot-format",
             &"snapshot-mode",
             &"snapshot-pause-budget-us",
