@@ -108,6 +108,10 @@ pub fn run(a: &AofSeedArgs) -> Result<Report, String> {
         get_weight,
         duration,
         requests: a.requests,
+        warmup: match a.warmup {
+            0.0 => Duration::ZERO,
+            w => secs(w, "--warmup")?,
+        },
         seed: a.conn.seed,
         values: ValueGen::new(entropy, a.conn.seed, a.value_size),
         max_time: secs(a.conn.max_time, "--max-time")?,

@@ -169,6 +169,10 @@ pub struct AofSeedArgs {
     /// Total requests instead of a duration.
     #[arg(long, short = 'n')]
     pub requests: Option<u64>,
+    /// Seconds of load before the recorded --duration (not recorded: the connections' first
+    /// burst drains).
+    #[arg(long, default_value_t = 0.0)]
+    pub warmup: f64,
     /// Skip the preload (the keys are already there, written with the same --seed).
     #[arg(long)]
     pub no_fill: bool,

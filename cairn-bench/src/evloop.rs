@@ -186,6 +186,9 @@ pub struct EvSpec {
     /// Load for this long, or until `requests` completed (one of the two).
     pub duration: Option<Duration>,
     pub requests: Option<u64>,
+    /// Duration mode: load this long first without recording (connections ramp up, the
+    /// first burst of requests drains), then `duration` recorded.
+    pub warmup: Duration,
     pub seed: u64,
     pub values: ValueGen,
     /// Hard bound on the run whatever happens.
@@ -366,7 +369,8 @@ impl Worker {
             last_done_ns: 0,
         };
         let now_ns = || start.elapsed().as_nanos() as u64;
-        let deadline_ns = spec.duration.map(|d| d.as_nanos() as u64);
+        let warmup_ns = spec.warmup.as_nanos() as u64;
+        let deadline_ns = spec.duration.map(|d| warmup_ns + d.as_nanos() as u64);
         let max_ns = spec.max_time.as_nanos() as u64;
         let timeout_ns = spec.timeout.as_nanos() as u64;
         let ep = match Epoll::new() {
@@ -512,11 +516,13 @@ impl Worker {
                         .push("the server sent more than one reply to one request".into());
                     break 'outer;
                 }
+                // Errors count whenever they happen; latencies only once warmed up.
                 match judge(op, &reply, &c.rbuf, &c.key, spec.value_len, &spec.values) {
-                    Ok(()) => stats::record(
+                    Ok(()) if c.sent_ns >= warmup_ns => stats::record(
                         &mut out.hists[op.index()],
                         done.saturating_sub(c.sent_ns) / 1000,
                     ),
+                    Ok(()) => {}
                     Err(msg) => record_error(&mut out, op, msg),
                 }
                 c.rbuf.clear();
@@ -544,6 +550,9 @@ pub fn run(spec: &EvSpec) -> Result<EvResult, String> {
     }
     if spec.duration.is_none() && spec.requests.is_none() {
         return Err("give a duration or a request count".into());
+    }
+    if spec.duration.is_none() && !spec.warmup.is_zero() {
+        return Err("a warm-up needs a duration (not a request count)".into());
     }
     raise_nofile(spec.connections)?;
     let threads = spec.threads.min(spec.connections);
@@ -615,10 +624,13 @@ pub fn run(spec: &EvSpec) -> Result<EvResult, String> {
         }
         last_done_ns = last_done_ns.max(o.last_done_ns);
     }
-    // Rates over the load's own span: the duration when one was given, else until the
-    // last reply.
+    // Rates over the recorded span: the duration after the warm-up when one was given, else
+    // until the last reply.
     res.elapsed_s = match spec.duration {
-        Some(d) => d.as_secs_f64().min(start.elapsed().as_secs_f64()),
+        Some(d) => d
+            .as_secs_f64()
+            .min(start.elapsed().as_secs_f64() - spec.warmup.as_secs_f64())
+            .max(0.0),
         None => last_done_ns as f64 / 1e9,
     };
     let mut all = stats::total_hist();
@@ -745,6 +757,7 @@ mod tests {
             get_weight: 3,
             duration: Some(Duration::from_secs(1)),
             requests: None,
+            warmup: Duration::ZERO,
             seed: 1,
             values: ValueGen::new(ValueEntropy::Random, 1, 10),
             max_time: Duration::from_secs(5),
@@ -756,6 +769,14 @@ mod tests {
             ..spec.clone()
         };
         assert!(run(&s).unwrap_err().contains("duration"));
+        let s = EvSpec {
+            connections: 1,
+            duration: None,
+            requests: Some(10),
+            warmup: Duration::from_secs(1),
+            ..spec.clone()
+        };
+        assert!(run(&s).unwrap_err().contains("warm-up"));
         let s = EvSpec {
             connections: 1,
             set_weight: 0,
