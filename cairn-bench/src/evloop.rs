@@ -266,16 +266,16 @@ pub fn raise_nofile(connections: usize) -> Result<(), String> {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
         return Err("getrlimit(RLIMIT_NOFILE) failed".into());
     }
-    if lim.rlim_cur as u64 >= want {
+    if lim.rlim_cur >= want {
         return Ok(());
     }
-    if (lim.rlim_max as u64) < want {
+    if lim.rlim_max < want {
         return Err(format!(
             "{connections} connections need {want} open files; the hard limit is {} (raise it: ulimit -n)",
             lim.rlim_max
         ));
     }
-    lim.rlim_cur = want as libc::rlim_t;
+    lim.rlim_cur = want;
     // SAFETY: setrlimit reads the struct we own.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
         return Err("setrlimit(RLIMIT_NOFILE) failed".into());
@@ -527,7 +527,7 @@ impl Worker {
                 }
                 c.rbuf.clear();
                 out.last_done_ns = done;
-                if self.budget > 0 && !deadline_ns.is_some_and(|d| done >= d) {
+                if self.budget > 0 && deadline_ns.is_none_or(|d| done < d) {
                     self.start(ci, spec, done, &mut value);
                     dirty.push(ci);
                 }
