@@ -37,6 +37,9 @@ pub enum Cmd {
     SnapshotVs(SnapshotVsArgs),
     /// SET:GET 1:3, 1000 B values, key space scaled to the box: p50/p99 per command.
     Aof(RunArgs),
+    /// Seed 001's AOF benchmark as the seed ran it: SET:GET 1:3, 1000 B values, keys
+    /// preloaded, every connection driven on its own (event loop, one request in flight).
+    AofSeed(AofSeedArgs),
     /// 1 KB GETs at a rate, without then with N/s 10 MB GETs on other connections.
     Noise(NoiseArgs),
     /// Zipf reads over a data set larger than maxmemory.
@@ -139,6 +142,45 @@ pub struct RunArgs {
     pub conn: ConnArgs,
     #[command(flatten)]
     pub load: LoadArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct AofSeedArgs {
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    /// Connections (total), each with one request outstanding.
+    #[arg(long, short = 'c', default_value_t = 50)]
+    pub connections: usize,
+    /// Worker threads (each owns connections/threads connections and one epoll set).
+    #[arg(long, short = 't', default_value_t = 2)]
+    pub threads: usize,
+    /// Keys, all preloaded before the load so every GET hits.
+    #[arg(long, short = 'k', default_value_t = 100_000)]
+    pub keys: u64,
+    /// Value size in bytes.
+    #[arg(long, short = 'd', default_value_t = 1000)]
+    pub value_size: usize,
+    /// SET:GET ratio.
+    #[arg(long, default_value = "1:3")]
+    pub ratio: String,
+    /// Seconds of load (default 10 unless --requests is given).
+    #[arg(long, short = 'T')]
+    pub duration: Option<f64>,
+    /// Total requests instead of a duration.
+    #[arg(long, short = 'n')]
+    pub requests: Option<u64>,
+    /// Seconds of load before the recorded --duration (not recorded: the connections' first
+    /// burst drains).
+    #[arg(long, default_value_t = 0.0)]
+    pub warmup: f64,
+    /// Skip the preload (the keys are already there, written with the same --seed).
+    #[arg(long)]
+    pub no_fill: bool,
+    /// Pipeline depth of the preload.
+    #[arg(long, default_value_t = 64)]
+    pub fill_pipeline: usize,
+    #[arg(long, default_value = "key:")]
+    pub key_prefix: String,
 }
 
 #[derive(Args, Debug, Clone)]

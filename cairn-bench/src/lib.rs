@@ -1,7 +1,9 @@
 //! cairn-bench: a load generator for RESP2 servers (see README.md).
+pub mod aof_seed;
 pub mod cli;
 pub mod compare;
 pub mod engine;
+pub mod evloop;
 pub mod keys;
 pub mod plot;
 pub mod procmem;

@@ -1,5 +1,5 @@
 use cairn_bench::cli::{Cli, Cmd};
-use cairn_bench::{compare, report, scenario};
+use cairn_bench::{aof_seed, compare, report, scenario};
 use clap::Parser;
 use std::process::ExitCode;
 
@@ -20,7 +20,7 @@ fn main() -> ExitCode {
         };
     }
     let Some(cmd) = &cli.cmd else {
-        eprintln!("cairn-bench: give a scenario (run, snapshot, snapshot-vs, aof, noise, tiering) or --compare A B; see --help");
+        eprintln!("cairn-bench: give a scenario (run, snapshot, snapshot-vs, aof, aof-seed, noise, tiering) or --compare A B; see --help");
         return ExitCode::from(2);
     };
     let result = match cmd {
@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         Cmd::Snapshot(a) => scenario::snapshot(a),
         Cmd::SnapshotVs(a) => compare::snapshot_vs(a),
         Cmd::Aof(a) => scenario::aof(a),
+        Cmd::AofSeed(a) => aof_seed::run(a),
         Cmd::Noise(a) => scenario::noise(a),
         Cmd::Tiering(a) => scenario::tiering(a),
     };

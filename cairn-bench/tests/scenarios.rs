@@ -300,6 +300,87 @@ fn aof_scenario_prints_p50_p99_per_command() {
 }
 
 #[test]
+fn aof_seed_scenario_drives_each_connection_on_its_own() {
+    let srv = start_server(
+        "aofseed",
+        &["--appendonly", "yes", "--appendfsync", "always"],
+    );
+    let out = Tmp(temp_dir("aofseed-out"));
+    let (o, _) = bench(&[
+        "aof-seed",
+        "-p",
+        &srv.port.to_string(),
+        "-k",
+        "3000",
+        "-c",
+        "12",
+        "-n",
+        "4000",
+        "--quiet",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", show(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("| AOF (always) | GET"), "{}", show(&o));
+    // The machine-readable line carries the same numbers as the JSON file.
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("aof-seed-json "))
+        .unwrap_or_else(|| panic!("no aof-seed-json line: {}", show(&o)));
+    let m: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(m, json(&out.join("aof-seed.json"))["metrics"]);
+    let f = |k: &str| m[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {m}"));
+    // Exactly the requests asked for, all answered without error, SET:GET about 1:3.
+    assert_eq!(f("get_count") + f("set_count"), 4000.0);
+    assert_eq!(f("all_errors"), 0.0);
+    let ratio = f("get_count") / f("set_count");
+    assert!(ratio > 2.5 && ratio < 3.5, "GET/SET {ratio}");
+    assert!(f("set_p50_us") > 0.0 && f("get_p99_us") >= f("get_p50_us"));
+    // cairn reports its fsyncs; under `always` the SETs needed some.
+    assert!(f("server_aof_fsyncs") >= 1.0, "{m}");
+    // The preload wrote every key with its own value.
+    assert_eq!(raw(srv.port, "STRLEN key:000000002999"), ":1000\r\n");
+    assert_eq!(raw(srv.port, "DBSIZE"), ":3000\r\n");
+}
+
+#[test]
+fn aof_seed_counts_a_wrong_value_and_a_miss_as_errors() {
+    let srv = start_server("aofseed-bad", &[]);
+    let out = Tmp(temp_dir("aofseed-bad-out"));
+    let port = srv.port.to_string();
+    let args = |extra: &[&'static str]| {
+        let mut v = vec!["aof-seed", "-p", &port, "-k", "50", "-c", "4", "--quiet"];
+        v.extend_from_slice(extra);
+        v.extend_from_slice(&["-o", out.to_str().unwrap()]);
+        v.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let run = |a: Vec<String>| {
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        bench(&a).0
+    };
+    // Preload with a clean run first.
+    let o = run(args(&["-n", "100"]));
+    assert!(o.status.success(), "{}", show(&o));
+    // One key now holds other bytes of the right length, another is gone: GET-only load.
+    let v = "x".repeat(1000);
+    assert_eq!(
+        raw(srv.port, &format!("SET key:000000000007 {v}")),
+        "+OK\r\n"
+    );
+    assert_eq!(raw(srv.port, "DEL key:000000000008"), ":1\r\n");
+    let o = run(args(&["--no-fill", "--ratio", "0:1", "-n", "2000"]));
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("GET:"), "{}", show(&o));
+    let m = &json(&out.join("aof-seed.json"))["metrics"];
+    let errors = m["get_errors"].as_f64().unwrap();
+    // 2000 uniform GETs over 50 keys reach each key about 40 times.
+    assert!((2.0..400.0).contains(&errors), "{m}");
+    assert_eq!(m["get_count"].as_f64().unwrap() + errors, 2000.0, "{m}");
+}
+
+#[test]
 fn noise_scenario_compares_with_and_without_large_gets() {
     let srv = start_server("noise", &[]);
     let out = Tmp(temp_dir("noise-out"));
