@@ -1,5 +1,5 @@
 //! Replication with cairn as the primary: Debian's redis-server 7 and cairn as the replica (full
-//! sync by image and in both RDB forms, a damaged image refused, the stream with expiries, transactions, scripts and blocking
+//! sync by image and in both RDB forms, a damaged image or RDB refused, a replica past its output limit dropped, the stream with expiries, transactions, scripts and blocking
 //! pops, partial resync after a dropped link, writes during the capture), `redis-cli
 //! --rdb`, WAIT, ROLE, INFO replication, and bad input on the replication commands.
 
@@ -861,4 +861,138 @@ fn a_damaged_image_from_the_primary_is_refused_and_the_replica_serves_on() {
         rep.log()
     );
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The same for an RDB payload from the primary, in both forms: a changed byte (the RDB's
+/// CRC-64), a transfer cut short, an `$EOF:` stream whose mark never comes. The replica
+/// keeps its data and serves; the intact RDB loads (the control).
+#[test]
+fn a_damaged_rdb_from_the_primary_is_refused_and_the_replica_serves_on() {
+    let src = start_cairn(DEBUG);
+    let mut s = Raw::connect(src.port);
+    fill(&mut s, 2000);
+    assert_eq!(
+        s.call(&["CONFIG", "SET", "snapshot-format", "rdb"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(s.call(&["SAVE"]), b"+OK\r\n");
+    let want = digest(&mut s);
+    let rdb = std::fs::read(src.dir.join("dump.rdb")).unwrap();
+    assert!(rdb.starts_with(b"REDIS"));
+    let sized = |body: &[u8], len: usize| {
+        let mut p = format!("${len}\r\n").into_bytes();
+        p.extend_from_slice(body);
+        p
+    };
+    let mark = "m".repeat(40);
+    let eof = |body: &[u8], with_mark: bool| {
+        let mut p = format!("$EOF:{mark}\r\n").into_bytes();
+        p.extend_from_slice(body);
+        if with_mark {
+            p.extend_from_slice(mark.as_bytes());
+        }
+        p
+    };
+    let mut flipped = rdb.clone();
+    let mid = rdb.len() / 2;
+    flipped[mid] ^= 0x20;
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("a changed byte", sized(&flipped, rdb.len())),
+        ("a changed byte, EOF form", eof(&flipped, true)),
+        ("a truncated transfer", sized(&rdb[..mid], rdb.len())),
+        ("an EOF stream without its mark", eof(&rdb[..mid], false)),
+    ];
+    for (what, payload) in cases {
+        let (port, stop) = fake_primary(payload, 0, Duration::from_millis(300));
+        let rep = start_cairn(DEBUG);
+        let mut r = Raw::connect(rep.port);
+        assert_eq!(r.call(&["SET", "mine", "kept"]), b"+OK\r\n");
+        r.call(&["REPLICAOF", "127.0.0.1", &port.to_string()]);
+        wait_until(Duration::from_secs(30), "the link is lost", || {
+            rep.log().contains("Connection with master lost")
+        });
+        assert_eq!(show(&r.call(&["GET", "mine"])), "$4\r\nkept\r\n", "{what}");
+        assert_eq!(
+            r.info("replication", "master_link_status").as_deref(),
+            Some("down"),
+            "{what}"
+        );
+        assert!(
+            !rep.log().contains("Done loading RDB"),
+            "{what}: {}",
+            rep.log()
+        );
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    for payload in [sized(&rdb, rdb.len()), eof(&rdb, true)] {
+        let (port, stop) = fake_primary(payload, 0, Duration::from_secs(30));
+        let rep = start_cairn(DEBUG);
+        let mut r = Raw::connect(rep.port);
+        r.call(&["REPLICAOF", "127.0.0.1", &port.to_string()]);
+        wait_until(Duration::from_secs(30), "the RDB is loaded", || {
+            r.info("replication", "master_link_status").as_deref() == Some("up")
+        });
+        assert_eq!(digest(&mut r), want);
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A replica that stops reading falls behind past `client-output-buffer-limit replica`:
+/// the primary drops it with Redis's log line and serves on; a replica that reads is
+/// unaffected.
+#[test]
+fn a_replica_past_its_output_limit_is_dropped_and_the_primary_serves_on() {
+    let prim = start_cairn(&with(
+        DEBUG,
+        &[
+            "--client-output-buffer-limit",
+            "replica 4mb 0 0",
+            "--repl-diskless-sync",
+            "no",
+        ],
+    ));
+    let mut p = Raw::connect(prim.port);
+    p.call(&["SET", "seed", "1"]);
+    let good = start_cairn(&with(
+        DEBUG,
+        &["--replicaof", &format!("127.0.0.1 {}", prim.port)],
+    ));
+    let mut g = Raw::connect(good.port);
+    wait_synced(&mut p, &mut g);
+    // The stuck replica: asks for a full sync, then reads nothing.
+    let mut stuck = std::net::TcpStream::connect(("127.0.0.1", prim.port)).unwrap();
+    use std::io::Write;
+    stuck
+        .write_all(&encode(&[b"REPLCONF", b"listening-port", b"1"]))
+        .unwrap();
+    stuck.write_all(&encode(&[b"PSYNC", b"?", b"-1"])).unwrap();
+    wait_until(Duration::from_secs(30), "both replicas attached", || {
+        p.info_u64("replication", "connected_slaves") == 2
+    });
+    // 64 MiB of distinct writes: far past the 4 MiB limit and the socket buffers.
+    let value: Vec<u8> = (0..1 << 20)
+        .map(|i: u32| (i.wrapping_mul(2654435761) >> 24) as u8)
+        .collect();
+    for i in 0..64 {
+        let key = format!("big{i}");
+        p.cmd(&[b"SET", key.as_bytes(), &value]);
+        assert_eq!(p.reply(), b"+OK\r\n");
+        if p.info_u64("replication", "connected_slaves") == 1 {
+            break;
+        }
+    }
+    wait_until(
+        Duration::from_secs(30),
+        "the stuck replica is dropped",
+        || p.info_u64("replication", "connected_slaves") == 1,
+    );
+    assert!(
+        prim.log()
+            .contains("for overcoming of output buffer limits"),
+        "{}",
+        prim.log()
+    );
+    assert_eq!(p.call(&["PING"]), b"+PONG\r\n");
+    wait_synced(&mut p, &mut g);
+    drop(stuck);
 }
