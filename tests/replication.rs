@@ -1,7 +1,9 @@
-//! Replication with cairn as the primary: Debian's redis-server 7 and cairn as the replica (full
-//! sync by image and in both RDB forms, a damaged image or RDB refused, a replica past its output limit dropped, the stream with expiries, transactions, scripts and blocking
-//! pops, partial resync after a dropped link, writes during the capture), `redis-cli
-//! --rdb`, WAIT, ROLE, INFO replication, and bad input on the replication commands.
+//! Replication with cairn as the primary: Debian's redis-server 7 and cairn as the
+//! replica (full sync by image and in both RDB forms, the stream with expiries,
+//! transactions, scripts and blocking pops, partial resync after a dropped link, writes
+//! during the capture), `redis-cli --rdb`, WAIT, ROLE, INFO replication; bad input on the
+//! replication commands, damaged images and RDBs from a primary, a replica past its
+//! output limit.
 
 mod common;
 use common::*;
