@@ -338,3 +338,46 @@ fn shutdown_stops_a_background_rdb_write_and_leaves_no_file() {
     assert_eq!(files(&dir), Vec::<String>::new());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// FLUSHALL as Redis's: with save points set, the emptied dataset is saved at once, so a
+/// kill -9 right after it restarts empty (with the function libraries, which FLUSHALL
+/// keeps), in both snapshot formats; without save points nothing is written.
+#[test]
+fn flushall_saves_the_emptied_dataset_when_save_points_are_set() {
+    let lib = "#!lua name=kept\nredis.register_function('one', function() return 1 end)";
+    for format in ["image", "rdb"] {
+        let dir = temp_dir(&format!("files-flushall-{format}"));
+        let args = ["--save", "3600 1", "--snapshot-format", format];
+        let s = start(&dir, &args);
+        let mut r = Raw::connect(s.port);
+        fill(&mut r);
+        assert_eq!(cmd(&mut r, &["FUNCTION", "LOAD", lib]), "$4\r\nkept\r\n");
+        assert_eq!(cmd(&mut r, &["SAVE"]), "+OK\r\n");
+        cmd(&mut r, &["SET", "after-save", "1"]);
+        assert_eq!(cmd(&mut r, &["FLUSHALL"]), "+OK\r\n");
+        // The flush still counts as a change (Redis keeps the dirty count too).
+        assert_ne!(
+            r.info_field("persistence", "rdb_changes_since_last_save"),
+            "0"
+        );
+        drop(s); // SIGKILL: no save at exit
+        let s = start(&dir, &args);
+        let mut r = Raw::connect(s.port);
+        wait_until(DEADLINE, "the snapshot loaded", || {
+            cmd(&mut r, &["PING"]) == "+PONG\r\n"
+        });
+        let keyspace = cmd(&mut r, &["INFO", "keyspace"]);
+        assert!(!keyspace.contains("db"), "{format}: {keyspace}");
+        assert_eq!(cmd(&mut r, &["FCALL", "one", "0"]), ":1\r\n", "{format}");
+        drop(s);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let dir = temp_dir("files-flushall-nosave");
+    let s = start(&dir, &["--save", ""]);
+    let mut r = Raw::connect(s.port);
+    fill(&mut r);
+    assert_eq!(cmd(&mut r, &["FLUSHALL"]), "+OK\r\n");
+    assert!(files(&dir).is_empty(), "{:?}", files(&dir));
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -355,6 +355,54 @@ impl Server {
         }
     }
 
+    /// FLUSHALL's save, as Redis's: a background save of the old data is stopped (its
+    /// image, finishing later, would bring the flushed keys back at the next start), and
+    /// with save points configured the emptied dataset is saved at once. The dirty count
+    /// is kept, as Redis keeps it, so the flush still counts as a change.
+    pub fn save_after_flushall(&mut self) {
+        self.bgsave_cancel("Background saving terminated: FLUSHALL emptied the dataset");
+        let s = self.config.settings();
+        if s.save_points.is_empty() || self.is_loading() {
+            return;
+        }
+        let dirty = self.dirty;
+        let _ = if s.snapshot_rdb {
+            self.save_rdb_now()
+        } else {
+            self.save_empty_image()
+        };
+        self.dirty = dirty;
+    }
+
+    /// The image of an empty dataset, from a fresh arena: the flushed arena still spans its
+    /// old high-water mark, and copying it would cost the old dataset's size on the
+    /// executor for the same content (no keys; the function libraries are in the header).
+    fn save_empty_image(&mut self) -> Result<(), String> {
+        let s = self.config.settings();
+        let seed = {
+            let mut r = crate::util::Rng::from_time();
+            [r.next_u64(), r.next_u64()]
+        };
+        let arena =
+            crate::arena::Arena::new(s.arena_reserve_bytes, seed).map_err(|e| e.to_string())?;
+        let empty = crate::collections::new_keyspace(arena, self.ks.num_dbs());
+        let p = params(self);
+        match crate::persistence::snapshot::save_blocking(&empty.arena, 0, &p) {
+            Ok(o) => {
+                self.snapshot.record(&o, false);
+                self.dirty = 0;
+                self.lastsave_s = now_ms() / 1000;
+                self.snapshot.stats.last_bgsave_ok = true;
+                notice!("DB saved on disk");
+                Ok(())
+            }
+            Err(e) => {
+                warning!("Failed saving the DB: {e}");
+                Err(e.to_string())
+            }
+        }
+    }
+
     /// SAVE with `snapshot-format rdb`: the live keyspace written as an RDB to
     /// `dir/dbfilename` on the executor (SAVE blocks by definition, as Redis's does).
     fn save_rdb_now(&mut self) -> Result<(), String> {

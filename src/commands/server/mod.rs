@@ -249,6 +249,7 @@ fn flushall(ctx: &mut Ctx) -> CmdResult {
         n += ctx.srv.ks.flush_db(db);
     }
     ctx.dirty(n);
+    ctx.srv.save_after_flushall();
     ctx.out.ok();
     Ok(())
 }
