@@ -998,3 +998,96 @@ fn a_replica_past_its_output_limit_is_dropped_and_the_primary_serves_on() {
     wait_synced(&mut p, &mut g);
     drop(stuck);
 }
+
+/// A primary with I/O threads serves replicas as the single-threaded one does: a cairn
+/// replica (the image; I/O threads of its own) and a Redis replica (an RDB) sync fully
+/// while writes go on, follow
+/// the stream (blocking pops, transactions, scripts, expiries), continue partially after
+/// their links drop, and a replica that stops reading is dropped at its output limit.
+#[test]
+fn a_primary_with_io_threads_serves_replicas() {
+    let prim = start_cairn(&with(
+        DEBUG,
+        &[
+            "--io-threads",
+            "2",
+            "--client-output-buffer-limit",
+            "replica 4mb 0 0",
+        ],
+    ));
+    let mut p = Raw::connect(prim.port);
+    populate(prim.port, 50_000, 100);
+    let port = prim.port;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = stop.clone();
+    let writer = std::thread::spawn(move || {
+        let mut w = Raw::connect(port);
+        let mut i = 0u64;
+        while !s2.load(std::sync::atomic::Ordering::SeqCst) && i < 100_000 {
+            w.call(&["INCR", "counter"]);
+            i += 1;
+        }
+    });
+    // The cairn replica runs I/O threads too.
+    let crep = start_cairn(&with(
+        DEBUG,
+        &[
+            "--io-threads",
+            "2",
+            "--replicaof",
+            &format!("127.0.0.1 {}", prim.port),
+        ],
+    ));
+    let rrep = start_replica_of(prim.port, &[]);
+    let (mut c, mut r) = (Raw::connect(crep.port), Raw::connect(rrep.port));
+    wait_until(Duration::from_secs(60), "both replicas online", || {
+        c.info("replication", "master_link_status").as_deref() == Some("up")
+            && r.info("replication", "master_link_status").as_deref() == Some("up")
+    });
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    writer.join().unwrap();
+    wait_synced(&mut p, &mut c);
+    wait_synced(&mut p, &mut r);
+    assert!(
+        crep.log().contains("bytes of snapshot image"),
+        "{}",
+        crep.log()
+    );
+    traffic(&mut p, prim.port);
+    wait_synced(&mut p, &mut c);
+    wait_synced(&mut p, &mut r);
+    assert_eq!(p.call(&["CLIENT", "KILL", "TYPE", "replica"]), b":2\r\n");
+    p.call(&["SET", "while-down", "1"]);
+    wait_synced(&mut p, &mut c);
+    wait_synced(&mut p, &mut r);
+    assert_eq!(p.info_u64("stats", "sync_partial_ok"), 2);
+    // A replica that asks for a full sync and then reads nothing.
+    let mut stuck = std::net::TcpStream::connect(("127.0.0.1", prim.port)).unwrap();
+    use std::io::Write;
+    stuck
+        .write_all(&encode(&[b"REPLCONF", b"listening-port", b"1"]))
+        .unwrap();
+    stuck.write_all(&encode(&[b"PSYNC", b"?", b"-1"])).unwrap();
+    wait_until(Duration::from_secs(30), "three replicas attached", || {
+        p.info_u64("replication", "connected_slaves") == 3
+    });
+    let value: Vec<u8> = (0..1 << 20)
+        .map(|i: u32| (i.wrapping_mul(2654435761) >> 24) as u8)
+        .collect();
+    for i in 0..64 {
+        let key = format!("big{i}");
+        p.cmd(&[b"SET", key.as_bytes(), &value]);
+        assert_eq!(p.reply(), b"+OK\r\n");
+        if p.info_u64("replication", "connected_slaves") == 2 {
+            break;
+        }
+    }
+    wait_until(
+        Duration::from_secs(30),
+        "the stuck replica is dropped",
+        || p.info_u64("replication", "connected_slaves") == 2,
+    );
+    wait_synced(&mut p, &mut c);
+    wait_synced(&mut p, &mut r);
+    drop(stuck);
+}

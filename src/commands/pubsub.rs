@@ -414,7 +414,10 @@ pub fn push_to_outbox(
     }
     let resp = c.resp;
     write(&mut c.pushed, resp);
-    let unsent = c.obuf_bytes.saturating_add(c.pushed.len() as u64);
+    let unsent = c
+        .obuf_bytes
+        .saturating_add(c.pushed.len() as u64)
+        .saturating_add(c.memory.unsent_output_bytes());
     if crate::commands::executor::client::output_over_bytes(lim, &mut srv.stats, c, unsent) {
         c.close_asap = true;
         c.pushed = Vec::new();

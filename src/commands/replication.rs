@@ -55,8 +55,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     ),
 ];
 
-/// Refuses syncs a replica cannot serve (its own link down, as Redis) and what cairn
-/// cannot do yet (replicas behind I/O threads).
+/// Refuses syncs a replica cannot serve (its own link down or failing over, as Redis).
 fn may_serve_replica(ctx: &Ctx) -> CmdResult {
     if ctx.srv.repl.failover.is_some() {
         return Err(CmdError::raw("NOMASTERLINK Can't SYNC while failing over"));
@@ -64,11 +63,6 @@ fn may_serve_replica(ctx: &Ctx) -> CmdResult {
     if ctx.srv.repl.link.as_ref().is_some_and(|l| !l.link_up()) {
         return Err(CmdError::raw(
             "NOMASTERLINK Can't SYNC while not connected with my master",
-        ));
-    }
-    if ctx.srv.config.settings().io_threads > 1 {
-        return Err(CmdError::err(
-            "cairn does not serve replicas with io-threads > 1 yet",
         ));
     }
     Ok(())

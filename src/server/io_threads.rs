@@ -104,6 +104,9 @@ struct ToIo {
     push_only: bool,
     /// The client has subscriptions: its output is under the `pubsub` limit class.
     pubsub: bool,
+    /// The client is a replica: its output limit (`replica` class) is the executor's to
+    /// enforce, from the unsent bytes this thread publishes (its full sync is paced).
+    replica: bool,
     /// The answer to `ToExecutor::ArgBlock` (nothing else in the message).
     arg_block: Option<ArgBlockAnswer>,
     /// Client eviction: close at once, dropping the unsent output (Redis frees the
@@ -213,6 +216,8 @@ struct IoConn {
     want_writable: bool,
     /// Subscribed (as of the executor's last message): `pubsub` output limits apply.
     pubsub: bool,
+    /// A replica (sticky: a connection never stops being one): no limit check here.
+    replica: bool,
     /// Large values spliced into `out` by reference (src/server/outq.rs).
     refs: OutRefs,
     /// Big arguments of the command being read, in arena blocks; the last may be filling.
@@ -417,6 +422,7 @@ impl IoThread {
             obuf_soft_since_ms: 0,
             want_writable: false,
             pubsub: false,
+            replica: false,
             big_args: Vec::new(),
             awaiting_block: false,
             memory: memory.clone(),
@@ -436,6 +442,7 @@ impl IoThread {
     /// Measures a connection's buffers for client eviction ([`buffered_bytes`]).
     fn measure_memory(&self, slot: usize) {
         if let Some(conn) = self.conns.get(slot).and_then(|c| c.as_ref()) {
+            conn.memory.set_unsent_output(unsent_output_bytes(conn));
             self.client_memory
                 .update(&conn.memory, buffered_bytes(conn));
         }
@@ -761,6 +768,7 @@ impl IoThread {
                 .writes_processed
                 .fetch_add(1, Ordering::Relaxed);
         }
+        conn.memory.set_unsent_output(unsent_output_bytes(conn));
         self.client_memory
             .update(&conn.memory, buffered_bytes(conn));
         // Writable events only while output is stuck on a full socket buffer.
@@ -871,6 +879,7 @@ impl IoThread {
                 continue;
             }
             conn.pubsub = r.pubsub;
+            conn.replica |= r.replica;
             if r.push_only && r.close {
                 // The executor found the client over its pub/sub output limit.
                 self.counters
@@ -925,7 +934,10 @@ impl IoThread {
         let Some(conn) = self.conns[slot].as_mut() else {
             return false;
         };
-        let pending = (conn.out.len() - conn.out_pos) as u64 + conn.refs.pending_bytes();
+        if conn.replica {
+            return false;
+        }
+        let pending = unsent_output_bytes(conn);
         let l = &self.limits;
         let (hard, soft, secs) = if conn.pubsub {
             (
@@ -1226,6 +1238,9 @@ fn executor_loop(
             }
         }
         srv.tracking_end_of_turn();
+        // The stream to replicas, a full sync's progress, the link to our primary: as the
+        // single-threaded loop does at each turn's end (their bytes go out as pushes).
+        srv.repl_end_of_turn();
         ship_pushes(srv, &mut outgoing, &mut held);
         // As Redis's beforeSleep: buffers that grew meanwhile may call for evictions.
         srv.evict_clients(None);
@@ -1251,6 +1266,7 @@ fn executor_loop(
                     authenticated: true,
                     push_only: false,
                     pubsub: false,
+                    replica: false,
                     arg_block: None,
                     evicted,
                 });
@@ -1333,6 +1349,7 @@ fn run_in_flight(
                     authenticated: client.authenticated || srv.acl.default_needs_no_auth(),
                     push_only: true,
                     pubsub: client.is_pubsub(),
+                    replica: client.replica,
                     arg_block: None,
                     evicted: false,
                 });
@@ -1373,6 +1390,7 @@ fn run_in_flight(
         authenticated: client.authenticated || srv.acl.default_needs_no_auth(),
         push_only: false,
         pubsub: client.is_pubsub(),
+        replica: client.replica,
         arg_block: None,
         evicted: false,
     };
@@ -1427,6 +1445,7 @@ fn handle_message(
                 authenticated: true,
                 push_only: true,
                 pubsub,
+                replica: false,
                 arg_block: Some(answer),
                 evicted: false,
             });
@@ -1526,6 +1545,7 @@ fn ship_pushes(srv: &mut Server, outgoing: &mut [Vec<ToIo>], held: &mut [(u64, u
             authenticated: true,
             push_only: true,
             pubsub: c.is_pubsub(),
+            replica: c.replica,
             arg_block: None,
             evicted: false,
         });
@@ -1554,6 +1574,10 @@ fn query_bytes(conn: &IoConn) -> usize {
 /// What a connection's buffers hold, for client eviction: its query bytes, the batch the
 /// executor has of it, and the output not yet written (referenced values included).
 fn buffered_bytes(conn: &IoConn) -> u64 {
-    let output = (conn.out.len() - conn.out_pos) as u64 + conn.refs.pending_bytes();
-    (query_bytes(conn) + conn.in_flight_bytes) as u64 + output
+    (query_bytes(conn) + conn.in_flight_bytes) as u64 + unsent_output_bytes(conn)
+}
+
+/// The output not yet written, referenced values included.
+fn unsent_output_bytes(conn: &IoConn) -> u64 {
+    (conn.out.len() - conn.out_pos) as u64 + conn.refs.pending_bytes()
 }

@@ -15,14 +15,28 @@ const NOT_COUNTED: u64 = u64::MAX;
 
 /// The bytes one connection's buffers held when last measured.
 #[derive(Debug, Default)]
-pub struct ConnMemory(AtomicU64);
+pub struct ConnMemory {
+    bytes: AtomicU64,
+    /// Of which output not yet written, as an I/O thread last measured it (0 under the
+    /// single-threaded loop, which keeps `Client::obuf_bytes` itself): the executor's
+    /// output limits for replicas and pub/sub pushes add it to what it holds.
+    unsent_output: AtomicU64,
+}
 
 impl ConnMemory {
     pub fn bytes(&self) -> u64 {
-        match self.0.load(Ordering::Relaxed) {
+        match self.bytes.load(Ordering::Relaxed) {
             NOT_COUNTED => 0,
             b => b,
         }
+    }
+
+    pub fn unsent_output_bytes(&self) -> u64 {
+        self.unsent_output.load(Ordering::Relaxed)
+    }
+
+    pub fn set_unsent_output(&self, bytes: u64) {
+        self.unsent_output.store(bytes, Ordering::Relaxed);
     }
 }
 
@@ -38,7 +52,7 @@ impl ClientMemory {
     pub fn update(&self, conn: &ConnMemory, bytes: u64) {
         let bytes = bytes.min(i64::MAX as u64);
         let swapped = conn
-            .0
+            .bytes
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
                 (old != NOT_COUNTED && old != bytes).then_some(bytes)
             });
@@ -50,7 +64,7 @@ impl ClientMemory {
 
     /// `conn` closed or is being evicted: its bytes leave the total for good.
     pub fn forget(&self, conn: &ConnMemory) {
-        let old = conn.0.swap(NOT_COUNTED, Ordering::Relaxed);
+        let old = conn.bytes.swap(NOT_COUNTED, Ordering::Relaxed);
         if old != NOT_COUNTED {
             self.total.fetch_sub(old as i64, Ordering::Relaxed);
         }

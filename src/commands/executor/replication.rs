@@ -673,7 +673,9 @@ impl Server {
         self.clients
             .get(slot)
             .and_then(|c| c.as_ref())
-            .map_or(0, |c| c.obuf_bytes + c.pushed.len() as u64)
+            .map_or(0, |c| {
+                c.obuf_bytes + c.pushed.len() as u64 + c.memory.unsent_output_bytes()
+            })
     }
 
     /// End of an event-loop turn: the stream to replicas, the full sync's progress, the
