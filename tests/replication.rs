@@ -630,6 +630,34 @@ fn cairn_follows_a_cairn_primary() {
     assert_eq!(p.info_u64("replication", "connected_slaves"), 2);
 }
 
+/// INFO's replication byte counters: the primary counts what it wrote to its replica (the
+/// image and the stream) apart from its other output; the replica counts what it read from
+/// its primary, which is that plus the handshake's replies.
+#[test]
+fn replication_bytes_are_counted_on_both_sides() {
+    let prim = start_cairn(DEBUG);
+    let mut p = Raw::connect(prim.port);
+    populate(prim.port, 2000, 200);
+    assert_eq!(p.info_u64("stats", "total_net_repl_output_bytes"), 0);
+    let rep = start_cairn(DEBUG);
+    let mut r = Raw::connect(rep.port);
+    assert_eq!(r.info_u64("stats", "total_net_repl_input_bytes"), 0);
+    r.call(&["REPLICAOF", "127.0.0.1", &prim.port.to_string()]);
+    wait_synced(&mut p, &mut r);
+    p.call(&["SET", "after", "x"]);
+    wait_synced(&mut p, &mut r);
+    // 2000 × 200 B of distinct letters went out at least once (image, then stream).
+    let out = p.info_u64("stats", "total_net_repl_output_bytes");
+    assert!(out >= 400_000, "primary's replication output {out}");
+    wait_until(Duration::from_secs(10), "the replica read it all", || {
+        let input = r.info_u64("stats", "total_net_repl_input_bytes");
+        let out = p.info_u64("stats", "total_net_repl_output_bytes");
+        input >= out && input < out + 4096
+    });
+    // The replica's own clients' traffic is not replication input.
+    assert_eq!(r.info_u64("stats", "total_net_repl_output_bytes"), 0);
+}
+
 /// `masterauth`: the replica authenticates to a primary with a password; a wrong one
 /// leaves the link down (retried) while the replica serves on.
 #[test]

@@ -35,6 +35,11 @@ pub enum Cmd {
     /// Starts cairn-server and redis-server in turn and runs the snapshot comparison
     /// (fill, bounded SET load, PING probe, BGSAVE, restart time); one table side by side.
     SnapshotVs(SnapshotVsArgs),
+    /// Starts a primary and an empty replica per configuration (cairn by image, cairn by
+    /// RDB, Redis diskless, Redis disk-based): fill, bounded SET load, PING probe on the
+    /// primary, REPLICAOF sent to the replica; time to online, the primary's extra memory
+    /// and latency, bytes sent, the replica verified (DBSIZE, DEBUG DIGEST).
+    ReplicaVs(ReplicaVsArgs),
     /// SET:GET 1:3, 1000 B values, key space scaled to the box: p50/p99 per command.
     Aof(RunArgs),
     /// Seed 001's AOF benchmark as the seed ran it: SET:GET 1:3, 1000 B values, keys
@@ -250,6 +255,58 @@ pub struct SnapshotVsArgs {
     /// Same as --value-entropy random (kept so older recorded commands still run).
     #[arg(long, hide = true)]
     pub distinct_values: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReplicaVsArgs {
+    /// cairn-server binary (default: next to this executable).
+    #[arg(long)]
+    pub cairn: Option<PathBuf>,
+    /// redis-server binary (default: `redis-server` from PATH).
+    #[arg(long)]
+    pub redis: Option<PathBuf>,
+    /// Extra arguments for cairn-server, primary and replica (repeatable).
+    #[arg(long = "cairn-arg", allow_hyphen_values = true)]
+    pub cairn_args: Vec<String>,
+    /// Configurations to run, in this order (comma separated): cairn, cairn-rdb,
+    /// redis-diskless, redis-disk.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "cairn,cairn-rdb,redis-diskless,redis-disk"
+    )]
+    pub configs: Vec<String>,
+    /// Keys filled before the load.
+    #[arg(long, short = 'k', default_value_t = 1_000_000)]
+    pub keys: u64,
+    /// Value size in bytes.
+    #[arg(long, short = 'd', default_value_t = 500)]
+    pub value_size: u64,
+    /// Background SET load on the primary, requests/s (open loop).
+    #[arg(long, short = 'r', default_value_t = 20_000.0)]
+    pub rate: f64,
+    /// Connections of the background load.
+    #[arg(long, short = 'c', default_value_t = 8)]
+    pub connections: usize,
+    /// Seconds of load before REPLICAOF is sent to the replica.
+    #[arg(long, default_value_t = 3.0)]
+    pub at: f64,
+    /// Seconds of load after the replica is online.
+    #[arg(long, default_value_t = 2.0)]
+    pub after: f64,
+    /// Give up waiting for `master_link_status:up` after this many seconds.
+    #[arg(long, default_value_t = 1800.0)]
+    pub online_timeout: f64,
+    /// `client-output-buffer-limit` of the replica class on the primaries (hard soft
+    /// seconds): unlimited by default, so a slow full sync is measured, not cut off.
+    #[arg(long, default_value = "0 0 0")]
+    pub replica_output_limit: String,
+    /// Sampling interval (ms): memory, INFO polling for the replica's link.
+    #[arg(long, default_value_t = 20)]
+    pub interval_ms: u64,
+    /// Values' compressibility: random, text or repeat (see `run --help`).
+    #[arg(long, default_value = "random")]
+    pub value_entropy: ValueEntropy,
 }
 
 #[derive(Args, Debug, Clone)]

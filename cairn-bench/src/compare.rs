@@ -18,9 +18,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A server process this run started (killed on drop).
-struct Server {
-    child: Child,
-    port: u16,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) port: u16,
 }
 
 impl Drop for Server {
@@ -30,19 +30,24 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> Result<u16, String> {
+pub(crate) fn free_port() -> Result<u16, String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     Ok(l.local_addr().map_err(|e| e.to_string())?.port())
 }
 
-fn connect(port: u16) -> Option<Conn> {
+pub(crate) fn connect(port: u16) -> Option<Conn> {
     let addr = resp::resolve("127.0.0.1", port).ok()?;
     Conn::connect(addr, None, Duration::from_secs(30)).ok()
 }
 
 /// Starts `bin` with `args` on a free port in `dir`; returns once it answers PING with
 /// PONG (so a restart's time includes loading the image), and how long that took.
-fn start(bin: &Path, args: &[String], dir: &Path, log: &str) -> Result<(Server, f64), String> {
+pub(crate) fn start(
+    bin: &Path,
+    args: &[String],
+    dir: &Path,
+    log: &str,
+) -> Result<(Server, f64), String> {
     let port = free_port()?;
     let t0 = Instant::now();
     let logf = std::fs::File::create(dir.join(log)).map_err(|e| e.to_string())?;
@@ -82,7 +87,7 @@ fn start(bin: &Path, args: &[String], dir: &Path, log: &str) -> Result<(Server, 
     }
 }
 
-fn info(port: u16) -> BTreeMap<String, String> {
+pub(crate) fn info(port: u16) -> BTreeMap<String, String> {
     let Some(mut c) = connect(port) else {
         return BTreeMap::new();
     };
@@ -99,17 +104,17 @@ fn info(port: u16) -> BTreeMap<String, String> {
 /// poll that saw it, so a fork's stall at the start counts, and closes [`AFTER_SAVE`] after
 /// the last).
 #[derive(Default)]
-struct ProbeSamples {
-    all_us: Vec<u64>,
-    during_save_us: Vec<u64>,
+pub(crate) struct ProbeSamples {
+    pub(crate) all_us: Vec<u64>,
+    pub(crate) during_save_us: Vec<u64>,
     /// Samples before the first BGSAVE window opened: the same load without a snapshot,
     /// i.e. the latency floor of the machine and the server under this load.
-    before_save_us: Vec<u64>,
+    pub(crate) before_save_us: Vec<u64>,
     /// The slowest samples in a BGSAVE window with their wall-clock time (UTC
     /// `HH:MM:SS.mmm`, as in the server's log), to set against its snapshot passes.
-    slowest_in_save: Vec<(String, u64)>,
+    pub(crate) slowest_in_save: Vec<(String, u64)>,
     /// Whether the probe thread ran at real-time priority (see [`probe_realtime`]).
-    realtime: bool,
+    pub(crate) realtime: bool,
 }
 
 /// Puts the calling (probe) thread at `SCHED_FIFO` priority 1 where permitted.
@@ -145,23 +150,38 @@ fn clock_ms(t: std::time::SystemTime) -> String {
 
 /// How long before the first poll that saw a BGSAVE its window opens (polls are 20 ms
 /// apart, and a fork returns only after its stall).
-const BEFORE_SAVE: Duration = Duration::from_millis(500);
+pub(crate) const BEFORE_SAVE: Duration = Duration::from_millis(500);
 /// How long after a BGSAVE ends its probe samples still count as "during" it.
-const AFTER_SAVE: Duration = Duration::from_secs(1);
+pub(crate) const AFTER_SAVE: Duration = Duration::from_secs(1);
+
+/// What tells the probe its window: every 20 ms `INFO <section>` of the server at `port`,
+/// and whether that text says the event (a BGSAVE, a replica's sync) is in progress.
+pub(crate) struct Watch {
+    pub(crate) port: u16,
+    pub(crate) section: &'static str,
+    pub(crate) busy: fn(&str) -> bool,
+}
 
 /// A connection sending PING every `period`, recording each round trip; stops with `stop`.
-/// A second connection polls INFO persistence every 20 ms to know when a BGSAVE runs.
-fn probe(
+/// A second connection polls INFO every 20 ms (`watch`: by default INFO persistence, to
+/// know when a BGSAVE runs).
+pub(crate) fn probe(
     port: u16,
     period: Duration,
     stop: Arc<AtomicBool>,
+    watch: Option<Watch>,
 ) -> std::thread::JoinHandle<ProbeSamples> {
+    let watch = watch.unwrap_or(Watch {
+        port,
+        section: "persistence",
+        busy: |t| t.contains("rdb_bgsave_in_progress:1"),
+    });
     std::thread::spawn(move || {
         let mut out = ProbeSamples {
             realtime: probe_realtime(),
             ..ProbeSamples::default()
         };
-        let (Some(mut c), Some(mut side)) = (connect(port), connect(port)) else {
+        let (Some(mut c), Some(mut side)) = (connect(port), connect(watch.port)) else {
             return out;
         };
         // (sent at, round trip µs) and the windows where a BGSAVE was seen.
@@ -171,8 +191,8 @@ fn probe(
         while !stop.load(Ordering::Relaxed) {
             if Instant::now() >= next_poll {
                 next_poll = Instant::now() + Duration::from_millis(20);
-                if let Ok(Reply::Bulk(Some(b))) = side.call_str(&["INFO", "persistence"]) {
-                    if String::from_utf8_lossy(&b).contains("rdb_bgsave_in_progress:1") {
+                if let Ok(Reply::Bulk(Some(b))) = side.call_str(&["INFO", watch.section]) {
+                    if (watch.busy)(&String::from_utf8_lossy(&b)) {
                         let now = Instant::now();
                         match windows.last_mut() {
                             Some(w) if now <= w.1 => w.1 = now + AFTER_SAVE,
@@ -224,7 +244,7 @@ struct Side {
     info: BTreeMap<String, String>,
 }
 
-fn pct(v: &mut [u64], p: f64) -> u64 {
+pub(crate) fn pct(v: &mut [u64], p: f64) -> u64 {
     if v.is_empty() {
         return 0;
     }
@@ -316,7 +336,7 @@ fn run_side(a: &SnapshotVsArgs, name: &str, bin: &Path, extra: &[String]) -> Res
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
-            probe(port, Duration::from_millis(1), stop2)
+            probe(port, Duration::from_millis(1), stop2, None)
                 .join()
                 .unwrap_or_default()
         });

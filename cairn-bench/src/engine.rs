@@ -156,14 +156,44 @@ impl Group {
 }
 
 /// A command sent on the side connection at a given time, e.g. BGSAVE; optionally waited
-/// for by polling an INFO field until it reads 0 (rdb_bgsave_in_progress).
+/// for by polling an INFO field until it reads 0 (rdb_bgsave_in_progress), or until a
+/// field reads a given value (`wait_equals`).
 #[derive(Clone, Debug)]
 pub struct EventSpec {
     pub at: Duration,
     pub command: Vec<String>,
     pub wait_field: Option<String>,
-    /// How long to wait for the field to return to 0.
+    /// Instead of `wait_field` returning to 0: wait until this INFO field reads this value
+    /// (e.g. `master_link_status` = `up`).
+    pub wait_equals: Option<(String, String)>,
+    /// Another server to send the command to and to poll for the wait (e.g. a replica
+    /// told REPLICAOF while the load runs on its primary); None: the run's target.
+    pub target: Option<Target>,
+    /// How long to wait for the field to return to 0 (or to read the value).
     pub timeout: Duration,
+}
+
+impl EventSpec {
+    /// Whether the INFO fields `m` say the event is still in progress.
+    fn busy(&self, m: &BTreeMap<String, String>) -> Option<bool> {
+        if let Some((field, want)) = &self.wait_equals {
+            return Some(m.get(field).is_none_or(|v| v != want));
+        }
+        let field = self.wait_field.as_deref()?;
+        m.get(field).map(|v| v != "0")
+    }
+
+    fn waits(&self) -> bool {
+        self.wait_field.is_some() || self.wait_equals.is_some()
+    }
+
+    fn wait_text(&self) -> String {
+        match (&self.wait_equals, &self.wait_field) {
+            (Some((f, v)), _) => format!("{f} != {v}"),
+            (None, Some(f)) => format!("{f} != 0"),
+            (None, None) => String::new(),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -718,6 +748,8 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
     let mut events: Vec<Event> = Vec::new();
     let mut next_event = 0usize;
     let mut waiting: Option<(usize, Instant)> = None; // event index, deadline
+                                                      // The connection of an event aimed at another server (`EventSpec::target`).
+    let mut event_side: Option<Conn> = None;
     let tty = spec.progress && std::io::stdout().is_terminal();
     let mut tick = 0u64;
     let mut next_pss = Duration::ZERO;
@@ -759,8 +791,23 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
             }
         }
         let mut info = None;
+        // An event on another server is polled on its own connection.
+        let mut event_info = None;
+        if let (Some((ei, _)), Some(c)) = (waiting, event_side.as_mut()) {
+            match info_map(c) {
+                Ok(m) => event_info = Some(m),
+                Err(e) => {
+                    sh.problem(format!(
+                        "connection to {}: {e} at t={ts:.2}s",
+                        spec.events[ei].command.join(" ")
+                    ));
+                    event_side = None;
+                }
+            }
+        }
         if let Some(c) = side.as_mut() {
-            if !spec.info_fields.is_empty() || waiting.is_some() {
+            let own_wait = waiting.is_some_and(|(ei, _)| spec.events[ei].target.is_none());
+            if !spec.info_fields.is_empty() || own_wait {
                 match info_map(c) {
                     Ok(m) => info = Some(m),
                     Err(e) => {
@@ -780,19 +827,28 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         samples.push(s);
         // Events.
         if let Some((ei, deadline)) = waiting {
-            let field = spec.events[ei].wait_field.as_deref().unwrap_or("");
-            let busy = info.as_ref().and_then(|m| m.get(field)).map(|v| v != "0");
+            let ev = &spec.events[ei];
+            let (polled, conn_lost) = if ev.target.is_some() {
+                (event_info.as_ref(), event_side.is_none())
+            } else {
+                (info.as_ref(), side.is_none())
+            };
+            let busy = polled.and_then(|m| ev.busy(m));
             match busy {
                 Some(false) => {
                     events[ei].end = Some(ts);
                     waiting = None;
+                    event_side = None;
                 }
-                _ if Instant::now() > deadline || side.is_none() => {
+                _ if Instant::now() > deadline || conn_lost => {
                     sh.problem(format!(
-                        "{} still in progress ({field} != 0) after {:?}: gave up waiting",
-                        events[ei].name, spec.events[ei].timeout
+                        "{} still in progress ({}) after {:?}: gave up waiting",
+                        events[ei].name,
+                        ev.wait_text(),
+                        ev.timeout
                     ));
                     waiting = None;
+                    event_side = None;
                 }
                 _ => {}
             }
@@ -800,8 +856,24 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
         if waiting.is_none() && next_event < spec.events.len() && t >= spec.events[next_event].at {
             let ev = &spec.events[next_event];
             let args: Vec<&str> = ev.command.iter().map(|s| s.as_str()).collect();
+            if let Some(t) = &ev.target {
+                match t.connect() {
+                    Ok(c) => event_side = Some(c),
+                    Err(e) => sh.problem(format!(
+                        "{}: cannot connect to {}: {e}",
+                        ev.command.join(" "),
+                        t.addr
+                    )),
+                }
+            }
             let start = sh.start.elapsed().as_secs_f64();
-            let reply = match side.as_mut() {
+            let conn = if ev.target.is_some() {
+                event_side.as_mut()
+            } else {
+                side.as_mut()
+            };
+            let mut lost = conn.is_none();
+            let reply = match conn {
                 Some(c) => match c.call_str(&args) {
                     Ok(Reply::Simple(s)) => s,
                     Ok(Reply::Error(e)) => {
@@ -811,20 +883,27 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, String> {
                     Ok(r) => format!("{r:?}"),
                     Err(e) => {
                         sh.problem(format!("{} failed: {e}", ev.command.join(" ")));
-                        side = None;
+                        lost = true;
                         String::new()
                     }
                 },
                 None => String::new(),
             };
-            let ok = !reply.starts_with('-') && side.is_some();
+            if lost {
+                if ev.target.is_some() {
+                    event_side = None;
+                } else {
+                    side = None;
+                }
+            }
+            let ok = !reply.starts_with('-') && !lost;
             events.push(Event {
                 name: ev.command.join(" "),
                 start,
                 end: None,
                 reply,
             });
-            if ok && ev.wait_field.is_some() {
+            if ok && ev.waits() {
                 waiting = Some((next_event, Instant::now() + ev.timeout));
             } else if ok {
                 events.last_mut().unwrap().end = Some(start);

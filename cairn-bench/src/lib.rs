@@ -7,6 +7,7 @@ pub mod evloop;
 pub mod keys;
 pub mod plot;
 pub mod procmem;
+pub mod replica_vs;
 pub mod report;
 pub mod resp;
 pub mod scenario;

@@ -1,5 +1,5 @@
 use cairn_bench::cli::{Cli, Cmd};
-use cairn_bench::{aof_seed, compare, report, scenario};
+use cairn_bench::{aof_seed, compare, replica_vs, report, scenario};
 use clap::Parser;
 use std::process::ExitCode;
 
@@ -20,13 +20,14 @@ fn main() -> ExitCode {
         };
     }
     let Some(cmd) = &cli.cmd else {
-        eprintln!("cairn-bench: give a scenario (run, snapshot, snapshot-vs, aof, aof-seed, noise, tiering) or --compare A B; see --help");
+        eprintln!("cairn-bench: give a scenario (run, snapshot, snapshot-vs, replica-vs, aof, aof-seed, noise, tiering) or --compare A B; see --help");
         return ExitCode::from(2);
     };
     let result = match cmd {
         Cmd::Run(a) => scenario::run(a),
         Cmd::Snapshot(a) => scenario::snapshot(a),
         Cmd::SnapshotVs(a) => compare::snapshot_vs(a),
+        Cmd::ReplicaVs(a) => replica_vs::replica_vs(a),
         Cmd::Aof(a) => scenario::aof(a),
         Cmd::AofSeed(a) => aof_seed::run(a),
         Cmd::Noise(a) => scenario::noise(a),

@@ -107,7 +107,11 @@ impl Ctx {
         })
     }
 
-    fn spec(&self, groups: Vec<Group>, duration: Option<Duration>) -> Result<RunSpec, String> {
+    pub(crate) fn spec(
+        &self,
+        groups: Vec<Group>,
+        duration: Option<Duration>,
+    ) -> Result<RunSpec, String> {
         Ok(RunSpec {
             target: self.target.clone(),
             groups,
@@ -267,7 +271,7 @@ fn cmd_table(title: &str, r: &RunResult) -> Table {
     t
 }
 
-fn finish(mut rep: Report) -> Report {
+pub(crate) fn finish(mut rep: Report) -> Report {
     for r in &rep.runs {
         for p in &r.result.problems {
             rep.problems.push(format!("{}: {p}", r.name));
@@ -402,7 +406,7 @@ fn config_get(ctx: &Ctx, name: &str) -> Option<String> {
 }
 
 /// Median of a non-empty list.
-fn median(mut v: Vec<f64>) -> Option<f64> {
+pub(crate) fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
     }
@@ -495,6 +499,8 @@ pub fn snapshot(a: &SnapshotArgs) -> Result<Report, String> {
         at,
         command,
         wait_field: wait,
+        wait_equals: None,
+        target: None,
         timeout: secs(a.event_timeout, "--event-timeout")?,
     });
     spec.after_events = secs(a.after, "--after")?;

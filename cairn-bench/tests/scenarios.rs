@@ -434,6 +434,73 @@ fn noise_scenario_compares_with_and_without_large_gets() {
     is_svg(&out.join("noise-noise-latency.svg"));
 }
 
+/// `replica-vs` at a tiny size, all four configurations (Debian's redis-server is on
+/// PATH): the table has a column each, the ratio row, the verification rows, and no
+/// problem was reported (every replica came online and matched its primary).
+#[test]
+fn replica_vs_scenario_compares_and_verifies_every_configuration() {
+    let server = server_binary();
+    let out = Tmp(temp_dir("replica-vs-out"));
+    let (o, _) = bench(&[
+        "replica-vs",
+        "--cairn",
+        server.to_str().unwrap(),
+        "-k",
+        "20000",
+        "-d",
+        "200",
+        "-r",
+        "1000",
+        "--at",
+        "1",
+        "--after",
+        "1",
+        "--online-timeout",
+        "60",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", show(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for col in ["cairn", "cairn-rdb", "redis-diskless", "redis-disk"] {
+        assert!(stdout.contains(&format!("| {col} ")), "{}", show(&o));
+    }
+    for row in [
+        "| time to online (REPLICAOF",
+        "| time to online / the faster Redis",
+        "| primary extra memory",
+        "| probe PING p99.9, sync window",
+        "| bytes sent to replicas",
+        "| verified: DBSIZE primary / replica",
+        "| verified: DEBUG DIGEST",
+    ] {
+        assert!(stdout.contains(row), "no row {row:?}: {}", show(&o));
+    }
+    assert!(!stdout.contains("DIFFERS"), "{}", show(&o));
+    let sizes = stdout
+        .lines()
+        .find(|l| l.starts_with("| verified: DBSIZE"))
+        .unwrap();
+    assert_eq!(sizes.matches("20000 / 20000").count(), 4, "{sizes}");
+    let j = json(&out.join("replica-vs.json"));
+    assert_eq!(j["problems"].as_array().unwrap().len(), 0, "{}", show(&o));
+    for c in ["cairn", "cairn-rdb", "redis-diskless", "redis-disk"] {
+        assert_eq!(j["metrics"][format!("{c}_digest_equal")], 1.0, "{c}");
+        assert!(
+            j["metrics"][format!("{c}_time_to_online_s")]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        );
+        // The whole dataset went over the link: 20k values of 200 B at least.
+        let sent = j["metrics"][format!("{c}_repl_output_bytes")]
+            .as_f64()
+            .unwrap();
+        assert!(sent >= 4e6, "{c}: {sent} bytes sent");
+    }
+    assert!(j["metrics"]["cairn_online_ratio"].as_f64().unwrap() > 0.0);
+}
+
 #[test]
 fn tiering_scenario_reads_zipf_over_more_than_maxmemory() {
     let srv = start_server(

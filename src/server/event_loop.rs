@@ -1042,6 +1042,12 @@ impl EventLoop {
             }
         }
         let mut written = 0usize;
+        // Bytes to a replica count as replication output (INFO's total_net_repl_output_bytes).
+        let to_replica = srv
+            .clients
+            .get(slot)
+            .and_then(|c| c.as_ref())
+            .is_some_and(|c| c.replica);
         let end = if conn.holds.is_empty() {
             conn.out.len()
         } else {
@@ -1064,7 +1070,11 @@ impl EventLoop {
                 Ok((0, _)) => break,
                 Ok((n, asked)) => {
                     written += n;
-                    srv.stats.net_output_bytes += n as u64;
+                    if to_replica {
+                        srv.stats.net_repl_output_bytes += n as u64;
+                    } else {
+                        srv.stats.net_output_bytes += n as u64;
+                    }
                     if n < asked {
                         // The socket buffer is full: wait for a writable event.
                         break;

@@ -1530,6 +1530,11 @@ fn ship_pushes(srv: &mut Server, outgoing: &mut [Vec<ToIo>], held: &mut [(u64, u
         if t >= outgoing.len() {
             continue;
         }
+        if c.replica {
+            // The I/O thread does not know a replica from a client: the replication
+            // stream and payload are counted here, as they leave the executor.
+            srv.stats.net_repl_output_bytes += c.pushed.len() as u64;
+        }
         if !c.close_asap {
             if let Some(h) = held.iter_mut().rev().find(|h| h.2.conn == c.conn_id) {
                 h.2.out.extend_from_slice(&c.pushed);

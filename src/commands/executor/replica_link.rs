@@ -84,6 +84,9 @@ pub struct LinkShared {
     /// The configuration after a CONFIG SET of `tls-*` options: the next connection
     /// attempt uses it (certificates, `tls-replication`), as Redis's does.
     pub new_config: Mutex<Option<Config>>,
+    /// Bytes read from the primary (INFO's `total_net_repl_input_bytes`; the executor
+    /// holds the same counter across links).
+    pub net_input_bytes: Arc<AtomicU64>,
 }
 
 /// What the link thread needs to know.
@@ -154,6 +157,8 @@ struct Conn {
     pos: usize,
     timeout: Duration,
     last_io: Instant,
+    /// [`LinkShared::net_input_bytes`].
+    read_bytes: Arc<AtomicU64>,
 }
 
 impl Conn {
@@ -170,6 +175,7 @@ impl Conn {
             match self.s.read(&mut tmp) {
                 Ok(0) => return Err("the primary closed the connection".into()),
                 Ok(n) => {
+                    self.read_bytes.fetch_add(n as u64, SeqCst);
                     self.buf.extend_from_slice(&tmp[..n]);
                     self.last_io = Instant::now();
                     return Ok(());
@@ -249,6 +255,7 @@ fn session(
         pos: 0,
         timeout: p.timeout,
         last_io: Instant::now(),
+        read_bytes: shared.net_input_bytes.clone(),
     };
     let stop = &shared.stop;
     crate::notice!("MASTER <-> REPLICA sync started");

@@ -134,6 +134,9 @@ pub struct Replication {
     pub sync_full: u64,
     pub sync_partial_ok: u64,
     pub sync_partial_err: u64,
+    /// Bytes read from our primaries' connections (the link thread counts them), over
+    /// every link this process had: INFO's `total_net_repl_input_bytes`.
+    pub net_input_bytes: Arc<std::sync::atomic::AtomicU64>,
     /// Following a primary (REPLICAOF host port).
     pub link: Option<MasterLink>,
     /// The `replicaof` of the config was acted on (at the first cron, once the listening
@@ -1432,7 +1435,10 @@ impl Server {
                 s.dir.as_str()
             }),
         };
-        let shared = Arc::new(super::replica_link::LinkShared::default());
+        let shared = Arc::new(super::replica_link::LinkShared {
+            net_input_bytes: self.repl.net_input_bytes.clone(),
+            ..Default::default()
+        });
         // A primary that had replicas offers its own history (PSYNC2: the new primary may
         // be one of those replicas); otherwise the first sync is a full one.
         if had_backlog {

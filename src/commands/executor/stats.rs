@@ -18,6 +18,9 @@ pub struct Stats {
     pub evicted_clients: u64,
     pub net_input_bytes: u64,
     pub net_output_bytes: u64,
+    /// Bytes written to replicas' connections (kept out of `net_output_bytes`, as Redis
+    /// 7 counts them). With io-threads > 1: the bytes handed to the I/O threads.
+    pub net_repl_output_bytes: u64,
     pub unknown_commands: u64,
     pub client_query_buffer_limit_disconnections: u64,
     pub client_output_buffer_limit_disconnections: u64,

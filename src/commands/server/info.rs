@@ -479,8 +479,13 @@ pub(super) fn info_stats(srv: &Server, s: &mut Section) {
     s.line("instantaneous_ops_per_sec", st.inst_ops.per_sec());
     s.line("total_net_input_bytes", st.net_input_bytes);
     s.line("total_net_output_bytes", st.net_output_bytes);
-    s.line("total_net_repl_input_bytes", 0);
-    s.line("total_net_repl_output_bytes", 0);
+    s.line(
+        "total_net_repl_input_bytes",
+        srv.repl
+            .net_input_bytes
+            .load(std::sync::atomic::Ordering::Relaxed),
+    );
+    s.line("total_net_repl_output_bytes", st.net_repl_output_bytes);
     s.line(
         "instantaneous_input_kbps",
         kbps(st.inst_net_input.per_sec()),
