@@ -7,6 +7,7 @@
 //! the buffers `maxmemory-clients` limits are measured here.
 
 use super::connection::{Inbound, ReadStep};
+use super::latency_trace::{us_since, LatencyTrace};
 use super::listeners::{
     admission_refusal, bind_listeners, bind_tls, bind_unix, AdmissionRules, SharedListeners,
     TlsListen, LISTENER_SLOTS,
@@ -227,6 +228,8 @@ pub struct EventLoop {
     /// connections), and whether a busy script has served them already (`serve_busy`).
     turn_tokens: Vec<usize>,
     turn_swept: bool,
+    /// The per-turn timeline while `latency-trace-file` is set (src/server/latency_trace.rs).
+    trace: Option<LatencyTrace>,
     /// Rung by the kernel when an fsync the executor issued completes (see
     /// `aof::writer::Lease`).
     aof_sync_efd: std::os::fd::OwnedFd,
@@ -400,6 +403,7 @@ impl EventLoop {
             busy_events: Events::with_capacity(0),
             turn_tokens: Vec::new(),
             turn_swept: true,
+            trace: None,
         })
     }
 
@@ -484,6 +488,11 @@ impl EventLoop {
             if !timeout.is_zero() {
                 slept += now - poll_start;
             }
+            let cmds_before = srv.stats.total_commands_processed;
+            if let Some(t) = self.trace.as_mut() {
+                t.begin((now - poll_start).as_micros() as u64);
+                t.cur.events = events.iter().count() as u32;
+            }
             let window = now - window_start;
             if window >= SPIN_WINDOW {
                 hot = slept < window / 2;
@@ -565,6 +574,10 @@ impl EventLoop {
             self.apply_kills(srv);
             if srv.ks.lazyfree_pending > 0 {
                 srv.lazyfree_slice(Duration::from_micros(500));
+            }
+            if let Some(t) = self.trace.as_mut() {
+                t.cur.commands = (srv.stats.total_commands_processed - cmds_before) as u32;
+                t.end();
             }
         }
     }
@@ -729,6 +742,9 @@ impl EventLoop {
     fn read_and_process(&mut self, srv: &mut Server, slot: usize, drain: bool) {
         // One read handler run, as Redis's readQueryFromClient counts them.
         srv.stats.total_reads_processed += 1;
+        if let Some(t) = self.trace.as_mut() {
+            t.cur.read(slot);
+        }
         let limit = srv.config.settings().client_query_buffer_limit as usize;
         let mut read_total = 0usize;
         let mut eof = false;
@@ -1048,7 +1064,9 @@ impl EventLoop {
             conn.sendable_end(srv.aof.release_lsn())
         };
         let mut done_refs = Vec::new();
+        let refs_before = conn.refs.pending_bytes();
         while conn.out_pos < end && written < WRITE_BUDGET_BYTES {
+            let started = self.trace.as_ref().map(|_| Instant::now());
             let res = conn.refs.write_to(
                 &mut conn.stream,
                 &conn.out,
@@ -1057,6 +1075,9 @@ impl EventLoop {
                 WRITE_BUDGET_BYTES - written,
                 &mut done_refs,
             );
+            if let (Some(t), Some(started)) = (self.trace.as_mut(), started) {
+                t.cur.writev_took(us_since(started));
+            }
             for b in done_refs.drain(..) {
                 srv.ks.unpin(b);
             }
@@ -1090,6 +1111,13 @@ impl EventLoop {
             }
         } else if written >= WRITE_BUDGET_BYTES && !self.pending_write.contains(&slot) {
             self.pending_write.push(slot);
+        }
+        if let Some(t) = self.trace.as_mut() {
+            let ref_bytes = refs_before.saturating_sub(conn.refs.pending_bytes());
+            t.cur.wrote(slot, written, ref_bytes);
+            if written >= WRITE_BUDGET_BYTES {
+                t.cur.budget_cut += 1;
+            }
         }
         // Writable events only while output is stuck: otherwise every reply the client
         // reads would wake the loop for nothing (Redis installs its write handler the same way).
@@ -1319,6 +1347,10 @@ impl EventLoop {
 
     fn cron(&mut self, srv: &mut Server) {
         srv.cron();
+        LatencyTrace::follow_config(&mut self.trace, &srv.config.settings().latency_trace_file);
+        if let Some(t) = self.trace.as_mut() {
+            t.ship();
+        }
         self.refusals.expire(self.poll.registry());
         let now = now_ms();
         let timeout_ms = srv.config.settings().timeout_s as i64 * 1000;
