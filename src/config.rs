@@ -2002,10 +2002,7 @@ impl Config {
             snapshot_threads: self.int("snapshot-threads") as usize,
             snapshot_pause_budget_us: self.int("snapshot-pause-budget-us") as u64,
             event_loop_spin_us: self.int("event-loop-spin-us") as u64,
-            latency_trace_file: self
-                .get_value("latency-trace-file")
-                .unwrap_or("")
-                .into(),
+            latency_trace_file: self.get_value("latency-trace-file").unwrap_or("").into(),
             snapshot_mode: self
                 .get_value("snapshot-mode")
                 .and_then(SnapMode::parse)

@@ -417,6 +417,8 @@ impl EventLoop {
         let mut next_cron = Instant::now();
         let mut spin_until = Instant::now();
         let (mut window_start, mut slept, mut hot) = (Instant::now(), Duration::ZERO, false);
+        // When the previous iteration ended: an idle spin iteration counts from there.
+        let mut iteration_end = Instant::now();
         loop {
             let hz = srv.config.settings().hz.max(1) as u64;
             let now = Instant::now();
@@ -485,7 +487,19 @@ impl EventLoop {
             // keep polling for `event-loop-spin-us` after each turn that found work,
             // instead of sleeping: see the option. A lightly loaded server never spins.
             let now = Instant::now();
-            if !timeout.is_zero() {
+            // A spin that found nothing is idle time as much as a sleep is. Counted as
+            // work, it kept the loop "hot" for good once a burst (a 10 MB reply's ~40
+            // budget-cut turns) set it: at 20k small requests/s a request arrives within
+            // every 50 µs spin, so the loop never slept again and held a CPU the clients
+            // needed (the executor's timeline, `latency-trace-file`: 27% of the time
+            // spinning with 10 MB noise vs 5% without; ARCHITECTURE.md "Large values").
+            let idle_spin = timeout.is_zero() && !busy && events.is_empty();
+            if idle_spin {
+                slept += now - iteration_end;
+                if let Some(t) = self.trace.as_mut() {
+                    t.spun((now - iteration_end).as_micros() as u64);
+                }
+            } else if !timeout.is_zero() {
                 slept += now - poll_start;
             }
             let cmds_before = srv.stats.total_commands_processed;
@@ -578,6 +592,13 @@ impl EventLoop {
             if let Some(t) = self.trace.as_mut() {
                 t.cur.commands = (srv.stats.total_commands_processed - cmds_before) as u32;
                 t.end();
+            }
+            iteration_end = Instant::now();
+            // Every turn (one comparison while off), so a client that saw CONFIG SET's OK
+            // has its next commands traced or not as it asked.
+            let path = &srv.config.settings().latency_trace_file;
+            if self.trace.as_ref().map_or("", |t| t.path()) != path {
+                LatencyTrace::follow_config(&mut self.trace, path);
             }
         }
     }
@@ -1347,7 +1368,6 @@ impl EventLoop {
 
     fn cron(&mut self, srv: &mut Server) {
         srv.cron();
-        LatencyTrace::follow_config(&mut self.trace, &srv.config.settings().latency_trace_file);
         if let Some(t) = self.trace.as_mut() {
             t.ship();
         }

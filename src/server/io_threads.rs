@@ -1129,7 +1129,6 @@ fn executor_loop(
         let hz = srv.config.settings().hz.max(1) as u64;
         if Instant::now() >= next_cron {
             srv.cron();
-            LatencyTrace::follow_config(&mut trace, &srv.config.settings().latency_trace_file);
             if let Some(t) = trace.as_mut() {
                 t.ship();
             }
@@ -1299,6 +1298,11 @@ fn executor_loop(
             t.cur.events = handled as u32;
             t.cur.commands = (srv.stats.total_commands_processed - cmds_before) as u32;
             t.end();
+        }
+        // Every turn (one comparison while off): see the single loop.
+        let path = &srv.config.settings().latency_trace_file;
+        if trace.as_ref().map_or("", |t| t.path()) != path {
+            LatencyTrace::follow_config(&mut trace, path);
         }
     }
 }

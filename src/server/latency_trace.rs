@@ -30,6 +30,9 @@ pub struct TurnRecord {
     pub len_us: u32,
     /// Time the loop waited (poll / channel) before this turn.
     pub wait_us: u32,
+    /// Time spent in polls that found nothing while spinning (`event-loop-spin-us`) since
+    /// the previous recorded turn.
+    pub spin_us: u32,
     /// Readiness events (io-threads 1) or messages from I/O threads handled.
     pub events: u32,
     pub commands: u32,
@@ -45,6 +48,9 @@ pub struct TurnRecord {
     pub budget_cut: u32,
     /// Minor page faults taken by the executor thread during the turn.
     pub minor_faults: u32,
+    /// Times the executor was preempted (involuntary context switches) during the turn:
+    /// a long `writev` with a preemption is time the thread spent off the CPU.
+    pub preempted: u32,
     /// io-threads > 1: replies handed to I/O threads, of which with a large reference,
     /// and replies still waiting in the I/O threads' inboxes after the hand-off.
     pub replies_queued: u32,
@@ -92,12 +98,13 @@ impl TurnRecord {
     fn format(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         write!(
             out,
-            "turn start_us={} len_us={} wait_us={} events={} cmds={} writev_us={} writevs={} \
-             writev_max_us={} bytes={} ref_bytes={} budget_cut={} minflt={} queued={} \
+            "turn start_us={} len_us={} wait_us={} spin_us={} events={} cmds={} writev_us={} writevs={} \
+             writev_max_us={} bytes={} ref_bytes={} budget_cut={} minflt={} nivcsw={} queued={} \
              ref_queued={} io_depth={} w=",
             self.start_us,
             self.len_us,
             self.wait_us,
+            self.spin_us,
             self.events,
             self.commands,
             self.writev_us,
@@ -107,6 +114,7 @@ impl TurnRecord {
             self.ref_bytes_written,
             self.budget_cut,
             self.minor_faults,
+            self.preempted,
             self.replies_queued,
             self.ref_replies_queued,
             self.io_queue_depth,
@@ -131,15 +139,15 @@ impl TurnRecord {
     }
 }
 
-/// Minor page faults of the calling thread so far.
-fn thread_minor_faults() -> u64 {
+/// Minor page faults and involuntary context switches of the calling thread so far.
+fn thread_faults_and_preemptions() -> (u64, u64) {
     // SAFETY: getrusage writes the struct it is given; RUSAGE_THREAD is the caller's.
     unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
         if libc::getrusage(libc::RUSAGE_THREAD, &mut ru) == 0 {
-            ru.ru_minflt as u64
+            (ru.ru_minflt as u64, ru.ru_nivcsw as u64)
         } else {
-            0
+            (0, 0)
         }
     }
 }
@@ -155,7 +163,9 @@ pub struct LatencyTrace {
     /// The turn being recorded.
     pub cur: TurnRecord,
     turn_start: Instant,
-    faults_at_start: u64,
+    faults_at_start: (u64, u64),
+    /// Idle spinning since the last recorded turn.
+    spin_us: u64,
 }
 
 impl LatencyTrace {
@@ -194,11 +204,17 @@ impl LatencyTrace {
             dropped: 0,
             cur: TurnRecord::default(),
             turn_start: Instant::now(),
-            faults_at_start: 0,
+            faults_at_start: (0, 0),
+            spin_us: 0,
         })
     }
 
-    /// Opens, reopens or closes `trace` to match the option (called from the loops' cron).
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Opens, reopens or closes `trace` to match the option (the loops call it at the end
+    /// of a turn whose option differs from the open trace's path).
     pub fn follow_config(trace: &mut Option<LatencyTrace>, path: &str) {
         if trace.as_ref().map_or("", |t| t.path.as_str()) == path {
             return;
@@ -220,7 +236,12 @@ impl LatencyTrace {
             ..TurnRecord::default()
         };
         self.turn_start = Instant::now();
-        self.faults_at_start = thread_minor_faults();
+        self.faults_at_start = thread_faults_and_preemptions();
+    }
+
+    /// A spin poll that found nothing (not a turn: summed into the next recorded one).
+    pub fn spun(&mut self, us: u64) {
+        self.spin_us = self.spin_us.saturating_add(us);
     }
 
     /// Ends the turn; turns that did nothing are not recorded.
@@ -230,9 +251,15 @@ impl LatencyTrace {
             return;
         }
         r.len_us = self.turn_start.elapsed().as_micros().min(u32::MAX as u128) as u32;
-        r.minor_faults = thread_minor_faults()
-            .saturating_sub(self.faults_at_start)
+        let (faults, preempted) = thread_faults_and_preemptions();
+        r.minor_faults = faults
+            .saturating_sub(self.faults_at_start.0)
             .min(u32::MAX as u64) as u32;
+        r.preempted = preempted
+            .saturating_sub(self.faults_at_start.1)
+            .min(u32::MAX as u64) as u32;
+        r.spin_us = self.spin_us.min(u32::MAX as u64) as u32;
+        self.spin_us = 0;
         self.batch.push(self.cur);
         if self.batch.len() >= BATCH_TURNS {
             self.ship();
