@@ -1404,13 +1404,23 @@ impl Config {
                 file_name_in_dir(spec.name, value).map(str::to_string)
             }
             OptKind::Str if spec.name == "latency-trace-file" => {
-                if !value.is_empty() {
-                    // Refused here, so CONFIG SET says why instead of the trace staying off.
-                    std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(value)
-                        .map_err(|e| format!("Can't open the latency trace file: {e}"))?;
+                // Refused here, so CONFIG SET says why instead of the trace staying off.
+                // Checked without creating the file: a relative path given at startup is
+                // opened later, relative to `dir`.
+                let p = std::path::Path::new(value);
+                let refused = |why: &str| Err(format!("Can't open the latency trace file: {why}"));
+                if value.is_empty() {
+                } else if p.is_dir() {
+                    return refused("Is a directory");
+                } else if p.exists() {
+                    if let Err(e) = std::fs::OpenOptions::new().append(true).open(p) {
+                        return refused(&e.to_string());
+                    }
+                } else {
+                    let parent = p.parent().filter(|d| !d.as_os_str().is_empty());
+                    if !parent.is_none_or(|d| d.is_dir()) {
+                        return refused("No such file or directory");
+                    }
                 }
                 Ok(value.to_string())
             }

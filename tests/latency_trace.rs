@@ -42,7 +42,7 @@ fn ok(raw: &mut Raw, args: &[&str]) {
 /// `path` shows a turn that wrote the large value from the arena.
 fn traffic_until_traced(raw: &mut Raw, path: &Path, io_threads: bool) {
     wait_until(Duration::from_secs(20), "trace records", || {
-        assert_eq!(raw.call(&["GET", "big"]).len(), (1 << 20) + 11);
+        assert_eq!(raw.call(&["GET", "big"]).len(), (1 << 20) + 12);
         raw.call(&["GET", "small"]);
         turns(path).iter().any(|l| {
             if io_threads {
@@ -147,14 +147,27 @@ fn bad_trace_file_is_refused() {
     drop(srv);
     // At startup too: the server refuses to start.
     let dir2 = temp_dir("ltrace-bad2");
-    let e = try_start_on(
+    let (mut cmd, _) = cairn_command(
         &dir2,
         &["--latency-trace-file", missing.to_str().unwrap()],
         &[],
-    )
-    .err()
-    .expect("a server with an unopenable trace file started");
-    assert!(e.contains("latency trace file"), "{e}");
+    );
+    let out = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run cairn-server");
+    assert!(
+        !out.status.success(),
+        "started with an unopenable trace file"
+    );
+    let said = format!(
+        "{}{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        server_log(&dir2)
+    );
+    assert!(said.contains("latency trace file"), "{said}");
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&dir2);
 }
