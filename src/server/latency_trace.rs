@@ -298,3 +298,69 @@ impl Drop for LatencyTrace {
 pub fn us_since(t: Instant) -> u32 {
     t.elapsed().as_micros().min(u32::MAX as u128) as u32
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_names_the_first_connections_and_counts_the_rest() {
+        let mut r = TurnRecord::default();
+        for slot in 0..TRACE_CONNS_PER_TURN + 3 {
+            r.wrote(slot, 1033, 0);
+            r.read(slot);
+        }
+        r.wrote(99, 262_144, 262_144);
+        r.writev_took(40);
+        r.writev_took(70);
+        let mut line = Vec::new();
+        r.format(&mut line).unwrap();
+        let line = String::from_utf8(line).unwrap();
+        assert!(line.starts_with("turn start_us=0 "), "{line}");
+        assert!(line.ends_with(",+3\n"), "{line}");
+        assert!(line.contains(" w=0:1033,1:1033,"), "{line}");
+        assert!(line.contains(",15:1033,+4 r="), "{line}");
+        assert!(
+            line.contains(" writev_us=110 writevs=2 writev_max_us=70 "),
+            "{line}"
+        );
+        let bytes = 1033 * (TRACE_CONNS_PER_TURN as u64 + 3) + 262_144;
+        assert!(
+            line.contains(&format!(" bytes={bytes} ref_bytes=262144 ")),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn the_trace_follows_the_option_and_skips_idle_turns() {
+        let dir = std::env::temp_dir().join(format!("cairn-ltrace-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.trace");
+        let path_s = path.to_str().unwrap().to_string();
+        let mut trace = None;
+        LatencyTrace::follow_config(&mut trace, &path_s);
+        let t = trace.as_mut().expect("opened");
+        t.begin(5);
+        t.end(); // nothing happened: not recorded
+        t.spun(7);
+        t.begin(3);
+        t.cur.commands = 2;
+        t.end();
+        LatencyTrace::follow_config(&mut trace, "");
+        assert!(trace.is_none());
+        // The writer thread appends what it was handed, then exits.
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        let text = loop {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if !text.is_empty() || Instant::now() > deadline {
+                break text;
+            }
+            std::thread::yield_now();
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1, "{text}");
+        assert!(lines[0].contains(" wait_us=3 spin_us=7 "), "{text}");
+        assert!(lines[0].contains(" cmds=2 "), "{text}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
