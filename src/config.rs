@@ -718,6 +718,9 @@ pub static OPTIONS: &[OptSpec] = &[
     // does not have to wake it (a wakeup costs the sender an IPI and the reply tens of
     // µs). 0: always sleep when idle, as Redis.
     opt("event-loop-spin-us", OptKind::Int(0, 10_000), "50", 0),
+    // cairn's own: a file the executor's per-turn timeline is appended to ("": off). See
+    // ARCHITECTURE.md "Large values", `src/server/latency_trace.rs`.
+    opt("latency-trace-file", OptKind::Str, "", 0),
     opt("snapshot-threads", OptKind::Int(1, 64), "2", 0),
     opt(
         "snapshot-pause-budget-us",
@@ -881,6 +884,8 @@ pub struct Settings {
     pub snapshot_threads: usize,
     pub snapshot_pause_budget_us: u64,
     pub event_loop_spin_us: u64,
+    /// `latency-trace-file` ("": the trace is off).
+    pub latency_trace_file: String,
     pub snapshot_mode: SnapMode,
     pub appendonly: bool,
     pub appendfilename: String,
@@ -1225,6 +1230,7 @@ fn placeholder_settings() -> Settings {
         snapshot_threads: 2,
         snapshot_pause_budget_us: 2000,
         event_loop_spin_us: 50,
+        latency_trace_file: String::new(),
         snapshot_mode: SnapMode::Auto,
         appendonly: false,
         appendfilename: String::new(),
@@ -1401,6 +1407,27 @@ impl Config {
                 ) =>
             {
                 file_name_in_dir(spec.name, value).map(str::to_string)
+            }
+            OptKind::Str if spec.name == "latency-trace-file" => {
+                // Refused here, so CONFIG SET says why instead of the trace staying off.
+                // Checked without creating the file: a relative path given at startup is
+                // opened later, relative to `dir`.
+                let p = std::path::Path::new(value);
+                let refused = |why: &str| Err(format!("Can't open the latency trace file: {why}"));
+                if value.is_empty() {
+                } else if p.is_dir() {
+                    return refused("Is a directory");
+                } else if p.exists() {
+                    if let Err(e) = std::fs::OpenOptions::new().append(true).open(p) {
+                        return refused(&e.to_string());
+                    }
+                } else {
+                    let parent = p.parent().filter(|d| !d.as_os_str().is_empty());
+                    if !parent.is_none_or(|d| d.is_dir()) {
+                        return refused("No such file or directory");
+                    }
+                }
+                Ok(value.to_string())
             }
             OptKind::Str => Ok(value.to_string()),
             OptKind::Enum(choices) => choices
@@ -1991,6 +2018,7 @@ impl Config {
             snapshot_threads: self.int("snapshot-threads") as usize,
             snapshot_pause_budget_us: self.int("snapshot-pause-budget-us") as u64,
             event_loop_spin_us: self.int("event-loop-spin-us") as u64,
+            latency_trace_file: self.get_value("latency-trace-file").unwrap_or("").into(),
             snapshot_mode: self
                 .get_value("snapshot-mode")
                 .and_then(SnapMode::parse)

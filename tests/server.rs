@@ -61,6 +61,8 @@ fn config_get_star_has_redis_names_and_defaults() {
             &"event-loop-spin-us",
             // The snapshot image's own file (issue #24).
             &"image-filename",
+            // The executor's per-turn timeline (issue #25).
+            &"latency-trace-file",
             // Valkey's names for the copy-avoiding reply thresholds (issue #5).
             &"min-string-size-avoid-copy-reply",
             &"min-string-size-avoid-copy-reply-threaded",

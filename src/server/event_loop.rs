@@ -7,6 +7,7 @@
 //! the buffers `maxmemory-clients` limits are measured here.
 
 use super::connection::{Inbound, ReadStep};
+use super::latency_trace::{us_since, LatencyTrace};
 use super::listeners::{
     admission_refusal, bind_listeners, bind_tls, bind_unix, AdmissionRules, SharedListeners,
     TlsListen, LISTENER_SLOTS,
@@ -227,6 +228,8 @@ pub struct EventLoop {
     /// connections), and whether a busy script has served them already (`serve_busy`).
     turn_tokens: Vec<usize>,
     turn_swept: bool,
+    /// The per-turn timeline while `latency-trace-file` is set (src/server/latency_trace.rs).
+    trace: Option<LatencyTrace>,
     /// Rung by the kernel when an fsync the executor issued completes (see
     /// `aof::writer::Lease`).
     aof_sync_efd: std::os::fd::OwnedFd,
@@ -400,6 +403,7 @@ impl EventLoop {
             busy_events: Events::with_capacity(0),
             turn_tokens: Vec::new(),
             turn_swept: true,
+            trace: None,
         })
     }
 
@@ -413,6 +417,8 @@ impl EventLoop {
         let mut next_cron = Instant::now();
         let mut spin_until = Instant::now();
         let (mut window_start, mut slept, mut hot) = (Instant::now(), Duration::ZERO, false);
+        // When the previous iteration ended: an idle spin iteration counts from there.
+        let mut iteration_end = Instant::now();
         loop {
             let hz = srv.config.settings().hz.max(1) as u64;
             let now = Instant::now();
@@ -481,8 +487,25 @@ impl EventLoop {
             // keep polling for `event-loop-spin-us` after each turn that found work,
             // instead of sleeping: see the option. A lightly loaded server never spins.
             let now = Instant::now();
-            if !timeout.is_zero() {
+            // A spin that found nothing is idle time as much as a sleep is. Counted as
+            // work, it kept the loop "hot" for good once a burst (a 10 MB reply's ~40
+            // budget-cut turns) set it: at 20k small requests/s a request arrives within
+            // every 50 µs spin, so the loop never slept again and held a CPU the clients
+            // needed (the executor's timeline, `latency-trace-file`: 27% of the time
+            // spinning with 10 MB noise vs 5% without; ARCHITECTURE.md "Large values").
+            let idle_spin = timeout.is_zero() && !busy && events.is_empty();
+            if idle_spin {
+                slept += now - iteration_end;
+                if let Some(t) = self.trace.as_mut() {
+                    t.spun((now - iteration_end).as_micros() as u64);
+                }
+            } else if !timeout.is_zero() {
                 slept += now - poll_start;
+            }
+            let cmds_before = srv.stats.total_commands_processed;
+            if let Some(t) = self.trace.as_mut() {
+                t.begin((now - poll_start).as_micros() as u64);
+                t.cur.events = events.iter().count() as u32;
             }
             let window = now - window_start;
             if window >= SPIN_WINDOW {
@@ -565,6 +588,17 @@ impl EventLoop {
             self.apply_kills(srv);
             if srv.ks.lazyfree_pending > 0 {
                 srv.lazyfree_slice(Duration::from_micros(500));
+            }
+            if let Some(t) = self.trace.as_mut() {
+                t.cur.commands = (srv.stats.total_commands_processed - cmds_before) as u32;
+                t.end();
+            }
+            iteration_end = Instant::now();
+            // Every turn (one comparison while off), so a client that saw CONFIG SET's OK
+            // has its next commands traced or not as it asked.
+            let path = &srv.config.settings().latency_trace_file;
+            if self.trace.as_ref().map_or("", |t| t.path()) != path {
+                LatencyTrace::follow_config(&mut self.trace, path);
             }
         }
     }
@@ -729,6 +763,9 @@ impl EventLoop {
     fn read_and_process(&mut self, srv: &mut Server, slot: usize, drain: bool) {
         // One read handler run, as Redis's readQueryFromClient counts them.
         srv.stats.total_reads_processed += 1;
+        if let Some(t) = self.trace.as_mut() {
+            t.cur.read(slot);
+        }
         let limit = srv.config.settings().client_query_buffer_limit as usize;
         let mut read_total = 0usize;
         let mut eof = false;
@@ -1054,7 +1091,9 @@ impl EventLoop {
             conn.sendable_end(srv.aof.release_lsn())
         };
         let mut done_refs = Vec::new();
+        let refs_before = conn.refs.pending_bytes();
         while conn.out_pos < end && written < WRITE_BUDGET_BYTES {
+            let started = self.trace.as_ref().map(|_| Instant::now());
             let res = conn.refs.write_to(
                 &mut conn.stream,
                 &conn.out,
@@ -1063,6 +1102,9 @@ impl EventLoop {
                 WRITE_BUDGET_BYTES - written,
                 &mut done_refs,
             );
+            if let (Some(t), Some(started)) = (self.trace.as_mut(), started) {
+                t.cur.writev_took(us_since(started));
+            }
             for b in done_refs.drain(..) {
                 srv.ks.unpin(b);
             }
@@ -1100,6 +1142,13 @@ impl EventLoop {
             }
         } else if written >= WRITE_BUDGET_BYTES && !self.pending_write.contains(&slot) {
             self.pending_write.push(slot);
+        }
+        if let Some(t) = self.trace.as_mut() {
+            let ref_bytes = refs_before.saturating_sub(conn.refs.pending_bytes());
+            t.cur.wrote(slot, written, ref_bytes);
+            if written >= WRITE_BUDGET_BYTES {
+                t.cur.budget_cut += 1;
+            }
         }
         // Writable events only while output is stuck: otherwise every reply the client
         // reads would wake the loop for nothing (Redis installs its write handler the same way).
@@ -1329,6 +1378,9 @@ impl EventLoop {
 
     fn cron(&mut self, srv: &mut Server) {
         srv.cron();
+        if let Some(t) = self.trace.as_mut() {
+            t.ship();
+        }
         self.refusals.expire(self.poll.registry());
         let now = now_ms();
         let timeout_ms = srv.config.settings().timeout_s as i64 * 1000;

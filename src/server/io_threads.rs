@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use super::event_loop::{
     BIG_ARG_BYTES, READ_BUDGET_BYTES, READ_CHUNK_BYTES, SHUTDOWN_SIGNAL, WRITE_BUDGET_BYTES,
 };
+use super::latency_trace::LatencyTrace;
 use super::listeners::{
     admission_refusal, bind_listeners, bind_tls, bind_unix, AdmissionRules, SharedListeners,
     LISTENER_SLOTS,
@@ -1134,10 +1135,15 @@ fn executor_loop(
     // thread sends nothing more for the connection) until the command is served.
     let mut parked: HashMap<usize, InFlight> = HashMap::new();
     let mut next_cron = Instant::now();
+    // `latency-trace-file`: this loop's turns (src/server/latency_trace.rs).
+    let mut trace: Option<LatencyTrace> = None;
     loop {
         let hz = srv.config.settings().hz.max(1) as u64;
         if Instant::now() >= next_cron {
             srv.cron();
+            if let Some(t) = trace.as_mut() {
+                t.ship();
+            }
             limits.refresh(srv);
             next_cron = Instant::now() + Duration::from_millis(1000 / hz);
         }
@@ -1168,8 +1174,13 @@ fn executor_loop(
         };
         // Waiting for a batch touches no arena memory: a snapshot's final pause may run.
         srv.snapshot_idle_begin();
+        let wait_start = Instant::now();
         let received = rx.recv_timeout(wait);
         srv.snapshot_idle_end();
+        let cmds_before = srv.stats.total_commands_processed;
+        if let Some(t) = trace.as_mut() {
+            t.begin(wait_start.elapsed().as_micros() as u64);
+        }
         let first = match received {
             Ok(m) => Some(m),
             Err(RecvTimeoutError::Timeout) => None,
@@ -1279,12 +1290,19 @@ fn executor_loop(
             if replies.is_empty() {
                 continue;
             }
+            if let Some(tr) = trace.as_mut() {
+                tr.cur.replies_queued += replies.len() as u32;
+                tr.cur.ref_replies_queued +=
+                    replies.iter().filter(|r| !r.refs.is_empty()).count() as u32;
+            }
             let h = &threads[t];
-            h.inbox
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .replies
-                .append(replies);
+            let mut inbox = h.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            inbox.replies.append(replies);
+            if let Some(tr) = trace.as_mut() {
+                // Replies the I/O thread has not taken yet, this turn's included.
+                tr.cur.io_queue_depth += inbox.replies.len() as u32;
+            }
+            drop(inbox);
             let _ = h.waker.wake();
         }
         if srv.ks.lazyfree_pending > 0 {
@@ -1292,6 +1310,16 @@ fn executor_loop(
         }
         // Every turn, so INFO after a connection's first reply already counts it.
         sync_counters(&mut srv.stats, counters);
+        if let Some(t) = trace.as_mut() {
+            t.cur.events = handled as u32;
+            t.cur.commands = (srv.stats.total_commands_processed - cmds_before) as u32;
+            t.end();
+        }
+        // Every turn (one comparison while off): see the single loop.
+        let path = &srv.config.settings().latency_trace_file;
+        if trace.as_ref().map_or("", |t| t.path()) != path {
+            LatencyTrace::follow_config(&mut trace, path);
+        }
     }
 }
 

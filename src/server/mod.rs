@@ -5,6 +5,7 @@
 pub mod connection;
 pub mod event_loop;
 pub mod io_threads;
+pub mod latency_trace;
 pub mod listeners;
 pub mod outq;
 pub mod stream;
