@@ -228,6 +228,27 @@ impl Op {
     }
 }
 
+/// Register `index` of a sparse HLL's value, read without copying it: None when the
+/// opcodes end (or are damaged) before reaching it. The opcodes past it are not read, as
+/// [`Writer::raise`] does not read them either.
+pub fn sparse_register(v: &[u8], index: usize) -> Option<u8> {
+    let ops = v.get(HDR_BYTES..)?;
+    let (mut p, mut first) = (0usize, 0usize);
+    while p < ops.len() {
+        let op = Op::at(ops, p);
+        let span = op.span();
+        if index < first + span {
+            return Some(match op {
+                Op::Val(value, _) => value,
+                _ => 0,
+            });
+        }
+        first += span;
+        p += op.bytes();
+    }
+    None
+}
+
 /// Walks sparse registers `ops` calling `f(first_register, run, value)` for each VAL run;
 /// Corrupt unless the runs cover exactly 16384 registers (a run crossing the end is
 /// refused before anything past it is read, as patched Redis 7.0.15 does).
@@ -684,6 +705,22 @@ mod tests {
 
     fn ops(v: &[u8]) -> String {
         decode_sparse(v)
+    }
+
+    /// The in-place register read sees what a raise wrote, and nothing past damage.
+    #[test]
+    fn sparse_register_reads_what_raise_wrote() {
+        let mut w = Writer::new(&new_sparse());
+        assert_eq!(w.raise(5, 3, 3000), Ok(true));
+        assert_eq!(w.raise(9000, 7, 3000), Ok(true));
+        let v = w.into_bytes();
+        assert_eq!(sparse_register(&v, 5), Some(3));
+        assert_eq!(sparse_register(&v, 9000), Some(7));
+        assert_eq!(sparse_register(&v, 4), Some(0));
+        assert_eq!(sparse_register(&v, REGISTERS - 1), Some(0));
+        assert_eq!(sparse_register(&v, REGISTERS), None);
+        assert_eq!(sparse_register(&v[..HDR_BYTES + 2], 9000), None);
+        assert_eq!(sparse_register(&v[..4], 0), None);
     }
 
     #[test]

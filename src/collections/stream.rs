@@ -538,6 +538,72 @@ pub fn walk_node(l: &[u8], master: Id, mut f: impl FnMut(&NodeView, &EntryPos) -
     true
 }
 
+/// Walks a stored node's entries from the last to the first, deleted ones too, giving
+/// each one's ID and flags until `f` returns false (then returns false). Each entry's
+/// trailing `lp-count` says how many elements to step back to its flags, so an entry
+/// near the end costs a few steps instead of a walk over the whole node (Redis's reverse
+/// stream iterator does the same). Unchecked like [`walk_node`]: a malformed element
+/// ends the walk.
+pub fn walk_node_rev(l: &[u8], master: Id, mut f: impl FnMut(Id, i64) -> bool) -> bool {
+    let int_at = |o: usize| int_of(lp::get(l, o));
+    // The first entry starts after the master entry: count, deleted, num-fields, the
+    // fields, and its terminating 0.
+    let first_entry = (|| {
+        let mut p = lp::first(l)?;
+        p = lp::next(l, p)?;
+        p = lp::next(l, p)?;
+        let nf = usize::try_from(int_at(p)?).ok()?;
+        for _ in 0..nf.checked_add(2)? {
+            p = lp::next(l, p)?;
+        }
+        Some(p)
+    })();
+    let Some(first_entry) = first_entry else {
+        return true;
+    };
+    let mut p = lp::last(l);
+    while let Some(count_off) = p {
+        if count_off <= first_entry {
+            break;
+        }
+        let Some(back) = int_at(count_off).and_then(|n| usize::try_from(n).ok()) else {
+            break;
+        };
+        let mut flags_off = Some(count_off);
+        for _ in 0..back {
+            flags_off = flags_off.and_then(|o| lp::prev(l, o));
+            if flags_off.is_none_or(|o| o < first_entry) {
+                return true;
+            }
+        }
+        let Some(flags_off) = flags_off else {
+            break;
+        };
+        let fields = (|| {
+            let flags = int_at(flags_off)?;
+            let ms_off = lp::next(l, flags_off)?;
+            let msd = int_at(ms_off)?;
+            let seqd = int_at(lp::next(l, ms_off)?)?;
+            Some((flags, msd, seqd))
+        })();
+        let Some((flags, msd, seqd)) = fields else {
+            break;
+        };
+        let id = Id::new(
+            master.ms.wrapping_add(msd as u64),
+            master.seq.wrapping_add(seqd as u64),
+        );
+        if !f(id, flags) {
+            return false;
+        }
+        if flags_off == first_entry {
+            break;
+        }
+        p = lp::prev(l, flags_off);
+    }
+    true
+}
+
 /// An entry's field/value pairs.
 pub fn entry_pairs(l: &[u8], view: &NodeView, e: &EntryPos) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut out = Vec::with_capacity(e.num_fields);
@@ -752,30 +818,36 @@ pub fn range(
 /// The first (or last) entry's ID, tombstones included or not (Redis's streamGetEdgeID:
 /// with no entry, the first is `MAX` and the last `MIN`).
 pub fn edge_id(a: &Arena, m: &Meta, first: bool, skip_tombstones: bool) -> Id {
-    let order: Box<dyn Iterator<Item = u32>> = if first {
-        Box::new(0..m.nodes)
-    } else {
-        Box::new((0..m.nodes).rev())
-    };
-    for i in order {
+    if !first {
+        for i in (0..m.nodes).rev() {
+            let (master, node) = node_at(a, m, i);
+            let mut found = None;
+            walk_node_rev(node_lp(a, node), master, |id, flags| {
+                if !skip_tombstones || flags & FLAG_DELETED == 0 {
+                    found = Some(id);
+                }
+                found.is_none()
+            });
+            if let Some(id) = found {
+                return id;
+            }
+        }
+        return Id::MIN;
+    }
+    for i in 0..m.nodes {
         let (master, node) = node_at(a, m, i);
         let mut found = None;
         walk_node(node_lp(a, node), master, |_, e| {
             if !skip_tombstones || !e.deleted() {
                 found = Some(e.id);
             }
-            // The first wanted entry ends the walk; the last needs the whole node.
-            !(first && found.is_some())
+            found.is_none()
         });
         if let Some(id) = found {
             return id;
         }
     }
-    if first {
-        Id::MAX
-    } else {
-        Id::MIN
-    }
+    Id::MAX
 }
 
 /// The last live entry's ID (Redis's streamLastValidID): `MIN` when there is none.
@@ -1302,6 +1374,19 @@ mod tests {
             true
         });
         assert_eq!(forward, [3, 4]);
+        let mut backward = vec![];
+        assert!(walk_node_rev(lp, master, |id, flags| {
+            backward.push((id, flags));
+            true
+        }));
+        let mut expected: Vec<_> = parsed.iter().map(|w| (w.0, w.1)).collect();
+        expected.reverse();
+        assert_eq!(backward, expected);
+        assert_eq!(last_valid_id(&a, &m), Id::new(5, 0));
+        assert!(delete(&mut a, &mut m, Id::new(5, 0)));
+        assert!(delete(&mut a, &mut m, Id::new(4, 0)));
+        assert_eq!(last_valid_id(&a, &m), Id::new(3, 0));
+        assert_eq!(edge_id(&a, &m, false, false), Id::new(5, 0));
         free_all(&mut a, &m.encode());
     }
 }

@@ -146,6 +146,18 @@ fn pfadd(ctx: &mut Ctx) -> CmdResult {
         ctx.out.int((updated > 0) as i64);
         return Ok(());
     }
+    // Elements that raise no register (a repeated element, most often) leave the value as
+    // it is: read in place, without the copy an edit needs. The value becomes `raw` as
+    // Redis's dbUnshareStringValue makes it.
+    let unchanged = (2..ctx.args.len()).all(|i| {
+        let (index, count) = hll::pat_len(ctx.args.get(i));
+        hll::sparse_register(ctx.srv.ks.value(e), index).is_some_and(|old| old >= count)
+    });
+    if unchanged {
+        ctx.srv.ks.set_str_enc(e, StrEnc::Raw);
+        ctx.out.int(0);
+        return Ok(());
+    }
     let old_len = ctx.srv.ks.value(e).len();
     let mut w = Writer::new(ctx.srv.ks.value(e));
     let mut updated = 0u64;

@@ -136,12 +136,33 @@ fn nogroup_for_key(ctx: &mut Ctx, group: &[u8], key: &[u8]) -> CmdResult {
 /// Counts a change and queues its log form (nothing is queued while the log replays).
 fn emit(ctx: &mut Ctx, form: Vec<Vec<u8>>) {
     ctx.dirty(1);
-    if ctx.srv.aof.enabled && !ctx.srv.loading {
+    if propagating(ctx) {
         ctx.srv.aof.command_forms.push(form);
     }
 }
 
-fn emit_xclaim(ctx: &mut Ctx, key: &[u8], group: &[u8], g: Ref, id_arg: &[u8], n: Ref) {
+/// Whether an emitted form is kept: the forms built per delivered entry are built only
+/// then (the dirty count moves either way).
+fn propagating(ctx: &Ctx) -> bool {
+    ctx.srv.aof.enabled && !ctx.srv.loading
+}
+
+/// The ID argument of an emitted XCLAIM: the client's own bytes, or an ID printed only
+/// when the form is kept.
+enum IdArg<'a> {
+    Given(&'a [u8]),
+    Id(Id),
+}
+
+fn emit_xclaim(ctx: &mut Ctx, key: &[u8], group: &[u8], g: Ref, id_arg: IdArg, n: Ref) {
+    if !propagating(ctx) {
+        ctx.dirty(1);
+        return;
+    }
+    let id_arg = match id_arg {
+        IdArg::Given(b) => b.to_vec(),
+        IdArg::Id(id) => id.to_bytes(),
+    };
     let a = &ctx.srv.ks.arena;
     let k = sg::nack(a, n);
     let cname = sg::consumer_name(a, k.consumer).to_vec();
@@ -154,7 +175,7 @@ fn emit_xclaim(ctx: &mut Ctx, key: &[u8], group: &[u8], g: Ref, id_arg: &[u8], n
             group.to_vec(),
             cname,
             b"0".to_vec(),
-            id_arg.to_vec(),
+            id_arg,
             b"TIME".to_vec(),
             k.delivery_time_ms.to_string().into_bytes(),
             b"RETRYCOUNT".to_vec(),
@@ -168,6 +189,10 @@ fn emit_xclaim(ctx: &mut Ctx, key: &[u8], group: &[u8], g: Ref, id_arg: &[u8], n
 }
 
 fn emit_setid(ctx: &mut Ctx, key: &[u8], group: &[u8], g: Ref) {
+    if !propagating(ctx) {
+        ctx.dirty(1);
+        return;
+    }
     let gi = sg::group(&ctx.srv.ks.arena, g);
     emit(
         ctx,
@@ -702,7 +727,7 @@ fn deliver(
             }
             None => sg::pel_add(a, g, c, *id, now, 1),
         };
-        emit_xclaim(ctx, key, gname, g, &id.to_bytes(), n);
+        emit_xclaim(ctx, key, gname, g, IdArg::Id(*id), n);
     }
     if noack && moved_last {
         emit_setid(ctx, key, gname, g);
@@ -942,7 +967,7 @@ fn xclaim(ctx: &mut Ctx) -> CmdResult {
         let Some(pairs) = entry(ctx, &m, id) else {
             // The entry is gone: its pending entry goes too (and is logged going).
             if let Some(n) = n {
-                emit_xclaim(ctx, key, gname, g, ctx.args.get(at), n);
+                emit_xclaim(ctx, key, gname, g, IdArg::Given(ctx.args.get(at)), n);
                 propagate_last = false;
                 sg::pel_remove(&mut ctx.srv.ks.arena, g, id);
             }
@@ -982,7 +1007,7 @@ fn xclaim(ctx: &mut Ctx) -> CmdResult {
         };
         sg::set_delivery(a, node, delivery_ms, deliveries);
         claimed.push((id, (!justid).then_some(pairs)));
-        emit_xclaim(ctx, key, gname, g, ctx.args.get(at), node);
+        emit_xclaim(ctx, key, gname, g, IdArg::Given(ctx.args.get(at)), node);
         propagate_last = false;
     }
     if propagate_last {
@@ -1050,7 +1075,7 @@ fn xautoclaim(ctx: &mut Ctx) -> CmdResult {
         let k = sg::nack(&ctx.srv.ks.arena, n);
         let next = sg::pel_next(&ctx.srv.ks.arena, n);
         let Some(pairs) = entry(ctx, &m, k.id) else {
-            emit_xclaim(ctx, key, gname, g, &k.id.to_bytes(), n);
+            emit_xclaim(ctx, key, gname, g, IdArg::Id(k.id), n);
             sg::pel_remove(&mut ctx.srv.ks.arena, g, k.id);
             deleted.push(k.id);
             count -= 1;
@@ -1079,7 +1104,7 @@ fn xautoclaim(ctx: &mut Ctx) -> CmdResult {
         sg::set_delivery(a, n, now, deliveries);
         claimed.push((k.id, (!justid).then_some(pairs)));
         count -= 1;
-        emit_xclaim(ctx, key, gname, g, &k.id.to_bytes(), n);
+        emit_xclaim(ctx, key, gname, g, IdArg::Id(k.id), n);
         n = next;
     }
     let cursor = if n == NULL {

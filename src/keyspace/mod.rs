@@ -234,6 +234,10 @@ pub struct KeyspaceStats {
 
 pub struct Keyspace {
     pub arena: Arena,
+    /// A key's hash computed ahead (the server's pipelined prefetch): `(address, length,
+    /// hash)` of the key bytes, which stay unchanged while the hint is set; see
+    /// [`Keyspace::set_key_hash_hint`].
+    key_hash_hint: Option<(usize, usize, u64)>,
     /// The collections' value functions (see [`ValueOps`]).
     values: &'static ValueOps,
     dbs: Ref,
@@ -363,6 +367,7 @@ impl Keyspace {
         let dbs = arena.alloc(DB_HEADER_BYTES * num_dbs);
         let mut ks = Keyspace {
             arena,
+            key_hash_hint: None,
             values,
             dbs,
             num_dbs,
@@ -421,6 +426,7 @@ impl Keyspace {
         }
         let mut ks = Keyspace {
             arena,
+            key_hash_hint: None,
             values,
             dbs: dbs as Ref,
             num_dbs: image_dbs,
@@ -721,6 +727,19 @@ impl Keyspace {
         h
     }
 
+    /// Lets lookups of exactly these key bytes (same address and length) reuse the hash
+    /// [`Keyspace::prefetch_bucket`] returned for them. The caller guarantees the bytes do
+    /// not change until [`Keyspace::clear_key_hash_hint`] (they are a parsed request's
+    /// argument in the query buffer, borrowed for the whole batch).
+    #[inline]
+    pub fn set_key_hash_hint(&mut self, key: &[u8], hash: u64) {
+        self.key_hash_hint = Some((key.as_ptr() as usize, key.len(), hash));
+    }
+    #[inline]
+    pub fn clear_key_hash_hint(&mut self) {
+        self.key_hash_hint = None;
+    }
+
     /// Second stage: prefetch the first entry of the bucket chain.
     #[inline]
     pub fn prefetch_entry(&self, db: usize, hash: u64) {
@@ -731,7 +750,10 @@ impl Keyspace {
 
     /// Finds a key without expiring it or touching its access time.
     pub fn find_raw(&self, db: usize, key: &[u8]) -> Option<Ref> {
-        let h = self.arena.hash(key);
+        let h = match self.key_hash_hint {
+            Some((addr, len, h)) if addr == key.as_ptr() as usize && len == key.len() => h,
+            _ => self.arena.hash(key),
+        };
         self.read_db(db).dict.find(&self.arena, key, h)
     }
 

@@ -96,6 +96,27 @@ fn find_crlf_or_cr(buf: &[u8]) -> Option<usize> {
     }
 }
 
+/// The common header line `<type byte><1..9 digits>\r\n` read in one pass: the count and
+/// the offset of its `\r`, when the line is complete and has exactly that shape (no sign,
+/// no leading zero but `0` itself). Anything else is None and goes the general way, which
+/// gives the same value for these lines and the errors for the rest.
+#[inline]
+fn short_count_line(rest: &[u8]) -> Option<(i64, usize)> {
+    let mut v = 0i64;
+    for i in 1..rest.len().min(11) {
+        let b = rest[i];
+        if b == b'\r' {
+            let canonical = i == 2 || (i > 2 && rest[1] != b'0');
+            return (canonical && i + 1 < rest.len()).then_some((v, i));
+        }
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + (b - b'0') as i64;
+    }
+    None
+}
+
 impl RequestParser {
     pub fn new() -> RequestParser {
         RequestParser {
@@ -239,16 +260,21 @@ impl RequestParser {
 
     fn multibulk_header(&mut self, buf: &[u8], limits: &ParseLimits) -> Result<bool, String> {
         let rest = &buf[self.pos..];
-        let Some(cr) = find_crlf_or_cr(rest) else {
-            if rest.len() > INLINE_MAX_BYTES {
-                return Err("Protocol error: too big mbulk count string".into());
+        let (n, cr) = match short_count_line(rest) {
+            Some((n, cr)) => (Some(n), cr),
+            None => {
+                let Some(cr) = find_crlf_or_cr(rest) else {
+                    if rest.len() > INLINE_MAX_BYTES {
+                        return Err("Protocol error: too big mbulk count string".into());
+                    }
+                    return Ok(false);
+                };
+                if cr + 1 >= rest.len() {
+                    return Ok(false); // need the '\n'
+                }
+                (crate::util::parse_i64(&rest[1..cr]), cr)
             }
-            return Ok(false);
         };
-        if cr + 1 >= rest.len() {
-            return Ok(false); // need the '\n'
-        }
-        let n = crate::util::parse_i64(&rest[1..cr]);
         let n = match n {
             Some(n) if n <= MULTIBULK_MAX => n,
             _ => return Err("Protocol error: invalid multibulk length".into()),
@@ -270,22 +296,32 @@ impl RequestParser {
         while self.multibulk_left > 0 {
             if self.bulk_len < 0 {
                 let rest = &buf[self.pos..];
-                let Some(cr) = find_crlf_or_cr(rest) else {
-                    if rest.len() > INLINE_MAX_BYTES {
-                        return Err("Protocol error: too big bulk count string".into());
-                    }
-                    return Ok(Bulks::NeedMore);
+                let short = match rest.first() {
+                    Some(b'$') => short_count_line(rest),
+                    _ => None,
                 };
-                if cr + 1 >= rest.len() {
-                    return Ok(Bulks::NeedMore);
-                }
-                if rest[0] != b'$' {
-                    return Err(format!(
-                        "Protocol error: expected '$', got '{}'",
-                        rest[0] as char
-                    ));
-                }
-                let len = match crate::util::parse_i64(&rest[1..cr]) {
+                let (parsed, cr) = match short {
+                    Some((len, cr)) => (Some(len), cr),
+                    None => {
+                        let Some(cr) = find_crlf_or_cr(rest) else {
+                            if rest.len() > INLINE_MAX_BYTES {
+                                return Err("Protocol error: too big bulk count string".into());
+                            }
+                            return Ok(Bulks::NeedMore);
+                        };
+                        if cr + 1 >= rest.len() {
+                            return Ok(Bulks::NeedMore);
+                        }
+                        if rest[0] != b'$' {
+                            return Err(format!(
+                                "Protocol error: expected '$', got '{}'",
+                                rest[0] as char
+                            ));
+                        }
+                        (crate::util::parse_i64(&rest[1..cr]), cr)
+                    }
+                };
+                let len = match parsed {
                     Some(l) if l >= 0 && l <= limits.proto_max_bulk_len => l,
                     _ => return Err("Protocol error: invalid bulk length".into()),
                 };
@@ -359,6 +395,39 @@ mod tests {
         proto_max_bulk_len: 512 * 1024 * 1024,
         auth_required: false,
     };
+
+    /// The one-pass header read agrees with the general one wherever it answers.
+    #[test]
+    fn short_count_line_matches_the_general_read() {
+        let cases: &[&[u8]] = &[
+            b"$5\r\n",
+            b"*3\r\n",
+            b"$0\r\n",
+            b"$00\r\n",
+            b"$05\r\n",
+            b"$-1\r\n",
+            b"$123456789\r\n",
+            b"$1234567890\r\n",
+            b"$12\r",
+            b"$12",
+            b"$\r\n",
+            b"$1a\r\n",
+            b"$1\0\r\n",
+            b"$+1\r\n",
+        ];
+        for &c in cases {
+            let general = find_crlf_or_cr(c)
+                .filter(|&cr| cr + 1 < c.len())
+                .map(|cr| (crate::util::parse_i64(&c[1..cr]), cr));
+            if let Some((v, cr)) = short_count_line(c) {
+                assert_eq!(general, Some((Some(v), cr)), "{c:?}");
+            }
+        }
+        assert_eq!(short_count_line(b"$5\r\n"), Some((5, 2)));
+        assert_eq!(short_count_line(b"$123456789\r\n"), Some((123456789, 10)));
+        assert_eq!(short_count_line(b"$05\r\n"), None);
+        assert_eq!(short_count_line(b"$12\r"), None);
+    }
 
     fn args_of(p: &RequestParser, buf: &[u8]) -> Vec<Vec<u8>> {
         let src = match p.source {

@@ -206,7 +206,9 @@ pub struct EventLoop {
     poll: Poll,
     refusals: TlsRefusals,
     listeners: SharedListeners,
-    conns: Vec<Option<Conn>>,
+    /// Boxed: a connection is taken out of its slot for every batch it runs, and moving
+    /// the pointer costs nothing where moving the struct is a copy of hundreds of bytes.
+    conns: Vec<Option<Box<Conn>>>,
     free_slots: Vec<usize>,
     connected: usize,
     /// Connections with unsent output to flush before the next poll.
@@ -247,6 +249,8 @@ struct Batch {
     /// (first index in `args`, argc) per command.
     cmds: Vec<(usize, usize)>,
     hashes: Vec<u64>,
+    /// Each command's spec, as the prefetch pass looked it up (None: unknown).
+    specs: Vec<Option<&'static crate::commands::CommandSpec>>,
 }
 
 impl Batch {
@@ -300,14 +304,14 @@ fn run_batch(
     if batch.cmds.is_empty() {
         return held;
     }
+    batch.hashes.clear();
+    batch.specs.clear();
     if batch.cmds.len() > 1 {
-        batch.hashes.clear();
         for &(first, argc) in &batch.cmds {
             let args = Args::new(qbuf, &batch.args[first..first + argc]);
-            let key_first = srv
-                .commands
-                .lookup(args.get(0))
-                .is_some_and(|s| s.first_key == 1);
+            let spec = srv.commands.lookup(args.get(0));
+            batch.specs.push(spec);
+            let key_first = spec.is_some_and(|s| s.first_key == 1);
             let h = if key_first && argc >= 2 {
                 srv.ks.prefetch_bucket(client.db, args.get(1))
             } else {
@@ -326,7 +330,20 @@ fn run_batch(
             break;
         }
         let args = Args::new(qbuf, &batch.args[first..first + argc]);
+        // What the prefetch pass found is reused: the name and key bytes are in `qbuf`,
+        // borrowed unchanged for this whole call.
+        if let Some(&Some(spec)) = batch.specs.get(i) {
+            let name = args.get(0);
+            srv.pre_resolved = Some((name.as_ptr() as usize, name.len(), spec));
+        }
+        if let Some(&h) = batch.hashes.get(i) {
+            if h != 0 {
+                srv.ks.set_key_hash_hint(args.get(1), h);
+            }
+        }
         held |= exec_holding(srv, client, args, out, holds, refs);
+        srv.pre_resolved = None;
+        srv.ks.clear_key_hash_hint();
         if client.blocked {
             // The commands parsed behind a blocked one wait, in order, until it is
             // served (copied: the query buffer moves on).
@@ -733,7 +750,7 @@ impl EventLoop {
             client.slot = slot;
             let memory = client.memory.clone();
             srv.clients[slot] = Some(client);
-            self.conns[slot] = Some(Conn {
+            self.conns[slot] = Some(Box::new(Conn {
                 stream,
                 parser: RequestParser::with_big_args(BIG_ARG_BYTES),
                 qbuf: Vec::new(),
@@ -749,7 +766,7 @@ impl EventLoop {
                 memory,
                 out_peak_bytes: 0,
                 out_peak_since_ms: 0,
-            });
+            }));
             self.connected += 1;
         }
     }
@@ -878,7 +895,7 @@ impl EventLoop {
             serve: serve_while_busy,
             state: std::ptr::NonNull::from(&mut *self).cast(),
         });
-        let conn = &mut conn_owned;
+        let conn = &mut *conn_owned;
         let batch = &mut batch_owned;
         // Messages pushed to this client before these commands go out before their replies.
         if !client.pushed.is_empty() {
@@ -1234,7 +1251,7 @@ impl EventLoop {
             } else {
                 self.held.push(slot);
             }
-            if conn_released(before, self.conns[slot].as_ref())
+            if conn_released(before, self.conns[slot].as_deref())
                 && !self.pending_write.contains(&slot)
             {
                 self.pending_write.push(slot);

@@ -56,6 +56,10 @@ pub struct Server {
     pub ks: Keyspace,
     /// The last write found the arena without room (its warning is logged).
     arena_full_logged: bool,
+    /// The command table's answer for a request name looked up ahead (the pipelined
+    /// prefetch): `(address, length)` of the name bytes, unchanged while it is set, and
+    /// the spec; taken by the next lookup of exactly those bytes.
+    pub pre_resolved: Option<(usize, usize, &'static CommandSpec)>,
     pub config: Config,
     pub commands: CommandTable,
     /// Users, permissions and the ACL log (`commands::acl`).
@@ -288,6 +292,7 @@ impl Server {
         let mut srv = Server {
             ks,
             arena_full_logged: false,
+            pre_resolved: None,
             cmdstats: CommandStats::default(),
             commands,
             acl,
@@ -694,7 +699,13 @@ impl Server {
         client.last_cmd = "NULL";
         client.last_cmd_parent = None;
         let name = args.get(0);
-        let Some(spec) = self.commands.lookup(name) else {
+        let known = match self.pre_resolved.take() {
+            Some((addr, len, spec)) if addr == name.as_ptr() as usize && len == name.len() => {
+                Some(spec)
+            }
+            _ => self.commands.lookup(name),
+        };
+        let Some(spec) = known else {
             self.stats.unknown_commands += 1;
             let mut msg = b"ERR unknown command '".to_vec();
             msg.extend_from_slice(c_str(name, 128));
