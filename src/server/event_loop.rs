@@ -306,6 +306,10 @@ fn run_batch(
     }
     batch.hashes.clear();
     batch.specs.clear();
+    // The hashes below are the arena's as it is now: a command of the batch that installs
+    // another keyspace (DEBUG RELOAD of an RDB: a fresh seed) makes them stale for the
+    // commands after it.
+    let hash_seed = srv.ks.arena.hash_seed();
     if batch.cmds.len() > 1 {
         for &(first, argc) in &batch.cmds {
             let args = Args::new(qbuf, &batch.args[first..first + argc]);
@@ -337,7 +341,7 @@ fn run_batch(
             srv.pre_resolved = Some((name.as_ptr() as usize, name.len(), spec));
         }
         if let Some(&h) = batch.hashes.get(i) {
-            if h != 0 {
+            if h != 0 && srv.ks.arena.hash_seed() == hash_seed {
                 srv.ks.set_key_hash_hint(args.get(1), h);
             }
         }
