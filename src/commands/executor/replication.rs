@@ -790,7 +790,12 @@ impl Server {
         }
         let now = now_ms();
         let period_ms = self.config.settings().repl_ping_replica_period_s as i64 * 1000;
-        if !self.repl.replicas.is_empty() && now - self.repl.last_ping_ms >= period_ms {
+        // The period counts from the first replica on: a primary's stream gets its first
+        // PING one period after a replica attached, never at the next cron (which raced
+        // with offsets read right after a sync).
+        if self.repl.replicas.is_empty() {
+            self.repl.last_ping_ms = now;
+        } else if now - self.repl.last_ping_ms >= period_ms {
             self.repl.last_ping_ms = now;
             self.aof.feed_replicas_only(&[&b"PING"[..]]);
         }
