@@ -1119,3 +1119,90 @@ fn a_primary_with_io_threads_serves_replicas() {
     wait_synced(&mut p, &mut r);
     drop(stuck);
 }
+
+/// The stream written while a replica's full sync is held up goes to a temporary file once
+/// it passes 4 MiB (not the primary's memory), and reaches the replica afterwards whole and
+/// in order; the file is removed once it is sent. The replica here is a raw socket that
+/// asks for a full sync and reads nothing until the writes are done.
+#[test]
+fn the_stream_kept_during_a_long_sync_spills_to_a_file_and_arrives_in_order() {
+    use std::io::{BufRead, BufReader, Write};
+    let prim = start_cairn(&with(DEBUG, &["--repl-diskless-sync", "no"]));
+    let mut p = Raw::connect(prim.port);
+    // More payload than the socket buffers take, so the transfer stalls.
+    populate(prim.port, 20_000, 1000);
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", prim.port)).unwrap();
+    s.write_all(&encode(&[b"REPLCONF", b"listening-port", b"1"]))
+        .unwrap();
+    s.write_all(&encode(&[b"PSYNC", b"?", b"-1"])).unwrap();
+    wait_until(Duration::from_secs(30), "the transfer started", || {
+        p.info("replication", "slave0")
+            .is_some_and(|v| v.contains("state=send_bulk") || v.contains("state=online"))
+    });
+    let spilled = || {
+        std::fs::read_dir(&prim.dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("temp-repl-pending-")
+            })
+    };
+    let values: Vec<Vec<u8>> = (0..12u32)
+        .map(|k| {
+            (0..1u32 << 20)
+                .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8 ^ k as u8)
+                .collect()
+        })
+        .collect();
+    for (k, v) in values.iter().enumerate() {
+        p.cmd(&[b"SET", format!("spill{k}").as_bytes(), v]);
+        assert_eq!(p.reply(), b"+OK\r\n");
+    }
+    assert!(spilled(), "the pending stream went to a file");
+    // Now read: the header, the RDB, then the stream, which must hold the 12 SETs in order.
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut r = BufReader::with_capacity(1 << 20, s);
+    let mut line = String::new();
+    let mut next_line = |r: &mut BufReader<std::net::TcpStream>| loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        let l = line.trim_end().to_string();
+        if !l.is_empty() {
+            return l;
+        }
+    };
+    assert_eq!(next_line(&mut r), "+OK", "REPLCONF's reply");
+    assert!(next_line(&mut r).starts_with("+FULLRESYNC "));
+    let len: usize = next_line(&mut r)[1..].parse().unwrap();
+    let mut rdb = vec![0u8; len];
+    r.read_exact(&mut rdb).unwrap();
+    assert!(rdb.starts_with(b"REDIS"));
+    let mut seen = 0;
+    while seen < values.len() {
+        let head = next_line(&mut r);
+        let n: usize = head.strip_prefix('*').expect("a command").parse().unwrap();
+        let mut args = Vec::new();
+        for _ in 0..n {
+            let l = next_line(&mut r);
+            let len: usize = l.strip_prefix('$').unwrap().parse().unwrap();
+            let mut a = vec![0u8; len + 2];
+            r.read_exact(&mut a).unwrap();
+            a.truncate(len);
+            args.push(a);
+        }
+        if args[0].eq_ignore_ascii_case(b"SET") {
+            assert_eq!(args[1], format!("spill{seen}").as_bytes());
+            assert!(
+                args[2] == values[seen],
+                "SET spill{seen}'s value arrived whole"
+            );
+            seen += 1;
+        }
+    }
+    wait_until(Duration::from_secs(30), "the spill file is removed", || {
+        !spilled()
+    });
+    assert_eq!(p.call(&["PING"]), b"+PONG\r\n");
+}

@@ -13,6 +13,7 @@ pub mod aof_startup;
 pub mod blocking;
 pub mod client;
 pub mod client_memory;
+pub mod repl_pending;
 pub mod replica_link;
 pub mod replication;
 pub mod script_call;

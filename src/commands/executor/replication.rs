@@ -18,6 +18,7 @@
 //! [`RDB_OUTPUT_WINDOW_BYTES`]. Replicas that asked while the same capture had not cut yet
 //! share it.
 
+use super::repl_pending::PendingStream;
 use super::Server;
 use crate::persistence::repl_backlog::Backlog;
 use crate::persistence::snapshot::BgJob;
@@ -45,16 +46,16 @@ pub enum ReplicaState {
     /// `pending` (bounded by the replica output limit).
     WaitCapture {
         from_offset: u64,
-        pending: Vec<u8>,
+        pending: PendingStream,
     },
     /// `+FULLRESYNC` sent, the RDB going out; `pending` is the stream after the cut.
     SendingRdb {
-        pending: Vec<u8>,
+        pending: PendingStream,
     },
     /// The RDB went out in the `$EOF:` form: the stream waits for the replica's first
     /// ACK (as Redis: a replica reading up to the end mark may read past it otherwise).
     AwaitFirstAck {
-        pending: Vec<u8>,
+        pending: PendingStream,
         acked: bool,
     },
     Online,
@@ -82,6 +83,9 @@ pub struct Replica {
     pub psync: bool,
     /// REPLCONF rdb-only 1 (`redis-cli --rdb`): the RDB, then the link closes.
     pub rdb_only: bool,
+    /// Online, with the stream kept during its sync still going out (at most the full
+    /// sync's window ahead of the socket each turn); new bytes queue behind it.
+    pub draining: Option<PendingStream>,
 }
 
 enum Phase {
@@ -408,6 +412,7 @@ impl Server {
             in_sync: false,
             psync: want.is_some(),
             rdb_only: client.repl_rdb_only,
+            draining: None,
         };
         if let Some(bytes) = partial {
             self.repl.sync_partial_ok += 1;
@@ -430,7 +435,7 @@ impl Server {
         notice!("Full resync requested by replica {}", replica_name(&r));
         r.state = ReplicaState::WaitCapture {
             from_offset: self.aof.reploff,
-            pending: Vec::new(),
+            pending: self.new_pending_stream(r.client_id),
         };
         self.repl.replicas.push(r);
         None
@@ -612,16 +617,21 @@ impl Server {
         let mut over: Vec<usize> = Vec::new();
         let mut online: Vec<(usize, u64)> = Vec::new();
         for r in &mut self.repl.replicas {
-            match &mut r.state {
-                ReplicaState::Online => online.push((r.slot, r.client_id)),
+            let pending = match &mut r.state {
+                ReplicaState::Online => match r.draining.as_mut() {
+                    Some(d) => d,
+                    None => {
+                        online.push((r.slot, r.client_id));
+                        continue;
+                    }
+                },
                 ReplicaState::WaitCapture { pending, .. }
                 | ReplicaState::SendingRdb { pending }
-                | ReplicaState::AwaitFirstAck { pending, .. } => {
-                    pending.extend_from_slice(&bytes);
-                    if lim.hard_bytes > 0 && pending.len() as u64 >= lim.hard_bytes {
-                        over.push(r.slot);
-                    }
-                }
+                | ReplicaState::AwaitFirstAck { pending, .. } => pending,
+            };
+            pending.append(&bytes);
+            if lim.hard_bytes > 0 && pending.len() >= lim.hard_bytes {
+                over.push(r.slot);
             }
         }
         for (slot, id) in online {
@@ -739,16 +749,59 @@ impl Server {
             if !matches!(r.state, ReplicaState::AwaitFirstAck { acked: true, .. }) {
                 continue;
             }
-            let ReplicaState::AwaitFirstAck { pending, .. } =
+            let ReplicaState::AwaitFirstAck { mut pending, .. } =
                 std::mem::replace(&mut r.state, ReplicaState::Online)
             else {
                 continue;
             };
+            // Small: at once, as it always was. Spilled to a file: in chunks, each turn
+            // (`feed_draining`), with what arrives meanwhile queued behind.
+            let Some(all) = pending.take_all_if_in_memory() else {
+                r.draining = Some(pending);
+                continue;
+            };
             let (slot, id) = (r.slot, r.client_id);
             crate::commands::pubsub::push_to_outbox(self, slot, id, lim, |o, _| {
-                o.extend_from_slice(&pending)
+                o.extend_from_slice(&all)
             });
         }
+        self.feed_draining();
+    }
+
+    /// Online replicas still sending the stream kept during their sync: topped up while
+    /// less than the full sync's window is unsent, until it is all out.
+    fn feed_draining(&mut self) {
+        for i in 0..self.repl.replicas.len() {
+            if self.repl.replicas[i].draining.is_none() {
+                continue;
+            }
+            let (slot, id) = (self.repl.replicas[i].slot, self.repl.replicas[i].client_id);
+            while self.unsent_bytes(slot) < RDB_OUTPUT_WINDOW_BYTES {
+                let Some(d) = self.repl.replicas[i].draining.as_mut() else {
+                    break;
+                };
+                if d.is_empty() {
+                    self.repl.replicas[i].draining = None;
+                    break;
+                }
+                match d.take(RDB_CHUNK_BYTES) {
+                    Ok(chunk) => self.push_raw(slot, id, &chunk),
+                    Err(e) => {
+                        warning!("Replication: reading back the pending stream failed: {e}");
+                        self.repl.replicas[i].draining = None;
+                        self.close_soon(slot);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A syncing replica's buffer for the stream after its capture's cut.
+    fn new_pending_stream(&self, client_id: u64) -> PendingStream {
+        let dir = &self.config.settings().dir;
+        let dir = if dir.is_empty() { "." } else { dir.as_str() };
+        PendingStream::new(PathBuf::from(dir), client_id)
     }
 
     /// Cron: PINGs in the stream, newlines to replicas waiting for their capture (Redis's
@@ -1012,9 +1065,13 @@ impl Server {
                 r.in_sync = false;
                 continue;
             }
-            let skip = ((sync.cut_offset - *from_offset) as usize).min(pending.len());
-            let after_cut = pending.split_off(skip);
-            r.state = ReplicaState::SendingRdb { pending: after_cut };
+            pending.skip(sync.cut_offset - *from_offset);
+            let ReplicaState::WaitCapture { pending, .. } =
+                std::mem::replace(&mut r.state, ReplicaState::Online)
+            else {
+                continue;
+            };
+            r.state = ReplicaState::SendingRdb { pending };
             members.push((r.slot, r.client_id, r.psync));
         }
         if members.is_empty() {
@@ -1129,18 +1186,15 @@ impl Server {
                         continue;
                     }
                     r.in_sync = false;
-                    let ReplicaState::SendingRdb { pending } = std::mem::replace(
-                        &mut r.state,
-                        ReplicaState::AwaitFirstAck {
-                            pending: Vec::new(),
-                            acked: !sync.eof_form,
-                        },
-                    ) else {
+                    let ReplicaState::SendingRdb { pending } =
+                        std::mem::replace(&mut r.state, ReplicaState::Online)
+                    else {
                         continue;
                     };
-                    if let ReplicaState::AwaitFirstAck { pending: p, .. } = &mut r.state {
-                        *p = pending;
-                    }
+                    r.state = ReplicaState::AwaitFirstAck {
+                        pending,
+                        acked: !sync.eof_form,
+                    };
                     r.ack_ms = now_ms();
                     notice!("Synchronization with replica {} succeeded", replica_name(r));
                 }
