@@ -1206,3 +1206,26 @@ fn the_stream_kept_during_a_long_sync_spills_to_a_file_and_arrives_in_order() {
     });
     assert_eq!(p.call(&["PING"]), b"+PONG\r\n");
 }
+
+/// `repl-ping-replica-period` counts from the replica's arrival: a primary whose period is
+/// an hour sends no PING in the seconds after a sync (one sent at the next cron moved the
+/// offset under a promotion racing with it), and one with a 1 s period does send them.
+#[test]
+fn the_first_ping_comes_one_period_after_the_replica_attached() {
+    for (period, pings) in [("3600", false), ("1", true)] {
+        let prim = start_cairn(&with(DEBUG, &["--repl-ping-replica-period", period]));
+        let mut p = Raw::connect(prim.port);
+        p.call(&["SET", "k", "v"]);
+        let rep = start_cairn(&with(
+            DEBUG,
+            &["--replicaof", &format!("127.0.0.1 {}", prim.port)],
+        ));
+        let mut r = Raw::connect(rep.port);
+        wait_synced(&mut p, &mut r);
+        let synced = p.info_u64("replication", "master_repl_offset");
+        let moved = poll_until(Duration::from_millis(2500), || {
+            p.info_u64("replication", "master_repl_offset") != synced
+        });
+        assert_eq!(moved, pings, "period {period}");
+    }
+}

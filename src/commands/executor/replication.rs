@@ -424,7 +424,7 @@ impl Server {
                 bytes.len(),
                 want.map_or(0, |w| w.1)
             );
-            self.repl.replicas.push(r);
+            self.add_replica(r);
             return Some(out);
         }
         if want.is_some_and(|(id, _)| id != b"?") {
@@ -437,8 +437,16 @@ impl Server {
             from_offset: self.aof.reploff,
             pending: self.new_pending_stream(r.client_id),
         };
-        self.repl.replicas.push(r);
+        self.add_replica(r);
         None
+    }
+
+    /// The PING period counts from the first replica on (see `repl_cron`).
+    fn add_replica(&mut self, r: Replica) {
+        if self.repl.replicas.is_empty() {
+            self.repl.last_ping_ms = now_ms();
+        }
+        self.repl.replicas.push(r);
     }
 
     /// INFO's `slaveN:` values: `ip=..,port=..,state=..,offset=..,lag=..` (Redis's states:
@@ -843,12 +851,10 @@ impl Server {
         }
         let now = now_ms();
         let period_ms = self.config.settings().repl_ping_replica_period_s as i64 * 1000;
-        // The period counts from the first replica on: a primary's stream gets its first
-        // PING one period after a replica attached, never at the next cron (which raced
-        // with offsets read right after a sync).
-        if self.repl.replicas.is_empty() {
-            self.repl.last_ping_ms = now;
-        } else if now - self.repl.last_ping_ms >= period_ms {
+        // The period counts from the first replica on (`add_replica`): a primary's stream
+        // gets its first PING one period after a replica attached, never at the next cron
+        // (which raced with offsets read right after a sync).
+        if !self.repl.replicas.is_empty() && now - self.repl.last_ping_ms >= period_ms {
             self.repl.last_ping_ms = now;
             self.aof.feed_replicas_only(&[&b"PING"[..]]);
         }
