@@ -967,6 +967,40 @@ fn a_damaged_rdb_from_the_primary_is_refused_and_the_replica_serves_on() {
     }
 }
 
+/// A replica that asks for a full sync and then reads nothing, beside `others` replicas
+/// that read: 64 MiB of distinct writes (far past a 4 MiB `replica` limit and the socket
+/// buffers) get it dropped. Returns its socket (open until the caller drops it).
+fn stuck_replica_dropped(p: &mut Raw, port: u16, others: u64) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut stuck = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stuck
+        .write_all(&encode(&[b"REPLCONF", b"listening-port", b"1"]))
+        .unwrap();
+    stuck.write_all(&encode(&[b"PSYNC", b"?", b"-1"])).unwrap();
+    wait_until(
+        Duration::from_secs(30),
+        "the stuck replica attached",
+        || p.info_u64("replication", "connected_slaves") == others + 1,
+    );
+    let value: Vec<u8> = (0..1 << 20)
+        .map(|i: u32| (i.wrapping_mul(2654435761) >> 24) as u8)
+        .collect();
+    for i in 0..64 {
+        let key = format!("big{i}");
+        p.cmd(&[b"SET", key.as_bytes(), &value]);
+        assert_eq!(p.reply(), b"+OK\r\n");
+        if p.info_u64("replication", "connected_slaves") == others {
+            break;
+        }
+    }
+    wait_until(
+        Duration::from_secs(30),
+        "the stuck replica is dropped",
+        || p.info_u64("replication", "connected_slaves") == others,
+    );
+    stuck
+}
+
 /// A replica that stops reading falls behind past `client-output-buffer-limit replica`:
 /// the primary drops it with Redis's log line and serves on; a replica that reads is
 /// unaffected.
@@ -989,33 +1023,7 @@ fn a_replica_past_its_output_limit_is_dropped_and_the_primary_serves_on() {
     ));
     let mut g = Raw::connect(good.port);
     wait_synced(&mut p, &mut g);
-    // The stuck replica: asks for a full sync, then reads nothing.
-    let mut stuck = std::net::TcpStream::connect(("127.0.0.1", prim.port)).unwrap();
-    use std::io::Write;
-    stuck
-        .write_all(&encode(&[b"REPLCONF", b"listening-port", b"1"]))
-        .unwrap();
-    stuck.write_all(&encode(&[b"PSYNC", b"?", b"-1"])).unwrap();
-    wait_until(Duration::from_secs(30), "both replicas attached", || {
-        p.info_u64("replication", "connected_slaves") == 2
-    });
-    // 64 MiB of distinct writes: far past the 4 MiB limit and the socket buffers.
-    let value: Vec<u8> = (0..1 << 20)
-        .map(|i: u32| (i.wrapping_mul(2654435761) >> 24) as u8)
-        .collect();
-    for i in 0..64 {
-        let key = format!("big{i}");
-        p.cmd(&[b"SET", key.as_bytes(), &value]);
-        assert_eq!(p.reply(), b"+OK\r\n");
-        if p.info_u64("replication", "connected_slaves") == 1 {
-            break;
-        }
-    }
-    wait_until(
-        Duration::from_secs(30),
-        "the stuck replica is dropped",
-        || p.info_u64("replication", "connected_slaves") == 1,
-    );
+    let stuck = stuck_replica_dropped(&mut p, prim.port, 1);
     assert!(
         prim.log()
             .contains("for overcoming of output buffer limits"),
@@ -1089,32 +1097,7 @@ fn a_primary_with_io_threads_serves_replicas() {
     wait_synced(&mut p, &mut c);
     wait_synced(&mut p, &mut r);
     assert_eq!(p.info_u64("stats", "sync_partial_ok"), 2);
-    // A replica that asks for a full sync and then reads nothing.
-    let mut stuck = std::net::TcpStream::connect(("127.0.0.1", prim.port)).unwrap();
-    use std::io::Write;
-    stuck
-        .write_all(&encode(&[b"REPLCONF", b"listening-port", b"1"]))
-        .unwrap();
-    stuck.write_all(&encode(&[b"PSYNC", b"?", b"-1"])).unwrap();
-    wait_until(Duration::from_secs(30), "three replicas attached", || {
-        p.info_u64("replication", "connected_slaves") == 3
-    });
-    let value: Vec<u8> = (0..1 << 20)
-        .map(|i: u32| (i.wrapping_mul(2654435761) >> 24) as u8)
-        .collect();
-    for i in 0..64 {
-        let key = format!("big{i}");
-        p.cmd(&[b"SET", key.as_bytes(), &value]);
-        assert_eq!(p.reply(), b"+OK\r\n");
-        if p.info_u64("replication", "connected_slaves") == 2 {
-            break;
-        }
-    }
-    wait_until(
-        Duration::from_secs(30),
-        "the stuck replica is dropped",
-        || p.info_u64("replication", "connected_slaves") == 2,
-    );
+    let stuck = stuck_replica_dropped(&mut p, prim.port, 2);
     wait_synced(&mut p, &mut c);
     wait_synced(&mut p, &mut r);
     drop(stuck);

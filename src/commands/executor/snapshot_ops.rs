@@ -340,7 +340,20 @@ impl Server {
         }
         let p = params(self);
         let keys = self.ks.total_keys();
-        match crate::persistence::snapshot::save_blocking(&self.ks.arena, keys, &p) {
+        let saved = crate::persistence::snapshot::save_blocking(&self.ks.arena, keys, &p);
+        self.image_saved(saved)
+    }
+
+    /// What a blocking image save leaves: the outcome recorded, the dirty count and
+    /// LASTSAVE reset, or the failure logged.
+    fn image_saved(
+        &mut self,
+        saved: Result<
+            crate::persistence::snapshot::Outcome,
+            crate::persistence::snapshot::SnapError,
+        >,
+    ) -> Result<(), String> {
+        match saved {
             Ok(o) => {
                 self.snapshot.record(&o, false);
                 self.dirty = 0;
@@ -387,20 +400,9 @@ impl Server {
             crate::arena::Arena::new(s.arena_reserve_bytes, seed).map_err(|e| e.to_string())?;
         let empty = crate::collections::new_keyspace(arena, self.ks.num_dbs());
         let p = params(self);
-        match crate::persistence::snapshot::save_blocking(&empty.arena, 0, &p) {
-            Ok(o) => {
-                self.snapshot.record(&o, false);
-                self.dirty = 0;
-                self.lastsave_s = now_ms() / 1000;
-                self.snapshot.stats.last_bgsave_ok = true;
-                notice!("DB saved on disk");
-                Ok(())
-            }
-            Err(e) => {
-                warning!("Failed saving the DB: {e}");
-                Err(e.to_string())
-            }
-        }
+        let saved = crate::persistence::snapshot::save_blocking(&empty.arena, 0, &p);
+        self.image_saved(saved)
+            .inspect(|_| notice!("DB saved on disk"))
     }
 
     /// SAVE with `snapshot-format rdb`: the live keyspace written as an RDB to
