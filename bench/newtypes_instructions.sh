@@ -1,5 +1,5 @@
 #!/bin/bash
-# Server instructions per request for the XREADGROUP and PFADD rows of bench/newtypes.py,
+# Server instructions per request for the XREADGROUP, PFADD and XADD rows of bench/newtypes.py,
 # cairn against redis-server 7, counted by valgrind's callgrind (exact and independent of the
 # load on a shared machine; user space only, so the socket system calls are not in it).
 # Each server runs under callgrind, is preloaded like bench/newtypes.py does (the stream is
@@ -7,7 +7,7 @@
 # redis-benchmark command line is run with the counters zeroed before and dumped after.
 #
 # Usage: bash bench/newtypes_instructions.sh [CAIRN_BINARY] [REQUESTS] [STREAM_ENTRIES]
-# (TESTS="PFADD", PIPELINES="16", KINDS="cairn" pick a subset; KEEP=/tmp/cg keeps the callgrind files.)
+# (TESTS="PFADD XADD", PIPELINES="16", KINDS="cairn" pick a subset; KEEP=/tmp/cg keeps the callgrind files.)
 set -eu
 BIN=${1:-target/release/cairn-server}
 N=${2:-20000}
@@ -33,6 +33,7 @@ for test in ${TESTS:-XREADGROUP PFADD}; do
   case $test in
     XREADGROUP) R=1; CMD=(XREADGROUP GROUP g c COUNT 1 STREAMS s '>') ;;
     PFADD) R=100; CMD=(PFADD 'hll:__rand_int__' '__rand_int__') ;;
+    XADD) R=16; CMD=(XADD 's:__rand_int__' '*' f 0123456789abcdef) ;;
   esac
   for P in ${PIPELINES:-1 16}; do
     for kind in ${KINDS:-cairn redis}; do
