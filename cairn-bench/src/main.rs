@@ -1,5 +1,5 @@
 use cairn_bench::cli::{Cli, Cmd};
-use cairn_bench::{aof_seed, compare, replica_vs, report, scenario};
+use cairn_bench::{aof_seed, compare, replica_vs, report, scenario, uffd_probe};
 use clap::Parser;
 use std::process::ExitCode;
 
@@ -23,6 +23,20 @@ fn main() -> ExitCode {
         eprintln!("cairn-bench: give a scenario (run, snapshot, snapshot-vs, replica-vs, aof, aof-seed, noise, tiering) or --compare A B; see --help");
         return ExitCode::from(2);
     };
+    let probe = match cmd {
+        Cmd::UffdProbe(a) => Some(uffd_probe::run(a)),
+        Cmd::UffdProbeChild(a) => Some(uffd_probe::child(a)),
+        _ => None,
+    };
+    if let Some(r) = probe {
+        return match r {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("cairn-bench: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let result = match cmd {
         Cmd::Run(a) => scenario::run(a),
         Cmd::Snapshot(a) => scenario::snapshot(a),
@@ -32,6 +46,7 @@ fn main() -> ExitCode {
         Cmd::AofSeed(a) => aof_seed::run(a),
         Cmd::Noise(a) => scenario::noise(a),
         Cmd::Tiering(a) => scenario::tiering(a),
+        Cmd::UffdProbe(_) | Cmd::UffdProbeChild(_) => unreachable!("handled above"),
     };
     match result {
         Ok(rep) => {
