@@ -20,23 +20,9 @@ fn main() -> ExitCode {
         };
     }
     let Some(cmd) = &cli.cmd else {
-        eprintln!("cairn-bench: give a scenario (run, snapshot, snapshot-vs, replica-vs, aof, aof-seed, noise, tiering) or --compare A B; see --help");
+        eprintln!("cairn-bench: give a scenario (run, snapshot, snapshot-vs, replica-vs, aof, aof-seed, noise, tiering, uffd-probe) or --compare A B; see --help");
         return ExitCode::from(2);
     };
-    let probe = match cmd {
-        Cmd::UffdProbe(a) => Some(uffd_probe::run(a)),
-        Cmd::UffdProbeChild(a) => Some(uffd_probe::child(a)),
-        _ => None,
-    };
-    if let Some(r) = probe {
-        return match r {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("cairn-bench: {e}");
-                ExitCode::from(2)
-            }
-        };
-    }
     let result = match cmd {
         Cmd::Run(a) => scenario::run(a),
         Cmd::Snapshot(a) => scenario::snapshot(a),
@@ -46,7 +32,9 @@ fn main() -> ExitCode {
         Cmd::AofSeed(a) => aof_seed::run(a),
         Cmd::Noise(a) => scenario::noise(a),
         Cmd::Tiering(a) => scenario::tiering(a),
-        Cmd::UffdProbe(_) | Cmd::UffdProbeChild(_) => unreachable!("handled above"),
+        // No server and no report: the probe prints its own table.
+        Cmd::UffdProbe(a) => return probe_exit(uffd_probe::run(a)),
+        Cmd::UffdProbeChild(a) => return probe_exit(uffd_probe::child(a)),
     };
     match result {
         Ok(rep) => {
@@ -70,6 +58,16 @@ fn main() -> ExitCode {
                 ExitCode::from(3)
             }
         }
+        Err(e) => {
+            eprintln!("cairn-bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn probe_exit(r: Result<(), String>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("cairn-bench: {e}");
             ExitCode::from(2)
