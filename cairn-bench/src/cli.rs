@@ -49,6 +49,61 @@ pub enum Cmd {
     Noise(NoiseArgs),
     /// Zipf reads over a data set larger than maxmemory.
     Tiering(TieringArgs),
+    /// No server: what one synchronous write-protect fault costs the writing thread with
+    /// the fault handler and a streaming reader in this process or in a helper process.
+    UffdProbe(UffdProbeArgs),
+    /// The helper process of `uffd-probe` (started by it).
+    #[command(hide = true)]
+    UffdProbeChild(UffdProbeChildArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct UffdProbeArgs {
+    /// Region size (MiB), populated before each run.
+    #[arg(long, default_value_t = 1024)]
+    pub mib: usize,
+    /// Faulting stores per second (open loop).
+    #[arg(long, default_value_t = 20000)]
+    pub rate: u64,
+    /// Seconds per run (fewer if half the region's pages would be written first).
+    #[arg(long, default_value_t = 3.0)]
+    pub secs: f64,
+    /// Rounds; each runs every placement once, in the order given.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Comma-separated placements: a, a0, a1, n, b, c, c0, c1, u, us, ur, v, vs, vr (see the module's documentation or
+    /// BENCHMARKS.md, "Where a write fault's time goes").
+    #[arg(long, default_value = "a,a0,n,b,c,c0")]
+    pub placements: String,
+    /// The writer's CPU (the executor's, in cairn).
+    #[arg(long, default_value_t = 0)]
+    pub writer_cpu: usize,
+    /// The handler lifts a protection without waking the writer, then wakes it with
+    /// UFFDIO_WAKE, and reports the wake's time apart.
+    #[arg(long)]
+    pub split_wake: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct UffdProbeChildArgs {
+    #[arg(long)]
+    pub ctl_fd: i32,
+    #[arg(long)]
+    pub parent: u32,
+    #[arg(long)]
+    pub base: u64,
+    #[arg(long)]
+    pub len: u64,
+    #[arg(long)]
+    pub uffd_fd: Option<i32>,
+    #[arg(long)]
+    pub handler_cpu: Option<usize>,
+    #[arg(long)]
+    pub reader_away_from: usize,
+    #[arg(long)]
+    pub no_reader: bool,
+    #[arg(long)]
+    pub split_wake: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -12,4 +12,5 @@ pub mod report;
 pub mod resp;
 pub mod scenario;
 pub mod stats;
+pub mod uffd_probe;
 pub mod values;

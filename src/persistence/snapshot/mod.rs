@@ -69,12 +69,12 @@ const FINAL_WALK_THREADS: usize = 1;
 pub(super) const PARALLEL_COPY_MIN_BYTES: usize = 1 << 20;
 /// `auto` finishes with the freeze-free variant only when the final pause is predicted
 /// to exceed the budget this many times. The freeze-free variant makes every first write
-/// to a page wait for the handler and its `UFFDIO_WRITEPROTECT`, whose TLB shootdown is
-/// an IPI when another CPU runs one of our threads; over a multi-GB stream that is tens
-/// of thousands of such stalls and client tails far above one pause a few times the
-/// budget (figures: BENCHMARKS.md, "Snapshot vs Redis at 1M, 4M and 8M keys", "auto's 8×
-/// switch factor"). Where the passes cannot converge at all (writes outpace the stream), the
-/// pause would be far larger and the switch pays off.
+/// to a page wait for a round trip to the handler (~15–20 µs here, mostly waking threads;
+/// BENCHMARKS.md, "Where a synchronous write fault's time goes"); over a multi-GB stream
+/// that is tens of thousands of such stalls and client tails far above one pause a few
+/// times the budget (figures: BENCHMARKS.md, "Snapshot vs Redis at 1M, 4M and 8M keys",
+/// "auto's 8× switch factor"). Where the passes cannot converge at all (writes outpace
+/// the stream), the pause would be far larger and the switch pays off.
 pub const AUTO_SYNC_FACTOR: u64 = 8;
 /// Environment switch that makes userfaultfd look refused (tests of the fallback path).
 pub const ENV_NO_UFFD: &str = "CAIRN_SNAPSHOT_NO_UFFD";
