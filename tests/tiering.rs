@@ -1138,7 +1138,9 @@ fn a_damaged_page_of_a_cold_collection_names_the_key_and_the_rest_is_served() {
                 && r.contains("checksum mismatch"),
             "{r}"
         );
-        assert!(server_log(&dir).contains(&format!("Tiered read of key '{k}' failed")));
+        wait_until(DEADLINE, "the failed read is logged", || {
+            server_log(&dir).contains(&format!("Tiered read of key '{k}' failed"))
+        });
         assert_eq!(state(&mut rc, k), "cold");
         assert_eq!(rc.call(&["TYPE", k]), rp.call(&["TYPE", k]));
     }
@@ -1190,16 +1192,19 @@ fn a_truncated_tier_file_fails_reads_by_key_and_never_serves_zeros() {
     let mut raw = Raw::connect(srv.port);
     let values = dataset(5000, 53);
     load(&mut raw, &values);
-    // Quiet: no write in flight, memory under the offload line (no copy is dropped
-    // without more memory use), so the states read now are those at the cut.
-    wait_until(
-        DEADLINE,
-        "no write in flight, memory under the line",
-        || {
-            raw.info_u64("tiered", "tiered_pending_stash_cnt") == 0
-                && used_memory(&mut raw) < MAXMEMORY / 2
-        },
+    // Quiet: the offload line raised above memory use (no copy is dropped, no value is
+    // written) and no write in flight, so the states read now are those at the cut and
+    // nothing extends the file after it.
+    wait_until(DEADLINE, "memory under the offload line", || {
+        used_memory(&mut raw) < MAXMEMORY / 2
+    });
+    assert_eq!(
+        raw.call(&["CONFIG", "SET", "tiered-offload-threshold", "0.05"]),
+        b"+OK\r\n"
     );
+    wait_until(DEADLINE, "no write in flight", || {
+        raw.info_u64("tiered", "tiered_pending_stash_cnt") == 0
+    });
     let keys: Vec<String> = (0..values.len()).map(|i| format!("k{i}")).collect();
     let before = states(&mut raw, &keys);
     let cold: Vec<usize> = (0..keys.len()).filter(|&i| before[i] == "cold").collect();
@@ -1215,15 +1220,23 @@ fn a_truncated_tier_file_fails_reads_by_key_and_never_serves_zeros() {
     wait_until(DEADLINE, "the server saw the truncation", || {
         raw.info_u64("tiered", "tiered_file_truncations") >= 1
     });
-    assert!(server_log(&dir).contains("was truncated to 0 bytes"));
+    wait_until(DEADLINE, "the truncation is logged", || {
+        server_log(&dir).contains("was truncated to ")
+    });
     // Reads past the end: short reads, each naming its key; the value stays cold.
+    for &i in &cold[..50] {
+        let k = &keys[i];
+        let r = show(&raw.call(&["GET", k]));
+        assert!(
+            r.starts_with(&format!("-ERR tiered read of key '{k}' failed: short read"))
+                && r.contains("the tier file ends before the record (truncated)"),
+            "{r}"
+        );
+    }
     let k = &keys[cold[0]];
-    let r = show(&raw.call(&["GET", k]));
-    assert!(
-        r.starts_with(&format!("-ERR tiered read of key '{k}' failed: short read")),
-        "{r}"
-    );
-    assert!(server_log(&dir).contains(&format!("Tiered read of key '{k}' failed")));
+    wait_until(DEADLINE, "the failed read is logged", || {
+        server_log(&dir).contains(&format!("Tiered read of key '{k}' failed"))
+    });
     assert_eq!(state(&mut raw, k), "cold");
     // Hot keys and new writes are served meanwhile.
     let mut b = Raw::connect(srv.port);
@@ -1231,6 +1244,10 @@ fn a_truncated_tier_file_fails_reads_by_key_and_never_serves_zeros() {
     assert_eq!(b.call(&["GET", "fresh"]), b"$1\r\nv\r\n");
     // New values stashed after the cut extend the file again, past the old records'
     // pages: those now read as a hole of zeros, which the page checksums refuse.
+    assert_eq!(
+        raw.call(&["CONFIG", "SET", "tiered-offload-threshold", "0.5"]),
+        b"+OK\r\n"
+    );
     let more = dataset(3000, 59);
     let more_cmds: Vec<Vec<Vec<u8>>> = more
         .iter()
@@ -1283,8 +1300,9 @@ fn a_deleted_tier_file_keeps_serving_through_its_open_descriptor() {
     wait_until(DEADLINE, "the server saw the deletion", || {
         raw.info_u64("tiered", "tiered_file_deleted") == 1
     });
-    let log = server_log(&dir);
-    assert!(log.contains("was deleted under the server"), "{log}");
+    wait_until(DEADLINE, "the deletion is logged", || {
+        server_log(&dir).contains("was deleted under the server")
+    });
     // Every value reads back exactly (cold ones through the open descriptor), twice,
     // and new values are stashed and read back too.
     check_all(&mut raw, &values);
