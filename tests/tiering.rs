@@ -933,6 +933,28 @@ fn collections_go_cold_and_every_command_answers_as_without_tiering() {
         &["ZRANGE", &z[0], "0", "-1", "WITHSCORES"],
     );
     same_str(&mut rc, &mut rp, &["EXEC"]);
+    // Keys a command does not declare (a script's, SORT's BY / GET patterns) are read
+    // on the spot by the fallback, collections as strings.
+    let sync = rc.info_u64("tiered", "tiered_sync_reads");
+    let (s, l) = (cold_of(&mut rc, "s", n), cold_of(&mut rc, "l", n));
+    assert!(h.len() >= 4 && !s.is_empty() && !l.is_empty());
+    let scripts = [
+        ("return redis.call('HGETALL', ARGV[1])", &h[2]),
+        ("return redis.call('SMEMBERS', ARGV[1])", &s[0]),
+        ("return redis.call('RPUSH', ARGV[1], 'x')", &l[0]),
+    ];
+    for (script, k) in scripts {
+        same_str(&mut rc, &mut rp, &["EVAL", script, "0", k]);
+        same_str(&mut rc, &mut rp, &["DUMP", k]);
+    }
+    // SORT ... BY <hash>->field: the pattern's hashes are cold.
+    same_str(&mut rc, &mut rp, &["RPUSH", "ids", &h[3][1..], &h[1][1..]]);
+    same_str(
+        &mut rc,
+        &mut rp,
+        &["SORT", "ids", "BY", "h*->f0", "ALPHA", "GET", "h*->f1"],
+    );
+    assert!(rc.info_u64("tiered", "tiered_sync_reads") >= sync + 4);
     let usage = show(&rc.call(&["MEMORY", "USAGE", &h[1]]));
     let usage: u64 = usage.trim().trim_start_matches(':').parse().unwrap();
     assert!(usage > 600, "MEMORY USAGE {usage}");
