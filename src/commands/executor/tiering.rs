@@ -74,6 +74,8 @@ pub struct TierState {
     open_page_steps: u32,
     /// Where the sweep of the cooled queue goes on.
     sweep_pos: usize,
+    /// When the offload last looked at the file (ms).
+    file_checked_ms: i64,
     pub counters: TierCounters,
 }
 
@@ -137,6 +139,7 @@ pub fn start(srv: &mut Server) -> Result<(), String> {
         scan_cursor: 0,
         open_page_steps: 0,
         sweep_pos: 0,
+        file_checked_ms: 0,
         counters: TierCounters::default(),
     }));
     Ok(())
@@ -439,15 +442,21 @@ impl Server {
     /// (bounded per call). A copy whose entry changed since is stale: its place is freed.
     /// A copy placed before the file was last found cut is not dropped: the entry stays
     /// in RAM as a hot value (written again by the pass) and the place is freed. The
-    /// file is looked at (one `fstat`) before any copy is dropped, so a truncation is
-    /// seen before the copies it cut are relied on.
+    /// file is looked at (one `fstat`, at most once a millisecond) before copies are
+    /// dropped, so a truncation is seen before the copies it cut are relied on.
     pub(crate) fn tiering_offload(&mut self) {
         let line = self.offload_line();
         let Some(mut t) = self.tiering.take() else {
             return;
         };
         if !t.store.cooled.is_empty() && self.used_memory() > line {
-            t.store.check_file();
+            // At most once a millisecond: a loop turn under pressure would otherwise pay
+            // a system call each.
+            let now = crate::util::now_ms();
+            if now != t.file_checked_ms {
+                t.file_checked_ms = now;
+                t.store.check_file();
+            }
         }
         let gen = t.store.generation();
         let mut budget = DROP_BUDGET;
