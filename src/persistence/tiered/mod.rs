@@ -611,6 +611,39 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_file_moves_the_generation_on_and_a_deleted_one_is_reported_once() {
+        let dir = std::env::temp_dir().join(format!("cairn-tier-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let prefix = dir.join("t").display().to_string();
+        let mut t = TierStore::open(&prefix, 1 << 20).unwrap();
+        assert!(!t.check_file());
+        assert_eq!((t.generation(), t.file.truncations), (0, 0));
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&t.path)
+            .unwrap();
+        f.set_len(8192).unwrap();
+        assert!(t.check_file(), "a shorter file is a cut");
+        assert_eq!(
+            (t.generation(), t.file.truncations, t.file.last_len),
+            (1, 1, 8192)
+        );
+        assert!(!t.check_file(), "the same length again is no new cut");
+        // Writes past the end extend it; a later cut below that is a new one.
+        f.set_len(1 << 20).unwrap();
+        assert!(!t.check_file());
+        f.set_len(0).unwrap();
+        assert!(t.check_file());
+        assert_eq!(t.generation(), 2);
+        assert!(!t.file.deleted);
+        std::fs::remove_file(&t.path).unwrap();
+        assert!(!t.check_file());
+        assert!(t.file.deleted);
+        drop(t);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn values_written_read_back_exactly_and_shared_reads_are_one() {
         let dir = std::env::temp_dir().join(format!("cairn-tier-unit-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
