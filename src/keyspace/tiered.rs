@@ -1,11 +1,12 @@
 //! The keyspace's side of SSD tiering: an entry whose value (a string, or a collection
 //! in a single-block encoding) lives only in the tier file ("cold") keeps its key, TTL,
-//! access time, kind and encoding byte in the arena; its value field holds a 16-byte [`ColdStub`] (where the record is in the file)
-//! instead of the bytes. The keyspace never does I/O itself: deleting or overwriting a
-//! cold entry records its location in [`TierMeta::freed`] for the executor to give back
-//! to the bookkeeper, and a lookup that needs the value of a cold entry the executor did
-//! not bring back first reads it through [`ColdReader`] (the fallback for keys a command
-//! does not declare: scripts' undeclared keys, SORT's BY / GET patterns).
+//! access time, kind and encoding byte in the arena; its value field holds a 16-byte
+//! [`ColdStub`] (where the record is in the file) instead of the bytes. The keyspace
+//! never does I/O itself: deleting or overwriting a cold entry records its location in
+//! [`TierMeta::freed`] for the executor to give back to the bookkeeper, and a lookup
+//! that needs the value of a cold entry the executor did not bring back first reads it
+//! through [`ColdReader`] (the fallback for keys a command does not declare: scripts'
+//! undeclared keys, SORT's BY / GET patterns).
 //!
 //! Entry flag bits used here (bits 0 and 1 are the keyspace's own):
 //! - [`FLAG_COLD`]: the value field is a stub, the bytes are only on disk.

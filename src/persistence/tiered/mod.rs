@@ -107,7 +107,8 @@ pub struct TierStore {
     pending_stash_pages: u64,
     /// The executor's descriptor of the file, for `fstat` only (see [`TierStore::check_file`]).
     probe: std::fs::File,
-    /// The preallocated length, and the smallest length seen since the last check.
+    /// The preallocated length, and the length last seen (a shorter one is a cut;
+    /// writes past the end after a cut make it grow again).
     file_len: u64,
     seen_len: u64,
     /// Bumped each time the file is found shorter than before.
@@ -121,8 +122,9 @@ pub struct FileHealth {
     /// The file's name was removed (st_nlink 0): reads and writes go on through the
     /// open descriptors.
     pub deleted: bool,
-    /// Times the file was found shorter than before, and its length then.
+    /// Times the file was found shorter than before.
     pub truncations: u64,
+    /// Its length at the last check.
     pub last_len: u64,
 }
 
