@@ -632,3 +632,721 @@ fn a_flush_gives_the_whole_file_back() {
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Runs `cmds` pipelined in batches, each expected to answer a reply starting with `ok`;
+/// the writes refused with -OOM (the disk has not caught up) are sent again, exactly
+/// those, once memory went down (a refused write changed nothing).
+fn run_all(raw: &mut Raw, cmds: &[Vec<Vec<u8>>], ok: &[u8]) {
+    let mut pending: Vec<usize> = (0..cmds.len()).collect();
+    let mut rounds = 0;
+    while !pending.is_empty() {
+        rounds += 1;
+        assert!(rounds < 2000, "the tier never made room");
+        let mut refused = Vec::new();
+        for chunk in pending.chunks(100) {
+            let mut buf = Vec::new();
+            for &i in chunk {
+                let parts: Vec<&[u8]> = cmds[i].iter().map(Vec::as_slice).collect();
+                buf.extend_from_slice(&encode(&parts));
+            }
+            raw.send(&buf);
+            for &i in chunk {
+                let r = raw.reply();
+                if r.starts_with(b"-OOM") {
+                    refused.push(i);
+                } else {
+                    assert!(r.starts_with(ok), "command {i}: {}", show(&r));
+                }
+            }
+            if !refused.is_empty() {
+                wait_until(DEADLINE, "memory goes below maxmemory again", || {
+                    used_memory(raw) + 64 * 1024 < MAXMEMORY
+                });
+            }
+        }
+        pending = refused;
+    }
+}
+
+/// The DEBUG TIERED-STATE of each key, pipelined.
+fn states(raw: &mut Raw, keys: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(keys.len());
+    for chunk in keys.chunks(500) {
+        let mut buf = Vec::new();
+        for k in chunk {
+            buf.extend_from_slice(&encode(&[b"DEBUG", b"TIERED-STATE", k.as_bytes()]));
+        }
+        raw.send(&buf);
+        for _ in chunk {
+            out.push(
+                show(&raw.reply())
+                    .trim()
+                    .trim_start_matches('+')
+                    .to_string(),
+            );
+        }
+    }
+    out
+}
+
+/// Collections in single-block encodings, each command creating one key whole: `h<i>`
+/// listpack hashes, `s<i>` listpack sets, `i<i>` intsets, `z<i>` listpack sorted sets
+/// and `l<i>` inline lists, `n` of each, 600 to 1000 bytes apiece.
+fn collection_cmds(n: usize, seed: u64) -> Vec<Vec<Vec<u8>>> {
+    let mut rng = Lcg(seed);
+    let word = |rng: &mut Lcg, i: usize, j: usize| -> Vec<u8> {
+        let len = 20 + rng.below(20) as usize;
+        let mut w = format!("{i}-{j}-").into_bytes();
+        w.extend((w.len()..len).map(|_| b'a' + rng.below(26) as u8));
+        w
+    };
+    let mut cmds = Vec::new();
+    for i in 0..n {
+        let fields = 16 + rng.below(8) as usize;
+        let mut h = vec![b"HSET".to_vec(), format!("h{i}").into_bytes()];
+        let mut s = vec![b"SADD".to_vec(), format!("s{i}").into_bytes()];
+        let mut is = vec![b"SADD".to_vec(), format!("i{i}").into_bytes()];
+        let mut z = vec![b"ZADD".to_vec(), format!("z{i}").into_bytes()];
+        let mut l = vec![b"RPUSH".to_vec(), format!("l{i}").into_bytes()];
+        for j in 0..fields {
+            h.push(format!("f{j}").into_bytes());
+            h.push(word(&mut rng, i, j));
+            s.push(word(&mut rng, i, j));
+            // Beyond 32 bits: 8-byte intset entries.
+            is.push(format!("{}", 5_000_000_000u64 + rng.below(1 << 40)).into_bytes());
+            // Integral and fractional scores, some equal.
+            let score = if j % 3 == 0 {
+                format!("{}", rng.below(100))
+            } else {
+                format!("{}.{}", rng.below(100), rng.below(1000))
+            };
+            z.push(score.into_bytes());
+            z.push(word(&mut rng, i, j));
+            l.push(word(&mut rng, i, j));
+        }
+        cmds.extend([h, s, is, z, l]);
+    }
+    cmds
+}
+
+/// Starts a tiered server holding `n` collections of each single-block kind (plus
+/// strings `k<i>` for pressure), and a plain cairn (no tiering, no maxmemory) holding the
+/// same collections, for comparison.
+fn tiered_collections(dir: &Path, n: usize) -> (Srv, ServerProc, Raw, Raw) {
+    let srv = start_tiered(dir, &[]);
+    let plain = start_cairn(&["--save", ""]);
+    let mut rc = Raw::connect(srv.port);
+    let mut rp = Raw::connect(plain.port);
+    let cmds = collection_cmds(n, 41);
+    run_all(&mut rc, &cmds, b":");
+    run_all(&mut rp, &cmds, b":");
+    // Strings after them: the collections, older, go cold first.
+    load(&mut rc, &dataset(3000, 43));
+    (srv, plain, rc, rp)
+}
+
+/// Keys of prefix `p` (among `p0..p<n>`) that are cold now.
+fn cold_of(raw: &mut Raw, p: &str, n: usize) -> Vec<String> {
+    let keys: Vec<String> = (0..n).map(|i| format!("{p}{i}")).collect();
+    let st = states(raw, &keys);
+    keys.into_iter()
+        .zip(st)
+        .filter(|(_, s)| s == "cold")
+        .map(|(k, _)| k)
+        .collect()
+}
+
+#[test]
+fn collections_go_cold_and_every_command_answers_as_without_tiering() {
+    let dir = temp_dir("tiering-coll");
+    let n = 600;
+    let (srv, _plain, mut rc, mut rp) = tiered_collections(&dir, n);
+    // "@" is a fresh cold key of the prefix's kind (checked cold just before), "%" the
+    // same key again, "#" a second fresh cold key.
+    let families: &[(&str, &[&[&str]])] = &[
+        (
+            "h",
+            &[
+                &["HGETALL", "@"],
+                &["HGET", "@", "f3"],
+                &["HMGET", "@", "f1", "nope", "f7"],
+                &["HKEYS", "@"],
+                &["HVALS", "@"],
+                &["HLEN", "@"],
+                &["HEXISTS", "@", "f2"],
+                &["HSTRLEN", "@", "f5"],
+                &["HSCAN", "@", "0", "COUNT", "100"],
+                &["DUMP", "@"],
+                &["TYPE", "@"],
+                &["OBJECT", "ENCODING", "@"],
+                &["HSET", "@", "f1", "changed", "new", "field"],
+                &["HDEL", "@", "f2", "f3"],
+                &["HINCRBY", "@", "ctr", "7"],
+                &["HINCRBYFLOAT", "@", "flt", "1.5"],
+                &["HSETNX", "@", "f4", "x"],
+                &["COPY", "@", "hcopy"],
+                &["RENAME", "@", "hrenamed"],
+                &["SORT", "@", "ALPHA"],
+            ],
+        ),
+        (
+            "s",
+            &[
+                &["SMEMBERS", "@"],
+                &["SCARD", "@"],
+                &["SISMEMBER", "@", "nope"],
+                &["SMISMEMBER", "@", "a", "b"],
+                &["SINTER", "@", "#"],
+                &["SUNION", "@", "#"],
+                &["SDIFF", "@", "#"],
+                &["SINTERCARD", "2", "@", "#"],
+                &["SSCAN", "@", "0", "COUNT", "100"],
+                &["DUMP", "@"],
+                &["TYPE", "@"],
+                &["OBJECT", "ENCODING", "@"],
+                &["SADD", "@", "new", "member"],
+                &["SREM", "@", "new"],
+                &["SMOVE", "@", "#", "member"],
+                &["SUNIONSTORE", "sdest", "@", "#"],
+                &["SORT", "@", "ALPHA"],
+            ],
+        ),
+        (
+            "i",
+            &[
+                &["SMEMBERS", "@"],
+                &["SCARD", "@"],
+                &["SISMEMBER", "@", "5"],
+                &["SINTER", "@", "#"],
+                &["DUMP", "@"],
+                &["OBJECT", "ENCODING", "@"],
+                &["SADD", "@", "12"],
+                &["SADD", "@", "text"],
+                &["SREM", "@", "12"],
+                &["SORT", "@"],
+            ],
+        ),
+        (
+            "z",
+            &[
+                &["ZRANGE", "@", "0", "-1", "WITHSCORES"],
+                &["ZREVRANGE", "@", "0", "5", "WITHSCORES"],
+                &["ZRANGEBYSCORE", "@", "10", "60", "WITHSCORES"],
+                &["ZRANGE", "@", "(20", "+inf", "BYSCORE", "LIMIT", "1", "3"],
+                &["ZCARD", "@"],
+                &["ZCOUNT", "@", "10", "50"],
+                &["ZSCORE", "@", "nope"],
+                &["ZRANK", "@", "nope"],
+                &["ZSCAN", "@", "0", "COUNT", "100"],
+                &["DUMP", "@"],
+                &["TYPE", "@"],
+                &["OBJECT", "ENCODING", "@"],
+                &["ZADD", "@", "5", "new"],
+                &["ZINCRBY", "@", "2.5", "new"],
+                &["ZREM", "@", "new"],
+                &["ZPOPMIN", "@", "2"],
+                &["ZPOPMAX", "@"],
+                &["ZREMRANGEBYRANK", "@", "0", "1"],
+                &["ZUNIONSTORE", "zdest", "2", "@", "#"],
+            ],
+        ),
+        (
+            "l",
+            &[
+                &["LRANGE", "@", "0", "-1"],
+                &["LLEN", "@"],
+                &["LINDEX", "@", "3"],
+                &["LINDEX", "@", "-1"],
+                &["LPOS", "@", "nope"],
+                &["DUMP", "@"],
+                &["TYPE", "@"],
+                &["OBJECT", "ENCODING", "@"],
+                &["LPUSH", "@", "head"],
+                &["RPUSH", "@", "tail"],
+                &["LPOP", "@"],
+                &["RPOP", "@", "2"],
+                &["LSET", "@", "1", "set"],
+                &["LINSERT", "@", "BEFORE", "nope", "x"],
+                &["LREM", "@", "0", "nope"],
+                &["LTRIM", "@", "1", "-2"],
+                &["LMOVE", "@", "#", "LEFT", "RIGHT"],
+                &["SORT", "@", "ALPHA"],
+            ],
+        ),
+    ];
+    let reads_of = |rc: &mut Raw| rc.info_u64("tiered", "tiered_reads");
+    for (prefix, cmds) in families {
+        let mut cold = cold_of(&mut rc, prefix, n).into_iter();
+        assert!(
+            cold.len() >= 2 * cmds.len(),
+            "{prefix}: {} cold",
+            cold.len()
+        );
+        for c in cmds.iter() {
+            let a = cold.next().unwrap();
+            let b = cold.next().unwrap();
+            assert_eq!(state(&mut rc, &a), "cold", "{a}");
+            assert_eq!(state(&mut rc, &b), "cold", "{b}");
+            let parts: Vec<&str> = c
+                .iter()
+                .map(|p| match *p {
+                    "@" => a.as_str(),
+                    "#" => b.as_str(),
+                    p => p,
+                })
+                .collect();
+            let reads = reads_of(&mut rc);
+            let misses = rc.info_u64("tiered", "tiered_misses");
+            same_str(&mut rc, &mut rp, &parts);
+            let read = reads_of(&mut rc) > reads;
+            if matches!(parts[0], "TYPE" | "OBJECT") {
+                assert!(!read, "{parts:?} read the value");
+                assert_eq!(state(&mut rc, &a), "cold", "{parts:?}");
+            } else {
+                assert!(read, "{parts:?} read nothing");
+                assert!(rc.info_u64("tiered", "tiered_misses") > misses);
+            }
+            // What the command left, byte for byte (DUMP is the value's encoding).
+            for k in [
+                a.as_str(),
+                b.as_str(),
+                "hcopy",
+                "hrenamed",
+                "sdest",
+                "zdest",
+            ] {
+                same_str(&mut rc, &mut rp, &["DUMP", k]);
+                same_str(&mut rc, &mut rp, &["OBJECT", "ENCODING", k]);
+            }
+        }
+    }
+    // A transaction over cold collections, and MEMORY USAGE / DEBUG OBJECT on one.
+    let h = cold_of(&mut rc, "h", n);
+    let z = cold_of(&mut rc, "z", n);
+    assert!(h.len() >= 2 && !z.is_empty());
+    same_str(&mut rc, &mut rp, &["MULTI"]);
+    same_str(&mut rc, &mut rp, &["HGETALL", &h[0]]);
+    same_str(&mut rc, &mut rp, &["ZADD", &z[0], "3", "tx"]);
+    same_str(
+        &mut rc,
+        &mut rp,
+        &["ZRANGE", &z[0], "0", "-1", "WITHSCORES"],
+    );
+    same_str(&mut rc, &mut rp, &["EXEC"]);
+    // Keys a command does not declare (a script's, SORT's BY / GET patterns) are read
+    // on the spot by the fallback, collections as strings.
+    let sync = rc.info_u64("tiered", "tiered_sync_reads");
+    let (s, l) = (cold_of(&mut rc, "s", n), cold_of(&mut rc, "l", n));
+    assert!(h.len() >= 4 && !s.is_empty() && !l.is_empty());
+    let scripts = [
+        ("return redis.call('HGETALL', ARGV[1])", &h[2]),
+        ("return redis.call('SMEMBERS', ARGV[1])", &s[0]),
+        ("return redis.call('RPUSH', ARGV[1], 'x')", &l[0]),
+    ];
+    for (script, k) in scripts {
+        same_str(&mut rc, &mut rp, &["EVAL", script, "0", k]);
+        same_str(&mut rc, &mut rp, &["DUMP", k]);
+    }
+    // SORT ... BY <hash>->field: the pattern's hashes are cold.
+    same_str(&mut rc, &mut rp, &["RPUSH", "ids", &h[3][1..], &h[1][1..]]);
+    same_str(
+        &mut rc,
+        &mut rp,
+        &["SORT", "ids", "BY", "h*->f0", "ALPHA", "GET", "h*->f1"],
+    );
+    assert!(rc.info_u64("tiered", "tiered_sync_reads") >= sync + 4);
+    let usage = show(&rc.call(&["MEMORY", "USAGE", &h[1]]));
+    let usage: u64 = usage.trim().trim_start_matches(':').parse().unwrap();
+    assert!(usage > 600, "MEMORY USAGE {usage}");
+    assert!(show(&rc.call(&["DEBUG", "OBJECT", &h[1]])).contains("encoding:listpack"));
+    // Every collection of every kind still reads the same as without tiering.
+    for p in ["h", "s", "i", "z", "l"] {
+        for i in 0..n {
+            same_str(&mut rc, &mut rp, &["DUMP", &format!("{p}{i}")]);
+        }
+    }
+    assert_eq!(rc.info_u64("tiered", "tiered_read_errors"), 0);
+    assert!(rc.info_u64("tiered", "tiered_hits") > 0);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn cold_collections_are_typed_deleted_and_expired_without_reading_them() {
+    let dir = temp_dir("tiering-coll-del");
+    let n = 600;
+    let (srv, _plain, mut rc, mut rp) = tiered_collections(&dir, n);
+    let kinds = [
+        ("h", "hash", "listpack"),
+        ("s", "set", "hashtable"),
+        ("i", "set", "intset"),
+        ("z", "zset", "listpack"),
+        ("l", "list", "quicklist"),
+    ];
+    let mut cold: Vec<Vec<String>> = kinds.iter().map(|(p, ..)| cold_of(&mut rc, p, n)).collect();
+    for (c, (p, ..)) in cold.iter().zip(&kinds) {
+        assert!(c.len() >= 40, "{p}: only {} cold", c.len());
+    }
+    assert!(rc.info_u64("tiered", "tiered_entries") >= 200);
+    let reads = rc.info_u64("tiered", "tiered_reads");
+    for (c, (p, ty, enc)) in cold.iter_mut().zip(&kinds) {
+        for k in c.drain(..10) {
+            assert_eq!(rc.call(&["EXISTS", &k]), b":1\r\n");
+            assert_eq!(show(&rc.call(&["TYPE", &k])), format!("+{ty}\r\n"), "{k}");
+            assert_eq!(
+                show(&rc.call(&["OBJECT", "ENCODING", &k])),
+                format!("${}\r\n{enc}\r\n", enc.len()),
+                "{k}"
+            );
+            assert_eq!(rc.call(&["TTL", &k]), b":-1\r\n");
+            assert_eq!(rc.call(&["EXPIRE", &k, "1000"]), b":1\r\n");
+            assert_eq!(rc.call(&["PERSIST", &k]), b":1\r\n");
+            assert_eq!(state(&mut rc, &k), "cold");
+            assert_eq!(rc.call(&["DEL", &k]), b":1\r\n", "{p}");
+            assert_eq!(rp.call(&["DEL", &k]), b":1\r\n");
+        }
+        let (a, b) = (c.remove(0), c.remove(0));
+        assert_eq!(rc.call(&["UNLINK", &a]), b":1\r\n");
+        assert_eq!(rp.call(&["UNLINK", &a]), b":1\r\n");
+        // A plain SET replaces it without reading it.
+        assert_eq!(rc.call(&["SET", &b, "now a string"]), b"+OK\r\n");
+        assert_eq!(rp.call(&["SET", &b, "now a string"]), b"+OK\r\n");
+    }
+    assert_eq!(
+        rc.info_u64("tiered", "tiered_reads"),
+        reads,
+        "no read for EXISTS / TYPE / OBJECT ENCODING / TTL / EXPIRE / PERSIST / DEL / UNLINK / SET"
+    );
+    // Keys for the expiry and conversion checks below.
+    let (e1, e2) = (cold[1].remove(0), cold[3].remove(0));
+    let (hz, zz) = (cold[0].remove(0), cold[3].remove(0));
+    // Their places go back to the bookkeeper. Small records share pages (a page is free
+    // with its last record), so every cold collection goes, with the pass held from
+    // writing more (the offload line raised above memory use) and no write in flight.
+    assert_eq!(
+        rc.call(&["CONFIG", "SET", "tiered-offload-threshold", "0.05"]),
+        b"+OK\r\n"
+    );
+    wait_until(DEADLINE, "no write in flight", || {
+        rc.info_u64("tiered", "tiered_pending_stash_cnt") == 0
+    });
+    let allocated = rc.info_u64("tiered", "tiered_allocated_bytes");
+    for c in cold.iter_mut() {
+        for k in c.drain(..) {
+            assert_eq!(rc.call(&["DEL", &k]), b":1\r\n");
+            assert_eq!(rp.call(&["DEL", &k]), b":1\r\n");
+        }
+    }
+    wait_until(DEADLINE, "the deleted collections' pages are free", || {
+        rc.info_u64("tiered", "tiered_allocated_bytes") < allocated
+    });
+    assert_eq!(
+        rc.call(&["CONFIG", "SET", "tiered-offload-threshold", "0.5"]),
+        b"+OK\r\n"
+    );
+    // Expiry of cold collections, lazy and active: gone without a read.
+    let reads = rc.info_u64("tiered", "tiered_reads");
+    assert_eq!(state(&mut rc, &e1), "cold");
+    assert_eq!(state(&mut rc, &e2), "cold");
+    assert_eq!(rc.call(&["PEXPIRE", &e1, "1"]), b":1\r\n");
+    assert_eq!(rc.call(&["PEXPIRE", &e2, "1"]), b":1\r\n");
+    wait_until(DEADLINE, "both expired", || {
+        rc.call(&["EXISTS", &e1, &e2]) == b":0\r\n"
+    });
+    assert_eq!(rp.call(&["DEL", &e1, &e2]), b":2\r\n");
+    assert_eq!(
+        rc.info_u64("tiered", "tiered_reads"),
+        reads,
+        "expiry read nothing"
+    );
+    // A collection that converts to a multi-block encoding is read back first and then
+    // never tiered again.
+    let long = "v".repeat(100);
+    same_str(&mut rc, &mut rp, &["HSET", &hz, "long", &long]);
+    same_str(&mut rc, &mut rp, &["ZADD", &zz, "1", &long]);
+    same_str(&mut rc, &mut rp, &["OBJECT", "ENCODING", &hz]);
+    same_str(&mut rc, &mut rp, &["OBJECT", "ENCODING", &zz]);
+    // The offload line brought down under memory use: the pass writes every value it
+    // may tier and their RAM copies go, until all that is left in RAM is what is not
+    // tiered.
+    assert_eq!(
+        rc.call(&["CONFIG", "SET", "tiered-offload-threshold", "0.9"]),
+        b"+OK\r\n"
+    );
+    let remaining: Vec<String> = ["h", "z"]
+        .iter()
+        .flat_map(|p| (0..n).map(move |i| format!("{p}{i}")))
+        .filter(|k| *k != hz && *k != zz)
+        // Not the ones replaced by short strings above.
+        .filter(|k| !rc.call(&["TYPE", k]).starts_with(b"+string"))
+        .collect();
+    let went_cold = poll_until(DEADLINE, || {
+        states(&mut rc, &remaining)
+            .iter()
+            .all(|s| s == "cold" || s.starts_with("-ERR"))
+    });
+    if !went_cold {
+        let mut st = states(&mut rc, &remaining);
+        st.sort();
+        st.dedup();
+        panic!("single-block collections left in RAM: {st:?}");
+    }
+    assert_eq!(state(&mut rc, &zz), "hot", "a skiplist is not tiered");
+    assert_eq!(state(&mut rc, &hz), "hot", "a hashtable is not tiered");
+    same_str(&mut rc, &mut rp, &["ZRANGE", &zz, "0", "-1", "WITHSCORES"]);
+    assert_eq!(
+        rc.call(&["CONFIG", "SET", "tiered-offload-threshold", "0.5"]),
+        b"+OK\r\n"
+    );
+    // Everything left reads the same as without tiering.
+    for (p, ..) in &kinds {
+        for i in 0..n {
+            let k = format!("{p}{i}");
+            if k == hz {
+                same_unordered(&mut rc, &mut rp, &["HGETALL", &k]);
+            } else {
+                same_str(&mut rc, &mut rp, &["DUMP", &k]);
+            }
+        }
+    }
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_damaged_page_of_a_cold_collection_names_the_key_and_the_rest_is_served() {
+    let dir = temp_dir("tiering-coll-crc");
+    let n = 400;
+    let (srv, _plain, mut rc, mut rp) = tiered_collections(&dir, n);
+    let h = cold_of(&mut rc, "h", n);
+    let z = cold_of(&mut rc, "z", n);
+    assert!(h.len() >= 2 && !z.is_empty());
+    // A device error on one read: that command fails naming the key, the value stays
+    // cold and the next read returns it.
+    assert_eq!(rc.call(&["DEBUG", "TIERED-FAIL", "1", "0"]), b"+OK\r\n");
+    let r = show(&rc.call(&["HGETALL", &h[0]]));
+    assert!(
+        r.starts_with(&format!("-ERR tiered read of key '{}' failed: ", h[0])),
+        "{r}"
+    );
+    assert_eq!(state(&mut rc, &h[0]), "cold");
+    same_str(&mut rc, &mut rp, &["HGETALL", &h[0]]);
+    // Hot values to check against afterwards, then every written page damaged.
+    // (the strings `tiered_collections` loaded last), kept in RAM from now on (the
+    // offload line raised above memory use).
+    assert_eq!(
+        rc.call(&["CONFIG", "SET", "tiered-offload-threshold", "0.05"]),
+        b"+OK\r\n"
+    );
+    let strings = dataset(3000, 43);
+    let hot: Vec<usize> = (0..strings.len())
+        .rev()
+        .filter(|i| state(&mut rc, &format!("k{i}")) != "cold")
+        .take(20)
+        .collect();
+    assert!(!hot.is_empty());
+    let path = dir.join("tier-0000.ssd");
+    let mut file = std::fs::read(&path).unwrap();
+    for page in file.chunks_mut(4096) {
+        if page.iter().any(|&b| b != 0) {
+            page[4000] ^= 0x5a;
+        }
+    }
+    std::fs::write(&path, &file).unwrap();
+    for (k, cmd) in [(&h[1], "HGETALL"), (&z[0], "ZCARD")] {
+        let r = show(&rc.call(&[cmd, k]));
+        assert!(
+            r.starts_with(&format!("-ERR tiered read of key '{k}' failed: "))
+                && r.contains("checksum mismatch"),
+            "{r}"
+        );
+        wait_until(DEADLINE, "the failed read is logged", || {
+            server_log(&dir).contains(&format!("Tiered read of key '{k}' failed"))
+        });
+        assert_eq!(state(&mut rc, k), "cold");
+        assert_eq!(rc.call(&["TYPE", k]), rp.call(&["TYPE", k]));
+    }
+    // Every value that was in RAM is served, and new writes are taken.
+    let mut b = Raw::connect(srv.port);
+    for &i in &hot {
+        assert_eq!(
+            b.call(&["GET", &format!("k{i}")]),
+            bulk(&strings[i]),
+            "k{i}"
+        );
+    }
+    assert_eq!(b.call(&["HSET", "fresh", "f", "v"]), b":1\r\n");
+    assert_eq!(
+        b.call(&["HGETALL", "fresh"]),
+        b"*2\r\n$1\r\nf\r\n$1\r\nv\r\n"
+    );
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// GETs `k<i>` for every value, pipelined: each reply is the value or the named-key read
+/// error (never other bytes). Returns the keys that failed.
+fn exact_or_error(raw: &mut Raw, values: &[Vec<u8>]) -> Vec<usize> {
+    let mut failed = Vec::new();
+    for (c, chunk) in values.chunks(200).enumerate() {
+        let mut buf = Vec::new();
+        for i in 0..chunk.len() {
+            buf.extend_from_slice(&encode(&[b"GET", format!("k{}", c * 200 + i).as_bytes()]));
+        }
+        raw.send(&buf);
+        for (i, v) in chunk.iter().enumerate() {
+            let i = c * 200 + i;
+            let r = raw.reply();
+            if r != bulk(v) {
+                let prefix = format!("-ERR tiered read of key 'k{i}' failed: ");
+                assert!(show(&r).starts_with(&prefix), "k{i}: {}", show(&r));
+                failed.push(i);
+            }
+        }
+    }
+    failed
+}
+
+#[test]
+fn a_truncated_tier_file_fails_reads_by_key_and_never_serves_zeros() {
+    let dir = temp_dir("tiering-trunc");
+    let srv = start_tiered(&dir, &[]);
+    let mut raw = Raw::connect(srv.port);
+    let values = dataset(5000, 53);
+    load(&mut raw, &values);
+    // Quiet: the offload line raised above memory use (no copy is dropped, no value is
+    // written) and no write in flight, so the states read now are those at the cut and
+    // nothing extends the file after it.
+    wait_until(DEADLINE, "memory under the offload line", || {
+        used_memory(&mut raw) < MAXMEMORY / 2
+    });
+    assert_eq!(
+        raw.call(&["CONFIG", "SET", "tiered-offload-threshold", "0.05"]),
+        b"+OK\r\n"
+    );
+    wait_until(DEADLINE, "no write in flight", || {
+        raw.info_u64("tiered", "tiered_pending_stash_cnt") == 0
+    });
+    let keys: Vec<String> = (0..values.len()).map(|i| format!("k{i}")).collect();
+    let before = states(&mut raw, &keys);
+    let cold: Vec<usize> = (0..keys.len()).filter(|&i| before[i] == "cold").collect();
+    assert!(cold.len() > 1000, "only {} cold", cold.len());
+    // Cut the file to nothing under the running server.
+    let path = dir.join("tier-0000.ssd");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    wait_until(DEADLINE, "the server saw the truncation", || {
+        raw.info_u64("tiered", "tiered_file_truncations") >= 1
+    });
+    wait_until(DEADLINE, "the truncation is logged", || {
+        server_log(&dir).contains("was truncated to ")
+    });
+    // Reads past the end: short reads, each naming its key; the value stays cold.
+    for &i in &cold[..50] {
+        let k = &keys[i];
+        let r = show(&raw.call(&["GET", k]));
+        assert!(
+            r.starts_with(&format!("-ERR tiered read of key '{k}' failed: short read"))
+                && r.contains("the tier file ends before the record (truncated)"),
+            "{r}"
+        );
+    }
+    let k = &keys[cold[0]];
+    wait_until(DEADLINE, "the failed read is logged", || {
+        server_log(&dir).contains(&format!("Tiered read of key '{k}' failed"))
+    });
+    assert_eq!(state(&mut raw, k), "cold");
+    // Hot keys and new writes are served meanwhile.
+    let mut b = Raw::connect(srv.port);
+    assert_eq!(b.call(&["SET", "fresh", "v"]), b"+OK\r\n");
+    assert_eq!(b.call(&["GET", "fresh"]), b"$1\r\nv\r\n");
+    // New values stashed after the cut extend the file again, past the old records'
+    // pages: those now read as a hole of zeros, which the page checksums refuse.
+    assert_eq!(
+        raw.call(&["CONFIG", "SET", "tiered-offload-threshold", "0.5"]),
+        b"+OK\r\n"
+    );
+    let more = dataset(3000, 59);
+    let more_cmds: Vec<Vec<Vec<u8>>> = more
+        .iter()
+        .enumerate()
+        .map(|(i, v)| vec![b"SET".to_vec(), format!("m{i}").into_bytes(), v.clone()])
+        .collect();
+    run_all(&mut raw, &more_cmds, b"+OK");
+    let mkeys: Vec<String> = (0..more.len()).map(|i| format!("m{i}")).collect();
+    assert!(
+        states(&mut raw, &mkeys)
+            .iter()
+            .filter(|s| *s == "cold")
+            .count()
+            > 300,
+        "values went cold after the cut"
+    );
+    assert!(raw.info_u64("tiered", "tiered_file_bytes") > 0);
+    // Every old key: its exact bytes, or the named-key error, never zeros. Those in RAM
+    // when the file was cut (hot, cooled or being written) read back exactly: a copy
+    // whose disk copy was cut is kept in memory.
+    let failed = exact_or_error(&mut raw, &values);
+    assert!(failed.len() >= cold.len() / 2, "{} failed", failed.len());
+    for &i in &failed {
+        assert_eq!(before[i], "cold", "k{i} was {} and is lost", before[i]);
+    }
+    let log = server_log(&dir);
+    assert!(
+        log.contains("checksum mismatch") || failed.len() == cold.len(),
+        "no read of a hole"
+    );
+    // The values written after the cut read back exactly.
+    for (i, v) in more.iter().enumerate() {
+        assert_eq!(raw.call(&["GET", &format!("m{i}")]), bulk(v), "m{i}");
+    }
+    assert_eq!(b.call(&["PING"]), b"+PONG\r\n");
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_deleted_tier_file_keeps_serving_through_its_open_descriptor() {
+    let dir = temp_dir("tiering-unlink");
+    let srv = start_tiered(&dir, &[]);
+    let mut raw = Raw::connect(srv.port);
+    let values = dataset(5000, 61);
+    load(&mut raw, &values);
+    assert!(raw.info_u64("tiered", "tiered_entries") > 1000);
+    assert_eq!(raw.info_u64("tiered", "tiered_file_deleted"), 0);
+    std::fs::remove_file(dir.join("tier-0000.ssd")).unwrap();
+    wait_until(DEADLINE, "the server saw the deletion", || {
+        raw.info_u64("tiered", "tiered_file_deleted") == 1
+    });
+    wait_until(DEADLINE, "the deletion is logged", || {
+        server_log(&dir).contains("was deleted under the server")
+    });
+    // Every value reads back exactly (cold ones through the open descriptor), twice,
+    // and new values are stashed and read back too.
+    check_all(&mut raw, &values);
+    let more = dataset(3000, 67);
+    let more_cmds: Vec<Vec<Vec<u8>>> = more
+        .iter()
+        .enumerate()
+        .map(|(i, v)| vec![b"SET".to_vec(), format!("m{i}").into_bytes(), v.clone()])
+        .collect();
+    run_all(&mut raw, &more_cmds, b"+OK");
+    check_all(&mut raw, &values);
+    for (i, v) in more.iter().enumerate() {
+        assert_eq!(raw.call(&["GET", &format!("m{i}")]), bulk(v), "m{i}");
+    }
+    assert_eq!(raw.info_u64("tiered", "tiered_read_errors"), 0);
+    // Warned once.
+    assert_eq!(
+        server_log(&dir)
+            .matches("was deleted under the server")
+            .count(),
+        1
+    );
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -88,6 +88,21 @@ pub fn release_value(a: &mut Arena, kind: Kind, value: &[u8]) -> bool {
     false
 }
 
+/// Whether a value is one contiguous block that owns nothing outside its entry, so its
+/// bytes alone are the whole value (what SSD tiering writes as one blob): strings, and
+/// collections in an inline encoding (listpack hashes, sets, sorted sets and lists;
+/// intsets). Quicklists, hashtables, skiplists and streams own out-of-line blocks.
+pub fn single_block(kind: Kind, value: &[u8]) -> bool {
+    match kind {
+        Kind::String => true,
+        Kind::List => !value.is_empty() && !list::is_quicklist(value),
+        Kind::Hash => !value.is_empty() && !hash::is_ht(value),
+        Kind::ZSet => !value.is_empty() && !zset::is_sl(value),
+        Kind::Set => !value.is_empty() && !set::is_ht(value),
+        Kind::Stream => false,
+    }
+}
+
 /// Number of out-of-line blocks a value owns (for MEMORY USAGE and lazy-free decisions).
 pub fn out_of_line_bytes(a: &Arena, kind: Kind, value: &[u8]) -> u64 {
     if kind == Kind::List && list::is_quicklist(value) {

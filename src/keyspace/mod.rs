@@ -315,7 +315,9 @@ pub fn entry_size(a: &Arena, e: Ref) -> usize {
 /// entry. Returns true if the value went to the graveyard.
 fn release_entry_value(a: &mut Arena, values: &ValueOps, e: Ref) -> bool {
     let kind = a.bytes(e, OFF_KIND, 1)[0];
-    if kind == Kind::String as u8 {
+    // A cold collection's value field is a stub: only single-block (inline) encodings
+    // are tiered, and they own nothing outside the entry.
+    if kind == Kind::String as u8 || entry_flags(a, e) & tiered::FLAG_COLD != 0 {
         return false;
     }
     let (kl, vl) = (entry_key_len(a, e), entry_val_len(a, e));

@@ -1,11 +1,12 @@
-//! The keyspace's side of SSD tiering: an entry whose string value lives only in the
-//! tier file ("cold") keeps its key, TTL, access time, kind and encoding byte in the
-//! arena; its value field holds a 16-byte [`ColdStub`] (where the record is in the file)
-//! instead of the bytes. The keyspace never does I/O itself: deleting or overwriting a
-//! cold entry records its location in [`TierMeta::freed`] for the executor to give back
-//! to the bookkeeper, and a lookup that needs the value of a cold entry the executor did
-//! not bring back first reads it through [`ColdReader`] (the fallback for keys a command
-//! does not declare: scripts' undeclared keys, SORT's BY / GET patterns).
+//! The keyspace's side of SSD tiering: an entry whose value (a string, or a collection
+//! in a single-block encoding) lives only in the tier file ("cold") keeps its key, TTL,
+//! access time, kind and encoding byte in the arena; its value field holds a 16-byte
+//! [`ColdStub`] (where the record is in the file) instead of the bytes. The keyspace
+//! never does I/O itself: deleting or overwriting a cold entry records its location in
+//! [`TierMeta::freed`] for the executor to give back to the bookkeeper, and a lookup
+//! that needs the value of a cold entry the executor did not bring back first reads it
+//! through [`ColdReader`] (the fallback for keys a command does not declare: scripts'
+//! undeclared keys, SORT's BY / GET patterns).
 //!
 //! Entry flag bits used here (bits 0 and 1 are the keyspace's own):
 //! - [`FLAG_COLD`]: the value field is a stub, the bytes are only on disk.
@@ -154,14 +155,17 @@ impl Keyspace {
         )))
     }
 
-    /// Drops a string entry's RAM copy: the value field becomes `stub` (the bytes are on
-    /// disk there). Key, TTL, access time and encoding byte stay. Not a change of the
-    /// value (no WATCH, no notification). Returns the new entry.
+    /// Drops an entry's RAM copy: the value field becomes `stub` (the bytes are on disk
+    /// there). Key, TTL, access time, kind and encoding byte stay, so TYPE and OBJECT
+    /// ENCODING answer without reading. The value is a string or a collection in a
+    /// single-block encoding (nothing outside the entry, so nothing else to free). Not
+    /// a change of the value (no WATCH, no notification). Returns the new entry.
     pub fn make_cold(&mut self, db: usize, e: Ref, stub: ColdStub) -> Ref {
-        debug_assert!(self.kind(e) == Kind::String && !self.is_cold(e));
+        debug_assert!(!self.is_cold(e) && self.kind(e) != Kind::Stream);
         let key = self.key(e).to_vec();
+        let kind = self.kind(e);
         let (enc, lru, expire) = (self.enc(e), self.lru(e), self.expire_at(e));
-        let n = self.write_new_entry(&key, Kind::String, enc, &stub.encode(), expire, lru);
+        let n = self.write_new_entry(&key, kind, enc, &stub.encode(), expire, lru);
         self.arena.bytes_mut(n, OFF_FLAGS, 1)[0] |= FLAG_COLD;
         // The old block's value (inline, or its out-of-line block) goes now.
         if entry_flags(&self.arena, e) & FLAG_BIG != 0 {
@@ -182,8 +186,9 @@ impl Keyspace {
         debug_assert!(self.is_cold(e));
         let stub = self.cold_stub(e).expect("cold");
         let key = self.key(e).to_vec();
+        let kind = self.kind(e);
         let (enc, lru, expire) = (self.enc(e), self.lru(e), self.expire_at(e));
-        let n = self.write_new_entry(&key, Kind::String, enc, value, expire, lru);
+        let n = self.write_new_entry(&key, kind, enc, value, expire, lru);
         self.arena.bytes_mut(n, OFF_FLAGS, 1)[0] |= FLAG_COOLED;
         self.swap_entry_block(db, e, n);
         self.tier.cold_entries = self.tier.cold_entries.saturating_sub(1);

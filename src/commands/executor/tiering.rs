@@ -2,19 +2,20 @@
 //! clients wait for which read, and what the tier cannot cover yet (refused).
 //!
 //! - **Gate** (`tiering_gate`, in the pipeline before a top-level command runs): when a
-//!   key the command names holds a cold string, the reads of all its cold keys start
+//!   key the command names holds a cold value, the reads of all its cold keys start
 //!   (one I/O per value, shared by concurrent readers) and the client is parked as a
 //!   blocked client is: its reply and its later commands wait, every other client is
 //!   served. When its last read ends the command runs again from the start, on values
 //!   back in RAM. EXEC waits for the keys of every queued command. Commands that never
-//!   read a value (DEL, UNLINK, EXISTS, TYPE, TTL, EXPIRE..., a SET without GET) run at once and
-//!   leave cold values cold: a deleted or overwritten cold value only frees its place
-//!   in the bookkeeper.
+//!   read a value (DEL, UNLINK, EXISTS, TYPE, TTL, EXPIRE..., OBJECT ENCODING, a SET
+//!   without GET) run at once and leave cold values cold: a deleted or overwritten cold
+//!   value only frees its place in the bookkeeper.
 //! - **Pass** (`tiering_step`, bounded: a fixed number of hash buckets per call, from
-//!   cron and from each busy turn): walks the databases marking string entries of at
-//!   least `tiered-min-value-size`; any access clears the mark; an entry still marked
-//!   when the pass comes round is written to disk ("stashed") while memory is above
-//!   [`STASH_START`] of the offload line, and keeps its RAM copy ("cooled").
+//!   cron and from each busy turn): walks the databases marking entries of at least
+//!   `tiered-min-value-size` bytes whose value is one block (strings; listpack hashes,
+//!   sets, sorted sets and lists; intsets); any access clears the mark; an entry still
+//!   marked when the pass comes round is written to disk ("stashed") while memory is
+//!   above [`STASH_START`] of the offload line, and keeps its RAM copy ("cooled").
 //! - **Offload**: above the offload line (`maxmemory` × (1 − `tiered-offload-threshold`))
 //!   the RAM copies of cooled values are dropped, oldest first, without I/O.
 
@@ -54,7 +55,8 @@ struct Waiting {
 
 #[derive(Default, Debug, Clone)]
 pub struct TierCounters {
-    /// String values a command found in RAM / had to read from disk.
+    /// Tierable values (strings, single-block collections) a command found in RAM / had
+    /// to read from disk.
     pub hits: u64,
     pub misses: u64,
     /// Values read back into RAM, and RAM copies dropped.
@@ -72,11 +74,17 @@ pub struct TierState {
     open_page_steps: u32,
     /// Where the sweep of the cooled queue goes on.
     sweep_pos: usize,
+    /// When the offload last looked at the file (ms).
+    file_checked_ms: i64,
     pub counters: TierCounters,
 }
 
 /// Commands that never read a value: they run on cold entries as they are.
 fn needs_no_value(spec: &CommandSpec, args: Args) -> bool {
+    // OBJECT ENCODING answers from the entry's encoding byte, which a cold entry keeps.
+    if args.len() == 3 && args.is(0, "object") && args.is(1, "encoding") {
+        return true;
+    }
     match spec.name {
         "del" | "unlink" | "exists" | "type" | "ttl" | "pttl" | "expiretime" | "pexpiretime"
         | "expire" | "pexpire" | "expireat" | "pexpireat" | "persist" | "touch" | "dbsize" => true,
@@ -84,6 +92,14 @@ fn needs_no_value(spec: &CommandSpec, args: Args) -> bool {
         "set" => !(3..args.len()).any(|i| args.get(i).eq_ignore_ascii_case(b"get")),
         _ => false,
     }
+}
+
+/// Whether a value is tiered: a string or a single-block collection (one blob each, see
+/// `collections::single_block`) of `min` to [`MAX_TIERED_VALUE_BYTES`] bytes. A
+/// collection that converted to a multi-block encoding stays in RAM.
+fn tierable(kind: Kind, value: &[u8], min: usize) -> bool {
+    (min..=MAX_TIERED_VALUE_BYTES).contains(&value.len())
+        && crate::collections::single_block(kind, value)
 }
 
 /// Commands refused while tiering is on: each would write an image, a log or a stream
@@ -123,6 +139,7 @@ pub fn start(srv: &mut Server) -> Result<(), String> {
         scan_cursor: 0,
         open_page_steps: 0,
         sweep_pos: 0,
+        file_checked_ms: 0,
         counters: TierCounters::default(),
     }));
     Ok(())
@@ -216,7 +233,7 @@ impl Server {
             let Some(e) = self.ks.find_raw(db, &key) else {
                 continue;
             };
-            if self.ks.kind(e) != Kind::String || self.ks.is_expired(e, now_ms) {
+            if self.ks.is_expired(e, now_ms) {
                 continue;
             }
             match self.ks.cold_stub(e) {
@@ -228,7 +245,7 @@ impl Server {
                     }
                     cold_keys.push((db, key));
                 }
-                None if self.ks.value(e).len() >= min => t.counters.hits += 1,
+                None if tierable(self.ks.kind(e), self.ks.value(e), min) => t.counters.hits += 1,
                 None => {}
             }
         }
@@ -266,11 +283,13 @@ impl Server {
         }
         for r in std::mem::take(&mut self.ks.tier.rewarmed) {
             t.counters.uploads += 1;
+            let gen = t.store.generation();
             t.store.cooled.push_front(Placed {
                 db: r.db,
                 key: r.key,
                 stub: r.stub,
                 value_hash: r.value_hash,
+                gen,
             });
         }
         let upload_line = {
@@ -308,6 +327,7 @@ impl Server {
                                 key,
                                 stub,
                                 value_hash,
+                                gen: t.store.generation(),
                             };
                             // Memory short: this copy is the first to go again.
                             if fits {
@@ -362,15 +382,16 @@ impl Server {
     }
 
     /// A value's write ended: it becomes cooled if the entry still holds exactly the
-    /// bytes written; otherwise its place is freed.
+    /// bytes written and the file was not cut since the write was placed; otherwise its
+    /// place is freed (the value stays in RAM, to be written again).
     fn stash_done(&mut self, t: &mut TierState, p: Placed, ok: bool) {
+        let ok = ok && p.gen == t.store.generation();
         let e = self.ks.find_raw(p.db, &p.key);
         if let Some(e) = e {
             self.ks.set_tier_bits(e, FLAG_STASHING, false);
         }
         let current = e.filter(|&e| {
-            self.ks.kind(e) == Kind::String
-                && !self.ks.is_cold(e)
+            !self.ks.is_cold(e)
                 && self.ks.tier_bits(e) & FLAG_COOLED == 0
                 && self.ks.value(e).len() == p.stub.value_bytes as usize
                 && self.ks.value_hash(e) == p.value_hash
@@ -388,8 +409,7 @@ impl Server {
     /// place can be freed).
     fn cooled_current(&self, p: &Placed) -> Option<crate::arena::Ref> {
         self.ks.find_raw(p.db, &p.key).filter(|&e| {
-            self.ks.kind(e) == Kind::String
-                && !self.ks.is_cold(e)
+            !self.ks.is_cold(e)
                 && self.ks.tier_bits(e) & FLAG_COOLED != 0
                 && self.ks.value(e).len() == p.stub.value_bytes as usize
                 && self.ks.value_hash(e) == p.value_hash
@@ -420,11 +440,25 @@ impl Server {
 
     /// Drops cooled RAM copies, oldest first, while memory is above the offload line
     /// (bounded per call). A copy whose entry changed since is stale: its place is freed.
+    /// A copy placed before the file was last found cut is not dropped: the entry stays
+    /// in RAM as a hot value (written again by the pass) and the place is freed. The
+    /// file is looked at (one `fstat`, at most once a millisecond) before copies are
+    /// dropped, so a truncation is seen before the copies it cut are relied on.
     pub(crate) fn tiering_offload(&mut self) {
         let line = self.offload_line();
         let Some(mut t) = self.tiering.take() else {
             return;
         };
+        if !t.store.cooled.is_empty() && self.used_memory() > line {
+            // At most once a millisecond: a loop turn under pressure would otherwise pay
+            // a system call each.
+            let now = crate::util::now_ms();
+            if now != t.file_checked_ms {
+                t.file_checked_ms = now;
+                t.store.check_file();
+            }
+        }
+        let gen = t.store.generation();
         let mut budget = DROP_BUDGET;
         let mut skipped = 0;
         while budget > 0 && self.used_memory() > line {
@@ -442,9 +476,13 @@ impl Server {
                 continue;
             }
             match self.cooled_current(&p) {
-                Some(e) => {
+                Some(e) if p.gen == gen => {
                     self.ks.make_cold(p.db, e, p.stub);
                     t.counters.offloads += 1;
+                }
+                Some(e) => {
+                    self.ks.set_tier_bits(e, FLAG_COOLED, false);
+                    t.store.free(p.stub);
                 }
                 None => t.store.free(p.stub),
             }
@@ -478,15 +516,11 @@ impl Server {
                 t.scan_db += 1;
             }
             for &e in &entries {
-                if self.ks.kind(e) != Kind::String {
-                    continue;
-                }
                 let bits = self.ks.tier_bits(e);
                 if bits & !FLAG_TMARK != 0 {
                     continue; // cold, cooled or being written
                 }
-                let len = self.ks.value(e).len();
-                if len < min || len > MAX_TIERED_VALUE_BYTES {
+                if !tierable(self.ks.kind(e), self.ks.value(e), min) {
                     continue;
                 }
                 if bits & FLAG_TMARK == 0 {
@@ -520,9 +554,10 @@ impl Server {
     /// From cron: a bigger pass step (its completions are taken at the end of the
     /// loop's turn, where the replies of resumed clients are delivered).
     pub fn tiering_cron(&mut self) {
-        if self.tiering.is_none() {
+        let Some(t) = self.tiering.as_mut() else {
             return;
-        }
+        };
+        t.store.check_file();
         self.tiering_step(CRON_SCAN_BUCKETS);
     }
 
@@ -595,6 +630,9 @@ impl Server {
         line("tiered_read_errors", &st.read_errors);
         line("tiered_sync_reads", &self.ks.tier.sync_reads);
         line("tiered_sync_read_errors", &self.ks.tier.sync_read_errors);
+        line("tiered_file_bytes", &t.store.file.last_len);
+        line("tiered_file_deleted", &(t.store.file.deleted as u8));
+        line("tiered_file_truncations", &t.store.file.truncations);
         line("tiered_small_pages", &b.small_pages());
         line("tiered_free_extents", &b.free_extents());
     }

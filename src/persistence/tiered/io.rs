@@ -115,7 +115,10 @@ fn finish(op: Op, res: i64, shared: &Shared) -> Done {
     let err = if res < 0 {
         Some(std::io::Error::from_raw_os_error((-res) as i32).to_string())
     } else if res < want {
-        Some(format!("short transfer ({res} of {want} bytes)"))
+        Some(match op.what {
+            What::Read { .. } => page::short_read(op.first_page, res, want),
+            What::Write { .. } => format!("short write ({res} of {want} bytes)"),
+        })
     } else {
         None
     };

@@ -28,6 +28,9 @@ pub struct Placed {
     pub key: Vec<u8>,
     pub stub: ColdStub,
     pub value_hash: u64,
+    /// The file's generation when the copy was written or read back (see
+    /// [`TierStore::generation`]): a copy from an older one may have been cut off.
+    pub gen: u64,
 }
 
 /// What the I/O thread finished, for the executor.
@@ -102,6 +105,27 @@ pub struct TierStore {
     pub cooled: VecDeque<Placed>,
     pub stats: TierStats,
     pending_stash_pages: u64,
+    /// The executor's descriptor of the file, for `fstat` only (see [`TierStore::check_file`]).
+    probe: std::fs::File,
+    /// The preallocated length, and the length last seen (a shorter one is a cut;
+    /// writes past the end after a cut make it grow again).
+    file_len: u64,
+    seen_len: u64,
+    /// Bumped each time the file is found shorter than before.
+    gen: u64,
+    pub file: FileHealth,
+}
+
+/// What [`TierStore::check_file`] found (INFO tiered).
+#[derive(Default, Debug, Clone)]
+pub struct FileHealth {
+    /// The file's name was removed (st_nlink 0): reads and writes go on through the
+    /// open descriptors.
+    pub deleted: bool,
+    /// Times the file was found shorter than before.
+    pub truncations: u64,
+    /// Its length at the last check.
+    pub last_len: u64,
 }
 
 fn open_tier_file(path: &std::path::Path, direct: bool) -> std::io::Result<std::fs::File> {
@@ -176,6 +200,9 @@ impl TierStore {
             fail_reads: std::sync::atomic::AtomicU32::new(0),
             fail_writes: std::sync::atomic::AtomicU32::new(0),
         });
+        let probe = file
+            .try_clone()
+            .map_err(|e| format!("can't dup {}: {e}", path.display()))?;
         let s2 = shared.clone();
         let thread = std::thread::Builder::new()
             .name("cairn-tier".into())
@@ -198,7 +225,59 @@ impl TierStore {
             cooled: VecDeque::new(),
             stats: TierStats::default(),
             pending_stash_pages: 0,
+            probe,
+            file_len: len,
+            seen_len: len,
+            gen: 0,
+            file: FileHealth {
+                last_len: len,
+                ..FileHealth::default()
+            },
         })
+    }
+
+    /// The file's generation: it changes each time the file is found shorter than
+    /// before, so copies placed in an older one ([`Placed::gen`]) are not trusted to be
+    /// on disk any more.
+    pub fn generation(&self) -> u64 {
+        self.gen
+    }
+
+    /// Looks at the file through its open descriptor (one `fstat`, no I/O on the data):
+    /// a file whose name was removed (st_nlink 0) goes on working through the open
+    /// descriptors, so it is only reported, once; a file shorter than before was
+    /// truncated under the server: reported, and the generation moves on so that RAM
+    /// copies whose disk copies may be gone are kept (see the executor's offload).
+    /// Records in the cut pages fail to read (a short read, or a checksum mismatch once
+    /// later writes extend the file over a hole); writes past the end extend the file
+    /// again. Returns true when the generation changed.
+    pub fn check_file(&mut self) -> bool {
+        let Ok(m) = self.probe.metadata() else {
+            return false;
+        };
+        use std::os::unix::fs::MetadataExt;
+        if m.nlink() == 0 && !self.file.deleted {
+            self.file.deleted = true;
+            crate::warning!(
+                "Tiering: the tier file {} was deleted under the server; cairn goes on reading and writing it through its open descriptor (its space is released when the server exits)",
+                self.path.display()
+            );
+        }
+        let len = m.len();
+        self.file.last_len = len;
+        if len < self.seen_len && len < self.file_len {
+            self.seen_len = len;
+            self.gen += 1;
+            self.file.truncations += 1;
+            crate::warning!(
+                "Tiering: the tier file {} was truncated to {len} bytes under the server (it had {} preallocated); values in the cut pages fail to read (the command gets an error naming the key), copies still in memory are kept",
+                self.path.display(),
+                self.file_len
+            );
+            return true;
+        }
+        self.seen_len = self.seen_len.max(len);
+        false
     }
 
     /// How the I/O thread wakes the executor's loop.
@@ -301,6 +380,7 @@ impl TierStore {
                 key: key.to_vec(),
                 stub,
                 value_hash,
+                gen: self.gen,
             });
             return Ok(());
         }
@@ -331,6 +411,7 @@ impl TierStore {
                 key: key.to_vec(),
                 stub,
                 value_hash,
+                gen: self.gen,
             }],
         );
         self.pending_stash_pages += pages as u64;
@@ -511,7 +592,7 @@ impl ColdReader for SyncReader {
             return Err(std::io::Error::last_os_error().to_string());
         }
         if (n as usize) < len {
-            return Err("short read".into());
+            return Err(page::short_read(stub.page, n as i64, len as i64));
         }
         page::decode_value(buf.as_slice(), stub, key)
     }
@@ -529,6 +610,39 @@ mod tests {
             std::thread::yield_now();
         }
         got
+    }
+
+    #[test]
+    fn a_cut_file_moves_the_generation_on_and_a_deleted_one_is_reported_once() {
+        let dir = std::env::temp_dir().join(format!("cairn-tier-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let prefix = dir.join("t").display().to_string();
+        let mut t = TierStore::open(&prefix, 1 << 20).unwrap();
+        assert!(!t.check_file());
+        assert_eq!((t.generation(), t.file.truncations), (0, 0));
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&t.path)
+            .unwrap();
+        f.set_len(8192).unwrap();
+        assert!(t.check_file(), "a shorter file is a cut");
+        assert_eq!(
+            (t.generation(), t.file.truncations, t.file.last_len),
+            (1, 1, 8192)
+        );
+        assert!(!t.check_file(), "the same length again is no new cut");
+        // Writes past the end extend it; a later cut below that is a new one.
+        f.set_len(1 << 20).unwrap();
+        assert!(!t.check_file());
+        f.set_len(0).unwrap();
+        assert!(t.check_file());
+        assert_eq!(t.generation(), 2);
+        assert!(!t.file.deleted);
+        std::fs::remove_file(&t.path).unwrap();
+        assert!(!t.check_file());
+        assert!(t.file.deleted);
+        drop(t);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

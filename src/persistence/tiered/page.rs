@@ -43,6 +43,15 @@ pub fn seal_pages(buf: &mut [u8]) {
     }
 }
 
+/// Why a read of `want` bytes at page `first_page` returned only `got`: the file ends
+/// before the record (it was truncated under the server).
+pub fn short_read(first_page: u32, got: i64, want: i64) -> String {
+    format!(
+        "short read ({got} of {want} bytes at offset {}): the tier file ends before the record (truncated)",
+        first_page as u64 * PAGE_BYTES as u64
+    )
+}
+
 /// Pages a read of `stub`'s record covers.
 pub fn pages_of(stub: ColdStub) -> u32 {
     ((stub.offset as usize + stub.record_bytes as usize).div_ceil(PAYLOAD_BYTES)).max(1) as u32
