@@ -1350,3 +1350,72 @@ fn a_deleted_tier_file_keeps_serving_through_its_open_descriptor() {
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Finds `key`'s record in the tier file image `file`, lying whole inside one page's
+/// payload: (offset of the value, value length).
+fn record_in_one_page(file: &[u8], key: &str) -> Option<(usize, usize)> {
+    let k = key.as_bytes();
+    let mut head = (k.len() as u32).to_le_bytes().to_vec();
+    head.extend_from_slice(&[0; 4]);
+    (0..file.len().saturating_sub(8 + k.len())).find_map(|p| {
+        if file[p..p + 4] != head[..4] || &file[p + 8..p + 8 + k.len()] != k {
+            return None;
+        }
+        let vlen = u32::from_le_bytes(file[p + 4..p + 8].try_into().unwrap()) as usize;
+        let in_page = p % 4096;
+        (in_page >= 8 && in_page + 8 + k.len() + vlen <= 4096).then_some((p + 8 + k.len(), vlen))
+    })
+}
+
+#[test]
+fn a_cold_collection_whose_bytes_are_not_a_value_is_refused_though_its_checksums_hold() {
+    let dir = temp_dir("tiering-coll-forged");
+    let n = 400;
+    let (_srv, _plain, mut rc, mut rp) = tiered_collections(&dir, n);
+    let h = cold_of(&mut rc, "h", n);
+    let path = dir.join("tier-0000.ssd");
+    let mut file = std::fs::read(&path).unwrap();
+    // A cold hash whose record sits in one page; its listpack's total-bytes field made
+    // impossible, and the page's checksum recomputed so only the value check can see it.
+    let (key, at) = h
+        .iter()
+        .find_map(|k| record_in_one_page(&file, k).map(|(at, _)| (k.clone(), at)))
+        .expect("a cold hash in one page");
+    assert_eq!(file[at], 0, "an inline listpack hash starts with tag 0");
+    file[at + 1..at + 5].copy_from_slice(&u32::MAX.to_le_bytes());
+    let page = at / 4096 * 4096;
+    let crc = crc32c::crc32c(&file[page + 4..page + 4096]);
+    file[page..page + 4].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, &file).unwrap();
+    // Through the gate's read, and through the fallback (a script's undeclared key).
+    for cmd in [
+        vec!["HGETALL", key.as_str()],
+        vec![
+            "EVAL",
+            "return redis.call('HLEN', ARGV[1])",
+            "0",
+            key.as_str(),
+        ],
+    ] {
+        let r = show(&rc.call(&cmd));
+        if cmd[0] == "HGETALL" {
+            assert!(
+                r.starts_with(&format!("-ERR tiered read of key '{key}' failed: "))
+                    && r.contains("not a well-formed value"),
+                "{r}"
+            );
+        } else {
+            // The fallback answers as if the key were absent for that command.
+            assert_eq!(r, ":0\r\n");
+        }
+        assert_eq!(state(&mut rc, &key), "cold");
+        assert_eq!(rc.call(&["TYPE", &key]), b"+hash\r\n");
+    }
+    wait_until(DEADLINE, "the refused read is logged", || {
+        server_log(&dir).contains(&format!("Tiered read of key '{key}' failed"))
+    });
+    // Every other cold hash is still read byte-exact.
+    for k in h.iter().filter(|k| **k != key).take(5) {
+        same_str(&mut rc, &mut rp, &["HGETALL", k]);
+    }
+}

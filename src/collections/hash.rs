@@ -163,6 +163,11 @@ pub fn ht_clone(a: &mut Arena, v: &[u8]) -> Vec<u8> {
 
 // ---- keyspace-level operations --------------------------------------------------------------
 
+/// An inline (listpack) hash value, well formed.
+pub fn inline_is_valid(v: &[u8]) -> bool {
+    !is_ht(v) && v.first() == Some(&0) && lp::validate(inline_lp(v), true)
+}
+
 fn inline_lp(v: &[u8]) -> &[u8] {
     &v[1..]
 }
@@ -434,7 +439,7 @@ pub fn validate(
     at: u64,
 ) -> Result<(), Corrupt> {
     if !is_ht(v) {
-        if live && v.first() == Some(&0) && lp::validate(inline_lp(v), true) {
+        if live && inline_is_valid(v) {
             return Ok(());
         }
         return Err(Corrupt::new(

@@ -290,6 +290,11 @@ pub fn ql_clone(a: &mut Arena, v: &[u8]) -> Vec<u8> {
 // ---- keyspace-level operations ------------------------------------------------------------
 
 /// The listpack of an inline list.
+/// An inline (listpack) list value, well formed.
+pub fn inline_is_valid(v: &[u8]) -> bool {
+    !is_quicklist(v) && v.first() == Some(&0) && lp::validate(inline_lp(v), false)
+}
+
 fn inline_lp(v: &[u8]) -> &[u8] {
     &v[1..]
 }
@@ -645,7 +650,7 @@ pub fn validate(
 ) -> Result<(), Corrupt> {
     let bad = |what: String| Err(Corrupt::new(what, at));
     if !is_quicklist(v) {
-        if live && v.first() == Some(&0) && lp::validate(inline_lp(v), false) {
+        if live && inline_is_valid(v) {
             return Ok(());
         }
         return bad("list value is neither a valid listpack nor a quicklist".into());

@@ -103,6 +103,21 @@ pub fn single_block(kind: Kind, value: &[u8]) -> bool {
     }
 }
 
+/// Whether `value` is a well-formed single-block value of `kind`, checked as the image
+/// validator checks inline values. A value read back from the tier file is checked
+/// before it goes into the arena: the page CRC catches damage, not bytes written with a
+/// matching CRC, and the collection code trusts a listpack's or an intset's layout.
+pub fn single_block_is_valid(kind: Kind, value: &[u8]) -> bool {
+    match kind {
+        Kind::String => true,
+        Kind::List => list::inline_is_valid(value),
+        Kind::Hash => hash::inline_is_valid(value),
+        Kind::Set => set::inline_is_valid(value),
+        Kind::ZSet => zset::inline_is_valid(value),
+        Kind::Stream => false,
+    }
+}
+
 /// Number of out-of-line blocks a value owns (for MEMORY USAGE and lazy-free decisions).
 pub fn out_of_line_bytes(a: &Arena, kind: Kind, value: &[u8]) -> u64 {
     if kind == Kind::List && list::is_quicklist(value) {

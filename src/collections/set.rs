@@ -307,6 +307,15 @@ pub fn ht_clone(a: &mut Arena, v: &[u8]) -> Vec<u8> {
 
 // ---- keyspace-level operations --------------------------------------------------------------
 
+/// An inline (intset or listpack) set value, well formed.
+pub fn inline_is_valid(v: &[u8]) -> bool {
+    match v.first() {
+        Some(&TAG_INTSET) => intset::validate(body(v)),
+        Some(&TAG_LP) => lp::validate(body(v), false),
+        _ => false,
+    }
+}
+
 fn body(v: &[u8]) -> &[u8] {
     &v[1..]
 }
@@ -739,11 +748,7 @@ pub fn validate(
     live: bool,
     at: u64,
 ) -> Result<(), Corrupt> {
-    let inline_ok = match v.first() {
-        Some(&TAG_INTSET) => intset::validate(body(v)),
-        Some(&TAG_LP) => lp::validate(body(v), false),
-        _ => false,
-    };
+    let inline_ok = inline_is_valid(v);
     if live && inline_ok {
         return Ok(());
     }

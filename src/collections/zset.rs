@@ -554,6 +554,11 @@ pub fn sl_clone(a: &mut Arena, rng: &mut crate::util::Rng, v: &[u8]) -> Vec<u8> 
 
 // ---- keyspace-level operations --------------------------------------------------------------
 
+/// An inline (listpack) sorted set value, well formed.
+pub fn inline_is_valid(v: &[u8]) -> bool {
+    !is_sl(v) && v.first() == Some(&0) && lp::validate(inline_lp(v), true)
+}
+
 fn inline_lp(v: &[u8]) -> &[u8] {
     &v[1..]
 }
@@ -1025,7 +1030,7 @@ pub fn validate(
     at: u64,
 ) -> Result<(), Corrupt> {
     if !is_sl(v) {
-        if live && v.first() == Some(&0) && lp::validate(inline_lp(v), true) {
+        if live && inline_is_valid(v) {
             return Ok(());
         }
         return Err(Corrupt::new(

@@ -114,6 +114,10 @@ impl TierMeta {
     }
 }
 
+/// Why a value read back from the tier file with good checksums is refused: its bytes
+/// are not a well-formed value of the entry's type.
+pub const BAD_BLOB: &str = "the record is not a well-formed value of the key's type";
+
 impl Keyspace {
     /// The entry's tier bits.
     #[inline]
@@ -203,7 +207,14 @@ impl Keyspace {
         let stub = self.cold_stub(e)?;
         let key = self.key(e).to_vec();
         let mut reader = self.tier.reader.take()?;
-        let got = reader.read_now(&key, stub);
+        let kind = self.kind(e);
+        let got = reader.read_now(&key, stub).and_then(|v| {
+            if crate::collections::single_block_is_valid(kind, &v) {
+                Ok(v)
+            } else {
+                Err(BAD_BLOB.to_string())
+            }
+        });
         self.tier.reader = Some(reader);
         self.tier.sync_reads += 1;
         match got {

@@ -316,6 +316,16 @@ impl Server {
                         .find_raw(db, &key)
                         .filter(|&e| self.ks.cold_stub(e) == Some(stub));
                     let mut error = None;
+                    // Good checksums say the bytes are the ones written, not that they
+                    // are a value the collection code may trust.
+                    let result = match (e, result) {
+                        (Some(e), Ok(v))
+                            if !crate::collections::single_block_is_valid(self.ks.kind(e), &v) =>
+                        {
+                            Err(crate::keyspace::tiered::BAD_BLOB.to_string())
+                        }
+                        (_, r) => r,
+                    };
                     match (e, result) {
                         (Some(e), Ok(v)) => {
                             let value_hash = self.ks.arena.hash(&v);
