@@ -375,23 +375,6 @@ pub struct Acl {
     pub log: std::collections::VecDeque<LogEntry>,
     /// `acl-pubsub-default allchannels`: new selectors start with every channel.
     pub pubsub_default_all: bool,
-    /// Changes with every change of a user slot, so a connection's `CheckCache` can tell
-    /// that what it remembers still holds. Starts at 1: a default cache never matches.
-    epoch: u64,
-}
-
-/// What the permission check found for a connection's last (user, command) pair, so the
-/// next command of the same kind (a pipeline of GETs) skips the user's and the command's
-/// lookups and the selector's preconditions, and goes straight to its key patterns.
-/// Valid while the ACL's epoch is the one recorded.
-#[derive(Clone, Copy, Default, Debug)]
-pub struct CheckCache {
-    epoch: u64,
-    slot: usize,
-    spec: usize,
-    id: u16,
-    /// The command's keys must be matched against the selector's patterns.
-    keys: bool,
 }
 
 /// The default user's slot.
@@ -418,7 +401,6 @@ impl Acl {
             names: BTreeMap::new(),
             log: Default::default(),
             pubsub_default_all: false,
-            epoch: 1,
         };
         for spec in table.all.iter() {
             let id = acl.add_command(spec, None);
@@ -849,7 +831,6 @@ impl Acl {
 
     /// Puts `u` in its slot (a new one for a new name).
     pub fn install(&mut self, u: User) -> usize {
-        self.epoch += 1;
         match self.names.get(&u.name) {
             Some(&slot) => {
                 self.slots[slot] = Some(u);
@@ -870,7 +851,6 @@ impl Acl {
             return None;
         }
         let slot = self.names.remove(name)?;
-        self.epoch += 1;
         self.slots[slot] = None;
         Some(slot)
     }
@@ -878,7 +858,6 @@ impl Acl {
     /// Replaces every user at once (ACL LOAD, startup): the default user keeps slot 0.
     /// Returns the slots of users that are gone or replaced (their clients go).
     pub fn replace_all(&mut self, users: Vec<User>) -> Vec<usize> {
-        self.epoch += 1;
         let mut gone: Vec<usize> = self
             .names
             .iter()
@@ -927,7 +906,6 @@ impl Acl {
             }
         }
         self.finish(&mut u);
-        self.epoch += 1;
         self.slots[DEFAULT_USER] = Some(u);
     }
 
@@ -1106,41 +1084,6 @@ impl Acl {
         spec: &'static CommandSpec,
         args: crate::protocol::request::Args,
     ) -> Result<(), (Denied, usize)> {
-        self.check_uncached(slot, spec, args, None)
-    }
-
-    /// `check`, answered from the connection's `cache` when it holds this user and
-    /// command under the current epoch, and refilled otherwise.
-    #[inline]
-    pub fn check_cached(
-        &self,
-        cache: &std::cell::Cell<CheckCache>,
-        slot: usize,
-        spec: &'static CommandSpec,
-        args: crate::protocol::request::Args,
-    ) -> Result<(), (Denied, usize)> {
-        let c = cache.get();
-        if c.epoch == self.epoch && c.spec == spec as *const CommandSpec as usize && c.slot == slot
-        {
-            if !c.keys {
-                return Ok(());
-            }
-            if let Some(Some(u)) = self.slots.get(slot) {
-                if let [sel] = u.selectors.as_slice() {
-                    return self.check_keys(sel, spec, c.id, args);
-                }
-            }
-        }
-        self.check_uncached(slot, spec, args, Some(cache))
-    }
-
-    fn check_uncached(
-        &self,
-        slot: usize,
-        spec: &'static CommandSpec,
-        args: crate::protocol::request::Args,
-        cache: Option<&std::cell::Cell<CheckCache>>,
-    ) -> Result<(), (Denied, usize)> {
         let Some(u) = self.user(slot) else {
             return Err((Denied::Command, 0));
         };
@@ -1149,21 +1092,8 @@ impl Acl {
         }
         let id = self.command_id(spec);
         if let (Some(id), [sel]) = (id, u.selectors.as_slice()) {
-            if let Some(keys) = self.simple_plan(sel, spec, id) {
-                if let Some(cache) = cache {
-                    cache.set(CheckCache {
-                        epoch: self.epoch,
-                        slot,
-                        spec: spec as *const CommandSpec as usize,
-                        id,
-                        keys,
-                    });
-                }
-                return if keys {
-                    self.check_keys(sel, spec, id, args)
-                } else {
-                    Ok(())
-                };
+            if let Some(verdict) = self.check_simple(sel, spec, id, args) {
+                return verdict;
             }
         }
         let mut relevant = (Denied::Command, 0usize);
@@ -1191,13 +1121,17 @@ impl Acl {
         self.by_spec.get(&addr).copied()
     }
 
-    /// The usual case, decided without the arguments: one selector that allows the
-    /// command by its bitmap, keys at fixed positions, no channel to check. Some(true):
-    /// the keys must match the selector's patterns (`check_keys`); Some(false): allowed;
-    /// None: not that case (`check_selector` decides). The same answer `check_selector`
-    /// gives.
+    /// The usual case answered in a few loads, the same answer `check_selector` gives:
+    /// one selector that allows the command by its bitmap, keys at fixed positions, no
+    /// channel to check. None: not that case.
     #[inline]
-    fn simple_plan(&self, sel: &Selector, spec: &'static CommandSpec, id: u16) -> Option<bool> {
+    fn check_simple(
+        &self,
+        sel: &Selector,
+        spec: &'static CommandSpec,
+        id: u16,
+        args: crate::protocol::request::Args,
+    ) -> Option<Result<(), (Denied, usize)>> {
         let cmd = &self.commands[id as usize];
         if !(sel.all_commands || Self::cmd_bit(sel, id as usize))
             || cmd.key_proc
@@ -1205,20 +1139,9 @@ impl Acl {
         {
             return None;
         }
-        Some(!(sel.all_keys || cmd.key_rule == KeyRule::NoKeys || spec.first_key <= 0))
-    }
-
-    /// The keys at the command's fixed positions against the selector's patterns (the
-    /// case `simple_plan` answered Some(true)).
-    #[inline]
-    fn check_keys(
-        &self,
-        sel: &Selector,
-        spec: &'static CommandSpec,
-        id: u16,
-        args: crate::protocol::request::Args,
-    ) -> Result<(), (Denied, usize)> {
-        let cmd = &self.commands[id as usize];
+        if sel.all_keys || cmd.key_rule == KeyRule::NoKeys || spec.first_key <= 0 {
+            return Some(Ok(()));
+        }
         let argc = args.len();
         let first = spec.first_key as usize;
         let last = if spec.last_key < 0 {
@@ -1238,12 +1161,12 @@ impl Acl {
                 .iter()
                 .any(|p| p.perm & need == need && p.matches(key))
             {
-                return Err((Denied::Key, pos));
+                return Some(Err((Denied::Key, pos)));
             }
             pos += step;
             ordinal += 1;
         }
-        Ok(())
+        Some(Ok(()))
     }
 
     // Out of line: `check`'s usual case stays small without the general walk inlined.
@@ -1896,7 +1819,6 @@ mod tests {
             &["ping"],
             &["lmove", "ax", "kx", "left", "right"],
         ];
-        let cache = std::cell::Cell::new(CheckCache::default());
         for (i, r) in rules.iter().enumerate() {
             let name = format!("u{i}");
             let ops: Vec<Vec<u8>> = r.iter().map(|o| o.as_bytes().to_vec()).collect();
@@ -1914,92 +1836,15 @@ mod tests {
                 let args = crate::protocol::request::Args::new(&buf, &ranges);
                 let id = a.command_id(spec).unwrap();
                 let general = a.check_selector(&sel, spec, Some(id), args);
-                if let Some(keys) = a.simple_plan(&sel, spec, id) {
-                    let simple = if keys {
-                        a.check_keys(&sel, spec, id, args)
-                    } else {
-                        Ok(())
-                    };
+                if let Some(simple) = a.check_simple(&sel, spec, id, args) {
                     assert_eq!(simple, general, "{r:?} {c:?}");
                 }
                 assert_eq!(a.check(slot, spec, args), general, "{r:?} {c:?}");
-                // Filled by the first call, answered from the cache by the second.
-                for _ in 0..2 {
-                    assert_eq!(
-                        a.check_cached(&cache, slot, spec, args),
-                        general,
-                        "{r:?} {c:?}"
-                    );
-                }
             }
         }
         // Every command and subcommand has its id, whichever map holds it.
         for (id, c) in a.commands.iter().enumerate() {
             assert_eq!(a.command_id(c.spec), Some(id as u16));
         }
-    }
-
-    #[test]
-    fn a_cached_verdict_follows_every_change_of_the_users() {
-        let table = CommandTable::build();
-        let mut a = Acl::new(&table);
-        let get = table.lookup(b"get").unwrap();
-        let ping = table.lookup(b"ping").unwrap();
-        let buf = b"getkey:1".to_vec();
-        let ranges = [(0, 3), (3, 5)];
-        let args = crate::protocol::request::Args::new(&buf, &ranges);
-        let ops =
-            |v: &[&str]| -> Vec<Vec<u8>> { v.iter().map(|o| o.as_bytes().to_vec()).collect() };
-        let cache = std::cell::Cell::new(CheckCache::default());
-        let slot = a.set_user(b"u", &ops(&["on", "~key:*", "+@all"])).unwrap();
-        assert_eq!(a.check_cached(&cache, slot, get, args), Ok(()));
-        assert_eq!(a.check_cached(&cache, slot, get, args), Ok(()));
-        // SETUSER (install)
-        a.set_user(b"u", &ops(&["resetkeys", "~other:*"])).unwrap();
-        assert_eq!(
-            a.check_cached(&cache, slot, get, args),
-            Err((Denied::Key, 1))
-        );
-        a.set_user(b"u", &ops(&["~key:*"])).unwrap();
-        assert_eq!(a.check_cached(&cache, slot, get, args), Ok(()));
-        a.set_user(b"u", &ops(&["-get"])).unwrap();
-        assert_eq!(
-            a.check_cached(&cache, slot, get, args),
-            Err((Denied::Command, 0))
-        );
-        a.set_user(b"u", &ops(&["+get"])).unwrap();
-        assert_eq!(a.check_cached(&cache, slot, get, args), Ok(()));
-        // DELUSER: the slot is empty.
-        a.delete_user(b"u");
-        assert_eq!(
-            a.check_cached(&cache, slot, get, args),
-            Err((Denied::Command, 0))
-        );
-        // ACL LOAD (replace_all)
-        let users = a.users_from_config(&[vec![
-            "v".into(),
-            "on".into(),
-            "~key:*".into(),
-            "+@all".into(),
-        ]]);
-        let users = users.unwrap();
-        a.replace_all(users);
-        let v = a.slot_of(b"v").unwrap();
-        assert_eq!(a.check_cached(&cache, v, get, args), Ok(()));
-        assert_eq!(a.check_cached(&cache, v, ping, args), Ok(()));
-        a.replace_all(Vec::new());
-        assert_eq!(
-            a.check_cached(&cache, v, get, args),
-            Err((Denied::Command, 0))
-        );
-        // requirepass (set_default_password) rebuilds the default user.
-        let d = DEFAULT_USER;
-        a.set_user(b"default", &ops(&["resetkeys", "~key:*"]))
-            .unwrap();
-        assert_eq!(a.check_cached(&cache, d, get, args), Ok(()));
-        a.set_user(b"default", &ops(&["resetkeys", "~x"])).unwrap();
-        assert_eq!(a.check_cached(&cache, d, get, args), Err((Denied::Key, 1)));
-        a.set_default_password(Some(b"pw"));
-        assert_eq!(a.check_cached(&cache, d, get, args), Err((Denied::Key, 1)));
     }
 }

@@ -24,10 +24,6 @@ pub struct Client {
     /// The ACL user's slot (`commands::acl::Acl`; 0: `default`) and its name.
     pub user: usize,
     pub user_name: Vec<u8>,
-    /// The permission check's answer for this connection's last command, valid while
-    /// the ACL's epoch holds (`commands::acl::CheckCache`). A cell: the check runs with
-    /// the client borrowed shared.
-    pub acl_cache: std::cell::Cell<crate::commands::acl::CheckCache>,
     pub reply_mode: ReplyMode,
     pub no_evict: bool,
     /// What this client's buffers hold, as the socket side measures it (client eviction).
@@ -177,7 +173,6 @@ impl Client {
             authenticated: false,
             user: 0,
             user_name: b"default".to_vec(),
-            acl_cache: Default::default(),
             reply_mode: ReplyMode::On,
             no_evict: false,
             memory: Default::default(),
