@@ -192,8 +192,9 @@ pub fn set_form(ks: &Keyspace, name: &str, db: usize, args: Args) -> Option<(Set
     }
 }
 
-/// The command to log for `form`, with `value` as the stored value (the caller's bytes:
-/// a copy, or the value in place for a log entry by reference); None: as given.
+/// The command to log for `form`, with `value` as the stored value (the argument itself,
+/// or the value in its arena block for a log entry by reference). Always Some (an
+/// Option for its callers' `?`).
 pub fn set_form_argv<'a>(
     form: &SetForm,
     args: Args<'a>,
