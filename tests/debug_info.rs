@@ -75,6 +75,7 @@ fn debug_help_lists_every_subcommand_it_answers() {
     rc.call(&["HSET", "h", "f", "v"]);
     for (sub, args) in [
         ("AOF-PAUSE-SYNCS", &["0"][..]),
+        ("AOF-HOLD-VALUES", &["0"]),
         ("CHANGE-REPL-ID", &[]),
         ("DIGEST", &[]),
         ("DIGEST-VALUE", &["l"]),
@@ -92,7 +93,8 @@ fn debug_help_lists_every_subcommand_it_answers() {
         let mut cmd = vec!["DEBUG", sub];
         cmd.extend_from_slice(args);
         let r = show(&rc.call(&cmd));
-        // AOF-PAUSE-SYNCS needs the log: its error names it, not an unknown subcommand.
+        // AOF-PAUSE-SYNCS and AOF-HOLD-VALUES need the log: their error names it, not an
+        // unknown subcommand.
         assert!(!r.contains("unknown subcommand"), "{sub}: {r}");
     }
 }
@@ -273,7 +275,9 @@ const INFO_CAIRN_ONLY: &[&str] = &[
     "aof_io_engine",
     "aof_lsn",
     "aof_pending_bytes",
+    "aof_pinned_values",
     "aof_recycled_files",
+    "aof_values_by_reference",
 ];
 
 /// INFO's sections as (title, field names in order), per-command / per-code / per-db

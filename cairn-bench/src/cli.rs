@@ -382,6 +382,10 @@ pub struct NoiseArgs {
     /// Number of large keys.
     #[arg(long, default_value_t = 4)]
     pub noise_keys: u64,
+    /// What the noise connections send: `get` (read the large values) or `set` (write
+    /// them, e.g. to load the append-only log).
+    #[arg(long, default_value = "get")]
+    pub noise_command: String,
 }
 
 #[derive(Args, Debug, Clone)]

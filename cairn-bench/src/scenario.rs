@@ -661,7 +661,12 @@ pub fn noise(a: &NoiseArgs) -> Result<Report, String> {
     if big_size > 512 << 20 {
         return Err("--noise-size is at most 512MB".into());
     }
-    let mut big = Group::new(vec!["GET {key}".parse()?]);
+    let noise_cmd = match a.noise_command.to_ascii_lowercase().as_str() {
+        "get" => "GET {key}",
+        "set" => "SET {key} {value}",
+        other => return Err(format!("bad --noise-command {other:?} (get or set)")),
+    };
+    let mut big = Group::new(vec![noise_cmd.parse()?]);
     big.name = "noise".into();
     big.connections = a.noise_connections.max(1);
     big.threads = big.connections;
@@ -693,12 +698,13 @@ pub fn noise(a: &NoiseArgs) -> Result<Report, String> {
         .unwrap_or_default();
     let mut t = Table {
         title: format!(
-            "{} B {label} latency at {:.0}/s, {} connections × pipeline {}; noise: {:.0}/s {label} of {} B on {} connections",
+            "{} B {label} latency at {:.0}/s, {} connections × pipeline {}; noise: {:.0}/s {} of {} B on {} connections",
             small.value.max,
             small.rate.unwrap_or(0.0),
             small.connections,
             small.pipeline,
             a.noise_rate,
+            a.noise_command.to_ascii_uppercase(),
             big_size,
             big.connections
         ),
@@ -726,7 +732,8 @@ pub fn noise(a: &NoiseArgs) -> Result<Report, String> {
         rep.metrics.insert(format!("{key}_p999_us"), s.p999 as f64);
         rep.metrics.insert(format!("{key}_max_us"), s.max as f64);
     }
-    if let Some(s) = noisy.totals.cmds.get(&format!("noise:{label}")) {
+    let noise_label = format!("noise:{}", a.noise_command.to_ascii_uppercase());
+    if let Some(s) = noisy.totals.cmds.get(&noise_label) {
         rep.notes.push(format!(
             "noise requests: {} done, p50 {}, max {}",
             s.count,

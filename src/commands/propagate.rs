@@ -154,40 +154,85 @@ fn pxat(ks: &Keyspace, db: usize, key: &[u8]) -> Option<Option<i64>> {
     ks.find_raw(db, key).map(|e| ks.expire_at(e))
 }
 
+/// How a command that stores a string value is logged (SET and its variants): the
+/// value's argument is `value_at`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SetForm {
+    /// The arguments as given.
+    AsGiven,
+    /// `SET key value PXAT <t>` (a relative expiry made absolute).
+    Pxat(i64),
+    /// `SET key value` (the key has no expiry after all).
+    Plain,
+    /// `DEL key` (the value is already gone: an expiry in the past).
+    Del,
+}
+
+/// The form of SET, SETEX, PSETEX and GETSET (which store argument `value_at` as the
+/// key's value), found after the command ran; None for other commands.
+pub fn set_form(ks: &Keyspace, name: &str, db: usize, args: Args) -> Option<(SetForm, usize)> {
+    let ttl = |value_at| match pxat(ks, db, args.get(1)) {
+        Some(Some(t)) => (SetForm::Pxat(t), value_at),
+        Some(None) => (SetForm::Plain, value_at),
+        None => (SetForm::Del, value_at),
+    };
+    match name {
+        "set" if args.len() >= 3 => {
+            let has_expire =
+                (3..args.len()).any(|i| ["EX", "PX", "EXAT", "PXAT"].iter().any(|o| args.is(i, o)));
+            Some(if has_expire {
+                ttl(2)
+            } else {
+                (SetForm::AsGiven, 2)
+            })
+        }
+        "getset" if args.len() == 3 => Some((SetForm::AsGiven, 2)),
+        "setex" | "psetex" if args.len() == 4 => Some(ttl(3)),
+        _ => None,
+    }
+}
+
+/// The command to log for `form`, with `value` as the stored value (the argument itself,
+/// or the value in its arena block for a log entry by reference). Always Some (an
+/// Option for its callers' `?`).
+pub fn set_form_argv<'a>(
+    form: &SetForm,
+    args: Args<'a>,
+    value_at: usize,
+    value: &'a [u8],
+    pxat_text: &'a [u8],
+) -> Option<Vec<&'a [u8]>> {
+    let key = args.get(1);
+    match form {
+        SetForm::AsGiven => Some(
+            args.iter()
+                .enumerate()
+                .map(|(i, a)| if i == value_at { value } else { a })
+                .collect(),
+        ),
+        SetForm::Pxat(_) => Some(vec![b"SET", key, value, b"PXAT", pxat_text]),
+        SetForm::Plain => Some(vec![b"SET", key, value]),
+        SetForm::Del => Some(vec![b"DEL", key]),
+    }
+}
+
 /// The form to log for a command that changed data; None: log its arguments as given.
 pub fn log_form(ks: &Keyspace, name: &str, db: usize, args: Args) -> Option<Vec<Vec<u8>>> {
     let key = || args.get(1).to_vec();
     let del = || Some(vec![b"DEL".to_vec(), key()]);
     match name {
-        "set" => {
-            let has_expire =
-                (3..args.len()).any(|i| ["EX", "PX", "EXAT", "PXAT"].iter().any(|o| args.is(i, o)));
-            if !has_expire {
+        "set" | "setex" | "psetex" => {
+            let (form, at) = set_form(ks, name, db, args)?;
+            if form == SetForm::AsGiven {
                 return None;
             }
-            match pxat(ks, db, args.get(1)) {
-                Some(Some(t)) => Some(vec![
-                    b"SET".to_vec(),
-                    key(),
-                    args.get(2).to_vec(),
-                    b"PXAT".to_vec(),
-                    t.to_string().into_bytes(),
-                ]),
-                Some(None) => Some(vec![b"SET".to_vec(), key(), args.get(2).to_vec()]),
-                None => del(),
-            }
+            let t = match form {
+                SetForm::Pxat(t) => t.to_string().into_bytes(),
+                _ => Vec::new(),
+            };
+            let argv = set_form_argv(&form, args, at, args.get(at), &t)?;
+            Some(argv.into_iter().map(<[u8]>::to_vec).collect())
         }
-        "setex" | "psetex" => match pxat(ks, db, args.get(1)) {
-            Some(Some(t)) => Some(vec![
-                b"SET".to_vec(),
-                key(),
-                args.get(3).to_vec(),
-                b"PXAT".to_vec(),
-                t.to_string().into_bytes(),
-            ]),
-            Some(None) => Some(vec![b"SET".to_vec(), key(), args.get(3).to_vec()]),
-            None => del(),
-        },
         "expire" | "pexpire" | "expireat" | "pexpireat" | "getex" => {
             match pxat(ks, db, args.get(1)) {
                 Some(Some(t)) => Some(vec![

@@ -602,6 +602,7 @@ impl EventLoop {
             // what may be sent.
             srv.aof.reap_syncs();
             srv.aof.flush_turn();
+            crate::commands::executor::aof_hooks::release_log_pins(srv);
             self.release_held(srv);
             self.flush_all(srv);
             // As Redis's beforeSleep: buffers that grew this turn may call for evictions.

@@ -1229,6 +1229,7 @@ fn executor_loop(
         // replies the log now covers. After a sticky AOF error they never will be: those
         // connections are closed (their outcome is unknown, as after a crash).
         srv.aof.flush();
+        crate::commands::executor::aof_hooks::release_log_pins(srv);
         if !held.is_empty() {
             let durable = srv.aof.release_lsn();
             let failed = srv.aof.failed();

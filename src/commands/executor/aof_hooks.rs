@@ -135,7 +135,13 @@ fn feed_form(
     now_ms: i64,
     overrides: &[Vec<Vec<u8>>],
 ) -> u64 {
-    let form = if let Some(f) = srv.propagate_as.take() {
+    let taken = srv.propagate_as.take();
+    if taken.is_none() && overrides.is_empty() && !is_sub {
+        if let Some(lsn) = feed_value_by_reference(srv, spec.name, args, db, now_ms) {
+            return lsn;
+        }
+    }
+    let form = if let Some(f) = taken {
         Some(f)
     } else if is_sub {
         None
@@ -155,6 +161,58 @@ fn feed_form(
             let argv: Vec<&[u8]> = args.iter().collect();
             srv.aof.feed(db, &argv, now_ms)
         }
+    }
+}
+
+/// Logs a SET (SETEX, PSETEX, GETSET, SET with options) of a value of at least
+/// `LOG_BY_REFERENCE_MIN_BYTES` without copying it: the stored value's block is pinned
+/// for the log and the entry refers to it (`Aof::feed_ref`); [`release_log_pins`] unpins
+/// it once the writer thread has copied it. None: log it the ordinary way.
+fn feed_value_by_reference(
+    srv: &mut Server,
+    name: &str,
+    args: crate::commands::Args,
+    db: usize,
+    now_ms: i64,
+) -> Option<u64> {
+    use crate::commands::propagate::{set_form, set_form_argv, SetForm};
+    if !matches!(name, "set" | "setex" | "psetex" | "getset") || srv.dataset_swap_pending {
+        return None;
+    }
+    let (form, value_at) = set_form(&srv.ks, name, db, args)?;
+    let len = args.get(value_at).len();
+    if form == SetForm::Del || !srv.aof.logs_by_reference(len) {
+        return None;
+    }
+    let e = srv.ks.find_raw(db, args.get(1))?;
+    let (block, stored_len) = srv.ks.pin_value(e)?;
+    if stored_len != len {
+        srv.ks.unpin(block);
+        return None;
+    }
+    // The bytes the log refers to are the stored value's, in its pinned block (the
+    // argument's own buffer may be a query buffer, reused after this command).
+    // SAFETY: `pin_value` just pinned `block`, which holds `len` bytes of the value at
+    // `block_ptr`; nothing writes or frees a pinned block.
+    let value = unsafe { std::slice::from_raw_parts(srv.ks.block_ptr(block), len) };
+    let t = match form {
+        SetForm::Pxat(t) => t.to_string().into_bytes(),
+        _ => Vec::new(),
+    };
+    let argv = set_form_argv(&form, args, value_at, value, &t)?;
+    let at = if form == SetForm::AsGiven {
+        value_at
+    } else {
+        2
+    };
+    Some(srv.aof.feed_ref(db, &argv, at, block, now_ms))
+}
+
+/// Unpins the blocks of values logged by reference that the writer thread has copied
+/// (called at the end of every event-loop turn and from cron).
+pub fn release_log_pins(srv: &mut Server) {
+    for b in srv.aof.released_pins() {
+        srv.ks.unpin(b);
     }
 }
 

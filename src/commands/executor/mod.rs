@@ -174,6 +174,18 @@ pub struct BusyLoop {
 // that thread before serving, never while a `BusyLoop` is set).
 unsafe impl Send for BusyLoop {}
 
+impl Drop for Server {
+    /// The log's writer thread may still have to copy values logged by reference out of
+    /// the arena: it finishes (writes and syncs what is queued) before the keyspace, the
+    /// first field, unmaps the arena.
+    fn drop(&mut self) {
+        self.aof.flush();
+        if let Some(mut w) = self.aof.writer.take() {
+            w.shutdown();
+        }
+    }
+}
+
 impl Server {
     /// Called from a busy script's hook every few milliseconds (`io-threads 1`): the
     /// loop accepts, reads and answers other clients (`-BUSY` but for the `allow-busy`
@@ -1202,6 +1214,7 @@ impl Server {
     /// Every step is bounded in time.
     pub fn cron(&mut self) {
         self.ks.access_clock_ms = now_ms();
+        aof_hooks::release_log_pins(self);
         self.snapshot_cron();
         self.migrate_sockets.close_idle();
         self.stats.sample_instantaneous(now_ms());

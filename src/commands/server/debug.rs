@@ -181,6 +181,17 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
             ctx.out.ok();
             Ok(())
         }
+        ("aof-hold-values", 3) => {
+            // cairn's own: with 1 the log's writer thread waits before copying the values
+            // of entries logged by reference (and everything queued after them), so tests
+            // can change or delete their keys while the log still needs the bytes.
+            let held = crate::util::parse_i64(ctx.args.get(2)).unwrap_or(0) != 0;
+            if !ctx.srv.aof.hold_values(held) {
+                return Err(CmdError::err("the append only file is not open"));
+            }
+            ctx.out.ok();
+            Ok(())
+        }
         ("set-active-expire", 3) => {
             // As Redis (atoi): any non-zero number enables it.
             let v = crate::util::parse_i64(ctx.args.get(2)).unwrap_or(0);
@@ -389,6 +400,9 @@ pub(super) fn debug_help(ctx: &mut Ctx) -> CmdResult {
             "AOF-PAUSE-SYNCS <0|1>",
             "    With 1 the append only file issues no fsync: under appendfsync always,",
             "    write replies and reads of the keys they wrote wait until it is set to 0.",
+            "AOF-HOLD-VALUES <0|1>",
+            "    With 1 the append only file's writer waits before copying values logged",
+            "    by reference (64 KiB and more), and so before writing anything after them.",
             "CHANGE-REPL-ID",
             "    Change the replication ID of the instance.",
             "    Dangerous: should be used only for testing the replication subsystem.",

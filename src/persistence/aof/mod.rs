@@ -36,16 +36,32 @@ use writer::{FsyncMode, Writer};
 
 pub use load::check_aof_cli;
 
-/// The executor's side of the log. Disabled (all calls cheap no-ops) when `appendonly no`.
 /// Hand-overs to the writer remembered for [`Aof::fsynced_reploff`].
 const MAX_FSYNC_MARKS: usize = 4096;
 
+/// Values at least this long are logged by reference ([`Aof::feed_ref`]): the executor
+/// frames the entry around the value's pinned arena block and the writer thread copies
+/// and checksums it. Below it a copy (and CRC) on the executor costs less than what a
+/// reference adds: a pin and its release, and a batch that must go through the writer
+/// thread (the file lent to the executor is given back for it). 64 KiB is also where
+/// request arguments start to be read straight into arena blocks (`BIG_ARG_BYTES`), so a
+/// big SET value reaches the log without the executor copying it at all.
+pub const LOG_BY_REFERENCE_MIN_BYTES: usize = 64 << 10;
+
+/// The executor's side of the log. Disabled (all calls cheap no-ops) when `appendonly no`.
 pub struct Aof {
     pub enabled: bool,
     pub mode: FsyncMode,
     pub timestamps: bool,
     /// Framed entries not yet handed to the writer.
     buf: Vec<u8>,
+    /// Entries in `buf` whose values are referred to, not copied (positions in `buf`).
+    buf_refs: Vec<format::ValueRef>,
+    /// (LSN, block) of every value logged by reference whose block is still pinned for
+    /// the log: unpinned once the writer has copied it ([`Aof::released_pins`]).
+    value_pins: VecDeque<(u64, crate::arena::Ref)>,
+    /// Entries logged by reference since startup (INFO `aof_values_by_reference`).
+    pub values_by_reference: u64,
     scratch: Vec<u8>,
     /// LSN of the last entry framed (0: none yet).
     pub last_lsn: u64,
@@ -140,6 +156,9 @@ impl Default for Aof {
             mode: FsyncMode::EverySec,
             timestamps: false,
             buf: Vec::new(),
+            buf_refs: Vec::new(),
+            value_pins: VecDeque::new(),
+            values_by_reference: 0,
             scratch: Vec::new(),
             last_lsn: 0,
             replid: String::new(),
@@ -212,6 +231,101 @@ impl Aof {
                 .push((db, argv.iter().map(|a| a.as_ref().to_vec()).collect()));
             return 0;
         }
+        self.before_entry(db, now_ms);
+        self.frame(argv)
+    }
+
+    /// Whether [`Aof::feed_ref`] may log a value of `len` bytes by reference now: the log
+    /// is on, the value is big enough, and no script is collecting entries.
+    pub fn logs_by_reference(&self, len: usize) -> bool {
+        self.enabled && self.script_capture.is_none() && len >= LOG_BY_REFERENCE_MIN_BYTES
+    }
+
+    /// Appends a command whose argument `value_at` is a value in the arena's `block`,
+    /// which the caller has pinned for the log (see [`Aof::logs_by_reference`]): the
+    /// entry refers to the bytes instead of copying them; the writer thread copies and
+    /// checksums them, and [`Aof::released_pins`] hands the block back once it has. The
+    /// replication stream, when one is attached, gets its own copy (the backlog must keep
+    /// the bytes whatever happens to the key). Returns the command's LSN.
+    pub fn feed_ref<A: AsRef<[u8]>>(
+        &mut self,
+        db: usize,
+        argv: &[A],
+        value_at: usize,
+        block: crate::arena::Ref,
+        now_ms: i64,
+    ) -> u64 {
+        debug_assert!(self.enabled && self.script_capture.is_none());
+        self.before_entry(db, now_ms);
+        let len = format::command_len(argv);
+        let name = argv.first().map_or(&b""[..], |a| a.as_ref());
+        let entry_reploff = self.entry_reploff(name, len);
+        if let Some(s) = self.repl_stream.as_mut() {
+            format::encode_command(s, argv);
+        }
+        self.count_pending();
+        self.last_lsn += 1;
+        let r = format::encode_entry_ref(
+            &mut self.buf,
+            self.last_lsn,
+            &self.replid,
+            entry_reploff,
+            argv,
+            value_at,
+        );
+        self.buf_refs.push(r);
+        self.value_pins.push_back((self.last_lsn, block));
+        self.values_by_reference += 1;
+        self.last_lsn
+    }
+
+    /// Blocks pinned for values logged by reference that the log no longer needs (the
+    /// writer copied them, or there is no writer any more): the caller unpins each.
+    pub fn released_pins(&mut self) -> Vec<crate::arena::Ref> {
+        if self.value_pins.is_empty() {
+            return Vec::new();
+        }
+        let done = match &self.writer {
+            Some(w) => w
+                .shared
+                .values_done_lsn
+                .load(std::sync::atomic::Ordering::SeqCst),
+            None => {
+                self.buf.clear();
+                self.buf_refs.clear();
+                u64::MAX
+            }
+        };
+        let mut out = Vec::new();
+        while let Some(&(lsn, b)) = self.value_pins.front() {
+            if lsn > done {
+                break;
+            }
+            out.push(b);
+            self.value_pins.pop_front();
+        }
+        out
+    }
+
+    /// Values logged by reference still pinned for the log (INFO `aof_pinned_values`).
+    pub fn pinned_values(&self) -> usize {
+        self.value_pins.len()
+    }
+
+    /// `DEBUG AOF-HOLD-VALUES`: the writer waits (or not) before copying values logged by
+    /// reference; false when no log is open.
+    pub fn hold_values(&mut self, held: bool) -> bool {
+        match self.writer.as_ref() {
+            Some(w) => {
+                w.hold_values(held);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The annotations an entry needs before it: a timestamp, a SELECT of `db`.
+    fn before_entry(&mut self, db: usize, now_ms: i64) {
         if self.timestamps && self.enabled {
             let s = now_ms / 1000;
             if s != self.last_ts_s {
@@ -225,18 +339,16 @@ impl Aof {
             self.frame(&[&b"SELECT"[..], d.as_bytes()]);
             self.selected_db = Some(db);
         }
-        self.frame(argv)
     }
 
-    fn frame<A: AsRef<[u8]>>(&mut self, argv: &[A]) -> u64 {
-        self.scratch.clear();
-        format::encode_command(&mut self.scratch, argv);
-        let entry_reploff = match self.stream_pin {
+    /// The replication offset an entry of `len` RESP bytes (command `name`) carries; the
+    /// stream's offset moves past it.
+    fn entry_reploff(&mut self, name: &[u8], len: usize) -> u64 {
+        match self.stream_pin {
             // A SELECT or MULTI is logged before the command's own entry: it says the
             // offset before the command, so a log cut right after it never claims the
             // command (both are harmless to receive again).
             Some((before, after)) => {
-                let name = argv.first().map_or(&b""[..], |a| a.as_ref());
                 if name.eq_ignore_ascii_case(b"SELECT") || name.eq_ignore_ascii_case(b"MULTI") {
                     before
                 } else {
@@ -244,20 +356,32 @@ impl Aof {
                 }
             }
             None => {
-                self.reploff += self.scratch.len() as u64;
+                self.reploff += len as u64;
                 self.reploff
             }
-        };
+        }
+    }
+
+    /// Group commit's count of the entries waiting in `buf`.
+    fn count_pending(&mut self) {
+        if self.pending_entries == 0 {
+            self.pending_since = Some(std::time::Instant::now());
+        }
+        self.pending_entries += 1;
+    }
+
+    fn frame<A: AsRef<[u8]>>(&mut self, argv: &[A]) -> u64 {
+        self.scratch.clear();
+        format::encode_command(&mut self.scratch, argv);
+        let name = argv.first().map_or(&b""[..], |a| a.as_ref());
+        let entry_reploff = self.entry_reploff(name, self.scratch.len());
         if let Some(s) = self.repl_stream.as_mut() {
             s.extend_from_slice(&self.scratch);
         }
         if !self.enabled {
             return self.last_lsn;
         }
-        if self.pending_entries == 0 {
-            self.pending_since = Some(std::time::Instant::now());
-        }
-        self.pending_entries += 1;
+        self.count_pending();
         self.last_lsn += 1;
         format::encode_entry(
             &mut self.buf,
@@ -388,6 +512,7 @@ impl Aof {
         self.pending_since = None;
         let Some(w) = self.writer.as_mut() else {
             self.buf.clear();
+            self.buf_refs.clear();
             return;
         };
         // Bounded: past the limit the newest mark moves forward, so the durable offset
@@ -400,7 +525,12 @@ impl Aof {
         } else {
             self.fsync_marks.push_back(mark);
         }
-        w.append(&mut self.buf, self.last_lsn, sync);
+        if self.buf_refs.is_empty() {
+            w.append(&mut self.buf, self.last_lsn, sync);
+        } else {
+            let refs = std::mem::take(&mut self.buf_refs);
+            w.append_refs(&mut self.buf, refs, self.last_lsn);
+        }
         self.prune_dirty();
     }
 
@@ -411,6 +541,7 @@ impl Aof {
     /// the next fsync covers anyway (a few entries per `pwrite` instead of a whole group).
     pub fn flush_turn(&mut self) {
         let defer = self.mode == FsyncMode::Always
+            && self.buf_refs.is_empty()
             && self
                 .writer
                 .as_ref()
@@ -747,6 +878,11 @@ impl Aof {
                             .to_string(),
                     ),
                     ("aof_recycled_files", sh.recycled.load(Relaxed).to_string()),
+                    ("aof_pinned_values", self.value_pins.len().to_string()),
+                    (
+                        "aof_values_by_reference",
+                        self.values_by_reference.to_string(),
+                    ),
                     (
                         "aof_executor_batches",
                         sh.exec_batches.load(Relaxed).to_string(),

@@ -75,6 +75,15 @@ pub struct IoOpts {
 pub enum Job {
     /// Framed entries for the current incremental file, ending with entry `last_lsn`.
     Append { data: Vec<u8>, last_lsn: u64 },
+    /// Like [`Job::Append`], with entries whose large values are referred to, not copied
+    /// (`format::encode_entry_ref`): this thread copies and checksums them into its batch
+    /// (`format::materialize`), then raises [`Shared::values_done_lsn`] to `last_lsn` so
+    /// the executor can unpin their blocks.
+    AppendRefs {
+        data: Vec<u8>,
+        refs: Vec<super::format::ValueRef>,
+        last_lsn: u64,
+    },
     /// BGREWRITEAOF's start: create `new_incr` (or rename the spare into it, with
     /// `aof-recycle`), start pre-allocating it, and commit `manifest` (the current layout
     /// plus `new_incr`, as Redis 7 does when it opens a new incremental file at a
@@ -237,6 +246,12 @@ pub struct Shared {
     /// this way for as long as they need to look. A rotation (BGREWRITEAOF's cut) and
     /// shutdown still sync: they must.
     syncs_paused: AtomicBool,
+    /// Highest `last_lsn` of a [`Job::AppendRefs`] whose values this thread has copied:
+    /// the executor unpins the blocks of entries up to it (`Aof::released_pins`).
+    pub values_done_lsn: AtomicU64,
+    /// `DEBUG AOF-HOLD-VALUES 1`: this thread waits before copying referenced values (a
+    /// slow writer for tests: the executor goes on, overwriting or deleting their keys).
+    hold_values: AtomicBool,
 }
 
 fn strerror(e: &std::io::Error) -> String {
@@ -254,6 +269,9 @@ impl Shared {
     pub fn submit(&self, job: Job) {
         let n = match &job {
             Job::Append { data, .. } => data.len(),
+            Job::AppendRefs { data, refs, .. } => {
+                data.len() + refs.iter().map(|r| r.len).sum::<usize>()
+            }
             _ => 0,
         };
         let mut q = self.q.lock().unwrap_or_else(|e| e.into_inner());
@@ -277,7 +295,7 @@ impl Shared {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
-        if matches!(job, Job::Append { .. }) {
+        if matches!(job, Job::Append { .. } | Job::AppendRefs { .. }) {
             // The executor queues an append only when it holds no lease (it gave the file
             // back, or was never offered it). The writer may have taken the file back and
             // offered it again between that and this push: the offer is withdrawn with the
@@ -481,6 +499,8 @@ impl Writer {
             inflight: opts.inflight,
             called_back: AtomicBool::new(false),
             syncs_paused: AtomicBool::new(false),
+            values_done_lsn: AtomicU64::new(last_lsn),
+            hold_values: AtomicBool::new(false),
         });
         let mut t = Thread {
             shared: shared.clone(),
@@ -568,6 +588,41 @@ impl Writer {
         if !self.try_append_leased(buf, last_lsn, sync) {
             let data = std::mem::take(buf);
             self.shared.submit(Job::Append { data, last_lsn });
+        }
+    }
+
+    /// Appends a batch with entries whose values are referred to (`refs`, see
+    /// [`Job::AppendRefs`]): always through this thread, which copies and checksums the
+    /// values off the executor. A file lent to the executor is given back first (the
+    /// thread offers it again once its queue is empty).
+    pub fn append_refs(
+        &mut self,
+        buf: &mut Vec<u8>,
+        refs: Vec<super::format::ValueRef>,
+        last_lsn: u64,
+    ) {
+        if let Some(x) = self.exec.as_mut() {
+            let mut q = lock_queue(&self.shared);
+            if matches!(q.lease, LeaseSlot::Executor | LeaseSlot::Revoked) {
+                hand_back(&mut q, x, &self.shared);
+                drop(q);
+                self.shared.wake_writer();
+            }
+        }
+        let data = std::mem::take(buf);
+        self.shared.submit(Job::AppendRefs {
+            data,
+            refs,
+            last_lsn,
+        });
+    }
+
+    /// `DEBUG AOF-HOLD-VALUES`: while held, the writer thread waits before copying the
+    /// values of entries logged by reference (and so before everything queued after them).
+    pub fn hold_values(&self, held: bool) {
+        self.shared.hold_values.store(held, Ordering::SeqCst);
+        if !held {
+            self.shared.wake_writer();
         }
     }
 
@@ -1011,6 +1066,29 @@ impl Thread {
                         batch.extend_from_slice(&data);
                         last_lsn = Some(l);
                     }
+                    Job::AppendRefs {
+                        data,
+                        refs,
+                        last_lsn: l,
+                    } => {
+                        self.wait_while_values_held();
+                        // SAFETY: the executor pinned each value's block before framing
+                        // its entry and unpins it only once `values_done_lsn` covers
+                        // `l` (stored below, after the copy): until then the block is
+                        // neither written nor freed, and the arena's reservation never
+                        // moves (the same contract as a reply's `RefSeg`).
+                        let values: Vec<&[u8]> = refs
+                            .iter()
+                            .map(|r| unsafe {
+                                std::slice::from_raw_parts(r.addr as *const u8, r.len)
+                            })
+                            .collect();
+                        super::format::materialize(&data, &refs, &values, &mut batch);
+                        drop(values);
+                        self.shared.values_done_lsn.fetch_max(l, Ordering::SeqCst);
+                        self.shared.notify();
+                        last_lsn = Some(l);
+                    }
                     Job::Prepare { .. } => {
                         // Touches only the next file: the current one (maybe lent to the
                         // executor) goes on as it is.
@@ -1085,6 +1163,14 @@ impl Thread {
                     return;
                 }
             }
+        }
+    }
+
+    /// `DEBUG AOF-HOLD-VALUES 1` (tests): waits until it is lifted or the log shuts down.
+    fn wait_while_values_held(&self) {
+        let mut q = lock_queue(&self.shared);
+        while self.shared.hold_values.load(Ordering::SeqCst) && !q.shutdown {
+            q = self.shared.wait_work(q);
         }
     }
 

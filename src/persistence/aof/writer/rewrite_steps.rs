@@ -36,7 +36,7 @@ pub(super) struct NextFile {
 impl Thread {
     pub(super) fn control(&mut self, job: Job) {
         match job {
-            Job::Append { .. } => {}
+            Job::Append { .. } | Job::AppendRefs { .. } => {}
             Job::Prepare {
                 new_incr,
                 manifest,
