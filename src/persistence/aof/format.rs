@@ -174,6 +174,9 @@ const MATERIALIZE_CHUNK_BYTES: usize = 256 << 10;
 /// [`encode_entry`] would have framed.
 pub fn materialize(data: &[u8], refs: &[ValueRef], values: &[&[u8]], out: &mut Vec<u8>) {
     debug_assert_eq!(refs.len(), values.len());
+    // Room for the whole batch at once: growing by doubling would copy a 10 MB value
+    // again each time the batch outgrows its buffer.
+    out.reserve(data.len() + values.iter().map(|v| v.len()).sum::<usize>());
     let mut from = 0;
     for (r, value) in refs.iter().zip(values) {
         debug_assert!(from <= r.hdr && r.at <= r.end && value.len() == r.len);
