@@ -27,6 +27,7 @@ pub static VALUE_OPS: crate::keyspace::ValueOps = crate::keyspace::ValueOps {
     lazyfree_step: lazyfree_values_step,
     validate: validate_value,
     validate_graveyard: validate_value_graveyard,
+    single_block_is_valid,
 };
 
 /// An empty keyspace of `num_dbs` databases in `arena`, with the collections' value functions.

@@ -94,6 +94,9 @@ pub struct ValueOps {
     pub validate: ValidateValueFn,
     /// Checks the value graveyard at load, claiming its blocks.
     pub validate_graveyard: ValidateGraveyardFn,
+    /// Whether bytes read back from the tier file are a well-formed single-block value
+    /// of the kind (a checksum does not say the collection code may trust them).
+    pub single_block_is_valid: fn(Kind, &[u8]) -> bool,
 }
 
 /// The type of the value an entry holds (Redis's `TYPE` names).

@@ -207,9 +207,9 @@ impl Keyspace {
         let stub = self.cold_stub(e)?;
         let key = self.key(e).to_vec();
         let mut reader = self.tier.reader.take()?;
-        let kind = self.kind(e);
+        let (kind, valid) = (self.kind(e), self.values.single_block_is_valid);
         let got = reader.read_now(&key, stub).and_then(|v| {
-            if crate::collections::single_block_is_valid(kind, &v) {
+            if valid(kind, &v) {
                 Ok(v)
             } else {
                 Err(BAD_BLOB.to_string())
