@@ -179,9 +179,19 @@ fn feed_value_by_reference(
     if !matches!(name, "set" | "setex" | "psetex" | "getset") || srv.dataset_swap_pending {
         return None;
     }
+    // The value's size first: every small SET (the usual case) leaves here without
+    // `set_form`'s option scan and TTL lookup, which `log_form` does again.
+    let value_at = if matches!(name, "setex" | "psetex") {
+        3
+    } else {
+        2
+    };
+    if value_at >= args.len() || !srv.aof.logs_by_reference(args.get(value_at).len()) {
+        return None;
+    }
     let (form, value_at) = set_form(&srv.ks, name, db, args)?;
     let len = args.get(value_at).len();
-    if form == SetForm::Del || !srv.aof.logs_by_reference(len) {
+    if form == SetForm::Del {
         return None;
     }
     let e = srv.ks.find_raw(db, args.get(1))?;
