@@ -53,6 +53,18 @@ impl<'a> Args<'a> {
     pub fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }
+    /// The first 8 bytes of argument `i` as a little-endian word; None when it is
+    /// shorter, a big argument or absent. The ACL check's prefix compare of a key on every
+    /// command of a restricted user, without building the slice.
+    #[inline(always)]
+    pub fn first_word(&self, i: usize) -> Option<u64> {
+        let &(s, l) = self.ranges.get(i)?;
+        if s & BIG_ARG_FLAG != 0 || l < 8 {
+            return None;
+        }
+        let bytes: [u8; 8] = self.buf.get(s..s + 8)?.try_into().ok()?;
+        Some(u64::from_le_bytes(bytes))
+    }
     #[inline]
     pub fn get(&self, i: usize) -> &'a [u8] {
         let (s, l) = self.ranges[i];

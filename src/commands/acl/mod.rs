@@ -192,8 +192,10 @@ struct KeyPattern {
     /// How the pattern is matched, decided once from its text (the check runs on every
     /// key of every command of a restricted user).
     matcher: Matcher,
-    /// A prefix of at most 8 bytes as a little-endian word (zero-padded).
+    /// A prefix of at most 8 bytes as a little-endian word (zero-padded), and the mask
+    /// of its bytes in a key's first 8.
     prefix_word: u64,
+    prefix_mask: u64,
 }
 
 /// The cheapest way to match a key pattern with the same outcome as the glob.
@@ -226,9 +228,11 @@ impl KeyPattern {
     fn new(perm: u8, pattern: &[u8]) -> KeyPattern {
         let matcher = Matcher::of(pattern);
         let mut word = [0u8; 8];
+        let mut mask = 0;
         if let Matcher::Prefix(n) = matcher {
-            if n <= 8 {
+            if (1..=8).contains(&n) {
                 word[..n].copy_from_slice(&pattern[..n]);
+                mask = u64::MAX >> (64 - 8 * n as u32);
             }
         }
         KeyPattern {
@@ -236,6 +240,7 @@ impl KeyPattern {
             pattern: pattern.to_vec(),
             matcher,
             prefix_word: u64::from_le_bytes(word),
+            prefix_mask: mask,
         }
     }
 
@@ -249,8 +254,7 @@ impl KeyPattern {
             Matcher::Prefix(n) if n <= 8 && key.len() >= 8 => {
                 let mut word = [0u8; 8];
                 word.copy_from_slice(&key[..8]);
-                let mask = u64::MAX >> (64 - 8 * n as u32);
-                u64::from_le_bytes(word) & mask == self.prefix_word
+                u64::from_le_bytes(word) & self.prefix_mask == self.prefix_word
             }
             Matcher::Prefix(n) => key.starts_with(&self.pattern[..n]),
             Matcher::Glob => crate::util::glob_match(&self.pattern, key, false),
@@ -311,7 +315,35 @@ pub struct User {
     selectors: Vec<Selector>,
     /// Allowed every command, key and channel: the permission check is skipped.
     pub unrestricted: bool,
+    /// Per command id, what the root selector alone lets `check` answer (`FAST_*`),
+    /// decided when the user changes (`Acl::finish`) rather than on every command.
+    fast: Box<[u32]>,
+    /// The root selector's key patterns as masked compares of a key's first 8 bytes,
+    /// when every one of them is a prefix of at most 8 bytes then `*`s (`key:*`); empty
+    /// otherwise (the one-key check then walks the patterns).
+    prefixes: Box<[PrefixRule]>,
 }
+
+/// A `Matcher::Prefix` pattern of at most 8 bytes, for keys of at least 8 bytes.
+#[derive(Clone, Copy, Debug)]
+struct PrefixRule {
+    mask: u64,
+    word: u64,
+    perm: u8,
+}
+
+/// `User::fast` entries: the kind in the low 2 bits. Slow: the general walk over every
+/// selector decides.
+const FAST_SLOW: u32 = 0;
+/// The root selector allows the command, and it has no key or channel to look at (or the
+/// selector allows every key).
+const FAST_ALLOW: u32 = 1;
+/// The root selector allows the command, which has exactly one key, at the argument
+/// position in bits 8..16, needing the permission bits in bits 2..4 (write and read too
+/// for SET with GET when bit 4 is set). A key the root's patterns refuse sends the check
+/// to the general walk (another selector may allow it, and the walk names the position).
+const FAST_ONE_KEY: u32 = 2;
+const FAST_SET_RULE: u32 = 1 << 4;
 
 /// SHA-256 of a password as 64 lowercase hex digits (Redis's stored form).
 pub fn hash_password(pass: &[u8]) -> Vec<u8> {
@@ -475,6 +507,8 @@ impl Acl {
             passwords: Vec::new(),
             selectors: vec![self.new_selector(true)],
             unrestricted: false,
+            fast: Box::default(),
+            prefixes: Box::default(),
         }
     }
 
@@ -771,6 +805,54 @@ impl Acl {
     pub fn finish(&self, u: &mut User) {
         let r = &u.selectors[0];
         u.unrestricted = r.all_commands && r.all_keys && r.all_channels;
+        u.fast = if u.unrestricted {
+            Box::default()
+        } else {
+            (0..self.commands.len())
+                .map(|id| self.fast_entry(r, id))
+                .collect()
+        };
+        let prefixes: Vec<PrefixRule> = r
+            .patterns
+            .iter()
+            .filter(|p| matches!(p.matcher, Matcher::Prefix(n) if n <= 8))
+            .map(|p| PrefixRule {
+                mask: p.prefix_mask,
+                word: p.prefix_word,
+                perm: p.perm,
+            })
+            .collect();
+        u.prefixes = if prefixes.len() == r.patterns.len() {
+            prefixes.into()
+        } else {
+            Box::default()
+        };
+    }
+
+    /// What `selector` lets the check answer for command `id` without the general walk
+    /// (the same answer the walk gives when this selector allows it).
+    fn fast_entry(&self, sel: &Selector, id: usize) -> u32 {
+        let cmd = &self.commands[id];
+        if !(sel.all_commands || Self::cmd_bit(sel, id))
+            || cmd.key_proc
+            || (cmd.channel_rule != ChannelRule::None && !sel.all_channels)
+        {
+            return FAST_SLOW;
+        }
+        let spec = cmd.spec;
+        if sel.all_keys || cmd.key_rule == KeyRule::NoKeys || spec.first_key <= 0 {
+            return FAST_ALLOW;
+        }
+        // One key only: the last key is the first (a negative last counts from the end).
+        if spec.last_key != spec.first_key || spec.first_key > 255 {
+            return FAST_SLOW;
+        }
+        let entry = FAST_ONE_KEY | (spec.first_key as u32) << 8;
+        match cmd.key_rule {
+            KeyRule::All(need) => entry | (need as u32) << 2,
+            KeyRule::Set => entry | (PERM_WRITE as u32) << 2 | FAST_SET_RULE,
+            _ => FAST_SLOW,
+        }
     }
 
     /// Redis's ACLMergeSelectorArguments: a selector split over several arguments
@@ -1078,6 +1160,7 @@ impl Acl {
 
     /// Whether `slot`'s user may run `spec` with `args` (the whole command, name
     /// included). Err: what was refused and the argument position to log.
+    #[inline]
     pub fn check(
         &self,
         slot: usize,
@@ -1091,11 +1174,27 @@ impl Acl {
             return Ok(());
         }
         let id = self.command_id(spec);
-        if let (Some(id), [sel]) = (id, u.selectors.as_slice()) {
-            if let Some(verdict) = self.check_simple(sel, spec, id, args) {
-                return verdict;
+        if let Some(id) = id {
+            let fast = u.fast.get(id as usize).copied().unwrap_or(FAST_SLOW);
+            if fast == FAST_ALLOW || Self::one_prefixed_key_allowed(u, fast, args) {
+                return Ok(());
+            }
+            if fast & 3 == FAST_ONE_KEY && Self::one_key_allowed(u, fast, args) {
+                return Ok(());
             }
         }
+        self.check_general(u, spec, id, args)
+    }
+
+    /// Every selector in turn; the refusal Redis reports when none allows.
+    #[inline(never)]
+    fn check_general(
+        &self,
+        u: &User,
+        spec: &'static CommandSpec,
+        id: Option<u16>,
+        args: crate::protocol::request::Args,
+    ) -> Result<(), (Denied, usize)> {
         let mut relevant = (Denied::Command, 0usize);
         for sel in &u.selectors {
             match self.check_selector(sel, spec, id, args) {
@@ -1121,52 +1220,50 @@ impl Acl {
         self.by_spec.get(&addr).copied()
     }
 
-    /// The usual case answered in a few loads, the same answer `check_selector` gives:
-    /// one selector that allows the command by its bitmap, keys at fixed positions, no
-    /// channel to check. None: not that case.
-    #[inline]
-    fn check_simple(
-        &self,
-        sel: &Selector,
-        spec: &'static CommandSpec,
-        id: u16,
-        args: crate::protocol::request::Args,
-    ) -> Option<Result<(), (Denied, usize)>> {
-        let cmd = &self.commands[id as usize];
-        if !(sel.all_commands || Self::cmd_bit(sel, id as usize))
-            || cmd.key_proc
-            || (cmd.channel_rule != ChannelRule::None && !sel.all_channels)
+    /// The usual case of `one_key_allowed` in a few instructions: a key of 8 bytes or
+    /// more, prefix patterns, no SET with more arguments than its value. False: not
+    /// that case, or refused (`one_key_allowed` then decides).
+    #[inline(always)]
+    fn one_prefixed_key_allowed(u: &User, fast: u32, args: crate::protocol::request::Args) -> bool {
+        let pos = (fast >> 8) as usize;
+        if fast & 3 != FAST_ONE_KEY
+            || pos >= args.len()
+            || (fast & FAST_SET_RULE != 0 && args.len() > 3)
         {
-            return None;
+            return false;
         }
-        if sel.all_keys || cmd.key_rule == KeyRule::NoKeys || spec.first_key <= 0 {
-            return Some(Ok(()));
-        }
-        let argc = args.len();
-        let first = spec.first_key as usize;
-        let last = if spec.last_key < 0 {
-            argc as i64 + spec.last_key as i64
-        } else {
-            spec.last_key as i64
+        let need = (fast >> 2) as u8 & PERM_ALL;
+        let Some(word) = args.first_word(pos) else {
+            return false;
         };
-        let end = (last.max(0) as usize + 1).min(argc);
-        let step = spec.key_step.max(1) as usize;
-        let mut pos = first;
-        let mut ordinal = 0;
-        while pos < end {
-            let need = cmd.key_rule.need(args, ordinal);
-            let key = args.get(pos);
-            if !sel
-                .patterns
-                .iter()
-                .any(|p| p.perm & need == need && p.matches(key))
-            {
-                return Some(Err((Denied::Key, pos)));
-            }
-            pos += step;
-            ordinal += 1;
+        u.prefixes
+            .iter()
+            .any(|r| r.perm & need == need && word & r.mask == r.word)
+    }
+
+    /// Whether the root selector's patterns allow the key of a `FAST_ONE_KEY` command.
+    #[inline(never)]
+    fn one_key_allowed(u: &User, fast: u32, args: crate::protocol::request::Args) -> bool {
+        let pos = (fast >> 8) as usize;
+        if pos >= args.len() {
+            return true;
         }
-        Some(Ok(()))
+        let mut need = (fast >> 2) as u8 & PERM_ALL;
+        if fast & FAST_SET_RULE != 0 && (3..args.len()).any(|i| args.is(i, "GET")) {
+            need = PERM_ALL;
+        }
+        let key = args.get(pos);
+        if key.len() >= 8 && !u.prefixes.is_empty() {
+            let word = u64::from_le_bytes(key[..8].try_into().unwrap());
+            return u
+                .prefixes
+                .iter()
+                .any(|r| r.perm & need == need && word & r.mask == r.word);
+        }
+        u.selectors[0]
+            .patterns
+            .iter()
+            .any(|p| p.perm & need == need && p.matches(key))
     }
 
     // Out of line: `check`'s usual case stays small without the general walk inlined.
@@ -1793,10 +1890,10 @@ mod tests {
     }
 
     #[test]
-    fn the_simple_check_answers_as_the_general_one() {
+    fn the_fast_check_answers_as_the_general_walk() {
         let table = CommandTable::build();
         let mut a = Acl::new(&table);
-        let rules: [&[&str]; 5] = [
+        let rules: [&[&str]; 6] = [
             &["on", "~key:*", "~counter:*", "+@all"],
             &["on", "%R~key:*", "%W~w*", "+@all", "-set"],
             &[
@@ -1804,8 +1901,9 @@ mod tests {
             ],
             &["on", "allkeys", "+@read"],
             &["on", "~a*", "&ch", "+@all"],
+            &["on", "~key:*", "+@all", "(~oth* +get)", "(%R~k +@read)"],
         ];
-        let commands: [&[&str]; 12] = [
+        let commands: [&[&str]; 16] = [
             &["get", "key:1"],
             &["get", "other"],
             &["set", "key:1", "v"],
@@ -1818,6 +1916,10 @@ mod tests {
             &["get", ""],
             &["ping"],
             &["lmove", "ax", "kx", "left", "right"],
+            &["get", "key:12345678"],
+            &["get", "other:12345678"],
+            &["set", "counter:1234", "v", "GET"],
+            &["incr", "wxyz12345678"],
         ];
         for (i, r) in rules.iter().enumerate() {
             let name = format!("u{i}");
@@ -1836,10 +1938,18 @@ mod tests {
                 let args = crate::protocol::request::Args::new(&buf, &ranges);
                 let id = a.command_id(spec).unwrap();
                 let general = a.check_selector(&sel, spec, Some(id), args);
-                if let Some(simple) = a.check_simple(&sel, spec, id, args) {
-                    assert_eq!(simple, general, "{r:?} {c:?}");
+                let user = a.user(slot).unwrap();
+                let fast = user.fast[id as usize];
+                if fast == FAST_ALLOW
+                    || (fast & 3 == FAST_ONE_KEY && Acl::one_key_allowed(user, fast, args))
+                {
+                    assert_eq!(general, Ok(()), "{r:?} {c:?}");
                 }
-                assert_eq!(a.check(slot, spec, args), general, "{r:?} {c:?}");
+                let walk = a.check_general(a.user(slot).unwrap(), spec, Some(id), args);
+                if general == Ok(()) {
+                    assert_eq!(walk, Ok(()), "{r:?} {c:?}");
+                }
+                assert_eq!(a.check(slot, spec, args), walk, "{r:?} {c:?}");
             }
         }
         // Every command and subcommand has its id, whichever map holds it.
