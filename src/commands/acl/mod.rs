@@ -1160,8 +1160,47 @@ impl Acl {
 
     /// Whether `slot`'s user may run `spec` with `args` (the whole command, name
     /// included). Err: what was refused and the argument position to log.
-    #[inline]
+    #[inline(always)]
     pub fn check(
+        &self,
+        slot: usize,
+        spec: &'static CommandSpec,
+        args: crate::protocol::request::Args,
+    ) -> Result<(), (Denied, usize)> {
+        if self.allowed_at_once(slot, spec, args) {
+            return Ok(());
+        }
+        self.check_user(slot, spec, args)
+    }
+
+    /// The usual cases (a user allowed everything, a command its `fast` entry allows, a
+    /// one-key command whose key a prefix pattern allows) with no call, so it needs no
+    /// registers saved. False: not decided here.
+    #[inline(never)]
+    fn allowed_at_once(
+        &self,
+        slot: usize,
+        spec: &'static CommandSpec,
+        args: crate::protocol::request::Args,
+    ) -> bool {
+        let Some(u) = self.user(slot) else {
+            return false;
+        };
+        if u.unrestricted {
+            return true;
+        }
+        let addr = spec as *const CommandSpec as usize;
+        let (a, id) = self.spec_slots[spec_slot(addr)];
+        if a != addr {
+            return false;
+        }
+        let fast = u.fast.get(id as usize).copied().unwrap_or(FAST_SLOW);
+        fast == FAST_ALLOW || Self::one_prefixed_key_allowed(u, fast, args)
+    }
+
+    /// The check when `allowed_at_once` did not decide.
+    #[inline(never)]
+    fn check_user(
         &self,
         slot: usize,
         spec: &'static CommandSpec,
@@ -1176,10 +1215,9 @@ impl Acl {
         let id = self.command_id(spec);
         if let Some(id) = id {
             let fast = u.fast.get(id as usize).copied().unwrap_or(FAST_SLOW);
-            if fast == FAST_ALLOW || Self::one_prefixed_key_allowed(u, fast, args) {
-                return Ok(());
-            }
-            if fast & 3 == FAST_ONE_KEY && Self::one_key_allowed(u, fast, args) {
+            if fast == FAST_ALLOW
+                || (fast & 3 == FAST_ONE_KEY && Self::one_key_allowed(u, fast, args))
+            {
                 return Ok(());
             }
         }
