@@ -1,7 +1,8 @@
 //! SSD tiering (`tiered-prefix`): datasets larger than `maxmemory` served byte-exact
 //! from RAM and the tier file, clients parked while their values are read, cold values
 //! deleted and overwritten without I/O, damaged pages reported by key, a full tier file,
-//! and what tiering refuses because it does not cover tiered values yet.
+//! and what tiering refuses because it does not cover tiered values yet (snapshots:
+//! tests/tiering_persist.rs).
 
 mod common;
 use common::*;
@@ -390,14 +391,13 @@ fn what_tiering_does_not_cover_is_refused() {
     }
     let srv = start_tiered(&dir, &[]);
     let mut raw = Raw::connect(srv.port);
+    // SAVE, BGSAVE and SHUTDOWN SAVE write the image and its tier companion
+    // (tests/tiering_persist.rs).
     for cmd in [
-        vec!["BGSAVE"],
-        vec!["SAVE"],
         vec!["BGREWRITEAOF"],
         vec!["DEBUG", "RELOAD"],
         vec!["DEBUG", "DIGEST"],
         vec!["REPLICAOF", "127.0.0.1", "1"],
-        vec!["SHUTDOWN", "SAVE"],
     ] {
         let r = String::from_utf8_lossy(&raw.call(&cmd)).into_owned();
         assert!(
