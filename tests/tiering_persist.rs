@@ -174,7 +174,10 @@ fn check(raw: &mut Raw, want: &HashMap<Vec<u8>, Vec<u8>>) {
 
 fn state(raw: &mut Raw, key: &[u8]) -> String {
     raw.cmd(&[b"DEBUG", b"TIERED-STATE", key]);
-    show(&raw.reply()).trim().trim_start_matches('+').to_string()
+    show(&raw.reply())
+        .trim()
+        .trim_start_matches('+')
+        .to_string()
 }
 
 fn companions(dir: &Path) -> Vec<PathBuf> {
@@ -233,7 +236,9 @@ fn a_bgsave_holds_the_cut_and_restarts_with_and_without_tiering_serve_it() {
     });
     // The changes hit cold keys (overwritten, deleted: their pages are freed) and add
     // new values that the pass stashes (into the freed pages, were they reused).
+    // The last written are in the file's last pages, which the copy reaches last.
     let cold: Vec<Vec<u8>> = (0..8000)
+        .rev()
         .map(|i| format!("k{i}").into_bytes())
         .filter(|k| state(&mut raw, k) == "cold")
         .take(600)
@@ -250,11 +255,19 @@ fn a_bgsave_holds_the_cut_and_restarts_with_and_without_tiering_serve_it() {
         let big = format!("n{n}").into_bytes();
         changes.push(Change::Set(big, value_of(n * 10 + 1, &mut rng)));
     }
-    // A slow copy of the tier file (100 ms a MiB), so the changes land while it runs.
+    // A slow copy of the tier file (400 ms a MiB), so the changes land, and the new
+    // values are stashed, while it runs.
     assert_eq!(
-        raw.call(&["CONFIG", "SET", "rdb-key-save-delay", "100000"]),
+        raw.call(&["CONFIG", "SET", "rdb-key-save-delay", "400000"]),
         b"+OK\r\n"
     );
+    // The cut at once (the live modes cut when their passes converge, which may be
+    // after every change below).
+    assert_eq!(
+        raw.call(&["CONFIG", "SET", "snapshot-mode", "stop-the-world"]),
+        b"+OK\r\n"
+    );
+    let stashes = raw.info_u64("tiered", "tiered_stashes");
     assert_eq!(raw.call(&["BGSAVE"]), b"+Background saving started\r\n");
     let mut applied = Vec::new();
     for c in &changes {
@@ -275,6 +288,9 @@ fn a_bgsave_holds_the_cut_and_restarts_with_and_without_tiering_serve_it() {
             });
         }
     }
+    wait_until(DEADLINE, "the new values are stashed", || {
+        raw.info_u64("tiered", "tiered_stashes") > stashes + 300
+    });
     let copying = raw.info_field("persistence", "rdb_bgsave_in_progress") == "1";
     println!("the changes were made while the capture ran: {copying}");
     bgsave_done(&mut raw);
@@ -311,10 +327,14 @@ fn a_bgsave_holds_the_cut_and_restarts_with_and_without_tiering_serve_it() {
         };
     }
     assert_eq!(done, seq, "seq counts applied changes");
+    println!(
+        "the image holds {seq} of {} applied changes",
+        applied.iter().filter(|a| **a).count()
+    );
     check(&mut raw, &want);
     assert_eq!(raw.info_u64("tiered", "tiered_read_errors"), 0);
     // New values are stashed into free pages, never over the restored ones.
-    let stashes = raw.info_u64("tiered", "tiered_stashes");
+    let stashes_now = raw.info_u64("tiered", "tiered_stashes");
     let more: Vec<Vec<Vec<u8>>> = (0..3000)
         .map(|i| {
             vec![
@@ -326,7 +346,7 @@ fn a_bgsave_holds_the_cut_and_restarts_with_and_without_tiering_serve_it() {
         .collect();
     run_all(&mut raw, &more, b"+OK");
     wait_until(DEADLINE, "the new values are stashed", || {
-        raw.info_u64("tiered", "tiered_stashes") > stashes + 1000
+        raw.info_u64("tiered", "tiered_stashes") > stashes_now + 1000
     });
     check(&mut raw, &want);
     assert_eq!(raw.info_u64("tiered", "tiered_read_errors"), 0);
@@ -418,10 +438,7 @@ fn a_companion_missing_cut_foreign_damaged_or_short_is_refused_by_name() {
     let both = |why: &str, expect: &str| {
         for args in [&tiered, &plain] {
             let log = refused_start(&dir, args);
-            assert!(
-                log.contains(&name) && log.contains(expect),
-                "{why}: {log}"
-            );
+            assert!(log.contains(&name) && log.contains(expect), "{why}: {log}");
         }
     };
 
