@@ -100,6 +100,9 @@ pub trait ColdReader: Send {
     fn read_now(&mut self, key: &[u8], stub: ColdStub) -> Result<Vec<u8>, String>;
 }
 
+/// Reads a cold value from wherever its record is (the restore's companion file).
+pub type ReadValue<'a> = dyn FnMut(&[u8], ColdStub) -> Result<Vec<u8>, String> + 'a;
+
 /// A value the fallback brought back into RAM: it is still on disk at `stub`, so the
 /// executor keeps it as cooled (`value_hash` identifies the bytes it read).
 pub struct Rewarmed {
@@ -294,10 +297,7 @@ impl Keyspace {
     /// value's form). The first failure stops it, naming the key. Cold entries of flushed
     /// databases stay as they are (they are only ever freed). Proportional to the cold
     /// values: for the loader thread, before anything is served.
-    pub fn warm_all(
-        &mut self,
-        read: &mut dyn FnMut(&[u8], ColdStub) -> Result<Vec<u8>, String>,
-    ) -> Result<u64, String> {
+    pub fn warm_all(&mut self, read: &mut ReadValue<'_>) -> Result<u64, String> {
         let mut warmed = 0u64;
         for db in 0..self.num_dbs {
             let mut keys = Vec::new();
