@@ -371,9 +371,19 @@ fn shutdown_save_keeps_one_companion_and_the_restart_serves_every_value() {
     wait_until(DEADLINE, "values go cold again after being read", || {
         raw.info_u64("tiered", "tiered_entries") > 4000
     });
+    // A save point takes a BGSAVE with its companion.
+    assert_eq!(raw.call(&["CONFIG", "SET", "save", "1 1"]), b"+OK\r\n");
+    wait_until(DEADLINE, "a save point saves", || {
+        raw.info_u64("persistence", "rdb_changes_since_last_save") == 0
+            && raw.info_field("persistence", "rdb_bgsave_in_progress") == "0"
+            && companions(&dir).len() == 1
+    });
+    assert_eq!(raw.call(&["CONFIG", "SET", "save", ""]), b"+OK\r\n");
+    let by_save_point = companions(&dir);
     assert_eq!(raw.call(&["SAVE"]), b"+OK\r\n");
     let first = companions(&dir);
     assert_eq!(first.len(), 1);
+    assert_ne!(first, by_save_point);
     raw.cmd(&[b"SHUTDOWN", b"SAVE"]);
     assert!(raw.closed(), "SHUTDOWN SAVE closes the connection");
     let st = srv.child.wait().unwrap();

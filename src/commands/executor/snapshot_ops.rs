@@ -371,6 +371,9 @@ impl Server {
             return Err("Background save already in progress".into());
         }
         if self.config.settings().snapshot_rdb {
+            if self.tiering.is_some() {
+                return Err("snapshot-format rdb does not cover tiered values".into());
+            }
             return self.save_rdb_now();
         }
         let p = params(self);
@@ -501,6 +504,9 @@ impl Server {
         let s = self.config.settings();
         if s.snapshot_rdb && s.dbfilename.is_empty() {
             return Err("snapshot-format rdb needs a dbfilename".into());
+        }
+        if s.snapshot_rdb && self.tiering.is_some() {
+            return Err("snapshot-format rdb does not cover tiered values".into());
         }
         self.bgsave_scheduled = false;
         self.snapshot.stats.last_bgsave_try_ms = now_ms();
