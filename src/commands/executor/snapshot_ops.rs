@@ -437,7 +437,9 @@ impl Server {
         let arena =
             crate::arena::Arena::new(s.arena_reserve_bytes, seed).map_err(|e| e.to_string())?;
         let empty = crate::collections::new_keyspace(arena, self.ks.num_dbs());
-        let p = params(self);
+        let mut p = params(self);
+        // No cold entry: no companion.
+        p.tier = None;
         let saved = crate::persistence::snapshot::save_blocking(&empty.arena, 0, &p);
         self.image_saved(saved)
             .inspect(|_| notice!("DB saved on disk"))
