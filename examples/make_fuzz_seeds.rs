@@ -165,6 +165,7 @@ fn snapshot_seeds(ks: &Keyspace, small: &Keyspace, dir: &Path) {
         wide_cpus: None,
         write_behind: false,
         functions: Default::default(),
+        tier: None,
     };
     save_blocking(&ks.arena, ks.total_keys(), &params).unwrap();
     // An arena in raw records of 1 KiB (the loader refuses nothing about that).

@@ -2062,18 +2062,21 @@ impl Config {
             .unwrap_or(0.0)
     }
 
-    /// What tiering cannot be combined with yet: each of these would write an image, a
+    /// What tiering cannot be combined with yet: each of these would write an RDB, a
     /// log or a replication stream without the values that live only in the tier file,
     /// or would run the keyspace from a thread the tier does not serve. None when the
-    /// combination is allowed (always, with tiering off).
+    /// combination is allowed (always, with tiering off). Save points write images
+    /// with their tier companion, as BGSAVE does.
     pub fn tiering_conflict(&self) -> Option<String> {
         if self.get_value("tiered-prefix").unwrap_or("").is_empty() {
             return None;
         }
         let why = if self.boolean("appendonly") {
             "appendonly yes (the AOF does not cover tiered values yet)"
-        } else if !self.get_value("save").unwrap_or("").is_empty() {
-            "save points (snapshots do not cover tiered values yet; use save \"\")"
+        } else if !self.get_value("save").unwrap_or("").is_empty()
+            && self.get_value("snapshot-format") == Some("rdb")
+        {
+            "save points with snapshot-format rdb (RDB snapshots do not cover tiered values yet; use snapshot-format image or save \"\")"
         } else if !self.get_value("replicaof").unwrap_or("").is_empty() {
             "replicaof (replication does not cover tiered values yet)"
         } else if self.int("io-threads") > 1 {

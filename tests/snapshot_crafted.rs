@@ -152,6 +152,7 @@ fn image_of(ks: &Keyspace, tag: &str) -> Vec<u8> {
         wide_cpus: None,
         write_behind: false,
         functions: Default::default(),
+        tier: None,
     };
     save_blocking(&ks.arena, ks.total_keys(), &params).unwrap();
     let bytes = std::fs::read(&path).unwrap();

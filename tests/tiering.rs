@@ -1,7 +1,8 @@
 //! SSD tiering (`tiered-prefix`): datasets larger than `maxmemory` served byte-exact
 //! from RAM and the tier file, clients parked while their values are read, cold values
 //! deleted and overwritten without I/O, damaged pages reported by key, a full tier file,
-//! and what tiering refuses because it does not cover tiered values yet.
+//! and what tiering refuses because it does not cover tiered values yet (snapshots:
+//! tests/tiering_persist.rs).
 
 mod common;
 use common::*;
@@ -366,9 +367,12 @@ fn a_full_tier_file_keeps_values_in_memory() {
 fn what_tiering_does_not_cover_is_refused() {
     let dir = temp_dir("tiering-refuse");
     let prefix = dir.join("tier").display().to_string();
-    // Startup: save points, the AOF, maxmemory 0.
+    // Startup: save points with RDB snapshots, the AOF, maxmemory 0.
     for (args, what) in [
-        (vec!["--maxmemory", "4mb"], "save points"),
+        (
+            vec!["--maxmemory", "4mb", "--snapshot-format", "rdb"],
+            "save points with snapshot-format rdb",
+        ),
         (
             vec!["--save", "", "--maxmemory", "4mb", "--appendonly", "yes"],
             "appendonly yes",
@@ -390,14 +394,13 @@ fn what_tiering_does_not_cover_is_refused() {
     }
     let srv = start_tiered(&dir, &[]);
     let mut raw = Raw::connect(srv.port);
+    // SAVE, BGSAVE and SHUTDOWN SAVE write the image and its tier companion
+    // (tests/tiering_persist.rs).
     for cmd in [
-        vec!["BGSAVE"],
-        vec!["SAVE"],
         vec!["BGREWRITEAOF"],
         vec!["DEBUG", "RELOAD"],
         vec!["DEBUG", "DIGEST"],
         vec!["REPLICAOF", "127.0.0.1", "1"],
-        vec!["SHUTDOWN", "SAVE"],
     ] {
         let r = String::from_utf8_lossy(&raw.call(&cmd)).into_owned();
         assert!(
@@ -405,7 +408,13 @@ fn what_tiering_does_not_cover_is_refused() {
             "{cmd:?}: {r}"
         );
     }
-    for (name, value) in [("appendonly", "yes"), ("save", "60 1"), ("maxmemory", "0")] {
+    // Save points are allowed (they write the image and its tier companion), not with
+    // RDB snapshots.
+    assert_eq!(raw.call(&["CONFIG", "SET", "save", "3600 1"]), b"+OK\r\n");
+    let r = show(&raw.call(&["CONFIG", "SET", "snapshot-format", "rdb"]));
+    assert!(r.contains("tiered-prefix is set"), "{r}");
+    assert_eq!(raw.call(&["CONFIG", "SET", "save", ""]), b"+OK\r\n");
+    for (name, value) in [("appendonly", "yes"), ("maxmemory", "0")] {
         let r = String::from_utf8_lossy(&raw.call(&["CONFIG", "SET", name, value])).into_owned();
         assert!(r.contains("tiered-prefix is set"), "{name}: {r}");
     }

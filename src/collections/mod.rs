@@ -44,7 +44,8 @@ pub fn keyspace_from_arena(
 }
 
 /// Checks an image's arena structure by structure (`keyspace::validate::validate_image`).
-pub fn validate_image(a: &mut Arena) -> Result<(), Corrupt> {
+/// Returns what it found of tiered (cold) values.
+pub fn validate_image(a: &mut Arena) -> Result<crate::keyspace::tiered::ColdScan, Corrupt> {
     crate::keyspace::validate::validate_image(a, &VALUE_OPS)
 }
 

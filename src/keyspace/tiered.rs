@@ -26,8 +26,17 @@ pub const FLAG_COLD: u8 = 4;
 pub const FLAG_TMARK: u8 = 8;
 pub const FLAG_COOLED: u8 = 16;
 pub const FLAG_STASHING: u8 = 32;
-/// Every tier bit (images never carry them: tiering refuses to write images).
+/// Every tier bit. An image carries them as captured; the loader keeps [`FLAG_COLD`]
+/// (the stub's record is in the snapshot's companion file) and clears the others, which
+/// describe the running server's queues and writes in flight.
 pub const TIER_FLAGS: u8 = FLAG_COLD | FLAG_TMARK | FLAG_COOLED | FLAG_STASHING;
+
+/// Payload bytes of a tier file page (its 4 KiB less the 8-byte header; the page format
+/// is `persistence::tiered::page`, which checks this equals its own figure). The image
+/// validator needs it to check a stub's geometry.
+pub const TIER_PAGE_PAYLOAD_BYTES: usize = 4088;
+/// Bytes of a record's header (key and value lengths).
+pub const TIER_RECORD_HEADER_BYTES: usize = 8;
 
 /// Bytes of a cold entry's value field.
 pub const COLD_STUB_BYTES: usize = 16;
@@ -52,6 +61,28 @@ impl ColdStub {
         b[12..16].copy_from_slice(&self.value_bytes.to_le_bytes());
         b
     }
+    /// Pages of the tier file the record covers.
+    pub fn pages(&self) -> u64 {
+        (self.offset as u64 + self.record_bytes as u64)
+            .div_ceil(TIER_PAGE_PAYLOAD_BYTES as u64)
+            .max(1)
+    }
+
+    /// Whether the stub could have been written for a key of `key_len` bytes: the record
+    /// is the key's and the value's length plus its header; a record that fits a page
+    /// lies inside one page's payload, a longer one starts at the payload start of its
+    /// own pages. (The image validator's check; the bytes themselves are checked when read.)
+    pub fn well_formed(&self, key_len: usize) -> bool {
+        let rec = self.record_bytes as u64;
+        rec == TIER_RECORD_HEADER_BYTES as u64 + key_len as u64 + self.value_bytes as u64
+            && if rec <= TIER_PAGE_PAYLOAD_BYTES as u64 {
+                self.offset as u64 + rec <= TIER_PAGE_PAYLOAD_BYTES as u64
+            } else {
+                self.offset == 0
+            }
+            && self.page as u64 + self.pages() <= u32::MAX as u64
+    }
+
     pub fn decode(b: &[u8]) -> ColdStub {
         let w = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         ColdStub {
@@ -68,6 +99,9 @@ impl ColdStub {
 pub trait ColdReader: Send {
     fn read_now(&mut self, key: &[u8], stub: ColdStub) -> Result<Vec<u8>, String>;
 }
+
+/// Reads a cold value from wherever its record is (the restore's companion file).
+pub type ReadValue<'a> = dyn FnMut(&[u8], ColdStub) -> Result<Vec<u8>, String> + 'a;
 
 /// A value the fallback brought back into RAM: it is still on disk at `stub`, so the
 /// executor keeps it as cooled (`value_hash` identifies the bytes it read).
@@ -103,7 +137,9 @@ pub struct TierMeta {
 impl TierMeta {
     /// A freed entry's share: called for every entry freed (see `free_entry`).
     pub(super) fn on_free(&mut self, a: &crate::arena::Arena, e: Ref) {
-        if entry_flags(a, e) & FLAG_COLD == 0 {
+        // Without tiering (a keyspace restored from an image with tiered values, whose
+        // flushed databases still hold cold entries) there is no tier file to give back to.
+        if entry_flags(a, e) & FLAG_COLD == 0 || self.reader.is_none() {
             return;
         }
         let kl = entry_key_len(a, e);
@@ -112,6 +148,21 @@ impl TierMeta {
         self.cold_bytes = self.cold_bytes.saturating_sub(stub.value_bytes as u64);
         self.freed.push(stub);
     }
+}
+
+/// The databases a restored arena records (after `validate::validate_image`).
+pub fn image_dbs(a: &crate::arena::Arena) -> usize {
+    a.root(super::ROOT_NUM_DBS) as usize
+}
+
+/// What the image validator found of tiered values: every cold entry's stub (live and
+/// flushed databases: each owns its record until it is freed), and the live databases'
+/// cold entries and bytes (INFO's `tiered_entries`).
+#[derive(Default, Debug)]
+pub struct ColdScan {
+    pub stubs: Vec<ColdStub>,
+    pub live_entries: u64,
+    pub live_bytes: u64,
 }
 
 /// Why a value read back from the tier file with good checksums is refused: its bytes
@@ -238,6 +289,54 @@ impl Keyspace {
                 None
             }
         }
+    }
+
+    /// A keyspace restored from an image without tiering: every cold value of the live
+    /// databases is replaced by its bytes, from `read` (the snapshot's companion file),
+    /// each checked as a tier read is (`read` checks the pages and the key, here the
+    /// value's form). The first failure stops it, naming the key. Cold entries of flushed
+    /// databases stay as they are (they are only ever freed). Proportional to the cold
+    /// values: for the loader thread, before anything is served.
+    pub fn warm_all(&mut self, read: &mut ReadValue<'_>) -> Result<u64, String> {
+        let mut warmed = 0u64;
+        for db in 0..self.num_dbs {
+            let mut keys = Vec::new();
+            let mut cursor = 0;
+            loop {
+                cursor = self.scan(db, cursor, |e| {
+                    if entry_flags(&self.arena, e) & FLAG_COLD != 0 {
+                        keys.push(self.key(e).to_vec());
+                    }
+                });
+                if cursor == 0 {
+                    break;
+                }
+            }
+            for key in keys {
+                let Some(e) = self.find_raw(db, &key) else {
+                    continue;
+                };
+                let Some(stub) = self.cold_stub(e) else {
+                    continue;
+                };
+                let name = String::from_utf8_lossy(&key);
+                let v =
+                    read(&key, stub).map_err(|m| format!("tiered value of key '{name}': {m}"))?;
+                if !(self.values.single_block_is_valid)(self.kind(e), &v) {
+                    return Err(format!("tiered value of key '{name}': {BAD_BLOB}"));
+                }
+                let n = self.make_warm(db, e, &v);
+                self.arena.bytes_mut(n, OFF_FLAGS, 1)[0] &= !TIER_FLAGS;
+                warmed += 1;
+            }
+        }
+        Ok(warmed)
+    }
+
+    /// Takes the arena back (the loader warms a restored keyspace, then hands its arena
+    /// on as any image's).
+    pub fn into_arena(self) -> crate::arena::Arena {
+        self.arena
     }
 
     /// The hash that identifies a value's bytes for the cooled queue (64-bit keyed

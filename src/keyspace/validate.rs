@@ -9,6 +9,7 @@
 //! any other), and the allocator's counters must equal what was found. After it, every
 //! length, kind and reference the code follows is one it could have written itself.
 
+use super::tiered::{ColdScan, ColdStub, COLD_STUB_BYTES, FLAG_COLD, TIER_FLAGS};
 use super::ValueOps;
 use super::{
     DbHeader, GraveNode, Kind, BIG_HDR, DB_HEADER_BYTES, ENTRY_HEADER_BYTES, FLAG_BIG, FLAG_EXPIRE,
@@ -34,12 +35,35 @@ fn root_ref(a: &Arena, slot: usize, what: &str) -> Result<Ref, Corrupt> {
 }
 
 /// Checks every structure of an arena restored from an image (see the module comment).
-/// Also marks free large blocks "not zeroed" (see `Arena::validate_free_lists`).
-pub fn validate_image(a: &mut Arena, values: &ValueOps) -> Result<(), Corrupt> {
+/// Also marks free large blocks "not zeroed" (see `Arena::validate_free_lists`), and
+/// clears the tier bits other than "cold" (the running server's queue and write state,
+/// meaningless after a restart). Returns the cold entries' stubs: the loader checks them
+/// against the snapshot's companion file.
+pub fn validate_image(a: &mut Arena, values: &ValueOps) -> Result<ColdScan, Corrupt> {
     let mut claims = Claims::new(a);
     a.validate_free_lists(&mut claims)?;
-    let a: &Arena = a;
+    let mut walk = Walk::default();
+    validate_structures(a, values, &mut claims, &mut walk)?;
+    for e in walk.clear_bits {
+        a.bytes_mut(e, OFF_FLAGS, 1)[0] &= !(TIER_FLAGS & !FLAG_COLD);
+    }
+    Ok(walk.cold)
+}
 
+/// What the entry walk gathers besides its verdict.
+#[derive(Default)]
+struct Walk {
+    cold: ColdScan,
+    /// Entries with tier bits to clear once the walk is over.
+    clear_bits: Vec<Ref>,
+}
+
+fn validate_structures(
+    a: &Arena,
+    values: &ValueOps,
+    claims: &mut Claims,
+    walk: &mut Walk,
+) -> Result<(), Corrupt> {
     let num_dbs = a.root(ROOT_NUM_DBS);
     if num_dbs == 0 || num_dbs > MAX_IMAGE_DBS {
         return Err(Corrupt::new(
@@ -52,7 +76,7 @@ pub fn validate_image(a: &mut Arena, values: &ValueOps) -> Result<(), Corrupt> {
     for db in 0..num_dbs as usize {
         let r = dbs + (db * DB_HEADER_BYTES / ALIGN_BYTES) as Ref;
         let h: DbHeader = a.read(r);
-        validate_db(a, values, &mut claims, &h, DictUse::Live, offset_of(r))?;
+        validate_db(a, values, claims, walk, &h, DictUse::Live, offset_of(r))?;
     }
 
     let mut node = root_ref(a, ROOT_GRAVEYARD, "database graveyard")?;
@@ -61,7 +85,7 @@ pub fn validate_image(a: &mut Arena, values: &ValueOps) -> Result<(), Corrupt> {
         claims.claim(node, size, "flushed database (graveyard node)")?;
         let g: GraveNode = a.read(node);
         let db_at = offset_of(node) + std::mem::offset_of!(GraveNode, db) as u64;
-        validate_db(a, values, &mut claims, &g.db, DictUse::Detached, db_at)?;
+        validate_db(a, values, claims, walk, &g.db, DictUse::Detached, db_at)?;
         node = g.next;
     }
 
@@ -73,8 +97,8 @@ pub fn validate_image(a: &mut Arena, values: &ValueOps) -> Result<(), Corrupt> {
         b = a.read_u32(b, 12);
     }
 
-    (values.validate_graveyard)(a, &mut claims)?;
-    a.validate_counters(&claims)
+    (values.validate_graveyard)(a, claims)?;
+    a.validate_counters(claims)
 }
 
 /// A database (live, or flushed and waiting in the graveyard): its TTL index's memory,
@@ -84,6 +108,7 @@ fn validate_db(
     a: &Arena,
     values: &ValueOps,
     claims: &mut Claims,
+    walk: &mut Walk,
     h: &DbHeader,
     usage: DictUse,
     at: u64,
@@ -99,7 +124,7 @@ fn validate_db(
         usage,
         at,
         |a, claims, e| {
-            validate_entry(a, values, claims, e)?;
+            validate_entry(a, values, claims, walk, usage, e)?;
             let flags = a.bytes(e, OFF_FLAGS, 1)[0];
             if usage == DictUse::Live && flags & FLAG_EXPIRE != 0 {
                 with_ttl += 1;
@@ -132,6 +157,8 @@ fn validate_entry(
     a: &Arena,
     values: &ValueOps,
     claims: &mut Claims,
+    walk: &mut Walk,
+    usage: DictUse,
     e: Ref,
 ) -> Result<(), Corrupt> {
     claims.peek(e, ENTRY_HEADER_BYTES as u64, "key entry")?;
@@ -142,10 +169,23 @@ fn validate_entry(
     let Some(kind) = Kind::decode(kind_byte) else {
         return Err(Corrupt::at(format!("entry kind byte {kind_byte}"), e));
     };
-    if flags & !(FLAG_EXPIRE | FLAG_BIG) != 0 {
+    if flags & !(FLAG_EXPIRE | FLAG_BIG | TIER_FLAGS) != 0 {
         return Err(Corrupt::at(format!("entry flags {flags:#04x}"), e));
     }
+    if flags & TIER_FLAGS & !FLAG_COLD != 0 {
+        walk.clear_bits.push(e);
+    }
     let big = flags & FLAG_BIG != 0;
+    let cold = flags & FLAG_COLD != 0;
+    if cold && (big || kind == Kind::Stream || val_len != COLD_STUB_BYTES as u64) {
+        return Err(Corrupt::at(
+            format!(
+                "cold {} entry of value length {val_len} (flags {flags:#04x})",
+                kind.type_name()
+            ),
+            e,
+        ));
+    }
     if big && (kind != Kind::String || val_len != 4) {
         return Err(Corrupt::at(
             format!(
@@ -159,6 +199,18 @@ fn validate_entry(
     let size = ENTRY_HEADER_BYTES as u64 + key_len + val_len + ttl_bytes;
     claims.claim(e, size, "key entry")?;
     let value_off = ENTRY_HEADER_BYTES + key_len as usize;
+    if cold {
+        let stub = ColdStub::decode(a.bytes(e, value_off, COLD_STUB_BYTES));
+        if !stub.well_formed(key_len as usize) {
+            return Err(Corrupt::at(format!("cold entry's tier record {stub:?}"), e));
+        }
+        walk.cold.stubs.push(stub);
+        if usage == DictUse::Live {
+            walk.cold.live_entries += 1;
+            walk.cold.live_bytes += stub.value_bytes as u64;
+        }
+        return Ok(());
+    }
     if big {
         let b = a.read_u32(e, value_off);
         claims.peek(b, BIG_HDR as u64, "string value block")?;

@@ -109,6 +109,19 @@ pub(crate) fn params(srv: &Server) -> SnapParams {
         functions: crate::persistence::snapshot::Functions::new(
             srv.scripts.functions.published.clone(),
         ),
+        tier: srv.tiering.as_ref().map(|t| {
+            let (file, high_water) = t.store.capture_source();
+            crate::persistence::snapshot::TierCapture {
+                file,
+                high_water,
+                copy_delay_us: srv
+                    .config
+                    .get_value("rdb-key-save-delay")
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .unwrap_or(0)
+                    .max(0) as u64,
+            }
+        }),
     }
 }
 
@@ -132,6 +145,9 @@ impl Server {
         if srv.config.settings().appendonly {
             return Ok(srv);
         }
+        // The tier file is created (empty) before an image loads: the loader copies the
+        // image's tiered records into it.
+        super::tiering::start(&mut srv)?;
         let Some(path) = startup_file(&srv) else {
             return Ok(srv);
         };
@@ -171,8 +187,16 @@ impl Server {
             .unwrap_or(0)
             .max(0) as u64;
         notice!("Loading the snapshot image {}", path.display());
-        let job = crate::persistence::snapshot::LoadJob::start(path, s.arena_reserve_bytes, delay)
-            .map_err(|e| format!("cannot start the image loader: {e}"))?;
+        let tier = match &srv.tiering {
+            Some(t) => crate::persistence::snapshot::TierLoad::Keep {
+                tier_file: t.store.path.clone(),
+                capacity_pages: t.store.book.capacity_pages(),
+            },
+            None => crate::persistence::snapshot::TierLoad::Warm,
+        };
+        let job =
+            crate::persistence::snapshot::LoadJob::start(path, s.arena_reserve_bytes, delay, tier)
+                .map_err(|e| format!("cannot start the image loader: {e}"))?;
         srv.snapshot.loading = Some(job);
         Ok(srv)
     }
@@ -186,6 +210,8 @@ impl Server {
         ks.lfu_decay_time_min = self.ks.lfu_decay_time_min;
         ks.deletions = self.ks.deletions.take();
         ks.events.record = self.ks.events.record;
+        // The tier file's fallback reader is the server's, not the dataset's.
+        ks.tier.reader = self.ks.tier.reader.take();
         std::mem::replace(&mut self.ks, ks)
     }
 
@@ -225,11 +251,20 @@ impl Server {
         let started = job.started;
         let path = job.path.clone();
         let loaded = job.join().and_then(|l| {
-            let (arena, header) =
+            let (arena, header, tier) =
                 l.ok_or_else(|| "the image vanished while loading".to_string())?;
-            let ks =
+            let mut ks =
                 crate::collections::keyspace_from_arena(arena, self.config.settings().databases)
                     .map_err(|e| format!("snapshot image {}: {e}", path.display()))?;
+            if let Some(r) = tier {
+                let Some(t) = self.tiering.as_mut() else {
+                    return Err("tiered values restored without tiering".to_string());
+                };
+                // O(1): the bookkeeping was rebuilt on the loader thread.
+                t.store.restore(r.book);
+                ks.tier.cold_entries = r.cold_entries;
+                ks.tier.cold_bytes = r.cold_bytes;
+            }
             Ok((ks, header))
         });
         let loaded = loaded.and_then(|(ks, header)| {
@@ -336,6 +371,9 @@ impl Server {
             return Err("Background save already in progress".into());
         }
         if self.config.settings().snapshot_rdb {
+            if self.tiering.is_some() {
+                return Err("snapshot-format rdb does not cover tiered values".into());
+            }
             return self.save_rdb_now();
         }
         let p = params(self);
@@ -399,7 +437,9 @@ impl Server {
         let arena =
             crate::arena::Arena::new(s.arena_reserve_bytes, seed).map_err(|e| e.to_string())?;
         let empty = crate::collections::new_keyspace(arena, self.ks.num_dbs());
-        let p = params(self);
+        let mut p = params(self);
+        // No cold entry: no companion.
+        p.tier = None;
         let saved = crate::persistence::snapshot::save_blocking(&empty.arena, 0, &p);
         self.image_saved(saved)
             .inspect(|_| notice!("DB saved on disk"))
@@ -467,6 +507,9 @@ impl Server {
         if s.snapshot_rdb && s.dbfilename.is_empty() {
             return Err("snapshot-format rdb needs a dbfilename".into());
         }
+        if s.snapshot_rdb && self.tiering.is_some() {
+            return Err("snapshot-format rdb does not cover tiered values".into());
+        }
         self.bgsave_scheduled = false;
         self.snapshot.stats.last_bgsave_try_ms = now_ms();
         let mut p = params(self);
@@ -478,6 +521,8 @@ impl Server {
         });
         // Freed large blocks must keep their pages while tracking is armed (see Arena).
         self.ks.arena.set_keep_pages(true);
+        // Tier file pages too, until the companion is copied.
+        self.tier_capture(true);
         match BgJob::start(&self.ks.arena, p, self.snapshot.gate.clone()) {
             Ok(job) => {
                 notice!("Background saving started");
@@ -487,6 +532,7 @@ impl Server {
             }
             Err(e) => {
                 self.ks.arena.set_keep_pages(false);
+                self.tier_capture(false);
                 self.snapshot.stats.last_bgsave_ok = false;
                 warning!("Can't start the snapshot thread: {e}");
                 Err(e.to_string())
@@ -507,6 +553,7 @@ impl Server {
         let started = job.started;
         let result = job.join();
         self.ks.arena.set_keep_pages(false);
+        self.tier_capture(false);
         if let Some((capture, out)) = self.snapshot.rdb_target.take() {
             let Ok(o) = result else {
                 self.snapshot.stats.last_bgsave_time_sec = started.elapsed().as_secs() as i64;
@@ -530,6 +577,7 @@ impl Server {
             warning!("{why}");
             job.cancel();
             self.ks.arena.set_keep_pages(false);
+            self.tier_capture(false);
         }
         if let Some((capture, _)) = self.snapshot.rdb_target.take() {
             let _ = std::fs::remove_file(capture);

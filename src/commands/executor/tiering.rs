@@ -102,15 +102,18 @@ fn tierable(kind: Kind, value: &[u8], min: usize) -> bool {
         && crate::collections::single_block(kind, value)
 }
 
-/// Commands refused while tiering is on: each would write an image, a log or a stream
+/// Commands refused while tiering is on: each would write a log, a stream or an RDB
 /// without the values that are only in the tier file, or replace the keyspace under it.
-fn refused(spec: &CommandSpec, parent: Option<&CommandSpec>, args: Args) -> bool {
+/// SAVE, BGSAVE and SHUTDOWN SAVE write an image and its tier companion, except with
+/// `snapshot-format rdb` (`rdb`: whether that is set).
+fn refused(spec: &CommandSpec, parent: Option<&CommandSpec>, args: Args, rdb: bool) -> bool {
     match parent.map_or(spec.name, |p| p.name) {
-        "save" | "bgsave" | "bgrewriteaof" | "sync" | "psync" | "replicaof" | "slaveof" => true,
+        "save" | "bgsave" => rdb,
+        "bgrewriteaof" | "sync" | "psync" | "replicaof" | "slaveof" => true,
         "debug" => ["reload", "loadaof", "digest", "digest-value"]
             .iter()
             .any(|s| args.len() > 1 && args.get(1).eq_ignore_ascii_case(s.as_bytes())),
-        "shutdown" => (1..args.len()).any(|i| args.get(i).eq_ignore_ascii_case(b"save")),
+        "shutdown" => rdb && (1..args.len()).any(|i| args.get(i).eq_ignore_ascii_case(b"save")),
         _ => false,
     }
 }
@@ -119,7 +122,7 @@ fn refused(spec: &CommandSpec, parent: Option<&CommandSpec>, args: Args) -> bool
 /// reader. Called once at startup, after loading.
 pub fn start(srv: &mut Server) -> Result<(), String> {
     let s = srv.config.settings().clone();
-    if s.tiered_prefix.is_empty() {
+    if s.tiered_prefix.is_empty() || srv.tiering.is_some() {
         return Ok(());
     }
     let store = TierStore::open(&s.tiered_prefix, s.tiered_max_file_bytes)?;
@@ -153,6 +156,18 @@ impl Server {
         }
     }
 
+    /// A background snapshot starts (true) or ends (false): while one runs, the tier
+    /// store reuses no page (see `TierStore::begin_capture`).
+    pub(crate) fn tier_capture(&mut self, on: bool) {
+        if let Some(t) = self.tiering.as_mut() {
+            if on {
+                t.store.begin_capture();
+            } else {
+                t.store.end_capture();
+            }
+        }
+    }
+
     /// The offload line: memory above it is reclaimed by dropping cooled copies.
     fn offload_line(&self) -> u64 {
         let s = self.config.settings();
@@ -166,7 +181,8 @@ impl Server {
         parent: Option<&'static CommandSpec>,
         args: Args,
     ) -> Option<String> {
-        if self.tiering.is_none() || !refused(spec, parent, args) {
+        let rdb = self.config.settings().snapshot_rdb;
+        if self.tiering.is_none() || !refused(spec, parent, args, rdb) {
             return None;
         }
         Some(format!(

@@ -83,9 +83,14 @@ fn load_image(srv: &Server) -> Result<(Keyspace, Vec<Vec<u8>>), String> {
         return load_rdb(srv);
     }
     let path = srv.image_path();
-    let job = LoadJob::start(path.clone(), s.arena_reserve_bytes, 0)
-        .map_err(|e| format!("cannot start the image loader: {e}"))?;
-    let (arena, header) = job
+    let job = LoadJob::start(
+        path.clone(),
+        s.arena_reserve_bytes,
+        0,
+        crate::persistence::snapshot::TierLoad::Warm,
+    )
+    .map_err(|e| format!("cannot start the image loader: {e}"))?;
+    let (arena, header, _) = job
         .join()?
         .ok_or_else(|| format!("no image at {}", path.display()))?;
     let ks = crate::collections::keyspace_from_arena(arena, s.databases)?;

@@ -227,6 +227,7 @@ mod tests {
             wide_cpus: None,
             write_behind: false,
             functions: Default::default(),
+            tier: None,
         };
         save_blocking(&ks.arena, ks.total_keys(), &p).unwrap();
         let out = dir.join("p.2.base.rdb");

@@ -153,6 +153,11 @@ pub struct ImageHeader {
     /// On load: the section's length and CRC-32C as the header states them (the loader
     /// checks the section against them). Ignored by `encode`.
     pub functions_stated: (u64, u32),
+    /// The tier companion file holding the records of the image's cold entries
+    /// (`persistence::tiered::companion`): its random id and page count (0 and 0: none,
+    /// the image holds no tiered value).
+    pub companion_id: u64,
+    pub companion_pages: u64,
 }
 
 fn put32(b: &mut [u8], off: usize, v: u32) {
@@ -194,6 +199,8 @@ impl ImageHeader {
         put64(&mut b, 160, self.functions.len() as u64);
         put32(&mut b, 168, crc32c::crc32c(&self.functions));
         put32(&mut b, 172, self.repl_stream_db);
+        put64(&mut b, 176, self.companion_id);
+        put64(&mut b, 184, self.companion_pages);
         let crc = crc32c::crc32c(&b[..HEADER_BYTES - 4]);
         put32(&mut b, HEADER_BYTES - 4, crc);
         b
@@ -251,6 +258,8 @@ impl ImageHeader {
             // Read from the section (`read_records`), checked against these two fields.
             functions: Vec::new(),
             functions_stated: ImageHeader::functions_fields(b),
+            companion_id: get64(b, 176),
+            companion_pages: get64(b, 184),
         })
     }
 
@@ -1114,6 +1123,8 @@ mod tests {
             passes: 1,
             functions: Vec::new(),
             functions_stated: (0, 0),
+            companion_id: 0x1122_3344_5566_7788,
+            companion_pages: 99,
         }
     }
 

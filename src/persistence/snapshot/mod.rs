@@ -137,6 +137,86 @@ pub struct SnapParams {
     pub write_behind: bool,
     /// The function libraries as the executor publishes them (RDB function records).
     pub functions: Functions,
+    /// Tiering is on: the image's cold entries point into the tier file, whose pages go
+    /// into a companion file written before the image is committed.
+    pub tier: Option<TierCapture>,
+}
+
+/// What a snapshot needs to copy the tier file (see `persistence::tiered::companion`).
+#[derive(Clone)]
+pub struct TierCapture {
+    pub file: PathBuf,
+    /// The tier store's high-water page (read once the image is written: every record
+    /// of the cut lies below it).
+    pub high_water: Arc<std::sync::atomic::AtomicU32>,
+    /// A pause after each 1 MiB copied (µs; `rdb-key-save-delay`, for tests that need
+    /// a slow save).
+    pub copy_delay_us: u64,
+}
+
+/// Writes the tier companion (when tiering is on), then the image's trailer and header,
+/// and renames the image into place; older companions go after. The companion is synced
+/// under its own name before the rename, so the image at the final name always has its
+/// companion.
+fn commit_image(
+    w: ImageWriter,
+    p: &SnapParams,
+    mut h: ImageHeader,
+    cancel: &AtomicBool,
+) -> Result<u64, SnapError> {
+    let Some(t) = &p.tier else {
+        let bytes = w.commit(&h)?;
+        crate::persistence::tiered::companion::remove_others(&p.path, None);
+        return Ok(bytes);
+    };
+    let id = loop {
+        let id = crate::util::Rng::from_time().next_u64();
+        if id != 0 {
+            break id;
+        }
+    };
+    let pages = t.high_water.load(Ordering::Acquire);
+    let cpath = crate::persistence::tiered::companion::path_for(&p.path, id);
+    let copied = match crate::persistence::tiered::companion::write(
+        &t.file,
+        pages,
+        &cpath,
+        id,
+        t.copy_delay_us,
+        cancel,
+    ) {
+        Ok(n) => n,
+        Err(_) if cancel.load(Ordering::SeqCst) => {
+            w.abort();
+            return Err(SnapError::Cancelled);
+        }
+        Err(e) => {
+            w.abort();
+            return Err(SnapError::Io(io::Error::new(
+                e.kind(),
+                format!("writing the tier companion {}: {e}", cpath.display()),
+            )));
+        }
+    };
+    h.companion_id = id;
+    h.companion_pages = pages as u64;
+    // A snapshot cancelled during the copy (FLUSHALL, SHUTDOWN) must not replace the
+    // image.
+    if cancel.load(Ordering::SeqCst) {
+        w.abort();
+        let _ = std::fs::remove_file(&cpath);
+        return Err(SnapError::Cancelled);
+    }
+    match w.commit(&h) {
+        Ok(bytes) => {
+            crate::persistence::tiered::companion::remove_others(&p.path, Some(id));
+            Ok(bytes + copied)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&cpath);
+            Err(e.into())
+        }
+    }
 }
 
 /// The function libraries (RDB function records) as the executor last published them,
@@ -431,6 +511,8 @@ fn header(
         passes,
         functions: p.functions.for_image(),
         functions_stated: (0, 0),
+        companion_id: 0,
+        companion_pages: 0,
     }
 }
 
@@ -461,15 +543,20 @@ pub fn save_blocking(arena: &Arena, keys: u64, p: &SnapParams) -> Result<Outcome
     let view = RegionView::of(arena);
     let started = Instant::now();
     let (w, end) = write_stw(&view, p, &never)?;
-    let bytes = w.commit(&header(
+    let bytes = commit_image(
+        w,
         p,
-        end,
-        keys,
-        (p.repl_offset, p.repl_stream_db),
-        0,
-        CutMode::StopTheWorld,
-        1,
-    ))?;
+        header(
+            p,
+            end,
+            keys,
+            (p.repl_offset, p.repl_stream_db),
+            0,
+            CutMode::StopTheWorld,
+            1,
+        ),
+        &never,
+    )?;
     Ok(Outcome {
         mode: CutMode::StopTheWorld,
         dirty_at_cut: 0,
@@ -532,15 +619,20 @@ fn run_background(
     drop(wide);
     let pause_us = guard.started.elapsed().as_micros() as u64;
     drop(guard);
-    let bytes = w.commit(&header(
+    let bytes = commit_image(
+        w,
         &p,
-        end,
-        keys,
-        (repl_offset, gate.repl_stream_db_at_park()),
-        aof_lsn,
-        CutMode::StopTheWorld,
-        1,
-    ))?;
+        header(
+            &p,
+            end,
+            keys,
+            (repl_offset, gate.repl_stream_db_at_park()),
+            aof_lsn,
+            CutMode::StopTheWorld,
+            1,
+        ),
+        &cancel,
+    )?;
     progress.passes.store(1, Ordering::Relaxed);
     Ok(Outcome {
         mode: CutMode::StopTheWorld,
@@ -567,7 +659,7 @@ fn run_sync_image(
 ) -> Result<Outcome, SnapError> {
     let mut w = ImageWriter::create(&p.path, p.write_behind)?;
     match sync::run_sync(view, p, t, gate, cancel, progress, &mut w) {
-        Ok((o, end)) => commit(w, p, o, end, gate.repl_stream_db_at_park()),
+        Ok((o, end)) => commit(w, p, o, end, gate.repl_stream_db_at_park(), cancel),
         Err(e) => {
             w.abort();
             Err(e)
@@ -583,6 +675,7 @@ fn commit(
     o: Outcome,
     end: u64,
     repl_stream_db: u32,
+    cancel: &AtomicBool,
 ) -> Result<Outcome, SnapError> {
     let h = header(
         p,
@@ -593,7 +686,7 @@ fn commit(
         o.mode,
         o.passes,
     );
-    let bytes = w.commit(&h)?;
+    let bytes = commit_image(w, p, h, cancel)?;
     Ok(Outcome {
         bytes_written: bytes,
         ..o
@@ -646,7 +739,7 @@ fn run_live(
         ended.elapsed().as_micros()
     );
     match result {
-        Ok(Live::Done(o, end)) => commit(w, p, o, end, gate.repl_stream_db_at_park()),
+        Ok(Live::Done(o, end)) => commit(w, p, o, end, gate.repl_stream_db_at_park(), cancel),
         Ok(Live::Switch { passes, reason }) => {
             // The records written so far are useless without the tracking that was just
             // dropped: the freeze-free stream is a complete image on its own.
@@ -1346,12 +1439,51 @@ impl SnapshotEngine {
 
 /// Loads the image at `path` into a new arena, checked record by record and then
 /// structure by structure (`keyspace::validate`): only a consistent arena is returned.
-/// None when there is no image.
+/// The values of tiered (cold) entries are read from the image's companion file into
+/// RAM ([`TierLoad::Warm`]). None when there is no image.
 pub fn load_image(
     path: &Path,
     reserve_bytes: usize,
     progress: &format::LoadProgress,
 ) -> Result<Option<(Arena, ImageHeader)>, String> {
+    Ok(load_image_tiered(path, reserve_bytes, progress, &TierLoad::Warm)?.map(|(a, h, _)| (a, h)))
+}
+
+/// How a load treats the image's tiered (cold) values.
+#[derive(Clone, Debug)]
+pub enum TierLoad {
+    /// Tiering is off: every cold value is read from the companion into RAM.
+    Warm,
+    /// Tiering is on: the companion's pages are copied into the (fresh) tier file and
+    /// the values stay cold; the tier file's bookkeeping is rebuilt from their stubs.
+    Keep {
+        tier_file: PathBuf,
+        capacity_pages: u32,
+    },
+}
+
+/// What a [`TierLoad::Keep`] load leaves for the tier store.
+pub struct TierRestored {
+    pub book: crate::persistence::tiered::bookkeeper::Bookkeeper,
+    /// Cold entries of the live databases, and their values' bytes.
+    pub cold_entries: u64,
+    pub cold_bytes: u64,
+}
+
+/// A loaded image: its arena, header, and with [`TierLoad::Keep`] the tier file's state.
+pub type Loaded = (Arena, ImageHeader, Option<TierRestored>);
+
+/// [`load_image`], with the tiered values treated as `tier` says. A cold entry needs the
+/// companion file the header names: a missing one, one of another snapshot, a truncated
+/// one, or a record past its end fails the load naming the file; so does (with
+/// [`TierLoad::Warm`]) a damaged page, naming the key. With [`TierLoad::Keep`] a damaged
+/// page surfaces when its key is read, as a damaged tier file page does.
+pub fn load_image_tiered(
+    path: &Path,
+    reserve_bytes: usize,
+    progress: &format::LoadProgress,
+    tier: &TierLoad,
+) -> Result<Option<Loaded>, String> {
     if !path.exists() {
         return Ok(None);
     }
@@ -1360,13 +1492,77 @@ pub fn load_image(
         .map_err(|e| in_file(e.to_string()))?;
     let started = Instant::now();
     let cpu_started = thread_cpu_seconds();
-    let arena = arena_of_region(region, &header).map_err(in_file)?;
+    let (arena, cold) = arena_of_region(region, &header).map_err(in_file)?;
     notice!(
         "Snapshot image structures checked in {:.3} seconds ({:.3} s of CPU)",
         started.elapsed().as_secs_f64(),
         thread_cpu_seconds() - cpu_started
     );
-    Ok(Some((arena, header)))
+    if cold.stubs.is_empty() {
+        return Ok(Some((arena, header, None)));
+    }
+    use crate::persistence::tiered::companion::Companion;
+    if header.companion_id == 0 {
+        return Err(in_file(format!(
+            "the snapshot image holds {} tiered values but names no tier companion file",
+            cold.stubs.len()
+        )));
+    }
+    let comp = Companion::open(path, header.companion_id, header.companion_pages)?;
+    if let Some(s) = cold.stubs.iter().find(|s| !comp.holds(**s)) {
+        return Err(format!(
+            "a tiered record of the snapshot image {} (page {}, {} pages) lies past the end of its companion {} ({} pages)",
+            path.display(),
+            s.page,
+            s.pages(),
+            comp.path.display(),
+            comp.pages
+        ));
+    }
+    let started = Instant::now();
+    match tier {
+        TierLoad::Warm => {
+            let dbs = crate::keyspace::tiered::image_dbs(&arena);
+            let mut ks = crate::collections::keyspace_from_arena(arena, dbs).map_err(in_file)?;
+            let n = ks
+                .warm_all(&mut |key, stub| comp.read_value(key, stub))
+                .map_err(|e| format!("{e} (snapshot image {})", path.display()))?;
+            notice!(
+                "Read {n} tiered values from {} into memory in {:.3} seconds",
+                comp.path.display(),
+                started.elapsed().as_secs_f64()
+            );
+            Ok(Some((ks.into_arena(), header, None)))
+        }
+        TierLoad::Keep {
+            tier_file,
+            capacity_pages,
+        } => {
+            let book = crate::persistence::tiered::bookkeeper::Bookkeeper::from_records(
+                *capacity_pages,
+                &cold.stubs,
+            )
+            .map_err(|e| format!("{e} (snapshot image {})", path.display()))?;
+            comp.copy_into(tier_file, book.high_water() as u64)?;
+            notice!(
+                "Tier file {} restored from {} ({} tiered values, {} pages) in {:.3} seconds",
+                tier_file.display(),
+                comp.path.display(),
+                cold.stubs.len(),
+                book.high_water(),
+                started.elapsed().as_secs_f64()
+            );
+            Ok(Some((
+                arena,
+                header,
+                Some(TierRestored {
+                    book,
+                    cold_entries: cold.live_entries,
+                    cold_bytes: cold.live_bytes,
+                }),
+            )))
+        }
+    }
 }
 
 /// CPU time of the calling thread (the validation's cost without the machine's noise).
@@ -1382,11 +1578,29 @@ fn thread_cpu_seconds() -> f64 {
 
 /// Takes over a restored region as an arena once its header and every structure in it
 /// check out (`keyspace::validate`).
-fn arena_of_region(region: crate::arena::RawRegion, header: &ImageHeader) -> Result<Arena, String> {
+fn arena_of_region(
+    region: crate::arena::RawRegion,
+    header: &ImageHeader,
+) -> Result<(Arena, crate::keyspace::tiered::ColdScan), String> {
     let mut arena = Arena::from_region(region, header.arena_bytes).map_err(|e| e.to_string())?;
-    crate::collections::validate_image(&mut arena)
+    let cold = crate::collections::validate_image(&mut arena)
         .map_err(|e| format!("snapshot image holds an inconsistent arena: {e}"))?;
-    Ok(arena)
+    Ok((arena, cold))
+}
+
+/// An image without a file name (in memory, or a stream from a primary) has no
+/// companion: tiered values in it are refused.
+fn without_tiered(
+    (arena, cold): (Arena, crate::keyspace::tiered::ColdScan),
+) -> Result<Arena, String> {
+    if cold.stubs.is_empty() {
+        Ok(arena)
+    } else {
+        Err(format!(
+            "the snapshot image holds {} tiered values, whose companion file is not here",
+            cold.stubs.len()
+        ))
+    }
 }
 
 /// [`load_image`] from an image held in memory, into an arena of `reserve_bytes`
@@ -1397,7 +1611,7 @@ pub fn load_image_bytes(
 ) -> Result<(Arena, ImageHeader), String> {
     let (region, header) =
         format::load_from_bytes(image, reserve_bytes).map_err(|e| e.to_string())?;
-    let arena = arena_of_region(region, &header)?;
+    let arena = without_tiered(arena_of_region(region, &header)?)?;
     Ok((arena, header))
 }
 
@@ -1409,14 +1623,14 @@ pub fn load_image_stream<R: std::io::Read>(
 ) -> Result<(Arena, ImageHeader), String> {
     let (region, header) =
         format::load_from_stream(image, len, reserve_bytes).map_err(|e| e.to_string())?;
-    let arena = arena_of_region(region, &header)?;
+    let arena = without_tiered(arena_of_region(region, &header)?)?;
     Ok((arena, header))
 }
 
 /// An image being loaded at startup on its own thread while the executor answers
 /// `-LOADING` (and INFO shows `loading:1`).
 pub struct LoadJob {
-    handle: JoinHandle<Result<Option<(Arena, ImageHeader)>, String>>,
+    handle: JoinHandle<Result<Option<Loaded>, String>>,
     /// The file being loaded.
     pub path: PathBuf,
     pub started: Instant,
@@ -1426,7 +1640,12 @@ pub struct LoadJob {
 }
 
 impl LoadJob {
-    pub fn start(path: PathBuf, reserve_bytes: usize, record_delay_us: u64) -> io::Result<LoadJob> {
+    pub fn start(
+        path: PathBuf,
+        reserve_bytes: usize,
+        record_delay_us: u64,
+        tier: TierLoad,
+    ) -> io::Result<LoadJob> {
         let total_bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         let progress = Arc::new(format::LoadProgress::default());
         progress
@@ -1436,7 +1655,7 @@ impl LoadJob {
         let loaded = path.clone();
         let handle = std::thread::Builder::new()
             .name("cairn-load".into())
-            .spawn(move || load_image(&loaded, reserve_bytes, &p))?;
+            .spawn(move || load_image_tiered(&loaded, reserve_bytes, &p, &tier))?;
         Ok(LoadJob {
             handle,
             path,
@@ -1449,7 +1668,7 @@ impl LoadJob {
     pub fn is_finished(&self) -> bool {
         self.handle.is_finished()
     }
-    pub fn join(self) -> Result<Option<(Arena, ImageHeader)>, String> {
+    pub fn join(self) -> Result<Option<Loaded>, String> {
         self.handle
             .join()
             .unwrap_or_else(|_| Err("the image loader thread panicked".into()))

@@ -31,6 +31,9 @@ pub struct Bookkeeper {
     small: HashMap<u32, SmallPage>,
     /// Bytes of live records (what the allocated pages are for).
     live_record_bytes: u64,
+    /// One past the highest page ever handed out: no record lies beyond it (a snapshot's
+    /// companion copies the file up to here).
+    high_water: u32,
 }
 
 /// Pages a record of `record_bytes` takes when it is not packed.
@@ -52,6 +55,7 @@ impl Bookkeeper {
             allocated_pages: 0,
             small: HashMap::new(),
             live_record_bytes: 0,
+            high_water: 0,
         };
         if capacity_pages > 0 {
             b.insert_free(0, capacity_pages);
@@ -79,6 +83,7 @@ impl Bookkeeper {
             self.insert_free(start + n, len - n);
         }
         self.allocated_pages += n as u64;
+        self.high_water = self.high_water.max(start + n);
         Some(start)
     }
 
@@ -155,6 +160,62 @@ impl Bookkeeper {
         }
     }
 
+    /// Takes pages `start .. start + n` out of the free space; false when any of them is
+    /// not free (or past the capacity).
+    fn claim_pages(&mut self, start: u32, n: u32) -> bool {
+        let end = start as u64 + n as u64;
+        if n == 0 || end > self.capacity_pages as u64 {
+            return false;
+        }
+        let Some((&fs, &fl)) = self.free_by_start.range(..=start).next_back() else {
+            return false;
+        };
+        if (fs as u64 + fl as u64) < end {
+            return false;
+        }
+        self.remove_free(fs, fl);
+        if fs < start {
+            self.insert_free(fs, start - fs);
+        }
+        let tail = (fs as u64 + fl as u64 - end) as u32;
+        if tail > 0 {
+            self.insert_free(end as u32, tail);
+        }
+        self.allocated_pages += n as u64;
+        self.high_water = self.high_water.max(end as u32);
+        true
+    }
+
+    /// The bookkeeping of a tier file restored from a snapshot: the records of `stubs`
+    /// (every cold entry of the restored image) are live, everything else is free. Err
+    /// when a record lies past the capacity or overlaps another one's pages (a big
+    /// record shares its pages with nothing).
+    pub fn from_records(capacity_pages: u32, stubs: &[ColdStub]) -> Result<Bookkeeper, String> {
+        let mut b = Bookkeeper::new(capacity_pages);
+        for &s in stubs {
+            let taken = if is_small(s.record_bytes) {
+                b.small.contains_key(&s.page) || b.claim_pages(s.page, 1)
+            } else {
+                b.claim_pages(s.page, pages_for(s.record_bytes))
+            };
+            if !taken {
+                return Err(format!(
+                    "a tiered record at page {} ({} bytes) overlaps another one or lies past the tier file's {} pages",
+                    s.page, s.record_bytes, capacity_pages
+                ));
+            }
+            if is_small(s.record_bytes) {
+                b.add_small(s.page, s.record_bytes);
+            } else {
+                b.live_record_bytes += s.record_bytes as u64;
+            }
+        }
+        Ok(b)
+    }
+
+    pub fn high_water(&self) -> u32 {
+        self.high_water
+    }
     pub fn capacity_pages(&self) -> u32 {
         self.capacity_pages
     }
@@ -257,6 +318,26 @@ mod tests {
         b.drop_empty_small_page(p);
         assert_eq!(b.allocated_pages(), 0);
         assert_eq!(b.small_pages(), 0);
+    }
+
+    #[test]
+    fn records_restored_are_taken_and_the_rest_is_free() {
+        let big = (PAYLOAD_BYTES * 2 + 1) as u32;
+        let b =
+            Bookkeeper::from_records(16, &[stub(3, 100), stub(3, 50), stub(5, big), stub(9, 10)])
+                .unwrap();
+        assert_eq!(b.allocated_pages(), 1 + 3 + 1);
+        assert_eq!(b.small_pages(), 2);
+        assert_eq!(b.live_record_bytes(), 100 + 50 + big as u64 + 10);
+        let mut b = b;
+        assert_eq!(b.free_record(stub(3, 100)), None);
+        assert_eq!(b.free_record(stub(3, 50)), Some((3, 1)));
+        // A new big record never lands on the restored one's pages.
+        let p = b.alloc_pages(3).unwrap();
+        assert!(p + 3 <= 5 || p >= 8, "{p}");
+        assert!(Bookkeeper::from_records(16, &[stub(5, big), stub(6, 10)]).is_err());
+        assert!(Bookkeeper::from_records(16, &[stub(15, big)]).is_err());
+        assert!(Bookkeeper::from_records(16, &[stub(16, 10)]).is_err());
     }
 
     proptest! {

@@ -8,6 +8,7 @@
 //! keyspace.
 
 pub mod bookkeeper;
+pub mod companion;
 pub mod io;
 pub mod page;
 
@@ -100,6 +101,11 @@ pub struct TierStore {
     /// be rewritten under the read).
     pages_reading: HashMap<u32, u32>,
     deferred_frees: Vec<ColdStub>,
+    /// Snapshots copying the file: while any runs, freed records keep their pages (a
+    /// page live at the snapshot's cut must not be rewritten before it is copied).
+    captures: u32,
+    /// The bookkeeper's high-water page, for a snapshot's copy (another thread).
+    high_water: Arc<std::sync::atomic::AtomicU32>,
     /// Values in RAM with a current disk copy, oldest first: memory is reclaimed from
     /// the front without a write.
     pub cooled: VecDeque<Placed>,
@@ -222,6 +228,8 @@ impl TierStore {
             read_of: HashMap::new(),
             pages_reading: HashMap::new(),
             deferred_frees: Vec::new(),
+            captures: 0,
+            high_water: Arc::new(std::sync::atomic::AtomicU32::new(0)),
             cooled: VecDeque::new(),
             stats: TierStats::default(),
             pending_stash_pages: 0,
@@ -357,6 +365,7 @@ impl TierStore {
                     self.stats.stash_no_space += 1;
                     return Err(StashRefused::NoSpace);
                 };
+                self.publish_high_water();
                 self.open = Some(OpenPage {
                     page: p,
                     buf: AlignedBuf::zeroed(PAGE_BYTES),
@@ -388,6 +397,7 @@ impl TierStore {
             self.stats.stash_no_space += 1;
             return Err(StashRefused::NoSpace);
         };
+        self.publish_high_water();
         let pages = bookkeeper::pages_for(rec32) as usize;
         let mut buf = AlignedBuf::zeroed(pages * PAGE_BYTES);
         // The record through the pages' payloads.
@@ -479,13 +489,54 @@ impl TierStore {
         id
     }
 
-    /// Gives a record's space back (later if a read of its pages is in flight).
+    /// Gives a record's space back (later if a read of its pages is in flight, or a
+    /// snapshot is copying the file).
     pub fn free(&mut self, stub: ColdStub) {
-        if self.pages_reading.contains_key(&stub.page) {
+        if self.captures > 0 || self.pages_reading.contains_key(&stub.page) {
             self.deferred_frees.push(stub);
         } else {
             self.book.free_record(stub);
         }
+    }
+
+    /// A snapshot starts: until [`TierStore::end_capture`], no page is reused, so every
+    /// record live at its cut stays as it was until its copy (`companion::write`) is done.
+    /// O(1).
+    pub fn begin_capture(&mut self) {
+        self.captures += 1;
+    }
+
+    /// The snapshot ended (done, failed or cancelled): the frees it held back go through.
+    pub fn end_capture(&mut self) {
+        self.captures = self.captures.saturating_sub(1);
+        if self.captures == 0 {
+            for stub in std::mem::take(&mut self.deferred_frees) {
+                self.free(stub);
+            }
+        }
+    }
+
+    /// Frees held back (tests and INFO).
+    pub fn deferred_free_count(&self) -> usize {
+        self.deferred_frees.len()
+    }
+
+    /// What a snapshot needs to copy the file: its path and the high-water page, which
+    /// the snapshot reads once its image is written (every record of its cut lies below).
+    pub fn capture_source(&self) -> (std::path::PathBuf, Arc<std::sync::atomic::AtomicU32>) {
+        (self.path.clone(), self.high_water.clone())
+    }
+
+    fn publish_high_water(&self) {
+        self.high_water
+            .store(self.book.high_water(), std::sync::atomic::Ordering::Release);
+    }
+
+    /// Installs the bookkeeping of a file restored from a snapshot (its records were
+    /// copied in by the loader before anything was stashed).
+    pub fn restore(&mut self, book: Bookkeeper) {
+        self.book = book;
+        self.publish_high_water();
     }
 
     /// Completions since the last call.
@@ -546,7 +597,7 @@ impl TierStore {
                 }
             }
         }
-        if read_ended && !self.deferred_frees.is_empty() {
+        if read_ended && self.captures == 0 && !self.deferred_frees.is_empty() {
             for stub in std::mem::take(&mut self.deferred_frees) {
                 self.free(stub);
             }

@@ -15,6 +15,9 @@ pub const PAGE_BYTES: usize = 4096;
 pub const PAGE_HEADER_BYTES: usize = 8;
 pub const PAYLOAD_BYTES: usize = PAGE_BYTES - PAGE_HEADER_BYTES;
 pub const RECORD_HEADER_BYTES: usize = 8;
+// The image validator checks stubs with the keyspace's copies of these figures.
+const _: () = assert!(PAYLOAD_BYTES == crate::keyspace::tiered::TIER_PAGE_PAYLOAD_BYTES);
+const _: () = assert!(RECORD_HEADER_BYTES == crate::keyspace::tiered::TIER_RECORD_HEADER_BYTES);
 const MAGIC: &[u8; 4] = b"CTP1";
 
 /// A record's length for a key and value.
