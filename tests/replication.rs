@@ -1105,8 +1105,9 @@ fn a_primary_with_io_threads_serves_replicas() {
 
 /// The stream written while a replica's full sync is held up goes to a temporary file once
 /// it passes 4 MiB (not the primary's memory), and reaches the replica afterwards whole and
-/// in order; the file is removed once it is sent. The replica here is a raw socket that
-/// asks for a full sync and reads nothing until the writes are done.
+/// in order; the file has no name (nothing is left in `dir`, whatever happens to the
+/// process) and is closed once it is sent. The replica here is a raw socket that asks for
+/// a full sync and reads nothing until the writes are done.
 #[test]
 fn the_stream_kept_during_a_long_sync_spills_to_a_file_and_arrives_in_order() {
     use std::io::{BufRead, BufReader, Write};
@@ -1122,15 +1123,21 @@ fn the_stream_kept_during_a_long_sync_spills_to_a_file_and_arrives_in_order() {
         p.info("replication", "slave0")
             .is_some_and(|v| v.contains("state=send_bulk") || v.contains("state=online"))
     });
+    // The spool's file: open in the server, unlinked, in its `dir`.
+    let dir = std::fs::canonicalize(&prim.dir).unwrap();
+    let fds = format!("/proc/{}/fd", prim.child.id());
     let spilled = || {
+        std::fs::read_dir(&fds)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter_map(|e| std::fs::read_link(e.path()).ok())
+            .any(|t| t.starts_with(&dir) && t.to_string_lossy().ends_with(" (deleted)"))
+    };
+    let named = || {
         std::fs::read_dir(&prim.dir)
             .unwrap()
             .filter_map(|e| e.ok())
-            .any(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .starts_with("temp-repl-pending-")
-            })
+            .any(|e| e.file_name().to_string_lossy().contains("pending"))
     };
     let values: Vec<Vec<u8>> = (0..12u32)
         .map(|k| {
@@ -1143,7 +1150,12 @@ fn the_stream_kept_during_a_long_sync_spills_to_a_file_and_arrives_in_order() {
         p.cmd(&[b"SET", format!("spill{k}").as_bytes(), v]);
         assert_eq!(p.reply(), b"+OK\r\n");
     }
-    assert!(spilled(), "the pending stream went to a file");
+    wait_until(
+        Duration::from_secs(30),
+        "the pending stream went to a file",
+        || spilled(),
+    );
+    assert!(!named(), "the pending stream's file has no name");
     // Now read: the header, the RDB, then the stream, which must hold the 12 SETs in order.
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut r = BufReader::with_capacity(1 << 20, s);
@@ -1184,7 +1196,7 @@ fn the_stream_kept_during_a_long_sync_spills_to_a_file_and_arrives_in_order() {
             seen += 1;
         }
     }
-    wait_until(Duration::from_secs(30), "the spill file is removed", || {
+    wait_until(Duration::from_secs(30), "the spill file is closed", || {
         !spilled()
     });
     assert_eq!(p.call(&["PING"]), b"+PONG\r\n");
