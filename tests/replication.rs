@@ -1153,7 +1153,7 @@ fn the_stream_kept_during_a_long_sync_spills_to_a_file_and_arrives_in_order() {
     wait_until(
         Duration::from_secs(30),
         "the pending stream went to a file",
-        || spilled(),
+        spilled,
     );
     assert!(!named(), "the pending stream's file has no name");
     // Now read: the header, the RDB, then the stream, which must hold the 12 SETs in order.
@@ -1200,6 +1200,56 @@ fn the_stream_kept_during_a_long_sync_spills_to_a_file_and_arrives_in_order() {
         !spilled()
     });
     assert_eq!(p.call(&["PING"]), b"+PONG\r\n");
+}
+
+/// A replica that reads slower than the primary sends: the primary tops its output up
+/// whenever less than the window is unsent, so the buffer never empties during the
+/// transfer; its allocation (CLIENT LIST `rbs`) must stay near the window, not grow with
+/// what was sent through it (it kept every byte sent before).
+#[test]
+fn a_slow_replica_s_output_buffer_stays_near_the_window() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let prim = start_cairn(&with(DEBUG, &["--repl-diskless-sync", "no"]));
+    let mut p = Raw::connect(prim.port);
+    // A payload many times the window (4 MiB) and the socket buffers.
+    populate(prim.port, 60_000, 1000);
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", prim.port)).unwrap();
+    s.write_all(&encode(&[b"PSYNC", b"?", b"-1"])).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut r = BufReader::with_capacity(64 << 10, s);
+    let mut line = String::new();
+    let len: usize = loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        if let Some(n) = line.trim_end().strip_prefix('$') {
+            break n.parse().unwrap();
+        }
+    };
+    assert!(len > 40 << 20, "payload {len} bytes");
+    let rbs = |p: &mut Raw| -> u64 {
+        let list =
+            String::from_utf8_lossy(&p.call(&["CLIENT", "LIST", "TYPE", "replica"])).into_owned();
+        list.split_whitespace()
+            .find_map(|f| f.strip_prefix("rbs="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let (mut got, mut peak, mut buf) = (0usize, 0u64, vec![0u8; 64 << 10]);
+    while got < len {
+        let n = r.read(&mut buf[..(len - got).min(64 << 10)]).unwrap();
+        assert!(n > 0, "the primary closed the link");
+        got += n;
+        // Slower than the primary: it always has more waiting for this socket.
+        std::thread::sleep(Duration::from_micros(500));
+        if got % (1 << 20) < n {
+            peak = peak.max(rbs(&mut p));
+        }
+    }
+    assert!(peak > 0, "CLIENT LIST showed the replica's buffer");
+    assert!(
+        peak <= 16 << 20,
+        "the replica's output buffer reached {peak} bytes for a {len}-byte payload"
+    );
 }
 
 /// `repl-ping-replica-period` counts from the replica's arrival: a primary whose period is
