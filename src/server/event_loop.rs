@@ -1167,7 +1167,7 @@ impl EventLoop {
             let dropped =
                 super::outq::compact_sent(&mut conn.out, &mut conn.out_pos, &mut conn.refs);
             for h in conn.holds.iter_mut() {
-                h.0 -= dropped;
+                h.0 = h.0.saturating_sub(dropped);
             }
             if written >= WRITE_BUDGET_BYTES && !self.pending_write.contains(&slot) {
                 self.pending_write.push(slot);
