@@ -1105,8 +1105,9 @@ fn a_primary_with_io_threads_serves_replicas() {
 
 /// The stream written while a replica's full sync is held up goes to a temporary file once
 /// it passes 4 MiB (not the primary's memory), and reaches the replica afterwards whole and
-/// in order; the file is removed once it is sent. The replica here is a raw socket that
-/// asks for a full sync and reads nothing until the writes are done.
+/// in order; the file has no name (nothing is left in `dir`, whatever happens to the
+/// process) and is closed once it is sent. The replica here is a raw socket that asks for
+/// a full sync and reads nothing until the writes are done.
 #[test]
 fn the_stream_kept_during_a_long_sync_spills_to_a_file_and_arrives_in_order() {
     use std::io::{BufRead, BufReader, Write};
@@ -1122,15 +1123,21 @@ fn the_stream_kept_during_a_long_sync_spills_to_a_file_and_arrives_in_order() {
         p.info("replication", "slave0")
             .is_some_and(|v| v.contains("state=send_bulk") || v.contains("state=online"))
     });
+    // The spool's file: open in the server, unlinked, in its `dir`.
+    let dir = std::fs::canonicalize(&prim.dir).unwrap();
+    let fds = format!("/proc/{}/fd", prim.child.id());
     let spilled = || {
+        std::fs::read_dir(&fds)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter_map(|e| std::fs::read_link(e.path()).ok())
+            .any(|t| t.starts_with(&dir) && t.to_string_lossy().ends_with(" (deleted)"))
+    };
+    let named = || {
         std::fs::read_dir(&prim.dir)
             .unwrap()
             .filter_map(|e| e.ok())
-            .any(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .starts_with("temp-repl-pending-")
-            })
+            .any(|e| e.file_name().to_string_lossy().contains("pending"))
     };
     let values: Vec<Vec<u8>> = (0..12u32)
         .map(|k| {
@@ -1143,7 +1150,12 @@ fn the_stream_kept_during_a_long_sync_spills_to_a_file_and_arrives_in_order() {
         p.cmd(&[b"SET", format!("spill{k}").as_bytes(), v]);
         assert_eq!(p.reply(), b"+OK\r\n");
     }
-    assert!(spilled(), "the pending stream went to a file");
+    wait_until(
+        Duration::from_secs(30),
+        "the pending stream went to a file",
+        spilled,
+    );
+    assert!(!named(), "the pending stream's file has no name");
     // Now read: the header, the RDB, then the stream, which must hold the 12 SETs in order.
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut r = BufReader::with_capacity(1 << 20, s);
@@ -1184,10 +1196,60 @@ fn the_stream_kept_during_a_long_sync_spills_to_a_file_and_arrives_in_order() {
             seen += 1;
         }
     }
-    wait_until(Duration::from_secs(30), "the spill file is removed", || {
+    wait_until(Duration::from_secs(30), "the spill file is closed", || {
         !spilled()
     });
     assert_eq!(p.call(&["PING"]), b"+PONG\r\n");
+}
+
+/// A replica that reads slower than the primary sends: the primary tops its output up
+/// whenever less than the window is unsent, so the buffer never empties during the
+/// transfer; its allocation (CLIENT LIST `rbs`) must stay near the window, not grow with
+/// what was sent through it (it kept every byte sent before).
+#[test]
+fn a_slow_replica_s_output_buffer_stays_near_the_window() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let prim = start_cairn(&with(DEBUG, &["--repl-diskless-sync", "no"]));
+    let mut p = Raw::connect(prim.port);
+    // A payload many times the window (4 MiB) and the socket buffers.
+    populate(prim.port, 60_000, 1000);
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", prim.port)).unwrap();
+    s.write_all(&encode(&[b"PSYNC", b"?", b"-1"])).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut r = BufReader::with_capacity(64 << 10, s);
+    let mut line = String::new();
+    let len: usize = loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        if let Some(n) = line.trim_end().strip_prefix('$') {
+            break n.parse().unwrap();
+        }
+    };
+    assert!(len > 40 << 20, "payload {len} bytes");
+    let rbs = |p: &mut Raw| -> u64 {
+        let list =
+            String::from_utf8_lossy(&p.call(&["CLIENT", "LIST", "TYPE", "replica"])).into_owned();
+        list.split_whitespace()
+            .find_map(|f| f.strip_prefix("rbs="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let (mut got, mut peak, mut buf) = (0usize, 0u64, vec![0u8; 64 << 10]);
+    while got < len {
+        let n = r.read(&mut buf[..(len - got).min(64 << 10)]).unwrap();
+        assert!(n > 0, "the primary closed the link");
+        got += n;
+        // Slower than the primary: it always has more waiting for this socket.
+        std::thread::sleep(Duration::from_micros(500));
+        if got % (1 << 20) < n {
+            peak = peak.max(rbs(&mut p));
+        }
+    }
+    assert!(peak > 0, "CLIENT LIST showed the replica's buffer");
+    assert!(
+        peak <= 16 << 20,
+        "the replica's output buffer reached {peak} bytes for a {len}-byte payload"
+    );
 }
 
 /// `repl-ping-replica-period` counts from the replica's arrival: a primary whose period is

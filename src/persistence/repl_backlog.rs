@@ -19,10 +19,18 @@ pub struct Backlog {
 
 impl Backlog {
     /// An empty backlog whose next byte will have offset `end_offset + 1`.
+    ///
+    /// The whole ring is allocated here (its pages are touched only as bytes arrive) and
+    /// appends trim before they add, so it never grows: a primary creates its backlog at
+    /// a replica's first PSYNC, right before that replica's capture starts, and growing
+    /// it by doubling then (an `mmap`, then `mremap`s, in the first 100 ms at 10 MB/s)
+    /// made the executor wait for the memory-map lock the capture's page-table walks hold
+    /// (BENCHMARKS.md, "Where the executor waited during a full sync").
     pub fn new(size_limit_bytes: usize, end_offset: u64) -> Backlog {
+        let size_limit_bytes = size_limit_bytes.max(1);
         Backlog {
-            bytes: VecDeque::new(),
-            size_limit_bytes: size_limit_bytes.max(1),
+            bytes: VecDeque::with_capacity(size_limit_bytes),
+            size_limit_bytes,
             end_offset,
         }
     }
@@ -31,9 +39,9 @@ impl Backlog {
     pub fn append(&mut self, data: &[u8]) {
         self.end_offset += data.len() as u64;
         let keep = data.len().min(self.size_limit_bytes);
-        self.bytes.extend(&data[data.len() - keep..]);
-        let over = self.bytes.len().saturating_sub(self.size_limit_bytes);
+        let over = (self.bytes.len() + keep).saturating_sub(self.size_limit_bytes);
         self.bytes.drain(..over);
+        self.bytes.extend(&data[data.len() - keep..]);
     }
 
     /// `repl-backlog-size` changed: keeps the newest bytes that fit.
@@ -119,6 +127,24 @@ mod tests {
 
     /// The rebuilt backlog holds exactly the stream: commands at their offsets; it starts
     /// over where the chain breaks (another id, an offset going back, a gap).
+    /// The ring allocated at creation is never outgrown, whatever the append sizes.
+    #[test]
+    fn the_ring_allocated_at_creation_is_never_outgrown() {
+        let mut b = Backlog::new(1000, 0);
+        let cap = b.bytes.capacity();
+        assert!(cap >= 1000);
+        let mut all = Vec::new();
+        for i in 0..300u32 {
+            let piece: Vec<u8> = (0..(i * 7) % 1500).map(|j| (i + j) as u8).collect();
+            b.append(&piece);
+            all.extend_from_slice(&piece);
+            assert_eq!(b.bytes.capacity(), cap);
+            assert!(b.histlen() <= 1000);
+        }
+        let held: Vec<u8> = b.bytes.iter().copied().collect();
+        assert_eq!(held, all[all.len() - 1000..]);
+    }
+
     #[test]
     fn a_rebuilt_backlog_is_the_stream_or_starts_over() {
         let mut r = Rebuild::new(1024, b"A", 100);

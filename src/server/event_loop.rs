@@ -1162,8 +1162,16 @@ impl EventLoop {
             if conn.out.capacity() > 1 << 20 {
                 conn.out = Vec::new();
             }
-        } else if written >= WRITE_BUDGET_BYTES && !self.pending_write.contains(&slot) {
-            self.pending_write.push(slot);
+        } else {
+            // Every hold lies at or after what was sent (`end` stops at the first).
+            let dropped =
+                super::outq::compact_sent(&mut conn.out, &mut conn.out_pos, &mut conn.refs);
+            for h in conn.holds.iter_mut() {
+                h.0 = h.0.saturating_sub(dropped);
+            }
+            if written >= WRITE_BUDGET_BYTES && !self.pending_write.contains(&slot) {
+                self.pending_write.push(slot);
+            }
         }
         if let Some(t) = self.trace.as_mut() {
             let ref_bytes = refs_before.saturating_sub(conn.refs.pending_bytes());

@@ -798,11 +798,14 @@ impl IoThread {
             if conn.close_after_write && !conn.in_flight {
                 self.close(slot);
             }
-        } else if written >= WRITE_BUDGET_BYTES {
-            if !self.more_to_write.contains(&slot) {
-                self.more_to_write.push(slot);
+        } else {
+            super::outq::compact_sent(&mut conn.out, &mut conn.out_pos, &mut conn.refs);
+            if written >= WRITE_BUDGET_BYTES {
+                if !self.more_to_write.contains(&slot) {
+                    self.more_to_write.push(slot);
+                }
+                let _ = self.me.waker.wake();
             }
-            let _ = self.me.waker.wake();
         }
     }
 

@@ -183,6 +183,30 @@ impl OutRefs {
     }
 }
 
+/// A sent prefix of an owned output buffer is dropped once it is at least this long.
+pub const COMPACT_MIN_BYTES: usize = 1 << 20;
+
+/// Drops the sent prefix `out[..*pos]` when it is at least [`COMPACT_MIN_BYTES`] and at
+/// least as long as what is left, shifting the references; returns the bytes dropped
+/// (the caller shifts its own offsets into `out` by as much).
+///
+/// Why: a buffer is otherwise emptied only when everything in it was sent, and a
+/// connection topped up while its socket is behind (a replica during a full sync, fed
+/// whenever less than a window is unsent) never gets there, so the buffer kept every byte
+/// ever sent through it. Compacting when the prefix outweighs the rest moves each byte at
+/// most once on average, and the buffer stays within about twice what is unsent plus one
+/// write budget.
+pub fn compact_sent(out: &mut Vec<u8>, pos: &mut usize, refs: &mut OutRefs) -> usize {
+    let n = *pos;
+    if n < COMPACT_MIN_BYTES || n < out.len() - n {
+        return 0;
+    }
+    out.drain(..n);
+    refs.rebase(n);
+    *pos = 0;
+    n
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -523,6 +547,39 @@ mod tests {
         }
         assert_eq!(w.got, r.want);
         assert_eq!(done, vec![1]);
+    }
+
+    #[test]
+    fn compacting_the_sent_prefix_keeps_what_is_sent_next() {
+        let big = vec![7u8; COMPACT_MIN_BYTES + 10];
+        let r = Reply::build(&[Ok(&big[..]), Err(b"abc".to_vec()), Ok(b"\r\ntail")]);
+        let mut q = r.queue();
+        let mut out = r.out.clone();
+        let mut w = capped(COMPACT_MIN_BYTES / 2);
+        let (mut pos, mut done) = (0, Vec::new());
+        // Less than the minimum sent: nothing moves.
+        q.write_to(&mut w, &out, &mut pos, out.len(), usize::MAX, &mut done)
+            .unwrap();
+        assert_eq!(compact_sent(&mut out, &mut pos, &mut q), 0);
+        assert_eq!(pos, COMPACT_MIN_BYTES / 2);
+        while pos < COMPACT_MIN_BYTES {
+            q.write_to(&mut w, &out, &mut pos, out.len(), usize::MAX, &mut done)
+                .unwrap();
+        }
+        let sent = pos;
+        assert_eq!(compact_sent(&mut out, &mut pos, &mut q), sent);
+        assert_eq!((pos, out.len()), (0, r.out.len() - sent));
+        while pos < out.len() || !q.is_empty() {
+            q.write_to(&mut w, &out, &mut pos, out.len(), usize::MAX, &mut done)
+                .unwrap();
+        }
+        assert_eq!(w.got, r.want);
+        assert_eq!(done, vec![1]);
+        // A prefix shorter than what is left stays.
+        let mut out = vec![1u8; 4 * COMPACT_MIN_BYTES];
+        let mut pos = COMPACT_MIN_BYTES + 1;
+        let mut q = OutRefs::default();
+        assert_eq!(compact_sent(&mut out, &mut pos, &mut q), 0);
     }
 
     #[test]

@@ -94,7 +94,9 @@ enum Phase {
     },
     Send {
         chunks: Receiver<Vec<u8>>,
-        converter: JoinHandle<Result<(), String>>,
+        /// The thread's outcome, published before it closes its files (see `Finished`).
+        finished: Arc<Finished>,
+        converter: JoinHandle<()>,
     },
 }
 
@@ -107,6 +109,22 @@ struct FullSync {
     /// Every member loads our images: the capture goes out as it is (`$<len>`), with no
     /// RDB conversion (no private arena, no dataset-sized memory on this side).
     image_form: bool,
+}
+
+/// The outcome of the `cairn-repl-rdb` thread, published before the thread closes its
+/// (unlinked) files: the executor collects it without joining the thread, whose last
+/// close may free gigabytes of file blocks.
+#[derive(Default)]
+struct Finished(std::sync::Mutex<Option<Result<(), String>>>);
+
+impl Finished {
+    fn publish(&self, r: Result<(), String>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+    }
+
+    fn take(&self) -> Option<Result<(), String>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
 }
 
 /// A client in WAIT: answered once `numreplicas` acknowledged `offset`; in WAITAOF
@@ -793,6 +811,8 @@ impl Server {
                     break;
                 }
                 match d.take(RDB_CHUNK_BYTES) {
+                    // The spool's next chunk is on its way; its arrival wakes the loop.
+                    Ok(chunk) if chunk.is_empty() => break,
                     Ok(chunk) => self.push_raw(slot, id, &chunk),
                     Err(e) => {
                         warning!("Replication: reading back the pending stream failed: {e}");
@@ -809,7 +829,7 @@ impl Server {
     fn new_pending_stream(&self, client_id: u64) -> PendingStream {
         let dir = &self.config.settings().dir;
         let dir = if dir.is_empty() { "." } else { dir.as_str() };
-        PendingStream::new(PathBuf::from(dir), client_id)
+        PendingStream::with_wake(PathBuf::from(dir), client_id, self.aof.waker())
     }
 
     /// Cron: PINGs in the stream, newlines to replicas waiting for their capture (Redis's
@@ -1110,22 +1130,44 @@ impl Server {
         let tmp_rdb = image.with_extension("rdb");
         let wake = self.aof.waker();
         let image_form = sync.image_form;
+        let finished = Arc::new(Finished::default());
+        let done = finished.clone();
         let spawned = std::thread::Builder::new()
             .name("cairn-repl-rdb".into())
             .spawn(move || {
+                let mut unlinked = Vec::new();
                 let r = if image_form {
-                    send_image(&image, tx, wake)
+                    send_image(&image, tx, wake.clone(), &mut unlinked)
                 } else {
-                    produce_rdb(&image, &tmp_rdb, &aux, reserve, dbs, eof_form, tx, wake)
+                    produce_rdb(
+                        &image,
+                        &tmp_rdb,
+                        &aux,
+                        reserve,
+                        dbs,
+                        eof_form,
+                        tx,
+                        wake.clone(),
+                        &mut unlinked,
+                    )
                 };
+                // Left behind by a failure before they were unlinked (a no-op otherwise).
                 let _ = std::fs::remove_file(&image);
                 let _ = std::fs::remove_file(&tmp_rdb);
-                r
+                done.publish(r);
+                if let Some(w) = &wake {
+                    w();
+                }
+                // Closing the last descriptor of an unlinked multi-GB file frees its
+                // blocks, synchronously (ext4 with `discard` waits for the device): a
+                // second or more, here, after the executor has the outcome.
+                drop(unlinked);
             });
         match spawned {
             Ok(h) => {
                 sync.phase = Phase::Send {
                     chunks: rx,
+                    finished,
                     converter: h,
                 };
                 self.repl.sync = Some(sync);
@@ -1179,14 +1221,32 @@ impl Server {
         if !finished {
             return;
         }
+        // The thread's outcome; never a join (it may still be closing its files, which
+        // can take seconds, see `Finished`): it comes with a wake, or with the thread's
+        // end when it stopped abnormally.
+        let outcome = match self.repl.sync.as_ref().map(|s| &s.phase) {
+            Some(Phase::Send {
+                finished,
+                converter,
+                ..
+            }) => match finished.take() {
+                Some(r) => Some(r),
+                None if converter.is_finished() => None,
+                None => return,
+            },
+            _ => return,
+        };
         let Some(sync) = self.repl.sync.take() else {
             return;
         };
         let Phase::Send { converter, .. } = sync.phase else {
             return;
         };
-        match converter.join() {
-            Ok(Ok(())) => {
+        if outcome.is_none() {
+            let _ = converter.join();
+        }
+        match outcome {
+            Some(Ok(())) => {
                 for r in &mut self.repl.replicas {
                     if !r.in_sync {
                         continue;
@@ -1207,11 +1267,11 @@ impl Server {
                 self.close_rdb_only();
                 self.start_acked_streams();
             }
-            Ok(Err(e)) => {
+            Some(Err(e)) => {
                 warning!("Writing the RDB for replication failed: {e}");
                 self.fail_sync_members();
             }
-            Err(_) => {
+            None => {
                 warning!("The RDB writer for replication stopped abnormally");
                 self.fail_sync_members();
             }
@@ -1228,7 +1288,9 @@ impl Server {
                     job.cancel();
                     self.ks.arena.set_keep_pages(false);
                 }
-                Phase::Send { chunks, converter } => {
+                Phase::Send {
+                    chunks, converter, ..
+                } => {
                     drop(chunks);
                     let _ = converter.join();
                 }
@@ -1253,14 +1315,21 @@ fn replica_name(r: &Replica) -> String {
 
 /// Sender thread for replicas that load our images: the capture as it is, `$<len>\r\n`
 /// and the file's bytes (the replica loads it as startup does, straight from the socket).
+/// `unlinked`: the file, open and already unlinked, for the caller to close once the
+/// executor has the outcome.
 fn send_image(
     image: &std::path::Path,
     tx: SyncSender<Vec<u8>>,
     wake: Option<Arc<dyn Fn() + Send + Sync>>,
+    unlinked: &mut Vec<std::fs::File>,
 ) -> Result<(), String> {
     crate::persistence::snapshot::lower_priority();
     let io = |e: std::io::Error| format!("{}: {e}", image.display());
-    let mut f = std::fs::File::open(image).map_err(io)?;
+    let f = std::fs::File::open(image).map_err(io)?;
+    // Unlinked now: the name is free for the next capture, the blocks go at the close.
+    let _ = std::fs::remove_file(image);
+    unlinked.push(f);
+    let f = unlinked.last_mut().ok_or("no file")?;
     let len = f.metadata().map_err(io)?.len();
     let mut sink = ChunkSink {
         tx,
@@ -1270,7 +1339,7 @@ fn send_image(
     use std::io::Write;
     sink.write_all(format!("${len}\r\n").as_bytes())
         .map_err(|e| e.to_string())?;
-    let copied = std::io::copy(&mut f, &mut sink).map_err(io)?;
+    let copied = std::io::copy(f, &mut sink).map_err(io)?;
     if copied != len {
         return Err(format!(
             "{} changed while it was sent ({copied} of {len} bytes)",
@@ -1293,6 +1362,7 @@ fn produce_rdb(
     eof_form: bool,
     tx: SyncSender<Vec<u8>>,
     wake: Option<Arc<dyn Fn() + Send + Sync>>,
+    unlinked: &mut Vec<std::fs::File>,
 ) -> Result<(), String> {
     crate::persistence::snapshot::lower_priority();
     let progress = crate::persistence::snapshot::format::LoadProgress::default();
@@ -1347,11 +1417,14 @@ fn produce_rdb(
             w.flush().map_err(io)?;
         }
         drop(ks);
-        let mut f = std::fs::File::open(tmp_rdb).map_err(io)?;
+        let f = std::fs::File::open(tmp_rdb).map_err(io)?;
+        let _ = std::fs::remove_file(tmp_rdb);
+        unlinked.push(f);
+        let f = unlinked.last_mut().ok_or("no file")?;
         let len = f.metadata().map_err(io)?.len();
         sink.write_all(format!("${len}\r\n").as_bytes())
             .map_err(|e| e.to_string())?;
-        std::io::copy(&mut f, &mut sink).map_err(io)?;
+        std::io::copy(f, &mut sink).map_err(io)?;
     }
     sink.flush().map_err(|e| e.to_string())
 }
