@@ -32,19 +32,6 @@ fn start_tiered(dir: &Path, extra: &[&str]) -> Srv {
     start_on(dir, &args, &[])
 }
 
-/// Deterministic distinct values of varied lengths (small ones share pages, 6000+ byte
-/// ones take pages of their own).
-fn value_of(i: usize, rng: &mut Lcg) -> Vec<u8> {
-    let len = match i % 10 {
-        0 => 100 + rng.below(200) as usize,
-        1 => 6000 + rng.below(3000) as usize,
-        _ => 700 + rng.below(600) as usize,
-    };
-    let mut v: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
-    v[..8].copy_from_slice(&(i as u64).to_le_bytes());
-    v
-}
-
 /// Loads `values` under `k<i>`, pipelined in batches; a write refused with -OOM (the
 /// disk has not caught up) is sent again once memory went down.
 fn load(raw: &mut Raw, values: &[Vec<u8>]) {
@@ -130,7 +117,7 @@ fn cold_keys(raw: &mut Raw, n: usize) -> Vec<String> {
 
 fn dataset(n: usize, seed: u64) -> Vec<Vec<u8>> {
     let mut rng = Lcg(seed);
-    (0..n).map(|i| value_of(i, &mut rng)).collect()
+    (0..n).map(|i| tier_value_of(i, &mut rng)).collect()
 }
 
 #[test]
@@ -642,41 +629,6 @@ fn a_flush_gives_the_whole_file_back() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Runs `cmds` pipelined in batches, each expected to answer a reply starting with `ok`;
-/// the writes refused with -OOM (the disk has not caught up) are sent again, exactly
-/// those, once memory went down (a refused write changed nothing).
-fn run_all(raw: &mut Raw, cmds: &[Vec<Vec<u8>>], ok: &[u8]) {
-    let mut pending: Vec<usize> = (0..cmds.len()).collect();
-    let mut rounds = 0;
-    while !pending.is_empty() {
-        rounds += 1;
-        assert!(rounds < 2000, "the tier never made room");
-        let mut refused = Vec::new();
-        for chunk in pending.chunks(100) {
-            let mut buf = Vec::new();
-            for &i in chunk {
-                let parts: Vec<&[u8]> = cmds[i].iter().map(Vec::as_slice).collect();
-                buf.extend_from_slice(&encode(&parts));
-            }
-            raw.send(&buf);
-            for &i in chunk {
-                let r = raw.reply();
-                if r.starts_with(b"-OOM") {
-                    refused.push(i);
-                } else {
-                    assert!(r.starts_with(ok), "command {i}: {}", show(&r));
-                }
-            }
-            if !refused.is_empty() {
-                wait_until(DEADLINE, "memory goes below maxmemory again", || {
-                    used_memory(raw) + 64 * 1024 < MAXMEMORY
-                });
-            }
-        }
-        pending = refused;
-    }
-}
-
 /// The DEBUG TIERED-STATE of each key, pipelined.
 fn states(raw: &mut Raw, keys: &[String]) -> Vec<String> {
     let mut out = Vec::with_capacity(keys.len());
@@ -747,8 +699,8 @@ fn tiered_collections(dir: &Path, n: usize) -> (Srv, ServerProc, Raw, Raw) {
     let mut rc = Raw::connect(srv.port);
     let mut rp = Raw::connect(plain.port);
     let cmds = collection_cmds(n, 41);
-    run_all(&mut rc, &cmds, b":");
-    run_all(&mut rp, &cmds, b":");
+    run_all_making_room(&mut rc, &cmds, b":", MAXMEMORY);
+    run_all_making_room(&mut rp, &cmds, b":", MAXMEMORY);
     // Strings after them: the collections, older, go cold first.
     load(&mut rc, &dataset(3000, 43));
     (srv, plain, rc, rp)
@@ -1285,7 +1237,7 @@ fn a_truncated_tier_file_fails_reads_by_key_and_never_serves_zeros() {
         .enumerate()
         .map(|(i, v)| vec![b"SET".to_vec(), format!("m{i}").into_bytes(), v.clone()])
         .collect();
-    run_all(&mut raw, &more_cmds, b"+OK");
+    run_all_making_room(&mut raw, &more_cmds, b"+OK", MAXMEMORY);
     let mkeys: Vec<String> = (0..more.len()).map(|i| format!("m{i}")).collect();
     assert!(
         states(&mut raw, &mkeys)
@@ -1343,7 +1295,7 @@ fn a_deleted_tier_file_keeps_serving_through_its_open_descriptor() {
         .enumerate()
         .map(|(i, v)| vec![b"SET".to_vec(), format!("m{i}").into_bytes(), v.clone()])
         .collect();
-    run_all(&mut raw, &more_cmds, b"+OK");
+    run_all_making_room(&mut raw, &more_cmds, b"+OK", MAXMEMORY);
     check_all(&mut raw, &values);
     for (i, v) in more.iter().enumerate() {
         assert_eq!(raw.call(&["GET", &format!("m{i}")]), bulk(v), "m{i}");

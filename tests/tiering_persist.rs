@@ -48,53 +48,6 @@ fn refused_start(dir: &Path, args: &[String]) -> String {
     }
 }
 
-/// Distinct values of varied lengths (small ones share pages, 6000+ byte ones take
-/// pages of their own).
-fn value_of(i: usize, rng: &mut Lcg) -> Vec<u8> {
-    let len = match i % 10 {
-        0 => 100 + rng.below(200) as usize,
-        1 => 6000 + rng.below(3000) as usize,
-        _ => 700 + rng.below(600) as usize,
-    };
-    let mut v: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
-    v[..8].copy_from_slice(&(i as u64).to_le_bytes());
-    v
-}
-
-/// Runs `cmds` pipelined in batches, each expected to answer a reply starting with `ok`;
-/// those refused with -OOM (the disk has not caught up) go again once memory went down.
-fn run_all(raw: &mut Raw, cmds: &[Vec<Vec<u8>>], ok: &[u8]) {
-    let mut pending: Vec<usize> = (0..cmds.len()).collect();
-    let mut rounds = 0;
-    while !pending.is_empty() {
-        rounds += 1;
-        assert!(rounds < 2000, "the tier never made room");
-        let mut refused = Vec::new();
-        for chunk in pending.chunks(100) {
-            let mut buf = Vec::new();
-            for &i in chunk {
-                let parts: Vec<&[u8]> = cmds[i].iter().map(Vec::as_slice).collect();
-                buf.extend_from_slice(&encode(&parts));
-            }
-            raw.send(&buf);
-            for &i in chunk {
-                let r = raw.reply();
-                if r.starts_with(b"-OOM") {
-                    refused.push(i);
-                } else {
-                    assert!(r.starts_with(ok), "command {i}: {}", show(&r));
-                }
-            }
-            if !refused.is_empty() {
-                wait_until(DEADLINE, "memory goes below maxmemory again", || {
-                    used_memory(raw) + 64 * 1024 < MAXMEMORY
-                });
-            }
-        }
-        pending = refused;
-    }
-}
-
 /// Strings `k<i>` (~3× maxmemory with the collections) and single-block collections
 /// `h<i>`, `s<i>`, `z<i>`, `l<i>`: the commands that make them.
 fn dataset_cmds(strings: usize, colls: usize) -> Vec<Vec<Vec<u8>>> {
@@ -120,7 +73,7 @@ fn dataset_cmds(strings: usize, colls: usize) -> Vec<Vec<Vec<u8>>> {
         cmds.push(vec![
             b"SET".to_vec(),
             format!("k{i}").into_bytes(),
-            value_of(i, &mut rng),
+            tier_value_of(i, &mut rng),
         ]);
     }
     cmds
@@ -199,7 +152,7 @@ fn companions(dir: &Path) -> Vec<PathBuf> {
 /// Loads the dataset and waits until many values are cold; the keys.
 fn fill(raw: &mut Raw, strings: usize, colls: usize) -> Vec<Vec<u8>> {
     let cmds = dataset_cmds(strings, colls);
-    run_all(raw, &cmds, b"");
+    run_all_making_room(raw, &cmds, b"", MAXMEMORY);
     wait_until(DEADLINE, "many values are cold", || {
         raw.info_u64("tiered", "tiered_entries") > strings as u64 / 2
     });
@@ -250,10 +203,10 @@ fn a_bgsave_holds_the_cut_and_restarts_with_and_without_tiering_serve_it() {
         changes.push(if n % 2 == 0 {
             Change::Del(k.clone())
         } else {
-            Change::Set(k.clone(), value_of(n, &mut rng))
+            Change::Set(k.clone(), tier_value_of(n, &mut rng))
         });
         let big = format!("n{n}").into_bytes();
-        changes.push(Change::Set(big, value_of(n * 10 + 1, &mut rng)));
+        changes.push(Change::Set(big, tier_value_of(n * 10 + 1, &mut rng)));
     }
     // A slow copy of the tier file (400 ms a MiB), so the changes land, and the new
     // values are stashed, while it runs.
@@ -340,11 +293,11 @@ fn a_bgsave_holds_the_cut_and_restarts_with_and_without_tiering_serve_it() {
             vec![
                 b"SET".to_vec(),
                 format!("m{i}").into_bytes(),
-                value_of(i + 100_000, &mut rng),
+                tier_value_of(i + 100_000, &mut rng),
             ]
         })
         .collect();
-    run_all(&mut raw, &more, b"+OK");
+    run_all_making_room(&mut raw, &more, b"+OK", MAXMEMORY);
     wait_until(DEADLINE, "the new values are stashed", || {
         raw.info_u64("tiered", "tiered_stashes") > stashes_now + 1000
     });

@@ -696,3 +696,52 @@ pub fn same_unordered(rc: &mut Raw, rr: &mut Raw, args: &[&str]) {
     b.sort();
     assert_eq!(a, b, "command {args:?}");
 }
+
+/// Deterministic distinct values of varied lengths for the tiering tests (small ones
+/// share tier pages, 6000+ byte ones take pages of their own); the first 8 bytes are `i`.
+pub fn tier_value_of(i: usize, rng: &mut Lcg) -> Vec<u8> {
+    let len = match i % 10 {
+        0 => 100 + rng.below(200) as usize,
+        1 => 6000 + rng.below(3000) as usize,
+        _ => 700 + rng.below(600) as usize,
+    };
+    let mut v: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
+    v[..8].copy_from_slice(&(i as u64).to_le_bytes());
+    v
+}
+
+/// Runs `cmds` pipelined in batches, each expected to answer a reply starting with `ok`;
+/// the writes refused with -OOM (the tier's disk has not caught up) are sent again,
+/// exactly those, once `used_memory` went below `maxmemory` again (a refused write
+/// changed nothing).
+pub fn run_all_making_room(raw: &mut Raw, cmds: &[Vec<Vec<u8>>], ok: &[u8], maxmemory: u64) {
+    let mut pending: Vec<usize> = (0..cmds.len()).collect();
+    let mut rounds = 0;
+    while !pending.is_empty() {
+        rounds += 1;
+        assert!(rounds < 2000, "the tier never made room");
+        let mut refused = Vec::new();
+        for chunk in pending.chunks(100) {
+            let mut buf = Vec::new();
+            for &i in chunk {
+                let parts: Vec<&[u8]> = cmds[i].iter().map(Vec::as_slice).collect();
+                buf.extend_from_slice(&encode(&parts));
+            }
+            raw.send(&buf);
+            for &i in chunk {
+                let r = raw.reply();
+                if r.starts_with(b"-OOM") {
+                    refused.push(i);
+                } else {
+                    assert!(r.starts_with(ok), "command {i}: {}", show(&r));
+                }
+            }
+            if !refused.is_empty() {
+                wait_until(DEADLINE, "memory goes below maxmemory again", || {
+                    used_memory(raw) + 64 * 1024 < maxmemory
+                });
+            }
+        }
+        pending = refused;
+    }
+}
