@@ -35,44 +35,12 @@ fn start_tiered(dir: &Path, extra: &[&str]) -> Srv {
 /// Loads `values` under `k<i>`, pipelined in batches; a write refused with -OOM (the
 /// disk has not caught up) is sent again once memory went down.
 fn load(raw: &mut Raw, values: &[Vec<u8>]) {
-    let mut pending: Vec<usize> = (0..values.len()).collect();
-    let mut rounds = 0;
-    while !pending.is_empty() {
-        rounds += 1;
-        assert!(rounds < 2000, "the tier never made room");
-        let mut refused = Vec::new();
-        for chunk in pending.chunks(100) {
-            let mut buf = Vec::new();
-            for &i in chunk {
-                let k = format!("k{i}");
-                buf.extend_from_slice(&encode(&[b"SET", k.as_bytes(), &values[i]]));
-            }
-            raw.send(&buf);
-            for &i in chunk {
-                let r = raw.reply();
-                if r.starts_with(b"-OOM") {
-                    refused.push(i);
-                } else {
-                    assert_eq!(r, b"+OK\r\n", "SET k{i}: {}", show(&r));
-                }
-            }
-            if !refused.is_empty() {
-                break;
-            }
-        }
-        let done = pending.len();
-        if refused.is_empty() {
-            break;
-        }
-        // Everything after the first refused batch goes again.
-        let first = refused[0];
-        let at = pending.iter().position(|&i| i == first).unwrap();
-        pending = pending[at..].to_vec();
-        assert!(pending.len() <= done);
-        wait_until(DEADLINE, "memory goes below maxmemory again", || {
-            used_memory(raw) + 64 * 1024 < MAXMEMORY
-        });
-    }
+    let cmds: Vec<Vec<Vec<u8>>> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| vec![b"SET".to_vec(), format!("k{i}").into_bytes(), v.clone()])
+        .collect();
+    run_all_making_room(raw, &cmds, b"+OK", MAXMEMORY);
 }
 
 fn check_all(raw: &mut Raw, values: &[Vec<u8>]) {
