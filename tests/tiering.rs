@@ -43,6 +43,22 @@ fn load(raw: &mut Raw, values: &[Vec<u8>]) {
     run_all_making_room(raw, &cmds, b"+OK", MAXMEMORY);
 }
 
+/// A tiered server in `temp_dir(name)` (with `extra` options) loaded with
+/// `dataset(n, seed)` under `k<i>`.
+fn loaded(
+    name: &str,
+    extra: &[&str],
+    n: usize,
+    seed: u64,
+) -> (std::path::PathBuf, Srv, Raw, Vec<Vec<u8>>) {
+    let dir = temp_dir(name);
+    let srv = start_tiered(&dir, extra);
+    let mut raw = Raw::connect(srv.port);
+    let values = dataset(n, seed);
+    load(&mut raw, &values);
+    (dir, srv, raw, values)
+}
+
 fn check_all(raw: &mut Raw, values: &[Vec<u8>]) {
     for (c, chunk) in values.chunks(200).enumerate() {
         let mut buf = Vec::new();
@@ -114,11 +130,7 @@ fn a_dataset_three_times_memory_reads_back_byte_exact() {
 
 #[test]
 fn a_waiting_client_keeps_its_reply_order_while_others_are_served() {
-    let dir = temp_dir("tiering-wait");
-    let srv = start_tiered(&dir, &[]);
-    let mut raw = Raw::connect(srv.port);
-    let values = dataset(5000, 11);
-    load(&mut raw, &values);
+    let (dir, srv, mut raw, values) = loaded("tiering-wait", &[], 5000, 11);
     let cold = cold_keys(&mut raw, 400);
     assert!(cold.len() >= 20, "only {} cold keys", cold.len());
     let idx = |k: &str| k[1..].parse::<usize>().unwrap();
@@ -165,11 +177,7 @@ fn a_waiting_client_keeps_its_reply_order_while_others_are_served() {
 
 #[test]
 fn cold_values_are_deleted_and_overwritten_without_reading_them() {
-    let dir = temp_dir("tiering-del");
-    let srv = start_tiered(&dir, &[]);
-    let mut raw = Raw::connect(srv.port);
-    let values = dataset(5000, 13);
-    load(&mut raw, &values);
+    let (dir, srv, mut raw, values) = loaded("tiering-del", &[], 5000, 13);
     let cold = cold_keys(&mut raw, 600);
     assert!(cold.len() >= 30, "only {} cold keys", cold.len());
     let reads = raw.info_u64("tiered", "tiered_reads");
@@ -240,11 +248,8 @@ fn cold_values_are_deleted_and_overwritten_without_reading_them() {
 
 #[test]
 fn a_damaged_page_fails_the_read_naming_the_key_and_the_server_goes_on() {
-    let dir = temp_dir("tiering-crc");
-    let srv = start_tiered(&dir, &["--tiered-max-file-size", "32mb"]);
-    let mut raw = Raw::connect(srv.port);
-    let values = dataset(5000, 17);
-    load(&mut raw, &values);
+    let (dir, srv, mut raw, _) =
+        loaded("tiering-crc", &["--tiered-max-file-size", "32mb"], 5000, 17);
     let cold = cold_keys(&mut raw, 200);
     assert!(!cold.is_empty());
     // Flip a byte in every page written so far (a zero page was never written).
@@ -574,11 +579,7 @@ fn device_errors_keep_values_and_name_the_key() {
 
 #[test]
 fn a_flush_gives_the_whole_file_back() {
-    let dir = temp_dir("tiering-flush");
-    let srv = start_tiered(&dir, &[]);
-    let mut raw = Raw::connect(srv.port);
-    let values = dataset(5000, 31);
-    load(&mut raw, &values);
+    let (dir, srv, mut raw, _) = loaded("tiering-flush", &[], 5000, 31);
     assert!(raw.info_u64("tiered", "tiered_entries") > 1000);
     assert!(raw.info_u64("tiered", "tiered_allocated_bytes") > 0);
     assert_eq!(raw.call(&["FLUSHALL"]), b"+OK\r\n");
@@ -1138,11 +1139,7 @@ fn exact_or_error(raw: &mut Raw, values: &[Vec<u8>]) -> Vec<usize> {
 
 #[test]
 fn a_truncated_tier_file_fails_reads_by_key_and_never_serves_zeros() {
-    let dir = temp_dir("tiering-trunc");
-    let srv = start_tiered(&dir, &[]);
-    let mut raw = Raw::connect(srv.port);
-    let values = dataset(5000, 53);
-    load(&mut raw, &values);
+    let (dir, srv, mut raw, values) = loaded("tiering-trunc", &[], 5000, 53);
     // Quiet: the offload line raised above memory use (no copy is dropped, no value is
     // written) and no write in flight, so the states read now are those at the cut and
     // nothing extends the file after it.
@@ -1240,11 +1237,7 @@ fn a_truncated_tier_file_fails_reads_by_key_and_never_serves_zeros() {
 
 #[test]
 fn a_deleted_tier_file_keeps_serving_through_its_open_descriptor() {
-    let dir = temp_dir("tiering-unlink");
-    let srv = start_tiered(&dir, &[]);
-    let mut raw = Raw::connect(srv.port);
-    let values = dataset(5000, 61);
-    load(&mut raw, &values);
+    let (dir, srv, mut raw, values) = loaded("tiering-unlink", &[], 5000, 61);
     assert!(raw.info_u64("tiered", "tiered_entries") > 1000);
     assert_eq!(raw.info_u64("tiered", "tiered_file_deleted"), 0);
     std::fs::remove_file(dir.join("tier-0000.ssd")).unwrap();
