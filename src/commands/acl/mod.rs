@@ -322,6 +322,10 @@ pub struct User {
     /// when every one of them is a prefix of at most 8 bytes then `*`s (`key:*`); empty
     /// otherwise (the one-key check then walks the patterns).
     prefixes: Box<[PrefixRule]>,
+    /// `prefixes` split by the permission a command needs (index: `PERM_READ`,
+    /// `PERM_WRITE`, `PERM_ALL`): the rules granting it, as (mask, word), so the usual
+    /// check compares words only.
+    prefix_words: [Box<[(u64, u64)]>; 4],
 }
 
 /// A `Matcher::Prefix` pattern of at most 8 bytes, for keys of at least 8 bytes.
@@ -342,8 +346,11 @@ const FAST_ALLOW: u32 = 1;
 /// position in bits 8..16, needing the permission bits in bits 2..4 (write and read too
 /// for SET with GET when bit 4 is set). A key the root's patterns refuse sends the check
 /// to the general walk (another selector may allow it, and the walk names the position).
+/// Bits 16..32: the most arguments (name included) `one_prefixed_key_allowed` decides for;
+/// more go to `one_key_allowed`.
 const FAST_ONE_KEY: u32 = 2;
 const FAST_SET_RULE: u32 = 1 << 4;
+const FAST_ANY_ARGS: u32 = 0xFFFF << 16;
 
 /// SHA-256 of a password as 64 lowercase hex digits (Redis's stored form).
 pub fn hash_password(pass: &[u8]) -> Vec<u8> {
@@ -399,7 +406,7 @@ pub struct Acl {
     by_spec: HashMap<usize, u16, std::hash::BuildHasherDefault<super::executor::stats::AddrHasher>>,
     /// The same, direct-mapped by the address's multiplicative hash: one load and one
     /// compare for most commands; a command whose slot another took is in `by_spec` only.
-    spec_slots: Vec<(usize, u16)>,
+    spec_slots: Box<[(usize, u16); SPEC_SLOTS]>,
     /// User slots; a client holds its user's slot. A deleted user's slot is emptied (its
     /// clients are disconnected) and not reused.
     slots: Vec<Option<User>>,
@@ -428,7 +435,7 @@ impl Acl {
             commands: Vec::new(),
             by_name: HashMap::new(),
             by_spec: HashMap::default(),
-            spec_slots: vec![(0, 0); SPEC_SLOTS],
+            spec_slots: Box::new([(0, 0); SPEC_SLOTS]),
             slots: Vec::new(),
             names: BTreeMap::new(),
             log: Default::default(),
@@ -509,6 +516,7 @@ impl Acl {
             unrestricted: false,
             fast: Box::default(),
             prefixes: Box::default(),
+            prefix_words: Default::default(),
         }
     }
 
@@ -827,6 +835,13 @@ impl Acl {
         } else {
             Box::default()
         };
+        u.prefix_words = std::array::from_fn(|need| {
+            u.prefixes
+                .iter()
+                .filter(|r| need != 0 && r.perm & need as u8 == need as u8)
+                .map(|r| (r.mask, r.word))
+                .collect()
+        });
     }
 
     /// What `selector` lets the check answer for command `id` without the general walk
@@ -849,8 +864,10 @@ impl Acl {
         }
         let entry = FAST_ONE_KEY | (spec.first_key as u32) << 8;
         match cmd.key_rule {
-            KeyRule::All(need) => entry | (need as u32) << 2,
-            KeyRule::Set => entry | (PERM_WRITE as u32) << 2 | FAST_SET_RULE,
+            KeyRule::All(need) => entry | (need as u32) << 2 | FAST_ANY_ARGS,
+            // SET with more than its value may carry GET (read and write): decided by
+            // `one_key_allowed`, which looks.
+            KeyRule::Set => entry | (PERM_WRITE as u32) << 2 | FAST_SET_RULE | 3 << 16,
             _ => FAST_SLOW,
         }
     }
@@ -1167,34 +1184,34 @@ impl Acl {
         spec: &'static CommandSpec,
         args: crate::protocol::request::Args,
     ) -> Result<(), (Denied, usize)> {
-        if self.allowed_at_once(slot, spec, args) {
-            return Ok(());
+        if let Some(u) = self.user(slot) {
+            if u.unrestricted || self.allowed_at_once(u, spec, &args) {
+                return Ok(());
+            }
         }
         self.check_user(slot, spec, args)
     }
 
-    /// The usual cases (a user allowed everything, a command its `fast` entry allows, a
+    /// The usual cases for a restricted user `u` (a command its `fast` entry allows, a
     /// one-key command whose key a prefix pattern allows) with no call, so it needs no
-    /// registers saved. False: not decided here.
+    /// registers saved. False: not decided here (`check_user` decides). The executor
+    /// calls it directly with the user it looked up, `args` by reference: each copy or
+    /// repeated lookup here is paid on every command of such a user.
     #[inline(never)]
-    fn allowed_at_once(
+    pub fn allowed_at_once(
         &self,
-        slot: usize,
+        u: &User,
         spec: &'static CommandSpec,
-        args: crate::protocol::request::Args,
+        args: &crate::protocol::request::Args,
     ) -> bool {
-        let Some(u) = self.user(slot) else {
-            return false;
-        };
-        if u.unrestricted {
-            return true;
-        }
         let addr = spec as *const CommandSpec as usize;
         let (a, id) = self.spec_slots[spec_slot(addr)];
         if a != addr {
             return false;
         }
-        let fast = u.fast.get(id as usize).copied().unwrap_or(FAST_SLOW);
+        let Some(&fast) = u.fast.get(id as usize) else {
+            return false;
+        };
         fast == FAST_ALLOW || Self::one_prefixed_key_allowed(u, fast, args)
     }
 
@@ -1262,27 +1279,28 @@ impl Acl {
     /// more, prefix patterns, no SET with more arguments than its value. False: not
     /// that case, or refused (`one_key_allowed` then decides).
     #[inline(always)]
-    fn one_prefixed_key_allowed(u: &User, fast: u32, args: crate::protocol::request::Args) -> bool {
-        let pos = (fast >> 8) as usize;
-        if fast & 3 != FAST_ONE_KEY
-            || pos >= args.len()
-            || (fast & FAST_SET_RULE != 0 && args.len() > 3)
-        {
+    fn one_prefixed_key_allowed(
+        u: &User,
+        fast: u32,
+        args: &crate::protocol::request::Args,
+    ) -> bool {
+        if fast & 3 != FAST_ONE_KEY || args.len() > (fast >> 16) as usize {
             return false;
         }
-        let need = (fast >> 2) as u8 & PERM_ALL;
-        let Some(word) = args.first_word(pos) else {
+        // None when the key position is past the arguments, or the key is short.
+        let Some(word) = args.first_word((fast >> 8) as u8 as usize) else {
             return false;
         };
-        u.prefixes
+        let need = ((fast >> 2) & PERM_ALL as u32) as usize;
+        u.prefix_words[need]
             .iter()
-            .any(|r| r.perm & need == need && word & r.mask == r.word)
+            .any(|&(mask, w)| word & mask == w)
     }
 
     /// Whether the root selector's patterns allow the key of a `FAST_ONE_KEY` command.
     #[inline(never)]
     fn one_key_allowed(u: &User, fast: u32, args: crate::protocol::request::Args) -> bool {
-        let pos = (fast >> 8) as usize;
+        let pos = (fast >> 8) as u8 as usize;
         if pos >= args.len() {
             return true;
         }
@@ -1941,7 +1959,7 @@ mod tests {
             &["on", "~a*", "&ch", "+@all"],
             &["on", "~key:*", "+@all", "(~oth* +get)", "(%R~k +@read)"],
         ];
-        let commands: [&[&str]; 16] = [
+        let commands: [&[&str]; 21] = [
             &["get", "key:1"],
             &["get", "other"],
             &["set", "key:1", "v"],
@@ -1958,6 +1976,11 @@ mod tests {
             &["get", "other:12345678"],
             &["set", "counter:1234", "v", "GET"],
             &["incr", "wxyz12345678"],
+            &["hset", "key:12345678", "f", "v", "g", "w"],
+            &["hset", "other:12345678", "f", "v"],
+            &["set", "key:12345678", "v", "EX", "10"],
+            &["get", "wxyz12345678"],
+            &["set", "wxyz12345678", "v"],
         ];
         for (i, r) in rules.iter().enumerate() {
             let name = format!("u{i}");

@@ -3,7 +3,7 @@
 //! users, and the ACL file (startup, ACL SAVE, ACL LOAD). The rules themselves are
 //! `commands::acl`.
 
-use super::{Client, Server};
+use super::{Client, Refusal, Server};
 use crate::commands::acl::{Denied, LogContext, LogEntry, User};
 use crate::commands::{Args, CommandSpec};
 
@@ -53,6 +53,34 @@ impl Server {
             return Ok(());
         };
         self.acl_refusal(client, spec, parent, args, context, reason, pos)
+    }
+
+    /// `execute_inner`'s check when the usual answers did not decide: the general walk,
+    /// and the refusal (inside EXEC a reply that is not counted as a failed command).
+    #[inline(never)]
+    pub(super) fn acl_check_toplevel(
+        &mut self,
+        client: &Client,
+        spec: &'static CommandSpec,
+        parent: Option<&'static CommandSpec>,
+        args: Args,
+    ) -> Result<(), Refusal> {
+        let context = if client.multi.is_some() || self.in_exec {
+            LogContext::Multi
+        } else {
+            LogContext::Toplevel
+        };
+        self.acl_check(client, spec, parent, args, context)
+            .map_err(|msg| {
+                if self.in_exec {
+                    Refusal {
+                        reply: Some(msg),
+                        counted: false,
+                    }
+                } else {
+                    Refusal::counted(msg)
+                }
+            })
     }
 
     /// The refusal's reply, logged (kept out of `acl_check`, which runs on every command

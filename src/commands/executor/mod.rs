@@ -798,22 +798,15 @@ impl Server {
         // ACL: the command, its keys and channels (Redis checks right after NOAUTH; inside
         // EXEC again, as rules may have changed since queueing).
         // The primary's link runs with every permission (Redis's master client).
-        if !client.master && !self.acl.unrestricted(client.user) {
-            let context = if client.multi.is_some() || self.in_exec {
-                commands::acl::LogContext::Multi
-            } else {
-                commands::acl::LogContext::Toplevel
-            };
-            if let Err(msg) = self.acl_check(client, spec, parent, args, context) {
-                return Err(if self.in_exec {
-                    Refusal {
-                        reply: Some(msg),
-                        counted: false,
-                    }
-                } else {
-                    Refusal::counted(msg)
-                });
-            }
+        // The usual answers (a user allowed everything, `Acl::allowed_at_once`) inline;
+        // the rest, the refusal and its log out of line.
+        if !client.master
+            && !self
+                .acl
+                .user(client.user)
+                .is_some_and(|u| u.unrestricted || self.acl.allowed_at_once(u, spec, &args))
+        {
+            self.acl_check_toplevel(client, spec, parent, args)?;
         }
         // A replica whose link is down serves only `stale` commands (INFO, REPLICAOF...)
         // under `replica-serve-stale-data no`.
