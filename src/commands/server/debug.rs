@@ -146,6 +146,17 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
             ctx.out.ok();
             Ok(())
         }
+        ("tiered-hold-writes", 3) => {
+            // cairn's own (tests): 1 holds tier writes in the I/O thread (the pass's and
+            // the compactor's), 0 lets them go.
+            let hold = crate::util::parse_i64(ctx.args.get(2)).unwrap_or(0) != 0;
+            let Some(t) = ctx.srv.tiering.as_mut() else {
+                return Err(CmdError::err("tiering is off (tiered-prefix is empty)"));
+            };
+            t.store.hold_writes(hold);
+            ctx.out.ok();
+            Ok(())
+        }
         ("tiered-fail", 4) => {
             // cairn's own (tests): the next N tier reads fail with EIO and the next M
             // writes with ENOSPC (`DEBUG TIERED-FAIL N M`).
