@@ -649,6 +649,20 @@ impl Server {
         };
         let admission = Admission::of(self, client, spec, parent);
         if let Err(refusal) = self.admit(client, spec, parent, args, &admission) {
+            // A write refused for memory while the tier's disk is behind waits for room
+            // instead (`tiering.rs`, throttling).
+            if refusal.maxmemory
+                && self.tiering.is_some()
+                && !admission.queueing
+                && !self.in_exec
+                && !self.loading
+                && !self.blocking.is_serving()
+                && !self.in_script_call
+                && !self.scripts.busy.in_busy()
+                && self.tiering_throttle(client, args, now)
+            {
+                return Outcome::Ran;
+            }
             if refusal.counted {
                 self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
             }
@@ -809,6 +823,7 @@ impl Server {
                     Refusal {
                         reply: Some(msg),
                         counted: false,
+                        maxmemory: false,
                     }
                 } else {
                     Refusal::counted(msg)
@@ -855,7 +870,9 @@ impl Server {
             // its primary; eviction still runs).
             if let Err(e) = self.perform_evictions() {
                 if !client.master {
-                    return Err(Refusal::counted(e.to_string()));
+                    let mut r = Refusal::counted(e.to_string());
+                    r.maxmemory = true;
+                    return Err(r);
                 }
             }
         }
@@ -1313,6 +1330,8 @@ impl Admission {
 struct Refusal {
     reply: Option<String>,
     counted: bool,
+    /// Refused for `maxmemory` (a tiered server may make the write wait instead).
+    maxmemory: bool,
 }
 
 impl Refusal {
@@ -1320,12 +1339,14 @@ impl Refusal {
         Refusal {
             reply: Some(msg.into()),
             counted: true,
+            maxmemory: false,
         }
     }
     fn silent() -> Refusal {
         Refusal {
             reply: None,
             counted: false,
+            maxmemory: false,
         }
     }
 }

@@ -18,6 +18,10 @@
 //!   above [`STASH_START`] of the offload line, and keeps its RAM copy ("cooled").
 //! - **Offload**: above the offload line (`maxmemory` × (1 − `tiered-offload-threshold`))
 //!   the RAM copies of cooled values are dropped, oldest first, without I/O.
+//! - **Throttling** (`tiering_throttle`): a write refused for `maxmemory` while the
+//!   tier can still make room (the file has a free page, and values are being written
+//!   or have RAM copies to drop) is parked instead, and run again when memory is under
+//!   `maxmemory` — or answered `-OOM` once it has waited [`THROTTLE_MAX_MS`].
 //! - **Compaction** (`tiering_compact`, from each turn, bounded by reads in flight):
 //!   while the file's space amplification is above [`COMPACT_ABOVE_AMP`], shared pages
 //!   less than half full are read on the tier thread; each record whose owner is a cold
@@ -51,6 +55,15 @@ const DROP_BUDGET: usize = 512;
 const SWEEP_ITEMS: usize = 64;
 /// A partly filled shared page is written after this many pass steps.
 const OPEN_PAGE_MAX_STEPS: u32 = 8;
+/// The longest a write waits for the tier to make room before it is answered `-OOM`:
+/// long enough for the writes the pass allows in flight ([`MAX_PENDING_STASH_PAGES`],
+/// 8 MiB) to finish on a device doing a few MB/s, short enough that a stalled device
+/// turns into errors before common client timeouts (seconds) turn into hangs.
+pub const THROTTLE_MAX_MS: i64 = 2000;
+/// Throttled writes run again per loop turn at most (each that still finds no room is
+/// parked again, at the back).
+const THROTTLE_RERUNS_PER_TURN: usize = 64;
+
 /// Compaction runs while the file's space amplification (allocated bytes per live
 /// record byte) is above this, and stops below it: some room under the bound of 2 the
 /// sparse-page threshold guarantees, so it does not run all the time near the bound.
@@ -87,6 +100,10 @@ pub struct TierCounters {
     pub moved_bytes: u64,
     /// Cooled entries the compactor made hot again to free their records.
     pub uncooled: u64,
+    /// Writes that waited for the tier to make room (each counted once), and those that
+    /// got -OOM after all (the wait's bound passed, or the tier could no longer help).
+    pub throttled_writes: u64,
+    pub throttled_ooms: u64,
 }
 
 pub struct TierState {
@@ -105,6 +122,10 @@ pub struct TierState {
     moves: HashMap<ColdStub, ColdStub>,
     /// Where the compactor's walk of the sparse pages goes on.
     compact_cursor: u32,
+    /// Writes waiting for room, oldest first: (client id, when it gets -OOM).
+    throttled: std::collections::VecDeque<(u64, i64)>,
+    /// The throttled write being run again: its deadline carries over if it waits again.
+    rerunning: Option<(u64, i64)>,
     pub counters: TierCounters,
 }
 
@@ -174,6 +195,8 @@ pub fn start(srv: &mut Server) -> Result<(), String> {
         file_checked_ms: 0,
         moves: HashMap::new(),
         compact_cursor: 0,
+        throttled: std::collections::VecDeque::new(),
+        rerunning: None,
         counters: TierCounters::default(),
     }));
     Ok(())
@@ -438,6 +461,68 @@ impl Server {
             }
         }
         self.tiering_offload();
+        self.tiering_wake_throttled();
+    }
+
+    /// Whether the tier can still make room: the file has a free page, and values are
+    /// on their way to disk or have RAM copies the offload can drop.
+    fn tier_can_make_room(t: &TierState) -> bool {
+        t.store.has_room() && (t.store.pending_stash_count() > 0 || !t.store.cooled.is_empty())
+    }
+
+    /// A write was refused for `maxmemory`: parks it (true) while the tier can make
+    /// room and it has waited less than [`THROTTLE_MAX_MS`]; false answers `-OOM`.
+    pub(crate) fn tiering_throttle(&mut self, client: &mut Client, args: Args, now: i64) -> bool {
+        let Some(t) = self.tiering.as_mut() else {
+            return false;
+        };
+        let (deadline, first) = match t.rerunning.take() {
+            Some((id, d)) if id == client.id => (d, false),
+            other => {
+                t.rerunning = other;
+                (now + THROTTLE_MAX_MS, true)
+            }
+        };
+        if now >= deadline || !Self::tier_can_make_room(t) {
+            if !first {
+                t.counters.throttled_ooms += 1;
+            }
+            return false;
+        }
+        if first {
+            t.counters.throttled_writes += 1;
+        }
+        t.throttled.push_back((client.id, deadline));
+        self.park_for_io(client, args);
+        true
+    }
+
+    /// Runs throttled writes again, oldest first, once memory is under `maxmemory` (or
+    /// their wait's bound passed: they get -OOM); bounded per turn.
+    fn tiering_wake_throttled(&mut self) {
+        if self.tiering.as_ref().is_none_or(|t| t.throttled.is_empty()) {
+            return;
+        }
+        let now = crate::util::now_ms();
+        let max = self.config.settings().maxmemory;
+        for _ in 0..THROTTLE_RERUNS_PER_TURN {
+            let room = self.memory_for_maxmemory() < max;
+            let Some(t) = self.tiering.as_mut() else {
+                return;
+            };
+            let Some(&(id, deadline)) = t.throttled.front() else {
+                return;
+            };
+            if !room && now < deadline {
+                return;
+            }
+            t.throttled.pop_front();
+            t.rerunning = Some((id, deadline));
+            self.rerun_after_io(id);
+            if let Some(t) = self.tiering.as_mut() {
+                t.rerunning = None;
+            }
+        }
     }
 
     /// A value's write ended: it becomes cooled if the entry still holds exactly the
@@ -756,9 +841,9 @@ impl Server {
     /// Whether `client_id` waits for a tier read (CLIENT UNBLOCK leaves it alone: it is
     /// not blocked by a command of its own choosing).
     pub fn tiering_parks(&self, client_id: u64) -> bool {
-        self.tiering
-            .as_ref()
-            .is_some_and(|t| t.waiting.contains_key(&client_id))
+        self.tiering.as_ref().is_some_and(|t| {
+            t.waiting.contains_key(&client_id) || t.throttled.iter().any(|&(id, _)| id == client_id)
+        })
     }
 
     /// From each loop turn: completions, and a small pass step while memory is high.
@@ -832,6 +917,9 @@ impl Server {
         line("tiered_compaction_moved_records", &c.moved_records);
         line("tiered_compaction_moves_pending", &t.moves.len());
         line("tiered_compaction_uncooled", &c.uncooled);
+        line("tiered_throttled_writes", &c.throttled_writes);
+        line("tiered_throttled_ooms", &c.throttled_ooms);
+        line("tiered_throttled_clients", &t.throttled.len());
         line(
             "tiered_space_amplification",
             &format_args!("{:.2}", b.space_amplification()),

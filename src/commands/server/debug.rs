@@ -157,6 +157,17 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
             ctx.out.ok();
             Ok(())
         }
+        ("tiered-write-delay", 3) => {
+            // cairn's own (tests): the tier thread sleeps this many microseconds before
+            // each write (0: none), as a slow device would.
+            let us = ctx.args.i64(2)?.clamp(0, 1_000_000) as u64;
+            let Some(t) = ctx.srv.tiering.as_mut() else {
+                return Err(CmdError::err("tiering is off (tiered-prefix is empty)"));
+            };
+            t.store.set_write_delay(us);
+            ctx.out.ok();
+            Ok(())
+        }
         ("tiered-fail", 4) => {
             // cairn's own (tests): the next N tier reads fail with EIO and the next M
             // writes with ENOSPC (`DEBUG TIERED-FAIL N M`).

@@ -63,6 +63,9 @@ pub struct Shared {
     pub hold_reads: std::sync::atomic::AtomicBool,
     /// Tests (`DEBUG TIERED-HOLD-WRITES`): writes wait in the thread until this is cleared.
     pub hold_writes: std::sync::atomic::AtomicBool,
+    /// Tests (`DEBUG TIERED-WRITE-DELAY`): microseconds the thread sleeps before each
+    /// write, as a slow device would take.
+    pub write_delay_us: std::sync::atomic::AtomicU64,
     /// Tests (`DEBUG TIERED-FAIL`): the next this many reads fail with EIO, writes with
     /// ENOSPC, as a failing device would answer.
     pub fail_reads: std::sync::atomic::AtomicU32,
@@ -159,6 +162,18 @@ fn finish(op: Op, res: i64, shared: &Shared) -> Done {
     }
 }
 
+/// A test's write delay, slept before a write is issued.
+fn write_delay(req: &Req, shared: &Shared) {
+    if matches!(req, Req::Write { .. }) {
+        let us = shared
+            .write_delay_us
+            .load(std::sync::atomic::Ordering::Acquire);
+        if us > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(us));
+        }
+    }
+}
+
 /// Turns a request into an operation with its buffer (a write's pages are sealed now).
 fn prepare(req: Req) -> Op {
     match req {
@@ -228,6 +243,7 @@ fn run_blocking(fd: RawFd, rx: Receiver<Req>, shared: &Shared) {
             held.push_back(req);
             continue;
         }
+        write_delay(&req, shared);
         let mut op = prepare(req);
         let off = byte_offset(op.first_page) as libc::off_t;
         let len = op.buf.as_slice().len();
@@ -295,6 +311,7 @@ fn run_ring(mut ring: IoUring, fd: RawFd, efd: RawFd, rx: Receiver<Req>, shared:
                 held.push_back(req);
                 continue;
             }
+            write_delay(&req, shared);
             let mut op = prepare(req);
             let off = byte_offset(op.first_page);
             let len = op.buf.as_slice().len() as u32;

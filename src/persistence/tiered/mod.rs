@@ -219,6 +219,7 @@ impl TierStore {
             wake: Mutex::new(None),
             hold_reads: std::sync::atomic::AtomicBool::new(false),
             hold_writes: std::sync::atomic::AtomicBool::new(false),
+            write_delay_us: std::sync::atomic::AtomicU64::new(0),
             fail_reads: std::sync::atomic::AtomicU32::new(0),
             fail_writes: std::sync::atomic::AtomicU32::new(0),
         });
@@ -325,6 +326,18 @@ impl TierStore {
             .hold_writes
             .store(hold, std::sync::atomic::Ordering::Release);
         self.wake_thread();
+    }
+
+    /// Tests: the I/O thread sleeps `us` microseconds before each write (a slow device).
+    pub fn set_write_delay(&mut self, us: u64) {
+        self.shared
+            .write_delay_us
+            .store(us, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether a page is free for a new write (the file is not full).
+    pub fn has_room(&self) -> bool {
+        self.book.largest_free_extent() > 0 || self.open.is_some()
     }
 
     /// Tests: the next `reads` reads fail with EIO and `writes` writes with ENOSPC.
