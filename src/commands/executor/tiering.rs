@@ -75,6 +75,10 @@ const COMPACT_MIN_SPARSE_PAGES: usize = 4;
 /// The compactor's page reads in flight at most (its moves are writes like the pass's,
 /// bounded by [`MAX_PENDING_STASH_PAGES`]).
 const COMPACT_READS_MAX: usize = 16;
+/// A round over the sparse pages that moved nothing (their records belong to cooled
+/// copies above the stash line, or the amplification is in big records' pages) is
+/// followed by this long without reads, rather than reading the same pages again.
+const COMPACT_REST_MS: i64 = 1000;
 
 /// A parked client's reads.
 struct Waiting {
@@ -122,6 +126,10 @@ pub struct TierState {
     moves: HashMap<ColdStub, ColdStub>,
     /// Where the compactor's walk of the sparse pages goes on.
     compact_cursor: u32,
+    /// Records moved or uncooled since the walk last started over, and until when it
+    /// rests after a round that did nothing.
+    compact_progress: u64,
+    compact_rest_until_ms: i64,
     /// Writes waiting for room, oldest first: (client id, when it gets -OOM).
     throttled: std::collections::VecDeque<(u64, i64)>,
     /// The throttled write being run again: its deadline carries over if it waits again.
@@ -195,6 +203,8 @@ pub fn start(srv: &mut Server) -> Result<(), String> {
         file_checked_ms: 0,
         moves: HashMap::new(),
         compact_cursor: 0,
+        compact_progress: 0,
+        compact_rest_until_ms: 0,
         throttled: std::collections::VecDeque::new(),
         rerunning: None,
         counters: TierCounters::default(),
@@ -563,7 +573,12 @@ impl Server {
             || b.sparse_pages() <= COMPACT_MIN_SPARSE_PAGES
             || b.space_amplification() <= COMPACT_ABOVE_AMP
             || t.store.pending_stash_pages() > MAX_PENDING_STASH_PAGES
+            || t.store.page_reads_in_flight() >= COMPACT_READS_MAX
         {
+            return;
+        }
+        let now = crate::util::now_ms();
+        if now < t.compact_rest_until_ms {
             return;
         }
         let mut wrapped = false;
@@ -576,6 +591,11 @@ impl Server {
                 }
                 t.compact_cursor = 0;
                 wrapped = true;
+                if t.compact_progress == 0 {
+                    t.compact_rest_until_ms = now + COMPACT_REST_MS;
+                    break;
+                }
+                t.compact_progress = 0;
                 continue;
             }
             for p in pages {
@@ -625,14 +645,15 @@ impl Server {
                 })
             });
             let Some(db) = owner else {
-                if uncool {
-                    self.uncool_owner(t, r.key, r.value);
+                if uncool && self.uncool_owner(t, r.key, r.value) {
+                    t.compact_progress += 1;
                 }
                 continue;
             };
             match t.store.stash(db, r.key, r.value, 0) {
                 Ok(new) => {
                     t.moves.insert(new, stub);
+                    t.compact_progress += 1;
                     moved = true;
                 }
                 Err(StashRefused::NoSpace) => break,
@@ -645,7 +666,8 @@ impl Server {
 
     /// The compactor met a record whose key's entry is cooled with exactly the record's
     /// bytes (in any database): the entry stops being cooled (see [`Server::compact_page`]).
-    fn uncool_owner(&mut self, t: &mut TierState, key: &[u8], value: &[u8]) {
+    fn uncool_owner(&mut self, t: &mut TierState, key: &[u8], value: &[u8]) -> bool {
+        let mut any = false;
         for db in 0..self.ks.num_dbs() {
             let Some(e) = self.ks.find_raw(db, key) else {
                 continue;
@@ -657,8 +679,10 @@ impl Server {
             {
                 self.ks.set_tier_bits(e, FLAG_COOLED, false);
                 t.counters.uncooled += 1;
+                any = true;
             }
         }
+        any
     }
 
     /// A compaction move's write ended: the entry takes the new place if it is still
