@@ -130,6 +130,8 @@ pub struct TierState {
     /// rests after a round that did nothing.
     compact_progress: u64,
     compact_rest_until_ms: i64,
+    /// Tests (`DEBUG TIERED-COMPACT 0`): no compaction read starts.
+    pub compact_paused: bool,
     /// Writes waiting for room, oldest first: (client id, when it gets -OOM).
     throttled: std::collections::VecDeque<(u64, i64)>,
     /// The throttled write being run again: its deadline carries over if it waits again.
@@ -205,6 +207,7 @@ pub fn start(srv: &mut Server) -> Result<(), String> {
         compact_cursor: 0,
         compact_progress: 0,
         compact_rest_until_ms: 0,
+        compact_paused: false,
         throttled: std::collections::VecDeque::new(),
         rerunning: None,
         counters: TierCounters::default(),
@@ -570,6 +573,7 @@ impl Server {
     fn tiering_compact(&mut self, t: &mut TierState) {
         let b = &t.store.book;
         if t.store.capturing()
+            || t.compact_paused
             || b.sparse_pages() <= COMPACT_MIN_SPARSE_PAGES
             || b.space_amplification() <= COMPACT_ABOVE_AMP
             || t.store.pending_stash_pages() > MAX_PENDING_STASH_PAGES

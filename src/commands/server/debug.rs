@@ -168,6 +168,17 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
             ctx.out.ok();
             Ok(())
         }
+        ("tiered-compact", 3) => {
+            // cairn's own (tests): 0 starts no more compaction reads, 1 lets them start
+            // again (those in flight finish either way).
+            let on = crate::util::parse_i64(ctx.args.get(2)).unwrap_or(1) != 0;
+            let Some(t) = ctx.srv.tiering.as_mut() else {
+                return Err(CmdError::err("tiering is off (tiered-prefix is empty)"));
+            };
+            t.compact_paused = !on;
+            ctx.out.ok();
+            Ok(())
+        }
         ("tiered-fail", 4) => {
             // cairn's own (tests): the next N tier reads fail with EIO and the next M
             // writes with ENOSPC (`DEBUG TIERED-FAIL N M`).
