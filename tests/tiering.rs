@@ -1341,3 +1341,87 @@ fn a_cold_collection_whose_bytes_are_not_a_value_is_refused_though_its_checksums
         same_str(&mut rc, &mut rp, &["HGETALL", k]);
     }
 }
+
+#[test]
+fn a_writer_faster_than_the_disk_waits_instead_of_getting_oom() {
+    let dir = temp_dir("tiering-throttle");
+    let srv = start_tiered(&dir, &[]);
+    let mut raw = Raw::connect(srv.port);
+    // Each page write takes 3 ms: ~1.3 MB/s, far slower than a pipelined writer.
+    assert_eq!(
+        raw.call(&["DEBUG", "TIERED-WRITE-DELAY", "3000"]),
+        b"+OK\r\n"
+    );
+    let mut rng = Lcg(41);
+    let values: Vec<Vec<u8>> = (0..12_000)
+        .map(|i| {
+            let mut v: Vec<u8> = (0..700 + rng.below(600) as usize)
+                .map(|_| rng.below(256) as u8)
+                .collect();
+            v[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            v
+        })
+        .collect();
+    for (c, chunk) in values.chunks(100).enumerate() {
+        let mut buf = Vec::new();
+        for (i, v) in chunk.iter().enumerate() {
+            let k = format!("k{}", c * 100 + i);
+            buf.extend_from_slice(&encode(&[b"SET", k.as_bytes(), v]));
+        }
+        raw.send(&buf);
+        for i in 0..chunk.len() {
+            let r = raw.reply();
+            assert_eq!(r, b"+OK\r\n", "SET k{}: {}", c * 100 + i, show(&r));
+        }
+        let used = used_memory(&mut raw);
+        assert!(
+            used <= MAXMEMORY + OVERHEAD_BYTES,
+            "used_memory {used} above maxmemory + {OVERHEAD_BYTES}"
+        );
+    }
+    assert!(
+        raw.info_u64("tiered", "tiered_throttled_writes") > 0,
+        "the writer had to wait"
+    );
+    assert_eq!(raw.info_u64("tiered", "tiered_throttled_ooms"), 0);
+    assert_eq!(raw.call(&["DEBUG", "TIERED-WRITE-DELAY", "0"]), b"+OK\r\n");
+    check_all(&mut raw, &values);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_stalled_disk_turns_waiting_writes_into_oom_after_the_bound() {
+    let dir = temp_dir("tiering-stall");
+    let srv = start_tiered(&dir, &[]);
+    let mut raw = Raw::connect(srv.port);
+    // No write reaches the disk: the tier cannot make room, however long one waits.
+    assert_eq!(raw.call(&["DEBUG", "TIERED-HOLD-WRITES", "1"]), b"+OK\r\n");
+    let mut rng = Lcg(43);
+    let mut oom_at = None;
+    for i in 0..20_000usize {
+        let v: Vec<u8> = (0..1000).map(|_| rng.below(256) as u8).collect();
+        let r = call_b(&mut raw, &[b"SET", format!("k{i}").as_bytes(), &v]);
+        if r.starts_with(b"-OOM") {
+            oom_at = Some(i);
+            break;
+        }
+        assert_eq!(r, b"+OK\r\n", "SET k{i}");
+    }
+    let i = oom_at.expect("a write got -OOM once the wait's bound passed");
+    assert!(raw.info_u64("tiered", "tiered_throttled_writes") >= 1);
+    assert!(raw.info_u64("tiered", "tiered_throttled_ooms") >= 1);
+    // Once the disk moves again, so do the writes.
+    assert_eq!(raw.call(&["DEBUG", "TIERED-HOLD-WRITES", "0"]), b"+OK\r\n");
+    let v = vec![b'x'; 1000];
+    assert_eq!(
+        call_b(&mut raw, &[b"SET", format!("k{i}").as_bytes(), &v]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        call_b(&mut raw, &[b"GET", format!("k{i}").as_bytes()]),
+        bulk(&v)
+    );
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -210,6 +210,22 @@ impl Keyspace {
         )))
     }
 
+    /// The compactor moved a cold entry's record: its stub becomes `stub` (same lengths,
+    /// another place), written over the old one in place. Not a change of the value.
+    pub fn move_cold_stub(&mut self, e: Ref, stub: ColdStub) {
+        let Some(old) = self.cold_stub(e) else {
+            return;
+        };
+        debug_assert_eq!(
+            (old.record_bytes, old.value_bytes),
+            (stub.record_bytes, stub.value_bytes)
+        );
+        let kl = entry_key_len(&self.arena, e);
+        self.arena
+            .bytes_mut(e, ENTRY_HEADER_BYTES + kl, COLD_STUB_BYTES)
+            .copy_from_slice(&stub.encode());
+    }
+
     /// Drops an entry's RAM copy: the value field becomes `stub` (the bytes are on disk
     /// there). Key, TTL, access time, kind and encoding byte stay, so TYPE and OBJECT
     /// ENCODING answer without reading. The value is a string or a collection in a

@@ -76,6 +76,7 @@ impl Server {
                     Refusal {
                         reply: Some(msg),
                         counted: false,
+                        maxmemory: false,
                     }
                 } else {
                     Refusal::counted(msg)

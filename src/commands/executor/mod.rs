@@ -649,6 +649,20 @@ impl Server {
         };
         let admission = Admission::of(self, client, spec, parent);
         if let Err(refusal) = self.admit(client, spec, parent, args, &admission) {
+            // A write refused for memory while the tier's disk is behind waits for room
+            // instead (`tiering.rs`, throttling).
+            if refusal.maxmemory
+                && self.tiering.is_some()
+                && !admission.queueing
+                && !self.in_exec
+                && !self.loading
+                && !self.blocking.is_serving()
+                && !self.in_script_call
+                && !self.scripts.busy.in_busy()
+                && self.tiering_throttle(client, args, now)
+            {
+                return Outcome::Ran;
+            }
             if refusal.counted {
                 self.cmdstats.get_mut(spec, parent).rejected_calls += 1;
             }
@@ -848,7 +862,9 @@ impl Server {
             // its primary; eviction still runs).
             if let Err(e) = self.perform_evictions() {
                 if !client.master {
-                    return Err(Refusal::counted(e.to_string()));
+                    let mut r = Refusal::counted(e.to_string());
+                    r.maxmemory = true;
+                    return Err(r);
                 }
             }
         }
@@ -1306,6 +1322,8 @@ impl Admission {
 struct Refusal {
     reply: Option<String>,
     counted: bool,
+    /// Refused for `maxmemory` (a tiered server may make the write wait instead).
+    maxmemory: bool,
 }
 
 impl Refusal {
@@ -1313,12 +1331,14 @@ impl Refusal {
         Refusal {
             reply: Some(msg.into()),
             counted: true,
+            maxmemory: false,
         }
     }
     fn silent() -> Refusal {
         Refusal {
             reply: None,
             counted: false,
+            maxmemory: false,
         }
     }
 }

@@ -18,10 +18,21 @@
 //!   above [`STASH_START`] of the offload line, and keeps its RAM copy ("cooled").
 //! - **Offload**: above the offload line (`maxmemory` × (1 − `tiered-offload-threshold`))
 //!   the RAM copies of cooled values are dropped, oldest first, without I/O.
+//! - **Throttling** (`tiering_throttle`): a write refused for `maxmemory` while the
+//!   tier can still make room (the file has a free page, and values are being written
+//!   or have RAM copies to drop) is parked instead, and run again when memory is under
+//!   `maxmemory` — or answered `-OOM` once it has waited [`THROTTLE_MAX_MS`].
+//! - **Compaction** (`tiering_compact`, from each turn, bounded by reads in flight):
+//!   while the file's space amplification is above [`COMPACT_ABOVE_AMP`], shared pages
+//!   less than half full are read on the tier thread; each record whose owner is a cold
+//!   entry still naming that place (found by the key the record carries) is written
+//!   again into the page being filled, and when that write ends the entry's stub is
+//!   swapped in place if it still names the old place (else the copy is freed). The old
+//!   page returns to the allocator with its last record.
 
 use super::{Client, Server};
 use crate::commands::{self, Args, CommandSpec};
-use crate::keyspace::tiered::{FLAG_COOLED, FLAG_STASHING, FLAG_TMARK};
+use crate::keyspace::tiered::{ColdStub, FLAG_COOLED, FLAG_STASHING, FLAG_TMARK};
 use crate::keyspace::Kind;
 use crate::persistence::tiered::{Event, Placed, StashRefused, TierStore};
 use std::collections::HashMap;
@@ -44,6 +55,30 @@ const DROP_BUDGET: usize = 512;
 const SWEEP_ITEMS: usize = 64;
 /// A partly filled shared page is written after this many pass steps.
 const OPEN_PAGE_MAX_STEPS: u32 = 8;
+/// The longest a write waits for the tier to make room before it is answered `-OOM`:
+/// long enough for the writes the pass allows in flight ([`MAX_PENDING_STASH_PAGES`],
+/// 8 MiB) to finish on a device doing a few MB/s, short enough that a stalled device
+/// turns into errors before common client timeouts (seconds) turn into hangs.
+pub const THROTTLE_MAX_MS: i64 = 2000;
+/// Throttled writes run again per loop turn at most (each that still finds no room is
+/// parked again, at the back).
+const THROTTLE_RERUNS_PER_TURN: usize = 64;
+
+/// Compaction runs while the file's space amplification (allocated bytes per live
+/// record byte) is above this, and stops below it: some room under the bound of 2 the
+/// sparse-page threshold guarantees, so it does not run all the time near the bound.
+pub const COMPACT_ABOVE_AMP: f64 = 1.5;
+/// Compaction does not bother with this many sparse pages or fewer (at most 16 KiB):
+/// a page partly filled when it was written is sparse, and moving its records would
+/// only make another.
+const COMPACT_MIN_SPARSE_PAGES: usize = 4;
+/// The compactor's page reads in flight at most (its moves are writes like the pass's,
+/// bounded by [`MAX_PENDING_STASH_PAGES`]).
+const COMPACT_READS_MAX: usize = 16;
+/// A round over the sparse pages that moved nothing (their records belong to cooled
+/// copies above the stash line, or the amplification is in big records' pages) is
+/// followed by this long without reads, rather than reading the same pages again.
+const COMPACT_REST_MS: i64 = 1000;
 
 /// A parked client's reads.
 struct Waiting {
@@ -62,6 +97,17 @@ pub struct TierCounters {
     /// Values read back into RAM, and RAM copies dropped.
     pub uploads: u64,
     pub offloads: u64,
+    /// Shared pages the compactor read and moved records out of; records moved (the
+    /// stub swapped), and the value bytes written for moves (for the write amplification).
+    pub compactions: u64,
+    pub moved_records: u64,
+    pub moved_bytes: u64,
+    /// Cooled entries the compactor made hot again to free their records.
+    pub uncooled: u64,
+    /// Writes that waited for the tier to make room (each counted once), and those that
+    /// got -OOM after all (the wait's bound passed, or the tier could no longer help).
+    pub throttled_writes: u64,
+    pub throttled_ooms: u64,
 }
 
 pub struct TierState {
@@ -76,6 +122,20 @@ pub struct TierState {
     sweep_pos: usize,
     /// When the offload last looked at the file (ms).
     file_checked_ms: i64,
+    /// The compactor's moves whose write is in flight: new place → old place.
+    moves: HashMap<ColdStub, ColdStub>,
+    /// Where the compactor's walk of the sparse pages goes on.
+    compact_cursor: u32,
+    /// Records moved or uncooled since the walk last started over, and until when it
+    /// rests after a round that did nothing.
+    compact_progress: u64,
+    compact_rest_until_ms: i64,
+    /// Tests (`DEBUG TIERED-COMPACT 0`): no compaction read starts.
+    pub compact_paused: bool,
+    /// Writes waiting for room, oldest first: (client id, when it gets -OOM).
+    throttled: std::collections::VecDeque<(u64, i64)>,
+    /// The throttled write being run again: its deadline carries over if it waits again.
+    rerunning: Option<(u64, i64)>,
     pub counters: TierCounters,
 }
 
@@ -143,6 +203,13 @@ pub fn start(srv: &mut Server) -> Result<(), String> {
         open_page_steps: 0,
         sweep_pos: 0,
         file_checked_ms: 0,
+        moves: HashMap::new(),
+        compact_cursor: 0,
+        compact_progress: 0,
+        compact_rest_until_ms: 0,
+        compact_paused: false,
+        throttled: std::collections::VecDeque::new(),
+        rerunning: None,
         counters: TierCounters::default(),
     }));
     Ok(())
@@ -320,6 +387,7 @@ impl Server {
                         self.stash_done(&mut t, p, result.is_ok());
                     }
                 }
+                Event::PageRead { page, result } => self.compact_page(&mut t, page, result),
                 Event::Read {
                     id,
                     db,
@@ -397,6 +465,7 @@ impl Server {
                 }
             }
         }
+        self.tiering_compact(&mut t);
         self.tiering = Some(t);
         for (cid, error) in resume {
             match error {
@@ -405,6 +474,68 @@ impl Server {
             }
         }
         self.tiering_offload();
+        self.tiering_wake_throttled();
+    }
+
+    /// Whether the tier can still make room: the file has a free page, and values are
+    /// on their way to disk or have RAM copies the offload can drop.
+    fn tier_can_make_room(t: &TierState) -> bool {
+        t.store.has_room() && (t.store.pending_stash_count() > 0 || !t.store.cooled.is_empty())
+    }
+
+    /// A write was refused for `maxmemory`: parks it (true) while the tier can make
+    /// room and it has waited less than [`THROTTLE_MAX_MS`]; false answers `-OOM`.
+    pub(crate) fn tiering_throttle(&mut self, client: &mut Client, args: Args, now: i64) -> bool {
+        let Some(t) = self.tiering.as_mut() else {
+            return false;
+        };
+        let (deadline, first) = match t.rerunning.take() {
+            Some((id, d)) if id == client.id => (d, false),
+            other => {
+                t.rerunning = other;
+                (now + THROTTLE_MAX_MS, true)
+            }
+        };
+        if now >= deadline || !Self::tier_can_make_room(t) {
+            if !first {
+                t.counters.throttled_ooms += 1;
+            }
+            return false;
+        }
+        if first {
+            t.counters.throttled_writes += 1;
+        }
+        t.throttled.push_back((client.id, deadline));
+        self.park_for_io(client, args);
+        true
+    }
+
+    /// Runs throttled writes again, oldest first, once memory is under `maxmemory` (or
+    /// their wait's bound passed: they get -OOM); bounded per turn.
+    fn tiering_wake_throttled(&mut self) {
+        if self.tiering.as_ref().is_none_or(|t| t.throttled.is_empty()) {
+            return;
+        }
+        let now = crate::util::now_ms();
+        let max = self.config.settings().maxmemory;
+        for _ in 0..THROTTLE_RERUNS_PER_TURN {
+            let room = self.memory_for_maxmemory() < max;
+            let Some(t) = self.tiering.as_mut() else {
+                return;
+            };
+            let Some(&(id, deadline)) = t.throttled.front() else {
+                return;
+            };
+            if !room && now < deadline {
+                return;
+            }
+            t.throttled.pop_front();
+            t.rerunning = Some((id, deadline));
+            self.rerun_after_io(id);
+            if let Some(t) = self.tiering.as_mut() {
+                t.rerunning = None;
+            }
+        }
     }
 
     /// A value's write ended: it becomes cooled if the entry still holds exactly the
@@ -412,6 +543,9 @@ impl Server {
     /// place is freed (the value stays in RAM, to be written again).
     fn stash_done(&mut self, t: &mut TierState, p: Placed, ok: bool) {
         let ok = ok && p.gen == t.store.generation();
+        if let Some(old) = t.moves.remove(&p.stub) {
+            return self.move_done(t, p, old, ok);
+        }
         let e = self.ks.find_raw(p.db, &p.key);
         if let Some(e) = e {
             self.ks.set_tier_bits(e, FLAG_STASHING, false);
@@ -426,6 +560,151 @@ impl Server {
             Some(e) if ok => {
                 self.ks.set_tier_bits(e, FLAG_COOLED, true);
                 t.store.cooled.push_back(p);
+            }
+            _ => t.store.free(p.stub),
+        }
+    }
+
+    /// Starts the compactor's page reads (see the module comment) while the file's space
+    /// amplification is above [`COMPACT_ABOVE_AMP`]: sparse pages in page order from
+    /// where the last call stopped, at most [`COMPACT_READS_MAX`] in flight. Not while
+    /// a snapshot copies the file (its frees are held back, so moving would only grow
+    /// the file) nor while the disk is behind with writes. O(log pages) per page started.
+    fn tiering_compact(&mut self, t: &mut TierState) {
+        let b = &t.store.book;
+        if t.store.capturing()
+            || t.compact_paused
+            || b.sparse_pages() <= COMPACT_MIN_SPARSE_PAGES
+            || b.space_amplification() <= COMPACT_ABOVE_AMP
+            || t.store.pending_stash_pages() > MAX_PENDING_STASH_PAGES
+            || t.store.page_reads_in_flight() >= COMPACT_READS_MAX
+        {
+            return;
+        }
+        let now = crate::util::now_ms();
+        if now < t.compact_rest_until_ms {
+            return;
+        }
+        let mut wrapped = false;
+        while t.store.page_reads_in_flight() < COMPACT_READS_MAX {
+            let want = COMPACT_READS_MAX - t.store.page_reads_in_flight();
+            let pages = t.store.book.sparse_pages_from(t.compact_cursor, want);
+            if pages.is_empty() {
+                if wrapped || t.compact_cursor == 0 {
+                    break;
+                }
+                t.compact_cursor = 0;
+                wrapped = true;
+                if t.compact_progress == 0 {
+                    t.compact_rest_until_ms = now + COMPACT_REST_MS;
+                    break;
+                }
+                t.compact_progress = 0;
+                continue;
+            }
+            for p in pages {
+                t.compact_cursor = p.saturating_add(1);
+                if t.store.page_settled(p) {
+                    t.store.read_page(p);
+                }
+            }
+        }
+    }
+
+    /// The compactor's read of shared page `page` ended: each record whose owner is a
+    /// cold entry naming exactly this place is placed anew (its write is queued; the
+    /// stub changes when it ends, [`Server::move_done`]). The owner is found by the
+    /// record's key in each database (a place has one owner, so at most one matches).
+    /// A record owned by a cooled-queue item (the entry is cooled, its RAM bytes are the
+    /// record's) cannot be moved without finding the item in the queue (O(queue)), so
+    /// while memory is below the stash line the entry stops being cooled instead: the
+    /// item is then stale and the sweep frees the record (the value stays in RAM, as a
+    /// value never stashed would; above that line the offload soon makes the entry cold
+    /// and a later round moves it). Records of writes in flight are never met: their
+    /// pages are not read ([`TierStore::page_settled`]). Bounded by a page's records.
+    fn compact_page(&mut self, t: &mut TierState, page: u32, result: Result<Vec<u8>, String>) {
+        let buf = match result {
+            Ok(b) => b,
+            Err(e) => {
+                crate::warning!("Tiering: the compactor's read of page {page} failed: {e}");
+                return;
+            }
+        };
+        let now = crate::util::now_ms();
+        let uncool = (self.used_memory() as f64) < self.offload_line() as f64 * STASH_START;
+        let mut moved = false;
+        for r in crate::persistence::tiered::page::page_records(&buf) {
+            let stub = ColdStub {
+                page,
+                offset: r.offset,
+                record_bytes: crate::persistence::tiered::page::record_bytes(
+                    r.key.len(),
+                    r.value.len(),
+                ) as u32,
+                value_bytes: r.value.len() as u32,
+            };
+            let owner = (0..self.ks.num_dbs()).find(|&db| {
+                self.ks.find_raw(db, r.key).is_some_and(|e| {
+                    self.ks.cold_stub(e) == Some(stub) && !self.ks.is_expired(e, now)
+                })
+            });
+            let Some(db) = owner else {
+                if uncool && self.uncool_owner(t, r.key, r.value) {
+                    t.compact_progress += 1;
+                }
+                continue;
+            };
+            match t.store.stash(db, r.key, r.value, 0) {
+                Ok(new) => {
+                    t.moves.insert(new, stub);
+                    t.compact_progress += 1;
+                    moved = true;
+                }
+                Err(StashRefused::NoSpace) => break,
+            }
+        }
+        if moved {
+            t.counters.compactions += 1;
+        }
+    }
+
+    /// The compactor met a record whose key's entry is cooled with exactly the record's
+    /// bytes (in any database): the entry stops being cooled (see [`Server::compact_page`]).
+    fn uncool_owner(&mut self, t: &mut TierState, key: &[u8], value: &[u8]) -> bool {
+        let mut any = false;
+        for db in 0..self.ks.num_dbs() {
+            let Some(e) = self.ks.find_raw(db, key) else {
+                continue;
+            };
+            if !self.ks.is_cold(e)
+                && self.ks.tier_bits(e) & FLAG_COOLED != 0
+                && self.ks.value(e) == value
+                && !t.held.contains_key(&(db, key.to_vec()))
+            {
+                self.ks.set_tier_bits(e, FLAG_COOLED, false);
+                t.counters.uncooled += 1;
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// A compaction move's write ended: the entry takes the new place if it is still
+    /// cold at the old one (a delete, overwrite or read in between wins: the copy is
+    /// freed), and the old place is freed. O(1).
+    fn move_done(&mut self, t: &mut TierState, p: Placed, old: ColdStub, ok: bool) {
+        if ok {
+            t.counters.moved_bytes += p.stub.value_bytes as u64;
+        }
+        let e = self
+            .ks
+            .find_raw(p.db, &p.key)
+            .filter(|&e| self.ks.cold_stub(e) == Some(old));
+        match e {
+            Some(e) if ok => {
+                self.ks.move_cold_stub(e, p.stub);
+                t.store.free(old);
+                t.counters.moved_records += 1;
             }
             _ => t.store.free(p.stub),
         }
@@ -559,7 +838,7 @@ impl Server {
                 let value = self.ks.value(e);
                 let hash = self.ks.arena.hash(value);
                 match t.store.stash(db, self.ks.key(e), value, hash) {
-                    Ok(()) => {
+                    Ok(_) => {
                         self.ks.set_tier_bits(e, FLAG_STASHING, true);
                         self.ks.set_tier_bits(e, FLAG_TMARK, false);
                     }
@@ -590,9 +869,9 @@ impl Server {
     /// Whether `client_id` waits for a tier read (CLIENT UNBLOCK leaves it alone: it is
     /// not blocked by a command of its own choosing).
     pub fn tiering_parks(&self, client_id: u64) -> bool {
-        self.tiering
-            .as_ref()
-            .is_some_and(|t| t.waiting.contains_key(&client_id))
+        self.tiering.as_ref().is_some_and(|t| {
+            t.waiting.contains_key(&client_id) || t.throttled.iter().any(|&(id, _)| id == client_id)
+        })
     }
 
     /// From each loop turn: completions, and a small pass step while memory is high.
@@ -661,5 +940,27 @@ impl Server {
         line("tiered_file_truncations", &t.store.file.truncations);
         line("tiered_small_pages", &b.small_pages());
         line("tiered_free_extents", &b.free_extents());
+        line("tiered_sparse_pages", &b.sparse_pages());
+        line("tiered_compactions", &c.compactions);
+        line("tiered_compaction_moved_records", &c.moved_records);
+        line("tiered_compaction_moves_pending", &t.moves.len());
+        line("tiered_compaction_uncooled", &c.uncooled);
+        line("tiered_throttled_writes", &c.throttled_writes);
+        line("tiered_throttled_ooms", &c.throttled_ooms);
+        line("tiered_throttled_clients", &t.throttled.len());
+        line(
+            "tiered_space_amplification",
+            &format_args!("{:.2}", b.space_amplification()),
+        );
+        // Bytes written to the file per byte of value the pass stashed (moves and page
+        // headers and unfilled page ends are the excess).
+        let stashed = st.stash_bytes.saturating_sub(c.moved_bytes);
+        let wa = if stashed == 0 {
+            1.0
+        } else {
+            (st.written_pages * 4096) as f64 / stashed as f64
+        };
+        line("tiered_write_amplification", &format_args!("{wa:.2}"));
+        line("tiered_written_bytes", &(st.written_pages * 4096));
     }
 }

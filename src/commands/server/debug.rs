@@ -146,6 +146,39 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
             ctx.out.ok();
             Ok(())
         }
+        ("tiered-hold-writes", 3) => {
+            // cairn's own (tests): 1 holds tier writes in the I/O thread (the pass's and
+            // the compactor's), 0 lets them go.
+            let hold = crate::util::parse_i64(ctx.args.get(2)).unwrap_or(0) != 0;
+            let Some(t) = ctx.srv.tiering.as_mut() else {
+                return Err(CmdError::err("tiering is off (tiered-prefix is empty)"));
+            };
+            t.store.hold_writes(hold);
+            ctx.out.ok();
+            Ok(())
+        }
+        ("tiered-write-delay", 3) => {
+            // cairn's own (tests): the tier thread sleeps this many microseconds before
+            // each write (0: none), as a slow device would.
+            let us = ctx.args.i64(2)?.clamp(0, 1_000_000) as u64;
+            let Some(t) = ctx.srv.tiering.as_mut() else {
+                return Err(CmdError::err("tiering is off (tiered-prefix is empty)"));
+            };
+            t.store.set_write_delay(us);
+            ctx.out.ok();
+            Ok(())
+        }
+        ("tiered-compact", 3) => {
+            // cairn's own (tests): 0 starts no more compaction reads, 1 lets them start
+            // again (those in flight finish either way).
+            let on = crate::util::parse_i64(ctx.args.get(2)).unwrap_or(1) != 0;
+            let Some(t) = ctx.srv.tiering.as_mut() else {
+                return Err(CmdError::err("tiering is off (tiered-prefix is empty)"));
+            };
+            t.compact_paused = !on;
+            ctx.out.ok();
+            Ok(())
+        }
         ("tiered-fail", 4) => {
             // cairn's own (tests): the next N tier reads fail with EIO and the next M
             // writes with ENOSPC (`DEBUG TIERED-FAIL N M`).

@@ -16,6 +16,11 @@ use super::page::PAYLOAD_BYTES;
 use crate::keyspace::tiered::ColdStub;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+/// A shared page holding fewer live bytes than this is sparse: a compaction candidate.
+/// With every shared page at least half full the small records' space amplification is
+/// at most 4096 / 2048 = 2.
+pub const SPARSE_LIVE_BYTES: u32 = (super::page::PAGE_BYTES / 2) as u32;
+
 /// Live records of a shared page.
 #[derive(Clone, Copy, Debug, Default)]
 struct SmallPage {
@@ -34,6 +39,9 @@ pub struct Bookkeeper {
     /// One past the highest page ever handed out: no record lies beyond it (a snapshot's
     /// companion copies the file up to here).
     high_water: u32,
+    /// Shared pages with live records but fewer than [`SPARSE_LIVE_BYTES`] of them (the
+    /// compactor's candidates, found without walking every page).
+    sparse: BTreeSet<u32>,
 }
 
 /// Pages a record of `record_bytes` takes when it is not packed.
@@ -56,6 +64,7 @@ impl Bookkeeper {
             small: HashMap::new(),
             live_record_bytes: 0,
             high_water: 0,
+            sparse: BTreeSet::new(),
         };
         if capacity_pages > 0 {
             b.insert_free(0, capacity_pages);
@@ -119,13 +128,24 @@ impl Bookkeeper {
         let s = self.small.entry(page).or_default();
         s.live_records += 1;
         s.live_bytes += bytes;
+        let sparse = s.live_bytes < SPARSE_LIVE_BYTES;
         self.live_record_bytes += bytes as u64;
+        self.note_sparse(page, sparse);
+    }
+
+    fn note_sparse(&mut self, page: u32, sparse: bool) {
+        if sparse {
+            self.sparse.insert(page);
+        } else {
+            self.sparse.remove(&page);
+        }
     }
 
     /// A shared page that got no record after all (its write was never needed).
     pub fn drop_empty_small_page(&mut self, page: u32) {
         if self.small.get(&page).is_some_and(|s| s.live_records == 0) {
             self.small.remove(&page);
+            self.sparse.remove(&page);
             self.free_pages(page, 1);
         }
     }
@@ -149,9 +169,12 @@ impl Bookkeeper {
             s.live_bytes = s.live_bytes.saturating_sub(stub.record_bytes);
             if s.live_records == 0 {
                 self.small.remove(&stub.page);
+                self.sparse.remove(&stub.page);
                 self.free_pages(stub.page, 1);
                 return Some((stub.page, 1));
             }
+            let sparse = s.live_bytes < SPARSE_LIVE_BYTES;
+            self.note_sparse(stub.page, sparse);
             None
         } else {
             let n = pages_for(stub.record_bytes);
@@ -228,6 +251,27 @@ impl Bookkeeper {
     /// Shared pages in use.
     pub fn small_pages(&self) -> usize {
         self.small.len()
+    }
+    /// Sparse shared pages from `from` on, in page order, at most `n` (the compactor's
+    /// candidates; O(log pages + n)).
+    pub fn sparse_pages_from(&self, from: u32, n: usize) -> Vec<u32> {
+        self.sparse.range(from..).take(n).copied().collect()
+    }
+    /// Sparse shared pages (INFO).
+    pub fn sparse_pages(&self) -> usize {
+        self.sparse.len()
+    }
+    /// Live bytes of shared page `page` (0 when it holds no record).
+    pub fn small_live_bytes(&self, page: u32) -> u32 {
+        self.small.get(&page).map_or(0, |s| s.live_bytes)
+    }
+    /// Allocated bytes per live record byte (1 when nothing is live).
+    pub fn space_amplification(&self) -> f64 {
+        if self.live_record_bytes == 0 {
+            return 1.0;
+        }
+        (self.allocated_pages * super::page::PAGE_BYTES as u64) as f64
+            / self.live_record_bytes as f64
     }
     /// Free extents (how fragmented the free space is).
     pub fn free_extents(&self) -> usize {
@@ -338,6 +382,27 @@ mod tests {
         assert!(Bookkeeper::from_records(16, &[stub(5, big), stub(6, 10)]).is_err());
         assert!(Bookkeeper::from_records(16, &[stub(15, big)]).is_err());
         assert!(Bookkeeper::from_records(16, &[stub(16, 10)]).is_err());
+    }
+
+    #[test]
+    fn sparse_pages_are_tracked_as_records_come_and_go() {
+        let mut b = Bookkeeper::new(8);
+        let p = b.alloc_small_page().unwrap();
+        b.add_small(p, 1000);
+        assert_eq!(b.sparse_pages_from(0, 8), vec![p], "under half full");
+        b.add_small(p, 1500);
+        assert_eq!(b.sparse_pages(), 0, "half full or more");
+        b.add_small(p, 1000);
+        assert!((b.space_amplification() - 4096.0 / 3500.0).abs() < 1e-9);
+        assert_eq!(b.free_record(stub(p, 1000)), None);
+        assert_eq!(b.sparse_pages(), 0, "2500 live bytes: not sparse yet");
+        assert_eq!(b.free_record(stub(p, 1500)), None);
+        assert_eq!(b.sparse_pages_from(p, 1), vec![p]);
+        assert_eq!(b.sparse_pages_from(p + 1, 1), Vec::<u32>::new());
+        assert_eq!(b.free_record(stub(p, 1000)), Some((p, 1)));
+        assert_eq!(b.sparse_pages(), 0, "a freed page is no candidate");
+        let r = Bookkeeper::from_records(8, &[stub(3, 100), stub(5, 3000)]).unwrap();
+        assert_eq!(r.sparse_pages_from(0, 8), vec![3]);
     }
 
     proptest! {

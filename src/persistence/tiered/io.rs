@@ -34,6 +34,8 @@ pub enum Req {
         stub: ColdStub,
         key: Vec<u8>,
     },
+    /// Read shared page `page` whole and check its checksum (the compactor's read).
+    ReadPage { id: u64, page: u32 },
 }
 
 pub enum Done {
@@ -42,6 +44,11 @@ pub enum Done {
         result: Result<(), String>,
     },
     Read {
+        id: u64,
+        result: Result<Vec<u8>, String>,
+    },
+    /// A shared page's bytes (checksum checked), or why not.
+    PageRead {
         id: u64,
         result: Result<Vec<u8>, String>,
     },
@@ -54,6 +61,11 @@ pub struct Shared {
     pub wake: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
     /// Tests (`DEBUG TIERED-HOLD-READS`): reads wait in the thread until this is cleared.
     pub hold_reads: std::sync::atomic::AtomicBool,
+    /// Tests (`DEBUG TIERED-HOLD-WRITES`): writes wait in the thread until this is cleared.
+    pub hold_writes: std::sync::atomic::AtomicBool,
+    /// Tests (`DEBUG TIERED-WRITE-DELAY`): microseconds the thread sleeps before each
+    /// write, as a slow device would take.
+    pub write_delay_us: std::sync::atomic::AtomicU64,
     /// Tests (`DEBUG TIERED-FAIL`): the next this many reads fail with EIO, writes with
     /// ENOSPC, as a failing device would answer.
     pub fail_reads: std::sync::atomic::AtomicU32,
@@ -91,6 +103,9 @@ enum What {
         stub: ColdStub,
         key: Vec<u8>,
     },
+    ReadPage {
+        id: u64,
+    },
 }
 
 struct Op {
@@ -107,6 +122,8 @@ fn byte_offset(page: u32) -> u64 {
 fn finish(op: Op, res: i64, shared: &Shared) -> Done {
     let injected = match op.what {
         What::Write { .. } if take_fault(&shared.fail_writes) => Some(-(libc::ENOSPC as i64)),
+        // The compactor's page reads take none: a test's failures are for the reads it
+        // starts.
         What::Read { .. } if take_fault(&shared.fail_reads) => Some(-(libc::EIO as i64)),
         _ => None,
     };
@@ -116,7 +133,7 @@ fn finish(op: Op, res: i64, shared: &Shared) -> Done {
         Some(std::io::Error::from_raw_os_error((-res) as i32).to_string())
     } else if res < want {
         Some(match op.what {
-            What::Read { .. } => page::short_read(op.first_page, res, want),
+            What::Read { .. } | What::ReadPage { .. } => page::short_read(op.first_page, res, want),
             What::Write { .. } => format!("short write ({res} of {want} bytes)"),
         })
     } else {
@@ -134,6 +151,26 @@ fn finish(op: Op, res: i64, shared: &Shared) -> Done {
                 None => page::decode_value(op.buf.as_slice(), stub, &key),
             },
         },
+        What::ReadPage { id } => Done::PageRead {
+            id,
+            result: match err {
+                Some(e) => Err(e),
+                None => page::check_page(op.buf.as_slice(), op.first_page)
+                    .map(|()| op.buf.as_slice().to_vec()),
+            },
+        },
+    }
+}
+
+/// A test's write delay, slept before a write is issued.
+fn write_delay(req: &Req, shared: &Shared) {
+    if matches!(req, Req::Write { .. }) {
+        let us = shared
+            .write_delay_us
+            .load(std::sync::atomic::Ordering::Acquire);
+        if us > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(us));
+        }
     }
 }
 
@@ -157,6 +194,11 @@ fn prepare(req: Req) -> Op {
             first_page: stub.page,
             what: What::Read { id, stub, key },
         },
+        Req::ReadPage { id, page } => Op {
+            buf: AlignedBuf::zeroed(PAGE_BYTES),
+            first_page: page,
+            what: What::ReadPage { id },
+        },
     }
 }
 
@@ -175,15 +217,21 @@ pub fn run(file: std::fs::File, efd: OwnedFd, rx: Receiver<Req>, shared: Arc<Sha
     drop(file);
 }
 
-fn holding(shared: &Shared) -> bool {
-    shared.hold_reads.load(std::sync::atomic::Ordering::Acquire)
+/// Whether a test holds requests of `req`'s kind in the thread now.
+fn is_held(req: &Req, shared: &Shared) -> bool {
+    let flag = match req {
+        Req::Write { .. } => &shared.hold_writes,
+        Req::Read { .. } | Req::ReadPage { .. } => &shared.hold_reads,
+    };
+    flag.load(std::sync::atomic::Ordering::Acquire)
 }
 
 fn run_blocking(fd: RawFd, rx: Receiver<Req>, shared: &Shared) {
     let mut held: VecDeque<Req> = VecDeque::new();
     loop {
-        let req = if !holding(shared) && !held.is_empty() {
-            held.pop_front().expect("held")
+        let free = held.iter().position(|r| !is_held(r, shared));
+        let req = if let Some(i) = free {
+            held.remove(i).expect("held")
         } else {
             match rx.recv_timeout(std::time::Duration::from_millis(10)) {
                 Ok(r) => r,
@@ -191,10 +239,11 @@ fn run_blocking(fd: RawFd, rx: Receiver<Req>, shared: &Shared) {
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
             }
         };
-        if matches!(req, Req::Read { .. }) && holding(shared) {
+        if is_held(&req, shared) {
             held.push_back(req);
             continue;
         }
+        write_delay(&req, shared);
         let mut op = prepare(req);
         let off = byte_offset(op.first_page) as libc::off_t;
         let len = op.buf.as_slice().len();
@@ -204,7 +253,7 @@ fn run_blocking(fd: RawFd, rx: Receiver<Req>, shared: &Shared) {
                 What::Write { .. } => {
                     libc::pwrite(fd, op.buf.as_slice().as_ptr() as *const _, len, off) as i64
                 }
-                What::Read { .. } => {
+                What::Read { .. } | What::ReadPage { .. } => {
                     libc::pread(fd, op.buf.as_mut_slice().as_mut_ptr() as *mut _, len, off) as i64
                 }
             }
@@ -231,8 +280,12 @@ fn run_ring(mut ring: IoUring, fd: RawFd, efd: RawFd, rx: Receiver<Req>, shared:
     let mut closed = false;
     let mut held: VecDeque<Req> = VecDeque::new();
     loop {
-        if !holding(shared) {
-            while let Some(r) = held.pop_back() {
+        // Requests no longer held go first, in their order.
+        if held.iter().any(|r| !is_held(r, shared)) {
+            let (go, stay): (VecDeque<Req>, VecDeque<Req>) =
+                held.drain(..).partition(|r| !is_held(r, shared));
+            held = stay;
+            for r in go.into_iter().rev() {
                 queue.push_front(r);
             }
         }
@@ -249,15 +302,16 @@ fn run_ring(mut ring: IoUring, fd: RawFd, efd: RawFd, rx: Receiver<Req>, shared:
         if closed && queue.is_empty() && inflight.is_empty() {
             return;
         }
-        if inflight.is_empty() && queue.is_empty() && !held.is_empty() && !holding(shared) {
+        if inflight.is_empty() && queue.is_empty() && held.iter().any(|r| !is_held(r, shared)) {
             continue;
         }
         while inflight.len() < INFLIGHT_MAX {
             let Some(req) = queue.pop_front() else { break };
-            if matches!(req, Req::Read { .. }) && holding(shared) {
+            if is_held(&req, shared) {
                 held.push_back(req);
                 continue;
             }
+            write_delay(&req, shared);
             let mut op = prepare(req);
             let off = byte_offset(op.first_page);
             let len = op.buf.as_slice().len() as u32;
@@ -269,7 +323,7 @@ fn run_ring(mut ring: IoUring, fd: RawFd, efd: RawFd, rx: Receiver<Req>, shared:
                         .offset(off)
                         .build()
                 }
-                What::Read { .. } => {
+                What::Read { .. } | What::ReadPage { .. } => {
                     opcode::Read::new(types::Fd(fd), op.buf.as_mut_slice().as_mut_ptr(), len)
                         .offset(off)
                         .build()

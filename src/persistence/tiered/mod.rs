@@ -50,6 +50,12 @@ pub enum Event {
         stub: ColdStub,
         result: Result<Vec<u8>, String>,
     },
+    /// The compactor's read of shared page `page` ended: its bytes (checksum checked),
+    /// or why not.
+    PageRead {
+        page: u32,
+        result: Result<Vec<u8>, String>,
+    },
 }
 
 /// Why a value was not stashed.
@@ -68,6 +74,11 @@ pub struct TierStats {
     pub reads: u64,
     pub reads_shared: u64,
     pub read_errors: u64,
+    /// Pages written to the file (successful writes), for the write amplification.
+    pub written_pages: u64,
+    /// The compactor's page reads that ended, and those that failed.
+    pub page_reads: u64,
+    pub page_read_errors: u64,
 }
 
 /// The small-record page being filled.
@@ -101,6 +112,10 @@ pub struct TierStore {
     /// be rewritten under the read).
     pages_reading: HashMap<u32, u32>,
     deferred_frees: Vec<ColdStub>,
+    /// Shared pages whose write is in flight (not the compactor's to read yet).
+    writing_pages: std::collections::HashSet<u32>,
+    /// The compactor's page reads in flight: id → page.
+    page_reads: HashMap<u64, u32>,
     /// Snapshots copying the file: while any runs, freed records keep their pages (a
     /// page live at the snapshot's cut must not be rewritten before it is copied).
     captures: u32,
@@ -203,6 +218,8 @@ impl TierStore {
             done: Mutex::new(Vec::new()),
             wake: Mutex::new(None),
             hold_reads: std::sync::atomic::AtomicBool::new(false),
+            hold_writes: std::sync::atomic::AtomicBool::new(false),
+            write_delay_us: std::sync::atomic::AtomicU64::new(0),
             fail_reads: std::sync::atomic::AtomicU32::new(0),
             fail_writes: std::sync::atomic::AtomicU32::new(0),
         });
@@ -228,6 +245,8 @@ impl TierStore {
             read_of: HashMap::new(),
             pages_reading: HashMap::new(),
             deferred_frees: Vec::new(),
+            writing_pages: std::collections::HashSet::new(),
+            page_reads: HashMap::new(),
             captures: 0,
             high_water: Arc::new(std::sync::atomic::AtomicU32::new(0)),
             cooled: VecDeque::new(),
@@ -301,6 +320,26 @@ impl TierStore {
         self.wake_thread();
     }
 
+    /// Tests: holds writes in the I/O thread (true) or lets them go (false).
+    pub fn hold_writes(&mut self, hold: bool) {
+        self.shared
+            .hold_writes
+            .store(hold, std::sync::atomic::Ordering::Release);
+        self.wake_thread();
+    }
+
+    /// Tests: the I/O thread sleeps `us` microseconds before each write (a slow device).
+    pub fn set_write_delay(&mut self, us: u64) {
+        self.shared
+            .write_delay_us
+            .store(us, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether a page is free for a new write (the file is not full).
+    pub fn has_room(&self) -> bool {
+        self.book.largest_free_extent() > 0 || self.open.is_some()
+    }
+
     /// Tests: the next `reads` reads fail with EIO and `writes` writes with ENOSPC.
     pub fn inject_failures(&mut self, reads: u32, writes: u32) {
         use std::sync::atomic::Ordering;
@@ -338,15 +377,16 @@ impl TierStore {
         self.next_id
     }
 
-    /// Places `value` of `key` in the file and queues its write. Small values go into
-    /// the open shared page (written when full, or by [`TierStore::flush`]).
+    /// Places `value` of `key` in the file and queues its write; returns where it goes.
+    /// Small values go into the open shared page (written when full, or by
+    /// [`TierStore::flush`]).
     pub fn stash(
         &mut self,
         db: usize,
         key: &[u8],
         value: &[u8],
         value_hash: u64,
-    ) -> Result<(), StashRefused> {
+    ) -> Result<ColdStub, StashRefused> {
         let rec = page::record_bytes(key.len(), value.len());
         if rec > u32::MAX as usize / 2 {
             return Err(StashRefused::NoSpace);
@@ -391,7 +431,7 @@ impl TierStore {
                 value_hash,
                 gen: self.gen,
             });
-            return Ok(());
+            return Ok(stub);
         }
         let Some(first) = self.book.alloc_big(rec32) else {
             self.stats.stash_no_space += 1;
@@ -430,7 +470,7 @@ impl TierStore {
             first_page: first,
             buf,
         });
-        Ok(())
+        Ok(stub)
     }
 
     /// Writes the open shared page, if it holds any record.
@@ -442,6 +482,7 @@ impl TierStore {
         }
         let id = self.next_id();
         self.writes.insert(id, o.items);
+        self.writing_pages.insert(o.page);
         self.pending_stash_pages += 1;
         self.send(io::Req::Write {
             id,
@@ -487,6 +528,43 @@ impl TierStore {
             key: key.to_vec(),
         });
         id
+    }
+
+    /// Whether the compactor may read shared page `page` now: it is not the page being
+    /// filled, its write is not in flight, and no compaction read of it is.
+    pub fn page_settled(&self, page: u32) -> bool {
+        self.open.as_ref().is_none_or(|o| o.page != page)
+            && !self.writing_pages.contains(&page)
+            && !self.page_reads.values().any(|&p| p == page)
+    }
+
+    /// The compactor's reads in flight.
+    pub fn page_reads_in_flight(&self) -> usize {
+        self.page_reads.len()
+    }
+
+    /// Whether a snapshot is copying the file (frees are held back meanwhile).
+    pub fn capturing(&self) -> bool {
+        self.captures > 0
+    }
+
+    /// Starts the compactor's read of shared page `page` (see [`Event::PageRead`]).
+    /// While it is in flight the page's records are not freed for reuse (as under any
+    /// read), so the bytes read are those of the records the stubs name.
+    pub fn read_page(&mut self, page: u32) {
+        let id = self.next_id();
+        self.page_reads.insert(id, page);
+        *self.pages_reading.entry(page).or_default() += 1;
+        self.send(io::Req::ReadPage { id, page });
+    }
+
+    fn reading_done(&mut self, page: u32) {
+        if let Some(n) = self.pages_reading.get_mut(&page) {
+            *n -= 1;
+            if *n == 0 {
+                self.pages_reading.remove(&page);
+            }
+        }
     }
 
     /// Gives a record's space back (later if a read of its pages is in flight, or a
@@ -555,8 +633,14 @@ impl TierStore {
                         .map_or(1, |p| bookkeeper::pages_for(p.stub.record_bytes).max(1));
                     self.pending_stash_pages =
                         self.pending_stash_pages.saturating_sub(pages as u64);
+                    if let Some(p) = items.first() {
+                        if bookkeeper::is_small(p.stub.record_bytes) {
+                            self.writing_pages.remove(&p.stub.page);
+                        }
+                    }
                     match &result {
                         Ok(()) => {
+                            self.stats.written_pages += pages as u64;
                             self.stats.stashes += items.len() as u64;
                             self.stats.stash_bytes +=
                                 items.iter().map(|p| p.stub.value_bytes as u64).sum::<u64>();
@@ -577,12 +661,7 @@ impl TierStore {
                         continue;
                     };
                     self.read_of.remove(&(r.stub.page, r.stub.offset));
-                    if let Some(n) = self.pages_reading.get_mut(&r.stub.page) {
-                        *n -= 1;
-                        if *n == 0 {
-                            self.pages_reading.remove(&r.stub.page);
-                        }
-                    }
+                    self.reading_done(r.stub.page);
                     read_ended = true;
                     if result.is_err() {
                         self.stats.read_errors += 1;
@@ -594,6 +673,18 @@ impl TierStore {
                         stub: r.stub,
                         result,
                     });
+                }
+                io::Done::PageRead { id, result } => {
+                    let Some(page) = self.page_reads.remove(&id) else {
+                        continue;
+                    };
+                    self.reading_done(page);
+                    read_ended = true;
+                    self.stats.page_reads += 1;
+                    if result.is_err() {
+                        self.stats.page_read_errors += 1;
+                    }
+                    out.push(Event::PageRead { page, result });
                 }
             }
         }

@@ -55,6 +55,63 @@ pub fn short_read(first_page: u32, got: i64, want: i64) -> String {
     )
 }
 
+/// Checks one page's magic and checksum (`page` names it in the error).
+pub fn check_page(buf: &[u8], page: u32) -> Result<(), String> {
+    if buf.len() < PAGE_BYTES {
+        return Err("short read".into());
+    }
+    let stored = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
+    if &buf[4..8] != MAGIC || stored != crc(&buf[..PAGE_BYTES]) {
+        return Err(format!("checksum mismatch in tier file page {page}"));
+    }
+    Ok(())
+}
+
+/// A record found in a shared page: where it starts in the payload, its key and value.
+pub struct PageRecord<'a> {
+    pub offset: u32,
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+}
+
+/// The records of a shared page (checked with [`check_page`] first), in order: they are
+/// packed from the payload's start; the stream ends at a zero header (never a record's:
+/// a tiered value is at least one byte) or where the next header or record would run
+/// past the payload.
+pub fn page_records(buf: &[u8]) -> Vec<PageRecord<'_>> {
+    let mut out = Vec::new();
+    if buf.len() < PAGE_BYTES {
+        return out;
+    }
+    let payload = &buf[PAGE_HEADER_BYTES..PAGE_BYTES];
+    let mut at = 0usize;
+    while at + RECORD_HEADER_BYTES <= payload.len() {
+        let w = |i: usize| {
+            u32::from_le_bytes([payload[i], payload[i + 1], payload[i + 2], payload[i + 3]])
+                as usize
+        };
+        let (kl, vl) = (w(at), w(at + 4));
+        if kl == 0 && vl == 0 {
+            break;
+        }
+        let Some(end) = (at + RECORD_HEADER_BYTES)
+            .checked_add(kl)
+            .and_then(|x| x.checked_add(vl))
+            .filter(|&e| e <= payload.len())
+        else {
+            break;
+        };
+        let k0 = at + RECORD_HEADER_BYTES;
+        out.push(PageRecord {
+            offset: at as u32,
+            key: &payload[k0..k0 + kl],
+            value: &payload[k0 + kl..end],
+        });
+        at = end;
+    }
+    out
+}
+
 /// Pages a read of `stub`'s record covers.
 pub fn pages_of(stub: ColdStub) -> u32 {
     ((stub.offset as usize + stub.record_bytes as usize).div_ceil(PAYLOAD_BYTES)).max(1) as u32
@@ -143,6 +200,38 @@ mod tests {
                 "another key's record"
             );
         }
+    }
+
+    #[test]
+    fn a_shared_page_lists_its_records_and_stops_at_the_end_or_at_garbage() {
+        let mut buf = vec![0u8; PAGE_BYTES];
+        let mut at = PAGE_HEADER_BYTES;
+        for (k, v) in [
+            (&b"a"[..], &[1u8; 10][..]),
+            (b"bb", &[2u8; 300]),
+            (b"", &[3u8; 5]),
+        ] {
+            let n = record_bytes(k.len(), v.len());
+            encode_record(&mut buf[at..at + n], k, v);
+            at += n;
+        }
+        seal_pages(&mut buf);
+        check_page(&buf, 0).unwrap();
+        let recs = page_records(&buf);
+        let got: Vec<(u32, &[u8], usize)> = recs
+            .iter()
+            .map(|r| (r.offset, r.key, r.value.len()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(0, &b"a"[..], 10), (19, b"bb", 300), (329, b"", 5)]
+        );
+        // A header claiming more than the payload holds ends the list.
+        let end = at;
+        buf[end..end + 4].copy_from_slice(&5000u32.to_le_bytes());
+        buf[end + 4..end + 8].copy_from_slice(&1u32.to_le_bytes());
+        assert_eq!(page_records(&buf).len(), 3);
+        assert!(check_page(&buf, 7).unwrap_err().contains("page 7"));
     }
 
     #[test]

@@ -1,0 +1,295 @@
+//! Compaction of the tier file's shared pages (`tiered-prefix`): after most small cold
+//! values are deleted the compactor moves the survivors into fresh pages until the
+//! file's space amplification is at most 2, every value byte-exact; keys deleted,
+//! overwritten or read while their page is being compacted end as the commands left
+//! them; a kill -9 mid-compaction restarts from the last snapshot byte-exact.
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::time::Duration;
+
+const MAXMEMORY: u64 = 4 << 20;
+
+fn start_tiered(dir: &Path) -> Srv {
+    let prefix = dir.join("tier").display().to_string();
+    let prefix: &'static str = Box::leak(prefix.into_boxed_str());
+    start_on(
+        dir,
+        &[
+            "--save",
+            "",
+            "--maxmemory",
+            "4mb",
+            "--enable-debug-command",
+            "yes",
+            "--tiered-prefix",
+            prefix,
+        ],
+        &[],
+    )
+}
+
+/// Values of 200 to 1500 bytes (several share a page), the first 8 bytes `i`.
+fn small_values(n: usize, seed: u64) -> Vec<Vec<u8>> {
+    let mut rng = Lcg(seed);
+    (0..n)
+        .map(|i| {
+            let len = 200 + rng.below(1300) as usize;
+            let mut v: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
+            v[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            v
+        })
+        .collect()
+}
+
+/// ~3× maxmemory of small values under `k<i>`.
+fn load(raw: &mut Raw, values: &[Vec<u8>]) {
+    let cmds: Vec<Vec<Vec<u8>>> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| vec![b"SET".to_vec(), format!("k{i}").into_bytes(), v.clone()])
+        .collect();
+    run_all_making_room(raw, &cmds, b"+OK", MAXMEMORY);
+}
+
+/// Indexes of the keys `k<i>` that are cold now (pipelined DEBUG TIERED-STATE).
+fn cold_indexes(raw: &mut Raw, n: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    for start in (0..n).step_by(500) {
+        let end = (start + 500).min(n);
+        let mut buf = Vec::new();
+        for i in start..end {
+            buf.extend_from_slice(&encode(&[
+                b"DEBUG",
+                b"TIERED-STATE",
+                format!("k{i}").as_bytes(),
+            ]));
+        }
+        raw.send(&buf);
+        for i in start..end {
+            if raw.reply() == b"+cold\r\n" {
+                out.push(i);
+            }
+        }
+    }
+    out
+}
+
+/// Deletes a random `pct` % of `idx` (pipelined); the deleted indexes.
+fn delete_some(raw: &mut Raw, idx: &[usize], pct: u64, seed: u64) -> Vec<usize> {
+    let mut rng = Lcg(seed);
+    let gone: Vec<usize> = idx
+        .iter()
+        .copied()
+        .filter(|_| rng.below(100) < pct)
+        .collect();
+    for chunk in gone.chunks(500) {
+        let mut buf = Vec::new();
+        for i in chunk {
+            buf.extend_from_slice(&encode(&[b"DEL", format!("k{i}").as_bytes()]));
+        }
+        raw.send(&buf);
+        for _ in chunk {
+            assert_eq!(raw.reply(), b":1\r\n");
+        }
+    }
+    gone
+}
+
+/// Every `k<i>` holds `want[i]` (None: absent), pipelined.
+fn check(raw: &mut Raw, want: &[Option<Vec<u8>>]) {
+    for start in (0..want.len()).step_by(200) {
+        let end = (start + 200).min(want.len());
+        let mut buf = Vec::new();
+        for i in start..end {
+            buf.extend_from_slice(&encode(&[b"GET", format!("k{i}").as_bytes()]));
+        }
+        raw.send(&buf);
+        for (i, w) in want.iter().enumerate().take(end).skip(start) {
+            let r = raw.reply();
+            match w {
+                Some(v) => assert_eq!(r, bulk(v), "k{i} differs"),
+                None => assert_eq!(r, b"$-1\r\n", "k{i} should be gone"),
+            }
+        }
+    }
+}
+
+fn amplification(raw: &mut Raw) -> f64 {
+    raw.info_field("tiered", "tiered_space_amplification")
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn deleting_most_small_cold_values_is_compacted_to_amplification_two() {
+    let dir = temp_dir("tcomp-amp");
+    let srv = start_tiered(&dir);
+    let mut raw = Raw::connect(srv.port);
+    let values = small_values(14_000, 5);
+    load(&mut raw, &values);
+    let cold = cold_indexes(&mut raw, values.len());
+    assert!(cold.len() > 5000, "only {} cold values", cold.len());
+    // The deletes' own effect first: compaction paused until it is measured.
+    assert_eq!(raw.call(&["DEBUG", "TIERED-COMPACT", "0"]), b"+OK\r\n");
+    wait_until(DEADLINE, "compaction moves end", || {
+        raw.info_u64("tiered", "tiered_compaction_moves_pending") == 0
+    });
+    let gone = delete_some(&mut raw, &cold, 80, 9);
+    let mut want: Vec<Option<Vec<u8>>> = values.iter().cloned().map(Some).collect();
+    for &i in &gone {
+        want[i] = None;
+    }
+    // Right after the deletes the surviving records are scattered: one or two a page.
+    let allocated = raw.info_u64("tiered", "tiered_allocated_bytes");
+    assert!(
+        amplification(&mut raw) > 2.0,
+        "the deletes left sparse pages"
+    );
+    assert_eq!(raw.call(&["DEBUG", "TIERED-COMPACT", "1"]), b"+OK\r\n");
+    println!(
+        "after the deletes: {} bytes allocated, amplification {}",
+        allocated,
+        raw.info_field("tiered", "tiered_space_amplification")
+    );
+    wait_until(
+        Duration::from_secs(120),
+        "space amplification ≤ 2",
+        || amplification(&mut raw) <= 2.0,
+    );
+    let after = raw.info_u64("tiered", "tiered_allocated_bytes");
+    println!(
+        "compacted: {} bytes allocated, amplification {}, {} pages compacted, {} records moved, {} uncooled, write amplification {}",
+        after,
+        raw.info_field("tiered", "tiered_space_amplification"),
+        raw.info_u64("tiered", "tiered_compactions"),
+        raw.info_u64("tiered", "tiered_compaction_moved_records"),
+        raw.info_u64("tiered", "tiered_compaction_uncooled"),
+        raw.info_field("tiered", "tiered_write_amplification"),
+    );
+    // Fewer pages, though the pass goes on stashing values still in RAM and each move
+    // in flight holds two places: amplification is the measure, this only the sign.
+    assert!(after < allocated, "allocated bytes {allocated} → {after}");
+    assert!(raw.info_u64("tiered", "tiered_compactions") > 0);
+    assert!(raw.info_u64("tiered", "tiered_compaction_moved_records") > 100);
+    // Values moved are still cold: served from their new places.
+    assert!(raw.info_u64("tiered", "tiered_entries") > 500);
+    check(&mut raw, &want);
+    assert_eq!(raw.info_u64("tiered", "tiered_read_errors"), 0);
+    assert_eq!(raw.info_u64("tiered", "tiered_sync_read_errors"), 0);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn keys_changed_while_their_page_is_compacted_end_as_the_commands_left_them() {
+    let dir = temp_dir("tcomp-race");
+    let srv = start_tiered(&dir);
+    let mut raw = Raw::connect(srv.port);
+    let values = small_values(14_000, 21);
+    load(&mut raw, &values);
+    let cold = cold_indexes(&mut raw, values.len());
+    assert!(cold.len() > 5000, "only {} cold values", cold.len());
+    // The compactor's moves wait in the I/O thread: their records are placed anew but
+    // the stubs still name the old places.
+    assert_eq!(raw.call(&["DEBUG", "TIERED-HOLD-WRITES", "1"]), b"+OK\r\n");
+    let gone = delete_some(&mut raw, &cold, 80, 23);
+    let mut want: Vec<Option<Vec<u8>>> = values.iter().cloned().map(Some).collect();
+    for &i in &gone {
+        want[i] = None;
+    }
+    wait_until(DEADLINE, "compaction moves are in flight", || {
+        raw.info_u64("tiered", "tiered_compaction_moves_pending") >= 50
+    });
+    // Survivors: a third deleted, a third overwritten, a third read (from the old
+    // place: its record stays until the move is decided).
+    let survivors: Vec<usize> = cold
+        .iter()
+        .copied()
+        .filter(|i| want[*i].is_some())
+        .collect();
+    let mut cmds: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    for (n, &i) in survivors.iter().enumerate() {
+        let k = format!("k{i}");
+        match n % 3 {
+            0 => {
+                cmds.push((encode(&[b"DEL", k.as_bytes()]), b":1\r\n".to_vec()));
+                want[i] = None;
+            }
+            1 => {
+                let v = format!("new-{i}").repeat(30).into_bytes();
+                cmds.push((encode(&[b"SET", k.as_bytes(), &v]), b"+OK\r\n".to_vec()));
+                want[i] = Some(v);
+            }
+            _ => {
+                let v = want[i].as_ref().unwrap();
+                cmds.push((encode(&[b"GET", k.as_bytes()]), bulk(v)));
+            }
+        }
+    }
+    for batch in cmds.chunks(300) {
+        let buf: Vec<u8> = batch.iter().flat_map(|(c, _)| c.clone()).collect();
+        raw.send(&buf);
+        for (c, e) in batch {
+            assert_eq!(&raw.reply(), e, "{}", show(c));
+        }
+    }
+    assert!(raw.info_u64("tiered", "tiered_compaction_moves_pending") > 0);
+    assert_eq!(raw.call(&["DEBUG", "TIERED-HOLD-WRITES", "0"]), b"+OK\r\n");
+    wait_until(DEADLINE, "the moves are decided", || {
+        raw.info_u64("tiered", "tiered_compaction_moves_pending") == 0
+    });
+    check(&mut raw, &want);
+    // Once more after the values read back went cold again, or moved.
+    wait_until(
+        Duration::from_secs(120),
+        "space amplification ≤ 2",
+        || amplification(&mut raw) <= 2.0,
+    );
+    check(&mut raw, &want);
+    assert_eq!(raw.info_u64("tiered", "tiered_read_errors"), 0);
+    assert_eq!(raw.info_u64("tiered", "tiered_sync_read_errors"), 0);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_kill_during_compaction_restarts_from_the_snapshot_byte_exact() {
+    let dir = temp_dir("tcomp-kill");
+    let srv = start_tiered(&dir);
+    let mut raw = Raw::connect(srv.port);
+    let values = small_values(14_000, 31);
+    load(&mut raw, &values);
+    let cold = cold_indexes(&mut raw, values.len());
+    assert!(cold.len() > 5000, "only {} cold values", cold.len());
+    assert!(raw.call(&["BGSAVE"]).starts_with(b"+"));
+    wait_until(DEADLINE, "the BGSAVE ends", || {
+        raw.info_field("persistence", "rdb_bgsave_in_progress") == "0"
+    });
+    assert_eq!(
+        raw.info_field("persistence", "rdb_last_bgsave_status"),
+        "ok"
+    );
+    // The deletes make the compactor run; its writes are held so the kill lands while
+    // moves are in flight and others are being placed.
+    assert_eq!(raw.call(&["DEBUG", "TIERED-HOLD-WRITES", "1"]), b"+OK\r\n");
+    delete_some(&mut raw, &cold, 80, 33);
+    wait_until(DEADLINE, "compaction moves are in flight", || {
+        raw.info_u64("tiered", "tiered_compaction_moves_pending") >= 20
+    });
+    drop(raw);
+    drop(srv); // SIGKILL
+    let srv = start_tiered(&dir);
+    let mut raw = Raw::connect(srv.port);
+    assert_eq!(
+        raw.call(&["DBSIZE"]),
+        format!(":{}\r\n", values.len()).into_bytes()
+    );
+    assert!(raw.info_u64("tiered", "tiered_entries") > 1000);
+    let want: Vec<Option<Vec<u8>>> = values.iter().cloned().map(Some).collect();
+    check(&mut raw, &want);
+    assert_eq!(raw.info_u64("tiered", "tiered_read_errors"), 0);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
