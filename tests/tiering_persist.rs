@@ -944,3 +944,86 @@ fn rdb_snapshots_of_a_tiered_server_hold_every_value() {
     redis_loads_rdb(&dir, &want, None, "SHUTDOWN SAVE");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// DEBUG DIGEST and DIGEST-VALUE of a tiered server read the cold values (leaving them
+/// cold) and equal redis-server 7's for the same data, TTLs included.
+#[test]
+fn digests_of_a_tiered_server_equal_redis_for_the_same_data() {
+    let dir = temp_dir("tpersist-digest");
+    let srv = start_tiered(&dir);
+    let mut raw = Raw::connect(srv.port);
+    let redis = start_redis(&["--enable-debug-command", "yes"]);
+    let mut rr = Raw::connect(redis.port);
+    let mut cmds = dataset_cmds(8000, 150);
+    // TTLs on some keys of each kind (on cold ones too: EXPIRE does not read them),
+    // once every value is written (a write refused with -OOM is sent again later).
+    let mut ttls = Vec::new();
+    for i in (0..150).step_by(7) {
+        for p in ["h", "s", "z", "l"] {
+            ttls.push(vec![
+                b"PEXPIREAT".to_vec(),
+                format!("{p}{i}").into_bytes(),
+                b"99999999999999".to_vec(),
+            ]);
+        }
+    }
+    for i in (0..8000).step_by(13) {
+        ttls.push(vec![
+            b"PEXPIREAT".to_vec(),
+            format!("k{i}").into_bytes(),
+            b"99999999999999".to_vec(),
+        ]);
+    }
+    run_all_making_room(&mut raw, &cmds, b"", MAXMEMORY);
+    run_all_making_room(&mut raw, &ttls, b":1", MAXMEMORY);
+    cmds.extend(ttls);
+    for chunk in cmds.chunks(200) {
+        let mut buf = Vec::new();
+        for c in chunk {
+            let parts: Vec<&[u8]> = c.iter().map(Vec::as_slice).collect();
+            buf.extend_from_slice(&encode(&parts));
+        }
+        rr.send(&buf);
+        for _ in chunk {
+            let r = rr.reply();
+            assert!(!r.starts_with(b"-"), "{}", show(&r));
+        }
+    }
+    wait_until(DEADLINE, "many values are cold", || {
+        raw.info_u64("tiered", "tiered_entries") > 4000
+    });
+    let cold_colls: Vec<String> = (0..150)
+        .flat_map(|i| ["h", "s", "z", "l"].map(|p| format!("{p}{i}")))
+        .filter(|k| state(&mut raw, k.as_bytes()) == "cold")
+        .take(20)
+        .collect();
+    let cold_strings: Vec<String> = (0..8000)
+        .map(|i| format!("k{i}"))
+        .filter(|k| state(&mut raw, k.as_bytes()) == "cold")
+        .take(20)
+        .collect();
+    assert!(
+        cold_colls.len() >= 5 && cold_strings.len() >= 5,
+        "{} cold collections, {} cold strings",
+        cold_colls.len(),
+        cold_strings.len()
+    );
+    let cold_before = raw.info_u64("tiered", "tiered_entries");
+    let digest = raw.call(&["DEBUG", "DIGEST"]);
+    assert!(digest.starts_with(b"+"), "{}", show(&digest));
+    assert_ne!(digest, b"+0000000000000000000000000000000000000000\r\n");
+    assert_eq!(show(&digest), show(&rr.call(&["DEBUG", "DIGEST"])));
+    let mut args = vec!["DEBUG", "DIGEST-VALUE"];
+    args.extend(cold_colls.iter().chain(&cold_strings).map(String::as_str));
+    args.push("missing");
+    let values = raw.call(&args);
+    assert!(values.starts_with(b"*"), "{}", show(&values));
+    assert_eq!(show(&values), show(&rr.call(&args)));
+    // The values read for the digests stay on disk.
+    for k in cold_colls.iter().chain(&cold_strings) {
+        assert_eq!(state(&mut raw, k.as_bytes()), "cold", "{k}");
+    }
+    assert!(raw.info_u64("tiered", "tiered_entries") + 100 >= cold_before);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
