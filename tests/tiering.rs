@@ -355,10 +355,14 @@ fn what_tiering_does_not_cover_is_refused() {
     }
     let srv = start_tiered(&dir, &[]);
     let mut raw = Raw::connect(srv.port);
-    // SAVE, BGSAVE and SHUTDOWN SAVE write the image and its tier companion
+    // SAVE, BGSAVE and SHUTDOWN SAVE write the image and its tier companion;
+    // BGREWRITEAOF rewrites from such an image; DEBUG RELOAD and DIGEST work
     // (tests/tiering_persist.rs).
-    // BGREWRITEAOF rewrites from such an image (tests/tiering_persist.rs).
-    for cmd in [vec!["DEBUG", "RELOAD"], vec!["REPLICAOF", "127.0.0.1", "1"]] {
+    for cmd in [
+        vec!["DEBUG", "LOADAOF"],
+        vec!["SYNC"],
+        vec!["REPLICAOF", "127.0.0.1", "1"],
+    ] {
         let r = String::from_utf8_lossy(&raw.call(&cmd)).into_owned();
         assert!(
             r.contains("not supported while tiering is on"),

@@ -1027,3 +1027,93 @@ fn digests_of_a_tiered_server_equal_redis_for_the_same_data() {
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// DEBUG RELOAD with tiering: the image saved and loaded back, cold values still cold
+/// (their records where they were) and byte-exact, the digest unchanged; the tier file
+/// goes on working (deletes free pages, new values are stashed and read back). The
+/// forms that would break that are refused.
+#[test]
+fn debug_reload_keeps_cold_values_cold_and_byte_exact() {
+    let dir = temp_dir("tpersist-reload");
+    let srv = start_tiered(&dir);
+    let mut raw = Raw::connect(srv.port);
+    let keys = fill(&mut raw, 8000, 150);
+    let mut want = values(&mut raw, &keys);
+    wait_until(DEADLINE, "values go cold again after being read", || {
+        raw.info_u64("tiered", "tiered_entries") > 4000
+    });
+    let digest = raw.call(&["DEBUG", "DIGEST"]);
+    let cold = raw.info_u64("tiered", "tiered_entries");
+    let victims: Vec<String> = (0..8000)
+        .map(|i| format!("k{i}"))
+        .filter(|k| state(&mut raw, k.as_bytes()) == "cold")
+        .take(300)
+        .collect();
+    for bad in [
+        &["DEBUG", "RELOAD", "NOSAVE"][..],
+        &["DEBUG", "RELOAD", "NOFLUSH"][..],
+    ] {
+        let r = show(&raw.call(bad));
+        assert!(
+            r.contains("not supported while tiering is on"),
+            "{bad:?}: {r}"
+        );
+    }
+    assert_eq!(raw.call(&["DEBUG", "RELOAD"]), b"+OK\r\n");
+    // Every cold value is still cold (none was read to reload).
+    assert_eq!(raw.info_u64("tiered", "tiered_entries"), cold);
+    for k in &victims {
+        assert_eq!(state(&mut raw, k.as_bytes()), "cold", "{k}");
+    }
+    assert_eq!(show(&raw.call(&["DEBUG", "DIGEST"])), show(&digest));
+    check(&mut raw, &want);
+    assert_eq!(raw.info_u64("tiered", "tiered_read_errors"), 0);
+    // The tier file keeps working: cold values deleted and overwritten, new ones
+    // stashed into the freed pages, all read back.
+    wait_until(DEADLINE, "values go cold again after being read", || {
+        raw.info_u64("tiered", "tiered_entries") > 4000
+    });
+    let mut rng = Lcg(21);
+    let mut cmds = Vec::new();
+    for (n, k) in victims.iter().enumerate() {
+        let k = k.as_bytes().to_vec();
+        if n % 2 == 0 {
+            cmds.push(vec![b"DEL".to_vec(), k.clone()]);
+            want.insert(k, b"$-1\r\n".to_vec());
+        } else {
+            let v = tier_value_of(n + 30_000, &mut rng);
+            want.insert(k.clone(), bulk(&v));
+            cmds.push(vec![b"SET".to_vec(), k, v]);
+        }
+    }
+    for i in 0..2000 {
+        let k = format!("m{i}").into_bytes();
+        let v = tier_value_of(i + 40_000, &mut rng);
+        want.insert(k.clone(), bulk(&v));
+        cmds.push(vec![b"SET".to_vec(), k, v]);
+    }
+    let stashes = raw.info_u64("tiered", "tiered_stashes");
+    run_all_making_room(&mut raw, &cmds, b"", MAXMEMORY);
+    wait_until(DEADLINE, "the new values are stashed", || {
+        raw.info_u64("tiered", "tiered_stashes") > stashes + 1000
+    });
+    check(&mut raw, &want);
+    assert_eq!(raw.info_u64("tiered", "tiered_read_errors"), 0);
+    // And a second reload after all that.
+    wait_until(DEADLINE, "values go cold again after being read", || {
+        raw.info_u64("tiered", "tiered_entries") > 4000
+    });
+    let digest = raw.call(&["DEBUG", "DIGEST"]);
+    assert_eq!(raw.call(&["DEBUG", "RELOAD"]), b"+OK\r\n");
+    assert_eq!(show(&raw.call(&["DEBUG", "DIGEST"])), show(&digest));
+    check(&mut raw, &want);
+    assert_eq!(raw.info_u64("tiered", "tiered_read_errors"), 0);
+    assert_eq!(
+        raw.call(&["CONFIG", "SET", "snapshot-format", "rdb"]),
+        b"+OK\r\n"
+    );
+    let r = show(&raw.call(&["DEBUG", "RELOAD"]));
+    assert!(r.contains("not supported while tiering is on"), "{r}");
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}

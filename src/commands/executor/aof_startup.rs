@@ -445,7 +445,9 @@ fn load_base(
                 let Some(t) = srv.tiering.as_mut() else {
                     return Err(format!("{name}: tiered values restored without tiering"));
                 };
-                t.store.restore(r.book);
+                if let Some(book) = r.book {
+                    t.store.restore(book);
+                }
                 ks.tier.cold_entries = r.cold_entries;
                 ks.tier.cold_bytes = r.cold_bytes;
             }

@@ -261,7 +261,9 @@ impl Server {
                     return Err("tiered values restored without tiering".to_string());
                 };
                 // O(1): the bookkeeping was rebuilt on the loader thread.
-                t.store.restore(r.book);
+                if let Some(book) = r.book {
+                    t.store.restore(book);
+                }
                 ks.tier.cold_entries = r.cold_entries;
                 ks.tier.cold_bytes = r.cold_bytes;
             }

@@ -109,7 +109,7 @@ fn tierable(kind: Kind, value: &[u8], min: usize) -> bool {
 fn refused(spec: &CommandSpec, parent: Option<&CommandSpec>, args: Args) -> bool {
     match parent.map_or(spec.name, |p| p.name) {
         "sync" | "psync" | "replicaof" | "slaveof" => true,
-        "debug" => ["reload", "loadaof"]
+        "debug" => ["loadaof"]
             .iter()
             .any(|s| args.len() > 1 && args.get(1).eq_ignore_ascii_case(s.as_bytes())),
         _ => false,
