@@ -360,7 +360,6 @@ fn what_tiering_does_not_cover_is_refused() {
     // (tests/tiering_persist.rs).
     for cmd in [
         vec!["DEBUG", "LOADAOF"],
-        vec!["SYNC"],
         vec!["REPLICAOF", "127.0.0.1", "1"],
     ] {
         let r = String::from_utf8_lossy(&raw.call(&cmd)).into_owned();

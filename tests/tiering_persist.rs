@@ -1117,3 +1117,117 @@ fn debug_reload_keeps_cold_values_cold_and_byte_exact() {
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Waits until the replica on `r` has applied the whole stream of the primary on `p`.
+fn wait_replica(p: &mut Raw, r: &mut Raw, who: &str) {
+    wait_until(DEADLINE, &format!("{who} catches up"), || {
+        r.info("replication", "master_link_status").as_deref() == Some("up")
+            && r.info("replication", "slave_repl_offset")
+                == p.info("replication", "master_repl_offset")
+    });
+}
+
+/// A tiered primary's full sync holds its cold values (an RDB converted with the
+/// capture's companion; cold values changed while the capture copies the tier file):
+/// a redis-server 7 replica and a cairn replica end with the primary's digest and every
+/// key byte-exact, the stream after the cut included.
+#[test]
+fn replicas_of_a_tiered_primary_get_every_cold_value() {
+    let dir = temp_dir("tpersist-repl");
+    let srv = start_tiered(&dir);
+    let mut raw = Raw::connect(srv.port);
+    let keys = fill(&mut raw, 8000, 150);
+    let mut want = contents(&mut raw, &keys);
+    wait_until(DEADLINE, "values go cold again after being read", || {
+        raw.info_u64("tiered", "tiered_entries") > 4000
+    });
+    let cold: Vec<Vec<u8>> = (0..8000)
+        .rev()
+        .map(|i| format!("k{i}").into_bytes())
+        .filter(|k| state(&mut raw, k) == "cold")
+        .take(200)
+        .collect();
+    assert!(cold.len() >= 100, "only {} cold strings", cold.len());
+    // A slow copy of the tier file, so the changes below land while it runs.
+    assert_eq!(
+        raw.call(&["CONFIG", "SET", "rdb-key-save-delay", "200000"]),
+        b"+OK\r\n"
+    );
+    let port = srv.port.to_string();
+    let redis = start_redis(&[
+        "--replicaof",
+        "127.0.0.1",
+        &port,
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let rdir = temp_dir("tpersist-repl-cairn");
+    let replica = start_on(
+        &rdir,
+        &[
+            "--save",
+            "",
+            "--enable-debug-command",
+            "yes",
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+        ],
+        &[],
+    );
+    wait_until(DEADLINE, "both replicas are syncing", || {
+        raw.info_u64("replication", "connected_slaves") >= 2
+            || raw.info_field("persistence", "rdb_bgsave_in_progress") == "1"
+    });
+    let mut rng = Lcg(17);
+    let mut changes = Vec::new();
+    for (n, k) in cold.iter().enumerate() {
+        if n % 2 == 0 {
+            changes.push(vec![b"DEL".to_vec(), k.clone()]);
+            want.remove(k);
+        } else {
+            let v = tier_value_of(n + 80_000, &mut rng);
+            want.insert(k.clone(), vec![bulk(&v)]);
+            changes.push(vec![b"SET".to_vec(), k.clone(), v]);
+        }
+    }
+    run_all_making_room(&mut raw, &changes, b"", MAXMEMORY);
+    assert_eq!(
+        raw.call(&["CONFIG", "SET", "rdb-key-save-delay", "0"]),
+        b"+OK\r\n"
+    );
+    let mut rr = Raw::connect(redis.port);
+    let mut rc = Raw::connect(replica.port);
+    wait_replica(&mut raw, &mut rr, "the redis replica");
+    wait_replica(&mut raw, &mut rc, "the cairn replica");
+    let digest = show(&raw.call(&["DEBUG", "DIGEST"]));
+    assert_eq!(
+        show(&rr.call(&["DEBUG", "DIGEST"])),
+        digest,
+        "redis replica"
+    );
+    assert_eq!(
+        show(&rc.call(&["DEBUG", "DIGEST"])),
+        digest,
+        "cairn replica"
+    );
+    same_contents(&mut rr, &want, "redis replica");
+    same_contents(&mut rc, &want, "cairn replica");
+    assert_eq!(
+        rr.call(&["DBSIZE"]),
+        format!(":{}\r\n", want.len()).into_bytes()
+    );
+    // No capture or companion left in the primary's directory.
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("temp-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    drop(replica);
+    drop(redis);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&rdir);
+}

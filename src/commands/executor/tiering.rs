@@ -108,7 +108,10 @@ fn tierable(kind: Kind, value: &[u8], min: usize) -> bool {
 /// (an RDB is converted from such an image, reading the cold values from the companion).
 fn refused(spec: &CommandSpec, parent: Option<&CommandSpec>, args: Args) -> bool {
     match parent.map_or(spec.name, |p| p.name) {
-        "sync" | "psync" | "replicaof" | "slaveof" => true,
+        // A replica's full sync is an RDB converted with the capture's companion; a
+        // tiered server does not become a replica (its keyspace would be replaced by a
+        // stream it cannot tier yet).
+        "replicaof" | "slaveof" => true,
         "debug" => ["loadaof"]
             .iter()
             .any(|s| args.len() > 1 && args.get(1).eq_ignore_ascii_case(s.as_bytes())),
