@@ -1148,9 +1148,11 @@ fn replicas_of_a_tiered_primary_get_every_cold_value() {
         .take(200)
         .collect();
     assert!(cold.len() >= 100, "only {} cold strings", cold.len());
-    // A slow copy of the tier file, so the changes below land while it runs.
+    // A slow copy of the tier file (0.5 s a MiB), so the changes below (cold values
+    // deleted and overwritten, new values stashed into the freed pages, were they
+    // reused) land while the first sync's capture copies it.
     assert_eq!(
-        raw.call(&["CONFIG", "SET", "rdb-key-save-delay", "200000"]),
+        raw.call(&["CONFIG", "SET", "rdb-key-save-delay", "500000"]),
         b"+OK\r\n"
     );
     let port = srv.port.to_string();
@@ -1161,6 +1163,37 @@ fn replicas_of_a_tiered_primary_get_every_cold_value() {
         "--enable-debug-command",
         "yes",
     ]);
+    wait_until(DEADLINE, "the redis replica asks for a sync", || {
+        raw.info_u64("replication", "connected_slaves") >= 1
+    });
+    let mut rng = Lcg(17);
+    let mut changes = Vec::new();
+    for (n, k) in cold.iter().enumerate() {
+        if n % 2 == 0 {
+            changes.push(vec![b"DEL".to_vec(), k.clone()]);
+            want.remove(k);
+        } else {
+            let v = tier_value_of(n + 80_000, &mut rng);
+            want.insert(k.clone(), vec![bulk(&v)]);
+            changes.push(vec![b"SET".to_vec(), k.clone(), v]);
+        }
+    }
+    for i in 0..1500 {
+        let k = format!("n{i}").into_bytes();
+        let v = tier_value_of(i * 10 + 1, &mut rng);
+        want.insert(k.clone(), vec![bulk(&v)]);
+        changes.push(vec![b"SET".to_vec(), k, v]);
+    }
+    let stashes = raw.info_u64("tiered", "tiered_stashes");
+    run_all_making_room(&mut raw, &changes, b"", MAXMEMORY);
+    wait_until(DEADLINE, "the new values are stashed", || {
+        raw.info_u64("tiered", "tiered_stashes") > stashes + 300
+    });
+    assert_eq!(
+        raw.call(&["CONFIG", "SET", "rdb-key-save-delay", "0"]),
+        b"+OK\r\n"
+    );
+    // A cairn replica (its own capture, after the changes).
     let rdir = temp_dir("tpersist-repl-cairn");
     let replica = start_on(
         &rdir,
@@ -1175,31 +1208,17 @@ fn replicas_of_a_tiered_primary_get_every_cold_value() {
         ],
         &[],
     );
-    wait_until(DEADLINE, "both replicas are syncing", || {
-        raw.info_u64("replication", "connected_slaves") >= 2
-            || raw.info_field("persistence", "rdb_bgsave_in_progress") == "1"
-    });
-    let mut rng = Lcg(17);
-    let mut changes = Vec::new();
-    for (n, k) in cold.iter().enumerate() {
-        if n % 2 == 0 {
-            changes.push(vec![b"DEL".to_vec(), k.clone()]);
-            want.remove(k);
-        } else {
-            let v = tier_value_of(n + 80_000, &mut rng);
-            want.insert(k.clone(), vec![bulk(&v)]);
-            changes.push(vec![b"SET".to_vec(), k.clone(), v]);
-        }
-    }
-    run_all_making_room(&mut raw, &changes, b"", MAXMEMORY);
-    assert_eq!(
-        raw.call(&["CONFIG", "SET", "rdb-key-save-delay", "0"]),
-        b"+OK\r\n"
-    );
     let mut rr = Raw::connect(redis.port);
     let mut rc = Raw::connect(replica.port);
     wait_replica(&mut raw, &mut rr, "the redis replica");
     wait_replica(&mut raw, &mut rc, "the cairn replica");
+    // One full sync each: none failed and was retried.
+    assert_eq!(
+        raw.info_u64("stats", "sync_full"),
+        2,
+        "{}",
+        server_log(&dir)
+    );
     let digest = show(&raw.call(&["DEBUG", "DIGEST"]));
     assert_eq!(
         show(&rr.call(&["DEBUG", "DIGEST"])),
