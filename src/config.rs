@@ -2062,23 +2062,19 @@ impl Config {
             .unwrap_or(0.0)
     }
 
-    /// What tiering cannot be combined with yet: each of these would write an RDB, a
-    /// log or a replication stream without the values that live only in the tier file,
-    /// or would run the keyspace from a thread the tier does not serve. None when the
-    /// combination is allowed (always, with tiering off). Save points write images
-    /// with their tier companion, as BGSAVE does.
+    /// What tiering cannot be combined with yet: being a replica (its keyspace replaced
+    /// by a primary's, which it does not tier on load), a keyspace run from threads the
+    /// tier does not serve, no memory limit. None when the combination is allowed
+    /// (always, with tiering off). Save points write images with their tier companion,
+    /// as BGSAVE does (an RDB is converted from one); the log's entries carry the
+    /// commands' own bytes and its rewrite's base is such an image; a primary's full
+    /// sync is an RDB converted with the capture's companion.
     pub fn tiering_conflict(&self) -> Option<String> {
         if self.get_value("tiered-prefix").unwrap_or("").is_empty() {
             return None;
         }
-        let why = if self.boolean("appendonly") {
-            "appendonly yes (the AOF does not cover tiered values yet)"
-        } else if !self.get_value("save").unwrap_or("").is_empty()
-            && self.get_value("snapshot-format") == Some("rdb")
-        {
-            "save points with snapshot-format rdb (RDB snapshots do not cover tiered values yet; use snapshot-format image or save \"\")"
-        } else if !self.get_value("replicaof").unwrap_or("").is_empty() {
-            "replicaof (replication does not cover tiered values yet)"
+        let why = if !self.get_value("replicaof").unwrap_or("").is_empty() {
+            "replicaof (a tiered server cannot be a replica yet)"
         } else if self.int("io-threads") > 1 {
             "io-threads > 1 (cold reads are served by the single-threaded loop only)"
         } else if self.int("maxmemory") == 0 {

@@ -127,6 +127,10 @@ pub fn start(srv: &mut Server) -> Result<(), String> {
         manifest: manifest.clone(),
         status: Arc::new(JobStatus::default()),
     });
+    // With tiering the capture copies the tier pages of its cold entries into the
+    // image's companion (as BGSAVE's does): no page is reused until that copy is done.
+    // The cut is at a later command boundary of this thread, so this is before it.
+    srv.tier_capture(true);
     notice!(
         "Background append only file rewriting started (base {})",
         base.name
@@ -162,6 +166,7 @@ pub fn cancel(srv: &mut Server) {
             warning!("There is an AOF rewrite in progress: stopping it");
             job.cancel();
             srv.ks.arena.set_keep_pages(false);
+            srv.tier_capture(false);
         }
         Phase::Commit(st) => {
             // The commit is queued: its outcome decides the layout (SHUTDOWN may fail
@@ -240,6 +245,9 @@ fn step(srv: &mut Server, rw: &mut Rewrite) -> (Step, bool) {
         Phase::Snapshot(job) if job.is_finished() => {
             let r = job.join();
             srv.ks.arena.set_keep_pages(false);
+            // The image's companion holds the cut's tier pages: the base no longer
+            // needs the live tier file.
+            srv.tier_capture(false);
             match r {
                 Ok(o) if rw.cut.happened.load(SeqCst) => {
                     rw.keys = o.keys;
@@ -261,6 +269,7 @@ fn step(srv: &mut Server, rw: &mut Rewrite) -> (Step, bool) {
         Phase::Convert(h) if h.is_finished() => match h.join() {
             Ok(Ok(bytes)) => {
                 let _ = std::fs::remove_file(&rw.image_path);
+                crate::persistence::tiered::companion::remove_others(&rw.image_path, None);
                 commit(srv, rw, bytes)
             }
             Ok(Err(e)) => Phase::Failed(format!("writing the RDB base: {e}")),
@@ -362,6 +371,13 @@ fn commit(srv: &mut Server, rw: &Rewrite, base_bytes: u64) -> Phase {
     };
     let mut obsolete: Vec<String> = rw.rotated.history.iter().map(|f| f.name.clone()).collect();
     obsolete.extend(rw.rotated.base.iter().map(|f| f.name.clone()));
+    // An image base's tier companions go with it (never listed in a manifest).
+    let retired = rw.rotated.history.iter().chain(rw.rotated.base.iter());
+    for f in retired {
+        obsolete.extend(crate::persistence::tiered::companion::names_for(
+            &rw.dir.join(&f.name),
+        ));
+    }
     obsolete.extend(
         rw.rotated
             .incrs
@@ -420,6 +436,7 @@ fn failed(srv: &mut Server, rw: &Rewrite, why: &str) {
     end_without_commit(srv);
     // Unlisted leftovers of this rewrite (never named by a manifest).
     let _ = std::fs::remove_file(&rw.image_path);
+    crate::persistence::tiered::companion::remove_others(&rw.image_path, None);
     if rw.kind == BaseKind::Rdb {
         let _ = std::fs::remove_file(rw.base_path());
     }

@@ -425,12 +425,32 @@ fn load_base(
         BaseKind::Image => {
             let reserve = srv.config.settings().arena_reserve_bytes;
             let progress = crate::persistence::snapshot::format::LoadProgress::default();
-            let (arena, header) =
-                crate::persistence::snapshot::load_image(path, reserve, &progress)?
+            // An image base taken with tiering on carries a companion with its cold
+            // values: with tiering on they go into the tier file and stay cold; without
+            // it they are read into RAM (either way a bad companion stops startup).
+            let tier = match &srv.tiering {
+                Some(t) => crate::persistence::snapshot::TierLoad::Keep {
+                    tier_file: t.store.path.clone(),
+                    capacity_pages: t.store.book.capacity_pages(),
+                },
+                None => crate::persistence::snapshot::TierLoad::Warm,
+            };
+            let (arena, header, restored) =
+                crate::persistence::snapshot::load_image_tiered(path, reserve, &progress, &tier)?
                     .ok_or_else(|| format!("Can't open {name}: no such file"))?;
             let databases = srv.config.settings().databases;
-            let ks = crate::collections::keyspace_from_arena(arena, databases)
+            let mut ks = crate::collections::keyspace_from_arena(arena, databases)
                 .map_err(|e| format!("snapshot image {name}: {e}"))?;
+            if let Some(r) = restored {
+                let Some(t) = srv.tiering.as_mut() else {
+                    return Err(format!("{name}: tiered values restored without tiering"));
+                };
+                if let Some(book) = r.book {
+                    t.store.restore(book);
+                }
+                ks.tier.cold_entries = r.cold_entries;
+                ks.tier.cold_bytes = r.cold_bytes;
+            }
             let libs = crate::persistence::rdb_value::read_function_libraries(&header.functions)
                 .map_err(|e| format!("snapshot image {name}: function libraries: {e}"))?;
             srv.install_functions(&libs)

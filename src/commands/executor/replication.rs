@@ -994,9 +994,12 @@ impl Server {
                 .iter()
                 .filter(|r| matches!(r.state, ReplicaState::WaitCapture { .. }))
         };
-        // SYNC (no `+FULLRESYNC` line) and `redis-cli --rdb` expect an RDB.
-        let image_form =
-            s.repl_image_sync && waiting().all(|r| r.capa_image && r.psync && !r.rdb_only);
+        // SYNC (no `+FULLRESYNC` line) and `redis-cli --rdb` expect an RDB. With tiering
+        // the capture's cold values are in its companion file, which a replica does not
+        // get: they go as an RDB, converted with the companion's values.
+        let image_form = s.repl_image_sync
+            && self.tiering.is_none()
+            && waiting().all(|r| r.capa_image && r.psync && !r.rdb_only);
         let eof_form = !image_form && s.repl_diskless_sync && waiting().all(|r| r.capa_eof);
         let mut p = super::snapshot_ops::params(self);
         p.path = image.clone();
@@ -1005,6 +1008,8 @@ impl Server {
         self.ks.arena.set_keep_pages(true);
         match BgJob::start(&self.ks.arena, p, self.snapshot.gate.clone()) {
             Ok(job) => {
+                // Tier pages are not reused until the capture's companion is copied.
+                self.tier_capture(true);
                 notice!(
                     "Starting BGSAVE for SYNC with target: {}",
                     if image_form {
@@ -1059,11 +1064,12 @@ impl Server {
         };
         let result = job.join();
         self.ks.arena.set_keep_pages(false);
+        self.tier_capture(false);
         let outcome = match result {
             Ok(o) => o,
             Err(e) => {
                 warning!("Background capture for replication failed: {e}");
-                let _ = std::fs::remove_file(&sync.image);
+                remove_capture(&sync.image);
                 self.fail_sync_members();
                 return;
             }
@@ -1102,7 +1108,7 @@ impl Server {
         }
         if members.is_empty() {
             // Everyone who asked left (or asked after the cut): no RDB to write.
-            let _ = std::fs::remove_file(&sync.image);
+            remove_capture(&sync.image);
             self.start_capture();
             return;
         }
@@ -1152,7 +1158,7 @@ impl Server {
                     )
                 };
                 // Left behind by a failure before they were unlinked (a no-op otherwise).
-                let _ = std::fs::remove_file(&image);
+                remove_capture(&image);
                 let _ = std::fs::remove_file(&tmp_rdb);
                 done.publish(r);
                 if let Some(w) = &wake {
@@ -1174,7 +1180,7 @@ impl Server {
             }
             Err(e) => {
                 warning!("Can't start the RDB writer for replication: {e}");
-                let _ = std::fs::remove_file(&sync.image);
+                remove_capture(&sync.image);
                 self.fail_sync_members();
             }
         }
@@ -1287,6 +1293,7 @@ impl Server {
                 Phase::Snapshot { job } => {
                     job.cancel();
                     self.ks.arena.set_keep_pages(false);
+                    self.tier_capture(false);
                 }
                 Phase::Send {
                     chunks, converter, ..
@@ -1295,9 +1302,15 @@ impl Server {
                     let _ = converter.join();
                 }
             }
-            let _ = std::fs::remove_file(&sync.image);
+            remove_capture(&sync.image);
         }
     }
+}
+
+/// Removes a sync's capture and its tier companion (tiering on).
+fn remove_capture(image: &std::path::Path) {
+    let _ = std::fs::remove_file(image);
+    crate::persistence::tiered::companion::remove_others(image, None);
 }
 
 /// A fresh random replication id (40 hex digits).
@@ -1369,7 +1382,8 @@ fn produce_rdb(
     let (arena, header) =
         crate::persistence::snapshot::load_image(image, reserve_bytes, &progress)?
             .ok_or_else(|| format!("the capture {} vanished", image.display()))?;
-    let _ = std::fs::remove_file(image);
+    // The cold values (tiering on) were read from the companion into the arena.
+    remove_capture(image);
     // The db the stream after the cut runs in: a primary states it again with a SELECT
     // before its next command, a replica relays its primary's stream as it is, so its
     // replicas must start their primary's client there (Redis's rsi.repl_stream_db).

@@ -141,13 +141,13 @@ impl Server {
             srv.commands.rename(old, new)?;
         }
         srv.acl_startup(&user_lines)?;
+        // The tier file is created (empty) before an image (a snapshot, or the log's
+        // image base) loads: the loader copies the image's tiered records into it.
+        super::tiering::start(&mut srv)?;
         // As Redis: with `appendonly yes` the log alone is the source of truth at startup.
         if srv.config.settings().appendonly {
             return Ok(srv);
         }
-        // The tier file is created (empty) before an image loads: the loader copies the
-        // image's tiered records into it.
-        super::tiering::start(&mut srv)?;
         let Some(path) = startup_file(&srv) else {
             return Ok(srv);
         };
@@ -261,7 +261,9 @@ impl Server {
                     return Err("tiered values restored without tiering".to_string());
                 };
                 // O(1): the bookkeeping was rebuilt on the loader thread.
-                t.store.restore(r.book);
+                if let Some(book) = r.book {
+                    t.store.restore(book);
+                }
                 ks.tier.cold_entries = r.cold_entries;
                 ks.tier.cold_bytes = r.cold_bytes;
             }
@@ -372,7 +374,7 @@ impl Server {
         }
         if self.config.settings().snapshot_rdb {
             if self.tiering.is_some() {
-                return Err("snapshot-format rdb does not cover tiered values".into());
+                return self.save_rdb_tiered();
             }
             return self.save_rdb_now();
         }
@@ -492,6 +494,62 @@ impl Server {
         }
     }
 
+    /// SAVE with `snapshot-format rdb` while tiering is on: cold values live only in the
+    /// tier file, so the keyspace is saved as an image with its tier companion (on the
+    /// executor: SAVE blocks by definition, as Redis's does, and this reads every cold
+    /// value's pages synchronously there), then converted into the RDB as BGSAVE's
+    /// capture is, the cold values read from the companion. Memory: a second arena for
+    /// the conversion, as BGSAVE's.
+    fn save_rdb_tiered(&mut self) -> Result<(), String> {
+        let s = self.config.settings();
+        if s.dbfilename.is_empty() {
+            warning!("Failed saving the DB: snapshot-format rdb with an empty dbfilename");
+            return Err("dbfilename is empty".into());
+        }
+        let (reserve, dbs, write_behind) = (
+            s.arena_reserve_bytes,
+            s.databases,
+            s.rdb_save_incremental_fsync,
+        );
+        let mut p = params(self);
+        p.path = in_dir(self, &format!("temp-save-{}.cimg", std::process::id()));
+        let keys = self.ks.total_keys();
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let aux = rdb_aux(self);
+        let out = rdb_path(self);
+        let written = crate::persistence::snapshot::save_blocking(&self.ks.arena, keys, &p)
+            .map_err(|e| e.to_string())
+            .and_then(|_| {
+                crate::persistence::snapshot::rdb_save::image_to_rdb(
+                    &p.path,
+                    &out,
+                    &aux,
+                    reserve,
+                    dbs,
+                    0,
+                    write_behind,
+                    &never,
+                )
+            });
+        let _ = std::fs::remove_file(&p.path);
+        crate::persistence::tiered::companion::remove_others(&p.path, None);
+        match written {
+            Ok(bytes) => {
+                self.snapshot.stats.saves += 1;
+                self.snapshot.stats.bytes_written += bytes;
+                self.dirty = 0;
+                self.lastsave_s = now_ms() / 1000;
+                self.snapshot.stats.last_bgsave_ok = true;
+                notice!("DB saved on disk");
+                Ok(())
+            }
+            Err(e) => {
+                warning!("Failed saving the DB: {e}");
+                Err(e)
+            }
+        }
+    }
+
     /// BGSAVE: starts the snapshot thread (O(1) here).
     pub fn bgsave_start(&mut self) -> Result<(), String> {
         if self.snapshot.in_progress() {
@@ -506,9 +564,6 @@ impl Server {
         let s = self.config.settings();
         if s.snapshot_rdb && s.dbfilename.is_empty() {
             return Err("snapshot-format rdb needs a dbfilename".into());
-        }
-        if s.snapshot_rdb && self.tiering.is_some() {
-            return Err("snapshot-format rdb does not cover tiered values".into());
         }
         self.bgsave_scheduled = false;
         self.snapshot.stats.last_bgsave_try_ms = now_ms();
@@ -562,6 +617,7 @@ impl Server {
                 }
                 self.snapshot.stats.last_bgsave_ok = false;
                 let _ = std::fs::remove_file(&capture);
+                crate::persistence::tiered::companion::remove_others(&capture, None);
                 return;
             };
             self.rdb_write_start(capture, out, o, started);
@@ -580,7 +636,8 @@ impl Server {
             self.tier_capture(false);
         }
         if let Some((capture, _)) = self.snapshot.rdb_target.take() {
-            let _ = std::fs::remove_file(capture);
+            let _ = std::fs::remove_file(&capture);
+            crate::persistence::tiered::companion::remove_others(&capture, None);
         }
         if let Some(w) = self.snapshot.rdb_write.take() {
             warning!("{why}");
@@ -626,6 +683,7 @@ impl Server {
                 self.snapshot.stats.last_bgsave_ok = false;
                 self.snapshot.stats.last_bgsave_time_sec = started.elapsed().as_secs() as i64;
                 let _ = std::fs::remove_file(&capture);
+                crate::persistence::tiered::companion::remove_others(&capture, None);
             }
         }
     }

@@ -164,16 +164,17 @@ fn tierable(kind: Kind, value: &[u8], min: usize) -> bool {
 
 /// Commands refused while tiering is on: each would write a log, a stream or an RDB
 /// without the values that are only in the tier file, or replace the keyspace under it.
-/// SAVE, BGSAVE and SHUTDOWN SAVE write an image and its tier companion, except with
-/// `snapshot-format rdb` (`rdb`: whether that is set).
-fn refused(spec: &CommandSpec, parent: Option<&CommandSpec>, args: Args, rdb: bool) -> bool {
+/// SAVE, BGSAVE, SHUTDOWN SAVE and BGREWRITEAOF write an image and its tier companion
+/// (an RDB is converted from such an image, reading the cold values from the companion).
+fn refused(spec: &CommandSpec, parent: Option<&CommandSpec>, args: Args) -> bool {
     match parent.map_or(spec.name, |p| p.name) {
-        "save" | "bgsave" => rdb,
-        "bgrewriteaof" | "sync" | "psync" | "replicaof" | "slaveof" => true,
-        "debug" => ["reload", "loadaof", "digest", "digest-value"]
+        // A replica's full sync is an RDB converted with the capture's companion; a
+        // tiered server does not become a replica (its keyspace would be replaced by a
+        // stream it cannot tier yet).
+        "replicaof" | "slaveof" => true,
+        "debug" => ["loadaof"]
             .iter()
             .any(|s| args.len() > 1 && args.get(1).eq_ignore_ascii_case(s.as_bytes())),
-        "shutdown" => rdb && (1..args.len()).any(|i| args.get(i).eq_ignore_ascii_case(b"save")),
         _ => false,
     }
 }
@@ -248,8 +249,7 @@ impl Server {
         parent: Option<&'static CommandSpec>,
         args: Args,
     ) -> Option<String> {
-        let rdb = self.config.settings().snapshot_rdb;
-        if self.tiering.is_none() || !refused(spec, parent, args, rdb) {
+        if self.tiering.is_none() || !refused(spec, parent, args) {
             return None;
         }
         Some(format!(

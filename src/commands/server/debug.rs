@@ -97,19 +97,33 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
             ))
         }
         ("digest", 2) => {
-            let d = dataset_digest(&ctx.srv.ks);
+            let d = if ctx.srv.ks.tier.cold_entries > 0 {
+                dataset_digest_reading_cold(&mut ctx.srv.ks).map_err(CmdError::err)?
+            } else {
+                dataset_digest(&ctx.srv.ks)
+            };
             ctx.out.simple(&hex(&d));
             Ok(())
         }
         ("digest-value", _) => {
-            ctx.out.array(argc - 2);
             let db = ctx.db();
+            let mut scratch = None;
+            let mut digests = Vec::with_capacity(argc - 2);
             for i in 2..argc {
                 let mut d = [0u8; 20];
                 if let Some(e) = ctx.srv.ks.find_raw(db, ctx.args.get(i)) {
-                    xor_object_digest(&ctx.srv.ks, e, &mut d);
+                    if ctx.srv.ks.is_cold(e) {
+                        cold_object_digest(&mut ctx.srv.ks, e, &mut scratch, &mut d)
+                            .map_err(CmdError::err)?;
+                    } else {
+                        xor_object_digest(&ctx.srv.ks, e, &mut d);
+                    }
                 }
-                ctx.out.simple(&hex(&d));
+                digests.push(d);
+            }
+            ctx.out.array(digests.len());
+            for d in &digests {
+                ctx.out.simple(&hex(d));
             }
             Ok(())
         }
@@ -653,6 +667,85 @@ pub fn dataset_digest(ks: &Keyspace) -> [u8; 20] {
         }
     }
     fin
+}
+
+/// Bytes reserved (not committed) for the scratch keyspace a cold value is digested in:
+/// a tiered value is at most 16 MiB.
+const SCRATCH_RESERVE_BYTES: usize = 256 << 20;
+
+/// [`xor_object_digest`] of a cold entry: its value read synchronously from the tier file
+/// (left cold) and placed in a scratch keyspace (made on first use), where the
+/// collections' walkers digest it as they would in RAM. Err: the read failed, by key.
+fn cold_object_digest(
+    ks: &mut Keyspace,
+    e: crate::arena::Ref,
+    scratch: &mut Option<Keyspace>,
+    digest: &mut [u8; 20],
+) -> Result<(), String> {
+    let (kind, enc) = (ks.kind(e), ks.enc(e));
+    let ttl = ks
+        .expire_at(e)
+        .map_or(crate::keyspace::Ttl::Clear, crate::keyspace::Ttl::At);
+    let key = ks.key(e).to_vec();
+    let value = ks.read_cold_value(e).map_err(|m| {
+        format!(
+            "tiered read of key '{}' failed: {m}",
+            String::from_utf8_lossy(&key)
+        )
+    })?;
+    let scratch = match scratch {
+        Some(s) => s,
+        None => {
+            let arena = crate::arena::Arena::new(SCRATCH_RESERVE_BYTES, [7, 11])
+                .map_err(|e| format!("no scratch space to digest tiered values: {e}"))?;
+            scratch.insert(crate::collections::new_keyspace(arena, 1))
+        }
+    };
+    let se = scratch.set_value(0, b"v", kind, enc, &value, ttl);
+    xor_object_digest(scratch, se, digest);
+    Ok(())
+}
+
+/// DEBUG DIGEST while values are cold: as [`dataset_digest`], each cold value read
+/// synchronously on the executor (a debug command; Redis computes DIGEST on its main
+/// thread too) and left cold.
+fn dataset_digest_reading_cold(ks: &mut Keyspace) -> Result<[u8; 20], String> {
+    let mut fin = [0u8; 20];
+    let mut scratch = None;
+    for db in 0..ks.num_dbs() {
+        if ks.dbsize(db) == 0 {
+            continue;
+        }
+        mix_digest(&mut fin, &(db as u32).to_be_bytes());
+        let mut cursor = 0;
+        loop {
+            let mut cold = Vec::new();
+            cursor = ks.scan(db, cursor, |e| {
+                if ks.is_cold(e) {
+                    cold.push(ks.key(e).to_vec());
+                    return;
+                }
+                let mut d = [0u8; 20];
+                mix_digest(&mut d, ks.key(e));
+                xor_object_digest(ks, e, &mut d);
+                xor_digest(&mut fin, &d);
+            });
+            // Per-key digests are XORed: their order does not matter.
+            for key in cold {
+                let Some(e) = ks.find_raw(db, &key) else {
+                    continue;
+                };
+                let mut d = [0u8; 20];
+                mix_digest(&mut d, &key);
+                cold_object_digest(ks, e, &mut scratch, &mut d)?;
+                xor_digest(&mut fin, &d);
+            }
+            if cursor == 0 {
+                break;
+            }
+        }
+    }
+    Ok(fin)
 }
 
 /// SHA-1, for DEBUG DIGEST (Redis's digests are SHA-1 mixes of the dataset).

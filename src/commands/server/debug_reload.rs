@@ -32,6 +32,28 @@ pub(super) fn reload(ctx: &mut Ctx) -> CmdResult {
     if ctx.srv.background_job_active() || ctx.srv.repl.capture_running() {
         return Err(CmdError::err("Background save already in progress"));
     }
+    let tiered = ctx.srv.tiering.is_some();
+    if tiered {
+        // The reloaded cold entries keep pointing at their records in the live tier
+        // file (see `load_image`), which holds only while nothing ran between the save
+        // and the load and the old keyspace is replaced whole.
+        let why = if !save {
+            Some("NOSAVE")
+        } else if !flush {
+            Some("NOFLUSH")
+        } else if ctx.srv.config.settings().snapshot_rdb {
+            Some("snapshot-format rdb")
+        } else if ctx.srv.ks.pinned_blocks() > 0 {
+            Some("replies still being written")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(CmdError::err(format!(
+                "DEBUG RELOAD with {why} is not supported while tiering is on"
+            )));
+        }
+    }
     if save && ctx.srv.save_now().is_err() {
         return Err(CmdError::raw("ERR"));
     }
@@ -43,6 +65,11 @@ pub(super) fn reload(ctx: &mut Ctx) -> CmdResult {
     // Replies still queued may reference the current arena's blocks (`pin_value`): the
     // arena then stays, and the loaded keys are copied into it after the flush.
     let swap = flush && ctx.srv.ks.pinned_blocks() == 0;
+    // Tier places freed by commands before this one, not yet handed back: they are the
+    // old dataset's, none of the reloaded stubs (the flush below frees nothing the tier
+    // store sees: the old keyspace goes whole).
+    let freed = std::mem::take(&mut ctx.srv.ks.tier.freed);
+    let rewarmed = std::mem::take(&mut ctx.srv.ks.tier.rewarmed);
     if flush {
         for db in 0..ctx.srv.ks.num_dbs() {
             ctx.srv.ks.flush_db(db);
@@ -62,12 +89,18 @@ pub(super) fn reload(ctx: &mut Ctx) -> CmdResult {
         ks.tracking = std::mem::take(&mut ctx.srv.ks.tracking);
         // INFO's counters (hits, expired keys...) are the server's, not the dataset's.
         ks.stats = std::mem::take(&mut ctx.srv.ks.stats);
+        ks.tier.freed = freed;
+        // Values the fallback read back are cooled in the reload too (a cooled item is
+        // checked against its entry before its copy is dropped).
+        ks.tier.rewarmed = rewarmed;
         let old = ctx.srv.install_keyspace(ks);
         // Unmapping a big arena takes time: not on the executor.
         let _ = std::thread::Builder::new()
             .name("cairn-free-old".into())
             .spawn(move || drop(old));
     } else {
+        ctx.srv.ks.tier.freed.extend(freed);
+        ctx.srv.ks.tier.rewarmed.extend(rewarmed);
         copy_keys(ctx, ks, merge)?;
     }
     crate::warning!("DB reloaded by DEBUG RELOAD");
@@ -77,23 +110,30 @@ pub(super) fn reload(ctx: &mut Ctx) -> CmdResult {
 
 /// Loads what SAVE writes (`dir/image-filename`, or `dir/dbfilename` with
 /// `snapshot-format rdb`) and returns the keyspace and the function libraries it holds.
+/// With tiering on, the image was just saved by this command with the executor blocked
+/// since: its cold entries' stubs are the live ones, so they load as they are
+/// (`TierLoad::InPlace`) and stay cold, their records where they were.
 fn load_image(srv: &Server) -> Result<(Keyspace, Vec<Vec<u8>>), String> {
     let s = srv.config.settings();
     if s.snapshot_rdb {
         return load_rdb(srv);
     }
     let path = srv.image_path();
-    let job = LoadJob::start(
-        path.clone(),
-        s.arena_reserve_bytes,
-        0,
-        crate::persistence::snapshot::TierLoad::Warm,
-    )
-    .map_err(|e| format!("cannot start the image loader: {e}"))?;
-    let (arena, header, _) = job
+    let tier = if srv.tiering.is_some() {
+        crate::persistence::snapshot::TierLoad::InPlace
+    } else {
+        crate::persistence::snapshot::TierLoad::Warm
+    };
+    let job = LoadJob::start(path.clone(), s.arena_reserve_bytes, 0, tier)
+        .map_err(|e| format!("cannot start the image loader: {e}"))?;
+    let (arena, header, restored) = job
         .join()?
         .ok_or_else(|| format!("no image at {}", path.display()))?;
-    let ks = crate::collections::keyspace_from_arena(arena, s.databases)?;
+    let mut ks = crate::collections::keyspace_from_arena(arena, s.databases)?;
+    if let Some(r) = restored {
+        ks.tier.cold_entries = r.cold_entries;
+        ks.tier.cold_bytes = r.cold_bytes;
+    }
     let libs = crate::persistence::rdb_value::read_function_libraries(&header.functions)?;
     Ok((ks, libs))
 }

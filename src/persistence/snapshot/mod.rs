@@ -1460,11 +1460,17 @@ pub enum TierLoad {
         tier_file: PathBuf,
         capacity_pages: u32,
     },
+    /// Tiering is on and the image was just saved from the running server, which has
+    /// not changed the tier file since (DEBUG RELOAD, on the blocked executor): the cold
+    /// entries' stubs still point at their records in the live tier file, whose
+    /// bookkeeping already owns them. Nothing is copied; no companion is needed.
+    InPlace,
 }
 
-/// What a [`TierLoad::Keep`] load leaves for the tier store.
+/// What a [`TierLoad::Keep`] or [`TierLoad::InPlace`] load leaves for the tier store.
 pub struct TierRestored {
-    pub book: crate::persistence::tiered::bookkeeper::Bookkeeper,
+    /// The rebuilt bookkeeping ([`TierLoad::Keep`]; None: the live one stands).
+    pub book: Option<crate::persistence::tiered::bookkeeper::Bookkeeper>,
     /// Cold entries of the live databases, and their values' bytes.
     pub cold_entries: u64,
     pub cold_bytes: u64,
@@ -1501,6 +1507,14 @@ pub fn load_image_tiered(
     if cold.stubs.is_empty() {
         return Ok(Some((arena, header, None)));
     }
+    if let TierLoad::InPlace = tier {
+        let r = TierRestored {
+            book: None,
+            cold_entries: cold.live_entries,
+            cold_bytes: cold.live_bytes,
+        };
+        return Ok(Some((arena, header, Some(r))));
+    }
     use crate::persistence::tiered::companion::Companion;
     if header.companion_id == 0 {
         return Err(in_file(format!(
@@ -1534,6 +1548,8 @@ pub fn load_image_tiered(
             );
             Ok(Some((ks.into_arena(), header, None)))
         }
+        // Returned above, before the companion is opened.
+        TierLoad::InPlace => Err("an in-place tier load reached the companion".into()),
         TierLoad::Keep {
             tier_file,
             capacity_pages,
@@ -1556,7 +1572,7 @@ pub fn load_image_tiered(
                 arena,
                 header,
                 Some(TierRestored {
-                    book,
+                    book: Some(book),
                     cold_entries: cold.live_entries,
                     cold_bytes: cold.live_bytes,
                 }),

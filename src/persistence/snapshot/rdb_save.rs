@@ -54,6 +54,7 @@ impl RdbWrite {
                     &c,
                 );
                 let _ = std::fs::remove_file(&image);
+                crate::persistence::tiered::companion::remove_others(&image, None);
                 r
             })?;
         Ok(RdbWrite {
@@ -103,8 +104,10 @@ impl<W: Write> Write for Cancellable<'_, W> {
 }
 
 /// Loads the image at `image` into a private arena and writes it to `out` as an RDB.
+/// Tiered (cold) values are read from the image's companion file as the arena loads
+/// (`load_image`), so the RDB holds every value.
 #[allow(clippy::too_many_arguments)]
-fn image_to_rdb(
+pub fn image_to_rdb(
     image: &Path,
     out: &Path,
     aux: &[(&str, String)],

@@ -127,21 +127,32 @@ pub fn remove_others(image: &Path, keep: Option<u64>) {
     let Some(name) = image.file_name().map(|n| n.to_string_lossy().into_owned()) else {
         return;
     };
+    let keep = keep.map(|id| format!("{name}.tier-{id:016x}"));
+    for n in names_for(image) {
+        if Some(&n) != keep.as_ref() {
+            let _ = std::fs::remove_file(image.with_file_name(n));
+        }
+    }
+}
+
+/// The file names of every companion of the image at `image` present in its directory
+/// (an AOF rewrite lists them with the base they belong to when that base is retired).
+pub fn names_for(image: &Path) -> Vec<String> {
+    let Some(name) = image.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return Vec::new();
+    };
     let prefix = format!("{name}.tier-");
     let dir = match image.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let keep = keep.map(|id| format!("{prefix}{id:016x}"));
     let Ok(list) = std::fs::read_dir(&dir) else {
-        return;
+        return Vec::new();
     };
-    for e in list.flatten() {
-        let n = e.file_name().to_string_lossy().into_owned();
-        if n.starts_with(&prefix) && Some(&n) != keep.as_ref() {
-            let _ = std::fs::remove_file(e.path());
-        }
-    }
+    list.flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
 }
 
 /// An opened and checked companion.
