@@ -713,8 +713,19 @@ pub fn tier_value_of(i: usize, rng: &mut Lcg) -> Vec<u8> {
 /// Runs `cmds` pipelined in batches, each expected to answer a reply starting with `ok`;
 /// the writes refused with -OOM (the tier's disk has not caught up) are sent again,
 /// exactly those, once `used_memory` went below `maxmemory` again (a refused write
-/// changed nothing).
+/// changed nothing). A refused command runs after the ones sent behind it, so no two
+/// commands may name the same key (checked: the key is each command's second word).
 pub fn run_all_making_room(raw: &mut Raw, cmds: &[Vec<Vec<u8>>], ok: &[u8], maxmemory: u64) {
+    let mut keys = std::collections::HashSet::new();
+    for (i, c) in cmds.iter().enumerate() {
+        if let Some(k) = c.get(1) {
+            assert!(
+                keys.insert(k.as_slice()),
+                "command {i} names key {} again: a refused command would run out of order",
+                String::from_utf8_lossy(k)
+            );
+        }
+    }
     let mut pending: Vec<usize> = (0..cmds.len()).collect();
     let mut rounds = 0;
     while !pending.is_empty() {
