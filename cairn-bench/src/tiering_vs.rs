@@ -115,6 +115,17 @@ pub fn rss_bound(maxmemory: u64, empty_rss: u64, value_len: u64) -> u64 {
     maxmemory + empty_rss + in_ram * (KEY_LEN + COOLED_EXTRA_BYTES) + UPLOAD_TURN_BYTES
 }
 
+/// The share (%) of lookups of tierable values served from RAM, from `INFO tiered`'s
+/// counters over a span. A command that finds its value on disk counts a miss, waits for
+/// the read, and counts a hit when it runs again, so `tiered_hits` holds one hit per miss
+/// besides the first-look hits: those are `hits − misses` of `hits` commands.
+pub fn ram_share_pct(hits: Option<u64>, misses: Option<u64>) -> Option<f64> {
+    match (hits, misses) {
+        (Some(h), Some(m)) if h > 0 => Some(h.saturating_sub(m) as f64 * 100.0 / h as f64),
+        _ => None,
+    }
+}
+
 /// One ratio target: `Some(met)` when both figures exist.
 pub fn ratio_met(num: Option<f64>, den: Option<f64>, at_least: f64) -> Option<(f64, bool)> {
     match (num, den) {
@@ -809,7 +820,7 @@ fn run_cell(
     let (tier_ram_hit_pct, tier_reads) = if tiered {
         let t = info(port, "tiered");
         (
-            pct(
+            ram_share_pct(
                 delta(&tier_before, &t, "tiered_hits"),
                 delta(&tier_before, &t, "tiered_misses"),
             ),
@@ -1178,7 +1189,9 @@ pub fn tiering_vs(a: &TieringVsArgs) -> Result<Report, String> {
          keys key:000000000000…; load: evloop closed loop, {} client threads, one request in \
          flight per connection, {:.1} s warm-up then {:.1} s recorded per cell; 90/10 writes SET \
          the key's own value; hit % = keyspace_hits / (hits + misses) over the cell; tier RAM \
-         hit % = tiered_hits / (tiered_hits + tiered_misses), disk reads = tiered_reads; RSS \
+         hit % = (tiered_hits − tiered_misses) / tiered_hits (a command that finds its value \
+         on disk counts a miss, then a hit when it runs again after the read), disk reads = \
+         tiered_reads; RSS \
          sampled every 100 ms (max over the cell); cairn-tiered: maxmemory {}, tier file {} \
          (tiered-max-file-size); fio: --rw=randread --bs=4k --direct=1 --ioengine=io_uring \
          --iodepth=<connections> on a {} file, {:.0} s",
@@ -1310,6 +1323,16 @@ mod tests {
             rss_bound(mm, 10 << 20, 4000),
             mm + (10 << 20) + (mm / 4000) * 80 + (1 << 20)
         );
+    }
+
+    #[test]
+    fn ram_share_takes_the_re_runs_out_of_the_hits() {
+        // 100 commands: 30 found their value on disk (30 misses, then 30 hits on the re-run)
+        // and 70 in RAM: 100 hits, 30 misses, 70 % from RAM.
+        assert_eq!(ram_share_pct(Some(100), Some(30)), Some(70.0));
+        assert_eq!(ram_share_pct(Some(50), Some(50)), Some(0.0));
+        assert_eq!(ram_share_pct(Some(0), Some(0)), None);
+        assert_eq!(ram_share_pct(None, Some(1)), None);
     }
 
     #[test]
