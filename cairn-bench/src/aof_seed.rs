@@ -6,7 +6,7 @@
 
 use crate::cli::AofSeedArgs;
 use crate::evloop::{self, EvSpec};
-use crate::keys::ValueSize;
+use crate::keys::{KeyDist, ValueSize};
 use crate::report::{self, Report, Table};
 use crate::resp::Reply;
 use crate::scenario::{fill, Ctx};
@@ -102,6 +102,9 @@ pub fn run(a: &AofSeedArgs) -> Result<Report, String> {
         connections: a.connections,
         threads: a.threads,
         keys: a.keys,
+        dist: KeyDist::Uniform,
+        nil_is_miss: false,
+        set_after_miss: false,
         key_prefix: a.key_prefix.clone(),
         value_len: a.value_size,
         set_weight,

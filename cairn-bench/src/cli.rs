@@ -49,6 +49,12 @@ pub enum Cmd {
     Noise(NoiseArgs),
     /// Zipf reads over a data set larger than maxmemory.
     Tiering(TieringArgs),
+    /// Issue #19's tiering benchmark side by side: cairn with a tier file, cairn all in
+    /// RAM and Redis with allkeys-lru, each started here and filled with the same keys;
+    /// reads and 90/10 read/write per key distribution and connection count, every GET
+    /// verified; fio's 4 KiB random reads at the same queue depths; cairn-tiered read back
+    /// before and after a SAVE and restart.
+    TieringVs(TieringVsArgs),
     /// No server: what one synchronous write-protect fault costs the writing thread with
     /// the fault handler and a streaming reader in this process or in a helper process.
     UffdProbe(UffdProbeArgs),
@@ -397,4 +403,70 @@ pub struct TieringArgs {
     /// Data set size as a multiple of maxmemory (when the server has one).
     #[arg(long, default_value_t = 2.0)]
     pub oversize: f64,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct TieringVsArgs {
+    /// cairn-server binary (default: next to this executable).
+    #[arg(long)]
+    pub cairn: Option<PathBuf>,
+    /// redis-server binary (default: `redis-server` from PATH).
+    #[arg(long)]
+    pub redis: Option<PathBuf>,
+    /// fio binary.
+    #[arg(long, default_value = "fio")]
+    pub fio: PathBuf,
+    /// Extra arguments for both cairn configurations (repeatable).
+    #[arg(long = "cairn-arg", allow_hyphen_values = true)]
+    pub cairn_args: Vec<String>,
+    /// Configurations, in this order (comma separated): cairn-tiered, cairn-ram,
+    /// redis-lru, fio.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "cairn-tiered,cairn-ram,redis-lru,fio"
+    )]
+    pub configs: Vec<String>,
+    /// Keys filled (key:000000000000 up).
+    #[arg(long, short = 'k', default_value_t = 4_000_000)]
+    pub keys: u64,
+    /// Value size in bytes (incompressible, derived from key and --seed).
+    #[arg(long, short = 'd', default_value_t = 4000)]
+    pub value_size: usize,
+    /// `maxmemory` of cairn-tiered and redis-lru ("4gb", "200mb", bytes).
+    #[arg(long, default_value = "4gb")]
+    pub maxmemory: String,
+    /// The tier file's size (`tiered-max-file-size`) and fio's file: this multiple of the
+    /// records' bytes.
+    #[arg(long, default_value_t = 1.5)]
+    pub tier_file_factor: f64,
+    /// Connection counts (comma separated); fio's iodepths are the same.
+    #[arg(long, short = 'c', value_delimiter = ',', default_value = "8,32,128")]
+    pub connections: Vec<usize>,
+    /// Key distributions (comma separated): uniform, zipf:ALPHA.
+    #[arg(long, value_delimiter = ',', default_value = "uniform,zipf:0.9")]
+    pub dists: Vec<KeyDist>,
+    /// Load mixes (comma separated): read, or READ/WRITE percentages such as 90/10.
+    #[arg(long, value_delimiter = ',', default_value = "read,90/10")]
+    pub mixes: Vec<String>,
+    /// Seconds recorded per cell (and per fio run).
+    #[arg(long, default_value_t = 30.0)]
+    pub seconds: f64,
+    /// Seconds of load before each cell's recorded span (not recorded).
+    #[arg(long, default_value_t = 1.0)]
+    pub warmup: f64,
+    /// Client threads of the load.
+    #[arg(long, short = 't', default_value_t = 2)]
+    pub threads: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Servers' directories, tier files and fio's file go under this directory.
+    #[arg(long, default_value = "/tmp/cairn-bench-tiering")]
+    pub scratch: PathBuf,
+    /// Keep the servers' directories (logs, images) after the run.
+    #[arg(long)]
+    pub keep_scratch: bool,
+    /// Bound (seconds) on each phase: fill, settling, read-back, SAVE, fio's layout.
+    #[arg(long, default_value_t = 3600.0)]
+    pub phase_timeout: f64,
 }

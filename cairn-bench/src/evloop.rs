@@ -7,11 +7,11 @@
 //! request's latency runs from its own send to its own reply's last byte and never includes
 //! a neighbour's wait.
 //!
-//! Every GET's value is checked against `ValueGen` (keys are preloaded, so a nil is a miss and
-//! counted as an error); every SET must answer `+OK`. Errors are counted per command with the
-//! first text kept.
+//! Every GET's value is checked against `ValueGen` (keys are preloaded, so a nil is counted
+//! as an error, or as a miss where the server may evict: `nil_is_miss`); every SET must
+//! answer `+OK`. Errors are counted per command with the first text kept.
 
-use crate::keys::{key_name, Rng};
+use crate::keys::{key_name, KeyDist, KeyGen, Rng};
 use crate::stats::{self, Hist, Summary};
 use crate::values::ValueGen;
 use std::collections::BTreeMap;
@@ -179,6 +179,13 @@ pub struct EvSpec {
     pub connections: usize,
     pub threads: usize,
     pub keys: u64,
+    /// How keys are chosen in `0..keys` (each worker draws on its own).
+    pub dist: KeyDist,
+    /// A GET answered nil is counted as a miss (a cache that evicts), not an error.
+    pub nil_is_miss: bool,
+    /// With `nil_is_miss`: the connection's next request SETs the missed key's value, as
+    /// a cache-aside client fills its cache after a miss.
+    pub set_after_miss: bool,
     pub key_prefix: String,
     pub value_len: usize,
     pub set_weight: u32,
@@ -201,6 +208,8 @@ pub struct EvResult {
     /// "GET", "SET": count, errors, rate, percentiles (µs).
     pub ops: BTreeMap<String, Summary>,
     pub all: Summary,
+    /// GETs answered nil (counted here only with `nil_is_miss`; else they are errors).
+    pub misses: u64,
     pub first_errors: BTreeMap<String, String>,
     pub problems: Vec<String>,
 }
@@ -215,11 +224,14 @@ struct Conn {
     key: Vec<u8>,
     sent_ns: u64,
     want_write: bool,
+    /// The next request SETs `key` (a miss to fill, `set_after_miss`).
+    refill: bool,
 }
 
 struct WorkerOut {
     hists: [Hist; 2],
     errors: [u64; 2],
+    misses: u64,
     first_errors: BTreeMap<String, String>,
     problems: Vec<String>,
     last_done_ns: u64,
@@ -327,6 +339,7 @@ impl Drop for Epoll {
 struct Worker {
     conns: Vec<Conn>,
     rng: Rng,
+    keygen: KeyGen,
     /// Requests this worker may still start (u64::MAX in duration mode).
     budget: u64,
 }
@@ -340,14 +353,17 @@ impl Worker {
     /// Builds connection `ci`'s next request into its write buffer (the loop writes it).
     fn start(&mut self, ci: usize, spec: &EvSpec, now_ns: u64, value: &mut Vec<u8>) {
         let total = spec.set_weight + spec.get_weight;
-        let op = if self.rng.below(total as u64) < spec.set_weight as u64 {
+        let refill = std::mem::take(&mut self.conns[ci].refill);
+        let op = if refill || self.rng.below(total as u64) < spec.set_weight as u64 {
             Op::Set
         } else {
             Op::Get
         };
-        let k = self.rng.below(spec.keys);
+        if !refill {
+            let k = self.keygen.next(&mut self.rng);
+            key_name(&spec.key_prefix, k, &mut self.conns[ci].key);
+        }
         let c = &mut self.conns[ci];
-        key_name(&spec.key_prefix, k, &mut c.key);
         value.clear();
         if op == Op::Set {
             spec.values.append(&c.key, spec.value_len, value);
@@ -364,6 +380,7 @@ impl Worker {
         let mut out = WorkerOut {
             hists: [stats::total_hist(), stats::total_hist()],
             errors: [0, 0],
+            misses: 0,
             first_errors: BTreeMap::new(),
             problems: Vec::new(),
             last_done_ns: 0,
@@ -517,7 +534,16 @@ impl Worker {
                     break 'outer;
                 }
                 // Errors count whenever they happen; latencies only once warmed up.
-                match judge(op, &reply, &c.rbuf, &c.key, spec.value_len, &spec.values) {
+                let verdict = if spec.nil_is_miss && op == Op::Get && reply == Parsed::Nil {
+                    if c.sent_ns >= warmup_ns {
+                        out.misses += 1;
+                    }
+                    c.refill = spec.set_after_miss;
+                    Ok(())
+                } else {
+                    judge(op, &reply, &c.rbuf, &c.key, spec.value_len, &spec.values)
+                };
+                match verdict {
                     Ok(()) if c.sent_ns >= warmup_ns => stats::record(
                         &mut out.hists[op.index()],
                         done.saturating_sub(c.sent_ns) / 1000,
@@ -570,6 +596,7 @@ pub fn run(spec: &EvSpec) -> Result<EvResult, String> {
                 key: Vec::with_capacity(spec.key_prefix.len() + 12),
                 sent_ns: 0,
                 want_write: false,
+                refill: false,
             });
         }
         let budget = match spec.requests {
@@ -579,6 +606,7 @@ pub fn run(spec: &EvSpec) -> Result<EvResult, String> {
         workers.push(Worker {
             conns,
             rng: Rng::new(spec.seed ^ ((t as u64 + 1) << 40)),
+            keygen: KeyGen::new(spec.keys, spec.dist.clone(), 0),
             budget,
         });
     }
@@ -614,6 +642,7 @@ pub fn run(spec: &EvSpec) -> Result<EvResult, String> {
             stats::merge(&mut hists[i], &o.hists[i]);
             errors[i] += o.errors[i];
         }
+        res.misses += o.misses;
         for (k, v) in o.first_errors {
             res.first_errors.entry(k).or_insert(v);
         }
@@ -742,6 +771,107 @@ mod tests {
         assert!(judge(Op::Set, &Parsed::Int(1), b"", key, 100, &g).is_err());
     }
 
+    /// A server that answers every GET with nil and every SET with +OK, counting both.
+    fn nil_server() -> (SocketAddr, std::thread::JoinHandle<(u64, u64)>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let h = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let (mut buf, mut chunk) = (Vec::new(), [0u8; 4096]);
+            let (mut gets, mut sets) = (0, 0);
+            loop {
+                // One whole command: *N, then N bulks.
+                let parsed = (|| {
+                    let line = |at: usize| -> Option<(usize, usize)> {
+                        let nl = buf[at..].iter().position(|&b| b == b'\n')? + at;
+                        let n = std::str::from_utf8(&buf[at + 1..nl - 1])
+                            .ok()?
+                            .parse()
+                            .ok()?;
+                        Some((n, nl + 1))
+                    };
+                    let (n, mut at) = line(0)?;
+                    let mut name = Vec::new();
+                    for i in 0..n {
+                        let (len, start) = line(at)?;
+                        if buf.len() < start + len + 2 {
+                            return None;
+                        }
+                        if i == 0 {
+                            name = buf[start..start + len].to_vec();
+                        }
+                        at = start + len + 2;
+                    }
+                    Some((name, at))
+                })();
+                match parsed {
+                    Some((name, used)) => {
+                        buf.drain(..used);
+                        let reply: &[u8] = if name == b"GET" {
+                            gets += 1;
+                            b"$-1\r\n"
+                        } else {
+                            sets += 1;
+                            b"+OK\r\n"
+                        };
+                        s.write_all(reply).unwrap();
+                    }
+                    None => match s.read(&mut chunk) {
+                        Ok(0) | Err(_) => return (gets, sets),
+                        Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                    },
+                }
+            }
+        });
+        (addr, h)
+    }
+
+    #[test]
+    fn a_miss_is_counted_and_filled_when_asked() {
+        let spec = |addr, set_after_miss| EvSpec {
+            addr,
+            password: None,
+            timeout: Duration::from_secs(5),
+            connections: 1,
+            threads: 1,
+            keys: 100,
+            dist: KeyDist::Zipf(0.9),
+            nil_is_miss: true,
+            set_after_miss,
+            key_prefix: "key:".into(),
+            value_len: 10,
+            set_weight: 0,
+            get_weight: 1,
+            duration: None,
+            requests: Some(10),
+            warmup: Duration::ZERO,
+            seed: 1,
+            values: ValueGen::new(ValueEntropy::Random, 1, 10),
+            max_time: Duration::from_secs(10),
+        };
+        // Cache-aside: every missed GET is followed by a SET of that key.
+        let (addr, server) = nil_server();
+        let r = run(&spec(addr, true)).unwrap();
+        assert_eq!(server.join().unwrap(), (5, 5));
+        assert_eq!((r.misses, r.all.errors), (5, 0));
+        assert_eq!((r.ops["GET"].count, r.ops["SET"].count), (5, 5));
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        // Without the fill: GETs only, all misses, none an error.
+        let (addr, server) = nil_server();
+        let r = run(&spec(addr, false)).unwrap();
+        assert_eq!(server.join().unwrap(), (10, 0));
+        assert_eq!((r.misses, r.all.errors), (10, 0));
+        // Where a nil is not a miss it is an error.
+        let (addr, server) = nil_server();
+        let r = run(&EvSpec {
+            nil_is_miss: false,
+            ..spec(addr, true)
+        })
+        .unwrap();
+        assert_eq!(server.join().unwrap(), (10, 0));
+        assert_eq!((r.misses, r.all.errors), (0, 10));
+    }
+
     #[test]
     fn refuses_bad_knobs_before_connecting() {
         let spec = EvSpec {
@@ -751,6 +881,9 @@ mod tests {
             connections: 0,
             threads: 1,
             keys: 10,
+            dist: KeyDist::Uniform,
+            nil_is_miss: false,
+            set_after_miss: false,
             key_prefix: "key:".into(),
             value_len: 10,
             set_weight: 1,

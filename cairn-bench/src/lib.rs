@@ -12,5 +12,6 @@ pub mod report;
 pub mod resp;
 pub mod scenario;
 pub mod stats;
+pub mod tiering_vs;
 pub mod uffd_probe;
 pub mod values;

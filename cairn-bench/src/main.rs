@@ -1,5 +1,5 @@
 use cairn_bench::cli::{Cli, Cmd};
-use cairn_bench::{aof_seed, compare, replica_vs, report, scenario, uffd_probe};
+use cairn_bench::{aof_seed, compare, replica_vs, report, scenario, tiering_vs, uffd_probe};
 use clap::Parser;
 use std::process::ExitCode;
 
@@ -20,7 +20,7 @@ fn main() -> ExitCode {
         };
     }
     let Some(cmd) = &cli.cmd else {
-        eprintln!("cairn-bench: give a scenario (run, snapshot, snapshot-vs, replica-vs, aof, aof-seed, noise, tiering, uffd-probe) or --compare A B; see --help");
+        eprintln!("cairn-bench: give a scenario (run, snapshot, snapshot-vs, replica-vs, aof, aof-seed, noise, tiering, tiering-vs, uffd-probe) or --compare A B; see --help");
         return ExitCode::from(2);
     };
     let result = match cmd {
@@ -32,6 +32,7 @@ fn main() -> ExitCode {
         Cmd::AofSeed(a) => aof_seed::run(a),
         Cmd::Noise(a) => scenario::noise(a),
         Cmd::Tiering(a) => scenario::tiering(a),
+        Cmd::TieringVs(a) => tiering_vs::tiering_vs(a),
         // No server and no report: the probe prints its own table.
         Cmd::UffdProbe(a) => return probe_exit(uffd_probe::run(a)),
         Cmd::UffdProbeChild(a) => return probe_exit(uffd_probe::child(a)),
