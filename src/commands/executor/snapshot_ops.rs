@@ -455,11 +455,7 @@ impl Server {
             return Err("dbfilename is empty".into());
         }
         let out = rdb_path(self);
-        let mut aux = rdb_aux(self);
-        if let Some(db) = self.repl_stream_db() {
-            aux.push(("repl-stream-db", db.to_string()));
-        }
-        aux.push(("repl-offset", self.aof.reploff.to_string()));
+        let aux = self.save_rdb_aux();
         let functions = self
             .scripts
             .functions
@@ -469,7 +465,7 @@ impl Server {
             .clone();
         let write_behind = self.config.settings().rdb_save_incremental_fsync;
         let never = std::sync::atomic::AtomicBool::new(false);
-        match crate::persistence::snapshot::rdb_save::write_rdb_file(
+        let written = crate::persistence::snapshot::rdb_save::write_rdb_file(
             &mut self.ks,
             &out,
             &aux,
@@ -477,7 +473,25 @@ impl Server {
             0,
             write_behind,
             &never,
-        ) {
+        );
+        self.rdb_saved(written)
+    }
+
+    /// The AUX fields of an RDB that SAVE writes: the server's, and the replication
+    /// position the data stands for.
+    fn save_rdb_aux(&self) -> Vec<(&'static str, String)> {
+        let mut aux = rdb_aux(self);
+        if let Some(db) = self.repl_stream_db() {
+            aux.push(("repl-stream-db", db.to_string()));
+        }
+        aux.push(("repl-offset", self.aof.reploff.to_string()));
+        aux
+    }
+
+    /// What a blocking RDB save leaves: the outcome counted, the dirty count and
+    /// LASTSAVE reset, or the failure logged.
+    fn rdb_saved(&mut self, written: Result<u64, String>) -> Result<(), String> {
+        match written {
             Ok(bytes) => {
                 self.snapshot.stats.saves += 1;
                 self.snapshot.stats.bytes_written += bytes;
@@ -515,6 +529,7 @@ impl Server {
         p.path = in_dir(self, &format!("temp-save-{}.cimg", std::process::id()));
         let keys = self.ks.total_keys();
         let never = std::sync::atomic::AtomicBool::new(false);
+        // `image_to_rdb` adds the position the image's header holds.
         let aux = rdb_aux(self);
         let out = rdb_path(self);
         let written = crate::persistence::snapshot::save_blocking(&self.ks.arena, keys, &p)
@@ -533,21 +548,7 @@ impl Server {
             });
         let _ = std::fs::remove_file(&p.path);
         crate::persistence::tiered::companion::remove_others(&p.path, None);
-        match written {
-            Ok(bytes) => {
-                self.snapshot.stats.saves += 1;
-                self.snapshot.stats.bytes_written += bytes;
-                self.dirty = 0;
-                self.lastsave_s = now_ms() / 1000;
-                self.snapshot.stats.last_bgsave_ok = true;
-                notice!("DB saved on disk");
-                Ok(())
-            }
-            Err(e) => {
-                warning!("Failed saving the DB: {e}");
-                Err(e)
-            }
-        }
+        self.rdb_saved(written)
     }
 
     /// BGSAVE: starts the snapshot thread (O(1) here).

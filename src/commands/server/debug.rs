@@ -153,9 +153,7 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
             // cairn's own (tests): 1 holds tier reads in the I/O thread, 0 lets them go,
             // so a test can see clients wait without depending on timing.
             let hold = crate::util::parse_i64(ctx.args.get(2)).unwrap_or(0) != 0;
-            let Some(t) = ctx.srv.tiering.as_mut() else {
-                return Err(CmdError::err("tiering is off (tiered-prefix is empty)"));
-            };
+            let t = tier_state(ctx)?;
             t.store.hold_reads(hold);
             ctx.out.ok();
             Ok(())
@@ -164,9 +162,7 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
             // cairn's own (tests): 1 holds tier writes in the I/O thread (the pass's and
             // the compactor's), 0 lets them go.
             let hold = crate::util::parse_i64(ctx.args.get(2)).unwrap_or(0) != 0;
-            let Some(t) = ctx.srv.tiering.as_mut() else {
-                return Err(CmdError::err("tiering is off (tiered-prefix is empty)"));
-            };
+            let t = tier_state(ctx)?;
             t.store.hold_writes(hold);
             ctx.out.ok();
             Ok(())
@@ -175,9 +171,7 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
             // cairn's own (tests): the tier thread sleeps this many microseconds before
             // each write (0: none), as a slow device would.
             let us = ctx.args.i64(2)?.clamp(0, 1_000_000) as u64;
-            let Some(t) = ctx.srv.tiering.as_mut() else {
-                return Err(CmdError::err("tiering is off (tiered-prefix is empty)"));
-            };
+            let t = tier_state(ctx)?;
             t.store.set_write_delay(us);
             ctx.out.ok();
             Ok(())
@@ -186,9 +180,7 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
             // cairn's own (tests): 0 starts no more compaction reads, 1 lets them start
             // again (those in flight finish either way).
             let on = crate::util::parse_i64(ctx.args.get(2)).unwrap_or(1) != 0;
-            let Some(t) = ctx.srv.tiering.as_mut() else {
-                return Err(CmdError::err("tiering is off (tiered-prefix is empty)"));
-            };
+            let t = tier_state(ctx)?;
             t.compact_paused = !on;
             ctx.out.ok();
             Ok(())
@@ -198,18 +190,14 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
             // writes with ENOSPC (`DEBUG TIERED-FAIL N M`).
             let reads = ctx.args.i64(2)?.clamp(0, u32::MAX as i64) as u32;
             let writes = ctx.args.i64(3)?.clamp(0, u32::MAX as i64) as u32;
-            let Some(t) = ctx.srv.tiering.as_mut() else {
-                return Err(CmdError::err("tiering is off (tiered-prefix is empty)"));
-            };
+            let t = tier_state(ctx)?;
             t.store.inject_failures(reads, writes);
             ctx.out.ok();
             Ok(())
         }
         ("tiered-state", 3) => {
             // cairn's own: `hot`, `stashing`, `cooled` or `cold`, without reading the value.
-            if ctx.srv.tiering.is_none() {
-                return Err(CmdError::err("tiering is off (tiered-prefix is empty)"));
-            }
+            tier_state(ctx)?;
             let db = ctx.db();
             match ctx.srv.tiering_state_of(db, ctx.args.get(2)) {
                 Some(state) => ctx.out.simple(state),
@@ -642,6 +630,16 @@ pub(super) fn xor_object_digest(ks: &Keyspace, e: crate::arena::Ref, digest: &mu
     if ks.has_expire(e) {
         xor_digest(digest, b"!!expire!!");
     }
+}
+
+/// The tier's state for DEBUG's `tiered-*` subcommands; their error with tiering off.
+fn tier_state<'a>(
+    ctx: &'a mut Ctx,
+) -> Result<&'a mut crate::commands::executor::tiering::TierState, CmdError> {
+    ctx.srv
+        .tiering
+        .as_deref_mut()
+        .ok_or_else(|| CmdError::err("tiering is off (tiered-prefix is empty)"))
 }
 
 /// DEBUG DIGEST: XOR of the SHA1s of per-key digests (so key order does not matter), each database
