@@ -10,7 +10,7 @@
 # Usage: bash bench/tier_cold_reads.sh [BINARY] (cairn-bench from target/release)
 set -eu
 B=${1:-target/release/cairn-server}
-BENCH=$(dirname "$0")/../target/release/cairn-bench
+BENCH=$(cd "$(dirname "$0")/.." && pwd)/target/release/cairn-bench
 D=$(mktemp -d)
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$B" --port "$PORT" --bind 127.0.0.1 --save "" --dir "$D" --maxmemory 100mb \
