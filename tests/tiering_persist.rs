@@ -128,6 +128,19 @@ fn check(raw: &mut Raw, want: &HashMap<Vec<u8>, Vec<u8>>) {
     );
 }
 
+/// Up to `take` of the keys `k7999` down to `k0` whose values are cold (the last written
+/// first: their pages are the file's last), at least `min` of them.
+fn cold_strings(raw: &mut Raw, take: usize, min: usize) -> Vec<Vec<u8>> {
+    let cold: Vec<Vec<u8>> = (0..8000)
+        .rev()
+        .map(|i| format!("k{i}").into_bytes())
+        .filter(|k| state(raw, k) == "cold")
+        .take(take)
+        .collect();
+    assert!(cold.len() >= min, "only {} cold strings", cold.len());
+    cold
+}
+
 fn state(raw: &mut Raw, key: &[u8]) -> String {
     raw.cmd(&[b"DEBUG", b"TIERED-STATE", key]);
     show(&raw.reply())
@@ -193,13 +206,7 @@ fn a_bgsave_holds_the_cut_and_restarts_with_and_without_tiering_serve_it() {
     // The changes hit cold keys (overwritten, deleted: their pages are freed) and add
     // new values that the pass stashes (into the freed pages, were they reused).
     // The last written are in the file's last pages, which the copy reaches last.
-    let cold: Vec<Vec<u8>> = (0..8000)
-        .rev()
-        .map(|i| format!("k{i}").into_bytes())
-        .filter(|k| state(&mut raw, k) == "cold")
-        .take(600)
-        .collect();
-    assert!(cold.len() >= 400, "only {} cold strings", cold.len());
+    let cold = cold_strings(&mut raw, 600, 400);
     let mut rng = Lcg(5);
     let mut changes = Vec::new();
     for (n, k) in cold.iter().enumerate() {
@@ -569,13 +576,7 @@ fn the_log_and_its_rewrite_cover_cold_values(preamble: bool) {
 
     // The rewrite: its capture copies the tier file slowly while cold values are
     // deleted and overwritten (their pages freed) and new values stashed.
-    let cold: Vec<Vec<u8>> = (0..8000)
-        .rev()
-        .map(|i| format!("k{i}").into_bytes())
-        .filter(|k| state(&mut raw, k) == "cold")
-        .take(400)
-        .collect();
-    assert!(cold.len() >= 300, "only {} cold strings", cold.len());
+    let cold = cold_strings(&mut raw, 400, 300);
     assert_eq!(
         raw.call(&["CONFIG", "SET", "rdb-key-save-delay", "200000"]),
         b"+OK\r\n"
@@ -901,13 +902,7 @@ fn rdb_snapshots_of_a_tiered_server_hold_every_value() {
     redis_loads_rdb(&dir, &want, None, "SAVE");
 
     // BGSAVE: changes to cold keys while the capture copies the tier file slowly.
-    let cold: Vec<Vec<u8>> = (0..8000)
-        .rev()
-        .map(|i| format!("k{i}").into_bytes())
-        .filter(|k| state(&mut raw, k) == "cold")
-        .take(200)
-        .collect();
-    assert!(cold.len() >= 100, "only {} cold strings", cold.len());
+    let cold = cold_strings(&mut raw, 200, 100);
     assert_eq!(
         raw.call(&["CONFIG", "SET", "rdb-key-save-delay", "200000"]),
         b"+OK\r\n"
@@ -1141,13 +1136,7 @@ fn replicas_of_a_tiered_primary_get_every_cold_value() {
     wait_until(DEADLINE, "values go cold again after being read", || {
         raw.info_u64("tiered", "tiered_entries") > 4000
     });
-    let cold: Vec<Vec<u8>> = (0..8000)
-        .rev()
-        .map(|i| format!("k{i}").into_bytes())
-        .filter(|k| state(&mut raw, k) == "cold")
-        .take(200)
-        .collect();
-    assert!(cold.len() >= 100, "only {} cold strings", cold.len());
+    let cold = cold_strings(&mut raw, 200, 100);
     // A slow copy of the tier file (0.5 s a MiB), so the changes below (cold values
     // deleted and overwritten, new values stashed into the freed pages, were they
     // reused) land while the first sync's capture copies it.
