@@ -1,5 +1,5 @@
 #!/bin/bash
-# Server instructions per request for the XREADGROUP, PFADD and XADD rows of bench/newtypes.py,
+# Server instructions per request for the XREADGROUP, XACK, PFADD and XADD rows of bench/newtypes.py,
 # cairn against redis-server 7, counted by valgrind's callgrind (exact and independent of the
 # load on a shared machine; user space only, so the socket system calls are not in it).
 # Each server runs under callgrind, is preloaded like bench/newtypes.py does (the stream is
@@ -25,6 +25,8 @@ port, test, entries = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 if test == "XREADGROUP":
     newtypes.preload_stream(port, entries)
     newtypes.pipe(port, [newtypes.resp("XGROUP", "CREATE", "s", "g", "0")])
+elif test == "XACK":
+    newtypes.setup("XACK", port)  # the PEL's size sets its depth: as the wall-clock row
 PY
 }
 export HERE
@@ -34,6 +36,7 @@ for test in ${TESTS:-XREADGROUP PFADD}; do
     XREADGROUP) R=1; CMD=(XREADGROUP GROUP g c COUNT 1 STREAMS s '>') ;;
     PFADD) R=100; CMD=(PFADD 'hll:__rand_int__' '__rand_int__') ;;
     XADD) R=16; CMD=(XADD 's:__rand_int__' '*' f 0123456789abcdef) ;;
+    XACK) R=1000000; CMD=(XACK s g '__rand_int__-1') ;;
   esac
   for P in ${PIPELINES:-1 16}; do
     for kind in ${KINDS:-cairn redis}; do
