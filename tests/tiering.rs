@@ -128,6 +128,58 @@ fn a_dataset_three_times_memory_reads_back_byte_exact() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The pass and the sweep run from a loop turn only when it wrote: a read (even one
+/// that brings a cold value back) leaves no value for the pass to stash, and a server
+/// serving one GET per turn would otherwise scan buckets on every GET. Writes still
+/// step the pass and memory stays under the limit. Each cold read's timeline is counted.
+#[test]
+fn only_turns_that_write_step_the_pass_and_cold_reads_are_timed() {
+    let (dir, srv, mut raw, values) = loaded("tiering-turn-steps", &[], 8000, 11);
+    // The offload line at the default `tiered-offload-threshold` (0.5).
+    let line = MAXMEMORY as f64 * 0.5;
+    assert!(
+        used_memory(&mut raw) as f64 > line * 0.75,
+        "memory above the stash line after the load"
+    );
+    let steps = raw.info_u64("tiered", "tiered_pass_turn_steps");
+    assert!(steps > 0, "the load's turns stepped the pass");
+    let misses = raw.info_u64("tiered", "tiered_misses");
+    // One GET per loop turn, hot and cold ones alike.
+    for i in (0..values.len()).step_by(20) {
+        let k = format!("k{i}");
+        assert_eq!(call_b(&mut raw, &[b"GET", k.as_bytes()]), bulk(&values[i]));
+    }
+    assert!(
+        raw.info_u64("tiered", "tiered_misses") > misses + 100,
+        "most of the GETs read from disk"
+    );
+    assert_eq!(
+        raw.info_u64("tiered", "tiered_pass_turn_steps"),
+        steps,
+        "a turn that only read stepped the pass"
+    );
+    assert!(used_memory(&mut raw) <= MAXMEMORY + OVERHEAD_BYTES);
+    // Every read that ended has its timeline, and each parked client ran again.
+    let timed = raw.info_u64("tiered", "tiered_read_timed");
+    assert_eq!(timed, raw.info_u64("tiered", "tiered_reads"));
+    assert!(raw.info_u64("tiered", "tiered_read_resumed") >= timed);
+    let waited: u64 = ["queue", "device", "wake", "run"]
+        .iter()
+        .map(|s| raw.info_u64("tiered", &format!("tiered_read_wait_us_{s}")))
+        .sum();
+    assert!(waited > 0, "{timed} reads took no time at all");
+    // Writes, one per turn, step it again.
+    let more = dataset(50, 12);
+    for (i, v) in more.iter().enumerate() {
+        let k = format!("w{i}");
+        assert_eq!(call_b(&mut raw, &[b"SET", k.as_bytes(), v]), b"+OK\r\n");
+    }
+    assert!(raw.info_u64("tiered", "tiered_pass_turn_steps") >= steps + 50);
+    assert!(used_memory(&mut raw) <= MAXMEMORY + OVERHEAD_BYTES);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_waiting_client_keeps_its_reply_order_while_others_are_served() {
     let (dir, srv, mut raw, values) = loaded("tiering-wait", &[], 5000, 11);

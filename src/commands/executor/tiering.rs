@@ -11,7 +11,7 @@
 //!   without GET) run at once and leave cold values cold: a deleted or overwritten cold
 //!   value only frees its place in the bookkeeper.
 //! - **Pass** (`tiering_step`, bounded: a fixed number of hash buckets per call, from
-//!   cron and from each busy turn): walks the databases marking entries of at least
+//!   cron and from each loop turn that wrote): walks the databases marking entries of at least
 //!   `tiered-min-value-size` bytes whose value is one block (strings; listpack hashes,
 //!   sets, sorted sets and lists; intsets); any access clears the mark; an entry still
 //!   marked when the pass comes round is written to disk ("stashed") while memory is
@@ -44,7 +44,7 @@ use std::sync::Arc;
 pub const STASH_START: f64 = 0.75;
 /// Values above this stay in RAM (one stash copies the value once on the executor).
 pub const MAX_TIERED_VALUE_BYTES: usize = 16 << 20;
-/// Buckets the pass visits per call from cron, and per busy turn.
+/// Buckets the pass visits per call from cron, and per loop turn that wrote.
 const CRON_SCAN_BUCKETS: usize = 4096;
 const TURN_SCAN_BUCKETS: usize = 64;
 /// Writes in flight beyond which the pass stops stashing (pages).
@@ -108,6 +108,20 @@ pub struct TierCounters {
     /// got -OOM after all (the wait's bound passed, or the tier could no longer help).
     pub throttled_writes: u64,
     pub throttled_ooms: u64,
+    /// Pass steps run from loop turns (the cron's are not counted).
+    pub turn_steps: u64,
+    /// Cold reads' timeline (`INFO tiered`, `tiered_read_wait_us_*`): reads that ended,
+    /// and their cumulative microseconds from the executor's request to the I/O
+    /// thread's submission (`queue`), from there to the completion (`device`), and
+    /// from there to the executor taking it (`wake`); clients run again after their
+    /// reads, and the microseconds from taking the completion to their command having
+    /// run (`run`).
+    pub read_timed: u64,
+    pub read_wait_us_queue: u64,
+    pub read_wait_us_device: u64,
+    pub read_wait_us_wake: u64,
+    pub read_resumed: u64,
+    pub read_wait_us_run: u64,
 }
 
 pub struct TierState {
@@ -120,6 +134,8 @@ pub struct TierState {
     open_page_steps: u32,
     /// Where the sweep of the cooled queue goes on.
     sweep_pos: usize,
+    /// `Server::dirty` at the end of the last loop turn: a turn that changed it wrote.
+    dirty_seen: u64,
     /// When the offload last looked at the file (ms).
     file_checked_ms: i64,
     /// The compactor's moves whose write is in flight: new place → old place.
@@ -203,6 +219,7 @@ pub fn start(srv: &mut Server) -> Result<(), String> {
         scan_cursor: 0,
         open_page_steps: 0,
         sweep_pos: 0,
+        dirty_seen: 0,
         file_checked_ms: 0,
         moves: HashMap::new(),
         compact_cursor: 0,
@@ -379,7 +396,7 @@ impl Server {
             let s = self.config.settings();
             (s.maxmemory as f64 * (1.0 - s.tiered_upload_threshold)) as u64
         };
-        let mut resume: Vec<(u64, Option<Vec<u8>>)> = Vec::new();
+        let mut resume: Vec<(u64, Option<Vec<u8>>, std::time::Instant)> = Vec::new();
         for ev in t.store.poll() {
             match ev {
                 Event::Stashed { items, result } => {
@@ -394,7 +411,16 @@ impl Server {
                     key,
                     stub,
                     result,
+                    times,
                 } => {
+                    let us = |a: std::time::Instant, b: std::time::Instant| {
+                        b.saturating_duration_since(a).as_micros() as u64
+                    };
+                    let c = &mut t.counters;
+                    c.read_timed += 1;
+                    c.read_wait_us_queue += us(times.started, times.submitted);
+                    c.read_wait_us_device += us(times.submitted, times.completed);
+                    c.read_wait_us_wake += us(times.completed, times.polled);
                     let e = self
                         .ks
                         .find_raw(db, &key)
@@ -459,7 +485,7 @@ impl Server {
                                     }
                                 }
                             }
-                            resume.push((cid, w.error));
+                            resume.push((cid, w.error, times.polled));
                         }
                     }
                 }
@@ -467,10 +493,14 @@ impl Server {
         }
         self.tiering_compact(&mut t);
         self.tiering = Some(t);
-        for (cid, error) in resume {
+        for (cid, error, polled) in resume {
             match error {
                 Some(reply) => self.answer_parked(cid, reply),
                 None => self.rerun_after_io(cid),
+            }
+            if let Some(t) = self.tiering.as_mut() {
+                t.counters.read_resumed += 1;
+                t.counters.read_wait_us_run += polled.elapsed().as_micros() as u64;
             }
         }
         self.tiering_offload();
@@ -726,9 +756,8 @@ impl Server {
     /// write to a value clears its cooled flag (`Keyspace::value_mut`, `resize_value`),
     /// so an item this keeps by mistake is one the hash alone would catch: the offload
     /// checks it fully ([`Server::cooled_current`]) before dropping the RAM copy, and
-    /// frees its place then. The sweep runs on every busy loop turn; hashing its 64
-    /// values (4 KiB each in the tiering benchmark) there was most of a cold read's
-    /// executor time.
+    /// frees its place then. Hashing the sweep's 64 values (4 KiB each in the tiering
+    /// benchmark) per step was most of a cold read's executor time.
     fn cooled_maybe_current(&self, p: &Placed) -> bool {
         self.ks.find_raw(p.db, &p.key).is_some_and(|e| {
             !self.ks.is_cold(e)
@@ -890,12 +919,27 @@ impl Server {
         })
     }
 
-    /// From each loop turn: completions, and a small pass step while memory is high.
+    /// From each loop turn: completions, and a small pass step while memory is high and
+    /// the turn wrote (or writes wait for room). Only writes make values the pass has to
+    /// stash or queue items the sweep has to free; a value a read brings back is cooled
+    /// already. A turn that only read skips the step: at one request per turn its 64
+    /// bucket scans and 64 lookups were most of a cold read's executor time.
     pub fn tiering_end_of_turn(&mut self) {
-        if self.tiering.is_none() {
+        let dirty = self.dirty;
+        let Some(t) = self.tiering.as_mut() else {
             return;
-        }
-        if self.used_memory() as f64 > self.offload_line() as f64 * STASH_START {
+        };
+        // `dirty` restarts from 0 at each save: any change from the last value seen is a
+        // write.
+        let wrote = dirty != t.dirty_seen;
+        t.dirty_seen = dirty;
+        let throttled = !t.throttled.is_empty();
+        if (wrote || throttled)
+            && self.used_memory() as f64 > self.offload_line() as f64 * STASH_START
+        {
+            if let Some(t) = self.tiering.as_mut() {
+                t.counters.turn_steps += 1;
+            }
             self.tiering_step(TURN_SCAN_BUCKETS);
         }
         self.tiering_turn();
@@ -964,6 +1008,13 @@ impl Server {
         line("tiered_throttled_writes", &c.throttled_writes);
         line("tiered_throttled_ooms", &c.throttled_ooms);
         line("tiered_throttled_clients", &t.throttled.len());
+        line("tiered_pass_turn_steps", &c.turn_steps);
+        line("tiered_read_timed", &c.read_timed);
+        line("tiered_read_wait_us_queue", &c.read_wait_us_queue);
+        line("tiered_read_wait_us_device", &c.read_wait_us_device);
+        line("tiered_read_wait_us_wake", &c.read_wait_us_wake);
+        line("tiered_read_resumed", &c.read_resumed);
+        line("tiered_read_wait_us_run", &c.read_wait_us_run);
         line(
             "tiered_space_amplification",
             &format_args!("{:.2}", b.space_amplification()),

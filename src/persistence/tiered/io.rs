@@ -16,6 +16,7 @@ use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// Most operations in flight at once.
 const INFLIGHT_MAX: usize = 64;
@@ -46,6 +47,10 @@ pub enum Done {
     Read {
         id: u64,
         result: Result<Vec<u8>, String>,
+        /// When the read was handed to the kernel, and when its completion was taken
+        /// (for `INFO tiered`'s cold-read timeline).
+        submitted: Instant,
+        completed: Instant,
     },
     /// A shared page's bytes (checksum checked), or why not.
     PageRead {
@@ -112,6 +117,8 @@ struct Op {
     what: What,
     first_page: u32,
     buf: AlignedBuf,
+    /// When it was prepared, just before it is handed to the kernel.
+    submitted: Instant,
 }
 
 fn byte_offset(page: u32) -> u64 {
@@ -120,6 +127,7 @@ fn byte_offset(page: u32) -> u64 {
 
 /// The result of an operation whose kernel call answered `res` (bytes, or -errno).
 fn finish(op: Op, res: i64, shared: &Shared) -> Done {
+    let completed = Instant::now();
     let injected = match op.what {
         What::Write { .. } if take_fault(&shared.fail_writes) => Some(-(libc::ENOSPC as i64)),
         // The compactor's page reads take none: a test's failures are for the reads it
@@ -150,6 +158,8 @@ fn finish(op: Op, res: i64, shared: &Shared) -> Done {
                 Some(e) => Err(e),
                 None => page::decode_value(op.buf.as_slice(), stub, &key),
             },
+            submitted: op.submitted,
+            completed,
         },
         What::ReadPage { id } => Done::PageRead {
             id,
@@ -187,17 +197,20 @@ fn prepare(req: Req) -> Op {
                 what: What::Write { id },
                 first_page,
                 buf,
+                submitted: Instant::now(),
             }
         }
         Req::Read { id, stub, key } => Op {
             buf: AlignedBuf::zeroed(page::pages_of(stub) as usize * PAGE_BYTES),
             first_page: stub.page,
             what: What::Read { id, stub, key },
+            submitted: Instant::now(),
         },
         Req::ReadPage { id, page } => Op {
             buf: AlignedBuf::zeroed(PAGE_BYTES),
             first_page: page,
             what: What::ReadPage { id },
+            submitted: Instant::now(),
         },
     }
 }

@@ -20,6 +20,7 @@ use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::sync::{mpsc, Arc, Mutex};
+use std::time::Instant;
 
 /// A value written (or being written) to the tier file: whose, where, and a hash of the
 /// bytes written, which proves later that the entry still holds exactly those bytes.
@@ -49,6 +50,7 @@ pub enum Event {
         key: Vec<u8>,
         stub: ColdStub,
         result: Result<Vec<u8>, String>,
+        times: ReadTimes,
     },
     /// The compactor's read of shared page `page` ended: its bytes (checksum checked),
     /// or why not.
@@ -93,6 +95,18 @@ struct PendingRead {
     db: usize,
     key: Vec<u8>,
     stub: ColdStub,
+    started: Instant,
+}
+
+/// A cold read's timeline (CLOCK_MONOTONIC): the executor started it, the I/O thread
+/// handed it to the kernel, the thread took its completion, the executor took the
+/// event.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadTimes {
+    pub started: Instant,
+    pub submitted: Instant,
+    pub completed: Instant,
+    pub polled: Instant,
 }
 
 pub struct TierStore {
@@ -518,6 +532,7 @@ impl TierStore {
                 db,
                 key: key.to_vec(),
                 stub,
+                started: Instant::now(),
             },
         );
         self.read_of.insert((stub.page, stub.offset), id);
@@ -620,6 +635,7 @@ impl TierStore {
     /// Completions since the last call.
     pub fn poll(&mut self) -> Vec<Event> {
         let done = std::mem::take(&mut *self.shared.done.lock().unwrap_or_else(|e| e.into_inner()));
+        let polled = Instant::now();
         let mut out = Vec::with_capacity(done.len());
         let mut read_ended = false;
         for d in done {
@@ -656,7 +672,12 @@ impl TierStore {
                     }
                     out.push(Event::Stashed { items, result });
                 }
-                io::Done::Read { id, result } => {
+                io::Done::Read {
+                    id,
+                    result,
+                    submitted,
+                    completed,
+                } => {
                     let Some(r) = self.reads.remove(&id) else {
                         continue;
                     };
@@ -672,6 +693,12 @@ impl TierStore {
                         key: r.key,
                         stub: r.stub,
                         result,
+                        times: ReadTimes {
+                            started: r.started,
+                            submitted,
+                            completed,
+                            polled,
+                        },
                     });
                 }
                 io::Done::PageRead { id, result } => {
