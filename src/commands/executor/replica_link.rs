@@ -349,7 +349,7 @@ fn session(
         let replid = replid.trim();
         crate::notice!("Full resync from master by streamed image: {replid}");
         send(LinkEvent::State("sync"));
-        let (ks, functions, stream_db, offset) = load_streamed_image(&mut c, stop, p, replid)?;
+        let ((ks, functions, stream_db), offset) = load_streamed_image(&mut c, stop, p, replid)?;
         if !send(LinkEvent::FullSync {
             ks: Box::new(ks),
             functions,
@@ -483,7 +483,7 @@ fn load_streamed_image(
     stop: &AtomicBool,
     p: &LinkParams,
     replid: &str,
-) -> Result<(Keyspace, Vec<Vec<u8>>, usize, u64), String> {
+) -> Result<(Dataset, u64), String> {
     crate::notice!(
         "MASTER <-> REPLICA sync: receiving the snapshot image from master as it is taken, loading it as it arrives"
     );
@@ -511,7 +511,7 @@ fn load_streamed_image(
         .checked_sub(1)
         .filter(|&db| db < s.databases)
         .unwrap_or(0);
-    Ok((ks, functions, stream_db, header.repl_offset))
+    Ok(((ks, functions, stream_db), header.repl_offset))
 }
 
 /// Loads the RDB into a fresh arena (this thread; the executor only swaps it in), with
