@@ -166,6 +166,8 @@ fn snapshot_seeds(ks: &Keyspace, small: &Keyspace, dir: &Path) {
         write_behind: false,
         functions: Default::default(),
         tier: None,
+        follow: None,
+        record_delay_us: 0,
     };
     save_blocking(&ks.arena, ks.total_keys(), &params).unwrap();
     // An arena in raw records of 1 KiB (the loader refuses nothing about that).

@@ -269,7 +269,7 @@ fn writes_during_the_capture_reach_the_replica_once() {
         assert_eq!(r.call(&["LLEN", "log"]), format!(":{n}\r\n").into_bytes());
         // The form the payload took, as each side logged it.
         let (sent, received) = match (replica, image, diskless) {
-            ("cairn", "yes", _) => ("target: disk (snapshot image)", "bytes of snapshot image"),
+            ("cairn", "yes", _) => ("target: disk (snapshot image)", "as it is taken"),
             (_, _, "yes") => ("target: replicas sockets", "streamed RDB"),
             _ => ("target: disk\n", "bytes from master to"),
         };
@@ -658,6 +658,64 @@ fn replication_bytes_are_counted_on_both_sides() {
     assert_eq!(r.info_u64("stats", "total_net_repl_output_bytes"), 0);
 }
 
+/// A cairn replica gets the image while the primary still captures it: the sender
+/// follows the capture file as it is written. With the capture slowed
+/// (`rdb-key-save-delay`, a pause after each record), the replica has read megabytes of
+/// it before the primary logs the capture's end ("Background RDB transfer started");
+/// then it loads the whole image and holds the primary's data.
+#[test]
+fn the_image_reaches_the_replica_while_it_is_captured() {
+    let prim = start_cairn(&with(DEBUG, &["--rdb-key-save-delay", "100000"]));
+    let mut p = Raw::connect(prim.port);
+    populate(prim.port, 100_000, 200);
+    let rep = start_cairn(DEBUG);
+    let mut r = Raw::connect(rep.port);
+    r.call(&["REPLICAOF", "127.0.0.1", &prim.port.to_string()]);
+    wait_until(
+        Duration::from_secs(60),
+        "image bytes reach the replica",
+        || r.info_u64("stats", "total_net_repl_input_bytes") >= 2 << 20,
+    );
+    assert!(
+        !prim.log().contains("Background RDB transfer started"),
+        "the capture ended before its bytes went out: {}",
+        prim.log()
+    );
+    wait_synced(&mut p, &mut r);
+    assert!(prim.log().contains("Background RDB transfer started"));
+    assert!(rep.log().contains("as it is taken"), "{}", rep.log());
+}
+
+/// The link drops while the image streams: the primary closes the replica, finishes the
+/// capture for nobody, and the replica's retry (which joined during the capture) gets the
+/// next one; it ends with the primary's data, writes made meanwhile included.
+#[test]
+fn a_link_dropped_mid_image_is_retried_with_a_new_capture() {
+    let prim = start_cairn(&with(DEBUG, &["--rdb-key-save-delay", "100000"]));
+    let mut p = Raw::connect(prim.port);
+    populate(prim.port, 100_000, 200);
+    let rep = start_cairn(DEBUG);
+    let mut r = Raw::connect(rep.port);
+    r.call(&["REPLICAOF", "127.0.0.1", &prim.port.to_string()]);
+    wait_until(
+        Duration::from_secs(60),
+        "image bytes reach the replica",
+        || r.info_u64("stats", "total_net_repl_input_bytes") >= 1 << 20,
+    );
+    assert!(!prim.log().contains("Background RDB transfer started"));
+    p.call(&["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+    assert_eq!(p.call(&["CLIENT", "KILL", "TYPE", "replica"]), b":1\r\n");
+    for i in 0..100 {
+        p.call(&["SET", &format!("during{i}"), "x"]);
+    }
+    wait_until(Duration::from_secs(60), "the replica retried", || {
+        rep.log()
+            .contains("Failed trying to load the MASTER synchronization image")
+    });
+    wait_synced(&mut p, &mut r);
+    assert_eq!(show(&r.call(&["GET", "during99"])), "$1\r\nx\r\n");
+}
+
 /// `masterauth`: the replica authenticates to a primary with a password; a wrong one
 /// leaves the link down (retried) while the replica serves on.
 #[test]
@@ -765,7 +823,8 @@ fn bulk(v: &[u8]) -> Vec<u8> {
 }
 
 /// A primary played by the test: answers the handshake, `+FULLRESYNC <id> <offset>`, then
-/// `payload` (head and bytes as given); the connection stays open until `hold` passes.
+/// `payload` (head and bytes as given; a payload that starts with `+` brings its own
+/// reply line instead); the connection stays open until `hold` passes.
 /// Serves every connection the replica makes (it retries after a failed sync).
 fn fake_primary(
     payload: Vec<u8>,
@@ -814,8 +873,10 @@ fn fake_primary(
                     None => return,
                 }
             }
-            let head = format!("+FULLRESYNC {} {offset}\r\n", "a".repeat(40));
-            let _ = w.write_all(head.as_bytes());
+            if !payload.starts_with(b"+") {
+                let head = format!("+FULLRESYNC {} {offset}\r\n", "a".repeat(40));
+                let _ = w.write_all(head.as_bytes());
+            }
             let _ = w.write_all(&payload);
             std::thread::sleep(hold);
         }
@@ -824,10 +885,11 @@ fn fake_primary(
 }
 
 /// A snapshot image from a cairn primary that the replica cannot trust — a changed byte, a
-/// truncated transfer, a declared length far beyond what arrives, a cut at another offset
-/// than `+FULLRESYNC` named — is refused with a log line: the replica keeps its own data
-/// (never a half-loaded dataset), keeps serving and keeps its link down. The intact image
-/// from the same fake primary loads (the control: the fake is good enough to sync).
+/// transfer cut short, a damaged header (sent last in the streamed form), an image of
+/// another replication id than `+CAIRNIMAGE` announced — is refused with a log line: the
+/// replica keeps its own data (never a half-loaded dataset), keeps serving and keeps its
+/// link down. The intact image from the same fake primary loads (the control: the fake is
+/// good enough to sync).
 #[test]
 fn a_damaged_image_from_the_primary_is_refused_and_the_replica_serves_on() {
     // The image: a cairn with distinct values saves one (its cut is at offset 0).
@@ -836,27 +898,31 @@ fn a_damaged_image_from_the_primary_is_refused_and_the_replica_serves_on() {
     fill(&mut s, 2000);
     assert_eq!(s.call(&["SAVE"]), b"+OK\r\n");
     let want = digest(&mut s);
+    let replid = s.info("replication", "master_replid").unwrap();
     let image = std::fs::read(src.dir.join("dump.cimg")).unwrap();
-    let framed = |body: &[u8], len: usize| {
-        let mut p = format!("${len}\r\n").into_bytes();
+    // The streamed order: the bytes after the 256-byte header, then the header.
+    let mut streamed = image[256..].to_vec();
+    streamed.extend_from_slice(&image[..256]);
+    let framed = |id: &str, body: &[u8]| {
+        let mut p = format!("+CAIRNIMAGE {id}\r\n").into_bytes();
         p.extend_from_slice(body);
         p
     };
-    let mut flipped = image.clone();
-    let mid = image.len() / 2;
+    let mut flipped = streamed.clone();
+    let mid = streamed.len() / 2;
     flipped[mid] ^= 0x20;
-    let cases: Vec<(&str, Vec<u8>, u64)> = vec![
-        ("a changed byte", framed(&flipped, image.len()), 0),
-        (
-            "a truncated transfer",
-            framed(&image[..mid], image.len()),
-            0,
-        ),
-        ("a length beyond what arrives", framed(&image, 1 << 50), 0),
-        ("another cut offset", framed(&image, image.len()), 77),
+    let mut bad_header = streamed.clone();
+    let at = streamed.len() - 100;
+    bad_header[at] ^= 0x01;
+    let other = "b".repeat(40);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("a changed byte", framed(&replid, &flipped)),
+        ("a truncated transfer", framed(&replid, &streamed[..mid])),
+        ("a damaged header", framed(&replid, &bad_header)),
+        ("another replication id", framed(&other, &streamed)),
     ];
-    for (what, payload, offset) in cases {
-        let (port, stop) = fake_primary(payload, offset, Duration::from_millis(300));
+    for (what, payload) in cases {
+        let (port, stop) = fake_primary(payload, 0, Duration::from_millis(300));
         let rep = start_cairn(DEBUG);
         let mut r = Raw::connect(rep.port);
         assert_eq!(r.call(&["SET", "mine", "kept"]), b"+OK\r\n");
@@ -876,7 +942,7 @@ fn a_damaged_image_from_the_primary_is_refused_and_the_replica_serves_on() {
         );
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
     }
-    let (port, stop) = fake_primary(framed(&image, image.len()), 0, Duration::from_secs(30));
+    let (port, stop) = fake_primary(framed(&replid, &streamed), 0, Duration::from_secs(30));
     let rep = start_cairn(DEBUG);
     let mut r = Raw::connect(rep.port);
     r.call(&["SET", "mine", "replaced"]);
@@ -885,11 +951,7 @@ fn a_damaged_image_from_the_primary_is_refused_and_the_replica_serves_on() {
         r.info("replication", "master_link_status").as_deref() == Some("up")
     });
     assert_eq!(digest(&mut r), want);
-    assert!(
-        rep.log().contains("bytes of snapshot image"),
-        "{}",
-        rep.log()
-    );
+    assert!(rep.log().contains("as it is taken"), "{}", rep.log());
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
@@ -1084,11 +1146,7 @@ fn a_primary_with_io_threads_serves_replicas() {
     writer.join().unwrap();
     wait_synced(&mut p, &mut c);
     wait_synced(&mut p, &mut r);
-    assert!(
-        crep.log().contains("bytes of snapshot image"),
-        "{}",
-        crep.log()
-    );
+    assert!(crep.log().contains("as it is taken"), "{}", crep.log());
     traffic(&mut p, prim.port);
     wait_synced(&mut p, &mut c);
     wait_synced(&mut p, &mut r);

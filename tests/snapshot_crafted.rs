@@ -153,6 +153,8 @@ fn image_of(ks: &Keyspace, tag: &str) -> Vec<u8> {
         write_behind: false,
         functions: Default::default(),
         tier: None,
+        follow: None,
+        record_delay_us: 0,
     };
     save_blocking(&ks.arena, ks.total_keys(), &params).unwrap();
     let bytes = std::fs::read(&path).unwrap();

@@ -5,9 +5,10 @@
 //! The thread connects, does Redis's handshake (PING, AUTH with `masterauth`, REPLCONF
 //! listening-port and `capa eof psync2 cairn-image-<fingerprint>`, PSYNC with the cached
 //! id and offset), then:
-//! - `+FULLRESYNC`: receives the RDB (`$<len>` or `$EOF:<mark>`) or a cairn primary's
-//!   snapshot image (`$<len>`, loaded as it arrives), loads it into a fresh arena and hands
-//!   the whole keyspace to the executor ([`LinkEvent::FullSync`]);
+//! - `+FULLRESYNC`: receives the RDB (`$<len>` or `$EOF:<mark>`), loads it into a fresh
+//!   arena and hands the whole keyspace to the executor ([`LinkEvent::FullSync`]);
+//! - `+CAIRNIMAGE`: a cairn primary's snapshot image, streamed while it is captured and
+//!   loaded as it arrives; its header, last, names the offset the stream continues at;
 //! - `+CONTINUE`: goes on from the offset it asked for.
 //!
 //! The stream is then cut into whole commands here ([`LinkEvent::Commands`], bounded
@@ -332,7 +333,23 @@ fn session(
         };
         crate::notice!("Full resync from master: {replid}:{offset}");
         send(LinkEvent::State("sync"));
-        let (ks, functions, stream_db) = receive_dataset(&mut c, stop, p, offset)?;
+        let (ks, functions, stream_db) = receive_dataset(&mut c, stop, p)?;
+        if !send(LinkEvent::FullSync {
+            ks: Box::new(ks),
+            functions,
+            replid: replid.to_string(),
+            offset,
+            stream_db,
+        }) {
+            return Err("stopped".into());
+        }
+    } else if let Some(replid) = reply.strip_prefix("+CAIRNIMAGE ") {
+        // A cairn primary that matched our image capability streams its capture while it
+        // is taken; the image's header, last, names the offset the stream continues at.
+        let replid = replid.trim();
+        crate::notice!("Full resync from master by streamed image: {replid}");
+        send(LinkEvent::State("sync"));
+        let ((ks, functions, stream_db), offset) = load_streamed_image(&mut c, stop, p, replid)?;
         if !send(LinkEvent::FullSync {
             ks: Box::new(ks),
             functions,
@@ -364,26 +381,10 @@ fn session(
 type Dataset = (Keyspace, Vec<Vec<u8>>, usize);
 
 /// The payload after `+FULLRESYNC`, loaded: an RDB (`$<len>` or `$EOF:<mark>`, received
-/// into memory, then parsed key by key) or, from a cairn primary that matched our image
-/// capability, its snapshot image (`$<len>`), loaded straight from the socket as startup
-/// loads a file: no copy of the payload, no per-key parsing.
-fn receive_dataset(
-    c: &mut Conn,
-    stop: &AtomicBool,
-    p: &LinkParams,
-    offset: u64,
-) -> Result<Dataset, String> {
+/// into memory, then parsed key by key). A cairn primary that matched our image
+/// capability answers `+CAIRNIMAGE` instead ([`load_streamed_image`]).
+fn receive_dataset(c: &mut Conn, stop: &AtomicBool, p: &LinkParams) -> Result<Dataset, String> {
     let head = payload_head(c, stop)?;
-    if let Some(len) = head.strip_prefix('$').and_then(|n| n.parse::<u64>().ok()) {
-        let magic = &crate::persistence::snapshot::format::FILE_MAGIC;
-        let want = magic.len().min(len as usize);
-        while c.buf.len() - c.pos < want {
-            c.fill(stop)?;
-        }
-        if len >= magic.len() as u64 && c.buf[c.pos..].starts_with(magic) {
-            return load_image_from(c, stop, p, len, offset);
-        }
-    }
     let data = receive_rdb(c, stop, &head)?;
     load_dataset(&data, p)
 }
@@ -446,8 +447,8 @@ fn receive_rdb(c: &mut Conn, stop: &AtomicBool, head: &str) -> Result<Vec<u8>, S
     Ok(data)
 }
 
-/// The next `left` bytes of the payload as a reader (the image loader reads exactly the
-/// image's length; the stream follows).
+/// The payload as a reader, at most `left` bytes (the image loader reads exactly the
+/// image, which its trailer and header end; the stream follows).
 struct Payload<'a> {
     c: &'a mut Conn,
     stop: &'a AtomicBool,
@@ -473,32 +474,33 @@ impl Read for Payload<'_> {
     }
 }
 
-/// Loads a snapshot image of `len` bytes from the socket into a fresh arena (this thread;
-/// the executor only swaps it in). The image's cut must be the offset `+FULLRESYNC` named:
-/// the stream that follows starts there.
-fn load_image_from(
+/// Loads a snapshot image sent in its streamed order (the header last) from the socket
+/// into a fresh arena as it arrives (this thread; the executor only swaps it in). Returns
+/// the dataset and the cut's offset, which the header names; its replid must be the one
+/// the primary announced.
+fn load_streamed_image(
     c: &mut Conn,
     stop: &AtomicBool,
     p: &LinkParams,
-    len: u64,
-    offset: u64,
-) -> Result<Dataset, String> {
+    replid: &str,
+) -> Result<(Dataset, u64), String> {
     crate::notice!(
-        "MASTER <-> REPLICA sync: receiving {len} bytes of snapshot image from master, loading it as it arrives"
+        "MASTER <-> REPLICA sync: receiving the snapshot image from master as it is taken, loading it as it arrives"
     );
     let s = p.config.settings();
     let fail = |e: String| format!("Failed trying to load the MASTER synchronization image: {e}");
-    let mut payload = Payload { c, stop, left: len };
+    let mut payload = Payload {
+        c,
+        stop,
+        left: u64::MAX,
+    };
     let (arena, header) =
-        crate::persistence::snapshot::load_image_stream(&mut payload, len, s.arena_reserve_bytes)
+        crate::persistence::snapshot::load_image_streamed(&mut payload, s.arena_reserve_bytes)
             .map_err(fail)?;
-    if payload.left != 0 {
-        return Err(fail(format!("{} bytes of the image unread", payload.left)));
-    }
-    if header.repl_offset != offset {
+    if header.repl_id[..] != *replid.as_bytes() {
         return Err(fail(format!(
-            "the image was cut at offset {}, FULLRESYNC said {offset}",
-            header.repl_offset
+            "the image is of replication id {}, the primary announced {replid}",
+            String::from_utf8_lossy(&header.repl_id)
         )));
     }
     let ks = crate::collections::keyspace_from_arena(arena, s.databases).map_err(fail)?;
@@ -509,7 +511,7 @@ fn load_image_from(
         .checked_sub(1)
         .filter(|&db| db < s.databases)
         .unwrap_or(0);
-    Ok((ks, functions, stream_db))
+    Ok(((ks, functions, stream_db), header.repl_offset))
 }
 
 /// Loads the RDB into a fresh arena (this thread; the executor only swaps it in), with

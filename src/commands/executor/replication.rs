@@ -21,6 +21,7 @@
 use super::repl_pending::PendingStream;
 use super::Server;
 use crate::persistence::repl_backlog::Backlog;
+use crate::persistence::snapshot::format::{Follow, Followed, HEADER_BYTES};
 use crate::persistence::snapshot::BgJob;
 use crate::util::now_ms;
 use crate::{notice, warning};
@@ -91,6 +92,8 @@ pub struct Replica {
 enum Phase {
     Snapshot {
         job: BgJob,
+        /// Image form: the sender already streams the capture as it is written.
+        early: Option<Transfer>,
     },
     Send {
         chunks: Receiver<Vec<u8>>,
@@ -100,15 +103,19 @@ enum Phase {
     },
 }
 
+/// The `cairn-repl-rdb` thread of an image-form sync, started with the capture.
+struct Transfer {
+    chunks: Receiver<Vec<u8>>,
+    finished: Arc<Finished>,
+    thread: JoinHandle<()>,
+}
+
 struct FullSync {
     phase: Phase,
     image: PathBuf,
     /// The stream position the capture cut at (known once the snapshot is done).
     cut_offset: u64,
     eof_form: bool,
-    /// Every member loads our images: the capture goes out as it is (`$<len>`), with no
-    /// RDB conversion (no private arena, no dataset-sized memory on this side).
-    image_form: bool,
 }
 
 /// The outcome of the `cairn-repl-rdb` thread, published before the thread closes its
@@ -880,11 +887,17 @@ impl Server {
         }
         if now - self.repl.last_newline_ms >= 1000 {
             self.repl.last_newline_ms = now;
+            // Not to members of a capture streamed as it is taken: its bytes are going out.
+            let streaming = matches!(
+                self.repl.sync.as_ref().map(|s| &s.phase),
+                Some(Phase::Snapshot { early: Some(_), .. })
+            );
             let waiting: Vec<(usize, u64)> = self
                 .repl
                 .replicas
                 .iter()
                 .filter(|r| matches!(r.state, ReplicaState::WaitCapture { .. }))
+                .filter(|r| !(streaming && r.in_sync))
                 .map(|r| (r.slot, r.client_id))
                 .collect();
             for (slot, id) in waiting {
@@ -963,8 +976,12 @@ impl Server {
     fn full_sync_step(&mut self) {
         match self.repl.sync.as_ref().map(|s| &s.phase) {
             None => self.start_capture(),
-            Some(Phase::Snapshot { job }) => {
-                if job.is_finished() {
+            Some(Phase::Snapshot { job, early }) => {
+                let done = job.is_finished();
+                if early.is_some() {
+                    self.stream_capture();
+                }
+                if done {
                     self.capture_done();
                 }
             }
@@ -1003,6 +1020,17 @@ impl Server {
         let eof_form = !image_form && s.repl_diskless_sync && waiting().all(|r| r.capa_eof);
         let mut p = super::snapshot_ops::params(self);
         p.path = image.clone();
+        let follow = image_form.then(|| Arc::new(Follow::default()));
+        p.follow = follow.clone();
+        if image_form {
+            // Redis's knob for slow saves, here on the records of the streamed capture.
+            p.record_delay_us = self
+                .config
+                .get_value("rdb-key-save-delay")
+                .and_then(|v| v.parse::<i64>().ok())
+                .unwrap_or(0)
+                .max(0) as u64;
+        }
         let cut = self.repl.cut_seen.clone();
         p.on_cut = Some(Arc::new(move |_lsn| cut.store(true, SeqCst)));
         self.ks.arena.set_keep_pages(true);
@@ -1020,17 +1048,40 @@ impl Server {
                         "disk"
                     }
                 );
+                let mut members = Vec::new();
                 for r in &mut self.repl.replicas {
                     if matches!(r.state, ReplicaState::WaitCapture { .. }) {
                         r.in_sync = true;
+                        members.push((r.slot, r.client_id));
                     }
                 }
+                let early = match follow {
+                    Some(f) => match self.start_image_transfer(&image, f) {
+                        Ok(t) => {
+                            // The image's header, sent last, names the cut's offset.
+                            let head = format!("+CAIRNIMAGE {}\r\n", self.master_replid);
+                            for (slot, id) in members {
+                                self.push_raw(slot, id, head.as_bytes());
+                            }
+                            Some(t)
+                        }
+                        Err(e) => {
+                            warning!("Can't start the image sender for replication: {e}");
+                            job.cancel();
+                            self.ks.arena.set_keep_pages(false);
+                            self.tier_capture(false);
+                            remove_capture(&image);
+                            self.fail_sync_members();
+                            return;
+                        }
+                    },
+                    None => None,
+                };
                 self.repl.sync = Some(FullSync {
-                    phase: Phase::Snapshot { job },
+                    phase: Phase::Snapshot { job, early },
                     image,
                     cut_offset: 0,
                     eof_form,
-                    image_form,
                 });
             }
             Err(e) => {
@@ -1059,7 +1110,7 @@ impl Server {
         let Some(mut sync) = self.repl.sync.take() else {
             return;
         };
-        let Phase::Snapshot { job } = sync.phase else {
+        let Phase::Snapshot { job, early } = sync.phase else {
             return;
         };
         let result = job.join();
@@ -1081,6 +1132,7 @@ impl Server {
         sync.cut_offset = outcome.repl_offset;
         let replid = self.master_replid.clone();
         let mut members: Vec<(usize, u64, bool)> = Vec::new();
+        let mut late = Vec::new();
         for r in &mut self.repl.replicas {
             if !r.in_sync {
                 continue;
@@ -1093,8 +1145,12 @@ impl Server {
                 continue;
             };
             if *from_offset > sync.cut_offset {
-                // Asked after the cut: the next capture serves it.
+                // Asked after the cut: the next capture serves it (an image streamed
+                // from before: never, members are fixed when the capture starts).
                 r.in_sync = false;
+                if early.is_some() {
+                    late.push(r.slot);
+                }
                 continue;
             }
             pending.skip(sync.cut_offset - *from_offset);
@@ -1106,10 +1162,24 @@ impl Server {
             r.state = ReplicaState::SendingRdb { pending };
             members.push((r.slot, r.client_id, r.psync));
         }
+        for slot in late {
+            // Part of an image went to it already: it starts again.
+            self.close_soon(slot);
+        }
         if members.is_empty() {
             // Everyone who asked left (or asked after the cut): no RDB to write.
             remove_capture(&sync.image);
             self.start_capture();
+            return;
+        }
+        if let Some(t) = early {
+            // The sender goes on with the capture's end and its header.
+            sync.phase = Phase::Send {
+                chunks: t.chunks,
+                finished: t.finished,
+                converter: t.thread,
+            };
+            self.repl.sync = Some(sync);
             return;
         }
         let head = format!("+FULLRESYNC {replid} {}\r\n", sync.cut_offset);
@@ -1118,12 +1188,7 @@ impl Server {
                 self.push_raw(slot, id, head.as_bytes());
             }
         }
-        let queued = if sync.image_form {
-            IMAGE_CHUNKS_QUEUED
-        } else {
-            RDB_CHUNKS_QUEUED
-        };
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(queued);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(RDB_CHUNKS_QUEUED);
         let s = self.config.settings();
         let reserve = s.arena_reserve_bytes;
         let dbs = self.ks.num_dbs();
@@ -1135,28 +1200,23 @@ impl Server {
         ];
         let tmp_rdb = image.with_extension("rdb");
         let wake = self.aof.waker();
-        let image_form = sync.image_form;
         let finished = Arc::new(Finished::default());
         let done = finished.clone();
         let spawned = std::thread::Builder::new()
             .name("cairn-repl-rdb".into())
             .spawn(move || {
                 let mut unlinked = Vec::new();
-                let r = if image_form {
-                    send_image(&image, tx, wake.clone(), &mut unlinked)
-                } else {
-                    produce_rdb(
-                        &image,
-                        &tmp_rdb,
-                        &aux,
-                        reserve,
-                        dbs,
-                        eof_form,
-                        tx,
-                        wake.clone(),
-                        &mut unlinked,
-                    )
-                };
+                let r = produce_rdb(
+                    &image,
+                    &tmp_rdb,
+                    &aux,
+                    reserve,
+                    dbs,
+                    eof_form,
+                    tx,
+                    wake.clone(),
+                    &mut unlinked,
+                );
                 // Left behind by a failure before they were unlinked (a no-op otherwise).
                 remove_capture(&image);
                 let _ = std::fs::remove_file(&tmp_rdb);
@@ -1182,6 +1242,75 @@ impl Server {
                 warning!("Can't start the RDB writer for replication: {e}");
                 remove_capture(&sync.image);
                 self.fail_sync_members();
+            }
+        }
+    }
+
+    /// Starts the `cairn-repl-rdb` thread that streams the capture to image-form
+    /// replicas while it is written ([`stream_image`]).
+    fn start_image_transfer(
+        &self,
+        image: &std::path::Path,
+        follow: Arc<Follow>,
+    ) -> std::io::Result<Transfer> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(IMAGE_CHUNKS_QUEUED);
+        let wake = self.aof.waker();
+        let finished = Arc::new(Finished::default());
+        let done = finished.clone();
+        let image = image.to_path_buf();
+        let thread = std::thread::Builder::new()
+            .name("cairn-repl-rdb".into())
+            .spawn(move || {
+                let mut unlinked = Vec::new();
+                let r = stream_image(&image, &follow, &tx, wake.as_ref(), &mut unlinked);
+                drop(tx);
+                remove_capture(&image);
+                done.publish(r);
+                if let Some(w) = &wake {
+                    w();
+                }
+                // As for the RDB form: the last close of the unlinked capture frees its
+                // blocks, after the executor has the outcome.
+                drop(unlinked);
+            })?;
+        Ok(Transfer {
+            chunks: rx,
+            finished,
+            thread,
+        })
+    }
+
+    /// While an image-form capture runs: its final bytes to the members, as the RDB form
+    /// does after the capture ([`Server::send_rdb`]), within the same window.
+    fn stream_capture(&mut self) {
+        let members: Vec<(usize, u64)> = self
+            .repl
+            .replicas
+            .iter()
+            .filter(|r| r.in_sync && matches!(r.state, ReplicaState::WaitCapture { .. }))
+            .map(|r| (r.slot, r.client_id))
+            .collect();
+        loop {
+            if members
+                .iter()
+                .any(|&(slot, _)| self.unsent_bytes(slot) >= RDB_OUTPUT_WINDOW_BYTES)
+            {
+                return;
+            }
+            let Some(FullSync {
+                phase: Phase::Snapshot { early: Some(t), .. },
+                ..
+            }) = self.repl.sync.as_ref()
+            else {
+                return;
+            };
+            // A disconnected channel is the thread's end: its outcome is taken once the
+            // capture is done (`send_rdb`).
+            let Ok(chunk) = t.chunks.try_recv() else {
+                return;
+            };
+            for &(slot, id) in &members {
+                self.push_raw(slot, id, &chunk);
             }
         }
     }
@@ -1290,7 +1419,9 @@ impl Server {
     pub fn repl_cancel_sync(&mut self) {
         if let Some(sync) = self.repl.sync.take() {
             match sync.phase {
-                Phase::Snapshot { job } => {
+                Phase::Snapshot { job, early } => {
+                    // The writer's abandon ends the sender (its outcome is not needed).
+                    drop(early);
                     job.cancel();
                     self.ks.arena.set_keep_pages(false);
                     self.tier_capture(false);
@@ -1326,40 +1457,60 @@ fn replica_name(r: &Replica) -> String {
     format!("{}:{}", r.ip, r.listening_port)
 }
 
-/// Sender thread for replicas that load our images: the capture as it is, `$<len>\r\n`
-/// and the file's bytes (the replica loads it as startup does, straight from the socket).
-/// `unlinked`: the file, open and already unlinked, for the caller to close once the
-/// executor has the outcome.
-fn send_image(
+/// Sender thread for replicas that load our images, started with the capture: the image
+/// in its streamed order (`docs/formats/snapshot.md`, "Streamed form"): every byte after
+/// the header as soon as the writer made it final, then, once the image is complete, the
+/// header (which names the cut's offset). The replica loads it as it arrives. When the
+/// replicas are slower than the capture the file is the buffer: at most
+/// [`IMAGE_CHUNKS_QUEUED`] chunks wait in memory. `unlinked`: the capture, open and
+/// unlinked once complete, for the caller to close after the executor has the outcome.
+fn stream_image(
     image: &std::path::Path,
-    tx: SyncSender<Vec<u8>>,
-    wake: Option<Arc<dyn Fn() + Send + Sync>>,
+    follow: &Follow,
+    tx: &SyncSender<Vec<u8>>,
+    wake: Option<&Arc<dyn Fn() + Send + Sync>>,
     unlinked: &mut Vec<std::fs::File>,
 ) -> Result<(), String> {
+    use std::os::unix::fs::FileExt;
     crate::persistence::snapshot::lower_priority();
-    let io = |e: std::io::Error| format!("{}: {e}", image.display());
-    let f = std::fs::File::open(image).map_err(io)?;
-    // Unlinked now: the name is free for the next capture, the blocks go at the close.
-    let _ = std::fs::remove_file(image);
-    unlinked.push(f);
-    let f = unlinked.last_mut().ok_or("no file")?;
-    let len = f.metadata().map_err(io)?.len();
-    let mut sink = ChunkSink {
-        tx,
-        buf: Vec::with_capacity(RDB_CHUNK_BYTES),
-        wake,
+    let f = follow.file()?;
+    let send = |from: u64, to: u64| -> Result<(), String> {
+        let mut at = from;
+        while at < to {
+            let n = (to - at).min(RDB_CHUNK_BYTES as u64) as usize;
+            let mut chunk = vec![0u8; n];
+            f.read_exact_at(&mut chunk, at)
+                .map_err(|e| format!("{}: {e}", image.display()))?;
+            tx.send(chunk)
+                .map_err(|_| "the replication sync was abandoned".to_string())?;
+            if let Some(w) = wake {
+                w();
+            }
+            at += n as u64;
+        }
+        Ok(())
     };
-    use std::io::Write;
-    sink.write_all(format!("${len}\r\n").as_bytes())
-        .map_err(|e| e.to_string())?;
-    let copied = std::io::copy(f, &mut sink).map_err(io)?;
-    if copied != len {
-        return Err(format!(
-            "{} changed while it was sent ({copied} of {len} bytes)",
-            image.display()
-        ));
+    let mut sent = HEADER_BYTES as u64;
+    loop {
+        match follow.wait_past(sent)? {
+            Followed::More(mark) => {
+                send(sent, mark)?;
+                sent = mark;
+            }
+            Followed::Complete(len) => {
+                // Complete and renamed into `image`: the name is free for the next
+                // capture, the blocks go at the close.
+                let _ = std::fs::remove_file(image);
+                if len < sent {
+                    return Err(format!("{} shrank while it was sent", image.display()));
+                }
+                send(sent, len)?;
+                send(0, HEADER_BYTES as u64)?;
+                unlinked.push(f);
+                return Ok(());
+            }
+        }
     }
-    sink.flush().map_err(|e| e.to_string())
 }
 
 /// Converter thread: loads the capture into a private arena and sends the RDB in chunks.

@@ -122,6 +122,8 @@ pub(crate) fn params(srv: &Server) -> SnapParams {
                     .max(0) as u64,
             }
         }),
+        follow: None,
+        record_delay_us: 0,
     }
 }
 

@@ -228,6 +228,8 @@ mod tests {
             write_behind: false,
             functions: Default::default(),
             tier: None,
+            follow: None,
+            record_delay_us: 0,
         };
         save_blocking(&ks.arena, ks.total_keys(), &p).unwrap();
         let out = dir.join("p.2.base.rdb");

@@ -26,6 +26,10 @@ pub const TRAILER_BYTES: usize = 32;
 /// there: magic, 4 reserved bytes, length u64, then the libraries as RDB function records.
 pub const FUNCTIONS_MAGIC: [u8; 4] = *b"CFUN";
 pub const FUNCTIONS_SECTION_HEADER_BYTES: usize = 16;
+/// The full sync's wire form of an image (`+CAIRNIMAGE`, the streamed order: see
+/// [`load_streamed`]), folded into [`Fingerprint::replication_capa`] so that only a replica
+/// that reads this form is sent it.
+pub const STREAMED_FORM_VERSION: u32 = 1;
 
 /// Record flag: the payload is one LZ4 block (else the raw bytes).
 pub const REC_LZ4: u16 = 1;
@@ -106,7 +110,9 @@ impl Fingerprint {
     pub fn replication_capa(&self) -> String {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         let fields = self.fields();
-        let words = std::iter::once(FORMAT_VERSION).chain(fields.iter().map(|f| f.1));
+        let words = [FORMAT_VERSION, STREAMED_FORM_VERSION]
+            .into_iter()
+            .chain(fields.iter().map(|f| f.1));
         for w in words {
             for b in w.to_le_bytes() {
                 h ^= b as u64;
@@ -363,6 +369,94 @@ pub struct ImageWriter {
     /// crc32c over every record header, in order (the trailer carries it).
     chain_crc: u32,
     pub bytes_written: u64,
+    /// A reader following the image as it is written (a replica's full sync).
+    follow: Option<Published>,
+    /// A pause after each record (µs; `SnapParams::record_delay_us`).
+    pub record_delay_us: u64,
+}
+
+/// An image being written, followed by a reader in another thread (the full sync's sender
+/// streams the capture to replicas while it is taken). The writer only appends after its
+/// placeholder header, so every byte below [`Follow::wait_past`]'s mark is final; the
+/// real header is written at offset 0 last and is published with the image's end.
+#[derive(Default)]
+pub struct Follow {
+    state: std::sync::Mutex<FollowState>,
+    cv: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct FollowState {
+    /// The image's file, opened again for the reader once the writer made it.
+    file: Option<File>,
+    /// Bytes from the file's start that are written and will not change (the header's
+    /// 256 bytes excepted: they are final only at the end).
+    final_bytes: u64,
+    /// `Some(Ok(len))`: the image is complete, `len` bytes, header included; `Some(Err)`:
+    /// the writer gave up (the capture failed or was cancelled).
+    end: Option<Result<u64, String>>,
+}
+
+/// What [`Follow::wait_past`] found.
+pub enum Followed {
+    /// The bytes `[from, final_bytes)` can be read; more will come.
+    More(u64),
+    /// The image is complete: `len` bytes; its header (offset 0) is final now too.
+    Complete(u64),
+}
+
+impl Follow {
+    /// The image file for reading (a descriptor of its own), once the writer created it.
+    pub fn file(&self) -> Result<File, String> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(f) = &st.file {
+                return f.try_clone().map_err(|e| e.to_string());
+            }
+            if let Some(Err(e)) = &st.end {
+                return Err(e.clone());
+            }
+            st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Waits until bytes at or past `from` are final, or the image ended.
+    pub fn wait_past(&self, from: u64) -> Result<Followed, String> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            match &st.end {
+                Some(Ok(len)) => return Ok(Followed::Complete(*len)),
+                Some(Err(e)) => return Err(e.clone()),
+                None if st.final_bytes > from => return Ok(Followed::More(st.final_bytes)),
+                None => st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner()),
+            }
+        }
+    }
+
+    fn update(&self, f: impl FnOnce(&mut FollowState)) {
+        f(&mut self.state.lock().unwrap_or_else(|p| p.into_inner()));
+        self.cv.notify_all();
+    }
+}
+
+/// The writer's end of a [`Follow`]: dropped without [`Published::complete`] (an abort,
+/// an error, a cancel), it tells the reader the image will not be completed.
+struct Published(std::sync::Arc<Follow>);
+
+impl Published {
+    fn complete(self, len: u64) {
+        self.0.update(|st| st.end = Some(Ok(len)));
+    }
+}
+
+impl Drop for Published {
+    fn drop(&mut self) {
+        self.0.update(|st| {
+            if st.end.is_none() {
+                st.end = Some(Err("the capture was abandoned".into()));
+            }
+        });
+    }
 }
 
 impl ImageWriter {
@@ -386,6 +480,8 @@ impl ImageWriter {
             records: 0,
             chain_crc: 0,
             bytes_written: 0,
+            follow: None,
+            record_delay_us: 0,
         };
         // A placeholder header whose magic is zero: an image torn before `commit` rewrote
         // it can never be mistaken for a complete one (it never reaches the final name
@@ -393,6 +489,16 @@ impl ImageWriter {
         w.file.write_all(&[0u8; HEADER_BYTES])?;
         w.bytes_written = HEADER_BYTES as u64;
         Ok(w)
+    }
+
+    /// Lets `f`'s reader follow this image as it is written.
+    pub fn follow(&mut self, f: std::sync::Arc<Follow>) -> io::Result<()> {
+        // A descriptor of its own, for reading (the writer's is write-only); the name
+        // stays valid until the rename, the descriptor after it.
+        let file = File::open(&self.tmp)?;
+        f.update(|st| st.file = Some(file));
+        self.follow = Some(Published(f));
+        Ok(())
     }
 
     pub fn write_record(&mut self, r: &Record) -> io::Result<()> {
@@ -404,6 +510,14 @@ impl ImageWriter {
         self.file.write_all(&r.payload)?;
         self.records += 1;
         self.bytes_written += r.file_bytes();
+        if let Some(p) = &self.follow {
+            // What the buffer still holds is not in the file yet.
+            let written = self.bytes_written - self.file.buffer().len() as u64;
+            p.0.update(|st| st.final_bytes = written);
+        }
+        if self.record_delay_us > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(self.record_delay_us));
+        }
         Ok(())
     }
 
@@ -446,6 +560,9 @@ impl ImageWriter {
             _ => PathBuf::from("."),
         };
         File::open(dir)?.sync_all()?;
+        if let Some(p) = self.follow.take() {
+            p.complete(self.bytes_written);
+        }
         Ok(self.bytes_written)
     }
 
@@ -771,14 +888,94 @@ pub fn load_from_bytes(
     )
 }
 
-/// Loads an image arriving as a stream of `len` bytes (a replica's full sync reads it
-/// straight from the primary's socket: no file, no copy of the payload in memory).
-pub fn load_from_stream<R: Read>(
-    f: R,
-    len: u64,
+/// Loads an image in its streamed order (`docs/formats/snapshot.md`, "Streamed form"):
+/// the file's bytes after the header, then the header, as a full sync sends a capture
+/// while it is taken. Its length is not known up front: the trailer and the header end
+/// it, and nothing past them is read. Records are bounded by the region until the header
+/// arrives, then checked against it: the outcome is the same as loading the file.
+pub fn load_streamed<R: Read>(
+    mut f: R,
     reserve_bytes: usize,
 ) -> Result<(RawRegion, ImageHeader), LoadError> {
-    load_from_reader(f, len, reserve_bytes, &LoadProgress::default())
+    let mut region = RawRegion::new(reserve_bytes).map_err(|e| LoadError::Arena(e.to_string()))?;
+    let expect = Expect {
+        arena_bytes: region.reserved_bytes() as u64,
+        functions_stated: None,
+        mode: None,
+        file_len: u64::MAX,
+    };
+    let (end, header_at) = apply_records(&mut f, &mut region, &expect, &LoadProgress::default())?;
+    let header = read_header_block(&mut f)?;
+    check_fingerprint(&header)?;
+    if header.arena_bytes > region.reserved_bytes() as u64 {
+        return Err(LoadError::TooLarge {
+            need: header.arena_bytes,
+            have: region.reserved_bytes() as u64,
+        });
+    }
+    let bad = |what: String| LoadError::Trailer {
+        offset: header_at,
+        what,
+    };
+    if end.trailer_arena_bytes != header.arena_bytes {
+        return Err(bad("arena size differs from the header's".into()));
+    }
+    if end.extents_end > header.arena_bytes {
+        return Err(bad(format!(
+            "records reach arena offset {}, the header's arena is {} bytes",
+            end.extents_end, header.arena_bytes
+        )));
+    }
+    let functions_seen = (end.functions.len() as u64, crc32c::crc32c(&end.functions));
+    let stated = header.functions_stated;
+    if functions_seen != stated {
+        return Err(LoadError::Functions {
+            offset: header_at,
+            what: format!(
+                "{} bytes with crc32c {:#010x}, the header says {} bytes with {:#010x}",
+                functions_seen.0, functions_seen.1, stated.0, stated.1
+            ),
+        });
+    }
+    Ok((
+        region,
+        ImageHeader {
+            functions: end.functions,
+            ..header
+        },
+    ))
+}
+
+/// What [`read_records`] checks records against: the header's figures, or for a streamed
+/// image (whose header comes last) the region's size, with the header checked at the end.
+struct Expect {
+    arena_bytes: u64,
+    /// The function section's (length, crc32c), `None` until the header is known.
+    functions_stated: Option<(u64, u32)>,
+    mode: Option<CutMode>,
+    /// Bytes the image holds (`u64::MAX`: unknown, the trailer ends it).
+    file_len: u64,
+}
+
+/// What [`read_records`] found once it reached the trailer.
+#[derive(Default)]
+struct RecordsEnd {
+    functions: Vec<u8>,
+    /// The trailer's arena size.
+    trailer_arena_bytes: u64,
+    /// The furthest arena byte a record wrote.
+    extents_end: u64,
+}
+
+fn check_fingerprint(header: &ImageHeader) -> Result<(), LoadError> {
+    match header.fingerprint.mismatch(&Fingerprint::current()) {
+        Some((field, image, binary)) => Err(LoadError::Fingerprint {
+            field,
+            image,
+            binary,
+        }),
+        None => Ok(()),
+    }
 }
 
 fn load_from_reader<R: Read>(
@@ -788,13 +985,7 @@ fn load_from_reader<R: Read>(
     progress: &LoadProgress,
 ) -> Result<(RawRegion, ImageHeader), LoadError> {
     let header = read_header_block(&mut f)?;
-    if let Some((field, image, binary)) = header.fingerprint.mismatch(&Fingerprint::current()) {
-        return Err(LoadError::Fingerprint {
-            field,
-            image,
-            binary,
-        });
-    }
+    check_fingerprint(&header)?;
     let mut region = RawRegion::new(reserve_bytes).map_err(|e| LoadError::Arena(e.to_string()))?;
     if header.arena_bytes > region.reserved_bytes() as u64 {
         return Err(LoadError::TooLarge {
@@ -802,6 +993,30 @@ fn load_from_reader<R: Read>(
             have: region.reserved_bytes() as u64,
         });
     }
+    let expect = Expect {
+        arena_bytes: header.arena_bytes,
+        functions_stated: Some(header.functions_stated),
+        mode: Some(header.mode),
+        file_len,
+    };
+    let (end, _) = apply_records(&mut f, &mut region, &expect, progress)?;
+    Ok((
+        region,
+        ImageHeader {
+            functions: end.functions,
+            ..header
+        },
+    ))
+}
+
+/// Reads the records up to and with the trailer, applying them into `region` on
+/// [`load_threads`] workers. Returns what the trailer closed and the offset after it.
+fn apply_records<R: Read>(
+    f: &mut R,
+    region: &mut RawRegion,
+    expect: &Expect,
+    progress: &LoadProgress,
+) -> Result<(RecordsEnd, u64), LoadError> {
     let base = RegionPtr(
         region
             .slice_mut(0, 0)
@@ -835,7 +1050,7 @@ fn load_from_reader<R: Read>(
                 }
             });
         }
-        let r = read_records(&mut f, file_len, &header, progress, &shared, &tx);
+        let r = read_records(f, expect, progress, &shared, &tx);
         drop(tx);
         r
     });
@@ -846,13 +1061,7 @@ fn load_from_reader<R: Read>(
     match (read, worker_err) {
         (Err((ri, re)), Some((wi, we))) => Err(if wi < ri { we } else { re }),
         (Err((_, e)), None) | (Ok(_), Some((_, e))) => Err(e),
-        (Ok(functions), None) => Ok((
-            region,
-            ImageHeader {
-                functions,
-                ..header
-            },
-        )),
+        (Ok(end), None) => Ok(end),
     }
 }
 
@@ -903,13 +1112,14 @@ impl DisjointExtents {
 /// Errors carry the record index they concern (for choosing the first failure).
 fn read_records<R: Read>(
     f: &mut R,
-    file_len: u64,
-    header: &ImageHeader,
+    expect: &Expect,
     progress: &LoadProgress,
     shared: &LoadShared,
     tx: &std::sync::mpsc::SyncSender<LoadRec>,
-) -> Result<Vec<u8>, (u64, LoadError)> {
+) -> Result<(RecordsEnd, u64), (u64, LoadError)> {
     use std::sync::atomic::Ordering::Relaxed;
+    let file_len = expect.file_len;
+    let mut extents_end = 0u64;
     let mut pos = HEADER_BYTES as u64;
     let mut functions: Option<Vec<u8>> = None;
     let mut records = 0u64;
@@ -919,7 +1129,7 @@ fn read_records<R: Read>(
     let mut single_wave = DisjointExtents::default();
     loop {
         if shared.abort.load(std::sync::atomic::Ordering::SeqCst) {
-            return Ok(Vec::new());
+            return Ok(Default::default());
         }
         let at = records;
         let err = |e: LoadError| (at, e);
@@ -933,27 +1143,41 @@ fn read_records<R: Read>(
         read_exact_at(f, &mut rh[..4], "a record header", pos).map_err(err)?;
         if rh[..4] == FUNCTIONS_MAGIC {
             let bad = |what: String| err(LoadError::Functions { offset: pos, what });
-            let (stated_len, stated_crc) = header.functions_stated;
-            if functions.is_some() || stated_len == 0 {
+            if functions.is_some() || expect.functions_stated.is_some_and(|s| s.0 == 0) {
                 return Err(bad("a section the header does not announce".into()));
             }
             let mut h = [0u8; FUNCTIONS_SECTION_HEADER_BYTES];
             read_exact_at(f, &mut h[4..], "the function libraries", pos).map_err(err)?;
             let len = get64(&h, 8);
-            if len != stated_len {
-                return Err(bad(format!("{len} bytes, the header says {stated_len}")));
+            if let Some((stated_len, _)) = expect.functions_stated {
+                if len != stated_len {
+                    return Err(bad(format!("{len} bytes, the header says {stated_len}")));
+                }
             }
-            let end = pos + FUNCTIONS_SECTION_HEADER_BYTES as u64 + len;
+            let end = (pos + FUNCTIONS_SECTION_HEADER_BYTES as u64).saturating_add(len);
             if end > file_len {
                 return Err(err(LoadError::Truncated {
                     what: "the function libraries",
                     offset: pos,
                 }));
             }
-            let mut blob = vec![0u8; len as usize];
-            read_exact_at(f, &mut blob, "the function libraries", pos).map_err(err)?;
-            if crc32c::crc32c(&blob) != stated_crc {
-                return Err(bad("checksum mismatch".into()));
+            // A streamed image states the length only here: the buffer grows with what
+            // arrives, never by the declared size.
+            let mut blob = Vec::new();
+            match f.take(len).read_to_end(&mut blob) {
+                Ok(n) if n as u64 == len => {}
+                Ok(_) => {
+                    return Err(err(LoadError::Truncated {
+                        what: "the function libraries",
+                        offset: pos,
+                    }))
+                }
+                Err(e) => return Err(err(LoadError::Io(e))),
+            }
+            if let Some((_, stated_crc)) = expect.functions_stated {
+                if crc32c::crc32c(&blob) != stated_crc {
+                    return Err(bad("checksum mismatch".into()));
+                }
             }
             functions = Some(blob);
             pos = end;
@@ -973,26 +1197,32 @@ fn read_records<R: Read>(
                     get64(&t, 8)
                 )));
             }
-            if get64(&t, 16) != header.arena_bytes {
+            let streamed = expect.file_len == u64::MAX;
+            if !streamed && get64(&t, 16) != expect.arena_bytes {
                 return Err(bad("arena size differs from the header's".into()));
             }
             if get32(&t, 24) != chain_crc {
                 return Err(bad("record header chain checksum mismatch".into()));
             }
-            if pos + TRAILER_BYTES as u64 != file_len {
+            if !streamed && pos + TRAILER_BYTES as u64 != file_len {
                 return Err(bad(format!(
                     "{} unexpected bytes after it",
                     file_len - pos - TRAILER_BYTES as u64
                 )));
             }
-            if header.functions_stated.0 > 0 && functions.is_none() {
+            if expect.functions_stated.is_some_and(|s| s.0 > 0) && functions.is_none() {
                 return Err(err(LoadError::Functions {
                     offset: pos,
                     what: "the header announces function libraries the file lacks".into(),
                 }));
             }
             shared.wait_idle();
-            return Ok(functions.unwrap_or_default());
+            let end = RecordsEnd {
+                functions: functions.unwrap_or_default(),
+                trailer_arena_bytes: get64(&t, 16),
+                extents_end,
+            };
+            return Ok((end, pos + TRAILER_BYTES as u64));
         }
         read_exact_at(f, &mut rh[4..], "a record header", pos).map_err(err)?;
         let rec_err = |what: String| {
@@ -1039,12 +1269,13 @@ fn read_records<R: Read>(
                 len: get32(&table, i * EXTENT_BYTES + 8),
             };
             let end = e.offset.checked_add(e.len as u64);
-            if end.is_none_or(|end| end > header.arena_bytes) {
+            if end.is_none_or(|end| end > expect.arena_bytes) {
                 return Err(rec_err(format!(
                     "extent {i} ({} bytes at arena offset {}) lies outside the arena ({} bytes)",
-                    e.len, e.offset, header.arena_bytes
+                    e.len, e.offset, expect.arena_bytes
                 )));
             }
+            extents_end = extents_end.max(end.unwrap_or(0));
             lo = lo.min(e.offset);
             hi = hi.max(end.unwrap_or(0));
             sum += e.len as usize;
@@ -1053,7 +1284,7 @@ fn read_records<R: Read>(
         if sum != raw_bytes {
             return Err(rec_err("extent lengths do not add up".into()));
         }
-        if header.mode == CutMode::UffdSync {
+        if expect.mode == Some(CutMode::UffdSync) {
             // One wave: the workers write these extents concurrently with every other
             // record's, which is only sound if no two of them share a byte.
             for (i, e) in extents.iter().enumerate() {
@@ -1070,7 +1301,7 @@ fn read_records<R: Read>(
         }
         // A freeze-free image (mode 3) holds every page once: its records are disjoint
         // whatever their order, so it is one wave.
-        if lo < wave_end && header.mode != CutMode::UffdSync {
+        if lo < wave_end && expect.mode != Some(CutMode::UffdSync) {
             // May overlap a record still in flight: finish the wave first.
             shared.wait_idle();
             wave_end = 0;
@@ -1091,7 +1322,7 @@ fn read_records<R: Read>(
         *shared.in_flight.lock().unwrap_or_else(|p| p.into_inner()) += 1;
         if tx.send(rec).is_err() {
             shared.done_one();
-            return Ok(Vec::new());
+            return Ok(Default::default());
         }
         pos += RECORD_HEADER_BYTES as u64 + body;
         progress.loaded_bytes.store(pos, Relaxed);

@@ -140,6 +140,22 @@ pub struct SnapParams {
     /// Tiering is on: the image's cold entries point into the tier file, whose pages go
     /// into a companion file written before the image is committed.
     pub tier: Option<TierCapture>,
+    /// A reader streams the image while it is written (a cairn replica's full sync,
+    /// [`format::Follow`]).
+    pub follow: Option<Arc<format::Follow>>,
+    /// A pause after each record written (µs): a replication capture under
+    /// `rdb-key-save-delay`, for tests that need a slow capture.
+    pub record_delay_us: u64,
+}
+
+/// Creates the image writer of `p`, followed by `p.follow`'s reader when there is one.
+fn create_writer(p: &SnapParams) -> io::Result<ImageWriter> {
+    let mut w = ImageWriter::create(&p.path, p.write_behind)?;
+    if let Some(f) = &p.follow {
+        w.follow(f.clone())?;
+    }
+    w.record_delay_us = p.record_delay_us;
+    Ok(w)
 }
 
 /// What a snapshot needs to copy the tier file (see `persistence::tiered::companion`).
@@ -524,7 +540,7 @@ fn write_stw(
     p: &SnapParams,
     cancel: &AtomicBool,
 ) -> Result<(ImageWriter, u64), SnapError> {
-    let mut w = ImageWriter::create(&p.path, p.write_behind)?;
+    let mut w = create_writer(p)?;
     let end = view.end();
     let mut jobs = Vec::new();
     range_jobs(0, end, &mut jobs);
@@ -657,7 +673,7 @@ fn run_sync_image(
     cancel: &AtomicBool,
     progress: &Progress,
 ) -> Result<Outcome, SnapError> {
-    let mut w = ImageWriter::create(&p.path, p.write_behind)?;
+    let mut w = create_writer(p)?;
     match sync::run_sync(view, p, t, gate, cancel, progress, &mut w) {
         Ok((o, end)) => commit(w, p, o, end, gate.repl_stream_db_at_park(), cancel),
         Err(e) => {
@@ -710,7 +726,7 @@ fn run_live(
     cancel: &AtomicBool,
     progress: &Progress,
 ) -> Result<Outcome, SnapError> {
-    let mut w = ImageWriter::create(&p.path, p.write_behind)?;
+    let mut w = create_writer(p)?;
     let result = live_passes(view, p, &mut t, gate, cancel, progress, &mut w);
     // Ending the tracking lifts every protection: a kernel walk of the page tables
     // (≈ 10 ms a GiB), on a niced thread so that the clients sharing its CPU get in
@@ -1631,14 +1647,14 @@ pub fn load_image_bytes(
     Ok((arena, header))
 }
 
-/// [`load_image_bytes`] for an image read from a stream of `len` bytes.
-pub fn load_image_stream<R: std::io::Read>(
+/// [`load_image_bytes`] for an image in its streamed order (header last, length unknown:
+/// [`format::load_streamed`]), as a primary sends a capture while it is taken.
+pub fn load_image_streamed<R: std::io::Read>(
     image: R,
-    len: u64,
     reserve_bytes: usize,
 ) -> Result<(Arena, ImageHeader), String> {
     let (region, header) =
-        format::load_from_stream(image, len, reserve_bytes).map_err(|e| e.to_string())?;
+        format::load_streamed(image, reserve_bytes).map_err(|e| e.to_string())?;
     let arena = without_tiered(arena_of_region(region, &header)?)?;
     Ok((arena, header))
 }
