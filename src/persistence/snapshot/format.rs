@@ -1154,6 +1154,15 @@ fn read_records<R: Read>(
                     return Err(bad(format!("{len} bytes, the header says {stated_len}")));
                 }
             }
+            // Libraries live in memory beside the dataset: a section larger than the
+            // arena the image may fill is no image this binary could have written, and a
+            // streamed one would otherwise be buffered for as long as a sender sends.
+            if len > expect.arena_bytes {
+                return Err(bad(format!(
+                    "{len} bytes, more than the arena's {} bytes",
+                    expect.arena_bytes
+                )));
+            }
             let end = (pos + FUNCTIONS_SECTION_HEADER_BYTES as u64).saturating_add(len);
             if end > file_len {
                 return Err(err(LoadError::Truncated {
