@@ -79,6 +79,8 @@ pub struct TierStats {
     /// The compactor's page reads that ended, and those that failed.
     pub page_reads: u64,
     pub page_read_errors: u64,
+    /// Shared pages written before they were full ([`TierStore::flush`]).
+    pub partial_pages: u64,
 }
 
 /// The small-record page being filled.
@@ -116,6 +118,9 @@ pub struct TierStore {
     writing_pages: std::collections::HashSet<u32>,
     /// The compactor's page reads in flight: id → page.
     page_reads: HashMap<u64, u32>,
+    /// Shared pages whose bytes failed the compactor's checks (checksum, short read):
+    /// not read again until the page is given back (their records' reads fail by key).
+    damaged: std::collections::HashSet<u32>,
     /// Snapshots copying the file: while any runs, freed records keep their pages (a
     /// page live at the snapshot's cut must not be rewritten before it is copied).
     captures: u32,
@@ -222,6 +227,7 @@ impl TierStore {
             write_delay_us: std::sync::atomic::AtomicU64::new(0),
             fail_reads: std::sync::atomic::AtomicU32::new(0),
             fail_writes: std::sync::atomic::AtomicU32::new(0),
+            fail_page_reads: std::sync::atomic::AtomicU32::new(0),
         });
         let probe = file
             .try_clone()
@@ -247,6 +253,7 @@ impl TierStore {
             deferred_frees: Vec::new(),
             writing_pages: std::collections::HashSet::new(),
             page_reads: HashMap::new(),
+            damaged: std::collections::HashSet::new(),
             captures: 0,
             high_water: Arc::new(std::sync::atomic::AtomicU32::new(0)),
             cooled: VecDeque::new(),
@@ -340,11 +347,15 @@ impl TierStore {
         self.book.largest_free_extent() > 0 || self.open.is_some()
     }
 
-    /// Tests: the next `reads` reads fail with EIO and `writes` writes with ENOSPC.
-    pub fn inject_failures(&mut self, reads: u32, writes: u32) {
+    /// Tests: the next `reads` reads fail with EIO, `writes` writes with ENOSPC, and
+    /// the compactor's next `page_reads` page reads with EIO.
+    pub fn inject_failures(&mut self, reads: u32, writes: u32, page_reads: u32) {
         use std::sync::atomic::Ordering;
         self.shared.fail_reads.store(reads, Ordering::Release);
         self.shared.fail_writes.store(writes, Ordering::Release);
+        self.shared
+            .fail_page_reads
+            .store(page_reads, Ordering::Release);
     }
 
     fn wake_thread(&self) {
@@ -398,7 +409,7 @@ impl TierStore {
                 .as_ref()
                 .is_some_and(|o| o.fill + rec > PAYLOAD_BYTES)
             {
-                self.flush();
+                self.write_open();
             }
             if self.open.is_none() {
                 let Some(p) = self.book.alloc_small_page() else {
@@ -473,8 +484,16 @@ impl TierStore {
         Ok(stub)
     }
 
-    /// Writes the open shared page, if it holds any record.
+    /// Writes the open shared page, if it holds any record, before it is full.
     pub fn flush(&mut self) {
+        if self.open.as_ref().is_some_and(|o| !o.items.is_empty()) {
+            self.stats.partial_pages += 1;
+        }
+        self.write_open();
+    }
+
+    /// Writes the open shared page (full, or flushed), if it holds any record.
+    fn write_open(&mut self) {
         let Some(o) = self.open.take() else { return };
         if o.items.is_empty() {
             self.book.drop_empty_small_page(o.page);
@@ -572,9 +591,25 @@ impl TierStore {
     pub fn free(&mut self, stub: ColdStub) {
         if self.captures > 0 || self.pages_reading.contains_key(&stub.page) {
             self.deferred_frees.push(stub);
-        } else {
-            self.book.free_record(stub);
+        } else if let Some((page, _)) = self.book.free_record(stub) {
+            self.damaged.remove(&page);
         }
+    }
+
+    /// The compactor found shared page `page` damaged: it does not read it again until
+    /// the page is given back.
+    pub fn mark_damaged(&mut self, page: u32) -> bool {
+        self.damaged.insert(page)
+    }
+
+    /// Whether the compactor found `page` damaged (see [`TierStore::mark_damaged`]).
+    pub fn is_damaged(&self, page: u32) -> bool {
+        self.damaged.contains(&page)
+    }
+
+    /// Shared pages the compactor found damaged and that still hold records (INFO).
+    pub fn damaged_pages(&self) -> usize {
+        self.damaged.len()
     }
 
     /// A snapshot starts: until [`TierStore::end_capture`], no page is reused, so every
