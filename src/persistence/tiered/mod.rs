@@ -484,9 +484,18 @@ impl TierStore {
         Ok(stub)
     }
 
-    /// Writes the open shared page, if it holds any record, before it is full.
+    /// Writes the open shared page, if it holds any record, before it is full — unless
+    /// it is less than half full while another write is in flight: that write's end
+    /// gives the offload copies to drop and brings the next call, and a page written
+    /// under half full is one the compactor would soon rewrite (each such page was a
+    /// write of its own: they made most of the write amplification when memory was
+    /// short and every pass step wrote its page).
     pub fn flush(&mut self) {
-        if self.open.as_ref().is_some_and(|o| !o.items.is_empty()) {
+        let Some(o) = self.open.as_ref() else { return };
+        if !o.items.is_empty() {
+            if o.fill < PAYLOAD_BYTES / 2 && self.pending_stash_pages > 0 {
+                return;
+            }
             self.stats.partial_pages += 1;
         }
         self.write_open();
@@ -790,6 +799,29 @@ mod tests {
     }
 
     #[test]
+    fn a_page_under_half_full_waits_while_another_write_is_in_flight() {
+        let dir = std::env::temp_dir().join(format!("cairn-tier-flush-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let prefix = dir.join("t").display().to_string();
+        let mut t = TierStore::open(&prefix, 1 << 20).unwrap();
+        t.hold_writes(true);
+        t.stash(0, b"b", &vec![1u8; 10_000], 1).unwrap();
+        t.stash(0, b"s", &[2u8; 100], 2).unwrap();
+        t.flush();
+        assert_eq!(t.stats.partial_pages, 0, "the big write is in flight");
+        t.stash(0, b"m", &vec![3u8; PAYLOAD_BYTES / 2], 3).unwrap();
+        t.flush();
+        assert_eq!(t.stats.partial_pages, 1, "half full or more goes");
+        t.hold_writes(false);
+        assert_eq!(wait_events(&mut t, 2).len(), 2);
+        t.stash(0, b"z", &[4u8; 100], 4).unwrap();
+        t.flush();
+        assert_eq!(t.stats.partial_pages, 2, "nothing else in flight");
+        drop(t);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_cut_file_moves_the_generation_on_and_a_deleted_one_is_reported_once() {
         let dir = std::env::temp_dir().join(format!("cairn-tier-check-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -831,8 +863,8 @@ mod tests {
         let small = vec![7u8; 100];
         let big: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
         t.stash(0, b"s", &small, 1).unwrap();
-        t.stash(0, b"b", &big, 2).unwrap();
         t.flush();
+        t.stash(0, b"b", &big, 2).unwrap();
         let ev = wait_events(&mut t, 2);
         let mut stubs = HashMap::new();
         for e in ev {
