@@ -12,7 +12,9 @@ import os, random, socket, subprocess, sys, tempfile, time
 PORT = int(sys.argv[1]) if len(sys.argv) > 1 else 23997
 FIELDS = ["tiered_allocated_bytes", "tiered_live_record_bytes", "tiered_space_amplification",
           "tiered_write_amplification", "tiered_sparse_pages", "tiered_compactions",
-          "tiered_compaction_moved_records", "tiered_compaction_uncooled",
+          "tiered_compaction_moved_records", "tiered_compaction_moved_bytes",
+          "tiered_compaction_uncooled", "tiered_stash_bytes", "tiered_written_bytes",
+          "tiered_partial_page_writes",
           "tiered_throttled_writes", "tiered_throttled_ooms", "tiered_entries"]
 
 

@@ -2,7 +2,9 @@
 //! values are deleted the compactor moves the survivors into fresh pages until the
 //! file's space amplification is at most 2, every value byte-exact; keys deleted,
 //! overwritten or read while their page is being compacted end as the commands left
-//! them; a kill -9 mid-compaction restarts from the last snapshot byte-exact.
+//! them; a kill -9 mid-compaction restarts from the last snapshot byte-exact; a
+//! compaction read that fails (EIO, a damaged page) moves nothing, and every key then
+//! reads exact or, where its own page is damaged, fails naming the key.
 
 mod common;
 use common::*;
@@ -173,11 +175,99 @@ fn deleting_most_small_cold_values_is_compacted_to_amplification_two() {
     assert!(after < allocated, "allocated bytes {allocated} → {after}");
     assert!(raw.info_u64("tiered", "tiered_compactions") > 0);
     assert!(raw.info_u64("tiered", "tiered_compaction_moved_records") > 100);
+    // Bytes written to the file per value byte stashed, moves included: compaction takes
+    // the sparsest pages first, so it moves few records per page it frees.
+    let wa: f64 = raw
+        .info_field("tiered", "tiered_write_amplification")
+        .parse()
+        .unwrap();
+    assert!(wa <= 2.0, "write amplification {wa}");
     // Values moved are still cold: served from their new places.
     assert!(raw.info_u64("tiered", "tiered_entries") > 500);
     check(&mut raw, &want);
     assert_eq!(raw.info_u64("tiered", "tiered_read_errors"), 0);
     assert_eq!(raw.info_u64("tiered", "tiered_sync_read_errors"), 0);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn deletes_while_compaction_runs_write_at_most_twice_the_bytes_stashed() {
+    let dir = temp_dir("tcomp-wa");
+    let srv = start_tiered(&dir);
+    let mut raw = Raw::connect(srv.port);
+    let values = small_values(14_000, 7);
+    load(&mut raw, &values);
+    let cold = cold_indexes(&mut raw, values.len());
+    assert!(cold.len() > 5000, "only {} cold values", cold.len());
+    // The compactor runs during the deletes: a record it moves may be deleted next, and
+    // a page it fills may turn sparse again.
+    let gone = delete_some(&mut raw, &cold, 80, 11);
+    let mut want: Vec<Option<Vec<u8>>> = values.iter().cloned().map(Some).collect();
+    for &i in &gone {
+        want[i] = None;
+    }
+    wait_until(
+        Duration::from_secs(120),
+        "space amplification ≤ 2, no move in flight",
+        || {
+            amplification(&mut raw) <= 2.0
+                && raw.info_u64("tiered", "tiered_compaction_moves_pending") == 0
+        },
+    );
+    // Where compaction stops (1.5), if it gets there: every move it makes counts.
+    let _ = poll_until(Duration::from_secs(30), || {
+        amplification(&mut raw) <= 1.5
+            && raw.info_u64("tiered", "tiered_compaction_moves_pending") == 0
+    });
+    let wa: f64 = raw
+        .info_field("tiered", "tiered_write_amplification")
+        .parse()
+        .unwrap();
+    println!(
+        "space amplification {}, write amplification {wa}, {} records moved, {} partly filled pages written",
+        raw.info_field("tiered", "tiered_space_amplification"),
+        raw.info_u64("tiered", "tiered_compaction_moved_records"),
+        raw.info("tiered", "tiered_partial_page_writes").unwrap_or_default(),
+    );
+    assert!(raw.info_u64("tiered", "tiered_compaction_moved_records") > 100);
+    assert!(wa <= 2.0, "write amplification {wa}");
+    check(&mut raw, &want);
+    assert_eq!(raw.info_u64("tiered", "tiered_read_errors"), 0);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn values_just_over_a_page_take_at_most_twice_their_bytes() {
+    let dir = temp_dir("tcomp-4100");
+    let srv = start_tiered(&dir);
+    let mut raw = Raw::connect(srv.port);
+    // 4100-byte values: records of 4114 bytes or so, over a page's 4088-byte payload, so
+    // each takes two pages of its own.
+    let mut rng = Lcg(61);
+    let values: Vec<Vec<u8>> = (0..3000u64)
+        .map(|i| {
+            let mut v: Vec<u8> = (0..4100).map(|_| rng.below(256) as u8).collect();
+            v[..8].copy_from_slice(&i.to_le_bytes());
+            v
+        })
+        .collect();
+    load(&mut raw, &values);
+    let cold = cold_indexes(&mut raw, values.len());
+    assert!(cold.len() > 1000, "only {} cold values", cold.len());
+    let gone = delete_some(&mut raw, &cold, 50, 63);
+    let mut want: Vec<Option<Vec<u8>>> = values.iter().cloned().map(Some).collect();
+    for &i in &gone {
+        want[i] = None;
+    }
+    wait_until(DEADLINE, "no write in flight", || {
+        raw.info_u64("tiered", "tiered_pending_stash_cnt") == 0
+    });
+    let sa = amplification(&mut raw);
+    assert!(sa <= 2.0, "space amplification {sa}");
+    assert!(raw.info_u64("tiered", "tiered_allocated_bytes") > 1 << 20);
+    check(&mut raw, &want);
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -290,6 +380,144 @@ fn a_kill_during_compaction_restarts_from_the_snapshot_byte_exact() {
     let want: Vec<Option<Vec<u8>>> = values.iter().cloned().map(Some).collect();
     check(&mut raw, &want);
     assert_eq!(raw.info_u64("tiered", "tiered_read_errors"), 0);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The keys `k<i>` whose records the tier file's written pages hold, page by page (a
+/// record stays in a freed page until the page is written again, so a key may be found
+/// in more than one page): the records of each page's payload, as `page.rs` lays them out.
+fn keys_by_page(file: &[u8]) -> Vec<(usize, Vec<usize>)> {
+    let mut out = Vec::new();
+    for (n, page) in file.chunks_exact(4096).enumerate() {
+        let payload = &page[8..];
+        let mut keys = Vec::new();
+        let mut at = 0usize;
+        while at + 8 <= payload.len() {
+            let w = |i: usize| u32::from_le_bytes(payload[i..i + 4].try_into().unwrap()) as usize;
+            let (kl, vl) = (w(at), w(at + 4));
+            let end = at + 8 + kl + vl;
+            if (kl == 0 && vl == 0) || end > payload.len() {
+                break;
+            }
+            let key = &payload[at + 8..at + 8 + kl];
+            if let Some(i) = std::str::from_utf8(key)
+                .ok()
+                .and_then(|k| k.strip_prefix('k'))
+                .and_then(|i| i.parse().ok())
+            {
+                keys.push(i);
+            }
+            at = end;
+        }
+        if !keys.is_empty() {
+            out.push((n, keys));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_failed_compaction_read_moves_nothing_and_each_key_reads_exact_or_fails_by_name() {
+    let dir = temp_dir("tcomp-fail");
+    let srv = start_tiered(&dir);
+    let mut raw = Raw::connect(srv.port);
+    let values = small_values(14_000, 41);
+    load(&mut raw, &values);
+    let cold = cold_indexes(&mut raw, values.len());
+    assert!(cold.len() > 5000, "only {} cold values", cold.len());
+    assert_eq!(raw.call(&["DEBUG", "TIERED-COMPACT", "0"]), b"+OK\r\n");
+    wait_until(DEADLINE, "compaction moves end", || {
+        raw.info_u64("tiered", "tiered_compaction_moves_pending") == 0
+    });
+    let gone = delete_some(&mut raw, &cold, 80, 43);
+    let mut want: Vec<Option<Vec<u8>>> = values.iter().cloned().map(Some).collect();
+    for &i in &gone {
+        want[i] = None;
+    }
+    // Damage pages left with one surviving cold record (sparse: compaction reads them):
+    // a flipped byte at the end of the page, inside its checksum's cover.
+    let is_cold: std::collections::HashSet<usize> = cold.iter().copied().collect();
+    let path = dir.join("tier-0000.ssd");
+    let file = std::fs::read(&path).unwrap();
+    let pages = keys_by_page(&file);
+    let damaged: Vec<&(usize, Vec<usize>)> = pages
+        .iter()
+        .filter(|(_, keys)| {
+            keys.iter()
+                .filter(|&&i| want[i].is_some() && is_cold.contains(&i))
+                .count()
+                == 1
+        })
+        .take(8)
+        .collect();
+    assert_eq!(damaged.len(), 8, "pages with one surviving record");
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        for (page, _) in &damaged {
+            let at = (*page as u64 + 1) * 4096 - 1;
+            f.seek(SeekFrom::Start(at)).unwrap();
+            f.write_all(&[file[at as usize] ^ 0x5a]).unwrap();
+        }
+        f.sync_all().unwrap();
+    }
+    let affected: std::collections::HashSet<usize> = damaged
+        .iter()
+        .flat_map(|(_, keys)| keys.iter().copied())
+        .collect();
+    // The compactor's first 20 page reads fail with EIO as well.
+    assert_eq!(
+        raw.call(&["DEBUG", "TIERED-FAIL", "0", "0", "20"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(raw.call(&["DEBUG", "TIERED-COMPACT", "1"]), b"+OK\r\n");
+    wait_until(
+        Duration::from_secs(120),
+        "the injected and the damaged pages' read errors",
+        || {
+            raw.info_u64("tiered", "tiered_compaction_read_errors") >= 21
+                && raw.info_u64("tiered", "tiered_compaction_damaged_pages") >= 1
+        },
+    );
+    wait_until(
+        Duration::from_secs(120),
+        "space amplification ≤ 2, no move in flight",
+        || {
+            amplification(&mut raw) <= 2.0
+                && raw.info_u64("tiered", "tiered_compaction_moves_pending") == 0
+        },
+    );
+    // Compaction went on past the failures.
+    assert!(raw.info_u64("tiered", "tiered_compaction_moved_records") > 100);
+    assert!(server_log(&dir).contains("the compactor's read of page"));
+    // Every key: exact, or (one with a record in a damaged page) the read error naming it.
+    let mut failed = 0;
+    for (i, w) in want.iter().enumerate() {
+        let k = format!("k{i}");
+        let r = raw.call(&["GET", &k]);
+        match w {
+            Some(v) if r == bulk(v) => {}
+            Some(_) if affected.contains(&i) => {
+                let text = String::from_utf8_lossy(&r).into_owned();
+                assert!(
+                    text.starts_with(&format!("-ERR tiered read of key '{k}' failed: "))
+                        && text.contains("checksum mismatch"),
+                    "{k}: {text}"
+                );
+                failed += 1;
+            }
+            Some(_) => panic!("{k} differs: {}", show(&r)),
+            None => assert_eq!(r, b"$-1\r\n", "{k} should be gone"),
+        }
+    }
+    assert!(failed >= 1, "no key of a damaged page failed to read");
+    assert!(failed <= damaged.len(), "{failed} keys failed");
+    assert_eq!(raw.info_u64("tiered", "tiered_sync_read_errors"), 0);
+    // The server goes on: new writes, and the failed keys still exist (cold, unreadable).
+    assert_eq!(raw.call(&["SET", "fresh", "v"]), b"+OK\r\n");
+    assert_eq!(raw.call(&["GET", "fresh"]), b"$1\r\nv\r\n");
+    assert_eq!(raw.call(&["PING"]), b"+PONG\r\n");
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -24,7 +24,8 @@
 //!   `maxmemory` — or answered `-OOM` once it has waited [`THROTTLE_MAX_MS`].
 //! - **Compaction** (`tiering_compact`, from each turn, bounded by reads in flight):
 //!   while the file's space amplification is above [`COMPACT_ABOVE_AMP`], shared pages
-//!   less than half full are read on the tier thread; each record whose owner is a cold
+//!   less than half full are read on the tier thread, sparsest first (the fewest moves
+//!   per page freed keeps the write amplification down); each record whose owner is a cold
 //!   entry still naming that place (found by the key the record carries) is written
 //!   again into the page being filled, and when that write ends the entry's stub is
 //!   swapped in place if it still names the old place (else the copy is freed). The old
@@ -140,8 +141,9 @@ pub struct TierState {
     file_checked_ms: i64,
     /// The compactor's moves whose write is in flight: new place → old place.
     moves: HashMap<ColdStub, ColdStub>,
-    /// Where the compactor's walk of the sparse pages goes on.
-    compact_cursor: u32,
+    /// Where the compactor's walk of the sparse pages goes on: (live bytes, page), the
+    /// walk goes sparsest first.
+    compact_cursor: (u32, u32),
     /// Records moved or uncooled since the walk last started over, and until when it
     /// rests after a round that did nothing.
     compact_progress: u64,
@@ -222,7 +224,7 @@ pub fn start(srv: &mut Server) -> Result<(), String> {
         dirty_seen: 0,
         file_checked_ms: 0,
         moves: HashMap::new(),
-        compact_cursor: 0,
+        compact_cursor: (0, 0),
         compact_progress: 0,
         compact_rest_until_ms: 0,
         compact_paused: false,
@@ -596,8 +598,9 @@ impl Server {
     }
 
     /// Starts the compactor's page reads (see the module comment) while the file's space
-    /// amplification is above [`COMPACT_ABOVE_AMP`]: sparse pages in page order from
-    /// where the last call stopped, at most [`COMPACT_READS_MAX`] in flight. Not while
+    /// amplification is above [`COMPACT_ABOVE_AMP`]: sparse pages sparsest first, from
+    /// the (live bytes, page) where the last call stopped, at most [`COMPACT_READS_MAX`]
+    /// in flight, none the compactor found damaged. Not while
     /// a snapshot copies the file (its frees are held back, so moving would only grow
     /// the file) nor while the disk is behind with writes. O(log pages) per page started.
     fn tiering_compact(&mut self, t: &mut TierState) {
@@ -620,10 +623,10 @@ impl Server {
             let want = COMPACT_READS_MAX - t.store.page_reads_in_flight();
             let pages = t.store.book.sparse_pages_from(t.compact_cursor, want);
             if pages.is_empty() {
-                if wrapped || t.compact_cursor == 0 {
+                if wrapped || t.compact_cursor == (0, 0) {
                     break;
                 }
-                t.compact_cursor = 0;
+                t.compact_cursor = (0, 0);
                 wrapped = true;
                 if t.compact_progress == 0 {
                     t.compact_rest_until_ms = now + COMPACT_REST_MS;
@@ -632,9 +635,9 @@ impl Server {
                 t.compact_progress = 0;
                 continue;
             }
-            for p in pages {
-                t.compact_cursor = p.saturating_add(1);
-                if t.store.page_settled(p) {
+            for (live, p) in pages {
+                t.compact_cursor = (live, p.saturating_add(1));
+                if t.store.page_settled(p) && !t.store.is_damaged(p) {
                     t.store.read_page(p);
                 }
             }
@@ -655,8 +658,17 @@ impl Server {
     fn compact_page(&mut self, t: &mut TierState, page: u32, result: Result<Vec<u8>, String>) {
         let buf = match result {
             Ok(b) => b,
+            // Its records stay where they are: each key's own read checks the pages it
+            // covers and fails naming the key if they are damaged. A page whose bytes
+            // are wrong (checksum, cut file) is not read again while it holds records;
+            // an I/O error may pass, so the page is read again in a later round.
             Err(e) => {
-                crate::warning!("Tiering: the compactor's read of page {page} failed: {e}");
+                let bad_bytes = e.starts_with("checksum mismatch") || e.starts_with("short read");
+                if !bad_bytes || t.store.mark_damaged(page) {
+                    crate::warning!(
+                        "Tiering: the compactor's read of page {page} failed: {e}; its records stay in place"
+                    );
+                }
                 return;
             }
         };
@@ -1005,6 +1017,11 @@ impl Server {
         line("tiered_compaction_moved_records", &c.moved_records);
         line("tiered_compaction_moves_pending", &t.moves.len());
         line("tiered_compaction_uncooled", &c.uncooled);
+        line("tiered_compaction_moved_bytes", &c.moved_bytes);
+        line("tiered_compaction_reads", &st.page_reads);
+        line("tiered_compaction_read_errors", &st.page_read_errors);
+        line("tiered_compaction_damaged_pages", &t.store.damaged_pages());
+        line("tiered_partial_page_writes", &st.partial_pages);
         line("tiered_throttled_writes", &c.throttled_writes);
         line("tiered_throttled_ooms", &c.throttled_ooms);
         line("tiered_throttled_clients", &t.throttled.len());

@@ -185,13 +185,19 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
             ctx.out.ok();
             Ok(())
         }
-        ("tiered-fail", 4) => {
-            // cairn's own (tests): the next N tier reads fail with EIO and the next M
-            // writes with ENOSPC (`DEBUG TIERED-FAIL N M`).
+        ("tiered-fail", 4 | 5) => {
+            // cairn's own (tests): the next N tier reads fail with EIO, the next M
+            // writes with ENOSPC and the compactor's next P page reads with EIO
+            // (`DEBUG TIERED-FAIL N M [P]`).
             let reads = ctx.args.i64(2)?.clamp(0, u32::MAX as i64) as u32;
             let writes = ctx.args.i64(3)?.clamp(0, u32::MAX as i64) as u32;
+            let page_reads = if ctx.args.len() == 5 {
+                ctx.args.i64(4)?.clamp(0, u32::MAX as i64) as u32
+            } else {
+                0
+            };
             let t = tier_state(ctx)?;
-            t.store.inject_failures(reads, writes);
+            t.store.inject_failures(reads, writes, page_reads);
             ctx.out.ok();
             Ok(())
         }

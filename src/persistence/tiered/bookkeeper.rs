@@ -39,9 +39,10 @@ pub struct Bookkeeper {
     /// One past the highest page ever handed out: no record lies beyond it (a snapshot's
     /// companion copies the file up to here).
     high_water: u32,
-    /// Shared pages with live records but fewer than [`SPARSE_LIVE_BYTES`] of them (the
-    /// compactor's candidates, found without walking every page).
-    sparse: BTreeSet<u32>,
+    /// Shared pages with live records but fewer than [`SPARSE_LIVE_BYTES`] of them, as
+    /// (live bytes, page): the compactor's candidates, sparsest first, found without
+    /// walking every page.
+    sparse: BTreeSet<(u32, u32)>,
 }
 
 /// Pages a record of `record_bytes` takes when it is not packed.
@@ -126,18 +127,19 @@ impl Bookkeeper {
     /// A small record of `bytes` placed in shared page `page`.
     pub fn add_small(&mut self, page: u32, bytes: u32) {
         let s = self.small.entry(page).or_default();
+        let old = s.live_bytes;
         s.live_records += 1;
         s.live_bytes += bytes;
-        let sparse = s.live_bytes < SPARSE_LIVE_BYTES;
+        let new = s.live_bytes;
         self.live_record_bytes += bytes as u64;
-        self.note_sparse(page, sparse);
+        self.note_sparse(page, old, new);
     }
 
-    fn note_sparse(&mut self, page: u32, sparse: bool) {
-        if sparse {
-            self.sparse.insert(page);
-        } else {
-            self.sparse.remove(&page);
+    /// Shared page `page` went from `old` to `new` live bytes (0: it holds none).
+    fn note_sparse(&mut self, page: u32, old: u32, new: u32) {
+        self.sparse.remove(&(old, page));
+        if new > 0 && new < SPARSE_LIVE_BYTES {
+            self.sparse.insert((new, page));
         }
     }
 
@@ -145,7 +147,6 @@ impl Bookkeeper {
     pub fn drop_empty_small_page(&mut self, page: u32) {
         if self.small.get(&page).is_some_and(|s| s.live_records == 0) {
             self.small.remove(&page);
-            self.sparse.remove(&page);
             self.free_pages(page, 1);
         }
     }
@@ -165,16 +166,17 @@ impl Bookkeeper {
             .saturating_sub(stub.record_bytes as u64);
         if is_small(stub.record_bytes) {
             let s = self.small.get_mut(&stub.page)?;
+            let old = s.live_bytes;
             s.live_records = s.live_records.saturating_sub(1);
             s.live_bytes = s.live_bytes.saturating_sub(stub.record_bytes);
             if s.live_records == 0 {
                 self.small.remove(&stub.page);
-                self.sparse.remove(&stub.page);
+                self.note_sparse(stub.page, old, 0);
                 self.free_pages(stub.page, 1);
                 return Some((stub.page, 1));
             }
-            let sparse = s.live_bytes < SPARSE_LIVE_BYTES;
-            self.note_sparse(stub.page, sparse);
+            let new = s.live_bytes;
+            self.note_sparse(stub.page, old, new);
             None
         } else {
             let n = pages_for(stub.record_bytes);
@@ -252,9 +254,9 @@ impl Bookkeeper {
     pub fn small_pages(&self) -> usize {
         self.small.len()
     }
-    /// Sparse shared pages from `from` on, in page order, at most `n` (the compactor's
-    /// candidates; O(log pages + n)).
-    pub fn sparse_pages_from(&self, from: u32, n: usize) -> Vec<u32> {
+    /// Sparse shared pages from `from` on in (live bytes, page) order, sparsest first,
+    /// at most `n` (the compactor's candidates; O(log pages + n)).
+    pub fn sparse_pages_from(&self, from: (u32, u32), n: usize) -> Vec<(u32, u32)> {
         self.sparse.range(from..).take(n).copied().collect()
     }
     /// Sparse shared pages (INFO).
@@ -389,7 +391,11 @@ mod tests {
         let mut b = Bookkeeper::new(8);
         let p = b.alloc_small_page().unwrap();
         b.add_small(p, 1000);
-        assert_eq!(b.sparse_pages_from(0, 8), vec![p], "under half full");
+        assert_eq!(
+            b.sparse_pages_from((0, 0), 8),
+            vec![(1000, p)],
+            "under half full"
+        );
         b.add_small(p, 1500);
         assert_eq!(b.sparse_pages(), 0, "half full or more");
         b.add_small(p, 1000);
@@ -397,12 +403,37 @@ mod tests {
         assert_eq!(b.free_record(stub(p, 1000)), None);
         assert_eq!(b.sparse_pages(), 0, "2500 live bytes: not sparse yet");
         assert_eq!(b.free_record(stub(p, 1500)), None);
-        assert_eq!(b.sparse_pages_from(p, 1), vec![p]);
-        assert_eq!(b.sparse_pages_from(p + 1, 1), Vec::<u32>::new());
+        assert_eq!(b.sparse_pages_from((1000, p), 1), vec![(1000, p)]);
+        assert_eq!(
+            b.sparse_pages_from((1000, p + 1), 1),
+            Vec::<(u32, u32)>::new()
+        );
         assert_eq!(b.free_record(stub(p, 1000)), Some((p, 1)));
         assert_eq!(b.sparse_pages(), 0, "a freed page is no candidate");
         let r = Bookkeeper::from_records(8, &[stub(3, 100), stub(5, 3000)]).unwrap();
-        assert_eq!(r.sparse_pages_from(0, 8), vec![3]);
+        assert_eq!(r.sparse_pages_from((0, 0), 8), vec![(100, 3)]);
+    }
+
+    #[test]
+    fn sparse_pages_come_sparsest_first() {
+        let mut b = Bookkeeper::new(8);
+        let pages: Vec<u32> = (0..4).map(|_| b.alloc_small_page().unwrap()).collect();
+        b.add_small(pages[0], 1000);
+        for (&p, live) in pages.iter().zip([500u32, 300, 900, 300]) {
+            b.add_small(p, live);
+        }
+        let order = |b: &Bookkeeper| -> Vec<u32> {
+            b.sparse_pages_from((0, 0), 8)
+                .iter()
+                .map(|&(_, p)| p)
+                .collect()
+        };
+        assert_eq!(order(&b), vec![pages[1], pages[3], pages[2], pages[0]]);
+        // A record freed moves its page forward; one added moves it back.
+        assert_eq!(b.free_record(stub(pages[0], 1000)), None);
+        b.add_small(pages[1], 700);
+        assert_eq!(order(&b), vec![pages[3], pages[0], pages[2], pages[1]]);
+        assert_eq!(b.sparse_pages_from((300, pages[3] + 1), 8).len(), 3);
     }
 
     proptest! {

@@ -75,6 +75,9 @@ pub struct Shared {
     /// ENOSPC, as a failing device would answer.
     pub fail_reads: std::sync::atomic::AtomicU32,
     pub fail_writes: std::sync::atomic::AtomicU32,
+    /// Tests (`DEBUG TIERED-FAIL N M P`): the compactor's next this many page reads fail
+    /// with EIO (kept apart from `fail_reads`, whose failures are for clients' reads).
+    pub fail_page_reads: std::sync::atomic::AtomicU32,
 }
 
 /// Takes one injected failure from `n`, if any is left.
@@ -130,9 +133,8 @@ fn finish(op: Op, res: i64, shared: &Shared) -> Done {
     let completed = Instant::now();
     let injected = match op.what {
         What::Write { .. } if take_fault(&shared.fail_writes) => Some(-(libc::ENOSPC as i64)),
-        // The compactor's page reads take none: a test's failures are for the reads it
-        // starts.
         What::Read { .. } if take_fault(&shared.fail_reads) => Some(-(libc::EIO as i64)),
+        What::ReadPage { .. } if take_fault(&shared.fail_page_reads) => Some(-(libc::EIO as i64)),
         _ => None,
     };
     let res = injected.unwrap_or(res);

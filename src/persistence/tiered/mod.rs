@@ -81,6 +81,8 @@ pub struct TierStats {
     /// The compactor's page reads that ended, and those that failed.
     pub page_reads: u64,
     pub page_read_errors: u64,
+    /// Shared pages written before they were full ([`TierStore::flush`]).
+    pub partial_pages: u64,
 }
 
 /// The small-record page being filled.
@@ -130,6 +132,9 @@ pub struct TierStore {
     writing_pages: std::collections::HashSet<u32>,
     /// The compactor's page reads in flight: id → page.
     page_reads: HashMap<u64, u32>,
+    /// Shared pages whose bytes failed the compactor's checks (checksum, short read):
+    /// not read again until the page is given back (their records' reads fail by key).
+    damaged: std::collections::HashSet<u32>,
     /// Snapshots copying the file: while any runs, freed records keep their pages (a
     /// page live at the snapshot's cut must not be rewritten before it is copied).
     captures: u32,
@@ -236,6 +241,7 @@ impl TierStore {
             write_delay_us: std::sync::atomic::AtomicU64::new(0),
             fail_reads: std::sync::atomic::AtomicU32::new(0),
             fail_writes: std::sync::atomic::AtomicU32::new(0),
+            fail_page_reads: std::sync::atomic::AtomicU32::new(0),
         });
         let probe = file
             .try_clone()
@@ -261,6 +267,7 @@ impl TierStore {
             deferred_frees: Vec::new(),
             writing_pages: std::collections::HashSet::new(),
             page_reads: HashMap::new(),
+            damaged: std::collections::HashSet::new(),
             captures: 0,
             high_water: Arc::new(std::sync::atomic::AtomicU32::new(0)),
             cooled: VecDeque::new(),
@@ -354,11 +361,15 @@ impl TierStore {
         self.book.largest_free_extent() > 0 || self.open.is_some()
     }
 
-    /// Tests: the next `reads` reads fail with EIO and `writes` writes with ENOSPC.
-    pub fn inject_failures(&mut self, reads: u32, writes: u32) {
+    /// Tests: the next `reads` reads fail with EIO, `writes` writes with ENOSPC, and
+    /// the compactor's next `page_reads` page reads with EIO.
+    pub fn inject_failures(&mut self, reads: u32, writes: u32, page_reads: u32) {
         use std::sync::atomic::Ordering;
         self.shared.fail_reads.store(reads, Ordering::Release);
         self.shared.fail_writes.store(writes, Ordering::Release);
+        self.shared
+            .fail_page_reads
+            .store(page_reads, Ordering::Release);
     }
 
     fn wake_thread(&self) {
@@ -412,7 +423,7 @@ impl TierStore {
                 .as_ref()
                 .is_some_and(|o| o.fill + rec > PAYLOAD_BYTES)
             {
-                self.flush();
+                self.write_open();
             }
             if self.open.is_none() {
                 let Some(p) = self.book.alloc_small_page() else {
@@ -487,8 +498,25 @@ impl TierStore {
         Ok(stub)
     }
 
-    /// Writes the open shared page, if it holds any record.
+    /// Writes the open shared page, if it holds any record, before it is full — unless
+    /// it is less than half full while another write is in flight: that write's end
+    /// gives the offload copies to drop and brings the next call, and a page written
+    /// under half full is one the compactor would soon rewrite (each such page was a
+    /// write of its own: they made most of the write amplification when memory was
+    /// short and every pass step wrote its page).
     pub fn flush(&mut self) {
+        let Some(o) = self.open.as_ref() else { return };
+        if !o.items.is_empty() {
+            if o.fill < PAYLOAD_BYTES / 2 && self.pending_stash_pages > 0 {
+                return;
+            }
+            self.stats.partial_pages += 1;
+        }
+        self.write_open();
+    }
+
+    /// Writes the open shared page (full, or flushed), if it holds any record.
+    fn write_open(&mut self) {
         let Some(o) = self.open.take() else { return };
         if o.items.is_empty() {
             self.book.drop_empty_small_page(o.page);
@@ -587,9 +615,25 @@ impl TierStore {
     pub fn free(&mut self, stub: ColdStub) {
         if self.captures > 0 || self.pages_reading.contains_key(&stub.page) {
             self.deferred_frees.push(stub);
-        } else {
-            self.book.free_record(stub);
+        } else if let Some((page, _)) = self.book.free_record(stub) {
+            self.damaged.remove(&page);
         }
+    }
+
+    /// The compactor found shared page `page` damaged: it does not read it again until
+    /// the page is given back.
+    pub fn mark_damaged(&mut self, page: u32) -> bool {
+        self.damaged.insert(page)
+    }
+
+    /// Whether the compactor found `page` damaged (see [`TierStore::mark_damaged`]).
+    pub fn is_damaged(&self, page: u32) -> bool {
+        self.damaged.contains(&page)
+    }
+
+    /// Shared pages the compactor found damaged and that still hold records (INFO).
+    pub fn damaged_pages(&self) -> usize {
+        self.damaged.len()
     }
 
     /// A snapshot starts: until [`TierStore::end_capture`], no page is reused, so every
@@ -782,6 +826,29 @@ mod tests {
     }
 
     #[test]
+    fn a_page_under_half_full_waits_while_another_write_is_in_flight() {
+        let dir = std::env::temp_dir().join(format!("cairn-tier-flush-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let prefix = dir.join("t").display().to_string();
+        let mut t = TierStore::open(&prefix, 1 << 20).unwrap();
+        t.hold_writes(true);
+        t.stash(0, b"b", &vec![1u8; 10_000], 1).unwrap();
+        t.stash(0, b"s", &[2u8; 100], 2).unwrap();
+        t.flush();
+        assert_eq!(t.stats.partial_pages, 0, "the big write is in flight");
+        t.stash(0, b"m", &vec![3u8; PAYLOAD_BYTES / 2], 3).unwrap();
+        t.flush();
+        assert_eq!(t.stats.partial_pages, 1, "half full or more goes");
+        t.hold_writes(false);
+        assert_eq!(wait_events(&mut t, 2).len(), 2);
+        t.stash(0, b"z", &[4u8; 100], 4).unwrap();
+        t.flush();
+        assert_eq!(t.stats.partial_pages, 2, "nothing else in flight");
+        drop(t);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_cut_file_moves_the_generation_on_and_a_deleted_one_is_reported_once() {
         let dir = std::env::temp_dir().join(format!("cairn-tier-check-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -823,8 +890,8 @@ mod tests {
         let small = vec![7u8; 100];
         let big: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
         t.stash(0, b"s", &small, 1).unwrap();
-        t.stash(0, b"b", &big, 2).unwrap();
         t.flush();
+        t.stash(0, b"b", &big, 2).unwrap();
         let ev = wait_events(&mut t, 2);
         let mut stubs = HashMap::new();
         for e in ev {
