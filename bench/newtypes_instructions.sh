@@ -7,7 +7,8 @@
 # redis-benchmark command line is run with the counters zeroed before and dumped after.
 #
 # Usage: bash bench/newtypes_instructions.sh [CAIRN_BINARY] [REQUESTS] [STREAM_ENTRIES]
-# (TESTS="PFADD XADD", PIPELINES="16", KINDS="cairn" pick a subset; KEEP=/tmp/cg keeps the callgrind files.)
+# (TESTS="PFADD XADD", PIPELINES="16", KINDS="cairn" pick a subset; KEEP=/tmp/cg keeps the callgrind files;
+# CALLGRIND_ARGS="--cache-sim=yes" adds the simulated cache misses to what KEEP keeps.)
 set -eu
 BIN=${1:-target/release/cairn-server}
 N=${2:-20000}
@@ -47,7 +48,7 @@ for test in ${TESTS:-XREADGROUP PFADD}; do
       else
         ARGS=(redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no)
       fi
-      valgrind --tool=callgrind --compress-strings=no --compress-pos=no \
+      valgrind --tool=callgrind --compress-strings=no --compress-pos=no ${CALLGRIND_ARGS:-} \
         --callgrind-out-file="$OUT/$kind.%p" "${ARGS[@]}" >/dev/null 2>&1 &
       SP=$!
       for _ in $(seq 300); do redis-cli -p "$PORT" PING >/dev/null 2>&1 && break; sleep 0.2; done
