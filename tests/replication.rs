@@ -658,15 +658,12 @@ fn replication_bytes_are_counted_on_both_sides() {
     assert_eq!(r.info_u64("stats", "total_net_repl_output_bytes"), 0);
 }
 
-/// A cairn replica gets the image while the primary still captures it: the sender
-/// follows the capture file as it is written. With the capture slowed
-/// (`rdb-key-save-delay`, a pause after each record), the replica has read megabytes of
-/// it before the primary logs the capture's end ("Background RDB transfer started");
-/// then it loads the whole image and holds the primary's data.
-#[test]
-fn the_image_reaches_the_replica_while_it_is_captured() {
+/// A primary of 100k keys whose capture is slowed (`rdb-key-save-delay`: a pause after
+/// each record) and a cairn replica told to follow it, returned once the replica has read
+/// `min_bytes` of the image.
+fn replica_reading_a_slowed_capture(min_bytes: u64) -> (ServerProc, Raw, ServerProc, Raw) {
     let prim = start_cairn(&with(DEBUG, &["--rdb-key-save-delay", "100000"]));
-    let mut p = Raw::connect(prim.port);
+    let p = Raw::connect(prim.port);
     populate(prim.port, 100_000, 200);
     let rep = start_cairn(DEBUG);
     let mut r = Raw::connect(rep.port);
@@ -674,8 +671,19 @@ fn the_image_reaches_the_replica_while_it_is_captured() {
     wait_until(
         Duration::from_secs(60),
         "image bytes reach the replica",
-        || r.info_u64("stats", "total_net_repl_input_bytes") >= 2 << 20,
+        || r.info_u64("stats", "total_net_repl_input_bytes") >= min_bytes,
     );
+    (prim, p, rep, r)
+}
+
+/// A cairn replica gets the image while the primary still captures it: the sender
+/// follows the capture file as it is written. With the capture slowed
+/// (`rdb-key-save-delay`, a pause after each record), the replica has read megabytes of
+/// it before the primary logs the capture's end ("Background RDB transfer started");
+/// then it loads the whole image and holds the primary's data.
+#[test]
+fn the_image_reaches_the_replica_while_it_is_captured() {
+    let (prim, mut p, rep, mut r) = replica_reading_a_slowed_capture(2 << 20);
     assert!(
         !prim.log().contains("Background RDB transfer started"),
         "the capture ended before its bytes went out: {}",
@@ -691,17 +699,7 @@ fn the_image_reaches_the_replica_while_it_is_captured() {
 /// next one; it ends with the primary's data, writes made meanwhile included.
 #[test]
 fn a_link_dropped_mid_image_is_retried_with_a_new_capture() {
-    let prim = start_cairn(&with(DEBUG, &["--rdb-key-save-delay", "100000"]));
-    let mut p = Raw::connect(prim.port);
-    populate(prim.port, 100_000, 200);
-    let rep = start_cairn(DEBUG);
-    let mut r = Raw::connect(rep.port);
-    r.call(&["REPLICAOF", "127.0.0.1", &prim.port.to_string()]);
-    wait_until(
-        Duration::from_secs(60),
-        "image bytes reach the replica",
-        || r.info_u64("stats", "total_net_repl_input_bytes") >= 1 << 20,
-    );
+    let (prim, mut p, rep, mut r) = replica_reading_a_slowed_capture(1 << 20);
     assert!(!prim.log().contains("Background RDB transfer started"));
     p.call(&["CONFIG", "SET", "rdb-key-save-delay", "0"]);
     assert_eq!(p.call(&["CLIENT", "KILL", "TYPE", "replica"]), b":1\r\n");
