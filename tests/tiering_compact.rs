@@ -120,13 +120,12 @@ fn check(raw: &mut Raw, want: &[Option<Vec<u8>>]) {
 
 /// 14,000 small values (seeded by `values_seed`) loaded until most are cold, compaction
 /// paused and idle, then 80 % of the cold ones deleted (chosen by `delete_seed`). Returns
-/// the values, the cold indexes, the deleted ones and what each key must now read.
-#[allow(clippy::type_complexity)]
+/// the cold indexes and what each key must now read (None: deleted).
 fn cold_then_most_deleted(
     raw: &mut Raw,
     values_seed: u64,
     delete_seed: u64,
-) -> (Vec<Vec<u8>>, Vec<usize>, Vec<usize>, Vec<Option<Vec<u8>>>) {
+) -> (Vec<usize>, Vec<Option<Vec<u8>>>) {
     let values = small_values(14_000, values_seed);
     load(raw, &values);
     let cold = cold_indexes(raw, values.len());
@@ -140,7 +139,7 @@ fn cold_then_most_deleted(
     for &i in &gone {
         want[i] = None;
     }
-    (values, cold, gone, want)
+    (cold, want)
 }
 
 fn amplification(raw: &mut Raw) -> f64 {
@@ -155,7 +154,7 @@ fn deleting_most_small_cold_values_is_compacted_to_amplification_two() {
     let srv = start_tiered(&dir);
     let mut raw = Raw::connect(srv.port);
     // The deletes' own effect first: compaction paused until it is measured.
-    let (values, cold, _, want) = cold_then_most_deleted(&mut raw, 5, 9);
+    let (_, want) = cold_then_most_deleted(&mut raw, 5, 9);
     // Right after the deletes the surviving records are scattered: one or two a page.
     let allocated = raw.info_u64("tiered", "tiered_allocated_bytes");
     assert!(
@@ -435,7 +434,7 @@ fn a_failed_compaction_read_moves_nothing_and_each_key_reads_exact_or_fails_by_n
     let dir = temp_dir("tcomp-fail");
     let srv = start_tiered(&dir);
     let mut raw = Raw::connect(srv.port);
-    let (_, cold, gone, want) = cold_then_most_deleted(&mut raw, 41, 43);
+    let (cold, want) = cold_then_most_deleted(&mut raw, 41, 43);
     // Damage pages left with one surviving cold record (sparse: compaction reads them):
     // a flipped byte at the end of the page, inside its checksum's cover.
     let is_cold: std::collections::HashSet<usize> = cold.iter().copied().collect();
