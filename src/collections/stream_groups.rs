@@ -169,23 +169,10 @@ fn preds(a: &Arena, head: Ref, chain: Chain, id: Id) -> [Ref; MAX_LEVEL] {
                 break;
             }
             x = n;
-            prefetch_successors(a, x, chain, l);
         }
         update[l] = x;
     }
     update
-}
-
-/// The search goes on from `x`'s links at level `top` and below, reading each
-/// successor's ID: on a large PEL most of those reads miss the cache. Hinting them all
-/// at once lets the misses overlap instead of queueing one after another.
-fn prefetch_successors(a: &Arena, x: Ref, chain: Chain, top: usize) {
-    for l in 0..=top {
-        let n = fwd(a, x, chain, l);
-        if n != NULL {
-            crate::arena::dict::prefetch(a.ptr(n));
-        }
-    }
 }
 
 fn link(a: &mut Arena, head: Ref, chain: Chain, node: Ref) {
