@@ -45,7 +45,7 @@ pub const NUM_CLASSES: usize = SMALL_CLASSES + (35 - 7) * CLASSES_PER_DOUBLING;
 const ARENA_MAGIC: u64 = u64::from_le_bytes(*b"CAIRNAR1");
 /// Bumped whenever the layout of anything stored in the arena changes. Part of the
 /// layout fingerprint that snapshot images carry.
-pub const ARENA_LAYOUT_VERSION: u32 = 2;
+pub const ARENA_LAYOUT_VERSION: u32 = 1;
 
 /// Number of root slots the arena header offers to the structures built on it.
 pub const ROOT_SLOTS: usize = 8;

@@ -9,8 +9,7 @@
 //!   few next to entries; finding one by name walks its list, O(groups) / O(consumers).
 //! * **Pending entries** (NACKs): one block per entry, `[ms u64][seq u64][delivery-time
 //!   i64][delivery-count u64][consumer Ref][level u32][group links × level][consumer links
-//!   × level][group back links × level][consumer back links × level]`. Each NACK is a node
-//!   of TWO skiplists at once: the group's PEL and its
+//!   × level]`. Each NACK is a node of TWO skiplists at once: the group's PEL and its
 //!   consumer's PEL (Redis shares one NACK between the two radix trees the same way).
 //!   A skiplist is the simplest ordered map that is O(log n) per lookup, insert and
 //!   delete with no rebalancing and no moving of other entries: XACK, XCLAIM and
@@ -18,12 +17,7 @@
 //!   and XINFO need are a chain to follow. A sorted array would make an XACK in the
 //!   middle move every later entry. A node's level comes from a hash of its ID (1/4 of
 //!   the nodes reach each next level), so a copy or a reload builds the same shape
-//!   without a random source. Each list has a head node of [`MAX_LEVEL`] levels (forward
-//!   links only: no node's back link is ever followed into it for reading it as a node).
-//! * **Back links** make taking a known node out of a chain O(level) with no search: an
-//!   XACK finds its NACK once, in the group's chain, and leaves the consumer's chain
-//!   without a second search. On a PEL of a million entries each search is ~40 node
-//!   visits, most of them cache misses; the second search was half of XACK's time.
+//!   without a random source. Each list has a head node of [`MAX_LEVEL`] levels.
 //!
 //! Nothing here holds a pointer: every link is a `Ref`, so images, COPY and lazy free
 //! work as for the rest of the stream.
@@ -114,28 +108,12 @@ fn set_fwd(a: &mut Arena, n: Ref, chain: Chain, l: usize, to: Ref) {
     a.write_u32(n, off, to);
 }
 
-/// Where a (non-head) node's back link of `chain` at level `l` is: after both forward
-/// link arrays.
-fn back_off(level: usize, chain: Chain, l: usize) -> usize {
-    NODE_FIXED + ((2 + chain as usize) * level + l) * 4
-}
-
-/// The node before `n` in `chain` at level `l` (the chain's head for the first).
-fn back(a: &Arena, n: Ref, chain: Chain, l: usize) -> Ref {
-    a.read_u32(n, back_off(level_of(a, n), chain, l))
-}
-
-fn set_back(a: &mut Arena, n: Ref, chain: Chain, l: usize, to: Ref) {
-    let off = back_off(level_of(a, n), chain, l);
-    a.write_u32(n, off, to);
-}
-
 fn node_id(a: &Arena, n: Ref) -> Id {
     Id::new(a.read_u64(n, 0), a.read_u64(n, 8))
 }
 
 fn node_bytes(level: usize) -> usize {
-    NODE_FIXED + 16 * level
+    NODE_FIXED + 8 * level
 }
 
 /// The level of a new node with `id`: a mix of its bits, two bits per level.
@@ -181,30 +159,24 @@ fn link(a: &mut Arena, head: Ref, chain: Chain, node: Ref) {
     for (l, &p) in update.iter().enumerate().take(level_of(a, node)) {
         let next = fwd(a, p, chain, l);
         set_fwd(a, node, chain, l, next);
-        set_back(a, node, chain, l, p);
         set_fwd(a, p, chain, l, node);
-        if next != NULL {
-            set_back(a, next, chain, l, node);
-        }
     }
 }
 
-/// Takes node `x` out of `chain` by its back links: O(its level), no search. Its own
-/// links are left as they were.
-fn unlink_node(a: &mut Arena, chain: Chain, x: Ref) {
-    for l in 0..level_of(a, x) {
-        let p = back(a, x, chain, l);
-        let next = fwd(a, x, chain, l);
-        debug_assert_eq!(
-            fwd(a, p, chain, l),
-            x,
-            "a back link names the node's predecessor"
-        );
-        set_fwd(a, p, chain, l, next);
-        if next != NULL {
-            set_back(a, next, chain, l, p);
+/// Unlinks the node with `id` from `chain`; returns it.
+fn unlink(a: &mut Arena, head: Ref, chain: Chain, id: Id) -> Option<Ref> {
+    let update = preds(a, head, chain, id);
+    let x = fwd(a, update[0], chain, 0);
+    if x == NULL || node_id(a, x) != id {
+        return None;
+    }
+    for (l, &p) in update.iter().enumerate().take(level_of(a, x)) {
+        if fwd(a, p, chain, l) == x {
+            let next = fwd(a, x, chain, l);
+            set_fwd(a, p, chain, l, next);
         }
     }
+    Some(x)
 }
 
 /// The first node of `chain` with an ID at least `id` (NULL: none).
@@ -430,9 +402,6 @@ fn free_one_of_group(a: &mut Arena, g: Ref) -> bool {
     for l in 0..level_of(a, n) {
         let next = fwd(a, n, Chain::Group, l);
         set_fwd(a, head, Chain::Group, l, next);
-        if next != NULL {
-            set_back(a, next, Chain::Group, l, head);
-        }
     }
     a.free(n, node_bytes(level_of(a, n)));
     true
@@ -584,12 +553,11 @@ pub fn pel_add(a: &mut Arena, g: Ref, c: Ref, id: Id, time_ms: i64, count: u64) 
 
 /// Removes entry `id` from the group's PEL and its consumer's; false when not pending.
 pub fn pel_remove(a: &mut Arena, g: Ref, id: Id) -> bool {
-    let Some(n) = pel_find(a, g, id) else {
+    let Some(n) = unlink(a, g_pel(a, g), Chain::Group, id) else {
         return false;
     };
-    unlink_node(a, Chain::Group, n);
     let c = a.read_u32(n, 32);
-    unlink_node(a, Chain::Consumer, n);
+    unlink(a, c_pel(a, c), Chain::Consumer, id);
     bump(a, g, 40, -1);
     bump(a, c, 24, -1);
     a.free(n, node_bytes(level_of(a, n)));
@@ -602,11 +570,11 @@ pub fn pel_assign(a: &mut Arena, n: Ref, c: Ref) {
     if old == c {
         return;
     }
-    unlink_node(a, Chain::Consumer, n);
+    let id = node_id(a, n);
+    unlink(a, c_pel(a, old), Chain::Consumer, id);
     bump(a, old, 24, -1);
     for l in 0..level_of(a, n) {
         set_fwd(a, n, Chain::Consumer, l, NULL);
-        set_back(a, n, Chain::Consumer, l, NULL);
     }
     a.write_u32(n, 32, c);
     link(a, c_pel(a, c), Chain::Consumer, n);
@@ -794,8 +762,7 @@ pub fn export(a: &Arena, g: Ref) -> LoadedGroup {
 // ---- image validation --------------------------------------------------------------------
 
 /// Checks a chain of one skiplist: at every level, the chain holds exactly the nodes of
-/// `members` (node → level) whose level is above it, in ascending ID order, each with a
-/// back link to the node (or head) before it. Following
+/// `members` (node → level) whose level is above it, in ascending ID order. Following
 /// such chains can neither loop nor leave the nodes already claimed.
 fn check_chain(
     a: &Arena,
@@ -807,18 +774,12 @@ fn check_chain(
         let want = members.values().filter(|&&lv| lv > l).count();
         let mut got = 0usize;
         let mut prev: Option<Id> = None;
-        let mut before = head;
         let mut n = fwd(a, head, chain, l);
         while n != NULL {
             match members.get(&n) {
                 Some(&lv) if lv > l => {}
                 _ => return Err(Corrupt::at("stream PEL link", n)),
             }
-            // An XACK follows the back link to write the node before it.
-            if back(a, n, chain, l) != before {
-                return Err(Corrupt::at("stream PEL back link", n));
-            }
-            before = n;
             let id = node_id(a, n);
             if prev.is_some_and(|p| p >= id) {
                 return Err(Corrupt::at("stream PEL order", n));
@@ -1000,15 +961,6 @@ mod tests {
         set_fwd(&mut a, n, Chain::Group, 0, n);
         assert!(validate(&a, &mut Claims::new(&a), first, true).is_err());
         set_fwd(&mut a, n, Chain::Group, 0, saved);
-        // So is a damaged back link, in either chain.
-        let n = pel_next(&a, pel_seek(&a, g, Id::MIN));
-        for chain in [Chain::Group, Chain::Consumer] {
-            let saved = back(&a, n, chain, 0);
-            set_back(&mut a, n, chain, 0, n);
-            assert!(validate(&a, &mut Claims::new(&a), first, true).is_err());
-            set_back(&mut a, n, chain, 0, saved);
-        }
-        assert!(validate(&a, &mut Claims::new(&a), first, true).is_ok());
         // Freed piecewise, as the lazy free does.
         let mut f = copy;
         while !free_some(&mut a, &mut f, 7).1 {

@@ -431,7 +431,12 @@ impl Raw {
                 return self.buf.drain(..n).collect();
             }
             let mut tmp = [0u8; 65536];
-            let n = self.s.read(&mut tmp).expect("read reply");
+            // A read with a timeout is never restarted after a signal, even one the test
+            // process does not handle (a stop and continue): it fails with EINTR.
+            let n = match self.s.read(&mut tmp) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                r => r.expect("read reply"),
+            };
             assert!(
                 n > 0,
                 "connection closed while waiting for a reply; got so far {:?}",
@@ -477,6 +482,7 @@ impl Raw {
                 Ok(0) => return true,
                 Ok(n) => self.buf.extend_from_slice(&tmp[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => return false,
             }
         }

@@ -625,10 +625,6 @@ pub fn reseal(img: &mut [u8]) {
     // Images of an earlier format version are brought to this one (the fields version 2
     // added were reserved zeros before, meaning "no function libraries").
     put32(img, 8, FORMAT_VERSION);
-    // And to this arena layout version (the fingerprint's first field): a stored crafted
-    // image or fuzz seed of an earlier layout still reaches the checks behind the
-    // fingerprint, which must refuse whatever its bytes mean now or load it harmlessly.
-    put32(img, 16, arena::ARENA_LAYOUT_VERSION);
     let seal_header = |img: &mut [u8]| {
         let crc = crc32c::crc32c(&img[..HEADER_BYTES - 4]);
         put32(img, HEADER_BYTES - 4, crc);
