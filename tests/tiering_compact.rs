@@ -118,22 +118,33 @@ fn check(raw: &mut Raw, want: &[Option<Vec<u8>>]) {
     }
 }
 
+/// Whether compaction runs while [`cold_then_most_deleted`] deletes.
+#[derive(PartialEq)]
+enum Compaction {
+    Paused,
+    Running,
+}
+
 /// 14,000 small values (seeded by `values_seed`) loaded until most are cold, compaction
-/// paused and idle, then 80 % of the cold ones deleted (chosen by `delete_seed`). Returns
-/// the cold indexes and what each key must now read (None: deleted).
+/// paused and idle first if asked, then 80 % of the cold ones deleted (chosen by
+/// `delete_seed`). Returns the cold indexes and what each key must now read (None:
+/// deleted).
 fn cold_then_most_deleted(
     raw: &mut Raw,
     values_seed: u64,
     delete_seed: u64,
+    compaction: Compaction,
 ) -> (Vec<usize>, Vec<Option<Vec<u8>>>) {
     let values = small_values(14_000, values_seed);
     load(raw, &values);
     let cold = cold_indexes(raw, values.len());
     assert!(cold.len() > 5000, "only {} cold values", cold.len());
-    assert_eq!(raw.call(&["DEBUG", "TIERED-COMPACT", "0"]), b"+OK\r\n");
-    wait_until(DEADLINE, "compaction moves end", || {
-        raw.info_u64("tiered", "tiered_compaction_moves_pending") == 0
-    });
+    if compaction == Compaction::Paused {
+        assert_eq!(raw.call(&["DEBUG", "TIERED-COMPACT", "0"]), b"+OK\r\n");
+        wait_until(DEADLINE, "compaction moves end", || {
+            raw.info_u64("tiered", "tiered_compaction_moves_pending") == 0
+        });
+    }
     let gone = delete_some(raw, &cold, 80, delete_seed);
     let mut want: Vec<Option<Vec<u8>>> = values.iter().cloned().map(Some).collect();
     for &i in &gone {
@@ -154,7 +165,7 @@ fn deleting_most_small_cold_values_is_compacted_to_amplification_two() {
     let srv = start_tiered(&dir);
     let mut raw = Raw::connect(srv.port);
     // The deletes' own effect first: compaction paused until it is measured.
-    let (_, want) = cold_then_most_deleted(&mut raw, 5, 9);
+    let (_, want) = cold_then_most_deleted(&mut raw, 5, 9, Compaction::Paused);
     // Right after the deletes the surviving records are scattered: one or two a page.
     let allocated = raw.info_u64("tiered", "tiered_allocated_bytes");
     assert!(
@@ -208,17 +219,9 @@ fn deletes_while_compaction_runs_write_at_most_twice_the_bytes_stashed() {
     let dir = temp_dir("tcomp-wa");
     let srv = start_tiered(&dir);
     let mut raw = Raw::connect(srv.port);
-    let values = small_values(14_000, 7);
-    load(&mut raw, &values);
-    let cold = cold_indexes(&mut raw, values.len());
-    assert!(cold.len() > 5000, "only {} cold values", cold.len());
     // The compactor runs during the deletes: a record it moves may be deleted next, and
     // a page it fills may turn sparse again.
-    let gone = delete_some(&mut raw, &cold, 80, 11);
-    let mut want: Vec<Option<Vec<u8>>> = values.iter().cloned().map(Some).collect();
-    for &i in &gone {
-        want[i] = None;
-    }
+    let (_, want) = cold_then_most_deleted(&mut raw, 7, 11, Compaction::Running);
     wait_until(
         Duration::from_secs(120),
         "space amplification ≤ 2, no move in flight",
@@ -434,7 +437,7 @@ fn a_failed_compaction_read_moves_nothing_and_each_key_reads_exact_or_fails_by_n
     let dir = temp_dir("tcomp-fail");
     let srv = start_tiered(&dir);
     let mut raw = Raw::connect(srv.port);
-    let (cold, want) = cold_then_most_deleted(&mut raw, 41, 43);
+    let (cold, want) = cold_then_most_deleted(&mut raw, 41, 43, Compaction::Paused);
     // Damage pages left with one surviving cold record (sparse: compaction reads them):
     // a flipped byte at the end of the page, inside its checksum's cover.
     let is_cold: std::collections::HashSet<usize> = cold.iter().copied().collect();

@@ -325,6 +325,21 @@ fn session(
             break l;
         }
     };
+    // A loaded dataset handed to the executor, whichever form it came in.
+    let full_sync = |(ks, functions, stream_db): Dataset, replid: &str, offset: u64| {
+        let ev = LinkEvent::FullSync {
+            ks: Box::new(ks),
+            functions,
+            replid: replid.to_string(),
+            offset,
+            stream_db,
+        };
+        if send(ev) {
+            Ok(())
+        } else {
+            Err("stopped".to_string())
+        }
+    };
     if let Some(rest) = reply.strip_prefix("+FULLRESYNC ") {
         let mut w = rest.split_whitespace();
         let (Some(replid), Some(offset)) = (w.next(), w.next().and_then(|o| o.parse::<u64>().ok()))
@@ -333,32 +348,15 @@ fn session(
         };
         crate::notice!("Full resync from master: {replid}:{offset}");
         send(LinkEvent::State("sync"));
-        let (ks, functions, stream_db) = receive_dataset(&mut c, stop, p)?;
-        if !send(LinkEvent::FullSync {
-            ks: Box::new(ks),
-            functions,
-            replid: replid.to_string(),
-            offset,
-            stream_db,
-        }) {
-            return Err("stopped".into());
-        }
+        full_sync(receive_dataset(&mut c, stop, p)?, replid, offset)?;
     } else if let Some(replid) = reply.strip_prefix("+CAIRNIMAGE ") {
         // A cairn primary that matched our image capability streams its capture while it
         // is taken; the image's header, last, names the offset the stream continues at.
         let replid = replid.trim();
         crate::notice!("Full resync from master by streamed image: {replid}");
         send(LinkEvent::State("sync"));
-        let ((ks, functions, stream_db), offset) = load_streamed_image(&mut c, stop, p, replid)?;
-        if !send(LinkEvent::FullSync {
-            ks: Box::new(ks),
-            functions,
-            replid: replid.to_string(),
-            offset,
-            stream_db,
-        }) {
-            return Err("stopped".into());
-        }
+        let (dataset, offset) = load_streamed_image(&mut c, stop, p, replid)?;
+        full_sync(dataset, replid, offset)?;
     } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
         let id = rest.trim();
         crate::notice!("Successful partial resynchronization with master.");
