@@ -12,7 +12,7 @@ use crate::compare::{self, pct, ProbeSamples, Watch};
 use crate::engine::{self, EventSpec, Group, RunResult, Target};
 use crate::keys::{KeyDist, ValueSize};
 use crate::report::{NamedRun, Report, Table};
-use crate::resp::{self, Reply};
+use crate::resp::{self, Conn, Reply};
 use crate::scenario::{self, Ctx};
 use crate::stats;
 use std::collections::BTreeMap;
@@ -129,6 +129,13 @@ fn fresh_dir(tag: &str) -> Result<PathBuf, String> {
 
 fn call(port: u16, args: &[&str]) -> Result<Reply, String> {
     let mut c = compare::connect(port).ok_or_else(|| format!("cannot connect to port {port}"))?;
+    c.call_str(args).map_err(|e| e.to_string())
+}
+
+/// [`call`] for a command whose reply takes minutes on a large dataset.
+fn call_slow(port: u16, args: &[&str]) -> Result<Reply, String> {
+    let addr = resp::resolve("127.0.0.1", port).map_err(|e| e.to_string())?;
+    let mut c = Conn::connect(addr, None, Duration::from_secs(600)).map_err(|e| e.to_string())?;
     c.call_str(args).map_err(|e| e.to_string())
 }
 
@@ -382,7 +389,9 @@ fn run_config_in(
                 out.primary_keys, out.replica_keys
             ));
         }
-        let digest = |port: u16| match call(port, &["DEBUG", "DIGEST"]) {
+        // DEBUG DIGEST hashes every key and value: at 8M keys Redis takes longer than the
+        // usual 30 s read timeout (the read then fails with EAGAIN).
+        let digest = |port: u16| match call_slow(port, &["DEBUG", "DIGEST"]) {
             Ok(Reply::Simple(s)) => Ok(s),
             Ok(Reply::Bulk(Some(b))) => Ok(String::from_utf8_lossy(&b).into_owned()),
             Ok(r) => Err(format!("DEBUG DIGEST answered {r:?}")),
