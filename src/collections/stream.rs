@@ -311,6 +311,27 @@ fn store_node(a: &mut Arena, node: Ref, bytes: &[u8]) -> Ref {
     r
 }
 
+/// A tail node that will take no more appends gives back the room it grew into (up to
+/// half its bytes, see [`store_node`]): appends only ever go to the last node, so a full
+/// one changes again only by deletes and trims, which never grow it.
+fn seal_node(a: &mut Arena, m: &Meta, master: Id, node: Ref) {
+    let cap = node_cap(a, node);
+    let len = lp::total(a.bytes(node, NODE_HDR, 4));
+    if cap - len < SEAL_MIN_SLACK_BYTES {
+        return;
+    }
+    let new_cap = len.next_multiple_of(8);
+    let r = a.alloc(NODE_HDR + new_cap);
+    a.write_u32(r, 0, new_cap as u32);
+    a.write_u32(r, 4, 0);
+    a.copy_within(node, NODE_HDR, r, NODE_HDR, len);
+    a.free(node, NODE_HDR + cap);
+    set_slot(a, m, m.nodes - 1, master, r);
+}
+
+/// Less slack than this is not worth a copy of the node.
+const SEAL_MIN_SLACK_BYTES: usize = 64;
+
 fn int_of(v: Val) -> Option<i64> {
     match v {
         Val::Int(i) => Some(i),
@@ -673,6 +694,8 @@ pub fn append(a: &mut Arena, m: &mut Meta, id: Id, pairs: &[&[u8]], limits: Limi
             let mut v = Vec::with_capacity(l.len() + totelelen as usize + 16 * (pairs.len() + 4));
             v.extend_from_slice(l);
             tail = Some((master, node, v));
+        } else {
+            seal_node(a, m, master, node);
         }
     }
     let mut flags = 0i64;
@@ -1328,6 +1351,41 @@ mod tests {
         let (master, node) = node_at(&a, &m, 0);
         let view = parse_node(node_lp(&a, node), master).expect("a well-formed node");
         assert_eq!((view.count, view.entries.len()), (300, 300));
+        free_all(&mut a, &m.encode());
+    }
+
+    /// Every node but the tail gives back the room it grew into once full, and the
+    /// entries read back the same across the moved nodes.
+    #[test]
+    fn full_nodes_keep_no_more_room_than_their_listpack() {
+        let mut a = arena();
+        let mut m = Meta::default();
+        let l = Limits {
+            max_bytes: 4096,
+            max_entries: 100,
+        };
+        for ms in 1..=1000u64 {
+            let v = format!("value-{:012}", ms * 7919);
+            add(&mut a, &mut m, ms, &[b"f", v.as_bytes()], l);
+        }
+        assert_eq!(m.nodes, 10);
+        for i in 0..m.nodes - 1 {
+            let (_, node) = node_at(&a, &m, i);
+            let slack = node_cap(&a, node) - node_lp(&a, node).len();
+            assert!(
+                slack < SEAL_MIN_SLACK_BYTES,
+                "node {i} keeps {slack} spare bytes"
+            );
+        }
+        let mut seen = 0u64;
+        range(&a, &m, Id::MIN, Id::MAX, false, |id, e| {
+            seen += 1;
+            let want = format!("value-{:012}", id.ms * 7919);
+            assert_eq!(id.ms, seen);
+            assert_eq!(e, vec![(b"f".to_vec(), want.into_bytes())]);
+            true
+        });
+        assert_eq!(seen, 1000);
         free_all(&mut a, &m.encode());
     }
 
