@@ -4,14 +4,16 @@
 //! loads must then be usable: the keyspace is rebuilt over it, every value is read whole
 //! (lists and sorted sets also from the tail), every key is deleted and the lazy free is
 //! run to the end — none of which may panic or touch memory outside the arena — and the
-//! emptied arena must validate again.
+//! emptied arena must validate again. The same bytes in the streamed order a full sync
+//! sends (everything after the header, then the header) must load to the same outcome:
+//! both refused, or the same header and the same arena bytes.
 #![no_main]
 
 use cairn::arena::Ref;
 use cairn::collections::{list, zset};
 use cairn::keyspace::{Keyspace, Kind};
 use cairn::persistence::rdb_file::write_object;
-use cairn::persistence::snapshot::format::reseal;
+use cairn::persistence::snapshot::format::{load_from_bytes, load_streamed, reseal, HEADER_BYTES};
 use cairn::persistence::snapshot::load_image_bytes;
 use libfuzzer_sys::fuzz_target;
 
@@ -37,9 +39,35 @@ fn read_whole_value(ks: &Keyspace, e: Ref) {
     }
 }
 
+/// Loads `img` as a file and in its streamed order; the outcomes must agree.
+fn streamed_form_agrees(img: &[u8]) {
+    if img.len() < HEADER_BYTES {
+        return;
+    }
+    let mut streamed = img[HEADER_BYTES..].to_vec();
+    streamed.extend_from_slice(&img[..HEADER_BYTES]);
+    match (
+        load_from_bytes(img, 64 << 20),
+        load_streamed(&streamed[..], 64 << 20),
+    ) {
+        (Ok((mut file, fh)), Ok((mut stream, sh))) => {
+            assert_eq!(fh, sh, "the streamed form's header differs from the file's");
+            let n = fh.arena_bytes as usize;
+            assert!(
+                file.slice_mut(0, n) == stream.slice_mut(0, n),
+                "the streamed form's arena differs from the file's"
+            );
+        }
+        (Ok(_), Err(e)) => panic!("the file loads and its streamed form does not: {e}"),
+        (Err(e), Ok(_)) => panic!("the streamed form loads and the file does not: {e}"),
+        (Err(_), Err(_)) => {}
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let mut img = data.to_vec();
     reseal(&mut img);
+    streamed_form_agrees(&img);
     let Ok((arena, _)) = load_image_bytes(&img, 64 << 20) else {
         return;
     };

@@ -1219,11 +1219,18 @@ fn read_records<R: Read>(
                     file_len - pos - TRAILER_BYTES as u64
                 )));
             }
-            if expect.functions_stated.is_some_and(|s| s.0 > 0) && functions.is_none() {
-                return Err(err(LoadError::Functions {
-                    offset: pos,
-                    what: "the header announces function libraries the file lacks".into(),
-                }));
+            // No section: the header must state none, length and checksum alike (the
+            // streamed loader compares both, and the two forms must agree).
+            if let (Some(stated), None) = (expect.functions_stated, &functions) {
+                if stated != (0, 0) {
+                    return Err(err(LoadError::Functions {
+                        offset: pos,
+                        what: format!(
+                            "the header announces {} bytes with crc32c {:#010x}, the file has none",
+                            stated.0, stated.1
+                        ),
+                    }));
+                }
             }
             shared.wait_idle();
             let end = RecordsEnd {
