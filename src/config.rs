@@ -2146,7 +2146,8 @@ impl EvictionPolicy {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SnapMode {
     /// Live passes with `WP_ASYNC` tracking; where they do not converge within the pause
-    /// budget, switch to the freeze-free variant for the remainder.
+    /// budget, switch to the freeze-free variant for the remainder. A capture streamed to
+    /// replicas as it is taken cannot switch: it is freeze-free from the start.
     Auto,
     /// Live passes with `WP_ASYNC` tracking only; the final pause copies whatever is dirty
     /// then, even past the budget.

@@ -692,11 +692,18 @@ fn the_image_reaches_the_replica_while_it_is_captured() {
     wait_synced(&mut p, &mut r);
     assert!(prim.log().contains("Background RDB transfer started"));
     assert!(rep.log().contains("as it is taken"), "{}", rep.log());
+    // Under the default `snapshot-mode auto` a streamed capture is freeze-free from the
+    // start: a switch from live passes midway would drop what was already sent.
+    assert!(
+        prim.log().contains("Snapshot (freeze-free)") && !prim.log().contains("switching to"),
+        "{}",
+        prim.log()
+    );
 }
 
-/// The link drops while the image streams: the primary closes the replica, finishes the
-/// capture for nobody, and the replica's retry (which joined during the capture) gets the
-/// next one; it ends with the primary's data, writes made meanwhile included.
+/// The link drops while the image streams: the primary closes the replica and the
+/// replica's retry gets the next capture; it ends with the primary's data, writes made
+/// meanwhile included.
 #[test]
 fn a_link_dropped_mid_image_is_retried_with_a_new_capture() {
     let (prim, mut p, rep, mut r) = replica_reading_a_slowed_capture(1 << 20);
@@ -712,6 +719,44 @@ fn a_link_dropped_mid_image_is_retried_with_a_new_capture() {
     });
     wait_synced(&mut p, &mut r);
     assert_eq!(show(&r.call(&["GET", "during99"])), "$1\r\nx\r\n");
+}
+
+/// Every member of a streamed capture left: the primary cancels it then (Redis's "last
+/// replica dropped" line) instead of running it to its end for nobody, and the replica's
+/// retry gets a fresh capture at once (unslowed: the delay is read when a capture
+/// starts). The first capture never reached its end, and the replica ends with the
+/// primary's data.
+#[test]
+fn a_capture_whose_last_replica_dropped_is_cancelled_and_the_retry_gets_a_new_one() {
+    let (prim, mut p, _rep, mut r) = replica_reading_a_slowed_capture(1 << 20);
+    assert!(!prim.log().contains("Background RDB transfer started"));
+    p.call(&["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+    assert_eq!(p.call(&["CLIENT", "KILL", "TYPE", "replica"]), b":1\r\n");
+    wait_until(
+        Duration::from_secs(20),
+        "the primary cancels the capture",
+        || {
+            prim.log()
+                .contains("Diskless rdb transfer, last replica dropped, cancelling the capture.")
+        },
+    );
+    for i in 0..100 {
+        p.call(&["SET", &format!("during{i}"), "x"]);
+    }
+    wait_synced(&mut p, &mut r);
+    assert_eq!(show(&r.call(&["GET", "during99"])), "$1\r\nx\r\n");
+    let log = prim.log();
+    let cancelled = log.find("last replica dropped").expect("the cancel line");
+    assert!(
+        !log[..cancelled].contains("Background RDB transfer started"),
+        "the first capture ran to its end: {log}"
+    );
+    assert_eq!(log.matches("Starting BGSAVE for SYNC").count(), 2, "{log}");
+    assert_eq!(
+        log.matches("Background RDB transfer started").count(),
+        1,
+        "{log}"
+    );
 }
 
 /// `masterauth`: the replica authenticates to a primary with a password; a wrong one

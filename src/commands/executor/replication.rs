@@ -22,7 +22,7 @@ use super::repl_pending::PendingStream;
 use super::Server;
 use crate::persistence::repl_backlog::Backlog;
 use crate::persistence::snapshot::format::{Follow, Followed, HEADER_BYTES};
-use crate::persistence::snapshot::BgJob;
+use crate::persistence::snapshot::{BgJob, SnapMode};
 use crate::util::now_ms;
 use crate::{notice, warning};
 use std::path::PathBuf;
@@ -95,6 +95,9 @@ enum Phase {
         /// Image form: the sender already streams the capture as it is written.
         early: Option<Transfer>,
     },
+    /// An image-form capture whose every member left, asked to stop: collected once its
+    /// thread ends, then the next capture starts for whoever waits.
+    Cancelled { job: BgJob },
     Send {
         chunks: Receiver<Vec<u8>>,
         /// The thread's outcome, published before it closes its files (see `Finished`).
@@ -131,6 +134,14 @@ impl Finished {
 
     fn take(&self) -> Option<Result<(), String>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// The thread's error, if it published one (left for `take`).
+    fn failed(&self) -> Option<String> {
+        match &*self.0.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(Err(e)) => Some(e.clone()),
+            _ => None,
+        }
     }
 }
 
@@ -270,12 +281,12 @@ impl Replication {
         self.sync.is_some()
     }
 
-    /// A capture is running (it holds the snapshot engine's gate).
+    /// A capture is running (it holds the snapshot engine's gate), or stopping.
     pub fn capture_running(&self) -> bool {
         matches!(
             self.sync,
             Some(FullSync {
-                phase: Phase::Snapshot { .. },
+                phase: Phase::Snapshot { .. } | Phase::Cancelled { .. },
                 ..
             })
         )
@@ -978,15 +989,90 @@ impl Server {
             None => self.start_capture(),
             Some(Phase::Snapshot { job, early }) => {
                 let done = job.is_finished();
-                if early.is_some() {
+                if let Some(t) = early {
+                    if !self.repl.replicas.iter().any(|r| r.in_sync) {
+                        self.cancel_streamed_capture();
+                        return;
+                    }
+                    if let Some(e) = t.finished.failed() {
+                        // The sender gave up (a read error, the capture abandoned): the
+                        // members cannot get this image, so they go now, not at the
+                        // capture's end; the capture is cancelled once they left.
+                        warning!("Streaming the image for replication failed: {e}");
+                        let slots: Vec<usize> = self
+                            .repl
+                            .replicas
+                            .iter_mut()
+                            .filter(|r| r.in_sync)
+                            .map(|r| {
+                                r.in_sync = false;
+                                r.slot
+                            })
+                            .collect();
+                        for slot in slots {
+                            self.close_soon(slot);
+                        }
+                        self.cancel_streamed_capture();
+                        return;
+                    }
                     self.stream_capture();
                 }
                 if done {
                     self.capture_done();
                 }
             }
+            Some(Phase::Cancelled { job }) => {
+                if job.is_finished() {
+                    self.capture_cancelled();
+                }
+            }
             Some(Phase::Send { .. }) => self.send_rdb(),
         }
+    }
+
+    /// Every member of an image-form capture left: its bytes can serve nobody (a
+    /// replica that asked since waits for a capture of its own), so it stops now rather
+    /// than at its end, and the next capture starts as soon as it is collected. The
+    /// sender ends with it (the writer's abandon wakes it; its channel is gone).
+    fn cancel_streamed_capture(&mut self) {
+        let Some(sync) = self.repl.sync.take() else {
+            return;
+        };
+        let Phase::Snapshot { job, early } = sync.phase else {
+            self.repl.sync = Some(sync);
+            return;
+        };
+        warning!("Diskless rdb transfer, last replica dropped, cancelling the capture.");
+        drop(early);
+        job.request_cancel();
+        self.repl.sync = Some(FullSync {
+            phase: Phase::Cancelled { job },
+            ..sync
+        });
+        if self.repl.sync.as_ref().is_some_and(|s| match &s.phase {
+            Phase::Cancelled { job } => job.is_finished(),
+            _ => false,
+        }) {
+            self.capture_cancelled();
+        }
+    }
+
+    /// The cancelled capture's thread ended: its file goes, the arena's pages are its
+    /// own again, and whoever asked meanwhile gets a fresh capture.
+    fn capture_cancelled(&mut self) {
+        let Some(sync) = self.repl.sync.take() else {
+            return;
+        };
+        let Phase::Cancelled { job } = sync.phase else {
+            self.repl.sync = Some(sync);
+            return;
+        };
+        // Cancelled, or done just before the request: either way nobody gets it.
+        let _ = job.join();
+        self.ks.arena.set_keep_pages(false);
+        self.tier_capture(false);
+        remove_capture(&sync.image);
+        self.start_capture();
     }
 
     fn start_capture(&mut self) {
@@ -1022,6 +1108,15 @@ impl Server {
         p.path = image.clone();
         let follow = image_form.then(|| Arc::new(Follow::default()));
         p.follow = follow.clone();
+        if image_form && p.mode == SnapMode::Auto {
+            // Streamed, the capture's records leave as they are written, so it cannot
+            // switch variants midway (the switch drops what the live passes wrote, and
+            // with it the transfer: measured on a busy machine, the replica had to start
+            // over after the whole capture). The freeze-free variant sends each page once and needs no
+            // raw pool (44 MiB of the primary's extra memory): see BENCHMARKS.md,
+            // "Where the primary's extra memory went during a streamed full sync".
+            p.mode = SnapMode::Sync;
+        }
         if image_form {
             // Redis's knob for slow saves, here on the records of the streamed capture.
             p.record_delay_us = self
@@ -1422,6 +1517,11 @@ impl Server {
                 Phase::Snapshot { job, early } => {
                     // The writer's abandon ends the sender (its outcome is not needed).
                     drop(early);
+                    job.cancel();
+                    self.ks.arena.set_keep_pages(false);
+                    self.tier_capture(false);
+                }
+                Phase::Cancelled { job } => {
                     job.cancel();
                     self.ks.arena.set_keep_pages(false);
                     self.tier_capture(false);

@@ -926,6 +926,15 @@ pub fn load_streamed<R: Read>(
             end.extents_end, header.arena_bytes
         )));
     }
+    if header.mode == CutMode::UffdSync {
+        if let Some((record, offset, what)) = end.first_overlap {
+            return Err(LoadError::Record {
+                record,
+                offset,
+                what,
+            });
+        }
+    }
     let functions_seen = (end.functions.len() as u64, crc32c::crc32c(&end.functions));
     let stated = header.functions_stated;
     if functions_seen != stated {
@@ -965,6 +974,16 @@ struct RecordsEnd {
     trailer_arena_bytes: u64,
     /// The furthest arena byte a record wrote.
     extents_end: u64,
+    /// A streamed image's first record whose extents overlap an earlier one's: (record,
+    /// its offset in the image, what): an error once the header says freeze-free.
+    first_overlap: Option<(u64, u64, String)>,
+}
+
+fn overlap_what(i: usize, e: &Extent) -> String {
+    format!(
+        "extent {i} ({} bytes at arena offset {}) overlaps an earlier extent of this freeze-free image",
+        e.len, e.offset
+    )
 }
 
 fn check_fingerprint(header: &ImageHeader) -> Result<(), LoadError> {
@@ -1127,6 +1146,7 @@ fn read_records<R: Read>(
     let mut wave_end = 0u64;
     let mut first_wave = true;
     let mut single_wave = DisjointExtents::default();
+    let mut first_overlap = None;
     loop {
         if shared.abort.load(std::sync::atomic::Ordering::SeqCst) {
             return Ok(Default::default());
@@ -1237,6 +1257,7 @@ fn read_records<R: Read>(
                 functions: functions.unwrap_or_default(),
                 trailer_arena_bytes: get64(&t, 16),
                 extents_end,
+                first_overlap,
             };
             return Ok((end, pos + TRAILER_BYTES as u64));
         }
@@ -1305,10 +1326,18 @@ fn read_records<R: Read>(
             // record's, which is only sound if no two of them share a byte.
             for (i, e) in extents.iter().enumerate() {
                 if !single_wave.insert(e.offset, e.len as u64) {
-                    return Err(rec_err(format!(
-                        "extent {i} ({} bytes at arena offset {}) overlaps an earlier extent of this freeze-free image",
-                        e.len, e.offset
-                    )));
+                    return Err(rec_err(overlap_what(i, e)));
+                }
+            }
+        } else if expect.mode.is_none() && first_overlap.is_none() {
+            // Streamed: the mode comes with the header, last. The first overlap is kept
+            // so that a freeze-free image is refused as the file loader refuses it (an
+            // image of another mode overlaps early, and tracking stops there).
+            for (i, e) in extents.iter().enumerate() {
+                if !single_wave.insert(e.offset, e.len as u64) {
+                    first_overlap = Some((at, pos, overlap_what(i, e)));
+                    single_wave = DisjointExtents::default();
+                    break;
                 }
             }
         }
@@ -1629,6 +1658,63 @@ mod tests {
         assert!(d.insert(4096, 4096) && d.insert(0, 4096) && d.insert(8192, 10));
         assert_eq!(d.ranges.len(), 1);
         assert!(!d.insert(8000, 1));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The streamed form (records, then the header) is refused for the same overlaps
+    /// once its header says freeze-free, and the same records load under a mode whose
+    /// passes re-send pages.
+    #[test]
+    fn a_streamed_freeze_free_image_with_overlapping_extents_is_refused() {
+        let dir = std::env::temp_dir().join(format!("cairn-fmt-sovl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("img");
+        let arena = 8 * 4096u64;
+        let page = |offset: u64, len: u32| Extent { offset, len };
+        let cases: [Vec<Vec<Extent>>; 3] = [
+            vec![vec![page(0, 8192)], vec![page(4096, 4096)]],
+            vec![
+                vec![page(8192, 4096)],
+                vec![page(0, 4096)],
+                vec![page(4000, 200)],
+            ],
+            vec![vec![page(0, 4096), page(2048, 4096)]],
+        ];
+        for records in cases {
+            for mode in [CutMode::UffdSync, CutMode::UffdLive] {
+                let mut w = ImageWriter::create(&path, true).unwrap();
+                for (n, extents) in records.iter().enumerate() {
+                    let bytes = vec![n as u8 + 1; extents.iter().map(|e| e.len as usize).sum()];
+                    w.write_record(&Record::encode(extents.clone(), &bytes))
+                        .unwrap();
+                }
+                let mut h = header(arena);
+                h.mode = mode;
+                w.commit(&h).unwrap();
+                let file = std::fs::read(&path).unwrap();
+                let mut streamed = file[HEADER_BYTES..].to_vec();
+                streamed.extend_from_slice(&file[..HEADER_BYTES]);
+                let got = load_streamed(&streamed[..], 1 << 20);
+                match mode {
+                    CutMode::UffdSync => {
+                        let err = got.err().expect("overlapping extents load streamed");
+                        assert!(
+                            err.to_string().contains("overlaps an earlier extent"),
+                            "{err}"
+                        );
+                    }
+                    _ => {
+                        let (mut region, h) = got.expect("a live image loads streamed");
+                        assert_eq!(h.mode, mode);
+                        // Applied in order: the last record's bytes win where they overlap.
+                        let last = records.last().unwrap();
+                        let e = &last[last.len() - 1];
+                        let at = region.slice_mut(e.offset, e.len as usize).unwrap().to_vec();
+                        assert!(at.iter().all(|&b| b == records.len() as u8), "{records:?}");
+                    }
+                }
+            }
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1333,6 +1333,11 @@ impl BgJob {
             ))))
         })
     }
+    /// Asks the snapshot to stop without waiting for it: collect it once `is_finished`
+    /// (its outcome is then `SnapError::Cancelled` or, if it got to its end first, Ok).
+    pub fn request_cancel(&self) {
+        self.cancel.store(true, Ordering::SeqCst);
+    }
     /// Stops the snapshot (SHUTDOWN): the temp file is removed, the previous image stays.
     pub fn cancel(self) {
         self.cancel.store(true, Ordering::SeqCst);
