@@ -1482,3 +1482,112 @@ fn a_stalled_disk_turns_waiting_writes_into_oom_after_the_bound() {
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Cold reads go through the executor's own read ring (registered buffers where the
+/// kernel allows). More reads than its in-flight bound at once (one MGET of every cold
+/// key, big records longer than a buffer slot among them) queue and all come back
+/// byte-exact; reads the device fails name their own key while the other clients,
+/// waiting alongside, get their values.
+#[test]
+fn reads_beyond_the_rings_bound_come_back_exact_and_a_failed_one_names_its_key() {
+    let dir = temp_dir("tiering-ring");
+    let srv = start_tiered(&dir, &[]);
+    let mut raw = Raw::connect(srv.port);
+    // Written first, so among the first to go cold: records of 5 to 12 pages, longer
+    // than a slot of the ring's pool.
+    let mut rng = Lcg(41);
+    let bigs: Vec<Vec<u8>> = (0..6)
+        .map(|i| {
+            (0..20_000 + i * 5_000)
+                .map(|_| rng.below(256) as u8)
+                .collect()
+        })
+        .collect();
+    for (i, v) in bigs.iter().enumerate() {
+        assert_eq!(
+            call_b(&mut raw, &[b"SET", format!("big{i}").as_bytes(), v]),
+            b"+OK\r\n"
+        );
+    }
+    let values = dataset(5000, 43);
+    load(&mut raw, &values);
+    let path = raw.info_field("tiered", "tiered_read_path");
+    assert!(path.starts_with("executor-ring"), "reads go through {path}");
+    let cold_bigs: Vec<usize> = (0..bigs.len())
+        .filter(|i| state(&mut raw, &format!("big{i}")) == "cold")
+        .collect();
+    assert!(!cold_bigs.is_empty(), "no big value went cold");
+    let cold = cold_keys(&mut raw, 1000);
+    assert!(cold.len() > 200, "only {} cold keys", cold.len());
+    let idx = |k: &str| k[1..].parse::<usize>().unwrap();
+    // Held: every read of the MGET waits in the ring's queue, none in the kernel.
+    assert_eq!(raw.call(&["DEBUG", "TIERED-HOLD-READS", "1"]), b"+OK\r\n");
+    let mut names: Vec<String> = cold.iter().take(200).cloned().collect();
+    names.extend(cold_bigs.iter().map(|i| format!("big{i}")));
+    let mut mget: Vec<&[u8]> = vec![b"MGET"];
+    mget.extend(names.iter().map(|k| k.as_bytes()));
+    let mut a = Raw::connect(srv.port);
+    a.cmd(&mget);
+    wait_until(DEADLINE, "the MGET's reads are queued", || {
+        raw.info_u64("tiered", "tiered_read_ring_queued") == names.len() as u64
+    });
+    assert_eq!(raw.info_u64("tiered", "tiered_read_ring_in_flight"), 0);
+    assert_eq!(raw.call(&["DEBUG", "TIERED-HOLD-READS", "0"]), b"+OK\r\n");
+    let mut want = format!("*{}\r\n", names.len()).into_bytes();
+    for k in &names {
+        match k.strip_prefix("big") {
+            Some(i) => want.extend(bulk(&bigs[i.parse::<usize>().unwrap()])),
+            None => want.extend(bulk(&values[idx(k)])),
+        }
+    }
+    assert!(a.reply() == want, "the MGET's values differ");
+    assert_eq!(raw.info_u64("tiered", "tiered_read_ring_queued"), 0);
+    assert_eq!(raw.info_u64("tiered", "tiered_read_ring_in_flight"), 0);
+    // Twelve clients wait for a cold key each; the device fails three of the reads.
+    let cold = cold_keys(&mut raw, 1000);
+    assert!(cold.len() >= 12, "only {} cold keys", cold.len());
+    assert_eq!(raw.call(&["DEBUG", "TIERED-HOLD-READS", "1"]), b"+OK\r\n");
+    let mut clients: Vec<(String, Raw)> = Vec::new();
+    for k in cold.iter().take(12) {
+        let mut c = Raw::connect(srv.port);
+        c.cmd(&[b"GET", k.as_bytes()]);
+        clients.push((k.clone(), c));
+    }
+    wait_until(DEADLINE, "the twelve reads are queued", || {
+        raw.info_u64("tiered", "tiered_read_ring_queued") == 12
+    });
+    let errors_before = raw.info_u64("tiered", "tiered_read_errors");
+    assert_eq!(raw.call(&["DEBUG", "TIERED-FAIL", "3", "0"]), b"+OK\r\n");
+    assert_eq!(raw.call(&["DEBUG", "TIERED-HOLD-READS", "0"]), b"+OK\r\n");
+    let mut failed = Vec::new();
+    for (k, c) in clients.iter_mut() {
+        let r = c.reply();
+        if r.starts_with(b"-") {
+            let r = show(&r);
+            assert!(
+                r.starts_with(&format!("-ERR tiered read of key '{k}' failed: "))
+                    && r.contains("os error 5"),
+                "{k}: {r}"
+            );
+            failed.push(k.clone());
+        } else {
+            assert!(r == bulk(&values[idx(k)]), "{k} differs");
+        }
+    }
+    assert_eq!(failed.len(), 3, "three reads failed: {failed:?}");
+    assert_eq!(
+        raw.info_u64("tiered", "tiered_read_errors"),
+        errors_before + 3
+    );
+    // The failed values stay on disk and read back whole.
+    for k in &failed {
+        assert_eq!(state(&mut raw, k), "cold");
+        assert!(
+            raw.call(&["GET", k]) == bulk(&values[idx(k)]),
+            "{k} differs"
+        );
+    }
+    check_all(&mut raw, &values);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}

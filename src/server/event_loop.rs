@@ -53,9 +53,11 @@ const LISTENER_TOKENS: usize = LISTENER_SLOTS;
 const WAKER_TOKEN: Token = Token(usize::MAX - 1);
 /// The eventfd the executor's AOF ring rings when one of its fsyncs completes.
 const AOF_SYNC_TOKEN: Token = Token(usize::MAX - 2);
+/// The eventfd the executor's tier read ring rings when one of its reads completes.
+const TIER_READ_TOKEN: Token = Token(usize::MAX - 3);
 /// Refused TLS connections waiting for their handshake (`tls_refusal.rs`): the tokens
-/// just below the AOF's.
-const REFUSAL_TOKEN_BASE: usize = AOF_SYNC_TOKEN.0 - REFUSAL_SLOTS;
+/// just below the tier ring's.
+const REFUSAL_TOKEN_BASE: usize = TIER_READ_TOKEN.0 - REFUSAL_SLOTS;
 const EVENTS_CAPACITY: usize = 1024;
 
 pub static SHUTDOWN_SIGNAL: AtomicBool = AtomicBool::new(false);
@@ -557,6 +559,11 @@ impl EventLoop {
                     self.log_midturn(srv);
                     continue;
                 }
+                if ev.token() == TIER_READ_TOKEN {
+                    // Taken at the end of this turn (`tiering_end_of_turn`).
+                    srv.tiering_read_signalled();
+                    continue;
+                }
                 if t < LISTENER_TOKENS {
                     self.accept(srv, t);
                     continue;
@@ -643,7 +650,7 @@ impl EventLoop {
                     self.accept(srv, t);
                 } else if self.refusals.owns(t) {
                     self.refusals.on_event(self.poll.registry(), t);
-                } else if t < AOF_SYNC_TOKEN.0 {
+                } else if t < REFUSAL_TOKEN_BASE {
                     let slot = t - LISTENER_TOKENS;
                     if self.conns.get(slot).is_some_and(|c| c.is_some()) {
                         self.read_and_process(srv, slot, true);
@@ -661,6 +668,11 @@ impl EventLoop {
                 if ev.token() == AOF_SYNC_TOKEN {
                     // The turn after the script reaps the log's syncs.
                     drain_eventfd(&self.aof_sync_efd);
+                    continue;
+                }
+                if ev.token() == TIER_READ_TOKEN {
+                    // The turn after the script takes the tier reads' completions.
+                    srv.tiering_read_signalled();
                     continue;
                 }
                 if t < LISTENER_TOKENS {
@@ -1552,6 +1564,13 @@ pub fn serve(mut srv: Server) -> io::Result<()> {
     {
         use std::os::fd::AsRawFd;
         srv.aof.set_completion_fd(el.aof_sync_efd.as_raw_fd());
+        if let Some(fd) = srv.tiering_read_completion_fd() {
+            el.poll.registry().register(
+                &mut mio::unix::SourceFd(&fd),
+                TIER_READ_TOKEN,
+                Interest::READABLE,
+            )?;
+        }
     }
     let addrs = el.local_addrs();
     if let Some(a) = addrs.first() {

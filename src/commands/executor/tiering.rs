@@ -112,11 +112,13 @@ pub struct TierCounters {
     /// Pass steps run from loop turns (the cron's are not counted).
     pub turn_steps: u64,
     /// Cold reads' timeline (`INFO tiered`, `tiered_read_wait_us_*`): reads that ended,
-    /// and their cumulative microseconds from the executor's request to the I/O
-    /// thread's submission (`queue`), from there to the completion (`device`), and
-    /// from there to the executor taking it (`wake`); clients run again after their
-    /// reads, and the microseconds from taking the completion to their command having
-    /// run (`run`).
+    /// and their cumulative microseconds from the executor's request to the read's
+    /// submission to the kernel (`queue`: waiting for the read ring's in-flight bound,
+    /// or for the I/O thread where there is no ring), from there to the completion
+    /// being noticed (`device`: the event loop saw the ring's eventfd fire), and from
+    /// there to the executor taking it at the end of that loop turn (`wake`: the rest of
+    /// the turn's work); clients run again after their reads, and the microseconds from
+    /// taking the completion to their command having run (`run`).
     pub read_timed: u64,
     pub read_wait_us_queue: u64,
     pub read_wait_us_device: u64,
@@ -240,6 +242,20 @@ impl Server {
     pub fn tiering_set_waker(&self, wake: Arc<dyn Fn() + Send + Sync>) {
         if let Some(t) = &self.tiering {
             t.store.set_waker(wake);
+        }
+    }
+
+    /// The eventfd the executor's tier read ring signals (the event loop polls it), if
+    /// tiering is on and reads go through that ring.
+    pub fn tiering_read_completion_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.tiering.as_ref()?.store.read_completion_fd()
+    }
+
+    /// The event loop saw the tier read ring's eventfd fire (its completions are taken
+    /// at the end of the turn, `tiering_end_of_turn`).
+    pub fn tiering_read_signalled(&mut self) {
+        if let Some(t) = self.tiering.as_mut() {
+            t.store.read_ring_signalled();
         }
     }
 
@@ -1026,6 +1042,10 @@ impl Server {
         line("tiered_throttled_ooms", &c.throttled_ooms);
         line("tiered_throttled_clients", &t.throttled.len());
         line("tiered_pass_turn_steps", &c.turn_steps);
+        line("tiered_read_path", &t.store.read_path());
+        let (ring_in_flight, ring_queued) = t.store.ring_reads();
+        line("tiered_read_ring_in_flight", &ring_in_flight);
+        line("tiered_read_ring_queued", &ring_queued);
         line("tiered_read_timed", &c.read_timed);
         line("tiered_read_wait_us_queue", &c.read_wait_us_queue);
         line("tiered_read_wait_us_device", &c.read_wait_us_device);

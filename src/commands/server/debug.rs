@@ -150,7 +150,7 @@ pub(super) fn debug(ctx: &mut Ctx) -> CmdResult {
             Ok(())
         }
         ("tiered-hold-reads", 3) => {
-            // cairn's own (tests): 1 holds tier reads in the I/O thread, 0 lets them go,
+            // cairn's own (tests): 1 holds tier reads not yet submitted, 0 lets them go,
             // so a test can see clients wait without depending on timing.
             let hold = crate::util::parse_i64(ctx.args.get(2)).unwrap_or(0) != 0;
             let t = tier_state(ctx)?;

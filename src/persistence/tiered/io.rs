@@ -1,8 +1,9 @@
-//! The tier file's I/O thread (`cairn-tier`): page writes and reads submitted through
-//! io_uring on the file opened `O_DIRECT`, into 4 KiB-aligned buffers. The executor
-//! hands requests over a channel and rings an eventfd that the thread keeps armed in
-//! the ring, so one `io_uring_enter` waits for a completion or for new work alike.
-//! Completions go back through a shared list and a wake-up of the executor's loop.
+//! The tier file's I/O thread (`cairn-tier`): page writes (and reads, where the
+//! executor has no read ring of its own, `reads.rs`) submitted through io_uring on the
+//! file opened `O_DIRECT`, into 4 KiB-aligned buffers. The executor hands requests over
+//! a channel and rings an eventfd that the thread keeps armed in the ring, so one
+//! `io_uring_enter` waits for a completion or for new work alike. Completions go back
+//! through a shared list and a wake-up of the executor's loop.
 //!
 //! The thread also seals written pages (their checksums) and checks read pages and the
 //! record's key, so the executor only copies the value into the arena. Where io_uring
@@ -81,7 +82,7 @@ pub struct Shared {
 }
 
 /// Takes one injected failure from `n`, if any is left.
-fn take_fault(n: &std::sync::atomic::AtomicU32) -> bool {
+pub(super) fn take_fault(n: &std::sync::atomic::AtomicU32) -> bool {
     use std::sync::atomic::Ordering;
     n.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| v.checked_sub(1))
         .is_ok()
