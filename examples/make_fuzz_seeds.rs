@@ -168,6 +168,8 @@ fn snapshot_seeds(ks: &Keyspace, small: &Keyspace, dir: &Path) {
         tier: None,
         follow: None,
         record_delay_us: 0,
+        dirty_map: None,
+        verify_dirty_map: false,
     };
     save_blocking(&ks.arena, ks.total_keys(), &params).unwrap();
     // An arena in raw records of 1 KiB (the loader refuses nothing about that).

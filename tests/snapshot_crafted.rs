@@ -155,6 +155,8 @@ fn image_of(ks: &Keyspace, tag: &str) -> Vec<u8> {
         tier: None,
         follow: None,
         record_delay_us: 0,
+        dirty_map: None,
+        verify_dirty_map: false,
     };
     save_blocking(&ks.arena, ks.total_keys(), &params).unwrap();
     let bytes = std::fs::read(&path).unwrap();

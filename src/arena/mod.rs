@@ -15,6 +15,7 @@
 
 pub mod chunked;
 pub mod dict;
+pub mod dirty;
 pub mod validate;
 
 use siphasher::sip::SipHasher13;
@@ -140,6 +141,11 @@ pub struct Arena {
     /// stores (see `persistence::snapshot::racy_copy`). Updated with every move of the
     /// mark (it only grows).
     published_high_water: Arc<AtomicU64>,
+    /// While a snapshot tracks the region: the regions this arena's writes touched, for
+    /// the snapshot's harvests (see [`dirty`]). Every mutating accessor records into it.
+    marks: Option<dirty::ExecMarks>,
+    /// The shared map, kept between snapshots once made.
+    dirty_map: Option<Arc<dirty::DirtyMap>>,
 }
 
 // The executor thread owns the arena, but it is created on another thread and moved there.
@@ -257,6 +263,8 @@ impl Arena {
             optional_floor_bytes: 0,
             split_below_bytes: 0,
             published_high_water: Arc::new(AtomicU64::new(HEADER_BYTES as u64)),
+            marks: None,
+            dirty_map: None,
         };
         let header_bytes = HEADER_BYTES;
         let header = Header {
@@ -329,6 +337,8 @@ impl Arena {
             optional_floor_bytes: 0,
             split_below_bytes: 0,
             published_high_water: Arc::new(AtomicU64::new(h.bump_bytes)),
+            marks: None,
+            dirty_map: None,
         };
         std::mem::forget(region);
         arena.clear_above_bump(image_bytes);
@@ -337,8 +347,48 @@ impl Arena {
 
     /// While true, freed large blocks keep their pages (see the field's comment). Set by
     /// the executor for the duration of a snapshot.
+    ///
+    /// It also arms the dirty map (see [`dirty`]): from here on every write to the region
+    /// marks its 64 KiB region, until `keep` is false again.
     pub fn set_keep_pages(&mut self, keep: bool) {
         self.keep_pages = keep;
+        if keep && self.marks.is_none() {
+            let (base, len) = (self.base as usize, self.reserved_bytes);
+            let map = self
+                .dirty_map
+                .get_or_insert_with(|| Arc::new(dirty::DirtyMap::new(base, len)))
+                .clone();
+            map.clear();
+            dirty::arm(&map);
+            self.marks = Some(dirty::ExecMarks::new(map));
+        } else if !keep {
+            if let Some(m) = self.marks.take() {
+                dirty::disarm(m.map());
+            }
+        }
+    }
+
+    /// The dirty map while a snapshot tracks the region (armed by
+    /// [`Arena::set_keep_pages`]).
+    pub fn dirty_map(&self) -> Option<Arc<dirty::DirtyMap>> {
+        self.marks.as_ref().map(|m| m.map().clone())
+    }
+
+    /// Publishes the regions written since the last call to the dirty map. The executor
+    /// calls it between commands and before it parks or waits (see [`dirty`]).
+    #[inline]
+    pub fn publish_marks(&mut self) {
+        if let Some(m) = &mut self.marks {
+            m.publish();
+        }
+    }
+
+    /// Records a write to `[off, off+len)` of the region while a snapshot tracks it.
+    #[inline(always)]
+    fn wrote(&mut self, off: usize, len: usize) {
+        if let Some(m) = &mut self.marks {
+            m.mark(off as u64, len as u64);
+        }
     }
 
     fn check_header(&self) {
@@ -359,6 +409,7 @@ impl Arena {
 
     #[inline]
     fn header_mut(&mut self) -> &mut Header {
+        self.wrote(0, std::mem::size_of::<Header>());
         // SAFETY: as `header`; `&mut self` gives exclusive access.
         unsafe { &mut *(self.base as *mut Header) }
     }
@@ -628,8 +679,10 @@ impl Arena {
         }
         let n = self.alloc(new_size);
         let keep = old_size.min(new_size);
+        let to = self.checked_ptr(n, 0, keep);
         // SAFETY: distinct live blocks of at least `keep` bytes each.
-        unsafe { ptr::copy_nonoverlapping(self.ptr(r), self.ptr(n), keep) };
+        unsafe { ptr::copy_nonoverlapping(self.ptr(r), to, keep) };
+        self.wrote(n as usize * ALIGN_BYTES, keep);
         self.free(r, old_size);
         n
     }
@@ -669,6 +722,7 @@ impl Arena {
     #[inline]
     pub fn bytes_mut(&mut self, r: Ref, offset: usize, len: usize) -> &mut [u8] {
         let p = self.checked_ptr(r, offset, len);
+        self.wrote(r as usize * ALIGN_BYTES + offset, len);
         // SAFETY: as `bytes`; `&mut self` gives exclusive access.
         unsafe { std::slice::from_raw_parts_mut(p, len) }
     }
@@ -679,6 +733,7 @@ impl Arena {
         let to = self.checked_ptr(dst, dst_off, len);
         // SAFETY: both ranges checked to lie inside the mapping; `copy` allows overlap.
         unsafe { ptr::copy(from, to, len) };
+        self.wrote(dst as usize * ALIGN_BYTES + dst_off, len);
     }
 
     #[inline]
@@ -690,6 +745,7 @@ impl Arena {
     #[inline]
     pub fn write_u32(&mut self, r: Ref, offset: usize, v: u32) {
         let p = self.checked_ptr(r, offset, 4);
+        self.wrote(r as usize * ALIGN_BYTES + offset, 4);
         // SAFETY: as `read_u32`; `&mut self` gives exclusive access.
         unsafe { ptr::write_unaligned(p as *mut u32, v) }
     }
@@ -702,6 +758,7 @@ impl Arena {
     #[inline]
     pub fn write_u64(&mut self, r: Ref, offset: usize, v: u64) {
         let p = self.checked_ptr(r, offset, 8);
+        self.wrote(r as usize * ALIGN_BYTES + offset, 8);
         // SAFETY: as `write_u32`.
         unsafe { ptr::write_unaligned(p as *mut u64, v) }
     }
@@ -716,6 +773,7 @@ impl Arena {
     #[inline]
     pub fn write<T: Pod>(&mut self, r: Ref, v: &T) {
         let p = self.checked_ptr(r, 0, std::mem::size_of::<T>());
+        self.wrote(r as usize * ALIGN_BYTES, std::mem::size_of::<T>());
         // SAFETY: as `read`; `&mut self` gives exclusive access.
         unsafe { ptr::write_unaligned(p as *mut T, *v) }
     }
@@ -731,6 +789,9 @@ fn out_of_bounds(r: Ref, offset: usize, len: usize, bump: usize) -> ! {
 
 impl Drop for Arena {
     fn drop(&mut self) {
+        if let Some(m) = self.marks.take() {
+            dirty::disarm(m.map());
+        }
         // SAFETY: we own the mapping and nothing borrows it past `self`.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.reserved_bytes) };
         // Whoever tracks the region's pages (a snapshot's write-protect registration, kept

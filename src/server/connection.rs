@@ -83,6 +83,9 @@ impl Inbound<'_> {
                     // slice rustls decrypts into is initialised memory.
                     let buf = unsafe {
                         std::ptr::write_bytes(dst, 0, len);
+                        if filling.is_some() {
+                            crate::arena::dirty::mark_written(dst as usize, len);
+                        }
                         std::slice::from_raw_parts_mut(dst, len)
                     };
                     match t.read_plain(buf) {
@@ -96,6 +99,10 @@ impl Inbound<'_> {
                 // SAFETY: `dst` has room for `len` bytes (above).
                 _ => unsafe { libc::read(fd, dst as *mut libc::c_void, len) },
             };
+            if filling.is_some() && n > 0 {
+                // Into an arena block: a snapshot tracking the arena must learn of it.
+                crate::arena::dirty::mark_written(dst as usize, n as usize);
+            }
             if n > 0 {
                 let n = n as usize;
                 let mut block_pending = false;

@@ -698,6 +698,8 @@ impl IoThread {
         unsafe {
             std::ptr::copy_nonoverlapping(conn.qbuf.as_ptr().add(start), a.addr as *mut u8, have)
         };
+        // An arena block written on this I/O thread: marked for a tracking snapshot.
+        crate::arena::dirty::mark_written(a.addr, have);
         conn.qbuf.drain(start..start + have);
         a.filled = have;
         conn.big_args.push(a);

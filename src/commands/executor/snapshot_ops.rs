@@ -124,6 +124,8 @@ pub(crate) fn params(srv: &Server) -> SnapParams {
         }),
         follow: None,
         record_delay_us: 0,
+        dirty_map: None,
+        verify_dirty_map: s.snapshot_verify_dirty_map,
     }
 }
 
@@ -314,6 +316,9 @@ impl Server {
     /// Returns true if the executor was parked for a snapshot's final pause.
     #[inline]
     pub fn snapshot_checkpoint(&mut self) -> bool {
+        // The previous command's writes are complete: a tracking snapshot's harvests may
+        // see their regions now (and must, before any stop).
+        self.ks.arena.publish_marks();
         if !self.snapshot.gate.requested() {
             return false;
         }
@@ -342,6 +347,7 @@ impl Server {
     /// The executor is about to wait for I/O (its framed AOF entries are queued first:
     /// see `snapshot_checkpoint`).
     pub fn snapshot_idle_begin(&mut self) {
+        self.ks.arena.publish_marks();
         // Only a running snapshot can cut while the executor waits: then the log's queue
         // must end at the published LSN. Otherwise entries may wait for the next fsync
         // (see `Aof::flush_turn`).

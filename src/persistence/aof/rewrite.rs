@@ -230,6 +230,8 @@ mod tests {
             tier: None,
             follow: None,
             record_delay_us: 0,
+            dirty_map: None,
+            verify_dirty_map: false,
         };
         save_blocking(&ks.arena, ks.total_keys(), &p).unwrap();
         let out = dir.join("p.2.base.rdb");

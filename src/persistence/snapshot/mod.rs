@@ -146,6 +146,12 @@ pub struct SnapParams {
     /// A pause after each record written (µs): a replication capture under
     /// `rdb-key-save-delay`, for tests that need a slow capture.
     pub record_delay_us: u64,
+    /// The arena's dirty map (set by [`BgJob::start`] while the executor has it armed):
+    /// the harvests after the first walk only the regions it marked.
+    pub dirty_map: Option<Arc<crate::arena::dirty::DirtyMap>>,
+    /// `snapshot-verify-dirty-map`: the final pause also walks everything and fails the
+    /// snapshot on a written page the map did not mark.
+    pub verify_dirty_map: bool,
 }
 
 /// Creates the image writer of `p`, followed by `p.follow`'s reader when there is one.
@@ -789,9 +795,51 @@ fn time_read_only_walk(t: &mut uffd::WpTracker, end: u64) -> std::io::Result<u64
 }
 
 /// Estimated pause (µs) to finish with `dirty` bytes left: the final, read-only walk of
-/// the page tables (`walk_ro_us`, measured once per snapshot), then the copy.
-fn pause_estimate_us(walk_ro_us: u64, dirty: u64) -> u64 {
-    walk_ro_us + dirty / PAUSE_COPY_BYTES_PER_US
+/// the page tables (`walk_us`: see [`marked_walk_estimate_us`]), then the copy.
+fn pause_estimate_us(walk_us: u64, dirty: u64) -> u64 {
+    walk_us + dirty / PAUSE_COPY_BYTES_PER_US
+}
+
+/// Unmarked gap (bytes) a walk of the dirty map's regions walks through rather than
+/// start another PAGEMAP_SCAN call: 8 regions are 128 page-table entries, about what one
+/// call's own cost (system call, mmap lock, VMA lookup) would walk.
+const MARKED_MERGE_GAP: u64 = 8 * crate::arena::dirty::REGION_BYTES;
+/// Assumed cost of one PAGEMAP_SCAN call apart from its walk (µs).
+const SCAN_CALL_US: u64 = 1;
+
+/// Estimated read-only walk (µs) of `marked` runs, from the full walk's measured cost
+/// (`walk_ro_us` over `end` bytes) per byte, plus a call per run.
+fn marked_walk_estimate_us(walk_ro_us: u64, end: u64, marked: &[(u64, u64)]) -> u64 {
+    let bytes: u64 = marked.iter().map(|r| r.1).sum();
+    let per_byte = walk_ro_us as f64 / end.max(1) as f64;
+    marked.len() as u64 * SCAN_CALL_US + (bytes as f64 * per_byte) as u64
+}
+
+/// The parts of the runs `all` that no run of `cover` contains (both ascending and
+/// disjoint): written pages the dirty map did not mark (`snapshot-verify-dirty-map`).
+fn uncovered(all: &[(u64, u64)], cover: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut c = 0;
+    for &(off, len) in all {
+        let (mut at, end) = (off, off + len);
+        while at < end {
+            while c < cover.len() && cover[c].0 + cover[c].1 <= at {
+                c += 1;
+            }
+            match cover.get(c) {
+                Some(&(co, cl)) if co <= at => at = (co + cl).min(end),
+                Some(&(co, _)) if co < end => {
+                    out.push((at, co - at));
+                    at = co;
+                }
+                _ => {
+                    out.push((at, end - at));
+                    at = end;
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Copies `runs` of the arena into `buf` (cleared first), on two threads when there is
@@ -929,6 +977,14 @@ fn live_passes(
     // What the final walk will cost: the same read-only walk, now (nothing is written
     // yet, so it only reads the page tables; no pause needed).
     let mut walk_ro_us = time_read_only_walk(t, end)?;
+    let walk_ro_end = end;
+    // The dirty map (when the executor armed one): the first harvest walks everything
+    // (it takes the map's marks first, so later writes are in the next take), later ones
+    // and the pause only the regions it marked since the harvest before; the final walk
+    // is then estimated from the last set of marked regions.
+    let map = p.dirty_map.clone();
+    let mut marked: Vec<(u64, u64)> = Vec::new();
+    let mut final_walk_us;
     let budget = p.pause_budget_us;
     // The raw pool for the late passes and the pause, made resident meanwhile. The
     // pause keeps what its budget can copy free for itself; the first set that goes to
@@ -966,17 +1022,28 @@ fn live_passes(
         // The harvest threads run on the executor's CPU (see `OnCpu`); this thread stays
         // off it: gathering a large pass's runs takes about a millisecond, and at its
         // normal priority on the executor's CPU the executor would wait for it.
-        t.harvest_parallel(
-            0,
-            end,
-            p.threads,
-            uffd::Reprotect::Yes,
-            p.executor_cpu,
-            |off, len| {
+        marked.clear();
+        if let Some(m) = &map {
+            m.take(end, MARKED_MERGE_GAP, &mut marked);
+        }
+        if map.is_none() || passes == 1 {
+            t.harvest_parallel(
+                0,
+                end,
+                p.threads,
+                uffd::Reprotect::Yes,
+                p.executor_cpu,
+                |off, len| {
+                    runs.push((off, len));
+                    dirty += len;
+                },
+            )?;
+        } else {
+            t.harvest_runs(&marked, uffd::Reprotect::Yes, p.executor_cpu, |off, len| {
                 runs.push((off, len));
                 dirty += len;
-            },
-        )?;
+            })?;
+        }
         let walk_us = walk.elapsed().as_micros() as u64;
         if new_end > end {
             // Pages past the old end were never protected: protect them, then copy them.
@@ -990,8 +1057,15 @@ fn live_passes(
         // The estimate of the final walk is the fastest one seen: a walk under load
         // (the executor and the workers on the same cores) can take several times longer
         // than in the pause, where the cores are free.
-        if pause_estimate_us(walk_ro_us, dirty) > budget && walk_ro_us > budget / 2 {
-            walk_ro_us = walk_ro_us.min(time_read_only_walk(t, end)?);
+        if map.is_none() {
+            if pause_estimate_us(walk_ro_us, dirty) > budget && walk_ro_us > budget / 2 {
+                walk_ro_us = walk_ro_us.min(time_read_only_walk(t, end)?);
+            }
+            final_walk_us = walk_ro_us;
+        } else {
+            // The regions marked during this pass: what the final walk will cover if the
+            // pause comes after a pass as long.
+            final_walk_us = marked_walk_estimate_us(walk_ro_us, walk_ro_end, &marked);
         }
         // Into the raw pool when the whole set fits and leaves room for the sets after it
         // (mostly new pages: random writes seldom hit a page twice within a few ms) and
@@ -1016,14 +1090,15 @@ fn live_passes(
         // passes, and more of them only cost time). A set that was compressed while this
         // one goes to the pool does not count as stalled: the set after a raw copy is
         // only what was written during a few ms.
-        let converged = pause_estimate_us(walk_ro_us, dirty) <= budget;
+        let converged = pause_estimate_us(final_walk_us, dirty) <= budget;
         let stalled =
             (dirty * 4 > last * 3 && (last_all_raw || !all_raw)) || passes >= MAX_LIVE_PASSES;
-        if !converged && stalled && auto && pause_estimate_us(walk_ro_us, dirty) > switch_over_us {
+        if !converged && stalled && auto && pause_estimate_us(final_walk_us, dirty) > switch_over_us
+        {
             return Ok(Live::Switch {
                 passes,
                 reason: format!(
-                    "the dirty set does not converge ({dirty} bytes, read-only walk {walk_ro_us} us, budget {budget} us)"
+                    "the dirty set does not converge ({dirty} bytes, read-only walk {final_walk_us} us, budget {budget} us)"
                 ),
             });
         }
@@ -1039,7 +1114,9 @@ fn live_passes(
             stream_jobs(view, &packer.finish(), p.threads, w, cancel)?;
         }
         crate::verbose!(
-            "Snapshot pass {passes}: {dirty} dirty bytes, harvest {walk_us} us, {raw_bytes} copied raw ({new_pages} pages new to the pool), {} written, {} us in all",
+            "Snapshot pass {passes}: {dirty} dirty bytes, harvest {walk_us} us ({} marked regions in {} runs; final walk estimate {final_walk_us} us), {raw_bytes} copied raw ({new_pages} pages new to the pool), {} written, {} us in all",
+            marked.iter().map(|r| r.1).sum::<u64>() / crate::arena::dirty::REGION_BYTES,
+            marked.len(),
             w.bytes_written - written_before,
             walk.elapsed().as_micros()
         );
@@ -1060,9 +1137,55 @@ fn live_passes(
     // The walk is O(page tables), read-only (tracking ends with this snapshot): on two
     // threads at real-time priority, else on this one (see FINAL_WALK_THREADS).
     let walkers = if rt.0 { 2 } else { FINAL_WALK_THREADS };
-    t.harvest_parallel(0, end, walkers, uffd::Reprotect::No, None, |off, len| {
-        runs.push((off, len))
-    })?;
+    // With the dirty map: only the regions marked since the last live harvest.
+    let mut final_marked = Vec::new();
+    let walked = match &map {
+        Some(m) => {
+            m.take(end, MARKED_MERGE_GAP, &mut final_marked);
+            t.harvest_runs(&final_marked, uffd::Reprotect::No, None, |off, len| {
+                runs.push((off, len))
+            })
+            .map(|_| ())
+        }
+        None => t.harvest_parallel(0, end, walkers, uffd::Reprotect::No, None, |off, len| {
+            runs.push((off, len))
+        }),
+    };
+    let marked_walk_us = guard.started.elapsed().as_micros() as u64;
+    let mut verify = walked.map(|()| Vec::new());
+    if map.is_some() && p.verify_dirty_map {
+        // Every written page of [0, end) must lie in a walked region: anything else is a
+        // write the map missed, and the image would miss it.
+        verify = verify.and_then(|_| {
+            let mut all = Vec::new();
+            t.harvest_parallel(0, end, walkers, uffd::Reprotect::No, None, |off, len| {
+                all.push((off, len))
+            })
+            .map(|()| uncovered(&all, &final_marked))
+        });
+    }
+    match verify {
+        Ok(missed) if missed.is_empty() => {}
+        Ok(missed) => {
+            drop(rt);
+            drop(wide);
+            drop(guard);
+            let pages: u64 = missed.iter().map(|r| r.1).sum::<u64>() / PAGE_BYTES as u64;
+            warning!(
+                "Snapshot: {pages} written pages outside the dirty map's marked regions (first runs: {:?}); the snapshot fails",
+                &missed[..missed.len().min(8)]
+            );
+            return Err(SnapError::Io(io::Error::other(format!(
+                "snapshot-verify-dirty-map: {pages} written pages were not marked"
+            ))));
+        }
+        Err(e) => {
+            drop(rt);
+            drop(wide);
+            drop(guard);
+            return Err(e.into());
+        }
+    }
     if final_end > end {
         runs.push((end, final_end - end));
     }
@@ -1101,7 +1224,9 @@ fn live_passes(
     let pause_us = guard.started.elapsed().as_micros() as u64;
     drop(guard);
     crate::verbose!(
-        "Snapshot cut: pause {pause_us} us (harvest {spent_us} us, copy of {total} bytes in {} runs {} us, {} bytes past the pool)",
+        "Snapshot cut: pause {pause_us} us (harvest {spent_us} us: walk {marked_walk_us} us over {} {}, copy of {total} bytes in {} runs {} us, {} bytes past the pool)",
+        if map.is_some() { final_marked.iter().map(|r| r.1).sum::<u64>() } else { end },
+        if map.is_some() { "marked bytes" } else { "bytes (whole range)" },
         runs.len(),
         walk_end.elapsed().as_micros(),
         overflow.len()
@@ -1299,6 +1424,7 @@ impl BgJob {
         let progress = Arc::new(Progress::default());
         let (c, pr) = (cancel.clone(), progress.clone());
         let mut p = p;
+        p.dirty_map = arena.dirty_map();
         let colocate = std::env::var_os("CAIRN_SNAPSHOT_COLOCATE").is_none_or(|v| v != "0");
         p.executor_cpu = if colocate { current_cpu() } else { None };
         let cpu = p.executor_cpu;
@@ -1735,5 +1861,19 @@ mod tests {
             .map(|e| e.len as u64)
             .sum();
         assert_eq!(total, 600 * 4096 + (3 << 20));
+    }
+
+    #[test]
+    fn uncovered_finds_written_runs_outside_the_marked_ones() {
+        let cover = [(100, 50), (200, 100), (400, 10)];
+        assert_eq!(
+            uncovered(&[(100, 50), (210, 20), (405, 5)], &cover),
+            Vec::<(u64, u64)>::new()
+        );
+        assert_eq!(
+            uncovered(&[(0, 10), (90, 70), (290, 120), (500, 1)], &cover),
+            vec![(0, 10), (90, 10), (150, 10), (300, 100), (500, 1)]
+        );
+        assert_eq!(uncovered(&[(7, 3)], &[]), vec![(7, 3)]);
     }
 }

@@ -360,6 +360,67 @@ impl WpTracker {
     }
 }
 
+impl WpTracker {
+    /// [`WpTracker::harvest`] over each of `runs` (ascending, disjoint `(offset, len)`
+    /// of the range): the regions the dirty map marked. A live harvest
+    /// (`Reprotect::Yes`) with `on_cpu` walks on a spawned thread pinned there (see
+    /// [`WpTracker::harvest_parallel`]); otherwise on this thread. Returns the number of
+    /// PAGEMAP_SCAN calls made.
+    pub fn harvest_runs(
+        &mut self,
+        runs: &[(u64, u64)],
+        reprotect: Reprotect,
+        on_cpu: Option<usize>,
+        mut f: impl FnMut(u64, u64),
+    ) -> io::Result<u64> {
+        if runs.is_empty() {
+            return Ok(0);
+        }
+        let base = self.base;
+        let walk = |pm: &std::fs::File,
+                    regions: &mut [PageRegion],
+                    f: &mut dyn FnMut(u64, u64)|
+         -> io::Result<u64> {
+            let mut calls = 0;
+            let mut stint = std::time::Instant::now();
+            for &(off, len) in runs {
+                if reprotect == Reprotect::Yes && stint.elapsed() >= LIVE_SCAN_STINT {
+                    // SAFETY: no arguments.
+                    unsafe { libc::sched_yield() };
+                    stint = std::time::Instant::now();
+                }
+                calls += len.div_ceil(match reprotect {
+                    Reprotect::Yes => LIVE_SCAN_SLICE_BYTES,
+                    Reprotect::No => SCAN_SLICE_BYTES,
+                });
+                scan_written(pm, regions, base, off, len, reprotect, f)?;
+            }
+            Ok(calls)
+        };
+        match on_cpu {
+            Some(cpu) if reprotect == Reprotect::Yes => {
+                let pm = &self.pagemap;
+                let (calls, found) = std::thread::scope(|s| {
+                    s.spawn(move || {
+                        let _pin = super::OnCpu::pin(cpu);
+                        let mut regions = vec![PageRegion::default(); SCAN_VEC_LEN];
+                        let mut found = Vec::new();
+                        walk(pm, &mut regions, &mut |o, l| found.push((o, l)))
+                            .map(|calls| (calls, found))
+                    })
+                    .join()
+                    .unwrap_or_else(|_| Err(io::Error::other("harvest thread panicked")))
+                })?;
+                for (o, l) in found {
+                    f(o, l);
+                }
+                Ok(calls)
+            }
+            _ => walk(&self.pagemap, &mut self.regions, &mut f),
+        }
+    }
+}
+
 /// Whether a harvest write-protects the written pages it reports again.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Reprotect {
