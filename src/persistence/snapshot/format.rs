@@ -1617,6 +1617,33 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// Records whose extents overlap: across records, partly, and inside one record.
+    fn overlapping_records() -> [Vec<Vec<Extent>>; 3] {
+        let page = |offset: u64, len: u32| Extent { offset, len };
+        [
+            vec![vec![page(0, 8192)], vec![page(4096, 4096)]],
+            vec![
+                vec![page(8192, 4096)],
+                vec![page(0, 4096)],
+                vec![page(4000, 200)],
+            ],
+            vec![vec![page(0, 4096), page(2048, 4096)]],
+        ]
+    }
+
+    /// Writes `records` as an image of `mode` at `path`, record n's bytes all n + 1.
+    fn write_image_of(path: &Path, records: &[Vec<Extent>], mode: CutMode, arena: u64) {
+        let mut w = ImageWriter::create(path, true).unwrap();
+        for (n, extents) in records.iter().enumerate() {
+            let bytes = vec![n as u8 + 1; extents.iter().map(|e| e.len as usize).sum()];
+            w.write_record(&Record::encode(extents.clone(), &bytes))
+                .unwrap();
+        }
+        let mut h = header(arena);
+        h.mode = mode;
+        w.commit(&h).unwrap();
+    }
+
     /// A freeze-free image is loaded as one wave, so its records' extents must be
     /// disjoint: one that overlaps an earlier record's (even partly, even inside one
     /// record) is refused before any worker writes it.
@@ -1626,25 +1653,9 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("img");
         let arena = 8 * 4096u64;
-        let page = |offset: u64, len: u32| Extent { offset, len };
-        let cases: [Vec<Vec<Extent>>; 3] = [
-            vec![vec![page(0, 8192)], vec![page(4096, 4096)]],
-            vec![
-                vec![page(8192, 4096)],
-                vec![page(0, 4096)],
-                vec![page(4000, 200)],
-            ],
-            vec![vec![page(0, 4096), page(2048, 4096)]],
-        ];
+        let cases = overlapping_records();
         for records in cases {
-            let mut w = ImageWriter::create(&path, true).unwrap();
-            for extents in records {
-                let bytes = vec![1u8; extents.iter().map(|e| e.len as usize).sum()];
-                w.write_record(&Record::encode(extents, &bytes)).unwrap();
-            }
-            let mut h = header(arena);
-            h.mode = CutMode::UffdSync;
-            w.commit(&h).unwrap();
+            write_image_of(&path, &records, CutMode::UffdSync, arena);
             let err = load(&path, 1 << 20)
                 .err()
                 .expect("overlapping extents load");
@@ -1670,27 +1681,10 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("img");
         let arena = 8 * 4096u64;
-        let page = |offset: u64, len: u32| Extent { offset, len };
-        let cases: [Vec<Vec<Extent>>; 3] = [
-            vec![vec![page(0, 8192)], vec![page(4096, 4096)]],
-            vec![
-                vec![page(8192, 4096)],
-                vec![page(0, 4096)],
-                vec![page(4000, 200)],
-            ],
-            vec![vec![page(0, 4096), page(2048, 4096)]],
-        ];
+        let cases = overlapping_records();
         for records in cases {
             for mode in [CutMode::UffdSync, CutMode::UffdLive] {
-                let mut w = ImageWriter::create(&path, true).unwrap();
-                for (n, extents) in records.iter().enumerate() {
-                    let bytes = vec![n as u8 + 1; extents.iter().map(|e| e.len as usize).sum()];
-                    w.write_record(&Record::encode(extents.clone(), &bytes))
-                        .unwrap();
-                }
-                let mut h = header(arena);
-                h.mode = mode;
-                w.commit(&h).unwrap();
+                write_image_of(&path, &records, mode, arena);
                 let file = std::fs::read(&path).unwrap();
                 let mut streamed = file[HEADER_BYTES..].to_vec();
                 streamed.extend_from_slice(&file[..HEADER_BYTES]);
