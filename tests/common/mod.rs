@@ -89,14 +89,49 @@ pub fn free_port() -> u16 {
 }
 
 /// A fresh, empty directory of its own for each call (`tag` names it for a human reading
-/// /tmp after a failure); nothing removes it but the test or `ServerProc`'s drop.
+/// /tmp after a failure); the test or `ServerProc`'s drop removes it, and the first call
+/// in a later test process removes those of processes that have ended
+/// ([`remove_dirs_of_ended_runs`]).
 pub fn temp_dir(tag: &str) -> PathBuf {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(remove_dirs_of_ended_runs);
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let d = std::env::temp_dir().join(format!("cairn-test-{tag}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// Removes the `cairn-test-<tag>-<pid>-<n>` directories whose process has ended: a test
+/// that fails, or is killed, leaves its directory for a human to read, and runs after
+/// runs of those (hundreds of MB each for some) filled the disk. Directories of running
+/// processes (this one, other test binaries running beside it) are left alone; a reused
+/// pid only keeps a stale directory a while longer.
+fn remove_dirs_of_ended_runs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("cairn-test-")) else {
+            continue;
+        };
+        let mut parts = rest.rsplitn(3, '-');
+        let (Some(n), Some(pid), Some(_tag)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let (Ok(_), Ok(pid)) = (n.parse::<u32>(), pid.parse::<i32>()) else {
+            continue;
+        };
+        // SAFETY: signal 0 only checks that the process exists; nothing is sent.
+        let gone = pid > 0
+            && unsafe { libc::kill(pid, 0) } == -1
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// How long a started server may take to answer PING, and how long `wait_until` callers
