@@ -906,12 +906,19 @@ mod tests {
         got
     }
 
-    #[test]
-    fn a_page_under_half_full_waits_while_another_write_is_in_flight() {
-        let dir = std::env::temp_dir().join(format!("cairn-tier-flush-{}", std::process::id()));
+    /// A tier store of `bytes` in a fresh directory of its own (`tag` names it); the
+    /// test removes the directory.
+    fn scratch_store(tag: &str, bytes: u64) -> (std::path::PathBuf, TierStore) {
+        let dir = std::env::temp_dir().join(format!("cairn-tier-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let prefix = dir.join("t").display().to_string();
-        let mut t = TierStore::open(&prefix, 1 << 20).unwrap();
+        let t = TierStore::open(&prefix, bytes).unwrap();
+        (dir, t)
+    }
+
+    #[test]
+    fn a_page_under_half_full_waits_while_another_write_is_in_flight() {
+        let (dir, mut t) = scratch_store("flush", 1 << 20);
         t.hold_writes(true);
         t.stash(0, b"b", &vec![1u8; 10_000], 1).unwrap();
         t.stash(0, b"s", &[2u8; 100], 2).unwrap();
@@ -931,10 +938,7 @@ mod tests {
 
     #[test]
     fn a_cut_file_moves_the_generation_on_and_a_deleted_one_is_reported_once() {
-        let dir = std::env::temp_dir().join(format!("cairn-tier-check-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let prefix = dir.join("t").display().to_string();
-        let mut t = TierStore::open(&prefix, 1 << 20).unwrap();
+        let (dir, mut t) = scratch_store("check", 1 << 20);
         assert!(!t.check_file());
         assert_eq!((t.generation(), t.file.truncations), (0, 0));
         let f = std::fs::OpenOptions::new()
@@ -964,10 +968,7 @@ mod tests {
 
     #[test]
     fn reads_past_the_rings_bound_wait_in_its_queue_and_come_back_exact() {
-        let dir = std::env::temp_dir().join(format!("cairn-tier-ring-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let prefix = dir.join("t").display().to_string();
-        let mut t = TierStore::open(&prefix, 8 << 20).unwrap();
+        let (dir, mut t) = scratch_store("ring", 8 << 20);
         assert_ne!(
             t.read_path(),
             "tier-thread",
@@ -1031,10 +1032,7 @@ mod tests {
 
     #[test]
     fn values_written_read_back_exactly_and_shared_reads_are_one() {
-        let dir = std::env::temp_dir().join(format!("cairn-tier-unit-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let prefix = dir.join("t").display().to_string();
-        let mut t = TierStore::open(&prefix, 1 << 20).unwrap();
+        let (dir, mut t) = scratch_store("unit", 1 << 20);
         let small = vec![7u8; 100];
         let big: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
         t.stash(0, b"s", &small, 1).unwrap();
