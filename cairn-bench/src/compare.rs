@@ -36,8 +36,13 @@ pub(crate) fn free_port() -> Result<u16, String> {
 }
 
 pub(crate) fn connect(port: u16) -> Option<Conn> {
+    connect_with_timeout(port, Duration::from_secs(30))
+}
+
+/// [`connect`] with `timeout` on every read and write (a reply that takes minutes).
+pub(crate) fn connect_with_timeout(port: u16, timeout: Duration) -> Option<Conn> {
     let addr = resp::resolve("127.0.0.1", port).ok()?;
-    Conn::connect(addr, None, Duration::from_secs(30)).ok()
+    Conn::connect(addr, None, timeout).ok()
 }
 
 /// Starts `bin` with `args` on a free port in `dir`; returns once it answers PING with

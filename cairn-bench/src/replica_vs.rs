@@ -12,7 +12,7 @@ use crate::compare::{self, pct, ProbeSamples, Watch};
 use crate::engine::{self, EventSpec, Group, RunResult, Target};
 use crate::keys::{KeyDist, ValueSize};
 use crate::report::{NamedRun, Report, Table};
-use crate::resp::{self, Conn, Reply};
+use crate::resp::{self, Reply};
 use crate::scenario::{self, Ctx};
 use crate::stats;
 use std::collections::BTreeMap;
@@ -134,8 +134,8 @@ fn call(port: u16, args: &[&str]) -> Result<Reply, String> {
 
 /// [`call`] for a command whose reply takes minutes on a large dataset.
 fn call_slow(port: u16, args: &[&str]) -> Result<Reply, String> {
-    let addr = resp::resolve("127.0.0.1", port).map_err(|e| e.to_string())?;
-    let mut c = Conn::connect(addr, None, Duration::from_secs(600)).map_err(|e| e.to_string())?;
+    let mut c = compare::connect_with_timeout(port, Duration::from_secs(600))
+        .ok_or_else(|| format!("cannot connect to port {port}"))?;
     c.call_str(args).map_err(|e| e.to_string())
 }
 
