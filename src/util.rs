@@ -149,6 +149,20 @@ pub fn fmt_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
     &buf[i..]
 }
 
+/// Formats a u64 into `buf` without allocating; returns the written slice.
+pub fn fmt_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    &buf[i..]
+}
+
 /// Redis's `stringmatchlen`: glob-style matching with `*`, `?`, `[...]`, `[^...]`, ranges
 /// and `\` escapes. `nocase` folds ASCII case.
 pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {

@@ -45,6 +45,9 @@ pub const FLAG_SAMEFIELDS: i64 = 2;
 /// Redis's STREAM_LISTPACK_MAX_SIZE: a node never grows past this.
 pub const LISTPACK_MAX_BYTES: u64 = 1 << 30;
 
+/// Longest `<ms>-<seq>` text: two 20-digit numbers and the dash.
+pub const ID_TEXT_MAX: usize = 41;
+
 /// A stream entry ID.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Id {
@@ -82,7 +85,19 @@ impl Id {
         Some(Id::new(self.ms, self.seq - 1))
     }
     pub fn to_bytes(self) -> Vec<u8> {
-        format!("{}-{}", self.ms, self.seq).into_bytes()
+        let mut buf = [0u8; ID_TEXT_MAX];
+        self.text(&mut buf).to_vec()
+    }
+    /// `<ms>-<seq>` written into `buf` without allocating (a reply per XADD).
+    pub fn text(self, buf: &mut [u8; ID_TEXT_MAX]) -> &[u8] {
+        let mut d = [0u8; 20];
+        let ms = crate::util::fmt_u64(self.ms, &mut d);
+        let n = ms.len();
+        buf[..n].copy_from_slice(ms);
+        buf[n] = b'-';
+        let seq = crate::util::fmt_u64(self.seq, &mut d);
+        buf[n + 1..n + 1 + seq.len()].copy_from_slice(seq);
+        &buf[..n + 1 + seq.len()]
     }
     /// Redis's node key: the ID as a 128-bit big-endian number.
     pub fn to_be(self) -> [u8; 16] {
@@ -671,14 +686,12 @@ pub fn is_stream(v: &[u8]) -> bool {
 /// Appends an entry with `id` (already checked greater than the last ID) and `pairs`
 /// (field, value, field, value...). Updates length, last ID, first ID, entries added.
 pub fn append(a: &mut Arena, m: &mut Meta, id: Id, pairs: &[&[u8]], limits: Limits) {
-    let numfields = pairs.len() / 2;
     let totelelen: u64 = pairs.iter().map(|s| s.len() as u64).sum();
     let max_bytes = if limits.max_bytes == 0 || limits.max_bytes > LISTPACK_MAX_BYTES {
         LISTPACK_MAX_BYTES
     } else {
         limits.max_bytes
     };
-    let mut tail: Option<(Id, Ref, Vec<u8>)> = None;
     if m.nodes > 0 {
         let (master, node) = node_at(a, m, m.nodes - 1);
         let l = node_lp(a, node);
@@ -690,77 +703,13 @@ pub fn append(a: &mut Arena, m: &mut Meta, id: Id, pairs: &[&[u8]], limits: Limi
             full = (c + d) as u64 >= limits.max_entries;
         }
         if !full {
-            // Room for the entry's elements and their headers up front: one allocation.
-            let mut v = Vec::with_capacity(l.len() + totelelen as usize + 16 * (pairs.len() + 4));
-            v.extend_from_slice(l);
-            tail = Some((master, node, v));
+            append_to_tail(a, m, master, node, id, pairs);
         } else {
             seal_node(a, m, master, node);
+            append_new_node(a, m, id, pairs);
         }
-    }
-    let mut flags = 0i64;
-    let (master, node, mut v) = match tail {
-        None => {
-            let mut v = lp::empty();
-            push_int(&mut v, 1);
-            push_int(&mut v, 0);
-            push_int(&mut v, numfields as i64);
-            for f in pairs.iter().step_by(2) {
-                push_bytes(&mut v, f);
-            }
-            push_int(&mut v, 0);
-            flags |= FLAG_SAMEFIELDS;
-            (id, NULL, v)
-        }
-        Some((master, node, mut v)) => {
-            // Only the node's head is read (count, deleted, master fields): the node was
-            // checked whole when it was stored or loaded, and walking every entry on each
-            // append made XADD cost the node's size.
-            if let Some(count_off) = lp::first(&v) {
-                if let Some(count) = int_of(lp::get(&v, count_off)) {
-                    replace_int(&mut v, count_off, count + 1);
-                    let mut it = lp::iter(&v).skip(2);
-                    let mnf = it.next().and_then(int_of).unwrap_or(-1);
-                    if mnf == numfields as i64
-                        && pairs
-                            .iter()
-                            .step_by(2)
-                            .zip(it)
-                            .all(|(f, mf)| mf.eq_bytes(f))
-                    {
-                        flags |= FLAG_SAMEFIELDS;
-                    }
-                }
-            }
-            (master, node, v)
-        }
-    };
-    push_int(&mut v, flags);
-    push_int(&mut v, id.ms.wrapping_sub(master.ms) as i64);
-    push_int(&mut v, id.seq.wrapping_sub(master.seq) as i64);
-    let same = flags & FLAG_SAMEFIELDS != 0;
-    if !same {
-        push_int(&mut v, numfields as i64);
-    }
-    for pair in pairs.chunks(2) {
-        if !same {
-            push_bytes(&mut v, pair[0]);
-        }
-        push_bytes(&mut v, pair[1]);
-    }
-    let mut lp_count = numfields as i64 + 3;
-    if !same {
-        lp_count += numfields as i64 + 1;
-    }
-    push_int(&mut v, lp_count);
-    if node == NULL {
-        let r = new_node(a, &v);
-        push_slot(a, m, id, r);
     } else {
-        let r = store_node(a, node, &v);
-        if r != node {
-            set_slot(a, m, m.nodes - 1, master, r);
-        }
+        append_new_node(a, m, id, pairs);
     }
     m.length += 1;
     m.entries_added += 1;
@@ -768,6 +717,129 @@ pub fn append(a: &mut Arena, m: &mut Meta, id: Id, pairs: &[&[u8]], limits: Limi
     if m.length == 1 {
         m.first_id = id;
     }
+}
+
+/// Starts a node holding only the entry `id`: its fields become the node's master fields.
+fn append_new_node(a: &mut Arena, m: &mut Meta, id: Id, pairs: &[&[u8]]) {
+    let numfields = pairs.len() / 2;
+    let mut v = lp::empty();
+    push_int(&mut v, 1);
+    push_int(&mut v, 0);
+    push_int(&mut v, numfields as i64);
+    for f in pairs.iter().step_by(2) {
+        push_bytes(&mut v, f);
+    }
+    push_int(&mut v, 0);
+    push_int(&mut v, FLAG_SAMEFIELDS);
+    push_int(&mut v, 0);
+    push_int(&mut v, 0);
+    for pair in pairs.chunks(2) {
+        push_bytes(&mut v, pair[1]);
+    }
+    push_int(&mut v, numfields as i64 + 3);
+    let r = new_node(a, &v);
+    push_slot(a, m, id, r);
+}
+
+/// Appends entry `id` to the tail node in place: the node's count is rewritten and the
+/// entry's elements written before the terminator, inside the node's block (grown first
+/// when it lacks the room). Copying the whole node out and back, as a rebuild would, made
+/// an append cost the node's size instead of the entry's.
+fn append_to_tail(a: &mut Arena, m: &Meta, master: Id, node: Ref, id: Id, pairs: &[&[u8]]) {
+    let numfields = pairs.len() / 2;
+    let l = node_lp(a, node);
+    let old_total = l.len();
+    // The node's head: count, deleted, master field count, master fields.
+    let count_off = lp::first(l);
+    let count = count_off.and_then(|o| int_of(lp::get(l, o)));
+    let mut same = false;
+    if count.is_some() {
+        let mut it = lp::iter(l).skip(2);
+        let mnf = it.next().and_then(int_of).unwrap_or(-1);
+        same = mnf == numfields as i64
+            && pairs
+                .iter()
+                .step_by(2)
+                .zip(it)
+                .all(|(f, mf)| mf.eq_bytes(f));
+    }
+    let flags = if same { FLAG_SAMEFIELDS } else { 0 };
+    let mut lp_count = numfields as i64 + 3;
+    if !same {
+        lp_count += numfields as i64 + 1;
+    }
+    let mut digits = [[0u8; 20]; 5];
+    let [d_count, d_flags, d_ms, d_seq, d_rest] = &mut digits;
+    let count_text = count.map(|c| crate::util::fmt_i64(c + 1, d_count));
+    let flags_text = crate::util::fmt_i64(flags, d_flags);
+    let ms_text = crate::util::fmt_i64(id.ms.wrapping_sub(master.ms) as i64, d_ms);
+    let seq_text = crate::util::fmt_i64(id.seq.wrapping_sub(master.seq) as i64, d_seq);
+    let mut d_nf = [0u8; 20];
+    let nf_text = crate::util::fmt_i64(numfields as i64, &mut d_nf);
+    let count_elem_text = crate::util::fmt_i64(lp_count, d_rest);
+    // Bytes the node grows by: the entry's elements, and the count when its encoding grows.
+    let mut grow = lp::entry_len(flags_text)
+        + lp::entry_len(ms_text)
+        + lp::entry_len(seq_text)
+        + lp::entry_len(count_elem_text);
+    if !same {
+        grow += lp::entry_len(nf_text);
+    }
+    for pair in pairs.chunks(2) {
+        if !same {
+            grow += lp::entry_len(pair[0]);
+        }
+        grow += lp::entry_len(pair[1]);
+    }
+    if let (Some(off), Some(text)) = (count_off, count_text) {
+        grow += lp::entry_len(text).saturating_sub(lp::size_at(l, off));
+    }
+    let need = old_total + grow;
+    let node = reserve_node(a, m, master, node, need);
+    let cap = node_cap(a, node);
+    let buf = a.bytes_mut(node, NODE_HDR, cap);
+    if let (Some(off), Some(text)) = (count_off, count_text) {
+        if !lp::overwrite_same_size(buf, off, text) {
+            lp::delete_in_place(buf, off);
+            lp::insert_in_place(buf, off, text);
+        }
+    }
+    let mut put = |s: &[u8]| {
+        let end = lp::total(buf) - 1;
+        lp::insert_in_place(buf, end, s);
+    };
+    put(flags_text);
+    put(ms_text);
+    put(seq_text);
+    if !same {
+        put(nf_text);
+    }
+    for pair in pairs.chunks(2) {
+        if !same {
+            put(pair[0]);
+        }
+        put(pair[1]);
+    }
+    put(count_elem_text);
+    debug_assert!(lp::total(buf) <= need);
+}
+
+/// The tail node's block with room for a listpack of `need` bytes: the same block when it
+/// has it, else a block half again as big (or `need`) holding a copy, recorded in the index.
+fn reserve_node(a: &mut Arena, m: &Meta, master: Id, node: Ref, need: usize) -> Ref {
+    let cap = node_cap(a, node);
+    if need <= cap {
+        return node;
+    }
+    let len = lp::total(a.bytes(node, NODE_HDR, 4));
+    let new_cap = need.max(cap + cap / 2).next_multiple_of(8);
+    let r = a.alloc(NODE_HDR + new_cap);
+    a.write_u32(r, 0, new_cap as u32);
+    a.write_u32(r, 4, 0);
+    a.copy_within(node, NODE_HDR, r, NODE_HDR, len);
+    a.free(node, NODE_HDR + cap);
+    set_slot(a, m, m.nodes - 1, master, r);
+    r
 }
 
 /// An upper bound of the arena an [`append`] of `elems_bytes` of fields and values may
@@ -1224,6 +1296,58 @@ mod tests {
     fn add(a: &mut Arena, m: &mut Meta, ms: u64, pairs: &[&[u8]], limits: Limits) {
         let id = Id::new(ms, 0);
         append(a, m, id, pairs, limits);
+    }
+
+    #[test]
+    fn id_text_is_ms_dash_seq_at_every_width() {
+        let mut buf = [0u8; ID_TEXT_MAX];
+        for id in [Id::new(0, 0), Id::new(1732000000000, 7), Id::MAX] {
+            assert_eq!(
+                id.text(&mut buf),
+                format!("{}-{}", id.ms, id.seq).as_bytes()
+            );
+        }
+    }
+
+    /// Appends go into the tail node in place. The node's count crosses listpack integer
+    /// widths (127 → 128, 4095 → 4096) and entries alternate between the master fields and
+    /// others, so both entry forms and a count that grows its encoding are written; the node
+    /// must stay a valid listpack and give back every entry.
+    #[test]
+    fn in_place_appends_keep_the_node_valid_across_count_widths() {
+        let mut a = arena();
+        let mut m = Meta::default();
+        let limits = Limits {
+            max_bytes: 1 << 20,
+            max_entries: 5000,
+        };
+        let mut want = Vec::new();
+        for i in 1..=4200u64 {
+            let v = format!("v{i}");
+            let pairs: Vec<&[u8]> = if i % 3 == 0 {
+                vec![b"other", v.as_bytes(), b"g", b"x"]
+            } else {
+                vec![b"f", v.as_bytes()]
+            };
+            append(&mut a, &mut m, Id::new(i, i % 5), &pairs, limits);
+            want.push((i, pairs.iter().map(|p| p.to_vec()).collect::<Vec<_>>()));
+        }
+        assert_eq!((m.nodes, m.length), (1, 4200));
+        let (_, node) = node_at(&a, &m, 0);
+        let l = node_lp(&a, node);
+        assert!(lp::validate(l, false));
+        assert_eq!(int_of(lp::get(l, lp::first(l).unwrap())), Some(4200));
+        let mut got = Vec::new();
+        range(&a, &m, Id::MIN, Id::MAX, false, |id, pairs| {
+            let flat: Vec<Vec<u8>> = pairs.into_iter().flat_map(|(f, v)| [f, v]).collect();
+            got.push((id, flat));
+            true
+        });
+        assert_eq!(got.len(), want.len());
+        for ((id, flat), (i, pairs)) in got.iter().zip(&want) {
+            assert_eq!(*id, Id::new(*i, i % 5));
+            assert_eq!(flat, pairs);
+        }
     }
 
     #[test]

@@ -399,7 +399,8 @@ fn xadd(ctx: &mut Ctx) -> CmdResult {
         None => 0,
     };
     save_meta(ctx, e, &m);
-    ctx.out.bulk(&id.to_bytes());
+    let mut id_text = [0u8; stream::ID_TEXT_MAX];
+    ctx.out.bulk(id.text(&mut id_text));
     ctx.dirty(1);
     // Redis trims after announcing the entry: `xtrim` follows `xadd`, when it removed any.
     notify(ctx, NOTIFY_STREAM, "xadd", key);
