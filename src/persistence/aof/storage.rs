@@ -350,6 +350,57 @@ impl LogDir for FaultyDir {
     }
 }
 
+/// iovecs per `pwritev` call (the kernel's `UIO_MAXIOV`); more parts take more calls.
+const IOVECS_PER_CALL: usize = 1024;
+
+/// Writes every byte of `parts`, in order, at `offset` (pwritev, resumed after a short
+/// write).
+pub fn pwritev_all(file: &File, parts: &[&[u8]], offset: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut skip: usize = 0;
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    while skip < total {
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(parts.len().min(IOVECS_PER_CALL));
+        let mut before = 0;
+        for p in parts {
+            let (start, end) = (before, before + p.len());
+            before = end;
+            if end <= skip || p.is_empty() {
+                continue;
+            }
+            if iov.len() == IOVECS_PER_CALL {
+                break;
+            }
+            let from = skip.saturating_sub(start);
+            iov.push(libc::iovec {
+                iov_base: p[from..].as_ptr() as *mut libc::c_void,
+                iov_len: p.len() - from,
+            });
+        }
+        // SAFETY: every iovec points into a live slice of `parts` for its length.
+        let n = unsafe {
+            libc::pwritev(
+                file.as_raw_fd(),
+                iov.as_ptr(),
+                iov.len() as libc::c_int,
+                (offset + skip as u64) as libc::off_t,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::Error::from(io::ErrorKind::WriteZero));
+        }
+        skip += n as usize;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod free_tests {
     use super::*;
@@ -405,55 +456,4 @@ mod free_tests {
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
-}
-
-/// iovecs per `pwritev` call (the kernel's `UIO_MAXIOV`); more parts take more calls.
-const IOVECS_PER_CALL: usize = 1024;
-
-/// Writes every byte of `parts`, in order, at `offset` (pwritev, resumed after a short
-/// write).
-pub fn pwritev_all(file: &File, parts: &[&[u8]], offset: u64) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let mut skip: usize = 0;
-    let total: usize = parts.iter().map(|p| p.len()).sum();
-    while skip < total {
-        let mut iov: Vec<libc::iovec> = Vec::with_capacity(parts.len().min(IOVECS_PER_CALL));
-        let mut before = 0;
-        for p in parts {
-            let (start, end) = (before, before + p.len());
-            before = end;
-            if end <= skip || p.is_empty() {
-                continue;
-            }
-            if iov.len() == IOVECS_PER_CALL {
-                break;
-            }
-            let from = skip.saturating_sub(start);
-            iov.push(libc::iovec {
-                iov_base: p[from..].as_ptr() as *mut libc::c_void,
-                iov_len: p.len() - from,
-            });
-        }
-        // SAFETY: every iovec points into a live slice of `parts` for its length.
-        let n = unsafe {
-            libc::pwritev(
-                file.as_raw_fd(),
-                iov.as_ptr(),
-                iov.len() as libc::c_int,
-                (offset + skip as u64) as libc::off_t,
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if n == 0 {
-            return Err(io::Error::from(io::ErrorKind::WriteZero));
-        }
-        skip += n as usize;
-    }
-    Ok(())
 }
