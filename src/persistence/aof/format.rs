@@ -85,7 +85,8 @@ pub fn encode_entry(out: &mut Vec<u8>, lsn: u64, replid: &str, reploff: u64, pay
 const CKSUM_FIELD: &[u8] = b";cksum:";
 
 /// An entry framed by [`encode_entry_ref`] without its large value: positions in the
-/// framed bytes, and the value's address and length. [`materialize`] completes it.
+/// framed bytes, and the value's address and length. [`fill_ref_checksums`] and
+/// [`spliced`] complete it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ValueRef {
     /// Start of the entry's header line.
@@ -104,10 +105,10 @@ pub struct ValueRef {
 }
 
 /// Appends one entry for `args` whose argument `value_at` is left out: the header (its
-/// checksum field zeroes, to be filled by [`materialize`]) and the command's bytes
+/// checksum field zeroes, to be filled by [`fill_ref_checksums`]) and the command's bytes
 /// before and after the value. The header's `len`, `lsn`, `replid` and `reploff` are
 /// final. The value is referred to by address: the caller keeps those bytes unchanged
-/// until `materialize` has run.
+/// until it has been written.
 pub fn encode_entry_ref<A: AsRef<[u8]>>(
     out: &mut Vec<u8>,
     lsn: u64,
@@ -164,41 +165,40 @@ pub fn encode_entry_ref<A: AsRef<[u8]>>(
     }
 }
 
-/// Bytes copied (and checksummed) at a time by [`materialize`]: the checksum then reads
-/// what the copy just brought into the cache.
-const MATERIALIZE_CHUNK_BYTES: usize = 256 << 10;
-
-/// Appends `data` to `out` with every entry of `refs` (in increasing position, framed by
-/// [`encode_entry_ref`] into `data`) completed: its value (`values[i]`, `refs[i].len`
-/// bytes) copied in place and its checksum filled in. The result is what
-/// [`encode_entry`] would have framed.
-pub fn materialize(data: &[u8], refs: &[ValueRef], values: &[&[u8]], out: &mut Vec<u8>) {
+/// Fills in the checksum of every entry of `refs` (framed by [`encode_entry_ref`] into
+/// `data`), reading each value (`values[i]`, `refs[i].len` bytes) where it is: the writer
+/// thread then writes the value from there ([`spliced`]), so a 10 MB value is read once
+/// for its checksum and copied once, by the kernel into the page cache.
+pub fn fill_ref_checksums(data: &mut [u8], refs: &[ValueRef], values: &[&[u8]]) {
     debug_assert_eq!(refs.len(), values.len());
-    // Room for the whole batch at once: growing by doubling would copy a 10 MB value
-    // again each time the batch outgrows its buffer.
-    out.reserve(data.len() + values.iter().map(|v| v.len()).sum::<usize>());
-    let mut from = 0;
     for (r, value) in refs.iter().zip(values) {
-        debug_assert!(from <= r.hdr && r.at <= r.end && value.len() == r.len);
-        // Where `data[0]` lands in `out`: everything copied so far is `data[..from]` plus
-        // the values before this one.
-        let shift = out.len() - from;
-        out.extend_from_slice(&data[from..r.at]);
+        debug_assert!(r.hdr <= r.at && r.at <= r.end && value.len() == r.len);
         let mut d = crc64_digest();
         d.update(&data[r.hdr..r.hdr_text_end]);
         d.update(&data[r.cmd..r.at]);
-        for chunk in value.chunks(MATERIALIZE_CHUNK_BYTES) {
-            let s = out.len();
-            out.extend_from_slice(chunk);
-            d.update(&out[s..]);
-        }
+        d.update(value);
         d.update(&data[r.at..r.end]);
         let digits = format!("{:016x}", d.finalize());
-        let pos = shift + r.hdr_text_end + CKSUM_FIELD.len();
-        out[pos..pos + 16].copy_from_slice(digits.as_bytes());
+        let pos = r.hdr_text_end + CKSUM_FIELD.len();
+        data[pos..pos + 16].copy_from_slice(digits.as_bytes());
+    }
+}
+
+/// The pieces of `data` with each value of `refs` (in increasing position) in its place,
+/// in file order. Written one after the other (after [`fill_ref_checksums`]) they are
+/// what [`encode_entry`] would have framed.
+pub fn spliced<'a>(data: &'a [u8], refs: &[ValueRef], values: &[&'a [u8]]) -> Vec<&'a [u8]> {
+    debug_assert_eq!(refs.len(), values.len());
+    let mut out = Vec::with_capacity(2 * refs.len() + 1);
+    let mut from = 0;
+    for (r, value) in refs.iter().zip(values) {
+        debug_assert!(from <= r.at);
+        out.push(&data[from..r.at]);
+        out.push(*value);
         from = r.at;
     }
-    out.extend_from_slice(&data[from..]);
+    out.push(&data[from..]);
+    out
 }
 
 /// The marker that starts each write of the writer thread:
@@ -1022,9 +1022,7 @@ mod tests {
     /// (values longer than one copy chunk included); a flipped value byte fails the scan.
     #[test]
     fn entries_framed_by_reference_match_copied_ones() {
-        let big: Vec<u8> = (0..MATERIALIZE_CHUNK_BYTES * 2 + 7)
-            .map(|i| (i * 31 % 251) as u8)
-            .collect();
+        let big: Vec<u8> = (0..(512 << 10) + 7).map(|i| (i * 31 % 251) as u8).collect();
         let small = b"0123456789".repeat(7);
         let forms: Vec<(Vec<&[u8]>, usize)> = vec![
             (vec![b"SET", b"k", &big], 2),
@@ -1055,12 +1053,9 @@ mod tests {
             encode_entry(&mut framed, lsn, RID, 1, b"*1\r\n$4\r\nPING\r\n");
         }
         assert!(scan(&copied, Some(1), |_| Ok(())).bad.is_none());
-        let mut out = b"prefix".to_vec();
-        materialize(&framed, &refs, &values, &mut out);
-        assert!(
-            out[6..] == copied[..],
-            "materialized entries differ from copied ones"
-        );
+        fill_ref_checksums(&mut framed, &refs, &values);
+        let out = spliced(&framed, &refs, &values).concat();
+        assert!(out == copied, "spliced entries differ from copied ones");
 
         let mut damaged = copied.clone();
         let at = copied.len() / 3;

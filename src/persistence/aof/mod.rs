@@ -40,8 +40,8 @@ pub use load::check_aof_cli;
 const MAX_FSYNC_MARKS: usize = 4096;
 
 /// Values at least this long are logged by reference ([`Aof::feed_ref`]): the executor
-/// frames the entry around the value's pinned arena block and the writer thread copies
-/// and checksums it. Below it a copy (and CRC) on the executor costs less than what a
+/// frames the entry around the value's pinned arena block and the writer thread
+/// checksums it and writes it from the block. Below it a copy (and CRC) on the executor costs less than what a
 /// reference adds: a pin and its release, and a batch that must go through the writer
 /// thread (the file lent to the executor is given back for it). 64 KiB is also where
 /// request arguments start to be read straight into arena blocks (`BIG_ARG_BYTES`), so a
@@ -58,7 +58,7 @@ pub struct Aof {
     /// Entries in `buf` whose values are referred to, not copied (positions in `buf`).
     buf_refs: Vec<format::ValueRef>,
     /// (LSN, block) of every value logged by reference whose block is still pinned for
-    /// the log: unpinned once the writer has copied it ([`Aof::released_pins`]).
+    /// the log: unpinned once the writer has written it ([`Aof::released_pins`]).
     value_pins: VecDeque<(u64, crate::arena::Ref)>,
     /// Entries logged by reference since startup (INFO `aof_values_by_reference`).
     pub values_by_reference: u64,
@@ -243,8 +243,8 @@ impl Aof {
 
     /// Appends a command whose argument `value_at` is a value in the arena's `block`,
     /// which the caller has pinned for the log (see [`Aof::logs_by_reference`]): the
-    /// entry refers to the bytes instead of copying them; the writer thread copies and
-    /// checksums them, and [`Aof::released_pins`] hands the block back once it has. The
+    /// entry refers to the bytes instead of copying them; the writer thread checksums
+    /// and writes them from the block, and [`Aof::released_pins`] hands it back after. The
     /// replication stream, when one is attached, gets its own copy (the backlog must keep
     /// the bytes whatever happens to the key). Returns the command's LSN.
     pub fn feed_ref<A: AsRef<[u8]>>(
@@ -280,7 +280,7 @@ impl Aof {
     }
 
     /// Blocks pinned for values logged by reference that the log no longer needs (the
-    /// writer copied them, or there is no writer any more): the caller unpins each.
+    /// writer wrote them, or there is no writer any more): the caller unpins each.
     pub fn released_pins(&mut self) -> Vec<crate::arena::Ref> {
         if self.value_pins.is_empty() {
             return Vec::new();

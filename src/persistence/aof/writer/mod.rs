@@ -21,7 +21,7 @@
 
 use super::format::FILL_LINE;
 use super::prealloc::Prealloc;
-use super::storage::{LogDir, LogFile};
+use super::storage::{pwritev_all, LogDir, LogFile};
 use super::uring::{self, Engine, BLOCK};
 use rewrite_steps::{NextFile, Retired};
 
@@ -76,9 +76,10 @@ pub enum Job {
     /// Framed entries for the current incremental file, ending with entry `last_lsn`.
     Append { data: Vec<u8>, last_lsn: u64 },
     /// Like [`Job::Append`], with entries whose large values are referred to, not copied
-    /// (`format::encode_entry_ref`): this thread copies and checksums them into its batch
-    /// (`format::materialize`), then raises [`Shared::values_done_lsn`] to `last_lsn` so
-    /// the executor can unpin their blocks.
+    /// (`format::encode_entry_ref`): this thread checksums them where they are
+    /// (`format::fill_ref_checksums`) and writes them from there with the rest of its batch
+    /// (one `pwritev`), then raises [`Shared::values_done_lsn`] to `last_lsn` so the
+    /// executor can unpin their blocks.
     AppendRefs {
         data: Vec<u8>,
         refs: Vec<super::format::ValueRef>,
@@ -246,10 +247,11 @@ pub struct Shared {
     /// this way for as long as they need to look. A rotation (BGREWRITEAOF's cut) and
     /// shutdown still sync: they must.
     syncs_paused: AtomicBool,
-    /// Highest `last_lsn` of a [`Job::AppendRefs`] whose values this thread has copied:
-    /// the executor unpins the blocks of entries up to it (`Aof::released_pins`).
+    /// Highest `last_lsn` of a [`Job::AppendRefs`] whose values this thread has written
+    /// (or dropped, the log having failed): the executor unpins the blocks of entries up to
+    /// it (`Aof::released_pins`).
     pub values_done_lsn: AtomicU64,
-    /// `DEBUG AOF-HOLD-VALUES 1`: this thread waits before copying referenced values (a
+    /// `DEBUG AOF-HOLD-VALUES 1`: this thread waits before reading referenced values (a
     /// slow writer for tests: the executor goes on, overwriting or deleting their keys).
     hold_values: AtomicBool,
 }
@@ -519,6 +521,8 @@ impl Writer {
             opts,
             next: None,
             retired: None,
+            splices: Vec::new(),
+            values_lsn: None,
         };
         if t.opts.uring && t.incr.real_file().is_some() {
             match uring::eventfd().and_then(|efd| {
@@ -617,7 +621,7 @@ impl Writer {
         });
     }
 
-    /// `DEBUG AOF-HOLD-VALUES`: while held, the writer thread waits before copying the
+    /// `DEBUG AOF-HOLD-VALUES`: while held, the writer thread waits before reading the
     /// values of entries logged by reference (and so before everything queued after them).
     pub fn hold_values(&self, held: bool) {
         self.shared.hold_values.store(held, Ordering::SeqCst);
@@ -802,50 +806,6 @@ fn write_prefix(
     file.write_all_at(&parts.concat()[..prefix], offset)
 }
 
-/// Writes every byte of `parts`, in order, at `offset` (pwritev, resumed after a short
-/// write).
-fn pwritev_all(file: &std::fs::File, parts: &[&[u8]], offset: u64) -> std::io::Result<()> {
-    let mut skip: usize = 0;
-    let total: usize = parts.iter().map(|p| p.len()).sum();
-    while skip < total {
-        let mut iov: Vec<libc::iovec> = Vec::with_capacity(parts.len());
-        let mut before = 0;
-        for p in parts {
-            let (start, end) = (before, before + p.len());
-            before = end;
-            if end <= skip || p.is_empty() {
-                continue;
-            }
-            let from = skip.saturating_sub(start);
-            iov.push(libc::iovec {
-                iov_base: p[from..].as_ptr() as *mut libc::c_void,
-                iov_len: p.len() - from,
-            });
-        }
-        // SAFETY: every iovec points into a live slice of `parts` for its length.
-        let n = unsafe {
-            libc::pwritev(
-                file.as_raw_fd(),
-                iov.as_ptr(),
-                iov.len() as libc::c_int,
-                (offset + skip as u64) as libc::off_t,
-            )
-        };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if n == 0 {
-            return Err(std::io::Error::from(std::io::ErrorKind::WriteZero));
-        }
-        skip += n as usize;
-    }
-    Ok(())
-}
-
 /// A returned lease's (log end, fsync LSN issued); the slot goes back to the writer.
 fn returned(q: &mut Queue) -> Option<(u64, u64)> {
     if let LeaseSlot::Returned {
@@ -977,6 +937,13 @@ struct Thread {
     next: Option<NextFile>,
     /// The file a rotation to a prepared file retired (see [`Retired`]).
     retired: Option<Retired>,
+    /// The batch's values logged by reference, in order: (position in the batch's bytes,
+    /// the value's address, its length). Written from where they are (pinned arena
+    /// blocks) by the batch's `pwritev`.
+    splices: Vec<(usize, usize, usize)>,
+    /// The highest `last_lsn` of the batch's [`Job::AppendRefs`]: raised into
+    /// [`Shared::values_done_lsn`] once the batch is written.
+    values_lsn: Option<u64>,
 }
 
 /// Direct-I/O state of the incremental file.
@@ -1074,19 +1041,27 @@ impl Thread {
                         self.wait_while_values_held();
                         // SAFETY: the executor pinned each value's block before framing
                         // its entry and unpins it only once `values_done_lsn` covers
-                        // `l` (stored below, after the copy): until then the block is
-                        // neither written nor freed, and the arena's reservation never
-                        // moves (the same contract as a reply's `RefSeg`).
+                        // `l`, raised after the batch holding it is written
+                        // (`release_values`): until then the block is neither written
+                        // nor freed, and the arena's reservation never moves (the same
+                        // contract as a reply's `RefSeg`).
                         let values: Vec<&[u8]> = refs
                             .iter()
                             .map(|r| unsafe {
                                 std::slice::from_raw_parts(r.addr as *const u8, r.len)
                             })
                             .collect();
-                        super::format::materialize(&data, &refs, &values, &mut batch);
+                        let mut data = data;
+                        super::format::fill_ref_checksums(&mut data, &refs, &values);
                         drop(values);
-                        self.shared.values_done_lsn.fetch_max(l, Ordering::SeqCst);
-                        self.shared.notify();
+                        let mut from = 0;
+                        for r in &refs {
+                            batch.extend_from_slice(&data[from..r.at]);
+                            self.splices.push((batch.len(), r.addr, r.len));
+                            from = r.at;
+                        }
+                        batch.extend_from_slice(&data[from..]);
+                        self.values_lsn = Some(self.values_lsn.unwrap_or(0).max(l));
                         last_lsn = Some(l);
                     }
                     Job::Prepare { .. } => {
@@ -1308,38 +1283,71 @@ impl Thread {
         };
         if self.shared.failed.load(Ordering::SeqCst) {
             batch.clear();
+            self.release_values();
             return;
         }
         // The marker states what was durable when this write was issued (recovery tells a
         // hole left by writes in flight at a crash from corruption with it).
-        let mut framed = Vec::with_capacity(batch.len() + 64);
+        let mut marker = Vec::with_capacity(64);
         super::format::encode_batch_marker(
-            &mut framed,
+            &mut marker,
             self.shared.durable_lsn.load(Ordering::SeqCst),
         );
-        framed.extend_from_slice(batch);
-        batch.clear();
+        // SAFETY: each splice is a value pinned for the log until `release_values` below
+        // (see the `Job::AppendRefs` arm in `run`): its bytes neither change nor go away.
+        let values: Vec<&[u8]> = self
+            .splices
+            .iter()
+            .map(|&(_, addr, len)| unsafe { std::slice::from_raw_parts(addr as *const u8, len) })
+            .collect();
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * values.len() + 3);
+        parts.push(&marker);
+        let mut from = 0;
+        for (&(at, _, _), v) in self.splices.iter().zip(&values) {
+            parts.push(&batch[from..at]);
+            parts.push(v);
+            from = at;
+        }
+        parts.push(&batch[from..]);
+        let content_len: usize = parts.iter().map(|p| p.len()).sum();
         if self.direct.is_some() {
+            // Whole aligned blocks from one buffer: the values are copied here.
+            let framed = parts.concat();
+            drop(parts);
+            drop(values);
+            batch.clear();
             self.write_direct(&framed, l);
+            self.release_values();
             return;
         }
+        let mut tail = Vec::new();
         if self.prealloc.is_some() {
-            let gap = super::format::align_gap(self.incr_off + framed.len() as u64);
+            let gap = super::format::align_gap(self.incr_off + content_len as u64);
             if gap > 0 {
-                super::format::encode_align(&mut framed, gap);
+                super::format::encode_align(&mut tail, gap);
             }
         }
         // In a recycled file the log stops inside the old life's bytes, often inside an
         // old command: a filler line after every write (overwritten by the next) tells
         // recovery where the log ends (`format::judge`). Not part of the log's length.
-        let log_len = framed.len() as u64;
+        let log_len = (content_len + tail.len()) as u64;
         if self.incr_recycled {
-            framed.extend_from_slice(FILL_LINE);
+            tail.extend_from_slice(FILL_LINE);
         }
+        parts.push(&tail);
+        let total = content_len + tail.len();
         if let Some(p) = &self.prealloc {
-            p.ensure(self.incr_off + framed.len() as u64);
+            p.ensure(self.incr_off + total as u64);
         }
-        match self.incr.write_all_at(self.incr_off, &framed) {
+        // The values go from their arena blocks to the page cache in this one call:
+        // joining them into a buffer first cost the thread a 10 MB allocation (page
+        // faults, then an munmap whose TLB shootdown interrupts the executor's CPU) and
+        // a copy per value.
+        let wrote = self.incr.write_all_vectored_at(self.incr_off, &parts);
+        drop(parts);
+        drop(values);
+        batch.clear();
+        match wrote {
             Ok(()) => {
                 self.incr_off += log_len;
                 self.shared
@@ -1351,14 +1359,23 @@ impl Thread {
                 // Cut what reached the file so the log ends on an entry boundary (a
                 // pre-allocated file: zero it instead, keeping its blocks).
                 if self.prealloc.is_some() {
-                    let _ = self
-                        .incr
-                        .write_all_at(self.incr_off, &vec![0u8; framed.len()]);
+                    let _ = self.incr.write_all_at(self.incr_off, &vec![0u8; total]);
                 } else {
                     let _ = self.incr.set_len(self.incr_off);
                 }
                 self.shared.fail("write", &e);
             }
+        }
+        self.release_values();
+    }
+
+    /// The batch's values logged by reference are written (or the log failed): the
+    /// executor may unpin their blocks.
+    fn release_values(&mut self) {
+        self.splices.clear();
+        if let Some(l) = self.values_lsn.take() {
+            self.shared.values_done_lsn.fetch_max(l, Ordering::SeqCst);
+            self.shared.notify();
         }
     }
 
