@@ -22,7 +22,7 @@ mkdir -p "$out"
 run() { # name binary extra-args... -> OUT/name.{out,err}
   local name=$1 bin=$2; shift 2
   "$bench" snapshot-vs --cairn "$bin" --redis "$redis" -k "$keys" -d 500 -r "$rate" \
-    --value-entropy random --cairn-arg=--loglevel --cairn-arg=verbose "$@" \
+    --value-entropy random --cairn-arg=--loglevel --cairn-arg=verbose -o "$out/$name" "$@" \
     >"$out/$name.out" 2>"$out/$name.err" || echo "$name: cairn-bench failed (see $out/$name.err)"
   echo "== $name ($bin)"
   grep -E 'BGSAVE duration|extra memory \(server|longest executor pause|probe PING latency, max \(BGSAVE|probe PING latency, p99 \(BGSAVE|restart to serving|image / RDB' "$out/$name.out" || true

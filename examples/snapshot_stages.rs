@@ -116,6 +116,31 @@ fn main() {
         0
     });
     report(&n, c, w, "");
+    // A later pass's shape: scattered 4 KiB pages (every 7th page, wrapping), 256 per
+    // call as a worker's job of scattered runs copies them.
+    let pages = end / 4096;
+    let (n, c, w, _) = stage("kernel copy, scattered 4 KiB pages", &mut |i| {
+        let mut local = Vec::with_capacity(256);
+        let mut remote = Vec::with_capacity(256);
+        for (k, dst) in buf.chunks_mut(4096).enumerate() {
+            let page = (i * 256 + k) * 7 % pages;
+            local.push(libc::iovec {
+                iov_base: dst.as_mut_ptr() as *mut libc::c_void,
+                iov_len: 4096,
+            });
+            remote.push(libc::iovec {
+                iov_base: (base + page * 4096) as *mut libc::c_void,
+                iov_len: 4096,
+            });
+        }
+        // SAFETY: every local iovec is a page of `buf`; the remote ones lie in the arena.
+        let n = unsafe {
+            libc::process_vm_readv(libc::getpid(), local.as_ptr(), 256, remote.as_ptr(), 256, 0)
+        };
+        assert_eq!(n, CHUNK_BYTES as isize, "process_vm_readv");
+        0
+    });
+    report(&n, c, w, "");
     // The other stages read from copies of ours, one chunk at a time (as the workers do).
     let copies: Vec<Vec<u8>> = (0..chunks.min(256))
         .map(|i| {
