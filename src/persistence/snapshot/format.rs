@@ -296,39 +296,83 @@ fn all_zero(b: &[u8]) -> bool {
     head.iter().all(|&x| x == 0) && mid.iter().all(|&x| x == 0) && tail.iter().all(|&x| x == 0)
 }
 
+/// Bytes of each sample [`worth_compressing`] compresses.
+const SAMPLE_BYTES: usize = 4096;
+/// Samples taken from a chunk, spread evenly over it.
+const SAMPLES: usize = 8;
+
+/// Whether LZ4 is worth running on `raw`: a few evenly spread 4 KiB samples (3 % of a
+/// 1 MiB chunk) are compressed, and the whole is compressed only if they shrink by at
+/// least a quarter. Why: an arena of incompressible values (compressed payloads, random
+/// tokens) is most real data, and LZ4 over it costs CPU time per GiB that a snapshot pass
+/// on the one CPU it shares with the clients cannot spare, for a saving of a few percent
+/// (figures: BENCHMARKS.md, "Snapshot stages per GiB"). A chunk whose samples miss its
+/// compressible parts is stored raw: larger, never wrong (raw records are part of the
+/// format). Input shorter than the samples is always tried.
+pub fn worth_compressing(raw: &[u8]) -> bool {
+    if raw.len() < SAMPLES * SAMPLE_BYTES * 2 {
+        return true;
+    }
+    let stride = (raw.len() - SAMPLE_BYTES) / (SAMPLES - 1);
+    let mut packed = 0usize;
+    for i in 0..SAMPLES {
+        let at = i * stride;
+        packed += lz4_flex::block::compress(&raw[at..at + SAMPLE_BYTES]).len();
+    }
+    packed * 4 <= SAMPLES * SAMPLE_BYTES * 3
+}
+
 impl Record {
     /// Encodes `raw` (the concatenated bytes of `extents`): a zero record when it is all
-    /// zeros, LZ4 when that is smaller, the raw bytes otherwise.
+    /// zeros, LZ4 when samples say it compresses ([`worth_compressing`]) and the whole
+    /// is smaller, the raw bytes otherwise.
     pub fn encode(extents: Vec<Extent>, raw: &[u8]) -> Record {
+        let raw_bytes = Record::checked_len(&extents, raw);
+        let (flags, payload) = Record::packed(raw).unwrap_or_else(|| (0, raw.to_vec()));
+        Record {
+            extents,
+            flags,
+            payload,
+            raw_bytes,
+        }
+    }
+
+    /// [`Record::encode`] of a buffer the caller gives up: a raw record takes it as its
+    /// payload (no copy: most of an incompressible arena is stored this way); otherwise
+    /// the buffer is handed back with the record, for reuse.
+    pub fn encode_owned(extents: Vec<Extent>, raw: Vec<u8>) -> (Record, Option<Vec<u8>>) {
+        let raw_bytes = Record::checked_len(&extents, &raw);
+        let (flags, payload, back) = match Record::packed(&raw) {
+            Some((flags, payload)) => (flags, payload, Some(raw)),
+            None => (0, raw, None),
+        };
+        let r = Record {
+            extents,
+            flags,
+            payload,
+            raw_bytes,
+        };
+        (r, back)
+    }
+
+    fn checked_len(extents: &[Extent], raw: &[u8]) -> u32 {
         debug_assert_eq!(
             extents.iter().map(|e| e.len as usize).sum::<usize>(),
             raw.len()
         );
-        let raw_bytes = raw.len() as u32;
+        raw.len() as u32
+    }
+
+    /// The zero form or the LZ4 form of `raw` (flags, payload), when one applies.
+    fn packed(raw: &[u8]) -> Option<(u16, Vec<u8>)> {
         if all_zero(raw) {
-            return Record {
-                extents,
-                flags: REC_ZERO,
-                payload: Vec::new(),
-                raw_bytes,
-            };
+            return Some((REC_ZERO, Vec::new()));
+        }
+        if !worth_compressing(raw) {
+            return None;
         }
         let c = lz4_flex::block::compress(raw);
-        if c.len() < raw.len() {
-            Record {
-                extents,
-                flags: REC_LZ4,
-                payload: c,
-                raw_bytes,
-            }
-        } else {
-            Record {
-                extents,
-                flags: 0,
-                payload: raw.to_vec(),
-                raw_bytes,
-            }
-        }
+        (c.len() < raw.len()).then_some((REC_LZ4, c))
     }
 
     fn extent_table(&self) -> Vec<u8> {
@@ -1553,6 +1597,68 @@ mod tests {
         reseal(&mut resealed);
         assert!(load_from_bytes(&resealed, 1 << 20).is_ok());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A chunk of incompressible values is stored raw (LZ4 is not run on it whole), one
+    /// that compresses is still compressed, and the image loads the same bytes either way.
+    #[test]
+    fn incompressible_chunks_are_stored_raw_and_load_the_same() {
+        let mut rng = crate::util::Rng::new(42);
+        let random: Vec<u8> = (0..CHUNK_BYTES / 8)
+            .flat_map(|_| rng.next_u64().to_le_bytes())
+            .collect();
+        // As an arena of 500-byte random values looks: an entry's key and header, then
+        // the value. LZ4 shrinks the whole by about a tenth; stored raw all the same.
+        let mut entries = Vec::with_capacity(CHUNK_BYTES);
+        for i in 0.. {
+            if entries.len() >= CHUNK_BYTES {
+                break;
+            }
+            entries.extend_from_slice(format!("\x01\x00\x10key:{i:012}\x00\x00").as_bytes());
+            entries.extend((0..63).flat_map(|_| rng.next_u64().to_le_bytes()));
+        }
+        entries.truncate(CHUNK_BYTES);
+        assert!(lz4_flex::block::compress(&entries).len() < entries.len());
+        let text: Vec<u8> = (0..CHUNK_BYTES)
+            .map(|i| b"alpha beta gamma delta "[(i * 7 / 5) % 23])
+            .collect();
+        let chunks = [&random, &entries, &text];
+        let mut records = Vec::new();
+        for (k, raw) in chunks.iter().enumerate() {
+            let ext = vec![Extent {
+                offset: (k * CHUNK_BYTES) as u64,
+                len: CHUNK_BYTES as u32,
+            }];
+            let r = Record::encode(ext.clone(), raw);
+            let (owned, back) = Record::encode_owned(ext, raw.to_vec());
+            assert_eq!((r.flags, &r.payload), (owned.flags, &owned.payload));
+            // The caller's buffer comes back exactly when the record does not take it.
+            assert_eq!(back.is_some(), r.flags != 0);
+            records.push(r);
+        }
+        assert_eq!(records[0].flags, 0);
+        assert_eq!(records[1].flags, 0);
+        assert_eq!(records[0].payload, random);
+        assert_eq!(records[2].flags, REC_LZ4);
+        assert!(records[2].payload.len() < CHUNK_BYTES / 4);
+        let dir = std::env::temp_dir().join(format!("cairn-fmt-raw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("img");
+        let mut w = ImageWriter::create(&path, false).unwrap();
+        for r in &records {
+            w.write_record(r).unwrap();
+        }
+        let arena = (3 * CHUNK_BYTES) as u64;
+        w.commit(&header(arena)).unwrap();
+        let (mut region, _) = load(&path, 4 * CHUNK_BYTES).unwrap();
+        let s = region.slice_mut(0, arena as usize).unwrap();
+        for (k, raw) in chunks.iter().enumerate() {
+            assert!(
+                s[k * CHUNK_BYTES..(k + 1) * CHUNK_BYTES] == raw[..],
+                "chunk {k}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Many records over several overlapping passes, loaded by the parallel loader, give

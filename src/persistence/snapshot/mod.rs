@@ -440,19 +440,35 @@ fn stream_jobs(
     let threads = threads.clamp(1, 64).min(jobs.len());
     let next = AtomicUsize::new(0);
     let mut raw_total = 0u64;
+    // Chunk buffers go round: a worker copies a job into one, a raw record takes it as
+    // its payload, and the writer hands it back once the record is in the file (copying
+    // the raw bytes into a payload of its own cost a tenth of an incompressible pass's
+    // CPU). At most the records in flight and one per worker exist.
+    let spare: std::sync::Mutex<Vec<Vec<u8>>> = Default::default();
     std::thread::scope(|s| -> Result<(), SnapError> {
         // Bounded: workers run at most a few chunks ahead of the file.
         let (tx, rx) = mpsc::sync_channel::<(usize, io::Result<Record>)>(threads * 2);
         for _ in 0..threads {
             let tx = tx.clone();
             let next = &next;
+            let spare = &spare;
             s.spawn(move || {
                 lower_priority();
-                let mut buf = vec![0u8; CHUNK_BYTES];
+                let mut buf = Vec::new();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(job) = jobs.get(i) else { break };
-                    let raw = &mut buf[..job.raw_bytes()];
+                    if buf.capacity() < CHUNK_BYTES {
+                        buf = spare
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .pop()
+                            .unwrap_or_else(|| Vec::with_capacity(CHUNK_BYTES));
+                    }
+                    // Zero-filled only where this buffer was never as long (a `&mut [u8]`
+                    // must not cover uninitialised bytes); the copy overwrites all of it.
+                    buf.resize(job.raw_bytes(), 0);
+                    let raw = &mut buf[..];
                     let copied = match &job.from {
                         Source::Region => {
                             let runs: Vec<(u64, u64)> = job
@@ -471,7 +487,12 @@ fn stream_jobs(
                             Ok(())
                         }
                     };
-                    let rec = copied.map(|()| Record::encode(job.extents.clone(), raw));
+                    let rec = copied.map(|()| {
+                        let (rec, back) =
+                            Record::encode_owned(job.extents.clone(), std::mem::take(&mut buf));
+                        buf = back.unwrap_or_default();
+                        rec
+                    });
                     if tx.send((i, rec)).is_err() {
                         break;
                     }
@@ -500,6 +521,12 @@ fn stream_jobs(
                 if let Err(e) = w.write_record(&rec) {
                     next.store(jobs.len(), Ordering::Relaxed);
                     return Err(e.into());
+                }
+                if rec.flags == 0 && rec.payload.capacity() >= CHUNK_BYTES {
+                    spare
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(rec.payload);
                 }
                 want += 1;
             }
