@@ -40,10 +40,12 @@ const PAIR_PAGE_KIND: u8 = b'D';
 /// A pair page's header: checksum, kind byte, two records' key and value lengths.
 pub const PAIR_PAGE_HEADER_BYTES: usize = 4 + 1 + 2 * (2 + 2);
 
-/// Whether records of `a` and `b` bytes fit one pair page.
+/// Whether records of `a` and `b` bytes fit one pair page. Each is shorter than a
+/// payload, so a stub's slot offset plus its record stays within one page's payload
+/// (the stub geometry the image validator checks, and one page read).
 pub fn pair_fits(a: usize, b: usize) -> bool {
-    a >= RECORD_HEADER_BYTES
-        && b >= RECORD_HEADER_BYTES
+    (RECORD_HEADER_BYTES..PAYLOAD_BYTES).contains(&a)
+        && (RECORD_HEADER_BYTES..PAYLOAD_BYTES).contains(&b)
         && a + b - 2 * RECORD_HEADER_BYTES + PAIR_PAGE_HEADER_BYTES <= PAGE_BYTES
 }
 
@@ -402,6 +404,16 @@ mod tests {
     fn two_records_over_half_a_payload_share_a_pair_page() {
         assert!(pair_fits(2049, 2050) && !pair_fits(2050, 2050));
         assert!(pair_fits(100, 3999) && !pair_fits(100, 4000));
+        // A tiny first record (a 1-byte tiered-min-value-size) leaves room for a 4088-byte
+        // second one, whose slot offset 1 would run past the payload: not a pair.
+        assert!(!pair_fits(11, PAYLOAD_BYTES) && pair_fits(12, PAYLOAD_BYTES - 1));
+        let s = ColdStub {
+            page: 0,
+            offset: 1,
+            record_bytes: (PAYLOAD_BYTES - 1) as u32,
+            value_bytes: 0,
+        };
+        assert_eq!(pages_of(s), 1);
         for (a, b) in [(2045usize, 2047usize), (2049, 2050), (100, 3999)] {
             let (k1, k2) = (b"first".to_vec(), b"2nd".to_vec());
             let v1: Vec<u8> = (0..a - record_bytes(k1.len(), 0))
