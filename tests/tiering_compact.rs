@@ -288,6 +288,64 @@ fn values_just_over_a_page_take_at_most_twice_their_bytes() {
 }
 
 #[test]
+fn records_just_over_half_a_page_or_a_page_take_at_most_twice_their_bytes() {
+    let dir = temp_dir("tcomp-edge");
+    let srv = start_tiered(&dir);
+    let mut raw = Raw::connect(srv.port);
+    // Records (8-byte header + key + value) of 2045 to 2047 bytes, which share a page
+    // only as a pair page, and of 4089 to 4095 bytes, one byte to seven over a page's
+    // payload, which take one page as whole-page records: placed as the other records
+    // are, each would hold 4096 bytes for under 2048, or 8192 for under 4096.
+    let sizes = [
+        2045usize, 2046, 2047, 4089, 4090, 4091, 4092, 4093, 4094, 4095,
+    ];
+    let mut rng = Lcg(71);
+    let values: Vec<Vec<u8>> = (0..3000usize)
+        .map(|i| {
+            let len = sizes[i % sizes.len()] - 8 - format!("k{i}").len();
+            let mut v: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
+            v[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            v
+        })
+        .collect();
+    load(&mut raw, &values);
+    let cold = cold_indexes(&mut raw, values.len());
+    assert!(cold.len() > 1000, "only {} cold values", cold.len());
+    let settled = |raw: &mut Raw| {
+        amplification(raw) <= 2.0
+            && raw.info_u64("tiered", "tiered_pending_stash_cnt") == 0
+            && raw.info_u64("tiered", "tiered_compaction_moves_pending") == 0
+    };
+    wait_until(
+        Duration::from_secs(120),
+        "space amplification ≤ 2",
+        || settled(&mut raw),
+    );
+    let mut want: Vec<Option<Vec<u8>>> = values.iter().cloned().map(Some).collect();
+    check(&mut raw, &want);
+    // Half of the cold ones deleted: pair pages left with one record are compacted.
+    for i in delete_some(&mut raw, &cold, 50, 73) {
+        want[i] = None;
+    }
+    wait_until(
+        Duration::from_secs(120),
+        "space amplification ≤ 2 after the deletes",
+        || settled(&mut raw),
+    );
+    println!(
+        "space amplification {}, {} records moved",
+        raw.info_field("tiered", "tiered_space_amplification"),
+        raw.info_u64("tiered", "tiered_compaction_moved_records"),
+    );
+    assert!(raw.info_u64("tiered", "tiered_allocated_bytes") > 1 << 20);
+    check(&mut raw, &want);
+    assert_eq!(raw.info_u64("tiered", "tiered_read_errors"), 0);
+    assert_eq!(raw.info_u64("tiered", "tiered_sync_read_errors"), 0);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn keys_changed_while_their_page_is_compacted_end_as_the_commands_left_them() {
     let dir = temp_dir("tcomp-race");
     let srv = start_tiered(&dir);

@@ -412,6 +412,49 @@ fn shutdown_save_keeps_one_companion_and_the_restart_serves_every_value() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn pair_page_and_whole_page_records_restart_byte_exact() {
+    let dir = temp_dir("tpersist-edge");
+    let srv = start_tiered(&dir);
+    let mut raw = Raw::connect(srv.port);
+    // Records (8 + key + value bytes) of 2045 to 2047 bytes (two share a pair page) and
+    // of 4089 to 4095 bytes (whole-page records), about 3× maxmemory.
+    let sizes = [2045usize, 2046, 2047, 4089, 4091, 4093, 4095];
+    let mut rng = Lcg(83);
+    let cmds: Vec<Vec<Vec<u8>>> = (0..3000usize)
+        .map(|i| {
+            let key = format!("k{i}").into_bytes();
+            let len = sizes[i % sizes.len()] - 8 - key.len();
+            let mut v: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
+            v[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            vec![b"SET".to_vec(), key, v]
+        })
+        .collect();
+    run_all_making_room(&mut raw, &cmds, b"+OK", MAXMEMORY);
+    wait_until(DEADLINE, "many values are cold", || {
+        raw.info_u64("tiered", "tiered_entries") > 1000
+    });
+    let want: HashMap<Vec<u8>, Vec<u8>> =
+        cmds.iter().map(|c| (c[1].clone(), bulk(&c[2]))).collect();
+    check(&mut raw, &want);
+    wait_until(DEADLINE, "values go cold again after being read", || {
+        raw.info_u64("tiered", "tiered_entries") > 1000
+    });
+    assert_eq!(raw.call(&["SAVE"]), b"+OK\r\n");
+    drop(srv);
+    let srv = start_tiered(&dir);
+    let mut raw = Raw::connect(srv.port);
+    assert!(raw.info_u64("tiered", "tiered_entries") > 1000);
+    check(&mut raw, &want);
+    assert_eq!(raw.info_u64("tiered", "tiered_read_errors"), 0);
+    drop(srv);
+    let srv = start_plain(&dir);
+    let mut raw = Raw::connect(srv.port);
+    check(&mut raw, &want);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The record `[key_len][value_len][key][value]` of `key`, a record of pages of its own
 /// in `file` (so it starts at a page's payload, 8 bytes in): the offset of its value.
 fn value_offset(file: &[u8], key: &[u8]) -> Option<usize> {

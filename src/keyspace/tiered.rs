@@ -37,6 +37,9 @@ pub const TIER_FLAGS: u8 = FLAG_COLD | FLAG_TMARK | FLAG_COOLED | FLAG_STASHING;
 pub const TIER_PAGE_PAYLOAD_BYTES: usize = 4088;
 /// Bytes of a record's header (key and value lengths).
 pub const TIER_RECORD_HEADER_BYTES: usize = 8;
+/// The longest record stored alone in one page (a whole-page record: from one byte
+/// over a page's payload up to this; `persistence::tiered::page` checks the figure).
+pub const TIER_WHOLE_PAGE_MAX_RECORD_BYTES: usize = 4095;
 
 /// Bytes of a cold entry's value field.
 pub const COLD_STUB_BYTES: usize = 16;
@@ -61,8 +64,12 @@ impl ColdStub {
         b[12..16].copy_from_slice(&self.value_bytes.to_le_bytes());
         b
     }
-    /// Pages of the tier file the record covers.
+    /// Pages of the tier file the record covers (one for a whole-page record).
     pub fn pages(&self) -> u64 {
+        let rec = self.record_bytes as usize;
+        if rec > TIER_PAGE_PAYLOAD_BYTES && rec <= TIER_WHOLE_PAGE_MAX_RECORD_BYTES {
+            return 1;
+        }
         (self.offset as u64 + self.record_bytes as u64)
             .div_ceil(TIER_PAGE_PAYLOAD_BYTES as u64)
             .max(1)

@@ -45,8 +45,12 @@ pub struct Bookkeeper {
     sparse: BTreeSet<(u32, u32)>,
 }
 
-/// Pages a record of `record_bytes` takes when it is not packed.
+/// Pages a record of `record_bytes` takes when it is not packed (one for a whole-page
+/// record, `page::is_whole_page`).
 pub fn pages_for(record_bytes: u32) -> u32 {
+    if super::page::is_whole_page(record_bytes as usize) {
+        return 1;
+    }
     (record_bytes as usize).div_ceil(PAYLOAD_BYTES).max(1) as u32
 }
 
