@@ -13,6 +13,8 @@
 #   NOISE_RATE=10     10 MB requests per second in the noise phase
 #   SERVERS="..."     the servers to run, in round-1 order (reversed every other round);
 #                     default "cairn-io1 cairn-io2 redis" (plus cairn-before with BEFORE)
+#   SERVER_ARGS="..." more options for every server (both take redis.conf names), e.g.
+#                     "--auto-aof-rewrite-percentage 0" to keep log rewrites out of the run
 set -euo pipefail
 ROUNDS=${1:-3}
 OUT=${2:-bench-out/bigvalues}
@@ -26,6 +28,8 @@ NOISE_RATE=${NOISE_RATE:-10}
 mkdir -p "$OUT"
 persist=()
 [ -n "$AOF" ] && persist=(--appendonly yes --appendfsync "$AOF")
+# shellcheck disable=SC2206 # split on purpose: a list of options
+persist+=(${SERVER_ARGS:-})
 
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 
