@@ -132,16 +132,9 @@ pub fn parse_f64(s: &[u8]) -> Option<f64> {
 
 /// Formats an i64 into `buf` without allocating; returns the written slice.
 pub fn fmt_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut n = v.unsigned_abs();
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
+    // |i64::MIN| has 19 digits: with the sign it still fits the 20 bytes.
+    let digits = fmt_u64(v.unsigned_abs(), buf).len();
+    let mut i = buf.len() - digits;
     if v < 0 {
         i -= 1;
         buf[i] = b'-';
@@ -459,6 +452,9 @@ mod tests {
         let mut b = [0u8; 20];
         for v in [0, 1, -1, 42, i64::MAX, i64::MIN, 1000] {
             assert_eq!(fmt_i64(v, &mut b), v.to_string().as_bytes());
+        }
+        for v in [0, 9, 10, u64::MAX, 1 << 63] {
+            assert_eq!(fmt_u64(v, &mut b), v.to_string().as_bytes());
         }
     }
 }
