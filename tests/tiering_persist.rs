@@ -128,6 +128,21 @@ fn check(raw: &mut Raw, want: &HashMap<Vec<u8>, Vec<u8>>) {
     );
 }
 
+/// Restarts on `dir`'s snapshot with tiering (values stay cold, none fails to read) and
+/// then without it (everything loaded into memory): both serve `want` exactly.
+fn restart_tiered_then_plain_and_check(dir: &Path, want: &HashMap<Vec<u8>, Vec<u8>>) {
+    let srv = start_tiered(dir);
+    let mut raw = Raw::connect(srv.port);
+    assert!(raw.info_u64("tiered", "tiered_entries") > 1000);
+    check(&mut raw, want);
+    assert_eq!(raw.info_u64("tiered", "tiered_read_errors"), 0);
+    drop(srv);
+    let srv = start_plain(dir);
+    let mut raw = Raw::connect(srv.port);
+    check(&mut raw, want);
+    drop(srv);
+}
+
 /// Up to `take` of the keys `k7999` down to `k0` whose values are cold (the last written
 /// first: their pages are the file's last), at least `min` of them.
 fn cold_strings(raw: &mut Raw, take: usize, min: usize) -> Vec<Vec<u8>> {
@@ -355,16 +370,7 @@ fn shutdown_save_keeps_one_companion_and_the_restart_serves_every_value() {
     assert_eq!(second.len(), 1, "the older companion is removed");
     assert_ne!(first, second, "each snapshot has its own companion");
 
-    let srv = start_tiered(&dir);
-    let mut raw = Raw::connect(srv.port);
-    assert!(raw.info_u64("tiered", "tiered_entries") > 1000);
-    check(&mut raw, &want);
-    assert_eq!(raw.info_u64("tiered", "tiered_read_errors"), 0);
-    drop(srv);
-    let srv = start_plain(&dir);
-    let mut raw = Raw::connect(srv.port);
-    check(&mut raw, &want);
-    drop(srv);
+    restart_tiered_then_plain_and_check(&dir, &want);
     // The RDB export reads the tiered values from the companion too.
     let rdb = dir.join("out.rdb");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_cairn-server"))
@@ -442,16 +448,7 @@ fn pair_page_and_whole_page_records_restart_byte_exact() {
     });
     assert_eq!(raw.call(&["SAVE"]), b"+OK\r\n");
     drop(srv);
-    let srv = start_tiered(&dir);
-    let mut raw = Raw::connect(srv.port);
-    assert!(raw.info_u64("tiered", "tiered_entries") > 1000);
-    check(&mut raw, &want);
-    assert_eq!(raw.info_u64("tiered", "tiered_read_errors"), 0);
-    drop(srv);
-    let srv = start_plain(&dir);
-    let mut raw = Raw::connect(srv.port);
-    check(&mut raw, &want);
-    drop(srv);
+    restart_tiered_then_plain_and_check(&dir, &want);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
