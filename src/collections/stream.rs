@@ -768,29 +768,34 @@ fn append_to_tail(a: &mut Arena, m: &Meta, master: Id, node: Ref, id: Id, pairs:
     if !same {
         lp_count += numfields as i64 + 1;
     }
-    let mut digits = [[0u8; 20]; 5];
-    let [d_count, d_flags, d_ms, d_seq, d_rest] = &mut digits;
-    let count_text = count.map(|c| crate::util::fmt_i64(c + 1, d_count));
-    let flags_text = crate::util::fmt_i64(flags, d_flags);
-    let ms_text = crate::util::fmt_i64(id.ms.wrapping_sub(master.ms) as i64, d_ms);
-    let seq_text = crate::util::fmt_i64(id.seq.wrapping_sub(master.seq) as i64, d_seq);
-    let mut d_nf = [0u8; 20];
+    let (mut d_count, mut d_flags, mut d_ms, mut d_seq, mut d_nf, mut d_lp) = (
+        [0u8; 20], [0u8; 20], [0u8; 20], [0u8; 20], [0u8; 20], [0u8; 20],
+    );
+    let count_text = count.map(|c| crate::util::fmt_i64(c + 1, &mut d_count));
+    let flags_text = crate::util::fmt_i64(flags, &mut d_flags);
+    let ms_text = crate::util::fmt_i64(id.ms.wrapping_sub(master.ms) as i64, &mut d_ms);
+    let seq_text = crate::util::fmt_i64(id.seq.wrapping_sub(master.seq) as i64, &mut d_seq);
     let nf_text = crate::util::fmt_i64(numfields as i64, &mut d_nf);
-    let count_elem_text = crate::util::fmt_i64(lp_count, d_rest);
-    // Bytes the node grows by: the entry's elements, and the count when its encoding grows.
-    let mut grow = lp::entry_len(flags_text)
-        + lp::entry_len(ms_text)
-        + lp::entry_len(seq_text)
-        + lp::entry_len(count_elem_text);
-    if !same {
-        grow += lp::entry_len(nf_text);
-    }
-    for pair in pairs.chunks(2) {
+    let lp_count_text = crate::util::fmt_i64(lp_count, &mut d_lp);
+    // The entry's elements in order; visited once to size the node, once to write them.
+    let entry = |f: &mut dyn FnMut(&[u8])| {
+        f(flags_text);
+        f(ms_text);
+        f(seq_text);
         if !same {
-            grow += lp::entry_len(pair[0]);
+            f(nf_text);
         }
-        grow += lp::entry_len(pair[1]);
-    }
+        for pair in pairs.chunks(2) {
+            if !same {
+                f(pair[0]);
+            }
+            f(pair[1]);
+        }
+        f(lp_count_text);
+    };
+    // Bytes the node grows by: the entry's elements, and the count when its encoding grows.
+    let mut grow = 0;
+    entry(&mut |s| grow += lp::entry_len(s));
     if let (Some(off), Some(text)) = (count_off, count_text) {
         grow += lp::entry_len(text).saturating_sub(lp::size_at(l, off));
     }
@@ -804,23 +809,10 @@ fn append_to_tail(a: &mut Arena, m: &Meta, master: Id, node: Ref, id: Id, pairs:
             lp::insert_in_place(buf, off, text);
         }
     }
-    let mut put = |s: &[u8]| {
+    entry(&mut |s| {
         let end = lp::total(buf) - 1;
         lp::insert_in_place(buf, end, s);
-    };
-    put(flags_text);
-    put(ms_text);
-    put(seq_text);
-    if !same {
-        put(nf_text);
-    }
-    for pair in pairs.chunks(2) {
-        if !same {
-            put(pair[0]);
-        }
-        put(pair[1]);
-    }
-    put(count_elem_text);
+    });
     debug_assert!(lp::total(buf) <= need);
 }
 

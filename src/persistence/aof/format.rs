@@ -184,18 +184,21 @@ pub fn fill_ref_checksums(data: &mut [u8], refs: &[ValueRef], values: &[&[u8]]) 
     }
 }
 
-/// The pieces of `data` with each value of `refs` (in increasing position) in its place,
-/// in file order. Written one after the other (after [`fill_ref_checksums`]) they are
+/// The pieces of `data` with each value inserted at its position (`(at, value)`, in
+/// increasing position), in file order. For entries framed by [`encode_entry_ref`] (at
+/// `ValueRef::at`, after [`fill_ref_checksums`]) they are, written one after the other,
 /// what [`encode_entry`] would have framed.
-pub fn spliced<'a>(data: &'a [u8], refs: &[ValueRef], values: &[&'a [u8]]) -> Vec<&'a [u8]> {
-    debug_assert_eq!(refs.len(), values.len());
-    let mut out = Vec::with_capacity(2 * refs.len() + 1);
+pub fn spliced<'a>(
+    data: &'a [u8],
+    values: impl IntoIterator<Item = (usize, &'a [u8])>,
+) -> Vec<&'a [u8]> {
+    let mut out = Vec::new();
     let mut from = 0;
-    for (r, value) in refs.iter().zip(values) {
-        debug_assert!(from <= r.at);
-        out.push(&data[from..r.at]);
-        out.push(*value);
-        from = r.at;
+    for (at, value) in values {
+        debug_assert!(from <= at);
+        out.push(&data[from..at]);
+        out.push(value);
+        from = at;
     }
     out.push(&data[from..]);
     out
@@ -1054,7 +1057,11 @@ mod tests {
         }
         assert!(scan(&copied, Some(1), |_| Ok(())).bad.is_none());
         fill_ref_checksums(&mut framed, &refs, &values);
-        let out = spliced(&framed, &refs, &values).concat();
+        let out = spliced(
+            &framed,
+            refs.iter().map(|r| r.at).zip(values.iter().copied()),
+        )
+        .concat();
         assert!(out == copied, "spliced entries differ from copied ones");
 
         let mut damaged = copied.clone();

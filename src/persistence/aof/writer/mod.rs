@@ -1300,15 +1300,11 @@ impl Thread {
             .iter()
             .map(|&(_, addr, len)| unsafe { std::slice::from_raw_parts(addr as *const u8, len) })
             .collect();
-        let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * values.len() + 3);
-        parts.push(&marker);
-        let mut from = 0;
-        for (&(at, _, _), v) in self.splices.iter().zip(&values) {
-            parts.push(&batch[from..at]);
-            parts.push(v);
-            from = at;
-        }
-        parts.push(&batch[from..]);
+        let mut parts: Vec<&[u8]> = vec![&marker];
+        parts.extend(super::format::spliced(
+            batch,
+            self.splices.iter().map(|s| s.0).zip(values.iter().copied()),
+        ));
         let content_len: usize = parts.iter().map(|p| p.len()).sum();
         if self.direct.is_some() {
             // Whole aligned blocks from one buffer: the values are copied here.
