@@ -166,7 +166,13 @@ fn open_loop_hits_its_target_rate() {
         "{done} in {}",
         r.elapsed
     );
-    assert!(r.missed <= 2, "missed {}", r.missed);
+    // A loaded machine can delay a few sends past their slot (3 of ~3,000 in one CI run);
+    // a loop that does not pace misses far more than 1 %.
+    assert!(
+        r.missed as f64 <= done * 0.01,
+        "missed {} of {done}",
+        r.missed
+    );
     assert!(r.complete, "{:?}", r.problems);
     // Per interval, the rate is steady too (skip the first and the last, partial ones;
     // allow two intervals disturbed by a busy machine).
