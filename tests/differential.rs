@@ -1988,6 +1988,8 @@ fn connection_with_io_threads() {
 // Transactions: MULTI/EXEC/DISCARD/WATCH/UNWATCH streams mixed with reads, writes, queue-time
 // errors (unknown commands, arity) and blocking pops (which never block inside MULTI; outside
 // they use 1-10 ms timeouts on both servers). A whole transaction is also sent pipelined.
+// Both servers run at `hz 500` (TXN_HZ): Redis checks blocked clients' timeouts once per cron
+// tick, so at its default hz 10 each timed-out pop waits ~100 ms and a seed takes ~6 s.
 // Blocking commands are not arity-mutated: an extra "0" argument would block forever.
 // (No HELLO here: inside EXEC its client id could not be normalised; RESP3 transactions are
 // covered in tests/transactions.rs.)
@@ -2053,9 +2055,11 @@ static TRANSACTIONS: &[Spec] = &[
     Spec::new("pipelined", 6, pipelined_txn).no_mutate(),
 ];
 
+const TXN_HZ: &[&str] = &["--hz", "500"];
+
 #[test]
 fn transactions() {
-    run_family("transactions", TRANSACTIONS, SEEDS, STEPS / 2, &[], None);
+    run_family("transactions", TRANSACTIONS, SEEDS, STEPS / 2, TXN_HZ, None);
 }
 
 #[test]
@@ -2065,7 +2069,7 @@ fn transactions_with_io_threads() {
         TRANSACTIONS,
         &SEEDS[..3],
         STEPS / 2,
-        &["--io-threads", "3"],
+        &[TXN_HZ, &["--io-threads", "3"]].concat(),
         None,
     );
 }
