@@ -449,3 +449,85 @@ fn big_request_read_into_place_single_thread() {
 fn big_request_read_into_place_io_threads() {
     big_request_read_into_place("3");
 }
+
+/// The `r=slot:bytes,...` entries of every `turn` line of a latency trace.
+fn trace_reads(path: &std::path::Path) -> Vec<(u32, u64)> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut reads = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with("turn ")) {
+        let r = line
+            .split(' ')
+            .find_map(|w| w.strip_prefix("r="))
+            .unwrap_or_else(|| panic!("no r= in {line:?}"));
+        for e in r
+            .split(',')
+            .filter(|e| !e.is_empty() && !e.starts_with('+'))
+        {
+            let (slot, bytes) = e.split_once(':').unwrap_or_else(|| panic!("{line:?}"));
+            reads.push((slot.parse().unwrap(), bytes.parse().unwrap()));
+        }
+    }
+    reads
+}
+
+/// A 20 MB SET sent as fast as the socket takes it, while another client keeps GETting a
+/// small and a 200 KB value: every GET gets its exact bytes, the big value arrives
+/// intact, and the executor's timeline (`latency-trace-file`, bytes read per connection
+/// per turn) shows the upload was read a budget (256 KiB, plus the 16 KiB chunk that
+/// follows a completed argument) per turn — never the socket's whole backlog in one turn,
+/// nor the same connection twice in one turn.
+#[test]
+fn a_big_upload_is_read_a_budget_per_turn_between_other_clients() {
+    const TURN_MAX: u64 = (256 + 16) << 10;
+    let dir = temp_dir("upload-trace");
+    let trace = dir.join("t.trace");
+    let srv = start_cairn(&["--io-threads", "1"]);
+    let mut other = conn(srv.port);
+    let small = sized_value(5, 1024);
+    let mid = sized_value(6, 200_000);
+    other.cmd(&[b"SET", b"small", &small]);
+    assert_eq!(other.reply(), b"+OK\r\n");
+    other.cmd(&[b"SET", b"mid", &mid]);
+    assert_eq!(other.reply(), b"+OK\r\n");
+    let t = trace.to_str().unwrap();
+    assert_eq!(
+        other.call(&["CONFIG", "SET", "latency-trace-file", t]),
+        b"+OK\r\n"
+    );
+    let v = big_value(41);
+    let port = srv.port;
+    let sent = v.clone();
+    let uploader = std::thread::spawn(move || {
+        let mut up = conn(port);
+        up.send(&encode(&[b"SET", b"big", &sent]));
+        assert_eq!(up.reply(), b"+OK\r\n");
+    });
+    let mut gets = 0u32;
+    while !uploader.is_finished() || gets == 0 {
+        other.cmd(&[b"GET", b"small"]);
+        assert_eq!(other.reply(), bulk(&small));
+        other.cmd(&[b"GET", b"mid"]);
+        assert_eq!(other.reply(), bulk(&mid));
+        gets += 1;
+    }
+    uploader.join().unwrap();
+    other.cmd(&[b"GET", b"big"]);
+    assert_eq!(other.reply(), bulk(&v));
+    assert_eq!(
+        other.call(&["CONFIG", "SET", "latency-trace-file", ""]),
+        b"+OK\r\n"
+    );
+    // The trace holds the whole upload once its writer has caught up.
+    let mut reads = Vec::new();
+    wait_until(DEADLINE, "the trace records the upload", || {
+        reads = trace_reads(&trace);
+        reads.iter().map(|r| r.1).sum::<u64>() >= v.len() as u64
+    });
+    let most = reads.iter().map(|r| r.1).max().unwrap();
+    assert!(
+        most <= TURN_MAX,
+        "one turn read {most} bytes from one connection (budget {TURN_MAX})"
+    );
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}

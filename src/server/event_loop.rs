@@ -31,9 +31,15 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Bytes read from one connection per loop iteration before others get a turn, while a
+/// Bytes an I/O thread reads from one connection before its others get a turn, while a
 /// big argument is being received.
 pub const READ_BUDGET_BYTES: usize = 1 << 20;
+/// The same on the single event loop (`io-threads 1`), where every byte read is a
+/// `copy_to_user` on the executor: 256 KiB, as the write budget, so a 10 MB argument
+/// arrives over ~40 turns of ~50 µs with every other connection's commands run between
+/// them, rather than over ~10 turns of 1 MiB (ARCHITECTURE.md "Event loop: spinning and
+/// budgets").
+pub const BIG_ARG_READ_TURN_BYTES: usize = 256 << 10;
 /// The same for ordinary commands: one chunk, as Redis reads one PROTO_IOBUF_LEN per
 /// event. A client with a backlog (an open-loop load that fell behind, a deep pipeline)
 /// then gets its commands run a chunk per turn, interleaved with everyone else's, instead
@@ -545,10 +551,17 @@ impl EventLoop {
             if hot && spin_us > 0 && !events.is_empty() && !srv.background_job_active() {
                 spin_until = now + Duration::from_micros(spin_us);
             }
+            // Connections a read budget cut short last turn: read once more below, after
+            // the events. Taken now, so a connection cut short during this turn's events
+            // waits for the next turn, and one both pending and ready is read once: a turn
+            // reads at most one budget from each connection.
+            let again = std::mem::take(&mut self.pending_read);
             // What this turn has yet to handle, for a script that turns busy meanwhile
             // (edge-triggered: these events will not be reported again).
             self.turn_tokens.clear();
             self.turn_tokens.extend(events.iter().map(|e| e.token().0));
+            self.turn_tokens
+                .extend(again.iter().map(|&slot| slot + LISTENER_TOKENS));
             self.turn_swept = false;
             for ev in events.iter() {
                 let t = ev.token().0;
@@ -574,7 +587,9 @@ impl EventLoop {
                     continue;
                 }
                 let slot = t - LISTENER_TOKENS;
-                if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
+                // A pending connection is read below (draining, so a close is seen).
+                if readable && !again.contains(&slot) {
                     self.read_and_process(srv, slot, ev.is_read_closed() || ev.is_error());
                     self.log_midturn(srv);
                 }
@@ -582,7 +597,6 @@ impl EventLoop {
                     self.write(srv, slot);
                 }
             }
-            let again = std::mem::take(&mut self.pending_read);
             self.turn_tokens.clear();
             self.turn_tokens
                 .extend(again.iter().map(|&slot| slot + LISTENER_TOKENS));
@@ -799,7 +813,7 @@ impl EventLoop {
         // One read handler run, as Redis's readQueryFromClient counts them.
         srv.stats.total_reads_processed += 1;
         if let Some(t) = self.trace.as_mut() {
-            t.cur.read(slot);
+            t.cur.read(slot, 0);
         }
         let limit = srv.config.settings().client_query_buffer_limit as usize;
         let mut read_total = 0usize;
@@ -815,33 +829,50 @@ impl EventLoop {
             let filling = conn.big_args.last().is_some_and(|a| a.filled < a.len);
             let pending = conn.parser.pending_bulk_bytes(conn.qbuf.len());
             let in_bulk = !filling && pending > 0;
+            let budget = if !filling && !in_bulk {
+                READ_TURN_BYTES
+            } else {
+                BIG_ARG_READ_TURN_BYTES
+            };
+            // The budget bounds the bytes, not the reads: a drained socket that refilled
+            // meanwhile (`drain`) or a short read is read again only within what is left.
+            if read_total >= budget {
+                conn.more_to_read = true;
+                if !self.pending_read.contains(&slot) {
+                    self.pending_read.push(slot);
+                }
+                break;
+            }
+            let left = budget - read_total;
             // Inside a big bulk, read exactly its remaining bytes (at most the budget) so
             // the limit check never counts the next command's start.
             let want = if pending > 0 {
-                pending.min(READ_BUDGET_BYTES)
+                pending.min(left)
             } else {
-                READ_CHUNK_BYTES
+                READ_CHUNK_BYTES.min(left)
             };
             let mut inbound = Inbound {
                 qbuf: &mut conn.qbuf,
                 parser: &mut conn.parser,
                 big_args: &mut conn.big_args,
             };
-            let (n, len, block_pending) =
-                match inbound.read_once(&mut conn.stream, want, READ_BUDGET_BYTES) {
-                    ReadStep::Bytes {
-                        n,
-                        asked,
-                        block_pending,
-                    } => (n, asked, block_pending),
-                    ReadStep::Closed => {
-                        eof = true;
-                        break;
-                    }
-                    ReadStep::WouldBlock => break,
-                };
+            let (n, len, block_pending) = match inbound.read_once(&mut conn.stream, want, left) {
+                ReadStep::Bytes {
+                    n,
+                    asked,
+                    block_pending,
+                } => (n, asked, block_pending),
+                ReadStep::Closed => {
+                    eof = true;
+                    break;
+                }
+                ReadStep::WouldBlock => break,
+            };
             read_total += n;
             srv.stats.net_input_bytes += n as u64;
+            if let Some(t) = self.trace.as_mut() {
+                t.cur.read(slot, n);
+            }
             conn.measure_memory(srv);
             let big_bytes: usize = conn.big_args.iter().map(|a| a.filled).sum();
             if conn.parser.unparsed_bytes(conn.qbuf.len()) + big_bytes > limit {
@@ -850,18 +881,6 @@ impl EventLoop {
             }
             if !block_pending {
                 self.process(srv, slot);
-            }
-            let budget = if !filling && !in_bulk {
-                READ_TURN_BYTES
-            } else {
-                READ_BUDGET_BYTES
-            };
-            if read_total >= budget && n == len {
-                if let Some(conn) = self.conns[slot].as_mut() {
-                    conn.more_to_read = true;
-                    self.pending_read.push(slot);
-                }
-                break;
             }
             // A short read drained the socket: with edge-triggered epoll, bytes that
             // arrive later raise a new event, so no second read (EAGAIN) is needed.

@@ -59,8 +59,9 @@ pub struct TurnRecord {
     /// (connection slot, bytes written) for the first connections written this turn.
     pub writes: [(u32, u32); TRACE_CONNS_PER_TURN],
     pub writes_n: u8,
-    /// Connections read this turn (slots), first ones.
-    pub reads: [u32; TRACE_CONNS_PER_TURN],
+    /// (connection slot, bytes read) for the first connections read this turn; a
+    /// connection read more than once in the turn has one entry with the sum.
+    pub reads: [(u32, u32); TRACE_CONNS_PER_TURN],
     pub reads_n: u8,
     pub reads_more: u32,
     pub writes_more: u32,
@@ -79,12 +80,16 @@ impl TurnRecord {
         }
     }
 
-    pub fn read(&mut self, slot: usize) {
+    /// `bytes` more read from `slot` (0: a read handler ran for it).
+    pub fn read(&mut self, slot: usize, bytes: usize) {
         let n = self.reads_n as usize;
-        if let Some(r) = self.reads.get_mut(n) {
-            *r = slot as u32;
+        let bytes = bytes.min(u32::MAX as usize) as u32;
+        if let Some(r) = self.reads[..n].iter_mut().find(|r| r.0 == slot as u32) {
+            r.1 = r.1.saturating_add(bytes);
+        } else if let Some(r) = self.reads.get_mut(n) {
+            *r = (slot as u32, bytes);
             self.reads_n += 1;
-        } else {
+        } else if bytes == 0 {
             self.reads_more += 1;
         }
     }
@@ -127,9 +132,9 @@ impl TurnRecord {
             write!(out, ",+{}", self.writes_more)?;
         }
         out.extend_from_slice(b" r=");
-        for (i, slot) in self.reads[..self.reads_n as usize].iter().enumerate() {
+        for (i, (slot, bytes)) in self.reads[..self.reads_n as usize].iter().enumerate() {
             let sep = if i == 0 { "" } else { "," };
-            write!(out, "{sep}{slot}")?;
+            write!(out, "{sep}{slot}:{bytes}")?;
         }
         if self.reads_more > 0 {
             write!(out, ",+{}", self.reads_more)?;
@@ -244,10 +249,16 @@ impl LatencyTrace {
         self.spin_us = self.spin_us.saturating_add(us);
     }
 
-    /// Ends the turn; turns that did nothing are not recorded.
+    /// Ends the turn; turns that did nothing are not recorded (a turn that only read a
+    /// connection cut short by a read budget — no event, no command yet — did something).
     pub fn end(&mut self) {
         let r = &mut self.cur;
-        if r.events == 0 && r.commands == 0 && r.bytes_written == 0 && r.replies_queued == 0 {
+        if r.events == 0
+            && r.commands == 0
+            && r.bytes_written == 0
+            && r.replies_queued == 0
+            && r.reads_n == 0
+        {
             return;
         }
         r.len_us = self.turn_start.elapsed().as_micros().min(u32::MAX as u128) as u32;
@@ -308,8 +319,11 @@ mod tests {
         let mut r = TurnRecord::default();
         for slot in 0..TRACE_CONNS_PER_TURN + 3 {
             r.wrote(slot, 1033, 0);
-            r.read(slot);
+            r.read(slot, 0);
+            r.read(slot, 100);
         }
+        // A second read of a connection in the same turn adds to its entry.
+        r.read(0, 50);
         r.wrote(99, 262_144, 262_144);
         r.writev_took(40);
         r.writev_took(70);
@@ -319,7 +333,8 @@ mod tests {
         assert!(line.starts_with("turn start_us=0 "), "{line}");
         assert!(line.ends_with(",+3\n"), "{line}");
         assert!(line.contains(" w=0:1033,1:1033,"), "{line}");
-        assert!(line.contains(",15:1033,+4 r="), "{line}");
+        assert!(line.contains(",15:1033,+4 r=0:150,1:100,"), "{line}");
+        assert!(line.contains(",15:100,+3\n"), "{line}");
         assert!(
             line.contains(" writev_us=110 writevs=2 writev_max_us=70 "),
             "{line}"
@@ -346,6 +361,10 @@ mod tests {
         t.begin(3);
         t.cur.commands = 2;
         t.end();
+        // Only a read of a connection cut short by the read budget: recorded.
+        t.begin(0);
+        t.cur.read(9, 262_144);
+        t.end();
         LatencyTrace::follow_config(&mut trace, "");
         assert!(trace.is_none());
         // The writer thread appends what it was handed, then exits.
@@ -358,9 +377,10 @@ mod tests {
             std::thread::yield_now();
         };
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 1, "{text}");
+        assert_eq!(lines.len(), 2, "{text}");
         assert!(lines[0].contains(" wait_us=3 spin_us=7 "), "{text}");
         assert!(lines[0].contains(" cmds=2 "), "{text}");
+        assert!(lines[1].ends_with(" r=9:262144"), "{text}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
