@@ -7,6 +7,12 @@
 //!   [`NODE_LIMIT`] bytes of listpack each (one bigger element gets a node of its own), so
 //!   push and pop at either end are O(1) and touch one node.
 //!
+//! A node may be *cold* (SSD tiering, ARCHITECTURE.md "Tiered store", "Quicklist nodes"):
+//! its block is then `[prev Ref][next Ref][cap 0][flags: cold][stub 16][count u32][listpack
+//! bytes u32]`, its listpack only in the tier file, and the header's pad bytes 1..4 count
+//! the list's cold nodes. Only the primitives below know cold nodes; the image validator
+//! refuses them and nothing else makes one, so the list commands never meet one.
+//!
 //! Both report Redis 7.0's encoding "quicklist" (7.0 has no listpack-encoded lists); the
 //! inline form just saves the node indirection for small lists. A list never converts back
 //! from quicklist to inline (Redis 7.0 keeps quicklists too).
@@ -14,6 +20,7 @@
 use super::listpack::{self as lp, Val};
 use crate::arena::validate::{Claims, Corrupt};
 use crate::arena::{Arena, Ref, NULL};
+use crate::keyspace::tiered::{ColdStub, COLD_STUB_BYTES};
 use crate::keyspace::{Keyspace, Kind, Ttl};
 
 /// Redis's OBJ_ENCODING_QUICKLIST (the entry's encoding byte).
@@ -75,6 +82,14 @@ impl Fill {
 const TAG_QL: u8 = 1;
 pub const QL_BYTES: usize = 24;
 const NODE_HDR: usize = 16;
+/// The node flags word (header bytes 12..16; 0 for a node holding its listpack): the
+/// listpack is in the tier file, the block is a cold node's.
+const NODE_FLAG_COLD: u32 = 1;
+/// A cold node's block: the header, its record's stub, its element count and its
+/// listpack's length (LLEN, the node walks by index and the read's checks need no bytes).
+const COLD_NODE_BYTES: usize = NODE_HDR + COLD_STUB_BYTES + 8;
+/// Cold nodes a list may count (the header's 3 pad bytes).
+const MAX_COLD_NODES: u32 = (1 << 24) - 1;
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Ql {
@@ -82,6 +97,8 @@ pub struct Ql {
     pub tail: Ref,
     pub nodes: u32,
     pub count: u64,
+    /// Cold nodes among `nodes`.
+    pub cold: u32,
 }
 
 pub fn is_quicklist(v: &[u8]) -> bool {
@@ -96,11 +113,13 @@ fn ql_read(v: &[u8]) -> Ql {
         tail: u(8),
         nodes: u(12),
         count: u64::from_le_bytes(c),
+        cold: u32::from_le_bytes([v[1], v[2], v[3], 0]),
     }
 }
 fn ql_bytes_of(q: &Ql) -> [u8; QL_BYTES] {
     let mut b = [0u8; QL_BYTES];
     b[0] = TAG_QL;
+    b[1..4].copy_from_slice(&q.cold.to_le_bytes()[..3]);
     b[4..8].copy_from_slice(&q.head.to_le_bytes());
     b[8..12].copy_from_slice(&q.tail.to_le_bytes());
     b[12..16].copy_from_slice(&q.nodes.to_le_bytes());
@@ -140,9 +159,20 @@ fn node_new(a: &mut Arena, l: &[u8]) -> Ref {
     a.bytes_mut(n, NODE_HDR, l.len()).copy_from_slice(l);
     n
 }
+fn node_is_cold(a: &Arena, n: Ref) -> bool {
+    a.read_u32(n, 12) & NODE_FLAG_COLD != 0
+}
+/// Bytes node `n`'s block was allocated with.
+fn node_block_bytes(a: &Arena, n: Ref) -> usize {
+    if node_is_cold(a, n) {
+        COLD_NODE_BYTES
+    } else {
+        node_alloc_bytes(cap_of(a, n))
+    }
+}
 fn node_free(a: &mut Arena, n: Ref) {
-    let cap = cap_of(a, n);
-    a.free(n, node_alloc_bytes(cap));
+    let bytes = node_block_bytes(a, n);
+    a.free(n, bytes);
 }
 /// Links `n` after `after` (NULL: at the head).
 fn link_after(a: &mut Arena, q: &mut Ql, after: Ref, n: Ref) {
@@ -235,23 +265,146 @@ fn split<'a>(elems: impl IntoIterator<Item = &'a [u8]>, fill: Fill) -> Vec<Vec<u
     out
 }
 
-pub fn ql_free_all(a: &mut Arena, v: &[u8]) {
+/// Frees a node; a cold node's record place goes to `freed` (its space in the tier file
+/// is freed with no I/O, as a cold value's). True if the node was cold.
+fn node_release(a: &mut Arena, n: Ref, freed: &mut Vec<ColdStub>) -> bool {
+    let stub = cold_node_stub(a, n);
+    node_free(a, n);
+    if let Some(s) = stub {
+        freed.push(s);
+    }
+    stub.is_some()
+}
+
+/// Frees every node of a quicklist (cold nodes' record places go to `freed`).
+pub fn ql_free_all(a: &mut Arena, v: &[u8], freed: &mut Vec<ColdStub>) {
     let mut n = ql_read(v).head;
     while n != NULL {
         let nx = next_of(a, n);
-        node_free(a, n);
+        node_release(a, n, freed);
         n = nx;
     }
 }
 
+// ---- cold nodes (SSD tiering) ------------------------------------------------------------
+
+/// The record place of a cold node (None: the node holds its listpack).
+fn cold_node_stub(a: &Arena, n: Ref) -> Option<ColdStub> {
+    node_is_cold(a, n).then(|| ColdStub::decode(a.bytes(n, NODE_HDR, COLD_STUB_BYTES)))
+}
+
+/// Cold nodes the list's header counts (0 for an inline list).
+pub fn cold_node_count(v: &[u8]) -> u32 {
+    if is_quicklist(v) && v.len() >= QL_BYTES {
+        ql_read(v).cold
+    } else {
+        0
+    }
+}
+
+/// The cold nodes of a quicklist value, head first, with their record places (empty for
+/// an inline list, and without a walk when the header counts none).
+pub fn cold_nodes(a: &Arena, v: &[u8]) -> Vec<(Ref, ColdStub)> {
+    if !is_quicklist(v) || ql_read(v).cold == 0 {
+        return vec![];
+    }
+    let mut out = vec![];
+    let mut n = ql_read(v).head;
+    while n != NULL {
+        if let Some(stub) = cold_node_stub(a, n) {
+            out.push((n, stub));
+        }
+        n = next_of(a, n);
+    }
+    out
+}
+
+/// Replaces interior hot node `n` of the quicklist whose header is `hdr` (updated) by a
+/// cold node whose listpack is at `stub` in the tier file. The caller has the node's
+/// bytes written at `stub` (its value is the listpack, exactly). Refused (None, nothing
+/// changed): a head or tail node (pushes and pops touch them), a node already cold, a
+/// stub of another length, a list counting the most cold nodes it can. Returns the cold
+/// node's block (the neighbours are relinked to it).
+pub fn node_make_cold(a: &mut Arena, hdr: &mut [u8], n: Ref, stub: ColdStub) -> Option<Ref> {
+    let mut q = ql_read(hdr);
+    let (p, nx) = (prev_of(a, n), next_of(a, n));
+    if p == NULL
+        || nx == NULL
+        || node_is_cold(a, n)
+        || q.cold >= MAX_COLD_NODES
+        || stub.value_bytes as usize != node_lp(a, n).len()
+    {
+        return None;
+    }
+    let count = lp::count(node_lp(a, n)) as u32;
+    let c = a.alloc(COLD_NODE_BYTES);
+    a.write_u32(c, 0, p);
+    a.write_u32(c, 4, nx);
+    a.write_u32(c, 8, 0);
+    a.write_u32(c, 12, NODE_FLAG_COLD);
+    a.bytes_mut(c, NODE_HDR, COLD_STUB_BYTES)
+        .copy_from_slice(&stub.encode());
+    a.write_u32(c, NODE_HDR + COLD_STUB_BYTES, count);
+    a.write_u32(c, NODE_HDR + COLD_STUB_BYTES + 4, stub.value_bytes);
+    a.write_u32(p, 4, c);
+    a.write_u32(nx, 0, c);
+    node_free(a, n);
+    q.cold += 1;
+    hdr[..QL_BYTES].copy_from_slice(&ql_bytes_of(&q));
+    Some(c)
+}
+
+/// Brings cold node `n` of the quicklist whose header is `hdr` (updated) back into RAM
+/// with `l`, its listpack read from the tier file. `l` must be a well-formed listpack of
+/// the length and element count the cold node recorded (a checksum says the bytes are
+/// the ones written, not that the listpack code may trust them); else Err and nothing
+/// changes. Returns the node's new block. The node's place in the tier file is the
+/// caller's to free or keep.
+pub fn node_make_warm(a: &mut Arena, hdr: &mut [u8], n: Ref, l: &[u8]) -> Result<Ref, String> {
+    let Some(stub) = cold_node_stub(a, n) else {
+        return Err("the list node is not cold".into());
+    };
+    let count = a.read_u32(n, NODE_HDR + COLD_STUB_BYTES) as usize;
+    if l.len() != stub.value_bytes as usize || !lp::validate(l, false) || lp::count(l) != count {
+        return Err(crate::keyspace::tiered::BAD_BLOB.into());
+    }
+    let mut q = ql_read(hdr);
+    let (p, nx) = (prev_of(a, n), next_of(a, n));
+    let m = node_new(a, l);
+    a.write_u32(m, 0, p);
+    a.write_u32(m, 4, nx);
+    if p == NULL {
+        q.head = m;
+    } else {
+        a.write_u32(p, 4, m);
+    }
+    if nx == NULL {
+        q.tail = m;
+    } else {
+        a.write_u32(nx, 0, m);
+    }
+    node_free(a, n);
+    q.cold = q.cold.saturating_sub(1);
+    hdr[..QL_BYTES].copy_from_slice(&ql_bytes_of(&q));
+    Ok(m)
+}
+
 /// Frees up to `budget` nodes from the head of a detached quicklist whose header is in
-/// `hdr` (updated). Returns (nodes freed, finished).
-pub fn ql_free_some(a: &mut Arena, hdr: &mut [u8], budget: usize) -> (u64, bool) {
+/// `hdr` (updated; cold nodes' record places go to `stubs`). Returns (nodes freed,
+/// finished).
+pub fn ql_free_some(
+    a: &mut Arena,
+    hdr: &mut [u8],
+    budget: usize,
+    stubs: &mut Vec<ColdStub>,
+) -> (u64, bool) {
     let mut q = ql_read(hdr);
     let mut freed = 0;
     while q.head != NULL && freed < budget.max(1) {
         let nx = next_of(a, q.head);
-        node_free(a, q.head);
+        if node_release(a, q.head, stubs) {
+            q.cold = q.cold.saturating_sub(1);
+        }
         q.head = nx;
         q.nodes = q.nodes.saturating_sub(1);
         freed += 1;
@@ -264,7 +417,7 @@ pub fn ql_bytes(a: &Arena, v: &[u8]) -> u64 {
     let mut n = ql_read(v).head;
     let mut sum = 0u64;
     while n != NULL {
-        sum += crate::arena::size_class(node_alloc_bytes(cap_of(a, n))).1 as u64;
+        sum += crate::arena::size_class(node_block_bytes(a, n)).1 as u64;
         n = next_of(a, n);
     }
     sum
@@ -659,6 +812,14 @@ pub fn validate(
         return bad(format!("quicklist header of {} bytes", v.len()));
     }
     let q = ql_read(v);
+    // The list commands never meet a cold node: only the primitives above know one,
+    // and the loader cannot give their records back yet.
+    if q.cold != 0 {
+        return bad(format!(
+            "quicklist header counts {} cold nodes (tiered list nodes are not loaded)",
+            q.cold
+        ));
+    }
     let (mut n, mut prev, mut nodes, mut count) = (q.head, NULL, 0u64, 0u64);
     while n != NULL {
         nodes += 1;
@@ -669,6 +830,12 @@ pub fn validate(
             ));
         }
         claims.peek(n, NODE_HDR as u64, "quicklist node")?;
+        if node_is_cold(a, n) {
+            return Err(Corrupt::at(
+                "cold quicklist node (tiered list nodes are not loaded)",
+                n,
+            ));
+        }
         let cap = cap_of(a, n);
         claims.claim(n, node_alloc_bytes(cap) as u64, "quicklist node")?;
         if live {
@@ -791,6 +958,190 @@ mod tests {
                 assert!(lp::count(l) <= max_count && l.len() <= max_bytes);
             }
         }
+    }
+
+    /// A long list of distinct incompressible elements (about 7 KiB per node).
+    fn long_list(k: &mut Keyspace, key: &[u8], n: usize) -> (Ref, Vec<Vec<u8>>) {
+        let mut e = create(k, 0, key);
+        let mut model = vec![];
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for i in 0..n {
+            let mut el = format!("{i}:").into_bytes();
+            for _ in 0..12 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                el.extend_from_slice(&x.to_le_bytes());
+            }
+            e = push(k, 0, e, &el, false, Fill::DEFAULT);
+            model.push(el);
+        }
+        (e, model)
+    }
+
+    /// Makes every interior node of `key`'s list cold; the "tier file" is the map.
+    fn cool_interior(k: &mut Keyspace, key: &[u8]) -> std::collections::HashMap<ColdStub, Vec<u8>> {
+        let mut file = std::collections::HashMap::new();
+        let e = k.find_raw(0, key).unwrap();
+        let segs = segments(k, e);
+        for (i, s) in segs.iter().enumerate() {
+            let n = s.unwrap();
+            let l = node_lp(&k.arena, n).to_vec();
+            let stub = ColdStub {
+                page: 100 + 2 * i as u32,
+                offset: 0,
+                record_bytes: (8 + key.len() + l.len()) as u32,
+                value_bytes: l.len() as u32,
+            };
+            let e = k.find_raw(0, key).unwrap();
+            let end = i == 0 || i + 1 == segs.len();
+            // A stub of another length is refused.
+            let short = ColdStub {
+                value_bytes: stub.value_bytes - 1,
+                ..stub
+            };
+            assert!(k.cool_part(e, n, short).is_none());
+            match k.cool_part(e, n, stub) {
+                Some(c) => {
+                    assert!(!end, "an end node is never made cold");
+                    assert!(k.cool_part(e, c, stub).is_none(), "already cold");
+                    file.insert(stub, l);
+                }
+                None => assert!(end, "interior node {i} refused"),
+            }
+        }
+        file
+    }
+
+    #[test]
+    fn cold_nodes_keep_links_counts_and_bytes() {
+        let mut k = ks();
+        let (e, model) = long_list(&mut k, b"l", 3000);
+        let nodes = segments(&k, e).len();
+        assert!(nodes >= 8, "{nodes} nodes");
+        let bytes_hot = ql_bytes(&k.arena, k.value(e));
+        let file = cool_interior(&mut k, b"l");
+        let e = k.find_raw(0, b"l").unwrap();
+        assert_eq!(file.len(), nodes - 2);
+        assert_eq!(k.cold_part_count(e) as usize, nodes - 2);
+        assert_eq!(k.tier.cold_parts as usize, nodes - 2);
+        // LLEN and the node count answer from the header, the ends stay hot.
+        assert_eq!(len(&k, e), 3000);
+        assert_eq!(ql_nodes(k.value(e)) as usize, nodes);
+        let q = ql_read(k.value(e));
+        assert!(!node_is_cold(&k.arena, q.head) && !node_is_cold(&k.arena, q.tail));
+        // The cold nodes are small blocks, in order, linked both ways.
+        assert!(ql_bytes(&k.arena, k.value(e)) < bytes_hot / 10);
+        let cold = k.cold_parts(e);
+        assert_eq!(cold.len(), nodes - 2);
+        for w in cold.windows(2) {
+            assert_eq!(next_of(&k.arena, w[0].0), w[1].0);
+            assert_eq!(prev_of(&k.arena, w[1].0), w[0].0);
+        }
+        // Bytes that are not the node's are refused; the node stays cold.
+        let (n, stub) = cold[0];
+        let mut hdr = k.value(e).to_vec();
+        let good = &file[&stub];
+        let mut other = good.clone();
+        other.truncate(good.len() - 1);
+        assert!(node_make_warm(&mut k.arena, &mut hdr, n, &other).is_err());
+        let mut bad = good.clone();
+        bad[4] ^= 1; // the element count
+        assert!(node_make_warm(&mut k.arena, &mut hdr, n, &bad).is_err());
+        assert_eq!(cold_node_count(&hdr) as usize, nodes - 2);
+        // Reading back every cold node gives the list byte for byte.
+        let mut reads = vec![];
+        let warmed = k
+            .warm_parts(
+                e,
+                &mut |key: &[u8], stub| {
+                    assert_eq!(key, b"l");
+                    reads.push(stub);
+                    Ok(file[&stub].clone())
+                },
+                false,
+            )
+            .unwrap();
+        assert_eq!(warmed as usize, nodes - 2);
+        assert_eq!(reads.len(), nodes - 2);
+        assert_eq!(k.cold_part_count(e), 0);
+        assert_eq!(k.tier.cold_parts, 0);
+        assert_eq!(all(&k, e), model);
+        assert_eq!(ql_bytes(&k.arena, k.value(e)), bytes_hot);
+    }
+
+    struct MapReader(std::collections::HashMap<ColdStub, Vec<u8>>, bool);
+    impl crate::keyspace::tiered::ColdReader for MapReader {
+        fn read_now(&mut self, _key: &[u8], stub: ColdStub) -> Result<Vec<u8>, String> {
+            if self.1 {
+                return Err("EIO".into());
+            }
+            Ok(self.0[&stub].clone())
+        }
+    }
+
+    #[test]
+    fn cold_nodes_freed_with_their_list_and_read_by_the_fallback() {
+        let mut k = ks();
+        long_list(&mut k, b"a", 2000);
+        long_list(&mut k, b"b", 2000);
+        let (_, model_c) = long_list(&mut k, b"c", 2000);
+        let fa = cool_interior(&mut k, b"a");
+        let fb = cool_interior(&mut k, b"b");
+        let fc = cool_interior(&mut k, b"c");
+        k.tier.reader = Some(Box::new(MapReader(fc.clone(), true)));
+        // DEL hands every cold node's place to the bookkeeper's queue, with no read (the
+        // gate lets DEL and a plain SET run on cold values as they are).
+        k.tier.cold_ok = true;
+        k.delete(0, b"a", 0);
+        while k.lazyfree_step(1024) {}
+        let mut freed: Vec<ColdStub> = std::mem::take(&mut k.tier.freed);
+        freed.sort_by_key(|s| s.page);
+        let mut want: Vec<ColdStub> = fa.keys().copied().collect();
+        want.sort_by_key(|s| s.page);
+        assert_eq!(freed, want);
+        // An overwrite too (the list is big: its nodes go through the value graveyard).
+        k.set_string(0, b"b", b"x", crate::keyspace::StrEnc::Embstr, Ttl::Clear);
+        while k.lazyfree_step(1) {}
+        k.tier.cold_ok = false;
+        assert_eq!(std::mem::take(&mut k.tier.freed).len(), fb.len());
+        assert_eq!(k.tier.cold_parts as usize, fc.len());
+        // A lookup that needs the value reads its cold nodes; a failed read answers "no
+        // such key" for that command and leaves the nodes cold.
+        assert!(k.find(0, b"c", 0).is_none());
+        assert_eq!(k.tier.sync_read_errors, 1);
+        let e = k.find_raw(0, b"c").unwrap();
+        assert_eq!(k.cold_part_count(e) as usize, fc.len());
+        // A push or pop that the gate found touches only hot nodes leaves them cold.
+        k.tier.cold_parts_ok = true;
+        assert!(k.find(0, b"c", 0).is_some());
+        assert_eq!(k.cold_part_count(e) as usize, fc.len());
+        k.tier.cold_parts_ok = false;
+        k.tier.reader = Some(Box::new(MapReader(fc.clone(), false)));
+        let e = k.find(0, b"c", 0).unwrap();
+        assert_eq!(k.cold_part_count(e), 0);
+        assert_eq!(all(&k, e), model_c);
+        // The places read back are given up (the nodes are written again if tiered again).
+        assert_eq!(std::mem::take(&mut k.tier.freed).len(), fc.len());
+    }
+
+    #[test]
+    fn image_validation_refuses_cold_nodes() {
+        let mut k = ks();
+        let (e, _) = long_list(&mut k, b"l", 2000);
+        let hot = k.value(e).to_vec();
+        let mut claims = Claims::new(&k.arena);
+        assert!(validate(&k.arena, &mut claims, &hot, true, 0).is_ok());
+        cool_interior(&mut k, b"l");
+        let e = k.find_raw(0, b"l").unwrap();
+        let v = k.value(e).to_vec();
+        let mut claims = Claims::new(&k.arena);
+        assert!(validate(&k.arena, &mut claims, &v, true, 0).is_err());
+        // A header that counts none, over a cold node, is refused too.
+        let mut zero = v.clone();
+        zero[1..4].copy_from_slice(&[0, 0, 0]);
+        let mut claims = Claims::new(&k.arena);
+        assert!(validate(&k.arena, &mut claims, &zero, true, 0).is_err());
     }
 
     #[test]

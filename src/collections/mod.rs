@@ -16,6 +16,7 @@ pub mod zset;
 
 use crate::arena::validate::{Claims, Corrupt};
 use crate::arena::{Arena, Ref, NULL};
+use crate::keyspace::tiered::ColdStub;
 use crate::keyspace::Kind;
 
 pub use crate::keyspace::ROOT_VALUE_GRAVEYARD;
@@ -28,7 +29,55 @@ pub static VALUE_OPS: crate::keyspace::ValueOps = crate::keyspace::ValueOps {
     validate: validate_value,
     validate_graveyard: validate_value_graveyard,
     single_block_is_valid,
+    cold_part_count,
+    cold_parts,
+    warm_part,
+    cool_part,
 };
+
+/// Cold parts of a value (cold quicklist nodes; 0 for everything else), from its header.
+pub fn cold_part_count(kind: Kind, value: &[u8]) -> u32 {
+    match kind {
+        Kind::List => list::cold_node_count(value),
+        _ => 0,
+    }
+}
+
+/// The cold parts of a value, head first, with their records' places.
+pub fn cold_parts(a: &Arena, kind: Kind, value: &[u8]) -> Vec<(Ref, ColdStub)> {
+    match kind {
+        Kind::List => list::cold_nodes(a, value),
+        _ => vec![],
+    }
+}
+
+/// Brings a cold part back into RAM (`list::node_make_warm`); `hdr` is the value's header.
+pub fn warm_part(
+    a: &mut Arena,
+    kind: Kind,
+    hdr: &mut [u8],
+    part: Ref,
+    bytes: &[u8],
+) -> Result<Ref, String> {
+    match kind {
+        Kind::List => list::node_make_warm(a, hdr, part, bytes),
+        _ => Err("the value has no cold parts".into()),
+    }
+}
+
+/// Makes a part cold (`list::node_make_cold`); `hdr` is the value's header.
+pub fn cool_part(
+    a: &mut Arena,
+    kind: Kind,
+    hdr: &mut [u8],
+    part: Ref,
+    stub: ColdStub,
+) -> Option<Ref> {
+    match kind {
+        Kind::List => list::node_make_cold(a, hdr, part, stub),
+        _ => None,
+    }
+}
 
 /// An empty keyspace of `num_dbs` databases in `arena`, with the collections' value functions.
 pub fn new_keyspace(arena: Arena, num_dbs: usize) -> crate::keyspace::Keyspace {
@@ -59,7 +108,7 @@ const GRAVE_BYTES: usize = 64;
 /// Frees what a value owns outside its entry (nothing for inline encodings). A big value
 /// is detached to the value graveyard in O(1) and freed by [`lazyfree_values_step`].
 /// Returns true if the value was sent to the graveyard.
-pub fn release_value(a: &mut Arena, kind: Kind, value: &[u8]) -> bool {
+pub fn release_value(a: &mut Arena, kind: Kind, value: &[u8], freed: &mut Vec<ColdStub>) -> bool {
     let big = match kind {
         Kind::List if list::is_quicklist(value) => list::ql_nodes(value) as u64,
         Kind::Hash if hash::is_ht(value) => hash::ht_len(value),
@@ -80,7 +129,7 @@ pub fn release_value(a: &mut Arena, kind: Kind, value: &[u8]) -> bool {
             return true;
         }
         match kind {
-            Kind::List => list::ql_free_all(a, value),
+            Kind::List => list::ql_free_all(a, value, freed),
             Kind::ZSet => zset::sl_free_all(a, value),
             Kind::Set => set::ht_free_all(a, value),
             Kind::Stream => stream::free_all(a, value),
@@ -165,7 +214,11 @@ pub fn clone_value(a: &mut Arena, kind: Kind, value: &[u8]) -> Vec<u8> {
 
 /// Frees up to `budget` blocks of values in the value graveyard. Returns
 /// (blocks freed, values finished, work remains).
-pub fn lazyfree_values_step(a: &mut Arena, budget: usize) -> (u64, u64, bool) {
+pub fn lazyfree_values_step(
+    a: &mut Arena,
+    budget: usize,
+    cold: &mut Vec<ColdStub>,
+) -> (u64, u64, bool) {
     let mut freed = 0u64;
     let mut finished = 0u64;
     loop {
@@ -180,7 +233,7 @@ pub fn lazyfree_values_step(a: &mut Arena, budget: usize) -> (u64, u64, bool) {
         let mut payload = [0u8; GRAVE_BYTES - 8];
         payload.copy_from_slice(a.bytes(g, 8, GRAVE_BYTES - 8));
         let done = if kind == Kind::List as u8 {
-            let (n, done) = list::ql_free_some(a, &mut payload, budget - freed as usize);
+            let (n, done) = list::ql_free_some(a, &mut payload, budget - freed as usize, cold);
             freed += n;
             done
         } else if kind == Kind::Hash as u8 {

@@ -79,17 +79,26 @@ pub type ValidateValueFn = fn(
 pub type ValidateGraveyardFn =
     fn(&Arena, &mut crate::arena::validate::Claims) -> Result<(), crate::arena::validate::Corrupt>;
 
+/// [`ValueOps::lazyfree_step`].
+pub type LazyfreeStepFn = fn(&mut Arena, usize, &mut Vec<tiered::ColdStub>) -> (u64, u64, bool);
+/// [`ValueOps::cold_parts`].
+pub type ColdPartsFn = fn(&Arena, Kind, &[u8]) -> Vec<(Ref, tiered::ColdStub)>;
+/// [`ValueOps::warm_part`].
+pub type WarmPartFn = fn(&mut Arena, Kind, &mut [u8], Ref, &[u8]) -> Result<Ref, String>;
+
 /// What the keyspace needs from the value encodings built on top of it (`collections`):
 /// freeing, copying and checking what a value owns outside its entry. The keyspace sits
 /// below the collections, so they hand it these functions when it is made
 /// (`collections::VALUE_OPS`, through `collections::new_keyspace` / `keyspace_from_arena`).
 pub struct ValueOps {
     /// Frees what a value owns outside its entry; true when it went to the value graveyard.
-    pub release: fn(&mut Arena, Kind, &[u8]) -> bool,
+    /// Record places in the tier file the value owned (cold list nodes) go to the vector.
+    pub release: fn(&mut Arena, Kind, &[u8], &mut Vec<tiered::ColdStub>) -> bool,
     /// A deep copy: the value bytes of an independent copy (COPY).
     pub clone: fn(&mut Arena, Kind, &[u8]) -> Vec<u8>,
     /// Frees up to a budget of graveyard blocks: (blocks freed, values finished, more left).
-    pub lazyfree_step: fn(&mut Arena, usize) -> (u64, u64, bool),
+    /// Record places in the tier file they owned (cold list nodes) go to the vector.
+    pub lazyfree_step: LazyfreeStepFn,
     /// Checks a stored value's structures at load, claiming their blocks.
     pub validate: ValidateValueFn,
     /// Checks the value graveyard at load, claiming its blocks.
@@ -97,6 +106,17 @@ pub struct ValueOps {
     /// Whether bytes read back from the tier file are a well-formed single-block value
     /// of the kind (a checksum does not say the collection code may trust them).
     pub single_block_is_valid: fn(Kind, &[u8]) -> bool,
+    /// Cold parts of a value: parts of a multi-block value whose bytes are only in the
+    /// tier file (quicklist nodes), counted from its header.
+    pub cold_part_count: fn(Kind, &[u8]) -> u32,
+    /// Its cold parts and their records' places.
+    pub cold_parts: ColdPartsFn,
+    /// Brings a cold part back with its bytes read from the tier file (checked as a
+    /// single-block value's), updating the value's header (the slice); the new part.
+    pub warm_part: WarmPartFn,
+    /// Makes a part cold (its bytes written at the stub's place), updating the header;
+    /// None: this part may not be cold.
+    pub cool_part: fn(&mut Arena, Kind, &mut [u8], Ref, tiered::ColdStub) -> Option<Ref>,
 }
 
 /// The type of the value an entry holds (Redis's `TYPE` names).
@@ -316,7 +336,12 @@ pub fn entry_size(a: &Arena, e: Ref) -> usize {
 /// Releases what an entry's value owns outside the entry block (collections' out-of-line
 /// structures; big ones go to the value graveyard). Called by every path that frees an
 /// entry. Returns true if the value went to the graveyard.
-fn release_entry_value(a: &mut Arena, values: &ValueOps, e: Ref) -> bool {
+fn release_entry_value(
+    a: &mut Arena,
+    values: &ValueOps,
+    e: Ref,
+    freed: &mut Vec<tiered::ColdStub>,
+) -> bool {
     let kind = a.bytes(e, OFF_KIND, 1)[0];
     // A cold collection's value field is a stub: only single-block (inline) encodings
     // are tiered, and they own nothing outside the entry.
@@ -328,7 +353,7 @@ fn release_entry_value(a: &mut Arena, values: &ValueOps, e: Ref) -> bool {
     let mut head = [0u8; 64];
     let n = vl.min(head.len());
     head[..n].copy_from_slice(a.bytes(e, ENTRY_HEADER_BYTES + kl, n));
-    (values.release)(a, Kind::of_stored(kind), &head[..n])
+    (values.release)(a, Kind::of_stored(kind), &head[..n], freed)
 }
 
 /// Frees an unlinked entry and what its value owns: its out-of-line string block (freed,
@@ -347,7 +372,9 @@ fn free_entry(
         let b = a.read_u32(e, ENTRY_HEADER_BYTES + entry_key_len(a, e));
         drop_block(a, pins, b);
     }
-    let graved = release_entry_value(a, values, e);
+    let mut nodes = Vec::new();
+    let graved = release_entry_value(a, values, e, &mut nodes);
+    tier.on_free_nodes(nodes);
     let size = entry_size(a, e);
     a.free(e, size);
     graved
@@ -793,6 +820,13 @@ impl Keyspace {
         }
         if entry_flags(&self.arena, e) & tiered::FLAG_COLD != 0 && !self.tier.cold_ok {
             return self.warm_now(db, e);
+        }
+        if self.tier.reader.is_some()
+            && !self.tier.cold_ok
+            && !self.tier.cold_parts_ok
+            && self.cold_part_count(e) > 0
+        {
+            return self.warm_parts_now(db, e);
         }
         Some(e)
     }
@@ -1311,7 +1345,10 @@ impl Keyspace {
     /// Big single values (deleted or overwritten collections) are freed here too, node by
     /// node, before flushed databases.
     pub fn lazyfree_step(&mut self, budget: usize) -> bool {
-        let (blocks, values, more) = (self.values.lazyfree_step)(&mut self.arena, budget);
+        let mut nodes = Vec::new();
+        let (blocks, values, more) =
+            (self.values.lazyfree_step)(&mut self.arena, budget, &mut nodes);
+        self.tier.on_free_nodes(nodes);
         self.lazyfree_pending -= values.min(self.lazyfree_pending);
         self.stats.lazyfreed_objects += values;
         if blocks > 0 || more {

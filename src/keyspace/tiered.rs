@@ -133,6 +133,13 @@ pub struct TierMeta {
     /// The running command does not need the values of cold entries (DEL, EXISTS, TYPE,
     /// TTL, a plain SET...): lookups leave them cold.
     pub cold_ok: bool,
+    /// The running command touches only parts of its values that are in RAM (a push or
+    /// a pop without a count, whose end node the gate checked): lookups leave cold parts
+    /// (quicklist nodes) cold.
+    pub cold_parts_ok: bool,
+    /// Cold parts of values (quicklist nodes) and their bytes.
+    pub cold_parts: u64,
+    pub cold_part_bytes: u64,
     /// The fallback reader (None: tiering off).
     pub reader: Option<Box<dyn ColdReader>>,
     /// Fallback reads, and those that failed (the lookup then answers "no such key" and
@@ -154,6 +161,18 @@ impl TierMeta {
         self.cold_entries = self.cold_entries.saturating_sub(1);
         self.cold_bytes = self.cold_bytes.saturating_sub(stub.value_bytes as u64);
         self.freed.push(stub);
+    }
+
+    /// Record places of cold list nodes freed with their list (see `on_free`).
+    pub(super) fn on_free_nodes(&mut self, stubs: Vec<ColdStub>) {
+        if self.reader.is_none() {
+            return;
+        }
+        for s in stubs {
+            self.cold_parts = self.cold_parts.saturating_sub(1);
+            self.cold_part_bytes = self.cold_part_bytes.saturating_sub(s.value_bytes as u64);
+            self.freed.push(s);
+        }
     }
 }
 
@@ -356,7 +375,7 @@ impl Keyspace {
             let mut cursor = 0;
             loop {
                 cursor = self.scan(db, cursor, |e| {
-                    if entry_flags(&self.arena, e) & FLAG_COLD != 0 {
+                    if entry_flags(&self.arena, e) & FLAG_COLD != 0 || self.cold_part_count(e) > 0 {
                         keys.push(self.key(e).to_vec());
                     }
                 });
@@ -368,10 +387,14 @@ impl Keyspace {
                 let Some(e) = self.find_raw(db, &key) else {
                     continue;
                 };
+                let name = String::from_utf8_lossy(&key);
                 let Some(stub) = self.cold_stub(e) else {
+                    let n = self
+                        .warm_parts(e, read, false)
+                        .map_err(|m| format!("tiered value of key '{name}': {m}"))?;
+                    warmed += n as u64;
                     continue;
                 };
-                let name = String::from_utf8_lossy(&key);
                 let v =
                     read(&key, stub).map_err(|m| format!("tiered value of key '{name}': {m}"))?;
                 if !(self.values.single_block_is_valid)(self.kind(e), &v) {
@@ -383,6 +406,108 @@ impl Keyspace {
             }
         }
         Ok(warmed)
+    }
+
+    /// Cold parts of entry `e`'s value (quicklist nodes whose bytes are only on disk).
+    pub fn cold_part_count(&self, e: Ref) -> u32 {
+        if self.is_cold(e) {
+            return 0;
+        }
+        (self.values.cold_part_count)(self.kind(e), self.value(e))
+    }
+
+    /// The cold parts of entry `e`'s value, with their records' places.
+    pub fn cold_parts(&self, e: Ref) -> Vec<(Ref, ColdStub)> {
+        if self.is_cold(e) {
+            return vec![];
+        }
+        (self.values.cold_parts)(&self.arena, self.kind(e), self.value(e))
+    }
+
+    /// The value's header (a multi-block value's is inline in its entry), for the parts'
+    /// primitives; written back with [`Keyspace::put_parts_header`]. Neither is a change of
+    /// the value: its elements stay the same.
+    fn parts_header(&self, e: Ref) -> Vec<u8> {
+        self.value(e).to_vec()
+    }
+    fn put_parts_header(&mut self, e: Ref, hdr: &[u8]) {
+        let kl = entry_key_len(&self.arena, e);
+        self.arena
+            .bytes_mut(e, ENTRY_HEADER_BYTES + kl, hdr.len())
+            .copy_from_slice(hdr);
+    }
+
+    /// Part `part` of entry `e`'s value (a quicklist node) was written to the tier file at
+    /// `stub`: its RAM copy is dropped. None (nothing changed): that part may not be cold
+    /// (an end node, or bytes of another length). Not a change of the value.
+    pub fn cool_part(&mut self, e: Ref, part: Ref, stub: ColdStub) -> Option<Ref> {
+        if self.is_cold(e) || entry_flags(&self.arena, e) & FLAG_BIG != 0 {
+            return None;
+        }
+        let mut hdr = self.parts_header(e);
+        let kind = self.kind(e);
+        let c = (self.values.cool_part)(&mut self.arena, kind, &mut hdr, part, stub)?;
+        self.put_parts_header(e, &hdr);
+        self.tier.cold_parts += 1;
+        self.tier.cold_part_bytes += stub.value_bytes as u64;
+        Some(c)
+    }
+
+    /// Brings every cold part of entry `e`'s value back into RAM, each read with `read`
+    /// (which checks pages and key) and checked by the collection before it goes in. A
+    /// part read back gives its place in the tier file up (`TierMeta::freed`) when
+    /// `free_places` (a running tier; not a restore from a companion). The first failure stops it (the parts read so far stay in RAM, the
+    /// rest cold) and says why. Returns the parts brought back.
+    pub fn warm_parts(
+        &mut self,
+        e: Ref,
+        read: &mut ReadValue<'_>,
+        free_places: bool,
+    ) -> Result<u32, String> {
+        let key = self.key(e).to_vec();
+        let kind = self.kind(e);
+        let mut warmed = 0;
+        for (part, stub) in self.cold_parts(e) {
+            let v = read(&key, stub)?;
+            let mut hdr = self.parts_header(e);
+            (self.values.warm_part)(&mut self.arena, kind, &mut hdr, part, &v)?;
+            self.put_parts_header(e, &hdr);
+            self.tier.cold_parts = self.tier.cold_parts.saturating_sub(1);
+            self.tier.cold_part_bytes = self
+                .tier
+                .cold_part_bytes
+                .saturating_sub(stub.value_bytes as u64);
+            if free_places {
+                self.tier.freed.push(stub);
+            }
+            warmed += 1;
+        }
+        Ok(warmed)
+    }
+
+    /// The lookup fallback for a value with cold parts (see `warm_now`): reads them all
+    /// now. None when a read failed (counted and logged; the parts not read stay cold).
+    pub(super) fn warm_parts_now(&mut self, _db: usize, e: Ref) -> Option<Ref> {
+        let mut reader = self.tier.reader.take()?;
+        let mut reads = 0;
+        let mut read = |key: &[u8], stub| {
+            reads += 1;
+            reader.read_now(key, stub)
+        };
+        let got = self.warm_parts(e, &mut read, true);
+        self.tier.reader = Some(reader);
+        self.tier.sync_reads += reads;
+        match got {
+            Ok(_) => Some(e),
+            Err(msg) => {
+                self.tier.sync_read_errors += 1;
+                crate::warning!(
+                    "Tiered read of key '{}' failed: {msg}",
+                    String::from_utf8_lossy(self.key(e))
+                );
+                None
+            }
+        }
     }
 
     /// Takes the arena back (the loader warms a restored keyspace, then hands its arena

@@ -520,6 +520,7 @@ impl Server {
         let was_replica = client.replica || client.master;
         self.execute_inner(client, args, out, now);
         self.ks.tier.cold_ok = false;
+        self.ks.tier.cold_parts_ok = false;
         if was_replica {
             self.truncate_reply(out, mark);
         }
