@@ -30,6 +30,7 @@
 //!
 //! File layout: [`format`] and `docs/formats/snapshot.md`.
 
+mod direct;
 pub mod format;
 pub mod pause;
 mod racy_copy;
@@ -413,13 +414,29 @@ impl<'a> Packer<'a> {
 /// workers take what is left, so a snapshot costs duration rather than client latency.
 pub const WORKER_NICE: libc::c_int = 10;
 
+/// Overrides [`WORKER_NICE`] (0–19) for measuring what the niceness costs a pass on a
+/// busy machine (BENCHMARKS.md, "What bounds an 8M-key pass").
+pub const ENV_WORKER_NICE: &str = "CAIRN_SNAPSHOT_WORKER_NICE";
+
+fn worker_nice() -> libc::c_int {
+    static NICE: std::sync::OnceLock<libc::c_int> = std::sync::OnceLock::new();
+    *NICE.get_or_init(|| {
+        std::env::var(ENV_WORKER_NICE)
+            .ok()
+            .and_then(|v| v.parse::<libc::c_int>().ok())
+            .filter(|n| (0..=19).contains(n))
+            .unwrap_or(WORKER_NICE)
+    })
+}
+
 /// Lowers the calling thread's priority to [`WORKER_NICE`] (always permitted; per thread
 /// on Linux, where `PRIO_PROCESS` with a thread id addresses one thread).
 pub(crate) fn lower_priority() {
+    let nice = worker_nice();
     // SAFETY: plain syscalls on the calling thread.
     unsafe {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, tid, WORKER_NICE);
+        libc::setpriority(libc::PRIO_PROCESS, tid, nice);
     }
 }
 
