@@ -8,9 +8,9 @@
 //! header a crc32c of its own, and the trailer the record count — so a flipped byte,
 //! a truncated file and an image from another build are each told apart, with where.
 
+use super::direct::DirectWriter;
 use crate::arena::{self, RawRegion};
 use crate::persistence::write_behind::WriteBehind;
-use super::direct::DirectWriter;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
