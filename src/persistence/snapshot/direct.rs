@@ -201,7 +201,9 @@ impl DirectWriter {
         }
         self.stop();
         self.plain.write_all_at(&tail, tail_at)?;
-        Ok(self.plain.try_clone()?)
+        // The probe wrote a whole first block: an image shorter than that ends here.
+        self.plain.set_len(tail_at + tail.len() as u64)?;
+        self.plain.try_clone()
     }
 
     fn stop(&mut self) {
@@ -272,6 +274,14 @@ mod tests {
         let f = w.finish().unwrap();
         f.sync_all().unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), expect);
+        // Shorter than the block the probe writes: the file is exactly what was written.
+        File::create(&path).unwrap();
+        let mut w = DirectWriter::create(&path)
+            .unwrap()
+            .expect("direct writes here");
+        w.write_all(b"short image").unwrap();
+        w.finish().unwrap().sync_all().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"short image");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
