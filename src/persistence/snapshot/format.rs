@@ -8,10 +8,11 @@
 //! header a crc32c of its own, and the trailer the record count — so a flipped byte,
 //! a truncated file and an image from another build are each told apart, with where.
 
+use super::direct::DirectWriter;
 use crate::arena::{self, RawRegion};
 use crate::persistence::write_behind::WriteBehind;
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 pub const FILE_MAGIC: [u8; 8] = *b"CAIRNIMG";
@@ -406,7 +407,7 @@ impl Record {
 
 /// Writes an image to `<final>.tmp-<pid>`; [`ImageWriter::commit`] makes it the image.
 pub struct ImageWriter {
-    file: BufWriter<WriteBehind>,
+    file: Sink,
     tmp: PathBuf,
     path: PathBuf,
     records: u64,
@@ -417,6 +418,74 @@ pub struct ImageWriter {
     follow: Option<Published>,
     /// A pause after each record (µs; `SnapParams::record_delay_us`).
     pub record_delay_us: u64,
+}
+
+/// Where an image's bytes go: direct writes where the file system takes them (see
+/// `snapshot::direct`), else the page cache (with `rdb-save-incremental-fsync`'s
+/// write-behind, or `CAIRN_SNAPSHOT_BUFFERED=1`).
+enum Sink {
+    Direct(DirectWriter),
+    Buffered(BufWriter<WriteBehind>),
+}
+
+impl Sink {
+    fn open(tmp: &Path, write_behind: bool) -> io::Result<Sink> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(tmp)?;
+        if std::env::var_os("CAIRN_SNAPSHOT_BUFFERED").is_none_or(|v| v != "1") {
+            match DirectWriter::create(tmp)? {
+                Some(d) => return Ok(Sink::Direct(d)),
+                None => crate::verbose!(
+                    "Snapshot: {} refuses O_DIRECT; writing the image through the page cache",
+                    tmp.display()
+                ),
+            }
+        }
+        Ok(Sink::Buffered(BufWriter::with_capacity(
+            1 << 20,
+            WriteBehind::new(file, 0, write_behind),
+        )))
+    }
+
+    /// Bytes from the file's start that are in the file, of `written` handed to the sink.
+    fn in_file(&self, written: u64) -> u64 {
+        match self {
+            Sink::Direct(d) => d.done(),
+            Sink::Buffered(b) => written - b.buffer().len() as u64,
+        }
+    }
+
+    /// Everything written; the file, for positional writes and the fsync.
+    fn finish(self) -> io::Result<File> {
+        match self {
+            Sink::Direct(d) => d.finish(),
+            Sink::Buffered(b) => Ok(b.into_inner().map_err(|e| e.into_error())?.into_inner()),
+        }
+    }
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Sink::Direct(d) => d.write(buf),
+            Sink::Buffered(b) => b.write(buf),
+        }
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            Sink::Direct(d) => d.write_all(buf),
+            Sink::Buffered(b) => b.write_all(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Sink::Direct(d) => d.flush(),
+            Sink::Buffered(b) => b.flush(),
+        }
+    }
 }
 
 /// An image being written, followed by a reader in another thread (the full sync's sender
@@ -512,13 +581,8 @@ impl ImageWriter {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "dump".into());
         let tmp = path.with_file_name(format!("temp-{}-{name}", std::process::id()));
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
         let mut w = ImageWriter {
-            file: BufWriter::with_capacity(1 << 20, WriteBehind::new(file, 0, write_behind)),
+            file: Sink::open(&tmp, write_behind)?,
             tmp,
             path: path.to_path_buf(),
             records: 0,
@@ -556,7 +620,7 @@ impl ImageWriter {
         self.bytes_written += r.file_bytes();
         if let Some(p) = &self.follow {
             // What the buffer still holds is not in the file yet.
-            let written = self.bytes_written - self.file.buffer().len() as u64;
+            let written = self.file.in_file(self.bytes_written);
             p.0.update(|st| st.final_bytes = written);
         }
         if self.record_delay_us > 0 {
@@ -586,13 +650,8 @@ impl ImageWriter {
         put32(&mut t, 28, crc);
         self.file.write_all(&t)?;
         self.bytes_written += TRAILER_BYTES as u64;
-        let mut file = self
-            .file
-            .into_inner()
-            .map_err(|e| e.into_error())?
-            .into_inner();
-        file.seek(SeekFrom::Start(0))?;
-        file.write_all(&header.encode())?;
+        let file = self.file.finish()?;
+        std::os::unix::fs::FileExt::write_all_at(&file, &header.encode(), 0)?;
         file.sync_all()?;
         drop(file);
         // The image this one replaces is freed at the rename, whole: a backup copying it

@@ -30,6 +30,7 @@
 //!
 //! File layout: [`format`] and `docs/formats/snapshot.md`.
 
+mod direct;
 pub mod format;
 pub mod pause;
 mod racy_copy;
@@ -408,18 +409,41 @@ impl<'a> Packer<'a> {
     }
 }
 
-/// Nice value of the compression workers: the executor (and the sync variant's fault
-/// handler, whose latency the executor waits on) win the CPU whenever they want it; the
-/// workers take what is left, so a snapshot costs duration rather than client latency.
+/// Nice value of the compression workers where they may share the executor's CPU (it is
+/// not pinned for the job): the executor (and the sync variant's fault handler, whose
+/// latency the executor waits on) win the CPU whenever they want it; the workers take what
+/// is left, so a snapshot costs duration rather than client latency. Where the executor
+/// is pinned and every snapshot thread kept off its CPU (`OnCpu::away_from`), the live
+/// passes' workers run at nice 0 instead: there a nice value only hands their CPU to
+/// other processes — on a busy 2-CPU machine the niced workers were runnable for a whole
+/// pass and got ~2.5 % of a CPU each, and the passes fell behind the writes (BENCHMARKS.md,
+/// "What bounds an 8M-key pass").
 pub const WORKER_NICE: libc::c_int = 10;
+
+/// Overrides the workers' nice value (0–19), for measuring what it costs a pass.
+pub const ENV_WORKER_NICE: &str = "CAIRN_SNAPSHOT_WORKER_NICE";
+
+fn nice_override() -> Option<libc::c_int> {
+    static NICE: std::sync::OnceLock<Option<libc::c_int>> = std::sync::OnceLock::new();
+    *NICE.get_or_init(|| {
+        std::env::var(ENV_WORKER_NICE)
+            .ok()
+            .and_then(|v| v.parse::<libc::c_int>().ok())
+            .filter(|n| (0..=19).contains(n))
+    })
+}
 
 /// Lowers the calling thread's priority to [`WORKER_NICE`] (always permitted; per thread
 /// on Linux, where `PRIO_PROCESS` with a thread id addresses one thread).
 pub(crate) fn lower_priority() {
+    set_nice(nice_override().unwrap_or(WORKER_NICE));
+}
+
+fn set_nice(nice: libc::c_int) {
     // SAFETY: plain syscalls on the calling thread.
     unsafe {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, tid, WORKER_NICE);
+        libc::setpriority(libc::PRIO_PROCESS, tid, nice);
     }
 }
 
@@ -430,14 +454,20 @@ pub(crate) fn lower_priority() {
 fn stream_jobs(
     view: &RegionView,
     jobs: &[Job<'_>],
-    threads: usize,
+    p: &SnapParams,
     w: &mut ImageWriter,
     cancel: &AtomicBool,
 ) -> Result<u64, SnapError> {
     if jobs.is_empty() {
         return Ok(0);
     }
-    let threads = threads.clamp(1, 64).min(jobs.len());
+    let threads = p.threads.clamp(1, 64).min(jobs.len());
+    // Off the executor's CPU (`wide_cpus` is what `OnCpu::away_from` changed): nice 0.
+    let nice = nice_override().unwrap_or(if p.wide_cpus.is_some() {
+        0
+    } else {
+        WORKER_NICE
+    });
     let next = AtomicUsize::new(0);
     let mut raw_total = 0u64;
     // Chunk buffers go round: a worker copies a job into one, a raw record takes it as
@@ -453,7 +483,7 @@ fn stream_jobs(
             let next = &next;
             let spare = &spare;
             s.spawn(move || {
-                lower_priority();
+                set_nice(nice);
                 let mut buf = Vec::new();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
@@ -577,7 +607,7 @@ fn write_stw(
     let end = view.end();
     let mut jobs = Vec::new();
     range_jobs(0, end, &mut jobs);
-    match stream_jobs(view, &jobs, p.threads, &mut w, cancel) {
+    match stream_jobs(view, &jobs, p, &mut w, cancel) {
         Ok(_) => Ok((w, end)),
         Err(e) => {
             w.abort();
@@ -1021,7 +1051,7 @@ fn live_passes(
         (budget.saturating_mul(PAUSE_COPY_BYTES_PER_US) as usize).div_ceil(PAGE_BYTES);
     let mut jobs = Vec::new();
     range_jobs(0, end, &mut jobs);
-    stream_jobs(view, &jobs, p.threads, w, cancel)?;
+    stream_jobs(view, &jobs, p, w, cancel)?;
     crate::verbose!(
         "Snapshot pass 1: {end} bytes in {} ms (protect {protect_us} us, read-only walk {walk_ro_us} us)",
         pass_started.elapsed().as_millis()
@@ -1138,7 +1168,7 @@ fn live_passes(
             for &(off, len) in &rest {
                 packer.add_region(off, len);
             }
-            stream_jobs(view, &packer.finish(), p.threads, w, cancel)?;
+            stream_jobs(view, &packer.finish(), p, w, cancel)?;
         }
         crate::verbose!(
             "Snapshot pass {passes}: {dirty} dirty bytes, harvest {walk_us} us ({} marked regions in {} runs; final walk estimate {final_walk_us} us), {raw_bytes} copied raw ({new_pages} pages new to the pool), {} written, {} us in all",
@@ -1260,14 +1290,8 @@ fn live_passes(
     );
     // The pool's pages and the overflow's are disjoint (a page with a slot always goes
     // to its slot), and both are newer than every record written before the cut.
-    stream_jobs(view, &pool.jobs(), p.threads, w, cancel)?;
-    stream_jobs(
-        view,
-        &raw_jobs(&placed.rest, &overflow),
-        p.threads,
-        w,
-        cancel,
-    )?;
+    stream_jobs(view, &pool.jobs(), p, w, cancel)?;
+    stream_jobs(view, &raw_jobs(&placed.rest, &overflow), p, w, cancel)?;
     crate::verbose!(
         "Snapshot raw copies written: {} us after the cut ({} bytes from the pool)",
         walk_end.elapsed().as_micros(),
