@@ -195,6 +195,23 @@ fn link_after(a: &mut Arena, q: &mut Ql, after: Ref, n: Ref) {
     }
     q.nodes += 1;
 }
+/// Puts `m` where `n` is in the list (its links, its neighbours' links, head or tail);
+/// `n` is left out of the list, still allocated.
+fn take_place(a: &mut Arena, q: &mut Ql, n: Ref, m: Ref) {
+    let (p, nx) = (prev_of(a, n), next_of(a, n));
+    a.write_u32(m, 0, p);
+    a.write_u32(m, 4, nx);
+    if p == NULL {
+        q.head = m;
+    } else {
+        a.write_u32(p, 4, m);
+    }
+    if nx == NULL {
+        q.tail = m;
+    } else {
+        a.write_u32(nx, 0, m);
+    }
+}
 fn unlink(a: &mut Arena, q: &mut Ql, n: Ref) {
     let (p, nx) = (prev_of(a, n), next_of(a, n));
     if p == NULL {
@@ -338,16 +355,13 @@ pub fn node_make_cold(a: &mut Arena, hdr: &mut [u8], n: Ref, stub: ColdStub) -> 
     }
     let count = lp::count(node_lp(a, n)) as u32;
     let c = a.alloc(COLD_NODE_BYTES);
-    a.write_u32(c, 0, p);
-    a.write_u32(c, 4, nx);
     a.write_u32(c, 8, 0);
     a.write_u32(c, 12, NODE_FLAG_COLD);
     a.bytes_mut(c, NODE_HDR, COLD_STUB_BYTES)
         .copy_from_slice(&stub.encode());
     a.write_u32(c, NODE_HDR + COLD_STUB_BYTES, count);
     a.write_u32(c, NODE_HDR + COLD_STUB_BYTES + 4, stub.value_bytes);
-    a.write_u32(p, 4, c);
-    a.write_u32(nx, 0, c);
+    take_place(a, &mut q, n, c);
     node_free(a, n);
     q.cold += 1;
     hdr[..QL_BYTES].copy_from_slice(&ql_bytes_of(&q));
@@ -369,20 +383,8 @@ pub fn node_make_warm(a: &mut Arena, hdr: &mut [u8], n: Ref, l: &[u8]) -> Result
         return Err(crate::keyspace::tiered::BAD_BLOB.into());
     }
     let mut q = ql_read(hdr);
-    let (p, nx) = (prev_of(a, n), next_of(a, n));
     let m = node_new(a, l);
-    a.write_u32(m, 0, p);
-    a.write_u32(m, 4, nx);
-    if p == NULL {
-        q.head = m;
-    } else {
-        a.write_u32(p, 4, m);
-    }
-    if nx == NULL {
-        q.tail = m;
-    } else {
-        a.write_u32(nx, 0, m);
-    }
+    take_place(a, &mut q, n, m);
     node_free(a, n);
     q.cold = q.cold.saturating_sub(1);
     hdr[..QL_BYTES].copy_from_slice(&ql_bytes_of(&q));
