@@ -181,36 +181,30 @@ fn link_after(a: &mut Arena, q: &mut Ql, after: Ref, n: Ref) {
     } else {
         next_of(a, after)
     };
-    a.write_u32(n, 0, after);
-    a.write_u32(n, 4, next);
-    if after == NULL {
+    link_between(a, q, after, next, n);
+    q.nodes += 1;
+}
+/// Links `n` between `p` and `nx` (NULL: the list's end on that side), which become its
+/// neighbours.
+fn link_between(a: &mut Arena, q: &mut Ql, p: Ref, nx: Ref, n: Ref) {
+    a.write_u32(n, 0, p);
+    a.write_u32(n, 4, nx);
+    if p == NULL {
         q.head = n;
     } else {
-        a.write_u32(after, 4, n);
+        a.write_u32(p, 4, n);
     }
-    if next == NULL {
+    if nx == NULL {
         q.tail = n;
     } else {
-        a.write_u32(next, 0, n);
+        a.write_u32(nx, 0, n);
     }
-    q.nodes += 1;
 }
 /// Puts `m` where `n` is in the list (its links, its neighbours' links, head or tail);
 /// `n` is left out of the list, still allocated.
 fn take_place(a: &mut Arena, q: &mut Ql, n: Ref, m: Ref) {
     let (p, nx) = (prev_of(a, n), next_of(a, n));
-    a.write_u32(m, 0, p);
-    a.write_u32(m, 4, nx);
-    if p == NULL {
-        q.head = m;
-    } else {
-        a.write_u32(p, 4, m);
-    }
-    if nx == NULL {
-        q.tail = m;
-    } else {
-        a.write_u32(nx, 0, m);
-    }
+    link_between(a, q, p, nx, m);
 }
 fn unlink(a: &mut Arena, q: &mut Ql, n: Ref) {
     let (p, nx) = (prev_of(a, n), next_of(a, n));
