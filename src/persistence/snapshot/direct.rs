@@ -61,11 +61,13 @@ pub struct DirectWriter {
 }
 
 impl DirectWriter {
-    /// Opens `path` (already created and empty) for direct writes. `Ok(None)`: the file
-    /// system does not take them; the caller writes buffered.
+    /// Creates `path` (emptied if it exists) and opens it for direct writes. `Ok(None)`:
+    /// the file system does not take them; the caller writes buffered.
     pub fn create(path: &Path) -> io::Result<Option<DirectWriter>> {
         let direct = match OpenOptions::new()
             .write(true)
+            .create(true)
+            .truncate(true)
             .custom_flags(libc::O_DIRECT)
             .open(path)
         {

@@ -430,11 +430,6 @@ enum Sink {
 
 impl Sink {
     fn open(tmp: &Path, write_behind: bool) -> io::Result<Sink> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(tmp)?;
         if std::env::var_os("CAIRN_SNAPSHOT_BUFFERED").is_none_or(|v| v != "1") {
             match DirectWriter::create(tmp)? {
                 Some(d) => return Ok(Sink::Direct(d)),
@@ -444,6 +439,11 @@ impl Sink {
                 ),
             }
         }
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(tmp)?;
         Ok(Sink::Buffered(BufWriter::with_capacity(
             1 << 20,
             WriteBehind::new(file, 0, write_behind),
