@@ -410,8 +410,6 @@ struct ExecAppends {
     /// Files of given-back leases, kept open until the fsyncs issued on them complete
     /// (the ring looks the descriptor up when it runs the operation, not when queued).
     retired: Vec<std::fs::File>,
-    /// Moving average of this ring's sync latency, µs (0: none completed yet).
-    sync_us_avg: u64,
 }
 
 impl ExecAppends {
@@ -574,7 +572,6 @@ impl Writer {
                     written: 0,
                     sync_submitted: 0,
                     retired: Vec::new(),
-                    sync_us_avg: 0,
                 });
                 self.shared.exec_ready.store(true, Ordering::SeqCst);
                 self.shared.wake_writer();
@@ -689,13 +686,8 @@ impl Writer {
             x.retired.clear();
         }
         let sh = &self.shared;
-        for &us in &r.latencies_us {
-            sh.record_sync_us(us);
-            x.sync_us_avg = if x.sync_us_avg == 0 {
-                us.max(1)
-            } else {
-                (x.sync_us_avg * 7 + us).div_ceil(8)
-            };
+        for us in &r.latencies_us {
+            sh.record_sync_us(*us);
         }
         sh.fsyncs
             .fetch_add(r.latencies_us.len() as u64, Ordering::Relaxed);
@@ -743,12 +735,6 @@ impl Writer {
             }
             self.shared.wake_writer();
         }
-    }
-
-    /// How long the executor's syncs take (a moving average over the last few; zero
-    /// before the first completes).
-    pub fn executor_sync_time(&self) -> Duration {
-        Duration::from_micros(self.exec.as_ref().map_or(0, |x| x.sync_us_avg))
     }
 
     /// The executor appends itself now (it holds the file).
