@@ -48,6 +48,15 @@ const MAX_FSYNC_MARKS: usize = 4096;
 /// big SET value reaches the log without the executor copying it at all.
 pub const LOG_BY_REFERENCE_MIN_BYTES: usize = 64 << 10;
 
+/// How long a write framed while the executor's sync ring is idle may wait for the end of
+/// its turn before a sync starts between connections (see [`Aof::flush_if_writer_idle`]):
+/// at most one such sync per 500 µs of a long turn, where a sync on tmpfs takes ~10 µs and
+/// on this machine's disk ~150–300 µs, so the wait stays within one or two syncs' time.
+/// A constant, not the syncs' measured time: that is issue-to-reap, which grows with the
+/// executor's turns when the machine is short of CPU, and would make turns hold their
+/// writes longer still.
+pub const MIDTURN_HOLD: std::time::Duration = std::time::Duration::from_micros(500);
+
 /// The executor's side of the log. Disabled (all calls cheap no-ops) when `appendonly no`.
 pub struct Aof {
     pub enabled: bool,
@@ -143,6 +152,9 @@ pub struct Aof {
     /// Entries framed while the last group's sync was in flight.
     arrived_in_flight: u64,
     group_wait: std::time::Duration,
+    /// How long entries framed while the executor's ring is idle may wait for the end of
+    /// their turn ([`MIDTURN_HOLD`]; tests change it).
+    midturn_hold: std::time::Duration,
     /// A replica applying one command of its primary's stream: (offset before it, offset
     /// after it). Its entries carry those offsets instead of counting their own bytes
     /// (see [`Aof::stream_command_begin`]).
@@ -197,6 +209,7 @@ impl Default for Aof {
             last_group_entries: 0,
             arrived_in_flight: 0,
             group_wait: std::time::Duration::ZERO,
+            midturn_hold: MIDTURN_HOLD,
             stream_pin: None,
         }
     }
@@ -559,11 +572,32 @@ impl Aof {
     /// Hands the buffered entries over now if the writer is waiting for work (so the disk
     /// starts on them while the executor goes on with the turn), else leaves them for
     /// [`Aof::flush`] at the end of the turn.
+    ///
+    /// While the executor holds the file, between connections a sync starts only for
+    /// entries that waited behind one (framed before the completion the last reap
+    /// collected) or that have waited [`MIDTURN_HOLD`]; the others wait for the end
+    /// of the turn, so one sync covers the turn's writes. Where a sync is slower than a
+    /// turn, the ring is busy when writes arrive and each completion starts the next sync
+    /// on everything that waited, keeping the disk busy. Where it is quicker (tmpfs, a
+    /// write cache), a sync started on a turn's first write completes before the next
+    /// connection, and each sync covered a write or two, every one an io_uring worker's
+    /// wake-up and a completion on the vCPUs the clients need (figures: BENCHMARKS.md,
+    /// "Seed 001's shape, connections swept"). The bound keeps a long turn (hundreds of
+    /// connections) from holding its first writes for all of it; a few clients never
+    /// wait on it, their turns end first.
     pub fn flush_if_writer_idle(&mut self) {
-        if !self.buf.is_empty()
-            && self.writer.as_ref().is_some_and(|w| w.wants_work())
-            && self.group_ready()
-        {
+        if self.buf.is_empty() || !self.group_ready() {
+            return;
+        }
+        let Some(w) = self.writer.as_ref() else {
+            return;
+        };
+        let waited = !w.holds_lease()
+            || self.arrived_in_flight > 0
+            || self
+                .pending_since
+                .is_some_and(|t| t.elapsed() >= self.midturn_hold);
+        if waited && w.wants_work() {
             self.flush();
         }
     }
@@ -925,6 +959,7 @@ pub fn io_opts(s: &crate::config::Settings) -> writer::IoOpts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
     use std::time::Duration;
 
     fn set(a: &mut Aof, k: &str) {
@@ -985,5 +1020,126 @@ mod tests {
         a.mode = FsyncMode::Always;
         a.group_wait = Duration::ZERO;
         assert!(a.group_ready());
+    }
+
+    /// Between connections the executor's own ring starts a sync only for entries framed
+    /// before a completion it collected (they waited behind a sync); an entry framed while
+    /// the ring was idle waits for the end of the turn, whose sync covers the whole turn.
+    #[test]
+    fn between_connections_only_entries_that_waited_behind_a_sync_start_one() {
+        use std::os::fd::AsRawFd;
+        use storage::LogDir;
+        let dir = testing::temp_dir("midturn");
+        let efd = uring::eventfd().unwrap();
+        let f = storage::FsDir::new(&dir)
+            .open_append("p.1.incr.aof")
+            .unwrap();
+        let opts = writer::IoOpts {
+            uring: true,
+            inflight: 1,
+            ..writer::IoOpts::default()
+        };
+        let w = Writer::start_opts(
+            Box::new(storage::FsDir::new(&dir)),
+            f,
+            Some("p.1.incr.aof"),
+            0,
+            0,
+            FsyncMode::Always,
+            0,
+            opts,
+        )
+        .unwrap();
+        let mut a = Aof::default();
+        a.enabled = true;
+        a.mode = FsyncMode::Always;
+        a.writer = Some(w);
+        a.completion_fd = Some(efd.as_raw_fd());
+        // The age bound is looked at last (a slow test machine must not reach it).
+        a.midturn_hold = Duration::from_secs(3600);
+        a.install_waker();
+        let wait_durable = |a: &mut Aof| {
+            let t = std::time::Instant::now();
+            while a.durable_lsn() < a.last_lsn {
+                a.reap_syncs();
+                assert!(t.elapsed() < Duration::from_secs(10), "never durable");
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            a.reap_syncs();
+        };
+        // Until the writer lends the file, batches go through its thread.
+        let t = std::time::Instant::now();
+        while !a.writer.as_ref().unwrap().holds_lease() {
+            if t.elapsed() > Duration::from_secs(5) {
+                eprintln!("io_uring refused here (no lease): not testable");
+                return;
+            }
+            set(&mut a, "warm");
+            a.flush();
+            wait_durable(&mut a);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        wait_durable(&mut a);
+        let before = a
+            .writer
+            .as_ref()
+            .unwrap()
+            .shared
+            .fsyncs
+            .load(Ordering::Relaxed);
+
+        // The ring is idle: the turn's writes wait for its end...
+        set(&mut a, "a");
+        a.flush_if_writer_idle();
+        set(&mut a, "b");
+        a.flush_if_writer_idle();
+        assert!(!a.buf.is_empty(), "a sync started between connections");
+        // ...where one sync covers both.
+        a.flush_turn();
+        assert!(a.buf.is_empty());
+        let lsn_ab = a.last_lsn;
+
+        // A write framed while that sync is in flight starts the next one between
+        // connections once the completion is collected.
+        set(&mut a, "c");
+        a.flush_if_writer_idle();
+        let t = std::time::Instant::now();
+        while !a.reap_syncs() {
+            assert!(t.elapsed() < Duration::from_secs(10), "never durable");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        assert!(a.durable_lsn() >= lsn_ab);
+        a.flush_if_writer_idle();
+        assert!(
+            a.buf.is_empty(),
+            "a write that waited behind a sync still waits"
+        );
+        wait_durable(&mut a);
+
+        // The completion collected before the next write: that write waits again.
+        set(&mut a, "d");
+        a.flush_if_writer_idle();
+        assert!(!a.buf.is_empty());
+        a.flush_turn();
+        wait_durable(&mut a);
+        let syncs = a
+            .writer
+            .as_ref()
+            .unwrap()
+            .shared
+            .fsyncs
+            .load(Ordering::Relaxed)
+            - before;
+        assert_eq!(syncs, 3, "one sync for a+b, one for c, one for d");
+
+        // A long turn: a write that has waited the bound starts a sync.
+        a.midturn_hold = Duration::from_millis(2);
+        set(&mut a, "e");
+        std::thread::sleep(Duration::from_millis(3));
+        a.flush_if_writer_idle();
+        assert!(a.buf.is_empty(), "a write waited past the bound");
+        wait_durable(&mut a);
+        drop(a);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
