@@ -74,6 +74,8 @@ fn config_get_star_has_redis_names_and_defaults() {
             &"snapshot-threads",
             // A check of the snapshot's dirty map, for tests (issue #24).
             &"snapshot-verify-dirty-map",
+            // A check of the copy-before-write capture, for tests (issues #24, #18).
+            &"snapshot-verify-cow",
             // Dragonfly's names for SSD tiering (issue #19).
             &"tiered-max-file-size",
             &"tiered-min-value-size",
