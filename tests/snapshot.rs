@@ -382,7 +382,10 @@ fn point_in_time_with_eviction_async() {
 /// once its own expiry ran, must hash the same. Then the restored allocator is exercised.
 fn background_work_during_snapshot(tag: &str, mode: &str) {
     let dir = temp_dir(tag);
-    let s = start(&dir, &["--snapshot-mode", mode, "--snapshot-verify-cow", "yes"]);
+    let s = start(
+        &dir,
+        &["--snapshot-mode", mode, "--snapshot-verify-cow", "yes"],
+    );
     let mut r = Raw::connect(s.port);
     fill(&mut r, 20_000);
     for b in 0..1000 {
