@@ -1213,3 +1213,31 @@ fn writes_during_snapshots_miss_nothing(tag: &str, args: &[&str], want_mode: &st
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&dir2);
 }
+
+/// `CONFIG SET snapshot-mode cow` takes effect for the next BGSAVE, and GET reads it back.
+#[test]
+fn config_set_snapshot_mode_cow() {
+    let dir = temp_dir("cfg-cow");
+    let s = start(&dir, &[]);
+    let mut r = Raw::connect(s.port);
+    fill(&mut r, 2_000);
+    assert_eq!(
+        cmd(&mut r, &["CONFIG", "SET", "snapshot-mode", "cow"]),
+        "+OK\r\n"
+    );
+    assert!(
+        cmd(&mut r, &["CONFIG", "GET", "snapshot-mode"]).ends_with("$3\r\ncow\r\n"),
+        "CONFIG GET snapshot-mode"
+    );
+    assert_eq!(cmd(&mut r, &["BGSAVE"]), "+Background saving started\r\n");
+    wait_bgsave(&mut r);
+    assert_eq!(r.info_field("persistence", "rdb_last_bgsave_status"), "ok");
+    assert_eq!(
+        r.info_field("persistence", "snapshot_mode"),
+        "copy-before-write"
+    );
+    assert!(cmd(&mut r, &["CONFIG", "SET", "snapshot-mode", "cows"]).starts_with("-ERR"));
+    drop(r);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
