@@ -1030,4 +1030,71 @@ mod tests {
         a.free(r, 4);
         assert_eq!(a.live_blocks(), 0);
     }
+
+    /// Every mutating accessor copies a page the cut still needs out *before* it writes:
+    /// the side buffer holds each written page as it was at the cut.
+    #[test]
+    fn writes_after_a_cut_leave_the_cut_bytes_in_the_side_buffer() {
+        let mut a = Arena::new(64 << 20, [1, 2]).unwrap();
+        let big = a.alloc(3 * PAGE_BYTES);
+        a.bytes_mut(big, 0, 3 * PAGE_BYTES).fill(7);
+        let small = a.alloc(16);
+        a.write_u64(small, 0, 11);
+        a.set_keep_pages(true);
+        let cap = a.capture().unwrap();
+        let end = a.bump_bytes().next_multiple_of(PAGE_BYTES as u64);
+        let mut cut_bytes = a.bytes(0, 0, a.bump_bytes() as usize).to_vec();
+        cut_bytes.resize(end as usize, 0);
+        let base = a.base_addr();
+        assert!(cap.install(
+            end,
+            64 * PAGE_BYTES,
+            // Reads the region as it is when the hook runs: a hook run after its write
+            // would copy the new bytes. (One thread here: no write races this read.)
+            Box::new(move |off, dst: &mut [u8]| {
+                // SAFETY: `off + len` lies below the cut's end, inside the mapping.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        (base + off as usize) as *const u8,
+                        dst.as_mut_ptr(),
+                        dst.len(),
+                    )
+                };
+                Ok(())
+            }),
+            false
+        ));
+        let page_of = |r: Ref, off: usize| {
+            ((r as usize * ALIGN_BYTES + off) / PAGE_BYTES * PAGE_BYTES) as u64
+        };
+        a.write_u64(small, 8, 99);
+        a.bytes_mut(big, PAGE_BYTES + 5, 1)[0] = 1;
+        a.copy_within(small, 0, big, 2 * PAGE_BYTES + 100, 8);
+        // A large block starts at a page boundary above the cut's end (no copy for it);
+        // the header's page is copied.
+        let moved = a.realloc(small, 16, 40_000);
+        let cut = cap.cut().unwrap();
+        let st = cut.lock();
+        for (r, off) in [
+            (small, 8),
+            (big, PAGE_BYTES + 5),
+            (big, 2 * PAGE_BYTES + 100),
+            (0, 0),
+        ] {
+            let pg = page_of(r, off);
+            let slot = *st
+                .side
+                .get(&pg)
+                .unwrap_or_else(|| panic!("page {pg} not copied"));
+            assert_eq!(
+                cut.slot_bytes(&st, slot),
+                &cut_bytes[pg as usize..pg as usize + PAGE_BYTES],
+                "page {pg} holds its cut bytes"
+            );
+        }
+        assert!(moved as usize * ALIGN_BYTES >= end as usize);
+        drop(st);
+        cut.finish();
+        a.set_keep_pages(false);
+    }
 }

@@ -136,7 +136,14 @@ pub(super) fn run_cow(
     let Some(cut) = c.cut() else {
         return Err(armed.err().unwrap_or(SnapError::Cancelled));
     };
-    let streamed = armed.and_then(|()| super::sync::stream_cut(view, p, cut, end, w, cancel));
+    // No handler to make room for: the workers' priority follows the live passes' rule
+    // (nice 0 where they are kept off the executor's CPU; see `WORKER_NICE`).
+    let nice = super::nice_override().unwrap_or(if p.wide_cpus.is_some() {
+        0
+    } else {
+        super::WORKER_NICE
+    });
+    let streamed = armed.and_then(|()| super::sync::stream_cut(view, p, cut, end, w, cancel, nice));
     // Writers pass from here on, whatever happened.
     cut.finish();
     let verified = match tracker {

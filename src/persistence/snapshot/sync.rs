@@ -325,7 +325,9 @@ fn sync_body(
     drop(guard);
     armed?;
     // Stream the arena as it was at the cut.
-    stream_cut(view, p, &UffdSide { sh, t }, final_end, w, cancel)?;
+    // Niced: the fault handler, which the executor waits on, must win the CPU.
+    let nice = super::nice_override().unwrap_or(super::WORKER_NICE);
+    stream_cut(view, p, &UffdSide { sh, t }, final_end, w, cancel, nice)?;
     check_error(sh)?;
     let (peak, waits, faults, fault_us) = {
         let st = sh.lock();
@@ -385,6 +387,7 @@ pub(super) fn stream_cut(
     end: u64,
     w: &mut ImageWriter,
     cancel: &AtomicBool,
+    worker_nice: libc::c_int,
 ) -> Result<(), SnapError> {
     let chunks = (end as usize).div_ceil(CHUNK_BYTES);
     let pages = (end as usize).div_ceil(PAGE_BYTES);
@@ -400,7 +403,7 @@ pub(super) fn stream_cut(
             let tx = tx.clone();
             let (drained, next_chunk, stop) = (&drained, &next_chunk, &stop);
             s.spawn(move || {
-                super::lower_priority();
+                super::set_nice(worker_nice);
                 let mut buf = vec![0u8; CHUNK_BYTES];
                 while !stop.load(Ordering::Relaxed) {
                     let work = match sh.take_batch(&mut buf, drained) {
