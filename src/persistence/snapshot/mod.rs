@@ -81,7 +81,9 @@ pub(super) const PARALLEL_COPY_MIN_BYTES: usize = 1 << 20;
 /// that is tens of thousands of such stalls and client tails far above one pause a few
 /// times the budget (figures: BENCHMARKS.md, "Snapshot vs Redis at 1M, 4M and 8M keys",
 /// "auto's 8× switch factor"). Where the passes cannot converge at all (writes outpace
-/// the stream), the pause would be far larger and the switch pays off.
+/// the stream), the pause would be far larger and the switch pays off. The switch now
+/// goes to the copy-before-write variant, whose first writes cost µs instead of a fault
+/// round trip; the factor was measured against the sync variant and not re-measured.
 pub const AUTO_SYNC_FACTOR: u64 = 8;
 /// Environment switch that makes userfaultfd look refused (tests of the fallback path).
 pub const ENV_NO_UFFD: &str = "CAIRN_SNAPSHOT_NO_UFFD";
