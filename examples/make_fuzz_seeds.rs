@@ -170,6 +170,8 @@ fn snapshot_seeds(ks: &Keyspace, small: &Keyspace, dir: &Path) {
         record_delay_us: 0,
         dirty_map: None,
         verify_dirty_map: false,
+        capture: None,
+        verify_cow: false,
     };
     save_blocking(&ks.arena, ks.total_keys(), &params).unwrap();
     // An arena in raw records of 1 KiB (the loader refuses nothing about that).

@@ -730,7 +730,7 @@ pub static OPTIONS: &[OptSpec] = &[
     ),
     opt(
         "snapshot-mode",
-        OptKind::Enum(&["auto", "async", "sync", "stop-the-world"]),
+        OptKind::Enum(&["auto", "async", "sync", "cow", "stop-the-world"]),
         "auto",
         0,
     ),
@@ -739,6 +739,11 @@ pub static OPTIONS: &[OptSpec] = &[
     // (ARCHITECTURE.md "Snapshots"). A check for tests; it puts the whole walk back
     // into the pause.
     opt("snapshot-verify-dirty-map", OptKind::Bool, "no", 0),
+    // cairn's own: a copy-before-write snapshot (`snapshot-mode cow`) also tracks the
+    // arena's written pages with userfaultfd from its cut and fails if a page was written
+    // without passing through the arena's copy-before-write hook (ARCHITECTURE.md
+    // "Snapshots"). A check for tests; it puts a write-protect walk into the pause.
+    opt("snapshot-verify-cow", OptKind::Bool, "no", 0),
 ];
 
 /// `maxmemory-clients`: a size, or a percentage of `maxmemory`.
@@ -894,6 +899,8 @@ pub struct Settings {
     pub snapshot_mode: SnapMode,
     /// `snapshot-verify-dirty-map`.
     pub snapshot_verify_dirty_map: bool,
+    /// `snapshot-verify-cow`.
+    pub snapshot_verify_cow: bool,
     pub appendonly: bool,
     pub appendfilename: String,
     pub appenddirname: String,
@@ -1240,6 +1247,7 @@ fn placeholder_settings() -> Settings {
         latency_trace_file: String::new(),
         snapshot_mode: SnapMode::Auto,
         snapshot_verify_dirty_map: false,
+        snapshot_verify_cow: false,
         appendonly: false,
         appendfilename: String::new(),
         appenddirname: String::new(),
@@ -2032,6 +2040,7 @@ impl Config {
                 .and_then(SnapMode::parse)
                 .unwrap_or(SnapMode::Auto),
             snapshot_verify_dirty_map: self.boolean("snapshot-verify-dirty-map"),
+            snapshot_verify_cow: self.boolean("snapshot-verify-cow"),
             appendonly: self.boolean("appendonly"),
             appendfilename: self.get_value("appendfilename").unwrap_or("").into(),
             appenddirname: self.get_value("appenddirname").unwrap_or("").into(),
@@ -2163,6 +2172,8 @@ pub enum SnapMode {
     Async,
     /// The freeze-free variant from the start (synchronous write-protect faults).
     Sync,
+    /// Freeze-free by copy-before-write in the arena's write accessors (no faults).
+    Cow,
     /// The executor stops for the whole copy.
     StopTheWorld,
 }
@@ -2173,6 +2184,7 @@ impl SnapMode {
             "auto" => SnapMode::Auto,
             "async" => SnapMode::Async,
             "sync" => SnapMode::Sync,
+            "cow" => SnapMode::Cow,
             "stop-the-world" => SnapMode::StopTheWorld,
             _ => return None,
         })

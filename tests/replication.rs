@@ -692,10 +692,11 @@ fn the_image_reaches_the_replica_while_it_is_captured() {
     wait_synced(&mut p, &mut r);
     assert!(prim.log().contains("Background RDB transfer started"));
     assert!(rep.log().contains("as it is taken"), "{}", rep.log());
-    // Under the default `snapshot-mode auto` a streamed capture is freeze-free from the
-    // start: a switch from live passes midway would drop what was already sent.
+    // Under the default `snapshot-mode auto` a streamed capture is freeze-free
+    // (copy-before-write) from the start: a switch from live passes midway would drop what
+    // was already sent.
     assert!(
-        prim.log().contains("Snapshot (freeze-free)") && !prim.log().contains("switching to"),
+        prim.log().contains("Snapshot (copy-before-write)") && !prim.log().contains("switching to"),
         "{}",
         prim.log()
     );

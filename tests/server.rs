@@ -72,6 +72,8 @@ fn config_get_star_has_redis_names_and_defaults() {
             &"snapshot-mode",
             &"snapshot-pause-budget-us",
             &"snapshot-threads",
+            // A check of the copy-before-write capture, for tests (issues #24, #18).
+            &"snapshot-verify-cow",
             // A check of the snapshot's dirty map, for tests (issue #24).
             &"snapshot-verify-dirty-map",
             // Dragonfly's names for SSD tiering (issue #19).

@@ -351,6 +351,19 @@ fn point_in_time_with_eviction_sync() {
 }
 
 #[test]
+fn point_in_time_with_eviction_cow() {
+    let (mode, _, _) = point_in_time_opts(
+        "pit-ev-cow",
+        &["--snapshot-mode", "cow", "--snapshot-verify-cow", "yes"],
+        &[],
+        4,
+        true,
+        0,
+    );
+    assert_eq!(mode, "copy-before-write");
+}
+
+#[test]
 fn point_in_time_with_eviction_async() {
     let (mode, _, _) = point_in_time_opts(
         "pit-ev-async",
@@ -369,7 +382,10 @@ fn point_in_time_with_eviction_async() {
 /// once its own expiry ran, must hash the same. Then the restored allocator is exercised.
 fn background_work_during_snapshot(tag: &str, mode: &str) {
     let dir = temp_dir(tag);
-    let s = start(&dir, &["--snapshot-mode", mode]);
+    let s = start(
+        &dir,
+        &["--snapshot-mode", mode, "--snapshot-verify-cow", "yes"],
+    );
     let mut r = Raw::connect(s.port);
     fill(&mut r, 20_000);
     for b in 0..1000 {
@@ -397,10 +413,11 @@ fn background_work_during_snapshot(tag: &str, mode: &str) {
     assert_eq!(r.reply(), b"+Background saving started\r\n");
     wait_bgsave(&mut r);
     assert_eq!(r.info_field("persistence", "rdb_last_bgsave_status"), "ok");
-    assert_eq!(
-        r.info_field("persistence", "snapshot_mode"),
-        format!("uffd-wp-{mode}")
-    );
+    let want = match mode {
+        "cow" => "copy-before-write".to_string(),
+        m => format!("uffd-wp-{m}"),
+    };
+    assert_eq!(r.info_field("persistence", "snapshot_mode"), want);
     let settle = |r: &mut Raw| {
         wait_until(DEADLINE, "the TTL keys expired", || {
             cmd(r, &["DBSIZE"]) == format!(":{base}\r\n")
@@ -434,6 +451,11 @@ fn background_work_during_snapshot_async() {
 #[test]
 fn background_work_during_snapshot_sync() {
     background_work_during_snapshot("bg-sync", "sync");
+}
+
+#[test]
+fn background_work_during_snapshot_cow() {
+    background_work_during_snapshot("bg-cow", "cow");
 }
 
 #[test]
@@ -480,24 +502,49 @@ fn point_in_time_consistency_sync() {
     assert_eq!(mode, "uffd-wp-sync");
 }
 
+/// Copy-before-write, with `snapshot-verify-cow`: a page written after the cut without
+/// passing through the arena's hook fails the BGSAVE (which the helper asserts is ok).
+#[test]
+fn point_in_time_consistency_cow() {
+    let (mode, _) = point_in_time(
+        "pit-cow",
+        &["--snapshot-mode", "cow", "--snapshot-verify-cow", "yes"],
+        &[],
+        4,
+    );
+    assert_eq!(mode, "copy-before-write");
+}
+
 #[test]
 fn point_in_time_consistency_auto() {
-    let (mode, _) = point_in_time("pit-auto", &[], &[], 4);
-    assert!(mode == "uffd-wp-async" || mode == "uffd-wp-sync", "{mode}");
+    let (mode, _) = point_in_time("pit-auto", &["--snapshot-verify-cow", "yes"], &[], 4);
+    assert!(
+        mode == "uffd-wp-async" || mode == "copy-before-write",
+        "{mode}"
+    );
 }
 
 /// `auto` with a budget no live pass can meet under writes: it switches to the
 /// freeze-free variant, and the image is still a point in time.
 #[test]
 fn point_in_time_consistency_auto_switches() {
-    let (mode, pause_max) =
-        point_in_time("pit-switch", &["--snapshot-pause-budget-us", "10"], &[], 8);
+    let (mode, pause_max) = point_in_time(
+        "pit-switch",
+        &[
+            "--snapshot-pause-budget-us",
+            "10",
+            "--snapshot-verify-cow",
+            "yes",
+        ],
+        &[],
+        8,
+    );
     // On a starved CPU the writers may not write at all during a whole pass: then the
     // async path legitimately finishes. Its pause is not bounded here: the server decides
     // from its own clock, and a busy machine stretches any pause (the point-in-time
     // checks hold either way).
     assert!(
-        mode == "uffd-wp-sync" || mode == "uffd-wp-async",
+        mode == "copy-before-write" || mode == "uffd-wp-async",
         "{mode}, pause {pause_max} us"
     );
     eprintln!("{mode}, pause {pause_max} us");
@@ -596,6 +643,11 @@ fn kill_during_snapshot_keeps_previous_image() {
 #[test]
 fn kill_during_sync_snapshot_keeps_previous_image() {
     kill_during_snapshot("kill-sync", &["--snapshot-mode", "sync"]);
+}
+
+#[test]
+fn kill_during_cow_snapshot_keeps_previous_image() {
+    kill_during_snapshot("kill-cow", &["--snapshot-mode", "cow"]);
 }
 
 fn kill_during_snapshot(tag: &str, args: &[&str]) {
@@ -1023,7 +1075,6 @@ fn dirty_state(r: &mut Raw, c: u64) -> Vec<String> {
 /// rebuilt on a second server by replaying each writer's steps up to its counter there.
 #[test]
 fn dirty_map_misses_no_write() {
-    const CLIENTS: u64 = 3;
     let args = [
         "--snapshot-mode",
         "async",
@@ -1034,8 +1085,31 @@ fn dirty_map_misses_no_write() {
         "--loglevel",
         "verbose",
     ];
-    let dir = temp_dir("dirtymap");
-    let s = start(&dir, &args);
+    writes_during_snapshots_miss_nothing("dirtymap", &args, "uffd-wp-async");
+}
+
+/// The same load under copy-before-write with `snapshot-verify-cow`: every page written
+/// after a cut (the executor's, and the I/O threads' receives into argument blocks) must
+/// have passed through the arena's hook, or the BGSAVE fails.
+#[test]
+fn copy_before_write_misses_no_write() {
+    let args = [
+        "--snapshot-mode",
+        "cow",
+        "--snapshot-verify-cow",
+        "yes",
+        "--io-threads",
+        "2",
+        "--loglevel",
+        "verbose",
+    ];
+    writes_during_snapshots_miss_nothing("cowhook", &args, "copy-before-write");
+}
+
+fn writes_during_snapshots_miss_nothing(tag: &str, args: &[&str], want_mode: &str) {
+    const CLIENTS: u64 = 3;
+    let dir = temp_dir(tag);
+    let s = start(&dir, args);
     let port = s.port;
     dirty_ballast(&mut Raw::connect(port), 40_000);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -1069,10 +1143,7 @@ fn dirty_map_misses_no_write() {
             "log: {}",
             server_log(&dir)
         );
-        assert_eq!(
-            r.info_field("persistence", "snapshot_mode"),
-            "uffd-wp-async"
-        );
+        assert_eq!(r.info_field("persistence", "snapshot_mode"), want_mode);
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for w in writers {
@@ -1080,10 +1151,13 @@ fn dirty_map_misses_no_write() {
     }
     let log = server_log(&dir);
     assert!(!log.contains("outside the dirty map"), "{log}");
-    assert!(
-        log.contains("marked bytes"),
-        "the pause walked the marked regions: {log}"
-    );
+    assert!(!log.contains("snapshot-verify-cow"), "{log}");
+    if want_mode == "uffd-wp-async" {
+        assert!(
+            log.contains("marked bytes"),
+            "the pause walked the marked regions: {log}"
+        );
+    }
     drop(r);
     drop(s);
     // The image, restored.
@@ -1102,7 +1176,7 @@ fn dirty_map_misses_no_write() {
     );
     // The dataset at the cut, rebuilt: each writer's steps up to its counter, plus its
     // next step when the cut fell between that step and its counter bump.
-    let dir2 = temp_dir("dirtymap-replay");
+    let dir2 = temp_dir(&format!("{tag}-replay"));
     let s2 = start(&dir2, &[]);
     let mut q = Raw::connect(s2.port);
     dirty_ballast(&mut q, 40_000);
@@ -1138,4 +1212,32 @@ fn dirty_map_misses_no_write() {
     drop(s2);
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&dir2);
+}
+
+/// `CONFIG SET snapshot-mode cow` takes effect for the next BGSAVE, and GET reads it back.
+#[test]
+fn config_set_snapshot_mode_cow() {
+    let dir = temp_dir("cfg-cow");
+    let s = start(&dir, &[]);
+    let mut r = Raw::connect(s.port);
+    fill(&mut r, 2_000);
+    assert_eq!(
+        cmd(&mut r, &["CONFIG", "SET", "snapshot-mode", "cow"]),
+        "+OK\r\n"
+    );
+    assert!(
+        cmd(&mut r, &["CONFIG", "GET", "snapshot-mode"]).ends_with("$3\r\ncow\r\n"),
+        "CONFIG GET snapshot-mode"
+    );
+    assert_eq!(cmd(&mut r, &["BGSAVE"]), "+Background saving started\r\n");
+    wait_bgsave(&mut r);
+    assert_eq!(r.info_field("persistence", "rdb_last_bgsave_status"), "ok");
+    assert_eq!(
+        r.info_field("persistence", "snapshot_mode"),
+        "copy-before-write"
+    );
+    assert!(cmd(&mut r, &["CONFIG", "SET", "snapshot-mode", "cows"]).starts_with("-ERR"));
+    drop(r);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
 }

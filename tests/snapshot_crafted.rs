@@ -157,6 +157,8 @@ fn image_of(ks: &Keyspace, tag: &str) -> Vec<u8> {
         record_delay_us: 0,
         dirty_map: None,
         verify_dirty_map: false,
+        capture: None,
+        verify_cow: false,
     };
     save_blocking(&ks.arena, ks.total_keys(), &params).unwrap();
     let bytes = std::fs::read(&path).unwrap();

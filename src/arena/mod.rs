@@ -14,6 +14,7 @@
 //! caller passes the size on free (as Rust's `dealloc` does), so blocks carry no header.
 
 pub mod chunked;
+pub mod cow;
 pub mod dict;
 pub mod dirty;
 pub mod validate;
@@ -161,6 +162,10 @@ pub struct Arena {
     marks: Option<dirty::ExecMarks>,
     /// The shared map, kept between snapshots once made.
     dirty_map: Option<Arc<dirty::DirtyMap>>,
+    /// While a snapshot tracks the region: its copy-before-write capture (see [`cow`]),
+    /// which a copy-before-write snapshot installs its cut in. Every mutating accessor
+    /// calls its hook before the write.
+    capture: Option<Arc<cow::Capture>>,
 }
 
 // The executor thread owns the arena, but it is created on another thread and moved there.
@@ -281,6 +286,7 @@ impl Arena {
             published_high_water: Arc::new(AtomicU64::new(HEADER_BYTES as u64)),
             marks: None,
             dirty_map: None,
+            capture: None,
         };
         let header_bytes = HEADER_BYTES;
         let header = Header {
@@ -356,6 +362,7 @@ impl Arena {
             published_high_water: Arc::new(AtomicU64::new(h.bump_bytes)),
             marks: None,
             dirty_map: None,
+            capture: None,
         };
         std::mem::forget(region);
         arena.clear_above_bump(image_bytes);
@@ -378,11 +385,23 @@ impl Arena {
             map.clear();
             dirty::arm(&map);
             self.marks = Some(dirty::ExecMarks::new(map));
+            let c = Arc::new(cow::Capture::new(base, len));
+            cow::arm(&c);
+            self.capture = Some(c);
         } else if !keep {
             if let Some(m) = self.marks.take() {
                 dirty::disarm(m.map());
             }
+            if let Some(c) = self.capture.take() {
+                cow::disarm(&c);
+            }
         }
+    }
+
+    /// The copy-before-write capture while a snapshot tracks the region (made by
+    /// [`Arena::set_keep_pages`]; a snapshot may install its cut in it).
+    pub fn capture(&self) -> Option<Arc<cow::Capture>> {
+        self.capture.clone()
     }
 
     /// The dirty map while a snapshot tracks the region (armed by
@@ -400,11 +419,16 @@ impl Arena {
         }
     }
 
-    /// Records a write to `[off, off+len)` of the region while a snapshot tracks it.
+    /// A write to `[off, off+len)` of the region is about to happen: recorded while a
+    /// snapshot tracks the region, and the pages a copy-before-write cut still needs are
+    /// copied out first. Call before the write (or before handing out the bytes).
     #[inline(always)]
     fn wrote(&mut self, off: usize, len: usize) {
         if let Some(m) = &mut self.marks {
             m.mark(off as u64, len as u64);
+            if let Some(c) = &self.capture {
+                c.before_write(off, len);
+            }
         }
     }
 
@@ -717,9 +741,9 @@ impl Arena {
         let n = self.alloc(new_size);
         let keep = old_size.min(new_size);
         let to = self.checked_ptr(n, 0, keep);
+        self.wrote(n as usize * ALIGN_BYTES, keep);
         // SAFETY: distinct live blocks of at least `keep` bytes each.
         unsafe { ptr::copy_nonoverlapping(self.ptr(r), to, keep) };
-        self.wrote(n as usize * ALIGN_BYTES, keep);
         self.free(r, old_size);
         n
     }
@@ -768,9 +792,9 @@ impl Arena {
     pub fn copy_within(&mut self, src: Ref, src_off: usize, dst: Ref, dst_off: usize, len: usize) {
         let from = self.checked_ptr(src, src_off, len);
         let to = self.checked_ptr(dst, dst_off, len);
+        self.wrote(dst as usize * ALIGN_BYTES + dst_off, len);
         // SAFETY: both ranges checked to lie inside the mapping; `copy` allows overlap.
         unsafe { ptr::copy(from, to, len) };
-        self.wrote(dst as usize * ALIGN_BYTES + dst_off, len);
     }
 
     #[inline]
@@ -828,6 +852,9 @@ impl Drop for Arena {
     fn drop(&mut self) {
         if let Some(m) = self.marks.take() {
             dirty::disarm(m.map());
+        }
+        if let Some(c) = self.capture.take() {
+            cow::disarm(&c);
         }
         // SAFETY: we own the mapping and nothing borrows it past `self`.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.reserved_bytes) };
@@ -1002,5 +1029,72 @@ mod tests {
         assert_eq!(a.bytes(r, 0, 4), b"0123");
         a.free(r, 4);
         assert_eq!(a.live_blocks(), 0);
+    }
+
+    /// Every mutating accessor copies a page the cut still needs out *before* it writes:
+    /// the side buffer holds each written page as it was at the cut.
+    #[test]
+    fn writes_after_a_cut_leave_the_cut_bytes_in_the_side_buffer() {
+        let mut a = Arena::new(64 << 20, [1, 2]).unwrap();
+        let big = a.alloc(3 * PAGE_BYTES);
+        a.bytes_mut(big, 0, 3 * PAGE_BYTES).fill(7);
+        let small = a.alloc(16);
+        a.write_u64(small, 0, 11);
+        a.set_keep_pages(true);
+        let cap = a.capture().unwrap();
+        let end = a.bump_bytes().next_multiple_of(PAGE_BYTES as u64);
+        let mut cut_bytes = a.bytes(0, 0, a.bump_bytes() as usize).to_vec();
+        cut_bytes.resize(end as usize, 0);
+        let base = a.base_addr();
+        assert!(cap.install(
+            end,
+            64 * PAGE_BYTES,
+            // Reads the region as it is when the hook runs: a hook run after its write
+            // would copy the new bytes. (One thread here: no write races this read.)
+            Box::new(move |off, dst: &mut [u8]| {
+                // SAFETY: `off + len` lies below the cut's end, inside the mapping.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        (base + off as usize) as *const u8,
+                        dst.as_mut_ptr(),
+                        dst.len(),
+                    )
+                };
+                Ok(())
+            }),
+            false
+        ));
+        let page_of = |r: Ref, off: usize| {
+            ((r as usize * ALIGN_BYTES + off) / PAGE_BYTES * PAGE_BYTES) as u64
+        };
+        a.write_u64(small, 8, 99);
+        a.bytes_mut(big, PAGE_BYTES + 5, 1)[0] = 1;
+        a.copy_within(small, 0, big, 2 * PAGE_BYTES + 100, 8);
+        // A large block starts at a page boundary above the cut's end (no copy for it);
+        // the header's page is copied.
+        let moved = a.realloc(small, 16, 40_000);
+        let cut = cap.cut().unwrap();
+        let st = cut.lock();
+        for (r, off) in [
+            (small, 8),
+            (big, PAGE_BYTES + 5),
+            (big, 2 * PAGE_BYTES + 100),
+            (0, 0),
+        ] {
+            let pg = page_of(r, off);
+            let slot = *st
+                .side
+                .get(&pg)
+                .unwrap_or_else(|| panic!("page {pg} not copied"));
+            assert_eq!(
+                cut.slot_bytes(&st, slot),
+                &cut_bytes[pg as usize..pg as usize + PAGE_BYTES],
+                "page {pg} holds its cut bytes"
+            );
+        }
+        assert!(moved as usize * ALIGN_BYTES >= end as usize);
+        drop(st);
+        cut.finish();
+        a.set_keep_pages(false);
     }
 }

@@ -77,7 +77,7 @@ impl Inbound<'_> {
             } else {
                 len
             };
-            let n = match stream {
+            let mut read = || match stream {
                 Stream::Tls(t) => {
                     // SAFETY: `dst` has room for `len` bytes (above), zeroed first so the
                     // slice rustls decrypts into is initialised memory.
@@ -89,15 +89,26 @@ impl Inbound<'_> {
                         std::slice::from_raw_parts_mut(dst, len)
                     };
                     match t.read_plain(buf) {
-                        Ok(n) => n as isize,
+                        Ok(n) => Ok(n as isize),
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            return ReadStep::WouldBlock
+                            Err(ReadStep::WouldBlock)
                         }
-                        Err(_) => return ReadStep::Closed,
+                        Err(_) => Err(ReadStep::Closed),
                     }
                 }
                 // SAFETY: `dst` has room for `len` bytes (above).
-                _ => unsafe { libc::read(fd, dst as *mut libc::c_void, len) },
+                _ => Ok(unsafe { libc::read(fd, dst as *mut libc::c_void, len) }),
+            };
+            // Into an arena block: a copy-before-write snapshot copies out the pages
+            // first (see `arena::cow`).
+            let n = if filling.is_some() {
+                crate::arena::cow::external_write(dst as usize, len, read)
+            } else {
+                read()
+            };
+            let n = match n {
+                Ok(n) => n,
+                Err(step) => return step,
             };
             if filling.is_some() && n > 0 {
                 // Into an arena block: a snapshot tracking the arena must learn of it.

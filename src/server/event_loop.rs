@@ -279,8 +279,11 @@ fn read_big_bulk_start(srv: &mut Server, conn: &mut Conn, len: usize) -> bool {
     };
     let start = conn.parser.data_start();
     let have = (conn.qbuf.len() - start).min(len);
+    // A copy-before-write snapshot copies out the pages first (see `arena::cow`).
     // SAFETY: the block has `len` bytes; the source is initialised buffer bytes.
-    unsafe { std::ptr::copy_nonoverlapping(conn.qbuf.as_ptr().add(start), addr, have) };
+    crate::arena::cow::external_write(addr as usize, have, || unsafe {
+        std::ptr::copy_nonoverlapping(conn.qbuf.as_ptr().add(start), addr, have)
+    });
     crate::arena::dirty::mark_written(addr as usize, have);
     conn.qbuf.drain(start..start + have);
     conn.big_args.push(BigArg {

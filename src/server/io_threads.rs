@@ -694,10 +694,11 @@ impl IoThread {
         conn.awaiting_block = false;
         let start = conn.parser.data_start();
         let have = (conn.qbuf.len() - start).min(a.len);
+        // A copy-before-write snapshot copies out the pages first (see `arena::cow`).
         // SAFETY: the block has `len` bytes; the source is initialised buffer bytes.
-        unsafe {
+        crate::arena::cow::external_write(a.addr, have, || unsafe {
             std::ptr::copy_nonoverlapping(conn.qbuf.as_ptr().add(start), a.addr as *mut u8, have)
-        };
+        });
         // An arena block written on this I/O thread: marked for a tracking snapshot.
         crate::arena::dirty::mark_written(a.addr, have);
         conn.qbuf.drain(start..start + have);

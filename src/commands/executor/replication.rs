@@ -1112,10 +1112,11 @@ impl Server {
             // Streamed, the capture's records leave as they are written, so it cannot
             // switch variants midway (the switch drops what the live passes wrote, and
             // with it the transfer: measured on a busy machine, the replica had to start
-            // over after the whole capture). The freeze-free variant sends each page once and needs no
+            // over after the whole capture). The freeze-free variants send each page once and need no
             // raw pool (44 MiB of the primary's extra memory): see BENCHMARKS.md,
-            // "Where the primary's extra memory went during a streamed full sync".
-            p.mode = SnapMode::Sync;
+            // "Where the primary's extra memory went during a streamed full sync". Of
+            // the two, copy-before-write spares the executor the write faults.
+            p.mode = SnapMode::Cow;
         }
         if image_form {
             // Redis's knob for slow saves, here on the records of the streamed capture.

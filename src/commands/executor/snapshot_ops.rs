@@ -126,6 +126,8 @@ pub(crate) fn params(srv: &Server) -> SnapParams {
         record_delay_us: 0,
         dirty_map: None,
         verify_dirty_map: s.snapshot_verify_dirty_map,
+        capture: None,
+        verify_cow: s.snapshot_verify_cow,
     }
 }
 

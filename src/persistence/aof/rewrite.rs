@@ -232,6 +232,8 @@ mod tests {
             record_delay_us: 0,
             dirty_map: None,
             verify_dirty_map: false,
+            capture: None,
+            verify_cow: false,
         };
         save_blocking(&ks.arena, ks.total_keys(), &p).unwrap();
         let out = dir.join("p.2.base.rdb");

@@ -54,6 +54,17 @@ pub enum CutMode {
     /// Freeze-free: synchronous write-protect faults copy a page out before its first
     /// change after the cut.
     UffdSync = 3,
+    /// Freeze-free by copy-before-write: the arena's write hook copies a page out before
+    /// its first change after the cut. Records as mode 3's.
+    Cow = 4,
+}
+
+impl CutMode {
+    /// Every page of the image is in exactly one record, written in completion order:
+    /// records never overlap, so the loader writes them all in one wave.
+    pub fn single_wave(self) -> bool {
+        matches!(self, CutMode::UffdSync | CutMode::Cow)
+    }
 }
 
 /// What must match between the binary and an image for the raw arena bytes to mean the
@@ -245,6 +256,7 @@ impl ImageHeader {
         let mode = match get32(b, 144) {
             1 => CutMode::UffdLive,
             3 => CutMode::UffdSync,
+            4 => CutMode::Cow,
             _ => CutMode::StopTheWorld,
         };
         let mut repl_id = [0u8; 40];
@@ -1029,7 +1041,7 @@ pub fn load_streamed<R: Read>(
             end.extents_end, header.arena_bytes
         )));
     }
-    if header.mode == CutMode::UffdSync {
+    if header.mode.single_wave() {
         if let Some((record, offset, what)) = end.first_overlap {
             return Err(LoadError::Record {
                 record,
@@ -1424,7 +1436,7 @@ fn read_records<R: Read>(
         if sum != raw_bytes {
             return Err(rec_err("extent lengths do not add up".into()));
         }
-        if expect.mode == Some(CutMode::UffdSync) {
+        if expect.mode.is_some_and(CutMode::single_wave) {
             // One wave: the workers write these extents concurrently with every other
             // record's, which is only sound if no two of them share a byte.
             for (i, e) in extents.iter().enumerate() {
@@ -1449,7 +1461,7 @@ fn read_records<R: Read>(
         }
         // A freeze-free image (mode 3) holds every page once: its records are disjoint
         // whatever their order, so it is one wave.
-        if lo < wave_end && expect.mode != Some(CutMode::UffdSync) {
+        if lo < wave_end && !expect.mode.is_some_and(CutMode::single_wave) {
             // May overlap a record still in flight: finish the wave first.
             shared.wait_idle();
             wave_end = 0;
@@ -1758,27 +1770,29 @@ mod tests {
         w.commit(&header(arena)).unwrap();
         let (mut region, _) = load(&path, 1 << 20).unwrap();
         assert_eq!(region.slice_mut(0, arena as usize).unwrap(), &want[..]);
-        // Mode 3: disjoint records, descending offsets.
-        let mut w = ImageWriter::create(&path, true).unwrap();
-        let mut want = vec![0u8; arena as usize];
-        for p in (0..24u64).rev() {
-            let bytes = vec![p as u8 + 1; 4096];
-            want[(p * 4096) as usize..((p + 1) * 4096) as usize].copy_from_slice(&bytes);
-            w.write_record(&Record::encode(
-                vec![Extent {
-                    offset: p * 4096,
-                    len: 4096,
-                }],
-                &bytes,
-            ))
-            .unwrap();
+        // Modes 3 and 4: disjoint records, descending offsets.
+        for mode in [CutMode::UffdSync, CutMode::Cow] {
+            let mut w = ImageWriter::create(&path, true).unwrap();
+            let mut want = vec![0u8; arena as usize];
+            for p in (0..24u64).rev() {
+                let bytes = vec![p as u8 + 1; 4096];
+                want[(p * 4096) as usize..((p + 1) * 4096) as usize].copy_from_slice(&bytes);
+                w.write_record(&Record::encode(
+                    vec![Extent {
+                        offset: p * 4096,
+                        len: 4096,
+                    }],
+                    &bytes,
+                ))
+                .unwrap();
+            }
+            let mut h = header(arena);
+            h.mode = mode;
+            w.commit(&h).unwrap();
+            let (mut region, got) = load(&path, 1 << 20).unwrap();
+            assert_eq!(got.mode, mode);
+            assert_eq!(region.slice_mut(0, arena as usize).unwrap(), &want[..]);
         }
-        let mut h = header(arena);
-        h.mode = CutMode::UffdSync;
-        w.commit(&h).unwrap();
-        let (mut region, got) = load(&path, 1 << 20).unwrap();
-        assert_eq!(got.mode, CutMode::UffdSync);
-        assert_eq!(region.slice_mut(0, arena as usize).unwrap(), &want[..]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -1820,14 +1834,16 @@ mod tests {
         let arena = 8 * 4096u64;
         let cases = overlapping_records();
         for records in cases {
-            write_image_of(&path, &records, CutMode::UffdSync, arena);
-            let err = load(&path, 1 << 20)
-                .err()
-                .expect("overlapping extents load");
-            assert!(
-                err.to_string().contains("overlaps an earlier extent"),
-                "{err}"
-            );
+            for mode in [CutMode::UffdSync, CutMode::Cow] {
+                write_image_of(&path, &records, mode, arena);
+                let err = load(&path, 1 << 20)
+                    .err()
+                    .expect("overlapping extents load");
+                assert!(
+                    err.to_string().contains("overlaps an earlier extent"),
+                    "{err}"
+                );
+            }
         }
         // Touching extents are fine.
         let mut d = DisjointExtents::default();
@@ -1848,14 +1864,14 @@ mod tests {
         let arena = 8 * 4096u64;
         let cases = overlapping_records();
         for records in cases {
-            for mode in [CutMode::UffdSync, CutMode::UffdLive] {
+            for mode in [CutMode::UffdSync, CutMode::Cow, CutMode::UffdLive] {
                 write_image_of(&path, &records, mode, arena);
                 let file = std::fs::read(&path).unwrap();
                 let mut streamed = file[HEADER_BYTES..].to_vec();
                 streamed.extend_from_slice(&file[..HEADER_BYTES]);
                 let got = load_streamed(&streamed[..], 1 << 20);
                 match mode {
-                    CutMode::UffdSync => {
+                    CutMode::UffdSync | CutMode::Cow => {
                         let err = got.err().expect("overlapping extents load streamed");
                         assert!(
                             err.to_string().contains("overlaps an earlier extent"),

@@ -15,6 +15,11 @@
 //! within `snapshot-pause-budget-us`):** synchronous write-protect faults copy a page out
 //! before its first change after the cut; see [`sync`].
 //!
+//! **Copy-before-write (`snapshot-mode cow`, and `auto` where the passes above do not
+//! converge, and a capture streamed to replicas):** freeze-free too, but the arena's own
+//! write accessors copy a page out before its first change after the cut: no faults, no
+//! protection, a pause of a flag flip; see [`cow`].
+//!
 //! **Stop-the-world** where userfaultfd is refused (or `snapshot-mode stop-the-world`, or
 //! the environment variable `CAIRN_SNAPSHOT_NO_UFFD=1`): the pause covers the whole copy.
 //! SAVE and SHUTDOWN block the executor by definition and use this path directly.
@@ -30,6 +35,7 @@
 //!
 //! File layout: [`format`] and `docs/formats/snapshot.md`.
 
+pub mod cow;
 mod direct;
 pub mod format;
 pub mod pause;
@@ -75,7 +81,9 @@ pub(super) const PARALLEL_COPY_MIN_BYTES: usize = 1 << 20;
 /// that is tens of thousands of such stalls and client tails far above one pause a few
 /// times the budget (figures: BENCHMARKS.md, "Snapshot vs Redis at 1M, 4M and 8M keys",
 /// "auto's 8× switch factor"). Where the passes cannot converge at all (writes outpace
-/// the stream), the pause would be far larger and the switch pays off.
+/// the stream), the pause would be far larger and the switch pays off. The switch now
+/// goes to the copy-before-write variant, whose first writes cost µs instead of a fault
+/// round trip; the factor was measured against the sync variant and not re-measured.
 pub const AUTO_SYNC_FACTOR: u64 = 8;
 /// Environment switch that makes userfaultfd look refused (tests of the fallback path).
 pub const ENV_NO_UFFD: &str = "CAIRN_SNAPSHOT_NO_UFFD";
@@ -153,6 +161,12 @@ pub struct SnapParams {
     /// `snapshot-verify-dirty-map`: the final pause also walks everything and fails the
     /// snapshot on a written page the map did not mark.
     pub verify_dirty_map: bool,
+    /// The arena's copy-before-write capture (set by [`BgJob::start`] while the executor
+    /// has it armed): `snapshot-mode cow` installs its cut there.
+    pub capture: Option<Arc<crate::arena::cow::Capture>>,
+    /// `snapshot-verify-cow`: a copy-before-write snapshot fails if a page was written
+    /// after its cut without passing through the hook.
+    pub verify_cow: bool,
 }
 
 /// Creates the image writer of `p`, followed by `p.follow`'s reader when there is one.
@@ -674,8 +688,14 @@ fn run_background(
         if std::env::var_os(ENV_NO_UFFD).is_some_and(|v| v == "1") {
             fallback_reason = Some(format!("{ENV_NO_UFFD}=1"));
         } else {
-            let tried = match p.mode {
-                SnapMode::Sync => uffd::SyncWp::new(view.base_addr(), view.reserved_bytes())
+            let tried = match (p.mode, p.capture.clone()) {
+                (SnapMode::Cow, Some(c)) => {
+                    return run_cow_image(&view, &p, &c, &gate, &cancel, &progress)
+                }
+                (SnapMode::Cow, None) => Err(io::Error::other(
+                    "the arena has no copy-before-write capture armed",
+                )),
+                (SnapMode::Sync, _) => uffd::SyncWp::new(view.base_addr(), view.reserved_bytes())
                     .map(|t| run_sync_image(&view, &p, t, &gate, &cancel, &progress)),
                 _ => uffd::WpTracker::reuse_or_new(view.base_addr(), view.reserved_bytes())
                     .map(|t| run_live(&view, &p, t, &gate, &cancel, &progress)),
@@ -738,6 +758,25 @@ fn run_sync_image(
 ) -> Result<Outcome, SnapError> {
     let mut w = create_writer(p)?;
     match sync::run_sync(view, p, t, gate, cancel, progress, &mut w) {
+        Ok((o, end)) => commit(w, p, o, end, gate.repl_stream_db_at_park(), cancel),
+        Err(e) => {
+            w.abort();
+            Err(e)
+        }
+    }
+}
+
+/// A copy-before-write snapshot into a fresh image file.
+fn run_cow_image(
+    view: &RegionView,
+    p: &SnapParams,
+    c: &crate::arena::cow::Capture,
+    gate: &PauseGate,
+    cancel: &AtomicBool,
+    progress: &Progress,
+) -> Result<Outcome, SnapError> {
+    let mut w = create_writer(p)?;
+    match cow::run_cow(view, p, c, gate, cancel, progress, &mut w) {
         Ok((o, end)) => commit(w, p, o, end, gate.repl_stream_db_at_park(), cancel),
         Err(e) => {
             w.abort();
@@ -823,9 +862,17 @@ fn run_live(
             // The records written so far are useless without the tracking that was just
             // dropped: the freeze-free stream is a complete image on its own.
             w.abort();
-            crate::notice!("Snapshot: {reason} after {passes} live passes; switching to synchronous write-protect (freeze-free)");
-            let t = uffd::SyncWp::new(view.base_addr(), view.reserved_bytes())?;
-            let mut o = run_sync_image(view, p, t, gate, cancel, progress)?;
+            let mut o = match &p.capture {
+                Some(c) => {
+                    crate::notice!("Snapshot: {reason} after {passes} live passes; switching to copy-before-write (freeze-free)");
+                    run_cow_image(view, p, c, gate, cancel, progress)?
+                }
+                None => {
+                    crate::notice!("Snapshot: {reason} after {passes} live passes; switching to synchronous write-protect (freeze-free)");
+                    let t = uffd::SyncWp::new(view.base_addr(), view.reserved_bytes())?;
+                    run_sync_image(view, p, t, gate, cancel, progress)?
+                }
+            };
             o.passes += passes;
             Ok(o)
         }
@@ -1476,6 +1523,7 @@ impl BgJob {
         let (c, pr) = (cancel.clone(), progress.clone());
         let mut p = p;
         p.dirty_map = arena.dirty_map();
+        p.capture = arena.capture();
         let colocate = std::env::var_os("CAIRN_SNAPSHOT_COLOCATE").is_none_or(|v| v != "0");
         p.executor_cpu = if colocate { current_cpu() } else { None };
         let cpu = p.executor_cpu;
@@ -1531,7 +1579,7 @@ pub struct SnapStats {
     /// When the last BGSAVE was tried (ms), for the 5 s retry delay after a failure.
     pub last_bgsave_try_ms: i64,
     /// How the last snapshot was taken: "none", "uffd-wp-async", "uffd-wp-sync",
-    /// "stop-the-world".
+    /// "copy-before-write", "stop-the-world".
     pub mode: &'static str,
     pub rounds: u64,
     pub pause_us_max: u64,
@@ -1559,6 +1607,7 @@ pub fn mode_name(m: CutMode) -> &'static str {
     match m {
         CutMode::UffdLive => "uffd-wp-async",
         CutMode::UffdSync => "uffd-wp-sync",
+        CutMode::Cow => "copy-before-write",
         CutMode::StopTheWorld => "stop-the-world",
     }
 }

@@ -31,7 +31,7 @@ use super::{PauseGate, SnapParams};
 use crate::arena::PAGE_BYTES;
 use crate::persistence::snapshot::format::{CutMode, Extent, ImageWriter, Record, CHUNK_BYTES};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -325,7 +325,9 @@ fn sync_body(
     drop(guard);
     armed?;
     // Stream the arena as it was at the cut.
-    stream_cut(view, p, t, sh, final_end, w, cancel)?;
+    // Niced: the fault handler, which the executor waits on, must win the CPU.
+    let nice = super::nice_override().unwrap_or(super::WORKER_NICE);
+    stream_cut(view, p, &UffdSide { sh, t }, final_end, w, cancel, nice)?;
     check_error(sh)?;
     let (peak, waits, faults, fault_us) = {
         let st = sh.lock();
@@ -361,7 +363,7 @@ fn sync_body(
 }
 
 /// Side-buffer pages written out per drain record (one record: at most 256 extents).
-const DRAIN_PAGES: usize = 256;
+pub(super) const DRAIN_PAGES: usize = 256;
 
 /// What a worker does next.
 enum Work {
@@ -378,21 +380,19 @@ enum Work {
 /// records are disjoint and written in completion order. Draining frees side-buffer
 /// slots at the speed of compression, not of the stream's position in the arena, so a
 /// writer waits for a slot only while the workers cannot keep up with it.
-fn stream_cut(
+pub(super) fn stream_cut(
     view: &RegionView,
     p: &SnapParams,
-    t: &SyncWp,
-    sh: &Shared,
+    sh: &dyn SideBuffer,
     end: u64,
     w: &mut ImageWriter,
     cancel: &AtomicBool,
+    worker_nice: libc::c_int,
 ) -> Result<(), SnapError> {
     let chunks = (end as usize).div_ceil(CHUNK_BYTES);
     let pages = (end as usize).div_ceil(PAGE_BYTES);
     // One bit per page: drained (written from the side buffer).
-    let drained: Vec<std::sync::atomic::AtomicU64> = (0..pages.div_ceil(64))
-        .map(|_| std::sync::atomic::AtomicU64::new(0))
-        .collect();
+    let drained: Vec<AtomicU64> = (0..pages.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
     let next_chunk = std::sync::atomic::AtomicUsize::new(0);
     let threads = p.threads.clamp(1, 64);
     let stop = AtomicBool::new(false);
@@ -403,14 +403,12 @@ fn stream_cut(
             let tx = tx.clone();
             let (drained, next_chunk, stop) = (&drained, &next_chunk, &stop);
             s.spawn(move || {
-                super::lower_priority();
+                super::set_nice(worker_nice);
                 let mut buf = vec![0u8; CHUNK_BYTES];
                 while !stop.load(Ordering::Relaxed) {
-                    let work = {
-                        let mut st = sh.lock();
-                        if st.side.len() >= DRAIN_PAGES {
-                            Some(Work::Drain(take_batch(sh, &mut st, &mut buf, drained)))
-                        } else {
+                    let work = match sh.take_batch(&mut buf, drained) {
+                        Some(extents) => Some(Work::Drain(extents)),
+                        None => {
                             let i = next_chunk.fetch_add(1, Ordering::Relaxed);
                             (i < chunks).then_some(Work::Chunk(i))
                         }
@@ -418,12 +416,11 @@ fn stream_cut(
                     let rec = match work {
                         None => break,
                         Some(Work::Drain(extents)) => {
-                            sh.cv.notify_all();
                             let n = extents.len() * PAGE_BYTES;
                             Record::encode(extents, &buf[..n])
                         }
                         Some(Work::Chunk(i)) => {
-                            match stream_chunk(view, t, sh, end, i, &mut buf, drained) {
+                            match stream_chunk(view, sh, end, i, &mut buf, drained) {
                                 Some(r) => r,
                                 None => continue,
                             }
@@ -450,92 +447,145 @@ fn stream_cut(
     })
 }
 
-/// Moves up to [`DRAIN_PAGES`] copied-out pages into `buf` (in offset order), frees their
-/// slots and marks them drained. Called with the state locked.
-fn take_batch(
-    sh: &Shared,
-    st: &mut State,
-    buf: &mut [u8],
-    drained: &[std::sync::atomic::AtomicU64],
-) -> Vec<Extent> {
-    let mut batch: Vec<(u64, u32)> = st
-        .side
-        .iter()
-        .take(DRAIN_PAGES)
-        .map(|(&pg, &slot)| (pg, slot))
-        .collect();
-    batch.sort_unstable();
-    let mut extents = Vec::with_capacity(batch.len());
-    for (i, &(pg, slot)) in batch.iter().enumerate() {
-        st.side.remove(&pg);
-        // SAFETY: the slot holds a page the handler copied under this lock.
-        let src = unsafe {
-            std::slice::from_raw_parts(
-                (sh.side_base + slot as usize * PAGE_BYTES) as *const u8,
-                PAGE_BYTES,
-            )
-        };
-        buf[i * PAGE_BYTES..(i + 1) * PAGE_BYTES].copy_from_slice(src);
-        st.free.push(slot);
-        let n = pg as usize / PAGE_BYTES;
-        drained[n / 64].fetch_or(1 << (n % 64), Ordering::Relaxed);
-        extents.push(Extent {
-            offset: pg,
-            len: PAGE_BYTES as u32,
-        });
+/// Where the copied-out pages of a freeze-free capture wait for the stream: the
+/// write-protect handler's side buffer here, or the arena's copy-before-write capture
+/// (`snapshot::cow`). Both keep the same protocol (see [`stream_cut`]).
+pub(super) trait SideBuffer: Sync {
+    /// When the side buffer holds at least [`DRAIN_PAGES`] pages: moves that many into
+    /// `buf` (in offset order), frees their slots, marks them drained, wakes waiting
+    /// writers and returns their extents.
+    fn take_batch(&self, buf: &mut [u8], drained: &[AtomicU64]) -> Option<Vec<Extent>>;
+    /// `buf[..len]` was read from the region at `off` (chunk of the image): replaces the
+    /// pages the side buffer holds by their copies, clears `keep` for drained pages and
+    /// marks the chunk streamed (later writes to it need no copy).
+    fn chunk_read(
+        &self,
+        off: u64,
+        len: usize,
+        buf: &mut [u8],
+        drained: &[AtomicU64],
+        keep: &mut [bool],
+    );
+    /// Records an error: the snapshot fails with it.
+    fn fail(&self, e: String);
+}
+
+fn is_drained(drained: &[AtomicU64], pg: u64) -> bool {
+    let n = pg as usize / PAGE_BYTES;
+    drained[n / 64].load(Ordering::Relaxed) & (1 << (n % 64)) != 0
+}
+
+fn set_drained(drained: &[AtomicU64], pg: u64) {
+    let n = pg as usize / PAGE_BYTES;
+    drained[n / 64].fetch_or(1 << (n % 64), Ordering::Relaxed);
+}
+
+/// The write-protect variant's side buffer and tracker.
+struct UffdSide<'a> {
+    sh: &'a Shared,
+    t: &'a SyncWp,
+}
+
+impl SideBuffer for UffdSide<'_> {
+    fn take_batch(&self, buf: &mut [u8], drained: &[AtomicU64]) -> Option<Vec<Extent>> {
+        let sh = self.sh;
+        let mut st = sh.lock();
+        if st.side.len() < DRAIN_PAGES {
+            return None;
+        }
+        let mut batch: Vec<(u64, u32)> = st
+            .side
+            .iter()
+            .take(DRAIN_PAGES)
+            .map(|(&pg, &slot)| (pg, slot))
+            .collect();
+        batch.sort_unstable();
+        let mut extents = Vec::with_capacity(batch.len());
+        for (i, &(pg, slot)) in batch.iter().enumerate() {
+            st.side.remove(&pg);
+            // SAFETY: the slot holds a page the handler copied under this lock.
+            let src = unsafe {
+                std::slice::from_raw_parts(
+                    (sh.side_base + slot as usize * PAGE_BYTES) as *const u8,
+                    PAGE_BYTES,
+                )
+            };
+            buf[i * PAGE_BYTES..(i + 1) * PAGE_BYTES].copy_from_slice(src);
+            st.free.push(slot);
+            set_drained(drained, pg);
+            extents.push(Extent {
+                offset: pg,
+                len: PAGE_BYTES as u32,
+            });
+        }
+        drop(st);
+        sh.cv.notify_all();
+        Some(extents)
     }
-    extents
+
+    fn chunk_read(
+        &self,
+        off: u64,
+        len: usize,
+        buf: &mut [u8],
+        drained: &[AtomicU64],
+        keep: &mut [bool],
+    ) {
+        let sh = self.sh;
+        {
+            let mut st = sh.lock();
+            for (k, pg) in (off..off + len as u64).step_by(PAGE_BYTES).enumerate() {
+                if is_drained(drained, pg) {
+                    keep[k] = false;
+                } else if let Some(slot) = st.side.remove(&pg) {
+                    // SAFETY: the slot holds a page the handler copied under this lock.
+                    let src = unsafe {
+                        std::slice::from_raw_parts(
+                            (sh.side_base + slot as usize * PAGE_BYTES) as *const u8,
+                            PAGE_BYTES,
+                        )
+                    };
+                    buf[k * PAGE_BYTES..(k + 1) * PAGE_BYTES].copy_from_slice(src);
+                    st.free.push(slot);
+                }
+            }
+            st.streamed[off as usize / CHUNK_BYTES] = true;
+        }
+        sh.cv.notify_all();
+        // Streamed: later writes to this chunk need no copy, so stop them faulting.
+        if let Err(e) = self.t.unprotect(off, len as u64) {
+            self.fail(e.to_string());
+        }
+    }
+
+    fn fail(&self, e: String) {
+        self.sh.lock().error.get_or_insert(e);
+    }
 }
 
 /// Copies chunk `i` and turns it into a record of its pages as they were at the cut,
 /// leaving out drained pages. None when every page of it was drained.
 fn stream_chunk(
     view: &RegionView,
-    t: &SyncWp,
-    sh: &Shared,
+    sh: &dyn SideBuffer,
     end: u64,
     i: usize,
     buf: &mut [u8],
-    drained: &[std::sync::atomic::AtomicU64],
+    drained: &[AtomicU64],
 ) -> Option<Record> {
     let off = (i * CHUNK_BYTES) as u64;
     let len = (end - off).min(CHUNK_BYTES as u64) as usize;
-    // Pages still protected hold the cut's bytes; a page written after its copy-out may
-    // be read torn here (hence racy_copy) and is replaced below.
+    // Pages not copied out yet hold the cut's bytes; a page written after its copy-out
+    // may be read torn here (hence racy_copy) and is replaced below.
     if let Err(e) = view.copy(off, &mut buf[..len]) {
-        sh.lock().error.get_or_insert_with(|| e.to_string());
+        sh.fail(e.to_string());
         return None;
     }
-    // The arena bytes were read before the lock is taken: a page written after its
-    // copy-out is in the side map or drained (both happen before the unprotect that let
-    // the write in).
+    // The arena bytes were read before the side buffer's lock is taken: a page written
+    // after its copy-out is in the side map or drained (both happen before the write).
     std::sync::atomic::fence(Ordering::SeqCst);
     let mut keep: Vec<bool> = vec![true; len / PAGE_BYTES];
-    {
-        let mut st = sh.lock();
-        for (k, pg) in (off..off + len as u64).step_by(PAGE_BYTES).enumerate() {
-            let n = pg as usize / PAGE_BYTES;
-            if drained[n / 64].load(Ordering::Relaxed) & (1 << (n % 64)) != 0 {
-                keep[k] = false;
-            } else if let Some(slot) = st.side.remove(&pg) {
-                // SAFETY: the slot holds a page the handler copied under this lock.
-                let src = unsafe {
-                    std::slice::from_raw_parts(
-                        (sh.side_base + slot as usize * PAGE_BYTES) as *const u8,
-                        PAGE_BYTES,
-                    )
-                };
-                buf[k * PAGE_BYTES..(k + 1) * PAGE_BYTES].copy_from_slice(src);
-                st.free.push(slot);
-            }
-        }
-        st.streamed[i] = true;
-    }
-    sh.cv.notify_all();
-    // Streamed: later writes to this chunk need no copy, so stop them faulting.
-    if let Err(e) = t.unprotect(off, len as u64) {
-        sh.lock().error.get_or_insert_with(|| e.to_string());
-    }
+    sh.chunk_read(off, len, buf, drained, &mut keep);
     if keep.iter().all(|&k| k) {
         return Some(Record::encode(
             vec![Extent {

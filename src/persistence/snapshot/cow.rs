@@ -1,0 +1,301 @@
+//! The copy-before-write variant (`snapshot-mode cow`): freeze-free like [`super::sync`],
+//! but the first write to a page after the cut is caught by the arena's own write hook
+//! (`arena::cow`) instead of a write-protect fault. The cut is a flag flipped at a
+//! command boundary: no page is protected, nothing is walked, so the pause does not grow
+//! with the dataset. The stream is [`super::sync::stream_cut`]'s, over the arena
+//! capture's side buffer.
+//!
+//! **Verification** (`snapshot-verify-cow`, for tests): the cut also write-protects the
+//! arena with `WP_ASYNC` tracking, and the end of the capture lists the pages written
+//! since; a page written there that never passed through the hook fails the snapshot.
+
+use super::sync::{SideBuffer, DRAIN_PAGES};
+use super::{Outcome, Progress, RegionView, SnapError};
+use super::{PauseGate, SnapParams};
+use crate::arena::cow::{Capture, Cut};
+use crate::arena::PAGE_BYTES;
+use crate::persistence::snapshot::format::{CutMode, Extent, ImageWriter};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Bytes of copied-out pages held at most (then the writer waits for the stream).
+pub const SIDE_BUFFER_BYTES: usize = super::sync::SIDE_BUFFER_BYTES;
+
+fn is_drained(drained: &[AtomicU64], pg: u64) -> bool {
+    let n = pg as usize / PAGE_BYTES;
+    drained[n / 64].load(Ordering::Relaxed) & (1 << (n % 64)) != 0
+}
+
+impl SideBuffer for Cut {
+    fn take_batch(&self, buf: &mut [u8], drained: &[AtomicU64]) -> Option<Vec<Extent>> {
+        let mut st = self.lock();
+        if st.side.len() < DRAIN_PAGES {
+            return None;
+        }
+        let mut batch: Vec<(u64, u32)> = st
+            .side
+            .iter()
+            .take(DRAIN_PAGES)
+            .map(|(&pg, &slot)| (pg, slot))
+            .collect();
+        batch.sort_unstable();
+        let mut extents = Vec::with_capacity(batch.len());
+        for (i, &(pg, slot)) in batch.iter().enumerate() {
+            st.side.remove(&pg);
+            buf[i * PAGE_BYTES..(i + 1) * PAGE_BYTES].copy_from_slice(self.slot_bytes(&st, slot));
+            self.free_slot(&mut st, slot);
+            let n = pg as usize / PAGE_BYTES;
+            drained[n / 64].fetch_or(1 << (n % 64), Ordering::Relaxed);
+            extents.push(Extent {
+                offset: pg,
+                len: PAGE_BYTES as u32,
+            });
+        }
+        drop(st);
+        self.cv.notify_all();
+        Some(extents)
+    }
+
+    fn chunk_read(
+        &self,
+        off: u64,
+        len: usize,
+        buf: &mut [u8],
+        drained: &[AtomicU64],
+        keep: &mut [bool],
+    ) {
+        {
+            let mut st = self.lock();
+            for (k, pg) in (off..off + len as u64).step_by(PAGE_BYTES).enumerate() {
+                if is_drained(drained, pg) {
+                    keep[k] = false;
+                } else if let Some(slot) = st.side.remove(&pg) {
+                    buf[k * PAGE_BYTES..(k + 1) * PAGE_BYTES]
+                        .copy_from_slice(self.slot_bytes(&st, slot));
+                    self.free_slot(&mut st, slot);
+                }
+            }
+            // Under the same lock as the replacements: a writer that finds the page not
+            // done after this copies it out, and its copy is not needed (the chunk is in
+            // the image) but harmless; one that found it not done before took the lock
+            // first, so its copy is in the side map and was taken above.
+            self.mark_streamed(&mut st, off, len as u64);
+        }
+        self.cv.notify_all();
+    }
+
+    fn fail(&self, e: String) {
+        self.lock().error.get_or_insert(e);
+    }
+}
+
+/// Runs a whole copy-before-write snapshot into `w` over the arena's capture `c`.
+/// Returns the outcome and the arena bytes of the image.
+pub(super) fn run_cow(
+    view: &RegionView,
+    p: &SnapParams,
+    c: &Capture,
+    gate: &PauseGate,
+    cancel: &AtomicBool,
+    progress: &Progress,
+    w: &mut ImageWriter,
+) -> Result<(Outcome, u64), SnapError> {
+    let mut tracker = None;
+    let guard = gate.pause(cancel).ok_or(SnapError::Cancelled)?;
+    let end = view.end();
+    let copier = view.clone();
+    let installed = c.install(
+        end,
+        SIDE_BUFFER_BYTES,
+        Box::new(move |off, dst: &mut [u8]| copier.copy(off, dst)),
+        p.verify_cow,
+    );
+    let mut armed: Result<(), SnapError> = if installed {
+        Ok(())
+    } else {
+        Err(SnapError::Io(std::io::Error::other(
+            "the arena's capture was used by an earlier snapshot",
+        )))
+    };
+    if installed && p.verify_cow {
+        // After the install: a write between the two is not checked, but none that the
+        // hook saw can be reported as unseen.
+        armed = super::uffd::WpTracker::reuse_or_new(view.base_addr(), view.reserved_bytes())
+            .and_then(|mut t| {
+                t.protect(0, end)?;
+                tracker = Some(t);
+                Ok(())
+            })
+            .map_err(SnapError::Io);
+    }
+    let dirty_at_cut = gate.dirty_at_park();
+    let keys = gate.keys_at_park();
+    let repl_offset = gate.repl_offset_at_park();
+    let aof_lsn = super::at_cut(p, gate);
+    let pause_us = guard.started.elapsed().as_micros() as u64;
+    drop(guard);
+    let Some(cut) = c.cut() else {
+        return Err(armed.err().unwrap_or(SnapError::Cancelled));
+    };
+    // No handler to make room for: the workers' priority follows the live passes' rule
+    // (nice 0 where they are kept off the executor's CPU; see `WORKER_NICE`).
+    let nice = super::nice_override().unwrap_or(if p.wide_cpus.is_some() {
+        0
+    } else {
+        super::WORKER_NICE
+    });
+    let streamed = armed.and_then(|()| super::sync::stream_cut(view, p, cut, end, w, cancel, nice));
+    // Writers pass from here on, whatever happened.
+    cut.finish();
+    let verified = match tracker {
+        Some(t) => verify(t, cut, end),
+        None => Ok(()),
+    };
+    streamed?;
+    let (peak, waits, copies, copy_ns, error) = {
+        let mut st = cut.lock();
+        (
+            st.used_peak,
+            st.waits,
+            st.copies,
+            st.copy_ns,
+            st.error.take(),
+        )
+    };
+    if let Some(e) = error {
+        return Err(SnapError::Io(std::io::Error::other(e)));
+    }
+    verified?;
+    crate::notice!(
+        "Snapshot (copy-before-write): pause {pause_us} us, {copies} pages copied before their first write in {} us, side buffer peak {} KiB",
+        copy_ns / 1000,
+        peak * PAGE_BYTES / 1024
+    );
+    if waits > 0 {
+        crate::notice!(
+            "Snapshot side buffer was full {waits} times: writers waited for the stream"
+        );
+    }
+    progress.passes.store(1, Ordering::Relaxed);
+    Ok((
+        Outcome {
+            mode: CutMode::Cow,
+            dirty_at_cut,
+            keys,
+            repl_offset,
+            aof_lsn,
+            bytes_written: 0,
+            passes: 1,
+            pause_us,
+            extra_bytes: (peak * PAGE_BYTES) as u64,
+            fallback_reason: None,
+        },
+        end,
+    ))
+}
+
+/// `snapshot-verify-cow`: the pages written since the cut (tracked by `t`) must all have
+/// passed through the hook.
+fn verify(mut t: super::uffd::WpTracker, cut: &Cut, end: u64) -> Result<(), SnapError> {
+    let mut written = Vec::new();
+    let walked = t.harvest_parallel(0, end, 1, super::uffd::Reprotect::No, None, |o, l| {
+        written.push((o, l))
+    });
+    // Unregistering lifts the protections (a check for tests: its cost does not matter).
+    drop(t);
+    walked?;
+    let missed = cut.unseen(&written);
+    if missed.is_empty() {
+        return Ok(());
+    }
+    let pages: u64 = missed.iter().map(|r| r.1).sum::<u64>() / PAGE_BYTES as u64;
+    crate::warning!(
+        "snapshot-verify-cow: {pages} pages were written after the cut without passing through the copy-before-write hook (first at arena offset {})",
+        missed[0].0
+    );
+    Err(SnapError::Io(std::io::Error::other(format!(
+        "snapshot-verify-cow: {pages} pages written after the cut bypassed the copy-before-write hook (first at arena offset {})",
+        missed[0].0
+    ))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An anonymous mapping of `len` bytes (freed on drop).
+    struct Map(*mut u8, usize);
+    impl Map {
+        fn new(len: usize) -> Map {
+            // SAFETY: a fresh private anonymous mapping.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(p, libc::MAP_FAILED);
+            Map(p as *mut u8, len)
+        }
+    }
+    impl Drop for Map {
+        fn drop(&mut self) {
+            // SAFETY: our mapping.
+            unsafe { libc::munmap(self.0 as *mut libc::c_void, self.1) };
+        }
+    }
+
+    /// A write that skips the hook after the cut is caught by the check, and one that
+    /// goes through it is not.
+    #[test]
+    fn verification_catches_a_write_that_bypasses_the_hook() {
+        let len = 64 * PAGE_BYTES;
+        let m = Map::new(len);
+        // Every page resident and non-zero before the cut.
+        // SAFETY: our mapping, written by this thread only.
+        unsafe { std::ptr::write_bytes(m.0, 1, len) };
+        let view = RegionView::over_range(m.0 as usize, len);
+        let run = |bypass: bool| -> Result<(), SnapError> {
+            let c = Capture::new(m.0 as usize, len);
+            let copier = view.clone();
+            assert!(c.install(
+                len as u64,
+                8 * PAGE_BYTES,
+                Box::new(move |off, dst: &mut [u8]| copier.copy(off, dst)),
+                true
+            ));
+            let mut t = match super::super::uffd::WpTracker::new(m.0 as usize, len) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("userfaultfd refused here ({e}): nothing to check");
+                    return Err(SnapError::Cancelled);
+                }
+            };
+            t.protect(0, len as u64).unwrap();
+            // Through the hook: page 3.
+            c.before_write(3 * PAGE_BYTES, 8);
+            // SAFETY: our mapping; no other thread touches it.
+            unsafe { *m.0.add(3 * PAGE_BYTES) = 2 };
+            if bypass {
+                // SAFETY: as above.
+                unsafe { *m.0.add(10 * PAGE_BYTES + 5) = 2 };
+            }
+            let cut = c.cut().unwrap();
+            cut.finish();
+            verify(t, cut, len as u64)
+        };
+        match run(false) {
+            Err(SnapError::Cancelled) => return,
+            r => assert!(r.is_ok(), "{r:?}"),
+        }
+        let e = run(true).expect_err("the bypassing write went unnoticed");
+        assert!(
+            e.to_string()
+                .contains(&format!("offset {}", 10 * PAGE_BYTES)),
+            "{e}"
+        );
+    }
+}
