@@ -102,11 +102,12 @@ pub(super) fn run_cow(
     let mut tracker = None;
     let guard = gate.pause(cancel).ok_or(SnapError::Cancelled)?;
     let end = view.end();
-    let copier = view.clone();
+    // The writers' copy-outs are plain copies: the capture's protocol guarantees no
+    // thread writes a page while it is copied out (see `cow::region_copy`).
     let installed = c.install(
         end,
         SIDE_BUFFER_BYTES,
-        Box::new(move |off, dst: &mut [u8]| copier.copy(off, dst)),
+        crate::arena::cow::region_copy(view.base_addr(), view.reserved_bytes()),
         p.verify_cow,
     );
     let mut armed: Result<(), SnapError> = if installed {
