@@ -557,6 +557,17 @@ fn point_in_time_consistency_stop_the_world() {
 }
 
 #[test]
+fn auto_without_userfaultfd_copies_before_write() {
+    let (mode, _) = point_in_time(
+        "pit-env-auto",
+        &["--snapshot-mode", "auto"],
+        &[("CAIRN_SNAPSHOT_NO_UFFD", "1")],
+        4,
+    );
+    assert_eq!(mode, "copy-before-write");
+}
+
+#[test]
 fn point_in_time_consistency_forced_fallback() {
     let (mode, _) = point_in_time(
         "pit-env",
@@ -774,7 +785,13 @@ fn stop_the_world_fallback() {
     let dir = temp_dir("stw");
     let d0;
     {
-        let s = start_env(&dir, &[], &[("CAIRN_SNAPSHOT_NO_UFFD", "1")]);
+        // `async` asked for a userfaultfd variant (`auto` takes copy-before-write there:
+        // `auto_without_userfaultfd_copies_before_write`).
+        let s = start_env(
+            &dir,
+            &["--snapshot-mode", "async"],
+            &[("CAIRN_SNAPSHOT_NO_UFFD", "1")],
+        );
         let mut r = Raw::connect(s.port);
         fill(&mut r, 10_000);
         d0 = digest(&mut r);

@@ -122,6 +122,10 @@ pub struct SideState {
     /// Pages copied out, and the writers' time on them (ns).
     pub copies: u64,
     pub copy_ns: u64,
+    /// The writers' longest wait for the lock (ns), and waits over 1 ms: a worker holds
+    /// it for µs, so a long wait is a lock holder that lost its CPU.
+    pub lock_wait_ns_max: u64,
+    pub lock_waits_over_1ms: u64,
     /// A copy failed: the snapshot fails with this.
     pub error: Option<String>,
 }
@@ -184,6 +188,8 @@ impl Capture {
                 waits: 0,
                 copies: 0,
                 copy_ns: 0,
+                lock_wait_ns_max: 0,
+                lock_waits_over_1ms: 0,
                 error: None,
             }),
             cv: Condvar::new(),
@@ -246,7 +252,13 @@ impl Cut {
                 set_bit(seen, p);
             }
         }
+        let asked = Instant::now();
         let mut st = self.lock();
+        let waited_ns = asked.elapsed().as_nanos() as u64;
+        st.lock_wait_ns_max = st.lock_wait_ns_max.max(waited_ns);
+        if waited_ns > 1_000_000 {
+            st.lock_waits_over_1ms += 1;
+        }
         for p in first..=last {
             loop {
                 // Re-checked after every wait: a finished capture wakes its writers, and

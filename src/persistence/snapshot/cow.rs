@@ -162,12 +162,16 @@ pub(super) fn run_cow(
             st.error.take(),
         )
     };
+    let (lock_wait_us_max, lock_waits_over_1ms) = {
+        let st = cut.lock();
+        (st.lock_wait_ns_max / 1000, st.lock_waits_over_1ms)
+    };
     if let Some(e) = error {
         return Err(SnapError::Io(std::io::Error::other(e)));
     }
     verified?;
     crate::notice!(
-        "Snapshot (copy-before-write): pause {pause_us} us, {copies} pages copied before their first write in {} us, side buffer peak {} KiB",
+        "Snapshot (copy-before-write): pause {pause_us} us, {copies} pages copied before their first write in {} us, side buffer peak {} KiB, writers' longest wait for its lock {lock_wait_us_max} us ({lock_waits_over_1ms} over 1 ms)",
         copy_ns / 1000,
         peak * PAGE_BYTES / 1024
     );

@@ -21,7 +21,9 @@
 //! protection, a pause of a flag flip; see [`cow`].
 //!
 //! **Stop-the-world** where userfaultfd is refused (or `snapshot-mode stop-the-world`, or
-//! the environment variable `CAIRN_SNAPSHOT_NO_UFFD=1`): the pause covers the whole copy.
+//! the environment variable `CAIRN_SNAPSHOT_NO_UFFD=1`) and the mode asked for one of its
+//! variants (`async`, `sync`; `auto` takes copy-before-write there): the pause covers the
+//! whole copy.
 //! SAVE and SHUTDOWN block the executor by definition and use this path directly.
 //!
 //! **Restart.** The image's records are decompressed into a fresh region at their offsets,
@@ -705,6 +707,24 @@ fn run_background(
                 Err(e) => fallback_reason = Some(e.to_string()),
             }
         }
+    }
+    // `auto` where userfaultfd is refused (some containers): the copy-before-write variant
+    // needs none, so it replaces the stop-the-world copy. An explicit `async`/`sync` asked
+    // for a userfaultfd variant and gets the plainly logged stop-the-world copy instead.
+    if let (SnapMode::Auto, Some(reason), Some(c)) =
+        (p.mode, fallback_reason.as_ref(), p.capture.clone())
+    {
+        crate::notice!(
+            "Snapshot: userfaultfd unavailable ({reason}); copy-before-write instead (it needs none)"
+        );
+        if p.verify_cow {
+            // The check itself is made with userfaultfd.
+            crate::warning!(
+                "snapshot-verify-cow: userfaultfd unavailable; this snapshot is not checked"
+            );
+            p.verify_cow = false;
+        }
+        return run_cow_image(&view, &p, &c, &gate, &cancel, &progress);
     }
     // Stop-the-world: the pause covers the copy; fsync and rename happen after it.
     let guard = gate.pause(&cancel).ok_or(SnapError::Cancelled)?;
