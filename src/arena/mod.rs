@@ -1050,18 +1050,8 @@ mod tests {
             end,
             64 * PAGE_BYTES,
             // Reads the region as it is when the hook runs: a hook run after its write
-            // would copy the new bytes. (One thread here: no write races this read.)
-            Box::new(move |off, dst: &mut [u8]| {
-                // SAFETY: `off + len` lies below the cut's end, inside the mapping.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        (base + off as usize) as *const u8,
-                        dst.as_mut_ptr(),
-                        dst.len(),
-                    )
-                };
-                Ok(())
-            }),
+            // would copy the new bytes.
+            cow::region_copy(base, a.reserved_bytes()),
             false
         ));
         let page_of = |r: Ref, off: usize| {
