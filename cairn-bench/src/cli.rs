@@ -283,7 +283,7 @@ pub struct SnapshotVsArgs {
     /// Extra arguments for cairn-server (repeatable), e.g. --cairn-arg=--snapshot-threads --cairn-arg=2
     #[arg(long = "cairn-arg", allow_hyphen_values = true)]
     pub cairn_args: Vec<String>,
-    /// cairn's `snapshot-mode` (auto, async, sync, stop-the-world).
+    /// cairn's `snapshot-mode` (auto, async, sync, cow, stop-the-world).
     #[arg(long)]
     pub snapshot_mode: Option<String>,
     /// Keys filled before the load.
