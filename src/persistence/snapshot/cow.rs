@@ -9,10 +9,10 @@
 //! arena with `WP_ASYNC` tracking, and the end of the capture lists the pages written
 //! since; a page written there that never passed through the hook fails the snapshot.
 
-use super::sync::{SideBuffer, DRAIN_PAGES};
+use super::sync::{drain_side, replace_from_side, SideBuffer, SideSlots};
 use super::{Outcome, Progress, RegionView, SnapError};
 use super::{PauseGate, SnapParams};
-use crate::arena::cow::{Capture, Cut};
+use crate::arena::cow::{Capture, Cut, SideState};
 use crate::arena::PAGE_BYTES;
 use crate::persistence::snapshot::format::{CutMode, Extent, ImageWriter};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,36 +20,33 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// Bytes of copied-out pages held at most (then the writer waits for the stream).
 pub const SIDE_BUFFER_BYTES: usize = super::sync::SIDE_BUFFER_BYTES;
 
-fn is_drained(drained: &[AtomicU64], pg: u64) -> bool {
-    let n = pg as usize / PAGE_BYTES;
-    drained[n / 64].load(Ordering::Relaxed) & (1 << (n % 64)) != 0
+/// The copy-before-write cut's bookkeeping under its lock.
+struct CutSlots<'a> {
+    cut: &'a Cut,
+    st: &'a mut SideState,
+}
+
+impl SideSlots for CutSlots<'_> {
+    fn side(&mut self) -> &mut std::collections::HashMap<u64, u32> {
+        &mut self.st.side
+    }
+    fn release(&mut self, slot: u32, dst: &mut [u8]) {
+        dst.copy_from_slice(self.cut.slot_bytes(self.st, slot));
+        self.cut.free_slot(self.st, slot);
+    }
 }
 
 impl SideBuffer for Cut {
     fn take_batch(&self, buf: &mut [u8], drained: &[AtomicU64]) -> Option<Vec<Extent>> {
         let mut st = self.lock();
-        if st.side.len() < DRAIN_PAGES {
-            return None;
-        }
-        let mut batch: Vec<(u64, u32)> = st
-            .side
-            .iter()
-            .take(DRAIN_PAGES)
-            .map(|(&pg, &slot)| (pg, slot))
-            .collect();
-        batch.sort_unstable();
-        let mut extents = Vec::with_capacity(batch.len());
-        for (i, &(pg, slot)) in batch.iter().enumerate() {
-            st.side.remove(&pg);
-            buf[i * PAGE_BYTES..(i + 1) * PAGE_BYTES].copy_from_slice(self.slot_bytes(&st, slot));
-            self.free_slot(&mut st, slot);
-            let n = pg as usize / PAGE_BYTES;
-            drained[n / 64].fetch_or(1 << (n % 64), Ordering::Relaxed);
-            extents.push(Extent {
-                offset: pg,
-                len: PAGE_BYTES as u32,
-            });
-        }
+        let extents = drain_side(
+            &mut CutSlots {
+                cut: self,
+                st: &mut st,
+            },
+            buf,
+            drained,
+        )?;
         drop(st);
         self.cv.notify_all();
         Some(extents)
@@ -65,15 +62,11 @@ impl SideBuffer for Cut {
     ) {
         {
             let mut st = self.lock();
-            for (k, pg) in (off..off + len as u64).step_by(PAGE_BYTES).enumerate() {
-                if is_drained(drained, pg) {
-                    keep[k] = false;
-                } else if let Some(slot) = st.side.remove(&pg) {
-                    buf[k * PAGE_BYTES..(k + 1) * PAGE_BYTES]
-                        .copy_from_slice(self.slot_bytes(&st, slot));
-                    self.free_slot(&mut st, slot);
-                }
-            }
+            let mut slots = CutSlots {
+                cut: self,
+                st: &mut st,
+            };
+            replace_from_side(&mut slots, off, len, buf, drained, keep);
             // Under the same lock as the replacements: a writer that finds the page not
             // done after this copies it out, and its copy is not needed (the chunk is in
             // the image) but harmless; one that found it not done before took the lock

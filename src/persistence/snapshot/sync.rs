@@ -480,44 +480,102 @@ fn set_drained(drained: &[AtomicU64], pg: u64) {
     drained[n / 64].fetch_or(1 << (n % 64), Ordering::Relaxed);
 }
 
+/// A side buffer's bookkeeping, held under its lock: the map of copied-out pages to
+/// slots, and how a slot's page leaves the buffer.
+pub(super) trait SideSlots {
+    fn side(&mut self) -> &mut HashMap<u64, u32>;
+    /// Copies the page in `slot` into `dst` and frees the slot.
+    fn release(&mut self, slot: u32, dst: &mut [u8]);
+}
+
+/// Moves up to [`DRAIN_PAGES`] copied-out pages into `buf` in page order, marks them
+/// drained and returns their extents; None while fewer are waiting.
+pub(super) fn drain_side(
+    s: &mut impl SideSlots,
+    buf: &mut [u8],
+    drained: &[AtomicU64],
+) -> Option<Vec<Extent>> {
+    if s.side().len() < DRAIN_PAGES {
+        return None;
+    }
+    let mut batch: Vec<(u64, u32)> = s
+        .side()
+        .iter()
+        .take(DRAIN_PAGES)
+        .map(|(&pg, &slot)| (pg, slot))
+        .collect();
+    batch.sort_unstable();
+    let mut extents = Vec::with_capacity(batch.len());
+    for (i, &(pg, slot)) in batch.iter().enumerate() {
+        s.side().remove(&pg);
+        s.release(slot, &mut buf[i * PAGE_BYTES..(i + 1) * PAGE_BYTES]);
+        set_drained(drained, pg);
+        extents.push(Extent {
+            offset: pg,
+            len: PAGE_BYTES as u32,
+        });
+    }
+    Some(extents)
+}
+
+/// `buf[..len]` was read from the region at `off`: replaces the pages the side buffer
+/// holds by their copies and clears `keep` for pages already drained.
+pub(super) fn replace_from_side(
+    s: &mut impl SideSlots,
+    off: u64,
+    len: usize,
+    buf: &mut [u8],
+    drained: &[AtomicU64],
+    keep: &mut [bool],
+) {
+    for (k, pg) in (off..off + len as u64).step_by(PAGE_BYTES).enumerate() {
+        if is_drained(drained, pg) {
+            keep[k] = false;
+        } else if let Some(slot) = s.side().remove(&pg) {
+            s.release(slot, &mut buf[k * PAGE_BYTES..(k + 1) * PAGE_BYTES]);
+        }
+    }
+}
+
 /// The write-protect variant's side buffer and tracker.
 struct UffdSide<'a> {
     sh: &'a Shared,
     t: &'a SyncWp,
 }
 
+/// The write-protect variant's bookkeeping under its lock.
+struct UffdSlots<'a> {
+    st: &'a mut State,
+    side_base: usize,
+}
+
+impl SideSlots for UffdSlots<'_> {
+    fn side(&mut self) -> &mut HashMap<u64, u32> {
+        &mut self.st.side
+    }
+    fn release(&mut self, slot: u32, dst: &mut [u8]) {
+        // SAFETY: the slot holds a page the handler copied under the lock the caller
+        // holds (`st` borrows its guard), inside the side buffer.
+        let src = unsafe {
+            std::slice::from_raw_parts(
+                (self.side_base + slot as usize * PAGE_BYTES) as *const u8,
+                PAGE_BYTES,
+            )
+        };
+        dst.copy_from_slice(src);
+        self.st.free.push(slot);
+    }
+}
+
 impl SideBuffer for UffdSide<'_> {
     fn take_batch(&self, buf: &mut [u8], drained: &[AtomicU64]) -> Option<Vec<Extent>> {
         let sh = self.sh;
         let mut st = sh.lock();
-        if st.side.len() < DRAIN_PAGES {
-            return None;
-        }
-        let mut batch: Vec<(u64, u32)> = st
-            .side
-            .iter()
-            .take(DRAIN_PAGES)
-            .map(|(&pg, &slot)| (pg, slot))
-            .collect();
-        batch.sort_unstable();
-        let mut extents = Vec::with_capacity(batch.len());
-        for (i, &(pg, slot)) in batch.iter().enumerate() {
-            st.side.remove(&pg);
-            // SAFETY: the slot holds a page the handler copied under this lock.
-            let src = unsafe {
-                std::slice::from_raw_parts(
-                    (sh.side_base + slot as usize * PAGE_BYTES) as *const u8,
-                    PAGE_BYTES,
-                )
-            };
-            buf[i * PAGE_BYTES..(i + 1) * PAGE_BYTES].copy_from_slice(src);
-            st.free.push(slot);
-            set_drained(drained, pg);
-            extents.push(Extent {
-                offset: pg,
-                len: PAGE_BYTES as u32,
-            });
-        }
+        let mut slots = UffdSlots {
+            st: &mut st,
+            side_base: sh.side_base,
+        };
+        let extents = drain_side(&mut slots, buf, drained)?;
         drop(st);
         sh.cv.notify_all();
         Some(extents)
@@ -534,21 +592,11 @@ impl SideBuffer for UffdSide<'_> {
         let sh = self.sh;
         {
             let mut st = sh.lock();
-            for (k, pg) in (off..off + len as u64).step_by(PAGE_BYTES).enumerate() {
-                if is_drained(drained, pg) {
-                    keep[k] = false;
-                } else if let Some(slot) = st.side.remove(&pg) {
-                    // SAFETY: the slot holds a page the handler copied under this lock.
-                    let src = unsafe {
-                        std::slice::from_raw_parts(
-                            (sh.side_base + slot as usize * PAGE_BYTES) as *const u8,
-                            PAGE_BYTES,
-                        )
-                    };
-                    buf[k * PAGE_BYTES..(k + 1) * PAGE_BYTES].copy_from_slice(src);
-                    st.free.push(slot);
-                }
-            }
+            let mut slots = UffdSlots {
+                st: &mut st,
+                side_base: sh.side_base,
+            };
+            replace_from_side(&mut slots, off, len, buf, drained, keep);
             st.streamed[off as usize / CHUNK_BYTES] = true;
         }
         sh.cv.notify_all();
