@@ -1064,7 +1064,6 @@ mod tests {
         // the header's page is copied.
         let moved = a.realloc(small, 16, 40_000);
         let cut = cap.cut().unwrap();
-        let st = cut.lock();
         for (r, off) in [
             (small, 8),
             (big, PAGE_BYTES + 5),
@@ -1072,18 +1071,16 @@ mod tests {
             (0, 0),
         ] {
             let pg = page_of(r, off);
-            let slot = *st
-                .side
-                .get(&pg)
+            let copy = cut
+                .side_page(pg)
                 .unwrap_or_else(|| panic!("page {pg} not copied"));
             assert_eq!(
-                cut.slot_bytes(&st, slot),
+                copy,
                 &cut_bytes[pg as usize..pg as usize + PAGE_BYTES],
                 "page {pg} holds its cut bytes"
             );
         }
         assert!(moved as usize * ALIGN_BYTES >= end as usize);
-        drop(st);
         cut.finish();
         a.set_keep_pages(false);
     }

@@ -9,10 +9,10 @@
 //! arena with `WP_ASYNC` tracking, and the end of the capture lists the pages written
 //! since; a page written there that never passed through the hook fails the snapshot.
 
-use super::sync::{drain_side, replace_from_side, SideBuffer, SideSlots};
+use super::sync::{SideBuffer, DRAIN_PAGES};
 use super::{Outcome, Progress, RegionView, SnapError};
 use super::{PauseGate, SnapParams};
-use crate::arena::cow::{Capture, Cut, SideState};
+use crate::arena::cow::{Capture, Cut};
 use crate::arena::PAGE_BYTES;
 use crate::persistence::snapshot::format::{CutMode, Extent, ImageWriter};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,64 +20,46 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// Bytes of copied-out pages held at most (then the writer waits for the stream).
 pub const SIDE_BUFFER_BYTES: usize = super::sync::SIDE_BUFFER_BYTES;
 
-/// The copy-before-write cut's bookkeeping under its lock.
-struct CutSlots<'a> {
-    cut: &'a Cut,
-    st: &'a mut SideState,
-}
-
-impl SideSlots for CutSlots<'_> {
-    fn side(&mut self) -> &mut std::collections::HashMap<u64, u32> {
-        &mut self.st.side
-    }
-    fn release(&mut self, slot: u32, dst: &mut [u8]) {
-        dst.copy_from_slice(self.cut.slot_bytes(self.st, slot));
-        self.cut.free_slot(self.st, slot);
-    }
-}
-
+/// The copy-before-write cut needs neither the `drained` bitmap nor a replacement of
+/// pages in a chunk: a page a writer claimed first is left out of its chunk (and goes out
+/// of the side buffer), one the worker claimed was read with its cut bytes.
 impl SideBuffer for Cut {
-    fn take_batch(&self, buf: &mut [u8], drained: &[AtomicU64]) -> Option<Vec<Extent>> {
-        let mut st = self.lock();
-        let extents = drain_side(
-            &mut CutSlots {
-                cut: self,
-                st: &mut st,
-            },
-            buf,
-            drained,
-        )?;
-        drop(st);
-        self.cv.notify_all();
-        Some(extents)
+    fn take_batch(
+        &self,
+        buf: &mut [u8],
+        _drained: &[AtomicU64],
+        min_pages: usize,
+    ) -> Option<Vec<Extent>> {
+        let room = buf.len().min(DRAIN_PAGES * PAGE_BYTES);
+        let pages = self.drain_into(&mut buf[..room], min_pages)?;
+        Some(
+            pages
+                .into_iter()
+                .map(|offset| Extent {
+                    offset,
+                    len: PAGE_BYTES as u32,
+                })
+                .collect(),
+        )
+    }
+
+    fn pending(&self) -> bool {
+        Cut::pending(self)
     }
 
     fn chunk_read(
         &self,
         off: u64,
         len: usize,
-        buf: &mut [u8],
-        drained: &[AtomicU64],
+        _buf: &mut [u8],
+        _drained: &[AtomicU64],
         keep: &mut [bool],
     ) {
-        {
-            let mut st = self.lock();
-            let mut slots = CutSlots {
-                cut: self,
-                st: &mut st,
-            };
-            replace_from_side(&mut slots, off, len, buf, drained, keep);
-            // Under the same lock as the replacements: a writer that finds the page not
-            // done after this copies it out, and its copy is not needed (the chunk is in
-            // the image) but harmless; one that found it not done before took the lock
-            // first, so its copy is in the side map and was taken above.
-            self.mark_streamed(&mut st, off, len as u64);
-        }
-        self.cv.notify_all();
+        self.claim_for_stream(off, len as u64, keep);
     }
 
     fn fail(&self, e: String) {
-        self.lock().error.get_or_insert(e);
+        Cut::fail(self, e);
     }
 }
 
@@ -145,32 +127,23 @@ pub(super) fn run_cow(
         None => Ok(()),
     };
     streamed?;
-    let (peak, waits, copies, copy_ns, error) = {
-        let mut st = cut.lock();
-        (
-            st.used_peak,
-            st.waits,
-            st.copies,
-            st.copy_ns,
-            st.error.take(),
-        )
-    };
-    let (lock_wait_us_max, lock_waits_over_1ms) = {
-        let st = cut.lock();
-        (st.lock_wait_ns_max / 1000, st.lock_waits_over_1ms)
-    };
-    if let Some(e) = error {
+    let stats = cut.stats();
+    if let Some(e) = cut.take_error() {
         return Err(SnapError::Io(std::io::Error::other(e)));
     }
     verified?;
     crate::notice!(
-        "Snapshot (copy-before-write): pause {pause_us} us, {copies} pages copied before their first write in {} us, side buffer peak {} KiB, writers' longest wait for its lock {lock_wait_us_max} us ({lock_waits_over_1ms} over 1 ms)",
-        copy_ns / 1000,
-        peak * PAGE_BYTES / 1024
+        "Snapshot (copy-before-write): pause {pause_us} us, {} pages copied before their first write in {} us, side buffer peak {} KiB, writers' longest wait {} us ({} over 1 ms)",
+        stats.copies,
+        stats.copy_ns / 1000,
+        stats.used_peak * PAGE_BYTES / 1024,
+        stats.wait_ns_max / 1000,
+        stats.waits_over_1ms
     );
-    if waits > 0 {
+    if stats.full_waits > 0 {
         crate::notice!(
-            "Snapshot side buffer was full {waits} times: writers waited for the stream"
+            "Snapshot side buffer was full {} times: writers waited for the stream",
+            stats.full_waits
         );
     }
     progress.passes.store(1, Ordering::Relaxed);
@@ -184,7 +157,7 @@ pub(super) fn run_cow(
             bytes_written: 0,
             passes: 1,
             pause_us,
-            extra_bytes: (peak * PAGE_BYTES) as u64,
+            extra_bytes: (stats.used_peak * PAGE_BYTES) as u64,
             fallback_reason: None,
         },
         end,

@@ -375,11 +375,12 @@ enum Work {
 
 /// Streams `[0, end)` as it was at the cut. Workers take, in order of preference, a
 /// batch of copied-out pages (once the side buffer holds [`DRAIN_PAGES`]) or the next
-/// chunk. A drained page is marked so its chunk leaves it out, a chunk takes copied-out
-/// pages it still finds in the side buffer: every page is in exactly one record, so
-/// records are disjoint and written in completion order. Draining frees side-buffer
-/// slots at the speed of compression, not of the stream's position in the arena, so a
-/// writer waits for a slot only while the workers cannot keep up with it.
+/// chunk; once no chunk is left, the rest of the side buffer in batches of any size. Every
+/// page is in exactly one record (how depends on the side buffer, see
+/// [`SideBuffer::chunk_read`]), so records are disjoint and written in completion order.
+/// Draining frees side-buffer slots at the speed of compression, not of the stream's
+/// position in the arena, so a writer waits for a slot only while the workers cannot keep
+/// up with it.
 pub(super) fn stream_cut(
     view: &RegionView,
     p: &SnapParams,
@@ -394,6 +395,8 @@ pub(super) fn stream_cut(
     // One bit per page: drained (written from the side buffer).
     let drained: Vec<AtomicU64> = (0..pages.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
     let next_chunk = std::sync::atomic::AtomicUsize::new(0);
+    // Chunks read and claimed: once all are, no writer can copy a page out any more.
+    let chunks_done = std::sync::atomic::AtomicUsize::new(0);
     let threads = p.threads.clamp(1, 64);
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| -> Result<(), SnapError> {
@@ -401,33 +404,50 @@ pub(super) fn stream_cut(
         let (tx, rx) = std::sync::mpsc::sync_channel::<Record>(threads * 2);
         for _ in 0..threads {
             let tx = tx.clone();
-            let (drained, next_chunk, stop) = (&drained, &next_chunk, &stop);
+            let (drained, next_chunk, chunks_done, stop) =
+                (&drained, &next_chunk, &chunks_done, &stop);
             s.spawn(move || {
                 super::set_nice(worker_nice);
                 let mut buf = vec![0u8; CHUNK_BYTES];
-                while !stop.load(Ordering::Relaxed) {
-                    let work = match sh.take_batch(&mut buf, drained) {
-                        Some(extents) => Some(Work::Drain(extents)),
-                        None => {
+                while !stop.load(Ordering::Relaxed) && !cancel.load(Ordering::Relaxed) {
+                    let work = match sh.take_batch(&mut buf, drained, DRAIN_PAGES) {
+                        Some(extents) => Work::Drain(extents),
+                        None if next_chunk.load(Ordering::Relaxed) < chunks => {
                             let i = next_chunk.fetch_add(1, Ordering::Relaxed);
-                            (i < chunks).then_some(Work::Chunk(i))
+                            if i >= chunks {
+                                continue;
+                            }
+                            Work::Chunk(i)
                         }
+                        // No chunk left: copied-out pages still waiting go out in
+                        // batches of any size, until every chunk is claimed and the
+                        // side buffer is empty.
+                        None => match sh.take_batch(&mut buf, drained, 1) {
+                            Some(extents) => Work::Drain(extents),
+                            None => {
+                                if chunks_done.load(Ordering::SeqCst) == chunks && !sh.pending() {
+                                    break;
+                                }
+                                std::thread::sleep(std::time::Duration::from_micros(100));
+                                continue;
+                            }
+                        },
                     };
                     let rec = match work {
-                        None => break,
-                        Some(Work::Drain(extents)) => {
+                        Work::Drain(extents) => {
                             let n = extents.len() * PAGE_BYTES;
-                            Record::encode(extents, &buf[..n])
+                            Some(Record::encode(extents, &buf[..n]))
                         }
-                        Some(Work::Chunk(i)) => {
-                            match stream_chunk(view, sh, end, i, &mut buf, drained) {
-                                Some(r) => r,
-                                None => continue,
-                            }
+                        Work::Chunk(i) => {
+                            let r = stream_chunk(view, sh, end, i, &mut buf, drained);
+                            chunks_done.fetch_add(1, Ordering::SeqCst);
+                            r
                         }
                     };
-                    if tx.send(rec).is_err() {
-                        break;
+                    if let Some(rec) = rec {
+                        if tx.send(rec).is_err() {
+                            break;
+                        }
                     }
                 }
             });
@@ -443,6 +463,10 @@ pub(super) fn stream_cut(
                 return Err(e.into());
             }
         }
+        // Workers also leave on a cancel, without a record: not a whole image.
+        if cancel.load(Ordering::Relaxed) {
+            return Err(SnapError::Cancelled);
+        }
         Ok(())
     })
 }
@@ -451,13 +475,23 @@ pub(super) fn stream_cut(
 /// write-protect handler's side buffer here, or the arena's copy-before-write capture
 /// (`snapshot::cow`). Both keep the same protocol (see [`stream_cut`]).
 pub(super) trait SideBuffer: Sync {
-    /// When the side buffer holds at least [`DRAIN_PAGES`] pages: moves that many into
-    /// `buf` (in offset order), frees their slots, marks them drained, wakes waiting
+    /// When the side buffer holds at least `min_pages` pages: moves up to [`DRAIN_PAGES`]
+    /// into `buf` (in offset order), frees their slots, marks them drained, wakes waiting
     /// writers and returns their extents.
-    fn take_batch(&self, buf: &mut [u8], drained: &[AtomicU64]) -> Option<Vec<Extent>>;
-    /// `buf[..len]` was read from the region at `off` (chunk of the image): replaces the
-    /// pages the side buffer holds by their copies, clears `keep` for drained pages and
-    /// marks the chunk streamed (later writes to it need no copy).
+    fn take_batch(
+        &self,
+        buf: &mut [u8],
+        drained: &[AtomicU64],
+        min_pages: usize,
+    ) -> Option<Vec<Extent>>;
+    /// Copied-out pages still have to go to the image (false once the capture failed).
+    fn pending(&self) -> bool;
+    /// `buf[..len]` was read from the region at `off` (chunk of the image): clears `keep`
+    /// for the pages whose cut bytes go out of the side buffer instead, fixes up the
+    /// rest where needed and marks the chunk streamed (later writes to it need no copy).
+    /// The write-protect variant replaces pages it holds copies of by those copies and
+    /// leaves out drained ones; the copy-before-write variant leaves out every page a
+    /// writer claimed before the worker (see `arena::cow`).
     fn chunk_read(
         &self,
         off: u64,
@@ -480,22 +514,15 @@ fn set_drained(drained: &[AtomicU64], pg: u64) {
     drained[n / 64].fetch_or(1 << (n % 64), Ordering::Relaxed);
 }
 
-/// A side buffer's bookkeeping, held under its lock: the map of copied-out pages to
-/// slots, and how a slot's page leaves the buffer.
-pub(super) trait SideSlots {
-    fn side(&mut self) -> &mut HashMap<u64, u32>;
-    /// Copies the page in `slot` into `dst` and frees the slot.
-    fn release(&mut self, slot: u32, dst: &mut [u8]);
-}
-
 /// Moves up to [`DRAIN_PAGES`] copied-out pages into `buf` in page order, marks them
-/// drained and returns their extents; None while fewer are waiting.
-pub(super) fn drain_side(
-    s: &mut impl SideSlots,
+/// drained and returns their extents; None while fewer than `min_pages` are waiting.
+fn drain_side(
+    s: &mut UffdSlots,
     buf: &mut [u8],
     drained: &[AtomicU64],
+    min_pages: usize,
 ) -> Option<Vec<Extent>> {
-    if s.side().len() < DRAIN_PAGES {
+    if s.side().len() < min_pages.max(1) {
         return None;
     }
     let mut batch: Vec<(u64, u32)> = s
@@ -520,8 +547,8 @@ pub(super) fn drain_side(
 
 /// `buf[..len]` was read from the region at `off`: replaces the pages the side buffer
 /// holds by their copies and clears `keep` for pages already drained.
-pub(super) fn replace_from_side(
-    s: &mut impl SideSlots,
+fn replace_from_side(
+    s: &mut UffdSlots,
     off: u64,
     len: usize,
     buf: &mut [u8],
@@ -549,10 +576,11 @@ struct UffdSlots<'a> {
     side_base: usize,
 }
 
-impl SideSlots for UffdSlots<'_> {
+impl UffdSlots<'_> {
     fn side(&mut self) -> &mut HashMap<u64, u32> {
         &mut self.st.side
     }
+    /// Copies the page in `slot` into `dst` and frees the slot.
     fn release(&mut self, slot: u32, dst: &mut [u8]) {
         // SAFETY: the slot holds a page the handler copied under the lock the caller
         // holds (`st` borrows its guard), inside the side buffer.
@@ -568,14 +596,19 @@ impl SideSlots for UffdSlots<'_> {
 }
 
 impl SideBuffer for UffdSide<'_> {
-    fn take_batch(&self, buf: &mut [u8], drained: &[AtomicU64]) -> Option<Vec<Extent>> {
+    fn take_batch(
+        &self,
+        buf: &mut [u8],
+        drained: &[AtomicU64],
+        min_pages: usize,
+    ) -> Option<Vec<Extent>> {
         let sh = self.sh;
         let mut st = sh.lock();
         let mut slots = UffdSlots {
             st: &mut st,
             side_base: sh.side_base,
         };
-        let extents = drain_side(&mut slots, buf, drained)?;
+        let extents = drain_side(&mut slots, buf, drained, min_pages)?;
         drop(st);
         sh.cv.notify_all();
         Some(extents)
@@ -604,6 +637,11 @@ impl SideBuffer for UffdSide<'_> {
         if let Err(e) = self.t.unprotect(off, len as u64) {
             self.fail(e.to_string());
         }
+    }
+
+    fn pending(&self) -> bool {
+        let st = self.sh.lock();
+        !st.side.is_empty() && st.error.is_none()
     }
 
     fn fail(&self, e: String) {
