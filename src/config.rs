@@ -709,10 +709,10 @@ pub static OPTIONS: &[OptSpec] = &[
         IMM,
     ),
     // Snapshot engine: compression workers, the final pause's budget, and the mode
-    // (`auto`: live passes with WP_ASYNC tracking, switching to the freeze-free sync
-    // variant when they do not converge within the budget; `async` / `sync`: one variant
-    // only; `stop-the-world` always stops the executor for the copy, as every mode does
-    // where userfaultfd is refused).
+    // (`auto` and `cow`: copy-before-write in the arena's write hook; `async`: live passes
+    // with WP_ASYNC tracking; `sync`: synchronous write-protect; `stop-the-world` always
+    // stops the executor for the copy, as `async` and `sync` do where userfaultfd is
+    // refused).
     // The executor loop (io-threads 1) keeps polling without sleeping for this long after
     // a turn that found many ready connections, so a client's next request under load
     // does not have to wake it (a wakeup costs the sender an IPI and the reply tens of

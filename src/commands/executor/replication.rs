@@ -22,7 +22,7 @@ use super::repl_pending::PendingStream;
 use super::Server;
 use crate::persistence::repl_backlog::Backlog;
 use crate::persistence::snapshot::format::{Follow, Followed, HEADER_BYTES};
-use crate::persistence::snapshot::{BgJob, SnapMode};
+use crate::persistence::snapshot::BgJob;
 use crate::util::now_ms;
 use crate::{notice, warning};
 use std::path::PathBuf;
@@ -1108,16 +1108,9 @@ impl Server {
         p.path = image.clone();
         let follow = image_form.then(|| Arc::new(Follow::default()));
         p.follow = follow.clone();
-        if image_form && p.mode == SnapMode::Auto {
-            // Streamed, the capture's records leave as they are written, so it cannot
-            // switch variants midway (the switch drops what the live passes wrote, and
-            // with it the transfer: measured on a busy machine, the replica had to start
-            // over after the whole capture). The freeze-free variants send each page once and need no
-            // raw pool (44 MiB of the primary's extra memory): see BENCHMARKS.md,
-            // "Where the primary's extra memory went during a streamed full sync". Of
-            // the two, copy-before-write spares the executor the write faults.
-            p.mode = SnapMode::Cow;
-        }
+        // Under `auto` the capture is copy-before-write: each page leaves once, and no raw
+        // pool adds to the primary's memory (BENCHMARKS.md, "Where the primary's extra
+        // memory went during a streamed full sync").
         if image_form {
             // Redis's knob for slow saves, here on the records of the streamed capture.
             p.record_delay_us = self

@@ -76,17 +76,6 @@ pub const PAUSE_COPY_BYTES_PER_US: u64 = 2000;
 const FINAL_WALK_THREADS: usize = 1;
 /// Below this, the final copy runs on one thread (a second one costs its start-up).
 pub(super) const PARALLEL_COPY_MIN_BYTES: usize = 1 << 20;
-/// `auto` finishes with the freeze-free variant only when the final pause is predicted
-/// to exceed the budget this many times. The freeze-free variant makes every first write
-/// to a page wait for a round trip to the handler (~15–20 µs here, mostly waking threads;
-/// BENCHMARKS.md, "Where a synchronous write fault's time goes"); over a multi-GB stream
-/// that is tens of thousands of such stalls and client tails far above one pause a few
-/// times the budget (figures: BENCHMARKS.md, "Snapshot vs Redis at 1M, 4M and 8M keys",
-/// "auto's 8× switch factor"). Where the passes cannot converge at all (writes outpace
-/// the stream), the pause would be far larger and the switch pays off. The switch now
-/// goes to the copy-before-write variant, whose first writes cost µs instead of a fault
-/// round trip; the factor was measured against the sync variant and not re-measured.
-pub const AUTO_SYNC_FACTOR: u64 = 8;
 /// Environment switch that makes userfaultfd look refused (tests of the fallback path).
 pub const ENV_NO_UFFD: &str = "CAIRN_SNAPSHOT_NO_UFFD";
 
@@ -691,7 +680,11 @@ fn run_background(
             fallback_reason = Some(format!("{ENV_NO_UFFD}=1"));
         } else {
             let tried = match (p.mode, p.capture.clone()) {
-                (SnapMode::Cow, Some(c)) => {
+                // `auto` is copy-before-write wherever the arena armed its capture (every
+                // background job): at 4M and 8M keys of incompressible values it beat live
+                // passes on duration, pause and tail latency (BENCHMARKS.md, "Snapshot
+                // scaling"). Live passes stay available as `async`.
+                (SnapMode::Cow | SnapMode::Auto, Some(c)) => {
                     return run_cow_image(&view, &p, &c, &gate, &cancel, &progress)
                 }
                 (SnapMode::Cow, None) => Err(io::Error::other(
@@ -831,15 +824,6 @@ fn commit(
     })
 }
 
-/// How the live passes ended.
-enum Live {
-    /// The image is complete up to this many arena bytes.
-    Done(Outcome, u64),
-    /// The dirty set did not converge within the pause budget (`auto`): start over with
-    /// the freeze-free variant.
-    Switch { passes: u32, reason: String },
-}
-
 fn run_live(
     view: &RegionView,
     p: &SnapParams,
@@ -853,10 +837,9 @@ fn run_live(
     // Ending the tracking lifts every protection: a kernel walk of the page tables
     // (≈ 10 ms a GiB), on a niced thread so that the clients sharing its CPU get in
     // between its slices. After a cut the registration is kept for the next snapshot
-    // (see `WpTracker::retire`); otherwise (a switch to the freeze-free variant, which
-    // registers the range itself, or an error) it is dropped.
+    // (see `WpTracker::retire`); after an error it is dropped.
     let ended = Instant::now();
-    let keep = matches!(result, Ok(Live::Done(..)));
+    let keep = result.is_ok();
     std::thread::scope(|s| {
         s.spawn(move || {
             lower_priority();
@@ -877,25 +860,7 @@ fn run_live(
         ended.elapsed().as_micros()
     );
     match result {
-        Ok(Live::Done(o, end)) => commit(w, p, o, end, gate.repl_stream_db_at_park(), cancel),
-        Ok(Live::Switch { passes, reason }) => {
-            // The records written so far are useless without the tracking that was just
-            // dropped: the freeze-free stream is a complete image on its own.
-            w.abort();
-            let mut o = match &p.capture {
-                Some(c) => {
-                    crate::notice!("Snapshot: {reason} after {passes} live passes; switching to copy-before-write (freeze-free)");
-                    run_cow_image(view, p, c, gate, cancel, progress)?
-                }
-                None => {
-                    crate::notice!("Snapshot: {reason} after {passes} live passes; switching to synchronous write-protect (freeze-free)");
-                    let t = uffd::SyncWp::new(view.base_addr(), view.reserved_bytes())?;
-                    run_sync_image(view, p, t, gate, cancel, progress)?
-                }
-            };
-            o.passes += passes;
-            Ok(o)
-        }
+        Ok((o, end)) => commit(w, p, o, end, gate.repl_stream_db_at_park(), cancel),
         Err(e) => {
             w.abort();
             Err(e)
@@ -1082,6 +1047,8 @@ fn raw_jobs<'a>(runs: &[(u64, u64)], raw: &'a [u8]) -> Vec<Job<'a>> {
     packer.finish()
 }
 
+/// The live passes and the cut in the final pause: returns the outcome and the arena
+/// bytes the image is complete up to.
 #[allow(clippy::too_many_arguments)]
 fn live_passes(
     view: &RegionView,
@@ -1091,8 +1058,7 @@ fn live_passes(
     cancel: &AtomicBool,
     progress: &Progress,
     w: &mut ImageWriter,
-) -> Result<Live, SnapError> {
-    let auto = p.mode == SnapMode::Auto;
+) -> Result<(Outcome, u64), SnapError> {
     // Pass 1: protect what is in use, then stream all of it.
     let mut end = view.end();
     let pass_started = Instant::now();
@@ -1125,7 +1091,6 @@ fn live_passes(
     );
     let mut passes = 1u32;
     progress.passes.store(1, Ordering::Relaxed);
-    let switch_over_us = budget.saturating_mul(AUTO_SYNC_FACTOR);
     // Pass 1 sent everything up to `end`.
     let mut last = end;
     let mut last_all_raw = false;
@@ -1217,15 +1182,6 @@ fn live_passes(
         let converged = pause_estimate_us(final_walk_us, dirty) <= budget;
         let stalled =
             (dirty * 4 > last * 3 && (last_all_raw || !all_raw)) || passes >= MAX_LIVE_PASSES;
-        if !converged && stalled && auto && pause_estimate_us(final_walk_us, dirty) > switch_over_us
-        {
-            return Ok(Live::Switch {
-                passes,
-                reason: format!(
-                    "the dirty set does not converge ({dirty} bytes, read-only walk {final_walk_us} us, budget {budget} us)"
-                ),
-            });
-        }
         // The end, unless the pool is still being made resident: then one more pass
         // (waiting here would widen the final set by as long).
         let finishing = (converged || stalled) && (pool_ready || passes >= MAX_LIVE_PASSES);
@@ -1316,17 +1272,6 @@ fn live_passes(
     let total: u64 = runs.iter().map(|r| r.1).sum();
     let spent_us = guard.started.elapsed().as_micros() as u64;
     let walk_end = Instant::now();
-    if auto && spent_us + total / PAUSE_COPY_BYTES_PER_US > switch_over_us {
-        // A burst of writes since the last pass: copying it would overrun the pause far
-        // beyond the budget. Release the executor without a cut and finish freeze-free.
-        drop(guard);
-        return Ok(Live::Switch {
-            passes,
-            reason: format!(
-                "the final dirty set ({total} bytes) would overrun the {budget} us pause budget"
-            ),
-        });
-    }
     // Into the pool (slotted pages in place, new ones while slots are free), the rest
     // into a buffer grown here: only when the set is far over what the budget copies.
     let placed = pool.place(&runs, NewPages::WhileFree);
@@ -1366,7 +1311,7 @@ fn live_passes(
     );
     passes += 1;
     progress.passes.store(passes as usize, Ordering::Relaxed);
-    Ok(Live::Done(
+    Ok((
         Outcome {
             mode: CutMode::UffdLive,
             dirty_at_cut,
