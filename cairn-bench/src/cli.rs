@@ -362,6 +362,11 @@ pub struct ReplicaVsArgs {
     /// seconds): unlimited by default, so a slow full sync is measured, not cut off.
     #[arg(long, default_value = "0 0 0")]
     pub replica_output_limit: String,
+    /// Nice value of the replica's threads (every configuration's), 0 to leave it. With
+    /// primary and replica on one machine the replica's load competes with the primary's
+    /// executor for the same CPUs; a niced replica stands in for one on its own machine.
+    #[arg(long, default_value_t = 0)]
+    pub replica_nice: i32,
     /// Sampling interval (ms): memory, INFO polling for the replica's link.
     #[arg(long, default_value_t = 20)]
     pub interval_ms: u64,

@@ -249,6 +249,9 @@ fn run_config_in(
     scenario::fill(&ctx, a.keys, "key:", value, 64)?;
     eprintln!("== {name}: starting the replica");
     let (replica, _) = compare::start(bin, common, rdir, "server.log")?;
+    if a.replica_nice != 0 {
+        renice_threads(replica.child.id(), a.replica_nice)?;
+    }
     let replica_target = Target {
         addr: resp::resolve("127.0.0.1", replica.port).map_err(|e| e.to_string())?,
         password: None,
@@ -572,6 +575,13 @@ pub fn replica_vs(a: &ReplicaVsArgs) -> Result<Report, String> {
          reach the primary's master_repl_offset and match DBSIZE and DEBUG DIGEST",
         a.replica_output_limit, a.keys, a.rate, a.connections, a.at, a.interval_ms, a.after
     ));
+    if a.replica_nice != 0 {
+        rep.notes.push(format!(
+            "every replica's threads run at nice {} (threads it starts later inherit it): \
+             primary and replica share this machine's CPUs",
+            a.replica_nice
+        ));
+    }
     rep.notes.push(
         "sync window = 0.5 s before the replica's INFO first shows role:slave with its link not \
          up, to 1 s after it last did (INFO replication of the replica polled every 20 ms)"
@@ -652,4 +662,24 @@ pub fn replica_vs(a: &ReplicaVsArgs) -> Result<Report, String> {
         }
     }
     Ok(rep)
+}
+
+/// Sets the nice value of every thread of process `pid` (a thread it starts later inherits
+/// its starter's).
+fn renice_threads(pid: u32, nice: i32) -> Result<(), String> {
+    let dir = format!("/proc/{pid}/task");
+    let tasks = std::fs::read_dir(&dir).map_err(|e| format!("{dir}: {e}"))?;
+    for t in tasks.flatten() {
+        let Ok(tid) = t.file_name().to_string_lossy().parse::<libc::id_t>() else {
+            continue;
+        };
+        // SAFETY: a plain syscall on a thread id; no memory is passed.
+        if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, nice) } != 0 {
+            return Err(format!(
+                "setpriority({tid}, {nice}): {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
 }
