@@ -1095,8 +1095,9 @@ fn debug_reload_keeps_cold_values_cold_and_byte_exact() {
         );
     }
     assert_eq!(raw.call(&["DEBUG", "RELOAD"]), b"+OK\r\n");
-    // Every cold value is still cold (none was read to reload).
-    assert_eq!(raw.info_u64("tiered", "tiered_entries"), cold);
+    // Every cold value is still cold (none was read to reload). At least as many as
+    // before: the offload pass goes on meanwhile and may have sent more to the file.
+    assert!(raw.info_u64("tiered", "tiered_entries") >= cold);
     for k in &victims {
         assert_eq!(state(&mut raw, k.as_bytes()), "cold", "{k}");
     }

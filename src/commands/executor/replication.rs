@@ -1145,25 +1145,27 @@ impl Server {
                     }
                 }
                 let early = match follow {
-                    Some(f) => match self.start_image_transfer(&image, f) {
-                        Ok(t) => {
-                            // The image's header, sent last, names the cut's offset.
-                            let head = format!("+CAIRNIMAGE {}\r\n", self.master_replid);
-                            for (slot, id) in members {
-                                self.push_raw(slot, id, head.as_bytes());
+                    Some(f) => {
+                        match self.start_image_transfer(&image, f, job.spawned_thread_cpus()) {
+                            Ok(t) => {
+                                // The image's header, sent last, names the cut's offset.
+                                let head = format!("+CAIRNIMAGE {}\r\n", self.master_replid);
+                                for (slot, id) in members {
+                                    self.push_raw(slot, id, head.as_bytes());
+                                }
+                                Some(t)
                             }
-                            Some(t)
+                            Err(e) => {
+                                warning!("Can't start the image sender for replication: {e}");
+                                job.cancel();
+                                self.ks.arena.set_keep_pages(false);
+                                self.tier_capture(false);
+                                remove_capture(&image);
+                                self.fail_sync_members();
+                                return;
+                            }
                         }
-                        Err(e) => {
-                            warning!("Can't start the image sender for replication: {e}");
-                            job.cancel();
-                            self.ks.arena.set_keep_pages(false);
-                            self.tier_capture(false);
-                            remove_capture(&image);
-                            self.fail_sync_members();
-                            return;
-                        }
-                    },
+                    }
                     None => None,
                 };
                 self.repl.sync = Some(FullSync {
@@ -1341,6 +1343,7 @@ impl Server {
         &self,
         image: &std::path::Path,
         follow: Arc<Follow>,
+        cpus: Option<crate::persistence::snapshot::CpuSet>,
     ) -> std::io::Result<Transfer> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(IMAGE_CHUNKS_QUEUED);
         let wake = self.aof.waker();
@@ -1350,6 +1353,8 @@ impl Server {
         let thread = std::thread::Builder::new()
             .name("cairn-repl-rdb".into())
             .spawn(move || {
+                // Off the CPU the capture pinned the executor to (we inherited the pin).
+                let _cpus = cpus.as_ref().map(crate::persistence::snapshot::OnCpu::set);
                 let mut unlinked = Vec::new();
                 let r = stream_image(&image, &follow, &tx, wake.as_ref(), &mut unlinked);
                 drop(tx);

@@ -1335,8 +1335,11 @@ pub struct BgJob {
     pub started: Instant,
     pub progress: Arc<Progress>,
     /// The executor's pin for the job (see [`OnCpu`]); dropped (unpinned) on the
-    /// executor when the job is collected.
-    executor_pin: Option<OnCpu>,
+    /// executor when the job is collected. Boxed: it holds a 128-byte CPU set, and jobs
+    /// sit in the executor's state enums.
+    executor_pin: Option<Box<OnCpu>>,
+    /// The CPU the executor is pinned to for the job.
+    executor_cpu: Option<usize>,
 }
 
 /// Runs the calling thread on one CPU until dropped (then back on its previous set).
@@ -1406,6 +1409,17 @@ impl OnCpu {
     /// The set before this guard changed it (None: it changed nothing).
     pub(crate) fn previous(&self) -> Option<CpuSet> {
         self.0.map(CpuSet)
+    }
+
+    /// The set before this guard changed it, without `cpu` (None: it changed nothing, or
+    /// `cpu` was all of it).
+    pub(crate) fn previous_without(&self, cpu: usize) -> Option<CpuSet> {
+        let mut set = self.0?;
+        // SAFETY: clears a bit of, and counts, a valid cpu set.
+        unsafe {
+            libc::CPU_CLR(cpu, &mut set);
+            (libc::CPU_COUNT(&set) > 0).then_some(CpuSet(set))
+        }
     }
 
     fn apply(set: &libc::cpu_set_t) -> OnCpu {
@@ -1502,11 +1516,20 @@ impl BgJob {
             cancel,
             started: Instant::now(),
             progress,
-            executor_pin: cpu.map(OnCpu::pin),
+            executor_pin: cpu.map(|c| Box::new(OnCpu::pin(c))),
+            executor_cpu: cpu,
         })
     }
     pub fn is_finished(&self) -> bool {
         self.handle.is_finished()
+    }
+    /// Where a thread the executor spawns while this job runs should run: the executor's
+    /// CPUs before the job pinned it, without the one it is pinned to. A thread spawned
+    /// from the pinned executor inherits the pin and would compete with it for its CPU.
+    /// None: the executor is not pinned (nothing to undo).
+    pub fn spawned_thread_cpus(&self) -> Option<CpuSet> {
+        let pin = self.executor_pin.as_ref()?;
+        pin.previous_without(self.executor_cpu?)
     }
     /// Waits for the thread (immediate when `is_finished`).
     pub fn join(self) -> Result<Outcome, SnapError> {
@@ -1906,6 +1929,45 @@ impl LoadJob {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A thread spawned by the pinned executor gets its CPUs back without the pinned one.
+    #[test]
+    fn the_set_before_a_pin_without_the_pinned_cpu() {
+        std::thread::spawn(|| {
+            let cpu = current_cpu().unwrap();
+            let mut before = empty_cpu_set();
+            // SAFETY: reads the calling thread's affinity into a valid set.
+            unsafe {
+                libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut before)
+            };
+            // SAFETY: counts a valid set.
+            let n = unsafe { libc::CPU_COUNT(&before) };
+            let pin = OnCpu::pin(cpu);
+            let rest = pin.previous_without(cpu);
+            if n < 2 {
+                assert!(rest.is_none(), "one CPU: nothing to move to");
+                return;
+            }
+            let rest = rest.expect("other CPUs");
+            // SAFETY: reads bits of valid sets.
+            unsafe {
+                assert!(!libc::CPU_ISSET(cpu, &rest.0));
+                assert_eq!(libc::CPU_COUNT(&rest.0), n - 1);
+            }
+            // Applied on a thread that inherited the pin, it moves the thread off it.
+            let guard = OnCpu::set(&rest);
+            let mut now = empty_cpu_set();
+            // SAFETY: as above.
+            unsafe {
+                libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut now);
+                assert!(!libc::CPU_ISSET(cpu, &now));
+            }
+            drop(guard);
+            drop(pin);
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn packer_respects_chunk_and_extent_limits() {
