@@ -172,7 +172,7 @@ pub struct CutStats {
 
 /// Zeroed words (a zeroed allocation: the kernel supplies the zeros as pages are touched,
 /// so making the bitmap costs nothing proportional to the arena).
-pub fn zeroed_words(n: usize) -> Box<[AtomicU64]> {
+fn zeroed_words(n: usize) -> Box<[AtomicU64]> {
     let v: Box<[u64]> = vec![0u64; n].into_boxed_slice();
     // SAFETY: AtomicU64 has the size and alignment of u64 (x86-64, aarch64), and every
     // bit pattern is a valid value of both.

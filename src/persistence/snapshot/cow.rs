@@ -15,21 +15,16 @@ use super::{PauseGate, SnapParams};
 use crate::arena::cow::{Capture, Cut};
 use crate::arena::PAGE_BYTES;
 use crate::persistence::snapshot::format::{CutMode, Extent, ImageWriter};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Bytes of copied-out pages held at most (then the writer waits for the stream).
 pub const SIDE_BUFFER_BYTES: usize = super::sync::SIDE_BUFFER_BYTES;
 
-/// The copy-before-write cut needs neither the `drained` bitmap nor a replacement of
-/// pages in a chunk: a page a writer claimed first is left out of its chunk (and goes out
-/// of the side buffer), one the worker claimed was read with its cut bytes.
+/// The copy-before-write cut replaces no page in a chunk: a page a writer claimed first
+/// is left out of its chunk (and goes out of the side buffer), one the worker claimed was
+/// read with its cut bytes.
 impl SideBuffer for Cut {
-    fn take_batch(
-        &self,
-        buf: &mut [u8],
-        _drained: &[AtomicU64],
-        min_pages: usize,
-    ) -> Option<Vec<Extent>> {
+    fn take_batch(&self, buf: &mut [u8], min_pages: usize) -> Option<Vec<Extent>> {
         let room = buf.len().min(DRAIN_PAGES * PAGE_BYTES);
         let pages = self.drain_into(&mut buf[..room], min_pages)?;
         Some(
@@ -47,14 +42,7 @@ impl SideBuffer for Cut {
         Cut::pending(self)
     }
 
-    fn chunk_read(
-        &self,
-        off: u64,
-        len: usize,
-        _buf: &mut [u8],
-        _drained: &[AtomicU64],
-        keep: &mut [bool],
-    ) {
+    fn chunk_read(&self, off: u64, len: usize, _buf: &mut [u8], keep: &mut [bool]) {
         self.claim_for_stream(off, len as u64, keep);
     }
 

@@ -327,7 +327,14 @@ fn sync_body(
     // Stream the arena as it was at the cut.
     // Niced: the fault handler, which the executor waits on, must win the CPU.
     let nice = super::nice_override().unwrap_or(super::WORKER_NICE);
-    stream_cut(view, p, &UffdSide { sh, t }, final_end, w, cancel, nice)?;
+    let side = UffdSide {
+        sh,
+        t,
+        drained: (0..(final_end as usize).div_ceil(PAGE_BYTES).div_ceil(64))
+            .map(|_| AtomicU64::new(0))
+            .collect(),
+    };
+    stream_cut(view, p, &side, final_end, w, cancel, nice)?;
     check_error(sh)?;
     let (peak, waits, faults, fault_us) = {
         let st = sh.lock();
@@ -391,11 +398,6 @@ pub(super) fn stream_cut(
     worker_nice: libc::c_int,
 ) -> Result<(), SnapError> {
     let chunks = (end as usize).div_ceil(CHUNK_BYTES);
-    let pages = (end as usize).div_ceil(PAGE_BYTES);
-    // One bit per page: drained (written from the side buffer). Zeroed by the kernel as
-    // it is touched: the copy-before-write variant never touches it (1 bit per 4 KiB page,
-    // 9 MiB at 300 GB, would otherwise be written in full here).
-    let drained = crate::arena::cow::zeroed_words(pages.div_ceil(64));
     let next_chunk = std::sync::atomic::AtomicUsize::new(0);
     // Chunks read and claimed: once all are, no writer can copy a page out any more.
     let chunks_done = std::sync::atomic::AtomicUsize::new(0);
@@ -406,13 +408,12 @@ pub(super) fn stream_cut(
         let (tx, rx) = std::sync::mpsc::sync_channel::<Record>(threads * 2);
         for _ in 0..threads {
             let tx = tx.clone();
-            let (drained, next_chunk, chunks_done, stop) =
-                (&drained, &next_chunk, &chunks_done, &stop);
+            let (next_chunk, chunks_done, stop) = (&next_chunk, &chunks_done, &stop);
             s.spawn(move || {
                 super::set_nice(worker_nice);
                 let mut buf = vec![0u8; CHUNK_BYTES];
                 while !stop.load(Ordering::Relaxed) && !cancel.load(Ordering::Relaxed) {
-                    let work = match sh.take_batch(&mut buf, drained, DRAIN_PAGES) {
+                    let work = match sh.take_batch(&mut buf, DRAIN_PAGES) {
                         Some(extents) => Work::Drain(extents),
                         None if next_chunk.load(Ordering::Relaxed) < chunks => {
                             let i = next_chunk.fetch_add(1, Ordering::Relaxed);
@@ -424,7 +425,7 @@ pub(super) fn stream_cut(
                         // No chunk left: copied-out pages still waiting go out in
                         // batches of any size, until every chunk is claimed and the
                         // side buffer is empty.
-                        None => match sh.take_batch(&mut buf, drained, 1) {
+                        None => match sh.take_batch(&mut buf, 1) {
                             Some(extents) => Work::Drain(extents),
                             None => {
                                 if chunks_done.load(Ordering::SeqCst) == chunks && !sh.pending() {
@@ -441,7 +442,7 @@ pub(super) fn stream_cut(
                             Some(Record::encode(extents, &buf[..n]))
                         }
                         Work::Chunk(i) => {
-                            let r = stream_chunk(view, sh, end, i, &mut buf, drained);
+                            let r = stream_chunk(view, sh, end, i, &mut buf);
                             chunks_done.fetch_add(1, Ordering::SeqCst);
                             r
                         }
@@ -480,12 +481,7 @@ pub(super) trait SideBuffer: Sync {
     /// When the side buffer holds at least `min_pages` pages: moves up to [`DRAIN_PAGES`]
     /// into `buf` (in offset order), frees their slots, marks them drained, wakes waiting
     /// writers and returns their extents.
-    fn take_batch(
-        &self,
-        buf: &mut [u8],
-        drained: &[AtomicU64],
-        min_pages: usize,
-    ) -> Option<Vec<Extent>>;
+    fn take_batch(&self, buf: &mut [u8], min_pages: usize) -> Option<Vec<Extent>>;
     /// Copied-out pages still have to go to the image (false once the capture failed).
     fn pending(&self) -> bool;
     /// `buf[..len]` was read from the region at `off` (chunk of the image): clears `keep`
@@ -494,14 +490,7 @@ pub(super) trait SideBuffer: Sync {
     /// The write-protect variant replaces pages it holds copies of by those copies and
     /// leaves out drained ones; the copy-before-write variant leaves out every page a
     /// writer claimed before the worker (see `arena::cow`).
-    fn chunk_read(
-        &self,
-        off: u64,
-        len: usize,
-        buf: &mut [u8],
-        drained: &[AtomicU64],
-        keep: &mut [bool],
-    );
+    fn chunk_read(&self, off: u64, len: usize, buf: &mut [u8], keep: &mut [bool]);
     /// Records an error: the snapshot fails with it.
     fn fail(&self, e: String);
 }
@@ -570,6 +559,9 @@ fn replace_from_side(
 struct UffdSide<'a> {
     sh: &'a Shared,
     t: &'a SyncWp,
+    /// One bit per page: drained (written from the side buffer), so its chunk leaves it
+    /// out.
+    drained: Vec<AtomicU64>,
 }
 
 /// The write-protect variant's bookkeeping under its lock.
@@ -598,32 +590,20 @@ impl UffdSlots<'_> {
 }
 
 impl SideBuffer for UffdSide<'_> {
-    fn take_batch(
-        &self,
-        buf: &mut [u8],
-        drained: &[AtomicU64],
-        min_pages: usize,
-    ) -> Option<Vec<Extent>> {
+    fn take_batch(&self, buf: &mut [u8], min_pages: usize) -> Option<Vec<Extent>> {
         let sh = self.sh;
         let mut st = sh.lock();
         let mut slots = UffdSlots {
             st: &mut st,
             side_base: sh.side_base,
         };
-        let extents = drain_side(&mut slots, buf, drained, min_pages)?;
+        let extents = drain_side(&mut slots, buf, &self.drained, min_pages)?;
         drop(st);
         sh.cv.notify_all();
         Some(extents)
     }
 
-    fn chunk_read(
-        &self,
-        off: u64,
-        len: usize,
-        buf: &mut [u8],
-        drained: &[AtomicU64],
-        keep: &mut [bool],
-    ) {
+    fn chunk_read(&self, off: u64, len: usize, buf: &mut [u8], keep: &mut [bool]) {
         let sh = self.sh;
         {
             let mut st = sh.lock();
@@ -631,7 +611,7 @@ impl SideBuffer for UffdSide<'_> {
                 st: &mut st,
                 side_base: sh.side_base,
             };
-            replace_from_side(&mut slots, off, len, buf, drained, keep);
+            replace_from_side(&mut slots, off, len, buf, &self.drained, keep);
             st.streamed[off as usize / CHUNK_BYTES] = true;
         }
         sh.cv.notify_all();
@@ -659,7 +639,6 @@ fn stream_chunk(
     end: u64,
     i: usize,
     buf: &mut [u8],
-    drained: &[AtomicU64],
 ) -> Option<Record> {
     let off = (i * CHUNK_BYTES) as u64;
     let len = (end - off).min(CHUNK_BYTES as u64) as usize;
@@ -673,7 +652,7 @@ fn stream_chunk(
     // after its copy-out is in the side map or drained (both happen before the write).
     std::sync::atomic::fence(Ordering::SeqCst);
     let mut keep: Vec<bool> = vec![true; len / PAGE_BYTES];
-    sh.chunk_read(off, len, buf, drained, &mut keep);
+    sh.chunk_read(off, len, buf, &mut keep);
     if keep.iter().all(|&k| k) {
         return Some(Record::encode(
             vec![Extent {
